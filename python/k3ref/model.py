@@ -278,6 +278,8 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
             dumps[f"layers.{i}.mlp_out"] = m
             dumps[f"layers.{i}.hidden"] = ar.partial if use_ar else h
     if use_ar:
+        if dumps is not None:
+            dumps["attn_res_blocks"] = list(ar.blocks)
         h = ar.mix(_get(weights, "model.output_attn_res_norm.weight"),
                    _get(weights, "model.output_attn_res_proj.weight"), eps)
     hn = ops.rms_norm(h, _get(weights, "model.norm.weight"), eps)

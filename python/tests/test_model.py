@@ -211,3 +211,54 @@ def test_safetensors_roundtrip(tmp_path):
     p2 = tmp_path / "y.safetensors"
     stn.save_file({"language_model.z": np.arange(6, dtype=np.float32).reshape(2, 3)}, str(p2))
     assert model.load_safetensors(p2)["z"].tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_attn_res_blocks_in_model():
+    cfg = model.tiny_k3_config()          # 8 layers, block size 4: B = [emb, layers 0-3 sum]
+    W = model.random_weights(cfg, 8)
+    d = {}
+    model.forward(cfg, W, [4, 9, 1], dumps=d)
+    B = d["attn_res_blocks"]
+    assert len(B) == 2 and rel_err(B[0], d["embed"]) == 0
+    s = sum(d[f"layers.{i}.attn_out"] + d[f"layers.{i}.mlp_out"] for i in range(4))
+    assert rel_err(B[1], s) < 1e-13
+
+
+def test_attn_res_dataflow_follows_spec_section7():
+    """Re-derive every layer's normalised inputs from the dumped sublayer outputs (K3-SPEC §7)."""
+    cfg = model.tiny_k3_config()
+    W = model.random_weights(cfg, 9)
+    d = {}
+    logits = model.forward(cfg, W, [7, 3, 3, 8, 1], dumps=d)
+    nrm = lambda v, n: ops.rms_norm(v, W[n], 1e-5)
+    B, P = [], d["embed"]
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        x = P if not B else ops.attn_res_mix(B, P, W[p + "self_attention_res_norm.weight"],
+                                             W[p + "self_attention_res_proj.weight"])
+        assert rel_err(d[f"layers.{i}.attn_in"], nrm(x, p + "input_layernorm.weight")) < 1e-13
+        if i % cfg.attn_res_block_size == 0:
+            B, P = B + [P], 0.0
+        P = P + d[f"layers.{i}.attn_out"]
+        y = ops.attn_res_mix(B, P, W[p + "mlp_res_norm.weight"], W[p + "mlp_res_proj.weight"])
+        assert rel_err(d[f"layers.{i}.mlp_in"], nrm(y, p + "post_attention_layernorm.weight")) < 1e-13
+        P = P + d[f"layers.{i}.mlp_out"]
+    h = ops.attn_res_mix(B, P, W["model.output_attn_res_norm.weight"], W["model.output_attn_res_proj.weight"])
+    ref = nrm(h, "model.norm.weight") @ W["lm_head.weight"].T
+    assert rel_err(logits, ref) < 1e-13
+
+
+def test_plain_residual_dataflow_kimi_linear():
+    cfg = model.tiny_kimi_linear_config()
+    W = model.random_weights(cfg, 10)
+    d = {}
+    logits = model.forward(cfg, W, [2, 7, 1], dumps=d)
+    h = d["embed"]
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        assert rel_err(d[f"layers.{i}.attn_in"], ops.rms_norm(h, W[p + "input_layernorm.weight"], 1e-5)) < 1e-13
+        h = h + d[f"layers.{i}.attn_out"]
+        assert rel_err(d[f"layers.{i}.mlp_in"], ops.rms_norm(h, W[p + "post_attention_layernorm.weight"], 1e-5)) < 1e-13
+        h = h + d[f"layers.{i}.mlp_out"]
+    ref = ops.rms_norm(h, W["model.norm.weight"], 1e-5) @ W["lm_head.weight"].T
+    assert rel_err(logits, ref) < 1e-13

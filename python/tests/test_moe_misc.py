@@ -145,3 +145,26 @@ def test_norms():
     r = ops.gated_rms_norm(o, gate, np.array([1.0, 3.0]), 0.0)
     assert np.allclose(r, 0.5 * np.array([[[1.0, 3.0], [1.0, 3.0]]]))
     assert ops.argmax_sample(np.array([[0.1, 5.0, 5.0], [3.0, 1.0, 2.0]])).tolist() == [1, 0]
+
+
+def test_attn_res_bookkeeping_block_contents():
+    """K3-SPEC §6: B0 = embedding; block n ≥ 1 = sum of attn+MLP outputs of layers
+    bs(n−1)…bs·n−1; the running partial holds the remaining layers."""
+    rng = np.random.default_rng(7)
+    D, bs, L = 4, 4, 10
+    emb = rng.standard_normal((2, D))
+    st = ops.AttnResState(emb, bs)
+    outs = []
+    for i in range(L):
+        st.pre_attn(i, np.ones(D), rng.standard_normal(D), 1e-5)
+        a = rng.standard_normal((2, D))
+        st.add(a)
+        st.mix(np.ones(D), rng.standard_normal(D), 1e-5)
+        m = rng.standard_normal((2, D))
+        st.add(m)
+        outs.append(a + m)
+    assert len(st.blocks) == 3                      # boundaries at layers 0, 4, 8
+    assert rel_err(st.blocks[0], emb) == 0
+    assert rel_err(st.blocks[1], sum(outs[0:4])) < 1e-14
+    assert rel_err(st.blocks[2], sum(outs[4:8])) < 1e-14
+    assert rel_err(st.partial, sum(outs[8:10])) < 1e-14
