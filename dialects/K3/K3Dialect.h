@@ -1,0 +1,22 @@
+//===- K3Dialect.h - The K3 model dialect -----------------------*- C++ -*-===//
+#ifndef K3_DIALECTS_K3_K3DIALECT_H
+#define K3_DIALECTS_K3_K3DIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/K3/K3Dialect.h.inc"
+#include "dialects/K3/K3Enums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/K3/K3Attrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/K3/K3Ops.h.inc"
+
+#endif // K3_DIALECTS_K3_K3DIALECT_H

@@ -1,0 +1,20 @@
+//===- Passes.h - K3 graph-level passes -------------------------*- C++ -*-===//
+#ifndef K3_PASSES_PASSES_H
+#define K3_PASSES_PASSES_H
+
+#include "dialects/K3/K3Dialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::k3 {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::k3
+
+#endif // K3_PASSES_PASSES_H
