@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from k3ref import ops
-from util import rel_err
+from k3ref_testutil import rel_err
 
 TOL = 1e-10
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from k3ref import model, ops
-from util import rel_err
+from k3ref_testutil import rel_err
 
 
 def sig(x):

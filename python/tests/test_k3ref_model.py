@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from k3ref import model, ops
-from util import rel_err
+from k3ref_testutil import rel_err
 
 CFGS = {"k3": model.tiny_k3_config, "kimi_linear": model.tiny_kimi_linear_config}
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from k3ref import ops
-from util import rel_err
+from k3ref_testutil import rel_err
 
 H, NOPE, ROPE, VD, R = 3, 8, 4, 6, 10
 
