@@ -514,6 +514,37 @@ def latent_attention(q, latent, kv_b, num_heads, qk_nope, qk_rope, v_head, kv_lo
     return o, new_cache
 
 
+def latent_attention_absorbed(q, latent, kv_b, num_heads, qk_nope, qk_rope, v_head, kv_lora_rank,
+                              scale, latent_cache=None, cache_lens=None, cu_seqlens=None):
+    """MLA core in the absorbed (decode) form (K3-SPEC §8); same contract as ``latent_attention``.
+
+    With W_uk_h, W_uv_h the k_nope / v rows of head h in ``kv_b``:
+    score = (W_uk_hᵀ q_nope_h)·c + q_pe_h·k_pe;  o_h = W_uv_h (Σ_j p_j c_j).
+    Attention runs over the 512+64 latent directly, never expanding K/V.
+    """
+    q, latent = _a(q), _a(latent)
+    T = q.shape[0]
+    width = kv_lora_rank + qk_rope
+    bounds = seq_bounds(cu_seqlens, T)
+    caches = _cache_list(latent_cache, cache_lens, len(bounds), width)
+    kvb = _a(kv_b).reshape(num_heads, qk_nope + v_head, kv_lora_rank)
+    o = np.zeros((T, num_heads, v_head))
+    new_cache = []
+    for n, (bos, eos) in enumerate(bounds):
+        full = np.concatenate([caches[n], latent[bos:eos]], axis=0)
+        P = caches[n].shape[0]
+        c, kpe = full[:, :kv_lora_rank], full[:, kv_lora_rank:]
+        for h in range(num_heads):
+            w_uk, w_uv = kvb[h, :qk_nope], kvb[h, qk_nope:]
+            for t in range(bos, eos):
+                last = P + (t - bos)
+                q_lat = w_uk.T @ q[t, h, :qk_nope]
+                s = (c[:last + 1] @ q_lat + kpe[:last + 1] @ q[t, h, qk_nope:]) * scale
+                o[t, h] = w_uv @ (_softmax(s) @ c[:last + 1])
+        new_cache.append(full)
+    return o, new_cache
+
+
 def gated_mla(x, w, cfg, cu_seqlens=None, latent_cache=None, cache_lens=None):
     """Gated MLA layer (K3-SPEC §3).
 

@@ -72,3 +72,14 @@ def test_latent_attention_cache_equals_concatenation(padded):
     assert rel_err(o[:3], full[0][5:]) < 1e-12
     assert rel_err(o[3:], full[1][2:]) < 1e-12
     assert rel_err(nc[0], seqs[0][1]) == 0 and rel_err(nc[1], seqs[1][1]) == 0
+
+
+def test_absorbed_form_equals_latent_form_with_cache():
+    rng = np.random.default_rng(2)
+    q, latent, kv_b = mla_inputs(rng, 5)
+    cache = [rng.standard_normal((4, R + ROPE)), rng.standard_normal((0, R + ROPE))]
+    cu = np.array([0, 2, 5])
+    a, ca = ops.latent_attention(q, latent, kv_b, H, NOPE, ROPE, VD, R, 0.3, cache, cu_seqlens=cu)
+    b, cb = ops.latent_attention_absorbed(q, latent, kv_b, H, NOPE, ROPE, VD, R, 0.3, cache, cu_seqlens=cu)
+    assert rel_err(b, a) < 1e-12
+    assert all(np.array_equal(x, y) for x, y in zip(ca, cb))
