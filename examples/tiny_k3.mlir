@@ -11,7 +11,9 @@
 //   Block AttnRes, block size 4: blocks close at layers 0 and 4
 //
 // Weights and decode state are named as in the checkpoint (K3-SPEC.md,
-// model-side names); templates use names relative to their k3.layer prefix.
+// model-side names; MoE tensors under `block_sparse_moe.` as in the upstream
+// modeling code, docs/oracle.md); templates use names relative to their
+// k3.layer prefix.
 // This file is the embedded default model of k3-opt's main job.
 
 module attributes {k3.model = "tiny-k3", k3.vocab_size = 256 : i64,
@@ -104,7 +106,7 @@ func.func private @kda_moe_layer(%p: tensor<?x64xf32>, %b: tensor<?x?x64xf32>,
   %y = k3.attn_res_mix %b, %p1, %mrn, %mrp {epsilon = 1.0e-5 : f64}
       : (tensor<?x?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>, tensor<1x64xbf16>) -> tensor<?x64xf32>
   %yn = k3.rms_norm %y, %pal {epsilon = 1.0e-5 : f64} : (tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
-  %m = k3.layer @latent_moe("mlp.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  %m = k3.layer @latent_moe("block_sparse_moe.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
   %p2 = k3.add %p1, %m : tensor<?x64xf32>
   return %p2, %b : tensor<?x64xf32>, tensor<?x?x64xf32>
 }
@@ -125,7 +127,7 @@ func.func private @kda_moe_layer_open(%p: tensor<?x64xf32>, %b: tensor<?x?x64xf3
   %y = k3.attn_res_mix %b1, %a, %mrn, %mrp {epsilon = 1.0e-5 : f64}
       : (tensor<?x?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>, tensor<1x64xbf16>) -> tensor<?x64xf32>
   %yn = k3.rms_norm %y, %pal {epsilon = 1.0e-5 : f64} : (tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
-  %m = k3.layer @latent_moe("mlp.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  %m = k3.layer @latent_moe("block_sparse_moe.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
   %p2 = k3.add %a, %m : tensor<?x64xf32>
   return %p2, %b1 : tensor<?x64xf32>, tensor<?x?x64xf32>
 }
@@ -147,7 +149,7 @@ func.func private @mla_moe_layer(%p: tensor<?x64xf32>, %b: tensor<?x?x64xf32>,
   %y = k3.attn_res_mix %b, %p1, %mrn, %mrp {epsilon = 1.0e-5 : f64}
       : (tensor<?x?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>, tensor<1x64xbf16>) -> tensor<?x64xf32>
   %yn = k3.rms_norm %y, %pal {epsilon = 1.0e-5 : f64} : (tensor<?x64xf32>, tensor<64xbf16>) -> tensor<?x64xf32>
-  %m = k3.layer @latent_moe("mlp.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  %m = k3.layer @latent_moe("block_sparse_moe.")(%yn) : (tensor<?x64xf32>) -> tensor<?x64xf32>
   %p2 = k3.add %p1, %m : tensor<?x64xf32>
   return %p2, %b : tensor<?x64xf32>, tensor<?x?x64xf32>
 }
