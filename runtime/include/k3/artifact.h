@@ -1,0 +1,249 @@
+// k3/artifact.h - the .k3bin artifact: in-memory model, writer (Builder) and
+// validating reader. No MLIR/LLVM dependency; the compiler (k3-opt) links the
+// `k3artifact` library to emit artifacts, the runtime links it to read them.
+// The byte layout is specified in docs/artifact-format.md.
+//
+// This header does not require exceptions or RTTI: every fallible call returns
+// bool and fills a one-line error message.
+#ifndef K3_ARTIFACT_H
+#define K3_ARTIFACT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace k3 {
+namespace artifact {
+
+// "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
+constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
+constexpr uint32_t kVersionMajor = 1;  // incompatible changes bump this
+constexpr uint32_t kVersionMinor = 0;  // additive (new optional sections)
+constexpr size_t kHeaderSize = 64;
+constexpr const char *kCallingConvention = "bare-pointer packed params v1";
+// Metadata keys with a defined meaning (all values are strings).
+constexpr const char *kMetaCallingConvention = "calling_convention";
+constexpr const char *kMetaModelName = "model_name";
+constexpr const char *kMetaConfigJson = "config_json";
+constexpr const char *kMetaVocabSize = "vocab_size";
+constexpr const char *kMetaMaxTokens = "max_tokens";
+constexpr const char *kMetaMaxSeqs = "max_seqs";
+// Kernel object targets understood by the runtime.
+constexpr const char *kTargetCpuX86_64 = "cpu-x86_64";
+constexpr const char *kTargetCudaSm90a = "cuda-sm_90a";
+
+enum class DType : uint8_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3 };
+constexpr uint8_t kNumDTypes = 4;
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);  // "bf16", "f16", "f32", "i32"
+bool parseDType(const std::string &s, DType &out);
+
+// A dimension: a constant, or ceil_div(a * sym + b, c) over a runtime symbol.
+constexpr uint32_t kNoSymbol = 0xFFFFFFFFu;
+struct DimExpr {
+  uint32_t sym = kNoSymbol;  // symbol index, or kNoSymbol for a constant
+  int64_t a = 0, b = 0, c = 1;
+  static DimExpr constant(int64_t v) { return DimExpr{kNoSymbol, 0, v, 1}; }
+  static DimExpr symbol(uint32_t s, int64_t a = 1, int64_t b = 0,
+                        int64_t c = 1) {
+    return DimExpr{s, a, b, c};
+  }
+  bool isConstant() const { return sym == kNoSymbol; }
+  bool operator==(const DimExpr &o) const {
+    return sym == o.sym && a == o.a && b == o.b && c == o.c;
+  }
+};
+// Evaluates `d` given the values of all symbols. Fails (with err) on
+// overflow, c <= 0 or a symbol index out of range.
+bool evalDim(const DimExpr &d, const int64_t *symValues, size_t numSymbols,
+             int64_t &out, std::string &err);
+std::string dimToString(const DimExpr &d, const std::vector<std::string> &symNames);
+
+struct Symbol {
+  std::string name;  // e.g. "num_tokens", "num_seqs"
+  int64_t maxValue = 0;  // inclusive upper bound; values are in [0, max]
+  bool operator==(const Symbol &o) const {
+    return name == o.name && maxValue == o.maxValue;
+  }
+};
+
+enum class InitKind : uint8_t { Unspecified = 0, Normal = 1, Uniform = 2, Constant = 3 };
+struct WeightInit {
+  InitKind kind = InitKind::Unspecified;
+  double param = 0.0;  // Normal: std; Uniform: half-width; Constant: value
+  static WeightInit normal(double std) { return {InitKind::Normal, std}; }
+  static WeightInit uniform(double a) { return {InitKind::Uniform, a}; }
+  static WeightInit constant(double v) { return {InitKind::Constant, v}; }
+  bool operator==(const WeightInit &o) const {
+    return kind == o.kind && param == o.param;
+  }
+};
+
+struct Weight {
+  std::string name;  // safetensors tensor name
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  WeightInit init;
+  uint32_t device = 0;
+  bool operator==(const Weight &o) const {
+    return name == o.name && dtype == o.dtype && shape == o.shape &&
+           init == o.init && device == o.device;
+  }
+};
+
+struct KernelObject {
+  std::string target;  // "cpu-x86_64" (ELF .so) or "cuda-sm_90a" (cubin)
+  std::vector<uint8_t> data;
+  std::vector<std::string> symbols;  // kernel entry points it defines
+  bool operator==(const KernelObject &o) const {
+    return target == o.target && data == o.data && symbols == o.symbols;
+  }
+};
+
+enum class BufferKind : uint8_t {
+  Arena = 0,   // activation scratch at arenaOffset inside the device arena
+  Input = 1,   // bound to an entry input; own allocation
+  Output = 2,  // bound to an entry output; own allocation
+  State = 3,   // persistent across calls; size = perSeqStride * slots
+};
+constexpr uint32_t kBufferFlagDump = 1u;  // include in --dump output
+constexpr uint64_t kArenaAlignment = 16;  // arenaOffset must be a multiple
+
+struct Buffer {
+  std::string name;
+  BufferKind kind = BufferKind::Arena;
+  uint64_t size = 0;          // bytes, sized for the symbols' max bounds
+  uint64_t arenaOffset = 0;   // Arena only
+  uint64_t perSeqStride = 0;  // State only (0 = not per sequence)
+  uint32_t device = 0;
+  uint32_t flags = 0;
+  bool operator==(const Buffer &o) const {
+    return name == o.name && kind == o.kind && size == o.size &&
+           arenaOffset == o.arenaOffset && perSeqStride == o.perSeqStride &&
+           device == o.device && flags == o.flags;
+  }
+};
+
+enum class ArgKind : uint8_t { Buffer = 0, Weight = 1, I32 = 2, I64 = 3, F32 = 4, Symbol = 5 };
+struct Arg {
+  ArgKind kind = ArgKind::I64;
+  uint32_t index = 0;   // Buffer: buffer id; Weight: manifest index; Symbol: symbol index
+  uint64_t offset = 0;  // Buffer: byte offset into the buffer
+  int64_t imm = 0;      // I32 / I64 immediate
+  float fimm = 0.0f;    // F32 immediate
+  static Arg buffer(uint32_t id, uint64_t off = 0) { Arg r; r.kind = ArgKind::Buffer; r.index = id; r.offset = off; return r; }
+  static Arg weight(uint32_t idx) { Arg r; r.kind = ArgKind::Weight; r.index = idx; return r; }
+  static Arg i32(int32_t v) { Arg r; r.kind = ArgKind::I32; r.imm = v; return r; }
+  static Arg i64(int64_t v) { Arg r; r.kind = ArgKind::I64; r.imm = v; return r; }
+  static Arg f32(float v) { Arg r; r.kind = ArgKind::F32; r.fimm = v; return r; }
+  static Arg symbol(uint32_t s) { Arg r; r.kind = ArgKind::Symbol; r.index = s; return r; }
+  bool operator==(const Arg &o) const;
+};
+
+struct Launch {
+  uint32_t object = 0;  // kernel object index
+  std::string kernel;   // symbol name, must be listed by the object
+  DimExpr grid[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
+  DimExpr block[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
+  DimExpr sharedMemBytes = DimExpr::constant(0);
+  uint32_t device = 0;
+  std::vector<Arg> args;
+  bool operator==(const Launch &o) const;
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<DimExpr> shape;
+  uint32_t buffer = 0;  // buffer id holding the data (Input/Output/State/Arena)
+  bool operator==(const TensorSpec &o) const {
+    return name == o.name && dtype == o.dtype && shape == o.shape && buffer == o.buffer;
+  }
+};
+
+struct Entry {
+  std::string name;  // e.g. "forward"
+  std::vector<TensorSpec> inputs, outputs;
+  std::vector<Launch> launches;  // executed in order
+  bool operator==(const Entry &o) const {
+    return name == o.name && inputs == o.inputs && outputs == o.outputs &&
+           launches == o.launches;
+  }
+};
+
+struct Artifact {
+  uint32_t versionMajor = kVersionMajor, versionMinor = kVersionMinor;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<Symbol> symbols;
+  std::vector<Weight> weights;
+  std::vector<KernelObject> objects;
+  std::vector<Buffer> buffers;
+  std::vector<Entry> entries;
+
+  const std::string *meta(const std::string &key) const;
+  int findSymbol(const std::string &name) const;  // -1 if absent
+  int findWeight(const std::string &name) const;
+  int findEntry(const std::string &name) const;
+  int findBuffer(const std::string &name) const;
+  bool operator==(const Artifact &o) const;
+};
+
+// Checks every cross reference and bound (what the reader enforces after
+// decoding). Errors name the field, e.g. "entries[0] 'forward'.launches[2].args[1]: ...".
+bool validate(const Artifact &a, std::string &err);
+
+// FNV-1a 64-bit over [data, data+n).
+uint64_t fnv1a64(const void *data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);
+
+// Encodes a validated artifact into .k3bin bytes. `skipValidation` exists
+// only so tests and fuzzers can produce invalid files for the reader.
+bool serialize(const Artifact &a, std::vector<uint8_t> &out, std::string &err,
+               bool skipValidation = false);
+// Decodes and validates. Errors name the file offset and field.
+bool deserialize(const uint8_t *data, size_t size, Artifact &out, std::string &err);
+bool readFile(const std::string &path, Artifact &out, std::string &err);
+bool writeFile(const std::string &path, const Artifact &a, std::string &err);
+
+// Builder: the API the compiler uses to emit artifacts. Ids returned by add*
+// are the indices used in Arg / Launch / TensorSpec.
+class Builder {
+public:
+  Builder();  // sets calling_convention metadata
+  void setMetadata(const std::string &key, const std::string &value);
+  uint32_t addSymbol(const std::string &name, int64_t maxValue);
+  uint32_t addWeight(const std::string &name, DType dtype,
+                     std::vector<int64_t> shape, WeightInit init = {},
+                     uint32_t device = 0);
+  uint32_t addKernelObject(const std::string &target, std::vector<uint8_t> data,
+                           std::vector<std::string> symbols);
+  uint32_t addBuffer(const std::string &name, BufferKind kind, uint64_t size,
+                     uint64_t arenaOffset = 0, uint64_t perSeqStride = 0,
+                     uint32_t device = 0, uint32_t flags = 0);
+  uint32_t addEntry(const std::string &name);
+  void addInput(uint32_t entry, const std::string &name, DType dtype,
+                std::vector<DimExpr> shape, uint32_t buffer);
+  void addOutput(uint32_t entry, const std::string &name, DType dtype,
+                 std::vector<DimExpr> shape, uint32_t buffer);
+  // Returns the launch's index within the entry.
+  uint32_t addLaunch(uint32_t entry, Launch launch);
+  uint32_t addLaunch(uint32_t entry, uint32_t object, const std::string &kernel,
+                     std::vector<Arg> args,
+                     const DimExpr (&grid)[3], const DimExpr (&block)[3],
+                     DimExpr sharedMemBytes = DimExpr::constant(0),
+                     uint32_t device = 0);
+
+  const Artifact &artifact() const { return a_; }
+  Artifact &artifact() { return a_; }
+  bool serialize(std::vector<uint8_t> &out, std::string &err) const;
+  bool writeFile(const std::string &path, std::string &err) const;
+
+private:
+  Artifact a_;
+};
+
+}  // namespace artifact
+}  // namespace k3
+
+#endif  // K3_ARTIFACT_H

@@ -1,0 +1,41 @@
+// Private: device backend interface used by the session.
+#ifndef K3_RT_BACKEND_H
+#define K3_RT_BACKEND_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "k3/artifact.h"
+
+namespace k3 {
+namespace rt {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // for messages, e.g. "cpu", "cuda:0 (NVIDIA H200, sm_90)"
+  // Whether kernel objects for `target` run here; `why` explains a refusal.
+  virtual bool supportsTarget(const std::string &target, std::string &why) const = 0;
+  virtual bool alloc(size_t bytes, uint64_t &ptr, std::string &err) = 0;  // zero-filled
+  virtual void release(uint64_t ptr) = 0;
+  virtual bool upload(uint64_t dst, const void *src, size_t n, std::string &err) = 0;
+  virtual bool download(void *dst, uint64_t src, size_t n, std::string &err) = 0;
+  virtual bool zero(uint64_t dst, size_t n, std::string &err) = 0;
+  virtual bool loadObject(const artifact::KernelObject &obj, size_t index, void *&module, std::string &err) = 0;
+  virtual void unloadObject(void *module) = 0;
+  virtual bool getKernel(void *module, const std::string &name, void *&fn, std::string &err) = 0;
+  virtual bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3],
+                      int64_t smem, void **params, size_t numArgs, std::string &err) = 0;
+  virtual bool synchronize(std::string &err) = 0;
+};
+
+std::unique_ptr<Backend> createCpuBackend(std::string &err);
+// Returns null with err starting "no CUDA driver" / "no CUDA device" when unavailable.
+std::unique_ptr<Backend> createCudaBackend(int ordinal, std::string &err);
+
+}  // namespace rt
+}  // namespace k3
+
+#endif

@@ -1,0 +1,65 @@
+// Private: the session (one artifact on one device) behind the C API.
+#ifndef K3_RT_SESSION_H
+#define K3_RT_SESSION_H
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "k3/artifact.h"
+#include "k3/k3_runtime.h"
+
+namespace k3 {
+namespace rt {
+
+// Error with a C API status; thrown inside the runtime, caught at the C API.
+struct Error {
+  k3_status status;
+  std::string message;
+};
+[[noreturn]] void fail(k3_status s, const std::string &msg);
+
+struct OutputTensor {
+  std::string name;
+  artifact::DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+class Session {
+public:
+  Session(std::shared_ptr<const artifact::Artifact> art, const std::string &device);
+  ~Session();
+  const std::string &deviceName() const { return deviceName_; }
+  void loadWeights(const std::vector<std::string> &paths);
+  void initRandomWeights(uint64_t seed);
+  void resetState(int64_t slot);
+  void run(const std::string &entry, const k3_symbol_value *syms, size_t nsyms,
+           const k3_host_tensor *inputs, size_t ninputs);
+  const std::vector<OutputTensor> &outputs() const { return outputs_; }
+  void readBuffer(size_t id, void *dst, size_t nbytes);
+  const artifact::Artifact &artifact() const { return *art_; }
+
+private:
+  void uploadWeight(size_t i, const void *host);
+  std::shared_ptr<const artifact::Artifact> art_;
+  std::unique_ptr<Backend> be_;
+  std::string deviceName_;
+  std::vector<void *> modules_;                 // per object; null if not for this device
+  std::vector<std::vector<void *>> kernels_;    // per entry, per launch
+  std::vector<std::string> unrunnable_;         // per entry; empty if runnable
+  std::vector<std::vector<bool>> entrySyms_;    // per entry: symbols it references
+  std::vector<std::vector<bool>> entryWeights_; // per entry: weights it references
+  uint64_t arena_ = 0;
+  std::vector<uint64_t> bufPtr_;
+  std::vector<uint64_t> ownAllocs_;
+  std::vector<uint64_t> weightPtr_;
+  std::vector<bool> weightLoaded_;
+  std::vector<OutputTensor> outputs_;
+};
+
+}  // namespace rt
+}  // namespace k3
+
+#endif

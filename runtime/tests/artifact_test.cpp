@@ -1,0 +1,278 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "fixtures/toy_model.h"
+#include "k3/artifact.h"
+
+using namespace k3::artifact;
+
+namespace {
+
+Artifact richArtifact() {
+  Builder b = k3test::toyModel();
+  b.setMetadata("max_seq_len", "4096");
+  b.addWeight("norm.w", DType::BF16, {16}, WeightInit::constant(1.0));
+  b.addWeight("u.w", DType::F16, {2, 3}, WeightInit::uniform(0.5));
+  b.addWeight("ids", DType::I32, {}, WeightInit());
+  b.addKernelObject(kTargetCudaSm90a, std::vector<uint8_t>(100, 7), {"kern_a", "kern_b"});
+  uint32_t e = b.addEntry("decode");
+  Launch l;
+  l.object = 1;
+  l.kernel = "kern_b";
+  l.grid[0] = DimExpr::symbol(0, 3, 5, 128);
+  l.block[0] = DimExpr::constant(256);
+  l.sharedMemBytes = DimExpr::constant(100000);
+  l.args = {Arg::buffer(5, 16), Arg::weight(1), Arg::i32(-7), Arg::i64(int64_t(1) << 40), Arg::f32(0.25f), Arg::symbol(1)};
+  b.addLaunch(e, l);
+  return b.artifact();
+}
+
+std::vector<uint8_t> bytesOf(const Artifact &a) {
+  std::vector<uint8_t> out;
+  std::string err;
+  EXPECT_TRUE(serialize(a, out, err, true)) << err;
+  return out;
+}
+
+void fixChecksum(std::vector<uint8_t> &b) {
+  uint64_t size = b.size(), sum = fnv1a64(b.data() + kHeaderSize, b.size() - kHeaderSize);
+  for (int k = 0; k < 8; ++k) b[16 + k] = uint8_t(size >> (8 * k));
+  for (int k = 0; k < 8; ++k) b[24 + k] = uint8_t(sum >> (8 * k));
+}
+
+std::string readErr(const std::vector<uint8_t> &b) {
+  Artifact a;
+  std::string err;
+  EXPECT_FALSE(deserialize(b.data(), b.size(), a, err));
+  return err;
+}
+
+std::string readErr(const Artifact &a) { return readErr(bytesOf(a)); }
+
+}  // namespace
+
+TEST(Artifact, RoundTrip) {
+  Artifact a = richArtifact();
+  std::vector<uint8_t> bytes;
+  std::string err;
+  ASSERT_TRUE(serialize(a, bytes, err)) << err;
+  Artifact b;
+  ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), b, err)) << err;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(*b.meta(kMetaCallingConvention), kCallingConvention);
+  EXPECT_EQ(b.entries[1].launches[0].args[4].fimm, 0.25f);
+  EXPECT_EQ(b.entries[1].launches[0].args[2].imm, -7);
+  // Deterministic encoding.
+  std::vector<uint8_t> again;
+  ASSERT_TRUE(serialize(b, again, err));
+  EXPECT_EQ(bytes, again);
+}
+
+TEST(Artifact, FileRoundTrip) {
+  Artifact a = richArtifact();
+  std::string path = std::string(K3_TEST_TMPDIR) + "/rt.k3bin", err;
+  ASSERT_TRUE(writeFile(path, a, err)) << err;
+  Artifact b;
+  ASSERT_TRUE(readFile(path, b, err)) << err;
+  EXPECT_TRUE(a == b);
+  EXPECT_FALSE(readFile(path + ".missing", b, err));
+  EXPECT_NE(err.find("cannot open"), std::string::npos) << err;
+}
+
+TEST(Artifact, EmptyArtifact) {
+  Builder b;
+  std::vector<uint8_t> bytes;
+  std::string err;
+  ASSERT_TRUE(b.serialize(bytes, err)) << err;
+  Artifact a;
+  ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), a, err)) << err;
+  EXPECT_TRUE(a == b.artifact());
+}
+
+TEST(Artifact, EvalDim) {
+  int64_t sv[2] = {10, 3}, v;
+  std::string err;
+  ASSERT_TRUE(evalDim(DimExpr::constant(7), sv, 2, v, err)); EXPECT_EQ(v, 7);
+  ASSERT_TRUE(evalDim(DimExpr::symbol(0, 3, 5, 4), sv, 2, v, err)); EXPECT_EQ(v, 9);  // ceil(35/4)
+  ASSERT_TRUE(evalDim(DimExpr::symbol(1, 1, 1), sv, 2, v, err)); EXPECT_EQ(v, 4);
+  ASSERT_TRUE(evalDim(DimExpr::symbol(0, -1, 3, 2), sv, 2, v, err)); EXPECT_EQ(v, -3);  // ceil(-7/2)
+  EXPECT_FALSE(evalDim(DimExpr::symbol(0, INT64_MAX, INT64_MAX), sv, 2, v, err));
+  EXPECT_FALSE(evalDim(DimExpr::symbol(5), sv, 2, v, err));
+  EXPECT_FALSE(evalDim(DimExpr::symbol(0, 1, 0, 0), sv, 2, v, err));
+  EXPECT_EQ(dimToString(DimExpr::symbol(0, 2, 1, 3), {"n"}), "ceil_div(2*n+1, 3)");
+}
+
+TEST(ArtifactErrors, TooSmall) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b.resize(10);
+  EXPECT_NE(readErr(b).find("file too small"), std::string::npos);
+}
+
+TEST(ArtifactErrors, Truncated) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  for (size_t cut : {size_t(64), size_t(100), b.size() / 2, b.size() - 1}) {
+    std::vector<uint8_t> t(b.begin(), b.begin() + long(cut));
+    std::string e = readErr(t);
+    EXPECT_NE(e.find("file_size"), std::string::npos) << e;
+    EXPECT_EQ(e.rfind("offset 16:", 0), 0u) << e;
+  }
+}
+
+TEST(ArtifactErrors, BadMagic) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[1] = 'X';
+  EXPECT_NE(readErr(b).find("bad magic"), std::string::npos);
+}
+
+TEST(ArtifactErrors, WrongVersion) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[8] = 2;
+  std::string e = readErr(b);
+  EXPECT_NE(e.find("unsupported format version 2.0"), std::string::npos) << e;
+}
+
+TEST(ArtifactErrors, NewerMinorVersionAndUnknownSectionAccepted) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[12] = 3;  // minor 3
+  fixChecksum(b);
+  Artifact a;
+  std::string err;
+  EXPECT_TRUE(deserialize(b.data(), b.size(), a, err)) << err;
+}
+
+TEST(ArtifactErrors, BadChecksum) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[b.size() - 3] ^= 0x40;
+  std::string e = readErr(b);
+  EXPECT_NE(e.find("checksum mismatch"), std::string::npos) << e;
+}
+
+TEST(ArtifactErrors, SectionOutOfFile) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[64 + 8 + 5] = 0x7f;  // META offset huge
+  fixChecksum(b);
+  std::string e = readErr(b);
+  EXPECT_NE(e.find("outside the payload"), std::string::npos) << e;
+  EXPECT_EQ(e.rfind("offset 72:", 0), 0u) << e;
+}
+
+TEST(ArtifactErrors, MissingSection) {
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  b[64] = 'Z';  // rename META -> unknown tag
+  fixChecksum(b);
+  std::string e = readErr(b);
+  EXPECT_NE(e.find("missing required section 'META'"), std::string::npos) << e;
+}
+
+TEST(ArtifactErrors, HugeCountRejected) {
+  Builder bld;
+  std::vector<uint8_t> b = bytesOf(bld.artifact());
+  // SYMS is the 2nd section; its count is the first u32 of its body.
+  uint64_t off = 0;
+  for (int k = 0; k < 8; ++k) off |= uint64_t(b[64 + 24 + 8 + k]) << (8 * k);
+  b[off + 3] = 0x7f;
+  fixChecksum(b);
+  std::string e = readErr(b);
+  EXPECT_NE(e.find("impossible"), std::string::npos) << e;
+  EXPECT_EQ(e.rfind("offset " + std::to_string(off) + ":", 0), 0u) << e;
+}
+
+TEST(ArtifactErrors, OutOfRangeIds) {
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].args[0].index = 99;
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("entries[0].launches[0].args[0]: entry 'forward' launch 0 ('k3t_toy_logits'): buffer id 99 out of range"), std::string::npos) << e;
+    EXPECT_EQ(e.rfind("offset ", 0), 0u) << e;
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[1].object = 5;
+    EXPECT_NE(readErr(a).find("object index 5 out of range"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].args[1].index = 42;
+    EXPECT_NE(readErr(a).find("weight index 42 out of range"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].args[6].index = 9;
+    EXPECT_NE(readErr(a).find("symbol index 9 out of range"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].kernel = "nope";
+    EXPECT_NE(readErr(a).find("kernel symbol not listed"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].inputs[0].buffer = 77;
+    EXPECT_NE(readErr(a).find("input 'token_ids': buffer id 77 out of range"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].args[0].offset = 1 << 20;
+    EXPECT_NE(readErr(a).find("outside buffer 'token_ids'"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].launches[0].grid[0].c = 0;
+    EXPECT_NE(readErr(a).find("grid.x"), std::string::npos);
+  }
+  {
+    Artifact a = richArtifact();
+    a.entries[0].inputs[0].shape[0].sym = 12;
+    EXPECT_NE(readErr(a).find("shape[0]"), std::string::npos);
+  }
+}
+
+TEST(ArtifactErrors, SemanticChecks) {
+  auto expectErr = [](Artifact a, const char *needle) {
+    std::string e = readErr(a);
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+    std::vector<uint8_t> out;
+    std::string err;
+    EXPECT_FALSE(serialize(a, out, err));  // the builder refuses too
+  };
+  Artifact base = richArtifact();
+  { Artifact a = base; a.weights.push_back(a.weights[0]); expectErr(a, "duplicate weight 'embed.W'"); }
+  { Artifact a = base; a.weights[0].shape = {-1}; expectErr(a, "negative dim"); }
+  { Artifact a = base; a.buffers[5].arenaOffset = 8; expectErr(a, "not 16-byte aligned"); }
+  { Artifact a = base; a.buffers[4].perSeqStride = 3; expectErr(a, "not a multiple of the per-sequence stride"); }
+  { Artifact a = base; a.buffers[0].size = 4; expectErr(a, "at the symbols' max bounds"); }
+  { Artifact a = base; a.symbols[0].maxValue = -1; expectErr(a, "negative max"); }
+  { Artifact a = base; a.objects[0].data.clear(); expectErr(a, "empty object data"); }
+  { Artifact a = base; a.metadata.push_back(a.metadata[0]); expectErr(a, "duplicate key"); }
+  { Artifact a = base; a.entries[0].outputs[0].buffer = 0; expectErr(a, "output bound to input buffer"); }
+  { Artifact a = base; a.buffers[0].device = 1; expectErr(a, "device 1 but the launch is on device 0"); }
+  { Artifact a = base; a.weights[0].init.param = -1; expectErr(a, "negative init"); }
+}
+
+TEST(ArtifactErrors, InvalidEnumBytes) {
+  Artifact a = richArtifact();
+  a.weights[0].dtype = DType(9);
+  std::string e = readErr(a);
+  EXPECT_NE(e.find("weight 'embed.W' dtype: invalid dtype code 9"), std::string::npos) << e;
+  Artifact b = richArtifact();
+  b.entries[0].launches[0].args[0].kind = ArgKind(17);
+  e = readErr(b);
+  EXPECT_NE(e.find("invalid arg kind 17"), std::string::npos) << e;
+}
+
+TEST(ArtifactErrors, EveryTruncationPointFailsCleanly) {
+  // Shrink the body of the ENTR section at every length: each must fail with a
+  // precise error, never crash.
+  std::vector<uint8_t> b = bytesOf(richArtifact());
+  for (size_t i = 0; i + 1 < b.size(); i += 7) {
+    std::vector<uint8_t> t = b;
+    t[i] ^= 0xA5;
+    fixChecksum(t);
+    Artifact a;
+    std::string err;
+    if (!deserialize(t.data(), t.size(), a, err)) {
+      EXPECT_FALSE(err.empty());
+    }
+  }
+}

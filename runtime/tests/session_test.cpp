@@ -1,0 +1,282 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "fixtures/toy_model.h"
+#include "k3/dtype.h"
+#include "k3/k3_runtime.h"
+#include "k3/safetensors.h"
+
+using namespace k3::artifact;
+
+namespace {
+
+struct Handles {
+  k3_artifact *art = nullptr;
+  k3_session *s = nullptr;
+  ~Handles() {
+    k3_session_destroy(s);
+    k3_artifact_close(art);
+  }
+};
+
+bool open(const Artifact &a, Handles &h, const char *device = "cpu") {
+  std::vector<uint8_t> bytes;
+  std::string err;
+  EXPECT_TRUE(serialize(a, bytes, err)) << err;
+  EXPECT_EQ(k3_artifact_open_memory(bytes.data(), bytes.size(), &h.art), K3_OK) << k3_last_error();
+  return k3_session_create(h.art, device, &h.s) == K3_OK;
+}
+
+std::vector<float> shiftWeights() {
+  const int V = k3test::kToyVocab;
+  std::vector<float> w(V * V, 0.f);
+  for (int i = 0; i < V; ++i) w[i * V + (i + 1) % V] = 1.f;
+  return w;
+}
+
+std::string writeShift(const std::string &name, std::vector<int64_t> shape = {16, 16}, const char *tname = "embed.W") {
+  std::vector<float> w = shiftWeights();
+  std::string path = std::string(K3_TEST_TMPDIR) + "/" + name, err;
+  size_t n = 1;
+  for (auto d : shape) n *= size_t(d);
+  w.resize(n);
+  EXPECT_TRUE(k3::st::write(path, {{tname, "F32", shape, w.data(), n * 4}}, {}, err)) << err;
+  return path;
+}
+
+// One toy-LM call: tokens for one sequence starting at `pos0`.
+k3_status runToy(k3_session *s, const std::vector<int32_t> &toks, int32_t pos0) {
+  int64_t nt = int64_t(toks.size()), ncu = 2;
+  std::vector<int32_t> cu = {0, int32_t(toks.size())}, pos(toks.size());
+  for (size_t i = 0; i < toks.size(); ++i) pos[i] = pos0 + int32_t(i);
+  k3_host_tensor in[3] = {{"token_ids", K3_DTYPE_I32, 1, &nt, toks.data(), toks.size() * 4},
+                          {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu.data(), 8},
+                          {"positions", K3_DTYPE_I32, 1, &nt, pos.data(), pos.size() * 4}};
+  k3_symbol_value sv[2] = {{"num_tokens", nt}, {"num_seqs", 1}};
+  return k3_session_run(s, "forward", sv, 2, in, 3);
+}
+
+int argmaxRow(const k3_tensor_view &v, int64_t row) {
+  const float *p = static_cast<const float *>(v.data) + row * v.shape[1];
+  int best = 0;
+  for (int j = 1; j < v.shape[1]; ++j) if (p[j] > p[best]) best = j;
+  return best;
+}
+
+}  // namespace
+
+TEST(Session, ToyModelPrefillDecodeAndState) {
+  Handles h;
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();
+  EXPECT_STREQ(k3_session_device_name(h.s), "cpu");
+  std::string w = writeShift("shift.safetensors");
+  const char *paths[] = {w.c_str()};
+  ASSERT_EQ(k3_session_load_weights(h.s, paths, 1), K3_OK) << k3_last_error();
+  ASSERT_EQ(runToy(h.s, {3, 4, 5}, 0), K3_OK) << k3_last_error();
+  k3_tensor_view v;
+  ASSERT_EQ(k3_session_find_output(h.s, "logits", &v), K3_OK);
+  ASSERT_EQ(v.rank, 2);
+  EXPECT_EQ(v.shape[0], 3);
+  EXPECT_EQ(v.shape[1], 16);
+  EXPECT_EQ(argmaxRow(v, 0), 4);
+  EXPECT_EQ(argmaxRow(v, 2), 6);
+  ASSERT_EQ(k3_session_find_output(h.s, "seen", &v), K3_OK);
+  EXPECT_EQ(static_cast<const int32_t *>(v.data)[0], 3);
+  // Decode step: the kernel checks positions against the carried state.
+  ASSERT_EQ(runToy(h.s, {6}, 3), K3_OK) << k3_last_error();
+  ASSERT_EQ(k3_session_find_output(h.s, "logits", &v), K3_OK);
+  EXPECT_EQ(argmaxRow(v, 0), 7);
+  // A wrong position is detected by the kernel (state is really persistent).
+  ASSERT_EQ(runToy(h.s, {6}, 0), K3_OK);
+  ASSERT_EQ(k3_session_find_output(h.s, "logits", &v), K3_OK);
+  EXPECT_EQ(argmaxRow(v, 0), 0);
+  int32_t raw[2];
+  ASSERT_EQ(k3_session_read_buffer(h.s, 4, raw, 8), K3_OK);
+  EXPECT_EQ(raw[0], 5);
+  // Reset slot 0 -> positions start at 0 again.
+  ASSERT_EQ(k3_session_reset_state(h.s, 0), K3_OK);
+  ASSERT_EQ(runToy(h.s, {1}, 0), K3_OK);
+  ASSERT_EQ(k3_session_find_output(h.s, "logits", &v), K3_OK);
+  EXPECT_EQ(argmaxRow(v, 0), 2);
+  EXPECT_NE(k3_session_reset_state(h.s, 2), K3_OK);
+  EXPECT_NE(std::string(k3_last_error()).find("slot 2 out of range"), std::string::npos);
+}
+
+TEST(Session, RunErrors) {
+  Handles h;
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();
+  EXPECT_EQ(runToy(h.s, {1, 2}, 0), K3_ERROR_WEIGHTS);
+  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' is not loaded"), std::string::npos) << k3_last_error();
+  ASSERT_EQ(k3_session_init_random_weights(h.s, 1), K3_OK);
+  std::vector<int32_t> nine(9, 1);
+  EXPECT_EQ(runToy(h.s, nine, 0), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("symbol 'num_tokens' = 9 is outside the compiled range [0, 8]"), std::string::npos) << k3_last_error();
+
+  int64_t nt = 2, wrong = 3;
+  int32_t toks[3] = {1, 2, 3}, cu[2] = {0, 2};
+  float ftoks[2] = {1, 2};
+  k3_symbol_value sv[2] = {{"num_tokens", 2}, {"num_seqs", 1}};
+  int64_t ncu = 2;
+  k3_host_tensor good[3] = {{"token_ids", K3_DTYPE_I32, 1, &nt, toks, 8}, {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu, 8}, {"positions", K3_DTYPE_I32, 1, &nt, toks, 8}};
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 3), K3_OK) << k3_last_error();
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 1, good, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("needs a value for symbol 'num_seqs'"), std::string::npos) << k3_last_error();
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 2), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("input 'positions' not given"), std::string::npos) << k3_last_error();
+  k3_host_tensor bad[3] = {good[0], good[1], good[2]};
+  bad[0].shape = &wrong; bad[0].nbytes = 12;
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("input 'token_ids': shape [3], expected [2] = [num_tokens]"), std::string::npos) << k3_last_error();
+  bad[0] = {"token_ids", K3_DTYPE_F32, 1, &nt, ftoks, 8};
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("dtype f32, expected i32"), std::string::npos) << k3_last_error();
+  bad[0] = {"tokens", K3_DTYPE_I32, 1, &nt, toks, 8};
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("has no input 'tokens'"), std::string::npos) << k3_last_error();
+  bad[0] = good[0]; bad[0].nbytes = 4;
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
+  k3_symbol_value unk[1] = {{"batch", 1}};
+  EXPECT_EQ(k3_session_run(h.s, "forward", unk, 1, good, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("unknown symbol 'batch'"), std::string::npos);
+  EXPECT_EQ(k3_session_run(h.s, "nope", sv, 2, good, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("unknown entry point 'nope' (artifact has: forward)"), std::string::npos);
+}
+
+TEST(Session, WeightErrors) {
+  Handles h;
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();
+  std::string mis = writeShift("misshaped.safetensors", {16, 8});
+  const char *p1[] = {mis.c_str()};
+  EXPECT_EQ(k3_session_load_weights(h.s, p1, 1), K3_ERROR_WEIGHTS);
+  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' has shape [16, 8] in"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("expects [16, 16]"), std::string::npos);
+  std::string other = writeShift("othername.safetensors", {16, 16}, "embed.X");
+  const char *p2[] = {other.c_str()};
+  EXPECT_EQ(k3_session_load_weights(h.s, p2, 1), K3_ERROR_WEIGHTS);
+  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' (f32 [16, 16]) not found"), std::string::npos) << k3_last_error();
+  std::vector<int32_t> ints(256);
+  std::string ip = std::string(K3_TEST_TMPDIR) + "/ints.safetensors", err;
+  ASSERT_TRUE(k3::st::write(ip, {{"embed.W", "I32", {16, 16}, ints.data(), 1024}}, {}, err));
+  const char *p3[] = {ip.c_str()};
+  EXPECT_EQ(k3_session_load_weights(h.s, p3, 1), K3_ERROR_WEIGHTS);
+  EXPECT_NE(std::string(k3_last_error()).find("cannot convert safetensors dtype I32 to f32"), std::string::npos) << k3_last_error();
+  const char *p4[] = {"/nonexistent/x.safetensors"};
+  EXPECT_EQ(k3_session_load_weights(h.s, p4, 1), K3_ERROR_IO);
+}
+
+TEST(Session, RandomWeightsDeterministic) {
+  Weight w{"blk.0.w", DType::F32, {1000}, WeightInit::normal(0.5), 0};
+  std::vector<float> a(1000), b(1000), c(1000);
+  k3::randomInit(w, 42, a.data(), 1000);
+  k3::randomInit(w, 42, b.data(), 1000);
+  k3::randomInit(w, 43, c.data(), 1000);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  double mean = 0, var = 0;
+  for (float x : a) mean += x;
+  mean /= 1000;
+  for (float x : a) var += (x - mean) * (x - mean);
+  EXPECT_NEAR(mean, 0.0, 0.06);
+  EXPECT_NEAR(std::sqrt(var / 1000), 0.5, 0.05);
+  // Element 0 from the documented recipe.
+  uint64_t base = k3::splitmix64(42 ^ fnv1a64("blk.0.w", 7));
+  double u0 = double(k3::splitmix64(base + 0) >> 11) * 0x1.0p-53, u1 = double(k3::splitmix64(base + 1) >> 11) * 0x1.0p-53;
+  EXPECT_EQ(a[0], float(0.5 * std::sqrt(-2.0 * std::log(1.0 - u0)) * std::cos(6.283185307179586476925286766559 * u1)));
+  Weight k{"norm", DType::BF16, {4}, WeightInit::constant(1.0), 0};
+  uint16_t kb[4];
+  k3::randomInit(k, 1, kb, 4);
+  EXPECT_EQ(kb[3], 0x3f80);
+  Weight u{"u", DType::F32, {100}, WeightInit::uniform(0.1), 0};
+  std::vector<float> uv(100);
+  k3::randomInit(u, 1, uv.data(), 100);
+  for (float x : uv) EXPECT_LE(std::fabs(x), 0.1f);
+}
+
+TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
+  Builder b;
+  uint32_t n = b.addSymbol("n", 100);
+  uint32_t obj = b.addKernelObject(kTargetCpuX86_64, k3test::readKernelsSo(), {"k3t_fill", "k3t_axpy_blocked", "k3t_add_i32"});
+  uint32_t x = b.addBuffer("x", BufferKind::Arena, 400, 0);
+  uint32_t y = b.addBuffer("y", BufferKind::Arena, 400, 400);
+  uint32_t out = b.addBuffer("out", BufferKind::Output, 400);
+  uint32_t ii = b.addBuffer("ii", BufferKind::Input, 400);
+  uint32_t io = b.addBuffer("io", BufferKind::Output, 400);
+  uint32_t e = b.addEntry("main");
+  b.addInput(e, "ints", DType::I32, {DimExpr::symbol(n)}, ii);
+  b.addOutput(e, "out", DType::F32, {DimExpr::symbol(n)}, out);
+  b.addOutput(e, "ints_plus", DType::I32, {DimExpr::symbol(n)}, io);
+  DimExpr one[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(x), Arg::symbol(n), Arg::f32(2.0f)}, one, one);
+  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(y), Arg::symbol(n), Arg::f32(0.5f)}, one, one);
+  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(y, 8), Arg::i64(1), Arg::f32(100.0f)}, one, one);  // byte offset: y[2]
+  DimExpr grid[3] = {DimExpr::symbol(n, 1, 0, 4), DimExpr::constant(1), DimExpr::constant(1)};
+  DimExpr blk[3] = {DimExpr::constant(4), DimExpr::constant(1), DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_axpy_blocked", {Arg::buffer(out), Arg::buffer(x), Arg::buffer(y), Arg::f32(3.0f), Arg::symbol(n)}, grid, blk);
+  b.addLaunch(e, obj, "k3t_add_i32", {Arg::buffer(io), Arg::buffer(ii), Arg::symbol(n), Arg::i32(-5)}, one, one);
+  Handles h;
+  ASSERT_TRUE(open(b.artifact(), h)) << k3_last_error();
+  for (int64_t count : {int64_t(7), int64_t(100), int64_t(0)}) {
+    std::vector<int32_t> ints(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) ints[size_t(i)] = int32_t(i * 3);
+    k3_host_tensor in = {"ints", K3_DTYPE_I32, 1, &count, ints.data(), ints.size() * 4};
+    k3_symbol_value sv = {"n", count};
+    ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, &in, 1), K3_OK) << k3_last_error();
+    k3_tensor_view v;
+    ASSERT_EQ(k3_session_find_output(h.s, "out", &v), K3_OK);
+    ASSERT_EQ(v.shape[0], count);
+    const float *o = static_cast<const float *>(v.data);
+    for (int64_t i = 0; i < count; ++i) EXPECT_EQ(o[i], i == 2 ? 106.0f : 6.5f) << i;
+    ASSERT_EQ(k3_session_find_output(h.s, "ints_plus", &v), K3_OK);
+    for (int64_t i = 0; i < count; ++i) EXPECT_EQ(static_cast<const int32_t *>(v.data)[i], int32_t(i * 3 - 5));
+  }
+}
+
+TEST(Session, CudaUnavailableIsReportedCleanly) {
+  Handles h;
+  bool ok = open(k3test::toyModel(kTargetCudaSm90a).artifact(), h, "cuda:0");
+  if (ok) GTEST_SKIP() << "a CUDA device is present: " << k3_session_device_name(h.s);
+  std::string e = k3_last_error();
+  EXPECT_TRUE(e.find("no CUDA driver") != std::string::npos || e.find("no CUDA device") != std::string::npos) << e;
+  Handles h2;
+  EXPECT_FALSE(open(k3test::toyModel().artifact(), h2, "cuda:1x"));
+  EXPECT_NE(std::string(k3_last_error()).find("invalid device 'cuda:1x'"), std::string::npos);
+  Handles h3;
+  EXPECT_FALSE(open(k3test::toyModel().artifact(), h3, "tpu"));
+}
+
+TEST(Session, WrongTargetForDevice) {
+  Handles h;
+  EXPECT_FALSE(open(k3test::toyModel(kTargetCudaSm90a).artifact(), h, "cpu"));
+  std::string e = k3_last_error();
+  EXPECT_NE(e.find("artifact has no kernels for device cpu (its targets: 'cuda-sm_90a')"), std::string::npos) << e;
+}
+
+TEST(Session, BadKernelObject) {
+  Builder b = k3test::toyModel();
+  b.artifact().objects[0].data = std::vector<uint8_t>(64, 0);
+  Handles h;
+  EXPECT_FALSE(open(b.artifact(), h));
+  EXPECT_NE(std::string(k3_last_error()).find("is not an ELF shared object"), std::string::npos) << k3_last_error();
+  Builder b2 = k3test::toyModel();
+  b2.artifact().objects[0].symbols.push_back("k3t_missing");
+  b2.artifact().entries[0].launches[1].kernel = "k3t_missing";
+  Handles h2;
+  EXPECT_FALSE(open(b2.artifact(), h2));
+  EXPECT_NE(std::string(k3_last_error()).find("kernel symbol 'k3t_missing' not found"), std::string::npos) << k3_last_error();
+}
+
+TEST(Session, TwoSessionsShareNothing) {
+  Handles a, b;
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), a)) << k3_last_error();
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), b)) << k3_last_error();
+  ASSERT_EQ(k3_session_init_random_weights(a.s, 1), K3_OK);
+  ASSERT_EQ(k3_session_init_random_weights(b.s, 1), K3_OK);
+  ASSERT_EQ(runToy(a.s, {1, 2}, 0), K3_OK) << k3_last_error();
+  ASSERT_EQ(runToy(b.s, {1}, 0), K3_OK) << k3_last_error();
+  k3_tensor_view v;
+  ASSERT_EQ(k3_session_find_output(b.s, "seen", &v), K3_OK);
+  EXPECT_EQ(static_cast<const int32_t *>(v.data)[0], 1);
+}
