@@ -40,6 +40,15 @@ void noteDim(const DimExpr &d, std::vector<bool> &syms) {
 }  // namespace
 
 Session::Session(std::shared_ptr<const Artifact> art, const std::string &device) : art_(std::move(art)) {
+  try {
+    init(device);
+  } catch (...) {
+    cleanup();  // the destructor does not run when a constructor throws
+    throw;
+  }
+}
+
+void Session::init(const std::string &device) {
   const Artifact &a = *art_;
   std::string err;
   if (device == "cpu") {
@@ -129,12 +138,16 @@ Session::Session(std::shared_ptr<const Artifact> art, const std::string &device)
   weightLoaded_.assign(a.weights.size(), false);
 }
 
-Session::~Session() {
+Session::~Session() { cleanup(); }
+
+void Session::cleanup() {
   if (!be_) return;
-  for (uint64_t p : weightPtr_) if (p) be_->release(p);
+  for (uint64_t &p : weightPtr_) if (p) { be_->release(p); p = 0; }
   for (uint64_t p : ownAllocs_) be_->release(p);
+  ownAllocs_.clear();
   if (arena_) be_->release(arena_);
-  for (void *m : modules_) if (m) be_->unloadObject(m);
+  arena_ = 0;
+  for (void *&m : modules_) if (m) { be_->unloadObject(m); m = nullptr; }
 }
 
 void Session::uploadWeight(size_t i, const void *host) {

@@ -42,6 +42,8 @@ public:
   const artifact::Artifact &artifact() const { return *art_; }
 
 private:
+  void init(const std::string &device);
+  void cleanup();
   void uploadWeight(size_t i, const void *host);
   std::shared_ptr<const artifact::Artifact> art_;
   std::unique_ptr<Backend> be_;
