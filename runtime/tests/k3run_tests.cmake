@@ -20,7 +20,7 @@ k3run_test(dump "generated: 1,2" ${_k3run} ${_toy} --weights ${_toyw} --prompt 0
 k3run_test(help "usage: k3-run" ${_k3run} --help)
 k3run_fail(token_out_of_range "prompt token 1 = 99 is out of range for vocab_size 16.*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1,99)
 k3run_fail(too_many_tokens "9 tokens but the artifact was compiled for max_tokens 8.*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1,2,3,4,5,6,7,8,9)
-k3run_fail(cuda_unavailable "no CUDA (driver|device).*rc=1" ${_k3run} ${_toy} --device cuda:0 --random-weights 1 --prompt 1)
+k3run_fail(cuda_unavailable "(no CUDA (driver|device)|no kernels for device cuda:0).*rc=1" ${_k3run} ${_toy} --device cuda:0 --random-weights 1 --prompt 1)
 k3run_fail(missing_weight "weight 'embed.W' \\(f32 \\[16, 16\\]\\) not found.*rc=1" ${_k3run} ${_toy} --weights ${_toyw}.wrongname.safetensors --prompt 1)
 k3run_fail(misshaped_weight "weight 'embed.W' has shape \\[16, 8\\].*expects \\[16, 16\\].*rc=1" ${_k3run} ${_toy} --weights ${_toyw}.misshaped.safetensors --prompt 1)
 k3run_fail(missing_weights_file "cannot open.*rc=1" ${_k3run} ${_toy} --weights ${_toy}.nonexistent.json --prompt 1)
