@@ -269,7 +269,11 @@ std::string dump(const Value &v) {
   case Type::Bool: return v.boolean ? "true" : "false";
   case Type::Number: {
     if (v.isInt) return std::to_string(v.integer);
-    char b[40]; snprintf(b, sizeof b, "%.17g", v.number); return b;
+    char b[40];
+    snprintf(b, sizeof b, "%.17g", v.number);
+    std::string r = b;
+    if (r.find_first_of(".eE") == std::string::npos) r += ".0";  // stays a non-integer literal (e.g. -0.0)
+    return r;
   }
   case Type::String: return quote(v.str);
   case Type::Array: {

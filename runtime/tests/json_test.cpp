@@ -96,6 +96,12 @@ TEST(Json, DepthLimit) {
   ok(fine);
 }
 
+TEST(Json, DumpKeepsNonIntegers) {
+  EXPECT_EQ(dump(ok("-0.0")), "-0.0");
+  EXPECT_EQ(dump(ok("1e2")), "100.0");
+  EXPECT_EQ(dump(ok("-0")), "0");
+}
+
 TEST(Json, QuoteRoundTrip) {
   std::string s = std::string("x\"\\\n\x01y", 6);
   Value v = ok(quote(s));
