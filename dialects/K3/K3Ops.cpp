@@ -362,7 +362,11 @@ LogicalResult KDAOp::verify() {
   if (failed(expectPositive(*this, "scale", getScale().convertToDouble())))
     return failure();
 
-  // The in-op gate needs its parameters, and only then.
+  // The in-op gate needs its parameters, and only then. The custom syntax
+  // gives both or neither; the generic form can give one alone.
+  if (bool(getALog()) != bool(getDtBias()))
+    return emitOpError() << "expects gate_params to give both 'A_log' and "
+                            "'dt_bias'";
   bool hasParams = getALog() != nullptr;
   std::optional<double> lb;
   if (auto attr = getLowerBoundAttr())
@@ -444,6 +448,9 @@ LogicalResult LatentAttentionOp::verify() {
   if (failed(expectPositive(*this, "scale", getScale().convertToDouble())))
     return failure();
   Value cache = getLatentCache();
+  if (bool(cache) != bool(getCacheLens()))
+    return emitOpError() << "expects 'cache_lens' exactly when a "
+                            "'latent_cache' operand is given";
   if (bool(cache) != bool(getLatentCacheOut()))
     return emitOpError() << "expects a 'latent_cache' result exactly when a "
                             "latent cache operand is given";
