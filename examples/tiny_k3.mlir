@@ -17,12 +17,15 @@
 // This file is the embedded default model of k3-opt's main job.
 
 module attributes {k3.model = "tiny-k3", k3.vocab_size = 256 : i64,
-                   k3.hidden_size = 64 : i64} {
+                   k3.hidden_size = 64 : i64, k3.max_context = 128 : i64} {
 
 // Activations are f32 [T, 64] with T tokens packed over the batch.
-func.func @forward(%ids: tensor<?xi32>, %cu_seqlens: tensor<?xi32>,
-                   %context_lens: tensor<?xi32>)
-    -> (tensor<?x256xf32>, tensor<?xi32>) {
+// Inputs: token ids [T], sequence offsets [N + 1], and per sequence the
+// number of tokens already in its decode state (the MLA latent cache).
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"},
+                   %cu_seqlens: tensor<?xi32> {k3.name = "cu_seqlens"},
+                   %context_lens: tensor<?xi32> {k3.name = "context_lens"})
+    -> (tensor<?x256xf32> {k3.name = "logits"}, tensor<?xi32> {k3.name = "next_tokens"}) {
   %c0 = arith.constant 0 : index
   %T = tensor.dim %ids, %c0 : tensor<?xi32>
   %embed = k3.weight "model.embed_tokens.weight" : tensor<256x64xbf16>

@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/OpImplementation.h"
 
 #include <optional>
@@ -613,6 +614,20 @@ LogicalResult LayerOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       return emitOpError() << "result " << i << " has type " << res.getType()
                            << " but '" << getCallee() << "' returns "
                            << type.getResult(i);
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto fn = symbolTable.lookupNearestSymbolFrom<FunctionOpInterface>(
+      *this, getKernelAttr());
+  if (!fn)
+    return emitOpError() << "kernel " << getKernelAttr() << " not found";
+  size_t expected = getInputs().size() + getNumResults() + 2;
+  if (fn.getNumArguments() != expected)
+    return emitOpError() << "kernel " << getKernelAttr() << " takes "
+                         << fn.getNumArguments() << " arguments, expected "
+                         << expected << " (inputs, outputs, num_tokens, "
+                                        "num_seqs)";
   return success();
 }
 

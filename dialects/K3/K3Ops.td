@@ -439,6 +439,26 @@ def K3_LayerOp : K3_Op<"layer",
   }];
 }
 
+def K3_LaunchOp : K3_Op<"launch",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "run a compiled kernel on tensors (host orchestration)";
+  let description = [{
+    Produced by `k3-outline-kernels`: runs the kernel `kernel` (a function
+    of the kernels module of one target) on `inputs` and yields its
+    outputs. The kernel's calling convention is the artifact's: one bare
+    pointer per input, then one per output, then the runtime sizes
+    `num_tokens` and `num_seqs` as i64. Each pointer argument of the kernel
+    carries `k3.dims`, its shape in which -1 stands for `num_tokens`, -2
+    for `num_seqs` and -3 for `num_seqs + 1`; the memory planner sizes
+    buffers from it.
+  }];
+  let arguments = (ins SymbolRefAttr:$kernel, Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, results)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Sampling
 //===----------------------------------------------------------------------===//

@@ -106,11 +106,11 @@ struct Parser {
         case 't': out += '\t'; break;
         case 'u': {
           size_t at = i - 2;
-          uint32_t cp;
+          uint32_t cp = 0;
           if (!hex4(cp)) return false;
           if (cp >= 0xDC00 && cp <= 0xDFFF) return fail("lone low surrogate in \\u escape", at);
           if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t lo;
+            uint32_t lo = 0;
             if (n - i < 2 || p[i] != '\\' || p[i + 1] != 'u') return fail("high surrogate not followed by a low surrogate", at);
             i += 2;
             if (!hex4(lo)) return false;

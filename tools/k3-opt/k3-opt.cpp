@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
+#include "lowering/Passes.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -18,6 +19,8 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::k3::registerK3Passes();
+  mlir::k3::registerK3LoweringPasses();
+  mlir::k3::registerK3Pipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::k3::K3Dialect>();

@@ -307,13 +307,13 @@ int main(int argc, char **argv) {
     die("prompt (" + std::to_string(prompt.size()) + ") + --max-new-tokens (" + std::to_string(o.maxNew) + ") exceeds max_seq_len " + std::to_string(maxLen));
 
   // Inputs k3-run knows how to provide, by name.
-  static const char *known[] = {"token_ids", "cu_seqlens", "positions", "seq_slots"};
+  static const char *known[] = {"token_ids", "cu_seqlens", "positions", "seq_slots", "context_lens"};
   for (size_t i = 0; i < k3_artifact_entry_num_inputs(art, entryIdx); ++i) {
     k3_tensor_spec sp;
     check(k3_artifact_entry_input(art, entryIdx, i, &sp), "reading entry inputs");
     bool ok = false;
     for (auto *k : known) ok |= !strcmp(sp.name, k);
-    if (!ok) die("entry '" + o.entry + "' input '" + sp.name + "' is not one k3-run can provide for generation (token_ids, cu_seqlens, positions, seq_slots); use --inputs");
+    if (!ok) die("entry '" + o.entry + "' input '" + sp.name + "' is not one k3-run can provide for generation (token_ids, cu_seqlens, positions, seq_slots, context_lens); use --inputs");
     if (sp.dtype != K3_DTYPE_I32) die("entry '" + o.entry + "' input '" + sp.name + "' has dtype " + k3_dtype_name(sp.dtype) + ", k3-run provides i32");
   }
   bool hasNumSeqs = symbolMax(art, "num_seqs") >= 0;
@@ -322,7 +322,9 @@ int main(int argc, char **argv) {
   std::vector<int32_t> generated;
   int64_t position = 0;
   auto step = [&](const std::vector<int64_t> &toks) {
-    std::vector<int32_t> ids(toks.begin(), toks.end()), pos(toks.size()), cu = {0, int32_t(toks.size())}, slots = {0};
+    // context_lens: tokens each sequence already holds in its decode state.
+    std::vector<int32_t> ids(toks.begin(), toks.end()), pos(toks.size()), cu = {0, int32_t(toks.size())}, slots = {0},
+        ctx = {int32_t(position)};
     for (size_t i = 0; i < toks.size(); ++i) pos[i] = int32_t(position + int64_t(i));
     int64_t nt = int64_t(toks.size()), ns = 1, ncu = 2;
     std::vector<k3_host_tensor> in;
@@ -334,6 +336,7 @@ int main(int argc, char **argv) {
       else if (n == "positions") in.push_back({sp.name, K3_DTYPE_I32, 1, &nt, pos.data(), pos.size() * 4});
       else if (n == "cu_seqlens") in.push_back({sp.name, K3_DTYPE_I32, 1, &ncu, cu.data(), cu.size() * 4});
       else if (n == "seq_slots") in.push_back({sp.name, K3_DTYPE_I32, 1, &ns, slots.data(), slots.size() * 4});
+      else if (n == "context_lens") in.push_back({sp.name, K3_DTYPE_I32, 1, &ns, ctx.data(), ctx.size() * 4});
     }
     std::vector<k3_symbol_value> sv = {{"num_tokens", nt}};
     if (hasNumSeqs) sv.push_back({"num_seqs", ns});

@@ -1,0 +1,139 @@
+//===- KernelBuilder.h - building kernel bodies as loop nests ---*- C++ -*-===//
+//
+// Kernel bodies are loop nests over memrefs (scf + arith + math + memref):
+// outer loops over independent work are `scf.parallel` (a CPU runs them in
+// order; the GPU target maps them to blocks and threads), reductions and
+// recurrences are `scf.for`. Storage may be bf16/f16/f32; arithmetic is f32:
+// `load` widens and `store` narrows.
+//
+// A kernel receives each tensor as a bare pointer (a rank-0 memref) and
+// views it with `memref.reinterpret_cast` at its symbolic shape, so that
+// the calling convention needs no memref descriptors.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_KERNELBUILDER_H
+#define K3_LOWERING_KERNELBUILDER_H
+
+#include "lowering/SymbolicShape.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+#include <functional>
+
+namespace mlir::k3 {
+
+class KernelBuilder {
+public:
+  /// Starts at the current insertion point, the kernel's entry block.
+  KernelBuilder(OpBuilder &b, Location loc, Value numTokens, Value numSeqs)
+      : b(b), loc(loc), numTokens(numTokens), numSeqs(numSeqs),
+        entry(b.getInsertionBlock()) {}
+
+  OpBuilder &builder() { return b; }
+  Location getLoc() { return loc; }
+
+  // Constants and sizes.
+  Value idx(int64_t v);
+  Value f32(double v);
+  Value boolean(bool v);
+  /// A symbolic or static dimension as an index value.
+  Value dim(int64_t symDim);
+  Value tokens() { return numTokens; }
+  Value seqs() { return numSeqs; }
+
+  /// Views the bare pointer `base` (rank-0 memref) as a row-major memref of
+  /// the given sizes.
+  Value view(Value base, ArrayRef<Value> sizes);
+  Value view(Value base, ArrayRef<int64_t> symShape);
+
+  // Memory: floats are widened to f32 on load and narrowed on store; i32
+  // is loaded as index and stored from index.
+  Value load(Value mem, ValueRange ivs);
+  Value loadIndex(Value mem, ValueRange ivs);
+  void store(Value v, Value mem, ValueRange ivs);
+  void storeIndex(Value v, Value mem, ValueRange ivs);
+  /// A stack buffer of `n` f32 scratch values, allocated once at kernel
+  /// entry: a CPU kernel runs its parallel loops in order, so iterations
+  /// reuse it. (Targets that run iterations concurrently give each its own.)
+  Value scratch(int64_t n);
+  /// Marks the extent of an iteration's scratch use.
+  void scope(const std::function<void()> &body) { body(); }
+
+  // Loops.
+  void forRange(Value lb, Value ub, const std::function<void(Value)> &body);
+  void forRange(Value ub, const std::function<void(Value)> &body) {
+    forRange(idx(0), ub, body);
+  }
+  Value reduce(Value lb, Value ub, Value init,
+               const std::function<Value(Value, Value)> &body);
+  Value reduce(Value ub, Value init,
+               const std::function<Value(Value, Value)> &body) {
+    return reduce(idx(0), ub, init, body);
+  }
+  SmallVector<Value> reduceN(Value lb, Value ub, ValueRange inits,
+                             const std::function<SmallVector<Value>(
+                                 Value, ValueRange)> &body);
+  void parallel(ArrayRef<Value> ubs,
+                const std::function<void(ValueRange)> &body);
+  void ifThen(Value cond, const std::function<void()> &body);
+  /// An f32 (or other single) value computed on one of two branches, for
+  /// loads that are only in bounds on one of them.
+  Value ifElse(Value cond, Type type, const std::function<Value()> &thenFn,
+               const std::function<Value()> &elseFn);
+
+  // f32 arithmetic.
+  Value add(Value a, Value b);
+  Value sub(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value div(Value a, Value b);
+  Value neg(Value a);
+  Value fma(Value a, Value b, Value c) { return add(mul(a, b), c); }
+  Value exp(Value a);
+  Value log1p(Value a);
+  Value tanh(Value a);
+  Value sqrt(Value a);
+  Value rsqrt(Value a);
+  Value sigmoid(Value a);
+  Value silu(Value a) { return mul(a, sigmoid(a)); }
+  Value softplus(Value a);
+  Value maxf(Value a, Value b);
+  Value gtf(Value a, Value b);
+  Value select(Value c, Value a, Value b);
+
+  // index arithmetic.
+  Value addi(Value a, Value b);
+  Value subi(Value a, Value b);
+  Value muli(Value a, Value b);
+  Value minsi(Value a, Value b);
+  Value maxsi(Value a, Value b);
+  Value lti(Value a, Value b);
+  Value gei(Value a, Value b);
+  Value eqi(Value a, Value b);
+  Value andi(Value a, Value b);
+  Value ori(Value a, Value b);
+  Value notb(Value a);
+
+private:
+  OpBuilder &b;
+  Location loc;
+  Value numTokens, numSeqs;
+  Block *entry;
+};
+
+/// The tensors of one kernel: bare pointers and their symbolic shapes.
+struct KernelOperand {
+  Value base;     // rank-0 memref, the bare pointer
+  SymShape shape; // symbolic shape
+  Value full;     // `base` viewed at `shape`
+};
+
+/// Emits the body of the kernel that implements `op` (a k3 op or a tensor
+/// slice/concat). Returns failure with a diagnostic for unsupported forms.
+LogicalResult emitKernelBody(Operation *op, KernelBuilder &kb,
+                             ArrayRef<KernelOperand> inputs,
+                             ArrayRef<KernelOperand> outputs);
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_KERNELBUILDER_H

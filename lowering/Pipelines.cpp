@@ -1,0 +1,50 @@
+//===- Pipelines.cpp - the k3-compile pipeline ------------------*- C++ -*-===//
+#include "lowering/Passes.h"
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace {
+
+struct CompileOptions : public PassPipelineOptions<CompileOptions> {
+  Option<std::string> entry{*this, "entry",
+                            llvm::cl::desc("The model function"),
+                            llvm::cl::init("forward")};
+  Option<std::string> output{*this, "output",
+                             llvm::cl::desc("Artifact to write"),
+                             llvm::cl::init("model.k3bin")};
+  Option<int64_t> maxTokens{*this, "max-tokens",
+                            llvm::cl::desc("Most tokens per call"),
+                            llvm::cl::init(4096)};
+  Option<int64_t> maxSeqs{*this, "max-seqs",
+                          llvm::cl::desc("Most sequences per call"),
+                          llvm::cl::init(16)};
+  Option<bool> report{*this, "report",
+                      llvm::cl::desc("Report the memory plan"),
+                      llvm::cl::init(false)};
+};
+
+void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
+  pm.addPass(k3::createK3InlineLayers());
+  pm.addPass(createCSEPass());
+  pm.addPass(k3::createK3OutlineKernels({o.entry}));
+  pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
+  k3::K3EmitArtifactOptions emit;
+  emit.entry = o.entry;
+  emit.output = o.output;
+  pm.addPass(k3::createK3EmitArtifact(emit));
+}
+
+} // namespace
+
+void mlir::k3::registerK3Pipelines() {
+  PassPipelineRegistration<CompileOptions>(
+      "k3-compile",
+      "Compile a K3 model description to a .k3bin artifact (CPU target)",
+      buildCompilePipeline);
+}

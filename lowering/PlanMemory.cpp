@@ -1,0 +1,179 @@
+//===- PlanMemory.cpp - static memory plan of the model function -*- C++ -*-=//
+//
+// After outlining, the model function is a straight line of launches on
+// tensors. Each tensor gets a buffer: entry inputs and outputs have their
+// own, weights and decode state are the runtime's, and activations share
+// one arena. A value lives from its producing launch to its last use (uses
+// of reshapes count for their source); two values may overlap in the arena
+// only when their lifetimes are disjoint. Since a launch's inputs are live
+// at the launch, no kernel ever writes over one of its inputs.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/Passes.h"
+#include "lowering/SymbolicShape.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3PLANMEMORY
+#include "lowering/Passes.h.inc"
+
+namespace {
+
+constexpr int64_t kAlignment = 256;
+
+/// Buffers start on 256-byte boundaries; an empty tensor still occupies
+/// one slot so that it has an address of its own.
+int64_t alignUp(int64_t v) {
+  return std::max<int64_t>(kAlignment,
+                           (v + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+int64_t elementBytes(Type t) {
+  return (cast<RankedTensorType>(t).getElementTypeBitWidth() + 7) / 8;
+}
+
+/// The value whose buffer `v` uses (through reshapes and casts).
+Value rootOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto e = dyn_cast<tensor::ExpandShapeOp>(def))
+      v = e.getSrc();
+    else if (auto c = dyn_cast<tensor::CollapseShapeOp>(def))
+      v = c.getSrc();
+    else if (auto c = dyn_cast<tensor::CastOp>(def))
+      v = c.getSource();
+    else
+      break;
+  }
+  return v;
+}
+
+struct Interval {
+  Value value;
+  int64_t bytes, start, end, order, offset = -1;
+};
+
+struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn) {
+      module.emitError() << "no model function '" << entry << "'";
+      return signalPassFailure();
+    }
+    if (maxTokens < 1 || maxSeqs < 1) {
+      module.emitError() << "max-tokens and max-seqs must be positive";
+      return signalPassFailure();
+    }
+    Builder b(module.getContext());
+    Block &body = fn.getBody().front();
+
+    // Values returned or written to state have buffers of their own.
+    llvm::DenseSet<Value> pinned;
+    for (Operation &op : body) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op))
+        for (Value v : ret.getOperands())
+          pinned.insert(rootOf(v));
+      if (auto w = dyn_cast<StateWriteOp>(op)) {
+        Value v = w.getValue();
+        if (!v.getDefiningOp<LaunchOp>() || !v.hasOneUse()) {
+          w.emitOpError() << "expects its value from a dedicated copy launch "
+                             "(run --k3-outline-kernels)";
+          return signalPassFailure();
+        }
+        pinned.insert(v);
+      }
+    }
+
+    // Lifetimes of arena values, in op positions.
+    llvm::DenseMap<Operation *, int64_t> position;
+    int64_t pos = 0;
+    for (Operation &op : body)
+      position[&op] = pos++;
+    llvm::DenseMap<Value, Interval> live;
+    for (Operation &op : body) {
+      // Launches produce activations; an empty tensor is the (size-0) list
+      // of closed AttnRes blocks before the first block closes.
+      if (!isa<LaunchOp, tensor::EmptyOp>(op))
+        continue;
+      auto shapesAttr = op.getAttrOfType<ArrayAttr>("k3.shapes");
+      if (!shapesAttr) {
+        op.emitOpError() << "has no k3.shapes (run --k3-outline-kernels)";
+        return signalPassFailure();
+      }
+      for (auto [r, s] : llvm::zip(op.getResults(), shapesAttr)) {
+        if (pinned.contains(r))
+          continue;
+        auto shape = cast<DenseI64ArrayAttr>(s).asArrayRef();
+        int64_t bytes = evalSymNumElements(shape, maxTokens, maxSeqs) *
+                        elementBytes(r.getType());
+        int64_t order = live.size();
+        live[r] = {r, alignUp(bytes), position[&op], position[&op], order};
+      }
+    }
+    for (Operation &op : body)
+      for (Value operand : op.getOperands()) {
+        auto it = live.find(rootOf(operand));
+        if (it != live.end())
+          it->second.end = std::max(it->second.end, position[&op]);
+      }
+
+    // Largest first, each at the lowest offset free over its lifetime.
+    SmallVector<Interval *> order;
+    for (auto &kv : live)
+      order.push_back(&kv.second);
+    llvm::sort(order, [&](Interval *a, Interval *c) {
+      if (a->bytes != c->bytes)
+        return a->bytes > c->bytes;
+      return a->order < c->order;
+    });
+    SmallVector<Interval *> placed;
+    int64_t arena = 0, naive = 0;
+    for (Interval *iv : order) {
+      SmallVector<std::pair<int64_t, int64_t>> busy;
+      for (Interval *p : placed)
+        if (p->start <= iv->end && iv->start <= p->end)
+          busy.push_back({p->offset, p->offset + p->bytes});
+      llvm::sort(busy);
+      int64_t offset = 0;
+      for (auto [lo, hi] : busy) {
+        if (offset + iv->bytes <= lo)
+          break;
+        offset = std::max(offset, hi);
+      }
+      iv->offset = offset;
+      placed.push_back(iv);
+      arena = std::max(arena, offset + iv->bytes);
+      naive += iv->bytes;
+    }
+
+    for (auto &kv : live) {
+      Operation *def = kv.first.getDefiningOp();
+      unsigned idx = cast<OpResult>(kv.first).getResultNumber();
+      SmallVector<Attribute> offsets;
+      if (auto existing = def->getAttrOfType<ArrayAttr>("k3.buffer"))
+        offsets.assign(existing.begin(), existing.end());
+      offsets.resize(def->getNumResults(), b.getI64IntegerAttr(-1));
+      offsets[idx] = b.getI64IntegerAttr(kv.second.offset);
+      def->setAttr("k3.buffer", b.getArrayAttr(offsets));
+    }
+    module->setAttr("k3.arena_bytes", b.getI64IntegerAttr(arena));
+    module->setAttr("k3.max_tokens", b.getI64IntegerAttr(maxTokens));
+    module->setAttr("k3.max_seqs", b.getI64IntegerAttr(maxSeqs));
+    if (report)
+      llvm::errs() << "k3-plan-memory: " << live.size()
+                      << " activation buffers, arena " << arena
+                      << " bytes (without reuse " << naive << " bytes) at "
+                      << int64_t(maxTokens) << " tokens, " << int64_t(maxSeqs)
+                      << " sequences\n";
+  }
+};
+
+} // namespace
+} // namespace mlir::k3

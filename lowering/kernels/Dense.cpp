@@ -1,0 +1,199 @@
+//===- Dense.cpp - kernels of the dense building blocks ---------*- C++ -*-===//
+//
+// Embedding, linear projections, norms, elementwise ops, greedy sampling
+// and the data movement of slices, concatenation and copies.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/kernels/Kernels.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+/// Number of elements of a symbolic shape as an index value.
+static Value numElements(KernelBuilder &kb, ArrayRef<int64_t> shape) {
+  Value n = kb.idx(1);
+  for (int64_t d : shape)
+    n = kb.muli(n, kb.dim(d));
+  return n;
+}
+
+/// Views `t` as [rows, last] with rows the product of the leading dims.
+static Value as2D(KernelBuilder &kb, const KernelOperand &t) {
+  Value rows = numElements(kb, ArrayRef<int64_t>(t.shape).drop_back());
+  return kb.view(t.base, {rows, kb.dim(t.shape.back())});
+}
+
+static Value flat(KernelBuilder &kb, const KernelOperand &t) {
+  return kb.view(t.base, {numElements(kb, t.shape)});
+}
+
+LogicalResult k3::emitEmbedding(EmbeddingOp, KernelBuilder &kb,
+                                ArrayRef<KernelOperand> in,
+                                ArrayRef<KernelOperand> out) {
+  Value ids = in[0].full, table = in[1].full, res = out[0].full;
+  kb.parallel({kb.dim(out[0].shape[0]), kb.dim(out[0].shape[1])},
+              [&](ValueRange iv) {
+                Value row = kb.loadIndex(ids, {iv[0]});
+                kb.store(kb.load(table, {row, iv[1]}), res, {iv[0], iv[1]});
+              });
+  return success();
+}
+
+LogicalResult k3::emitLinear(LinearOp, KernelBuilder &kb,
+                             ArrayRef<KernelOperand> in,
+                             ArrayRef<KernelOperand> out) {
+  Value x = as2D(kb, in[0]), w = in[1].full, y = as2D(kb, out[0]);
+  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
+  Value nIn = kb.dim(in[1].shape[1]), nOut = kb.dim(in[1].shape[0]);
+  kb.parallel({rows, nOut}, [&](ValueRange iv) {
+    Value acc = kb.reduce(nIn, kb.f32(0.0), [&](Value i, Value acc) {
+      return kb.fma(kb.load(x, {iv[0], i}), kb.load(w, {iv[1], i}), acc);
+    });
+    kb.store(acc, y, {iv[0], iv[1]});
+  });
+  return success();
+}
+
+/// y[r, :] = w * x[r, :] / sqrt(mean(x[r, :]^2) + eps) [* sigmoid(gate)].
+static void rmsNormRows(KernelBuilder &kb, Value x, Value gate, Value w,
+                        Value y, Value rows, int64_t n, double eps) {
+  kb.parallel({rows}, [&](ValueRange iv) {
+    Value ss = kb.reduce(kb.idx(n), kb.f32(0.0), [&](Value i, Value acc) {
+      Value v = kb.load(x, {iv[0], i});
+      return kb.fma(v, v, acc);
+    });
+    Value r = kb.rsqrt(kb.add(kb.div(ss, kb.f32(n)), kb.f32(eps)));
+    kb.forRange(kb.idx(n), [&](Value i) {
+      Value v = kb.mul(kb.mul(kb.load(x, {iv[0], i}), r), kb.load(w, {i}));
+      if (gate)
+        v = kb.mul(v, kb.sigmoid(kb.load(gate, {iv[0], i})));
+      kb.store(v, y, {iv[0], i});
+    });
+  });
+}
+
+LogicalResult k3::emitRMSNorm(RMSNormOp op, KernelBuilder &kb,
+                              ArrayRef<KernelOperand> in,
+                              ArrayRef<KernelOperand> out) {
+  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
+  rmsNormRows(kb, as2D(kb, in[0]), Value(), in[1].full, as2D(kb, out[0]),
+              rows, in[0].shape.back(), op.getEpsilon().convertToDouble());
+  return success();
+}
+
+LogicalResult k3::emitGatedRMSNorm(GatedRMSNormOp op, KernelBuilder &kb,
+                                   ArrayRef<KernelOperand> in,
+                                   ArrayRef<KernelOperand> out) {
+  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
+  rmsNormRows(kb, as2D(kb, in[0]), as2D(kb, in[1]), in[2].full,
+              as2D(kb, out[0]), rows, in[0].shape.back(),
+              op.getEpsilon().convertToDouble());
+  return success();
+}
+
+LogicalResult k3::emitAdd(AddOp, KernelBuilder &kb, ArrayRef<KernelOperand> in,
+                          ArrayRef<KernelOperand> out) {
+  Value a = flat(kb, in[0]), b = flat(kb, in[1]), y = flat(kb, out[0]);
+  kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
+    kb.store(kb.add(kb.load(a, iv), kb.load(b, iv)), y, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitSigmoidGate(SigmoidGateOp, KernelBuilder &kb,
+                                  ArrayRef<KernelOperand> in,
+                                  ArrayRef<KernelOperand> out) {
+  Value a = flat(kb, in[0]), g = flat(kb, in[1]), y = flat(kb, out[0]);
+  kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
+    kb.store(kb.mul(kb.load(a, iv), kb.sigmoid(kb.load(g, iv))), y, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitArgmax(ArgmaxOp, KernelBuilder &kb,
+                             ArrayRef<KernelOperand> in,
+                             ArrayRef<KernelOperand> out) {
+  Value logits = in[0].full, res = out[0].full;
+  Value vocab = kb.dim(in[0].shape[1]);
+  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+    // The first maximum wins, as numpy.argmax.
+    Value first = kb.load(logits, {iv[0], kb.idx(0)});
+    SmallVector<Value> best = kb.reduceN(
+        kb.idx(1), vocab, {first, kb.idx(0)},
+        [&](Value v, ValueRange acc) -> SmallVector<Value> {
+          Value x = kb.load(logits, {iv[0], v});
+          Value better = kb.gtf(x, acc[0]);
+          return {kb.select(better, x, acc[0]), kb.select(better, v, acc[1])};
+        });
+    kb.storeIndex(best[1], res, {iv[0]});
+  });
+  return success();
+}
+
+LogicalResult k3::emitCopy(KernelBuilder &kb, ArrayRef<KernelOperand> in,
+                           ArrayRef<KernelOperand> out) {
+  Value a = flat(kb, in[0]), y = flat(kb, out[0]);
+  kb.parallel({numElements(kb, out[0].shape)},
+              [&](ValueRange iv) { kb.store(kb.load(a, iv), y, iv); });
+  return success();
+}
+
+LogicalResult k3::emitAttnResPush(AttnResPushOp, KernelBuilder &kb,
+                                  ArrayRef<KernelOperand> in,
+                                  ArrayRef<KernelOperand> out) {
+  // Closed blocks first, then the partial sum, in one flat copy each.
+  Value blocks = flat(kb, in[0]), partial = flat(kb, in[1]),
+        y = flat(kb, out[0]);
+  Value nb = numElements(kb, in[0].shape), np = numElements(kb, in[1].shape);
+  kb.parallel({nb}, [&](ValueRange iv) {
+    kb.store(kb.load(blocks, iv), y, iv);
+  });
+  kb.parallel({np}, [&](ValueRange iv) {
+    kb.store(kb.load(partial, iv), y, {kb.addi(iv[0], nb)});
+  });
+  return success();
+}
+
+LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op,
+                                   KernelBuilder &kb,
+                                   ArrayRef<KernelOperand> in,
+                                   ArrayRef<KernelOperand> out) {
+  if (!op.hasUnitStride())
+    return op.emitOpError() << "strided slices are not supported by the "
+                               "kernel generator";
+  SmallVector<Value> offsets;
+  for (OpFoldResult ofr : op.getMixedOffsets()) {
+    auto a = dyn_cast<Attribute>(ofr);
+    if (!a)
+      return op.emitOpError() << "needs constant slice offsets";
+    offsets.push_back(kb.idx(cast<IntegerAttr>(a).getInt()));
+  }
+  SmallVector<Value> ubs;
+  for (int64_t d : out[0].shape)
+    ubs.push_back(kb.dim(d));
+  kb.parallel(ubs, [&](ValueRange iv) {
+    SmallVector<Value> src;
+    for (auto [i, o] : llvm::zip(iv, offsets))
+      src.push_back(kb.addi(i, o));
+    kb.store(kb.load(in[0].full, src), out[0].full, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitConcat(tensor::ConcatOp op, KernelBuilder &kb,
+                             ArrayRef<KernelOperand> in,
+                             ArrayRef<KernelOperand> out) {
+  int64_t dim = op.getDim(), offset = 0;
+  for (const KernelOperand &src : in) {
+    SmallVector<Value> ubs;
+    for (int64_t d : src.shape)
+      ubs.push_back(kb.dim(d));
+    kb.parallel(ubs, [&](ValueRange iv) {
+      SmallVector<Value> dst(iv.begin(), iv.end());
+      dst[dim] = kb.addi(dst[dim], kb.idx(offset));
+      kb.store(kb.load(src.full, iv), out[0].full, dst);
+    });
+    offset += src.shape[dim];
+  }
+  return success();
+}

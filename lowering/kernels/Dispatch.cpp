@@ -1,0 +1,54 @@
+//===- Dispatch.cpp - choose the kernel emitter of an op --------*- C++ -*-===//
+#include "lowering/kernels/Kernels.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb,
+                                       In in, Out out) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](EmbeddingOp o) { return emitEmbedding(o, kb, in, out); })
+      .Case([&](LinearOp o) { return emitLinear(o, kb, in, out); })
+      .Case([&](RMSNormOp o) { return emitRMSNorm(o, kb, in, out); })
+      .Case([&](GatedRMSNormOp o) { return emitGatedRMSNorm(o, kb, in, out); })
+      .Case([&](AddOp o) { return emitAdd(o, kb, in, out); })
+      .Case([&](SigmoidGateOp o) { return emitSigmoidGate(o, kb, in, out); })
+      .Case([&](ArgmaxOp o) { return emitArgmax(o, kb, in, out); })
+      .Case([&](AttnResPushOp o) { return emitAttnResPush(o, kb, in, out); })
+      .Case([&](AttnResMixOp o) { return emitAttnResMix(o, kb, in, out); })
+      .Case([&](tensor::ExtractSliceOp o) {
+        return emitExtractSlice(o, kb, in, out);
+      })
+      .Case([&](tensor::ConcatOp o) { return emitConcat(o, kb, in, out); })
+      .Case([&](StateWriteOp) { return emitCopy(kb, in, out); })
+      .Case([&](ShortConvOp o) { return emitShortConv(o, kb, in, out); })
+      .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
+      .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })
+      .Case([&](CausalAttentionOp o) {
+        return emitCausalAttention(o, kb, in, out);
+      })
+      .Case([&](LatentAttentionOp o) {
+        return emitLatentAttention(o, kb, in, out);
+      })
+      .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
+      .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })
+      .Case([&](MoEExpertsOp o) { return emitMoEExperts(o, kb, in, out); })
+      .Default([&](Operation *o) {
+        return o->emitOpError() << "has no kernel generator";
+      });
+}
+
+std::pair<Value, Value> mlir::k3::emitSequenceOf(KernelBuilder &kb,
+                                                 Value cuSeqlens, Value t) {
+  SmallVector<Value> r = kb.reduceN(
+      kb.idx(0), kb.seqs(), {kb.idx(0), kb.idx(0)},
+      [&](Value n, ValueRange acc) -> SmallVector<Value> {
+        Value start = kb.loadIndex(cuSeqlens, {n});
+        Value inside = kb.gei(t, start);
+        return {kb.select(inside, start, acc[0]),
+                kb.select(inside, n, acc[1])};
+      });
+  return {r[0], r[1]};
+}

@@ -1,0 +1,167 @@
+//===- KDA.cpp - kernels of the KDA token mixer -----------------*- C++ -*-===//
+//
+// The short convolution, the decay gate and the token-by-token gated delta
+// rule. The recurrence is the reference form (K3-SPEC.md §2 step 5): each
+// value column j of the state evolves independently,
+//
+//   S[:, j] <- exp(g_t) * S[:, j];  u = beta_t (v_t[j] - S[:, j] . k_t)
+//   S[:, j] <- S[:, j] + u k_t;     o_t[j] = scale * S[:, j] . q_t
+//
+// so the kernel is parallel over (sequence, head, value column) and keeps
+// its column in the final-state output while it walks the tokens. The
+// chunkwise form replaces it where tensor cores pay (k3-kda-chunkwise).
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/kernels/Kernels.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
+                                Out out) {
+  int64_t ks = op.getKernelSize();
+  unsigned next = 2;
+  const KernelOperand *state = op.getConvState() ? &in[next++] : nullptr;
+  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
+  Value x = in[0].full, w = in[1].full, y = out[0].full,
+        fs = out[1].full;
+  Value numTokens = kb.dim(in[0].shape[0]);
+  Value channels = kb.dim(in[0].shape[1]);
+  Value seqs = kb.dim(out[1].shape[0]);
+  Value history = kb.idx(ks - 1);
+  kb.parallel({seqs, channels}, [&](ValueRange iv) {
+    Value n = iv[0], c = iv[1];
+    Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
+    Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
+                   : numTokens;
+    // Pre-convolution input at token s of this sequence; before the
+    // sequence's first token it is the carried state (or zero).
+    auto input = [&](Value s) {
+      return kb.ifElse(
+          kb.gei(s, start), kb.builder().getF32Type(),
+          [&] { return kb.load(x, {s, c}); },
+          [&] {
+            if (!state)
+              return kb.f32(0.0);
+            Value j = kb.addi(history, kb.subi(s, start));
+            return kb.load(state->full, {n, c, j});
+          });
+    };
+    kb.forRange(start, end, [&](Value t) {
+      Value acc = kb.f32(0.0);
+      for (int64_t j = 0; j < ks; ++j) {
+        Value s = kb.addi(t, kb.idx(j - (ks - 1)));
+        acc = kb.fma(kb.load(w, {c, kb.idx(0), kb.idx(j)}), input(s), acc);
+      }
+      kb.store(kb.silu(acc), y, {t, c});
+    });
+    for (int64_t j = 0; j < ks - 1; ++j)
+      kb.store(input(kb.addi(end, kb.idx(j - (ks - 1)))), fs,
+               {n, c, kb.idx(j)});
+  });
+  return success();
+}
+
+/// Log-decay of channel `i` of head `h` from the raw gate value `z`.
+static Value decayGate(KernelBuilder &kb, DecayGateKind kind,
+                       std::optional<double> lowerBound, Value aLog,
+                       Value dtBias, Value h, Value i, Value headDim, Value z) {
+  Value a = kb.exp(kb.load(aLog, {h}));
+  Value u = kb.add(z, kb.load(dtBias, {kb.addi(kb.muli(h, headDim), i)}));
+  if (kind == DecayGateKind::lower_bounded_sigmoid)
+    return kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(a, u)));
+  return kb.neg(kb.mul(a, kb.softplus(u)));
+}
+
+static std::optional<double> optDouble(FloatAttr a) {
+  if (!a)
+    return std::nullopt;
+  return a.getValueAsDouble();
+}
+
+LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in,
+                              Out out) {
+  Value z = in[0].full, aLog = in[1].full, dtBias = in[2].full,
+        g = out[0].full;
+  int64_t headDim = in[0].shape[2];
+  kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1]),
+               kb.idx(headDim)},
+              [&](ValueRange iv) {
+                Value v = decayGate(kb, op.getKind(),
+                                    optDouble(op.getLowerBoundAttr()), aLog,
+                                    dtBias, iv[1], iv[2], kb.idx(headDim),
+                                    kb.load(z, iv));
+                kb.store(v, g, iv);
+              });
+  return success();
+}
+
+LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
+                                   Out out) {
+  Value q = in[0].full, k = in[1].full, v = in[2].full, g = in[3].full,
+        beta = in[4].full;
+  unsigned next = 5;
+  const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
+  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
+  const KernelOperand *aLog = op.getALog() ? &in[next++] : nullptr;
+  const KernelOperand *dtBias = op.getDtBias() ? &in[next++] : nullptr;
+  Value o = out[0].full, fs = out[1].full;
+
+  int64_t headDim = in[0].shape[3], valueDim = in[2].shape[3];
+  Value numTokens = kb.dim(in[0].shape[1]);
+  Value kDim = kb.idx(headDim);
+  double scale = op.getScale().convertToDouble();
+  bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
+  auto gateKind = op.getGateKind();
+  std::optional<double> lowerBound = optDouble(op.getLowerBoundAttr());
+
+  kb.parallel(
+      {kb.dim(out[1].shape[0]), kb.dim(out[1].shape[1]), kb.idx(valueDim)},
+      [&](ValueRange iv) {
+        Value n = iv[0], h = iv[1], j = iv[2];
+        Value b = cu ? kb.idx(0) : n;
+        Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
+        Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
+                       : numTokens;
+        // Column j of this head's state lives in the final-state output.
+        kb.forRange(kDim, [&](Value i) {
+          Value s0 = init ? kb.load(init->full, {n, h, i, j}) : kb.f32(0.0);
+          kb.store(s0, fs, {n, h, i, j});
+        });
+        kb.forRange(start, end, [&](Value t) {
+          auto invNorm = [&](Value x) {
+            if (!l2)
+              return kb.f32(1.0);
+            Value ss = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
+              Value e = kb.load(x, {b, t, h, i});
+              return kb.fma(e, e, acc);
+            });
+            return kb.rsqrt(kb.add(ss, kb.f32(1e-6)));
+          };
+          Value rq = invNorm(q), rk = invNorm(k);
+          Value bt = kb.load(beta, {b, t, h});
+          if (sigmoidBeta)
+            bt = kb.sigmoid(bt);
+          // Decay the column, and read what the state predicts for k.
+          Value pred = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
+            Value gi = kb.load(g, {b, t, h, i});
+            if (gateKind)
+              gi = decayGate(kb, *gateKind, lowerBound, aLog->full,
+                             dtBias->full, h, i, kDim, gi);
+            Value s = kb.mul(kb.exp(gi), kb.load(fs, {n, h, i, j}));
+            kb.store(s, fs, {n, h, i, j});
+            return kb.fma(s, kb.mul(kb.load(k, {b, t, h, i}), rk), acc);
+          });
+          Value u = kb.mul(bt, kb.sub(kb.load(v, {b, t, h, j}), pred));
+          // Write the correction and read the output with q.
+          Value acc = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
+            Value ki = kb.mul(kb.load(k, {b, t, h, i}), rk);
+            Value s = kb.fma(ki, u, kb.load(fs, {n, h, i, j}));
+            kb.store(s, fs, {n, h, i, j});
+            return kb.fma(s, kb.mul(kb.load(q, {b, t, h, i}), rq), acc);
+          });
+          kb.store(kb.mul(acc, kb.f32(scale)), o, {b, t, h, j});
+        });
+      });
+  return success();
+}

@@ -1,0 +1,64 @@
+//===- Kernels.h - kernel body emitters, one per op -------------*- C++ -*-===//
+//
+// `in` holds the op's tensor operands in order, `out` its results. Each
+// emitter writes every element of every output.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_KERNELS_KERNELS_H
+#define K3_LOWERING_KERNELS_KERNELS_H
+
+#include "dialects/K3/K3Dialect.h"
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace mlir::k3 {
+
+using In = ArrayRef<KernelOperand>;
+using Out = ArrayRef<KernelOperand>;
+
+// Dense.cpp
+LogicalResult emitEmbedding(EmbeddingOp, KernelBuilder &, In, Out);
+LogicalResult emitLinear(LinearOp, KernelBuilder &, In, Out);
+LogicalResult emitRMSNorm(RMSNormOp, KernelBuilder &, In, Out);
+LogicalResult emitGatedRMSNorm(GatedRMSNormOp, KernelBuilder &, In, Out);
+LogicalResult emitAdd(AddOp, KernelBuilder &, In, Out);
+LogicalResult emitSigmoidGate(SigmoidGateOp, KernelBuilder &, In, Out);
+LogicalResult emitArgmax(ArgmaxOp, KernelBuilder &, In, Out);
+LogicalResult emitCopy(KernelBuilder &, In, Out);
+LogicalResult emitAttnResPush(AttnResPushOp, KernelBuilder &, In, Out);
+LogicalResult emitExtractSlice(tensor::ExtractSliceOp, KernelBuilder &, In,
+                               Out);
+LogicalResult emitConcat(tensor::ConcatOp, KernelBuilder &, In, Out);
+
+// KDA.cpp
+LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);
+LogicalResult emitKDARecurrent(KDAOp, KernelBuilder &, In, Out);
+
+// Attention.cpp
+LogicalResult emitCausalAttention(CausalAttentionOp, KernelBuilder &, In,
+                                  Out);
+LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In,
+                                  Out);
+
+// MoE.cpp
+LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);
+LogicalResult emitMoERouter(MoERouterOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEExperts(MoEExpertsOp, KernelBuilder &, In, Out);
+LogicalResult emitAttnResMix(AttnResMixOp, KernelBuilder &, In, Out);
+
+/// The GLU activation of gate `a` and up `u` (f32), shared by MLPs and
+/// experts: SiLU(a) * u, or SiTU (K3-SPEC.md §4).
+Value emitGLUActivation(KernelBuilder &kb, GLUActivation act,
+                        std::optional<double> beta,
+                        std::optional<double> linearBeta, Value a, Value u);
+
+/// First token of the sequence that token `t` belongs to, and its index:
+/// the largest n with cu_seqlens[n] <= t.
+std::pair<Value, Value> emitSequenceOf(KernelBuilder &kb, Value cuSeqlens,
+                                       Value t);
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_KERNELS_KERNELS_H

@@ -1,0 +1,208 @@
+//===- MoE.cpp - kernels of MLPs, the MoE router and AttnRes ----*- C++ -*-===//
+#include "lowering/kernels/Kernels.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+static std::optional<double> optDouble(FloatAttr a) {
+  if (!a)
+    return std::nullopt;
+  return a.getValueAsDouble();
+}
+
+Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
+                                  std::optional<double> beta,
+                                  std::optional<double> linearBeta, Value a,
+                                  Value u) {
+  if (act == GLUActivation::silu)
+    return kb.mul(kb.silu(a), u);
+  // SiTU: beta tanh(a / beta) sigmoid(a) * linear_beta tanh(u / linear_beta).
+  Value b = kb.f32(*beta);
+  Value gate = kb.mul(kb.mul(b, kb.tanh(kb.div(a, b))), kb.sigmoid(a));
+  if (linearBeta) {
+    Value lb = kb.f32(*linearBeta);
+    u = kb.mul(lb, kb.tanh(kb.div(u, lb)));
+  }
+  return kb.mul(gate, u);
+}
+
+/// One GLU MLP applied to row `t` of `x`, accumulated as
+/// y[t, :] = base + weight * W_down act(W_gate x, W_up x); `expert` selects
+/// the slice of stacked weights (or is null for plain 2-D weights).
+static void gluRow(KernelBuilder &kb, GLUActivation act,
+                   std::optional<double> beta, std::optional<double> lbeta,
+                   Value x, Value t, Value wGate, Value wUp, Value wDown,
+                   Value expert, int64_t hidden, int64_t inter, Value y,
+                   Value weight, bool accumulate) {
+  auto widx = [&](Value r, Value c) -> SmallVector<Value> {
+    if (expert)
+      return {expert, r, c};
+    return {r, c};
+  };
+  kb.scope([&] {
+    Value h = kb.scratch(inter);
+    kb.forRange(kb.idx(inter), [&](Value i) {
+      SmallVector<Value> dots = kb.reduceN(
+          kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
+          [&](Value d, ValueRange acc) -> SmallVector<Value> {
+            Value xv = kb.load(x, {t, d});
+            return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
+                    kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
+          });
+      kb.store(emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]), h,
+               {i});
+    });
+    kb.forRange(kb.idx(hidden), [&](Value d) {
+      Value a = kb.reduce(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
+        return kb.fma(kb.load(wDown, widx(d, i)), kb.load(h, {i}), acc);
+      });
+      if (weight)
+        a = kb.mul(a, weight);
+      if (accumulate)
+        a = kb.add(a, kb.load(y, {t, d}));
+      kb.store(a, y, {t, d});
+    });
+  });
+}
+
+LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
+  int64_t hidden = in[0].shape[1], inter = in[1].shape[0];
+  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+    gluRow(kb, op.getActivation(), optDouble(op.getBetaAttr()),
+           optDouble(op.getLinearBetaAttr()), in[0].full, iv[0], in[1].full,
+           in[2].full, in[3].full, Value(), hidden, inter, out[0].full,
+           Value(), /*accumulate=*/false);
+  });
+  return success();
+}
+
+LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
+                                Out out) {
+  Value x = in[0].full, w = in[1].full;
+  const KernelOperand *bias = op.getCorrectionBias() ? &in[2] : nullptr;
+  Value idx = out[0].full, wts = out[1].full;
+  int64_t hidden = in[0].shape[1], experts = in[1].shape[0];
+  int64_t topK = op.getTopK();
+  bool softmax = op.getScore() == RouterScore::softmax;
+  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+    Value t = iv[0];
+    kb.scope([&] {
+      Value scores = kb.scratch(experts);
+      kb.forRange(kb.idx(experts), [&](Value e) {
+        Value l = kb.reduce(kb.idx(hidden), kb.f32(0.0), [&](Value d, Value a) {
+          return kb.fma(kb.load(x, {t, d}), kb.load(w, {e, d}), a);
+        });
+        kb.store(softmax ? l : kb.sigmoid(l), scores, {e});
+      });
+      if (softmax) {
+        Value m = kb.reduce(kb.idx(experts), kb.f32(-INFINITY),
+                            [&](Value e, Value a) {
+                              return kb.maxf(a, kb.load(scores, {e}));
+                            });
+        Value z = kb.reduce(kb.idx(experts), kb.f32(0.0), [&](Value e, Value a) {
+          Value p = kb.exp(kb.sub(kb.load(scores, {e}), m));
+          kb.store(p, scores, {e});
+          return kb.add(a, p);
+        });
+        kb.forRange(kb.idx(experts), [&](Value e) {
+          kb.store(kb.div(kb.load(scores, {e}), z), scores, {e});
+        });
+      }
+      // Top-k on the biased scores; strictly greater, so ties go to the
+      // lower expert id. Weights are the unbiased scores.
+      Value total = kb.f32(0.0);
+      for (int64_t j = 0; j < topK; ++j) {
+        SmallVector<Value> best = kb.reduceN(
+            kb.idx(0), kb.idx(experts), {kb.f32(-INFINITY), kb.idx(0)},
+            [&](Value e, ValueRange acc) -> SmallVector<Value> {
+              Value s = kb.load(scores, {e});
+              if (bias)
+                s = kb.add(s, kb.load(bias->full, {e}));
+              Value taken = kb.boolean(false);
+              for (int64_t p = 0; p < j; ++p)
+                taken = kb.ori(taken,
+                               kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
+              Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
+              return {kb.select(better, s, acc[0]),
+                      kb.select(better, e, acc[1])};
+            });
+        kb.storeIndex(best[1], idx, {t, kb.idx(j)});
+        Value wj = kb.load(scores, {best[1]});
+        kb.store(wj, wts, {t, kb.idx(j)});
+        total = kb.add(total, wj);
+      }
+      double factor = op.getRoutedScalingFactor().convertToDouble();
+      for (int64_t j = 0; j < topK; ++j) {
+        Value wj = kb.load(wts, {t, kb.idx(j)});
+        if (op.getRenormalize())
+          wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
+        kb.store(kb.mul(wj, kb.f32(factor)), wts, {t, kb.idx(j)});
+      }
+    });
+  });
+  return success();
+}
+
+LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
+                                 Out out) {
+  Value x = in[0].full, idx = in[1].full, wts = in[2].full;
+  int64_t hidden = in[0].shape[1], topK = in[1].shape[1],
+          inter = in[3].shape[1];
+  Value y = out[0].full;
+  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+    Value t = iv[0];
+    for (int64_t j = 0; j < topK; ++j) {
+      Value e = kb.loadIndex(idx, {t, kb.idx(j)});
+      Value wj = kb.load(wts, {t, kb.idx(j)});
+      gluRow(kb, op.getActivation(), optDouble(op.getBetaAttr()),
+             optDouble(op.getLinearBetaAttr()), x, t, in[3].full, in[4].full,
+             in[5].full, e, hidden, inter, y, wj, /*accumulate=*/j > 0);
+    }
+  });
+  return success();
+}
+
+LogicalResult k3::emitAttnResMix(AttnResMixOp op, KernelBuilder &kb, In in,
+                                 Out out) {
+  Value blocks = in[0].full, partial = in[1].full, nw = in[2].full,
+        pw = in[3].full, y = out[0].full;
+  int64_t numBlocks = in[0].shape[0], hidden = in[1].shape[1];
+  double eps = op.getEpsilon().convertToDouble();
+  kb.parallel({kb.dim(in[1].shape[0])}, [&](ValueRange iv) {
+    Value t = iv[0];
+    auto source = [&](int64_t i, Value d) {
+      if (i < numBlocks)
+        return kb.load(blocks, {kb.idx(i), t, d});
+      return kb.load(partial, {t, d});
+    };
+    // Logit of each source: <v / rms(v), norm_weight * proj_weight>.
+    SmallVector<Value> logits;
+    for (int64_t i = 0; i <= numBlocks; ++i) {
+      SmallVector<Value> r = kb.reduceN(
+          kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
+          [&](Value d, ValueRange acc) -> SmallVector<Value> {
+            Value v = source(i, d);
+            Value q = kb.mul(kb.load(nw, {d}), kb.load(pw, {kb.idx(0), d}));
+            return {kb.fma(v, v, acc[0]), kb.fma(v, q, acc[1])};
+          });
+      Value inv = kb.rsqrt(kb.add(kb.div(r[0], kb.f32(hidden)), kb.f32(eps)));
+      logits.push_back(kb.mul(r[1], inv));
+    }
+    Value m = kb.f32(-INFINITY);
+    for (Value l : logits)
+      m = kb.maxf(m, l);
+    SmallVector<Value> p;
+    Value z = kb.f32(0.0);
+    for (Value l : logits) {
+      p.push_back(kb.exp(kb.sub(l, m)));
+      z = kb.add(z, p.back());
+    }
+    kb.forRange(kb.idx(hidden), [&](Value d) {
+      Value acc = kb.f32(0.0);
+      for (int64_t i = 0; i <= numBlocks; ++i)
+        acc = kb.fma(p[i], source(i, d), acc);
+      kb.store(kb.div(acc, z), y, {t, d});
+    });
+  });
+  return success();
+}
