@@ -173,7 +173,7 @@ func.func private @kda_mixer(%x: tensor<?x64xf32>, %cu: tensor<?xi32>) -> tensor
   %cv = k3.weight "v_conv1d.weight" : tensor<32x1x4xf32>
   %wfa = k3.weight "f_a_proj.weight" : tensor<16x64xbf16>
   %wfb = k3.weight "f_b_proj.weight" : tensor<32x16xbf16>
-  %alog = k3.weight "A_log" : tensor<2xf32>
+  %alog = k3.weight "A_log" : tensor<16xf32>
   %dtb = k3.weight "dt_bias" : tensor<32xf32>
   %wb = k3.weight "b_proj.weight" : tensor<2x64xbf16>
   %wg = k3.weight "g_proj.weight" : tensor<32x64xbf16>
@@ -202,7 +202,7 @@ func.func private @kda_mixer(%x: tensor<?x64xf32>, %cu: tensor<?xi32>) -> tensor
   %f = k3.linear %fa, %wfb : (tensor<?x16xf32>, tensor<32x16xbf16>) -> tensor<?x32xf32>
   %z = tensor.expand_shape %f [[0], [1, 2]] output_shape [%T, 2, 16] : tensor<?x32xf32> into tensor<?x2x16xf32>
   %g = k3.kda_gate lower_bounded_sigmoid %z, %alog, %dtb {lower_bound = -5.0 : f64}
-      : (tensor<?x2x16xf32>, tensor<2xf32>, tensor<32xf32>) -> tensor<?x2x16xf32>
+      : (tensor<?x2x16xf32>, tensor<16xf32>, tensor<32xf32>) -> tensor<?x2x16xf32>
   %beta = k3.linear %x, %wb : (tensor<?x64xf32>, tensor<2x64xbf16>) -> tensor<?x2xf32>
 
   // The gated delta rule over [1, T, H, D] with packed sequences.

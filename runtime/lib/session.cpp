@@ -170,19 +170,46 @@ void Session::loadWeights(const std::vector<std::string> &paths) {
     if (!ok) fail(err.find("cannot open") != std::string::npos ? K3_ERROR_IO : K3_ERROR_FORMAT, err);
   }
   const Artifact &a = *art_;
+  // A weight is one checkpoint tensor, or for a name with the "{expert}"
+  // placeholder a stack of one tensor per expert along the first dimension.
+  // VLM checkpoints (Kimi K3) prefix every name with "language_model.".
+  auto lookup = [&](const std::string &name) {
+    const st::TensorInfo *t = c.find(name);
+    return t ? t : c.find("language_model." + name);
+  };
+  auto parts = [&](const Weight &w) {
+    std::vector<std::pair<std::string, const st::TensorInfo *>> out;
+    static const std::string kExpert = "{expert}";
+    size_t at = w.name.find(kExpert);
+    if (at == std::string::npos) {
+      out.push_back({w.name, lookup(w.name)});
+      return out;
+    }
+    for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
+      std::string n = w.name.substr(0, at) + std::to_string(e) + w.name.substr(at + kExpert.size());
+      out.push_back({n, lookup(n)});
+    }
+    return out;
+  };
   // Validate everything before touching device memory.
   for (auto &w : a.weights) {
-    const st::TensorInfo *t = c.find(w.name);
-    if (!t) fail(K3_ERROR_WEIGHTS, "weight '" + w.name + "' (" + dtypeName(w.dtype) + " " + shapeStr(w.shape) + ") not found in " + names);
-    if (t->shape != w.shape)
-      fail(K3_ERROR_WEIGHTS, "weight '" + w.name + "' has shape " + shapeStr(t->shape) + " in " + t->file + " but the artifact expects " + shapeStr(w.shape));
+    bool stacked = w.name.find("{expert}") != std::string::npos;
+    std::vector<int64_t> partShape = stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end()) : w.shape;
+    for (auto &[n, t] : parts(w)) {
+      if (!t) fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) + " " + shapeStr(partShape) + ") not found in " + names);
+      if (t->shape != partShape)
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' has shape " + shapeStr(t->shape) + " in " + t->file + " but the artifact expects " + shapeStr(partShape));
+    }
   }
   std::vector<uint8_t> host;
   for (size_t i = 0; i < a.weights.size(); ++i) {
     const Weight &w = a.weights[i];
-    const st::TensorInfo *t = c.find(w.name);
     host.assign(weightBytes(w), 0);
-    if (!st::convert(*t, w.dtype, host.data(), err)) fail(K3_ERROR_WEIGHTS, "weight '" + w.name + "': " + err);
+    auto ps = parts(w);
+    uint64_t partBytes = ps.empty() ? 0 : weightBytes(w) / ps.size();
+    for (size_t e = 0; e < ps.size(); ++e)
+      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes, err))
+        fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
     uploadWeight(i, host.data());
   }
 }

@@ -21,7 +21,7 @@
 // RUN: FileCheck %s --check-prefix=FUSED --implicit-check-not=k3.kda_gate < %t.fused
 // RUN: grep -c 'gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.000000e+00' %t.fused | FileCheck %s --check-prefix=SIX
 
-// PARSE-LABEL: module attributes {k3.hidden_size = 64 : i64, k3.model = "tiny-k3", k3.vocab_size = 256 : i64}
+// PARSE-LABEL: module attributes {k3.hidden_size = 64 : i64, k3.max_context = 128 : i64, k3.model = "tiny-k3", k3.vocab_size = 256 : i64}
 // PARSE:       func.func @forward
 // PARSE-COUNT-2: k3.layer @kda_moe_layer(
 // PARSE:         k3.layer @mla_moe_layer("model.layers.3.")
