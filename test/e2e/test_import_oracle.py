@@ -1,0 +1,231 @@
+"""End to end from a Hugging Face config.json: k3-import emits the model,
+k3-opt compiles it, k3-run executes it, the float64 oracle (python/k3ref)
+checks the logits.  Also: a sharded safetensors checkpoint under the
+checkpoints' own tensor names (bf16 + the F32 tensors, K3's
+`language_model.` prefix) loads and gives the same logits.
+
+Run by ctest (the e2e directory; K3_BIN_DIR = the build's bin/), or by hand:
+    K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_import_oracle.py
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+from k3ref import model  # noqa: E402
+from k3ref.examples import tiny_k3_example_config  # noqa: E402
+
+BIN = os.environ.get("K3_BIN_DIR")
+pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
+CONFIGS = ROOT / "examples" / "configs"
+
+# Weights the checkpoints keep in f32 (K3-SPEC.md §2, §5); the rest are bf16.
+F32_WEIGHTS = ("conv1d", "A_log", "dt_bias", "o_norm", "e_score_correction_bias")
+
+
+def oracle_config(d: dict) -> model.Config:
+    """k3ref Config from a config dict, also for transformers-native kimi_linear
+    names (layer_types, mlp_layer_types, linear_*; k3ref's from_hf reads only the
+    remote-code names)."""
+    d = dict(d.get("text_config", d))
+    if "layer_types" in d:
+        lt = d.pop("layer_types")
+        d.setdefault("linear_attn_config", {})
+        d["linear_attn_config"].update(
+            kda_layers=[i + 1 for i, t in enumerate(lt) if t == "linear_attention"],
+            full_attn_layers=[i + 1 for i, t in enumerate(lt) if t == "full_attention"])
+    lac = d.setdefault("linear_attn_config", {})
+    for flat, key in (("linear_num_heads", "num_heads"), ("linear_head_dim", "head_dim"),
+                      ("linear_conv_kernel_dim", "short_conv_kernel_size")):
+        if flat in d:
+            lac.setdefault(key, d.pop(flat))
+    for alias, key in (("num_local_experts", "num_experts"), ("norm_topk_prob", "moe_renormalize")):
+        if alias in d:
+            d.setdefault(key, d.pop(alias))
+    if d.get("attn_res_block_size") == 0:
+        d["attn_res_block_size"] = None
+    cfg = model.Config.from_hf(d)
+    if "mlp_layer_types" in d:
+        mt = d["mlp_layer_types"]
+        first = mt.index("sparse") if "sparse" in mt else len(mt)
+        assert all(t == ("sparse" if i >= first else "dense") for i, t in enumerate(mt))
+        cfg.first_k_dense_replace = first
+    return cfg
+
+
+def rounded_weights(cfg, seed):
+    """Random weights rounded to their storage precision, as float64."""
+    out = {}
+    for name, w in model.random_weights(cfg, seed).items():
+        storage = np.float32 if any(s in name for s in F32_WEIGHTS) else ml_dtypes.bfloat16
+        out[name] = w.astype(storage).astype(np.float64)
+    return out
+
+
+def rel_err(got, ref):
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+# Odd-sized variations written by the test itself (K3-shaped and Kimi-Linear-shaped).
+VARIANTS = {
+    # K3-shaped: hidden 40, 3 KDA heads of 8, AttnRes block 3, latent MoE without
+    # the latent norm, no shared expert, tied embeddings, SiTU without linear beta.
+    "k3-odd": {
+        "model_type": "kimi_k3",
+        "text_config": {
+            "hidden_size": 40, "num_hidden_layers": 7, "vocab_size": 67, "rms_norm_eps": 1e-5,
+            "tie_word_embeddings": True, "hidden_act": "situ", "activation_situ_beta": 3.0,
+            "activation_situ_linear_beta": None, "attn_res_block_size": 3,
+            "intermediate_size": 56, "first_k_dense_replace": 2, "num_experts": 7,
+            "num_experts_per_token": 3, "num_shared_experts": 0, "moe_intermediate_size": 12,
+            "routed_expert_hidden_size": 24, "latent_moe_use_norm": False,
+            "routed_scaling_factor": 1.25, "moe_router_activation_func": "sigmoid",
+            "moe_renormalize": True, "num_attention_heads": 3, "q_lora_rank": 20,
+            "kv_lora_rank": 12, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
+            "mla_use_output_gate": True, "mla_use_nope": True, "max_position_embeddings": 80,
+            "linear_attn_config": {"kda_layers": [1, 2, 4, 5, 6], "full_attn_layers": [3, 7],
+                                   "num_heads": 3, "head_dim": 8, "short_conv_kernel_size": 3,
+                                   "gate_lower_bound": -4.0, "use_full_rank_gate": True}}},
+}
+
+
+def config_path(name, tmp):
+    if name in VARIANTS:
+        p = tmp / f"{name}.json"
+        p.write_text(json.dumps(VARIANTS[name]))
+        return p
+    return CONFIGS / f"{name}.json"
+
+
+def build(name, tmp):
+    """Import and compile a config; returns (config dict, artifact path)."""
+    cpath = config_path(name, tmp)
+    mlir, art = tmp / f"{name}.mlir", tmp / f"{name}.k3bin"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
+    subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=160 max-seqs=4",
+                    "-o", os.devnull], check=True)
+    return json.loads(cpath.read_text()), art
+
+
+def run(tmp, art, weights, inputs, tag):
+    infile, outfile = tmp / f"in_{tag}.safetensors", tmp / f"out_{tag}.safetensors"
+    model.save_safetensors(infile, inputs)
+    args = [f"{BIN}/k3-run", str(art)]
+    for w in weights:
+        args += ["--weights", str(w)]
+    r = subprocess.run(args + ["--inputs", str(infile), "--dump", str(outfile)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return model.load_safetensors(outfile)
+
+
+def packed(cfg, lens, seed):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, cfg.vocab_size, sum(lens)).astype(np.int32)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    return {"token_ids": ids, "cu_seqlens": cu, "context_lens": np.zeros(len(lens), np.int32)}
+
+
+def check(out, cfg, weights, inp):
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"])
+    assert out["logits"].shape == ref.shape
+    err = rel_err(out["logits"], ref)
+    # Seeds are fixed; with these weights no router choice is a near-tie between
+    # f32 and f64 (a flip would show as an error far above 1e-4).
+    assert err <= 1e-4, f"normwise relative error {err:.3e}"
+    return err
+
+
+# (config, weight seed)
+MODELS = [("tiny-k3", 3), ("tiny-kimi-linear", 5), ("tiny-kimi-linear-hf", 7), ("k3-odd", 11)]
+LENS = [[7], [5, 17, 1, 9], [64, 3]]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
+def imported(request, tmp_path_factory):
+    name, seed = request.param
+    tmp = tmp_path_factory.mktemp(name)
+    cdict, art = build(name, tmp)
+    cfg = oracle_config(cdict)
+    weights = rounded_weights(cfg, seed)
+    wfile = tmp / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    return name, tmp, art, cfg, weights, wfile
+
+
+def test_tiny_k3_config_is_the_example():
+    """examples/configs/tiny-k3.json describes examples/tiny_k3.mlir."""
+    cfg = oracle_config(json.loads((CONFIGS / "tiny-k3.json").read_text()))
+    assert cfg == tiny_k3_example_config()
+
+
+@pytest.mark.parametrize("lens", LENS, ids=["_".join(map(str, l)) for l in LENS])
+def test_imported_matches_oracle(imported, lens):
+    name, tmp, art, cfg, weights, wfile = imported
+    inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens))
+    out = run(tmp, art, [wfile], inp, "p" + "_".join(map(str, lens)))
+    check(out, cfg, weights, inp)
+
+
+def test_imported_decode_continues_prefill(imported):
+    """Greedy generation with carried decode state (KDA conv/recurrent state,
+    MLA latent cache) equals the oracle's."""
+    name, tmp, art, cfg, weights, wfile = imported
+    prompt = [int(x) for x in np.random.default_rng(1).integers(0, cfg.vocab_size, 9)]
+    r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(wfile), "--prompt",
+                        ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
+                       capture_output=True, text=True, check=True)
+    got = [int(t) for t in r.stdout.strip().split(",")]
+    assert got == model.greedy_generate(cfg, weights, prompt, 5)
+
+
+def write_sharded(dirpath, tensors, prefix, nshards=2):
+    """A sharded checkpoint: model-0000i-of-0000n.safetensors + model.safetensors.index.json,
+    checkpoint dtypes (bf16, F32 for the F32 tensors), names with `prefix`."""
+    names = sorted(tensors)
+    per = (len(names) + nshards - 1) // nshards
+    weight_map = {}
+    for s in range(nshards):
+        fname = f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
+        part = {}
+        for n in names[s * per:(s + 1) * per]:
+            storage = np.float32 if any(k in n for k in F32_WEIGHTS) else ml_dtypes.bfloat16
+            part[prefix + n] = tensors[n].astype(storage)
+            weight_map[prefix + n] = fname
+        model.save_safetensors(dirpath / fname, part)
+    (dirpath / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}, indent=1))
+    return dirpath / "model.safetensors.index.json"
+
+
+@pytest.mark.parametrize("name,seed,prefix", [("tiny-k3", 21, "language_model."),
+                                              ("tiny-kimi-linear", 22, "")])
+def test_sharded_checkpoint(tmp_path, name, seed, prefix):
+    """A bf16/F32 sharded checkpoint under the checkpoint names (K3: every name
+    under `language_model.`; experts one tensor per expert) loads and runs."""
+    cdict, art = build(name, tmp_path)
+    cfg = oracle_config(cdict)
+    weights = rounded_weights(cfg, seed)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    index = write_sharded(ckpt, weights, prefix)
+    shards = sorted(ckpt.glob("*.safetensors"))
+    assert len(shards) == 2
+    # Per-expert tensors, not stacks, are what the checkpoint holds.
+    wm = json.loads(index.read_text())["weight_map"]
+    assert f"{prefix}model.layers.1.block_sparse_moe.experts.0.w1.weight" in wm
+    inp = packed(cfg, [6, 11], seed=4)
+    out = run(tmp_path, art, [index], inp, "ckpt")
+    check(out, cfg, weights, inp)
+    # The same checkpoint through k3-run's generation loop.
+    r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(index), "--prompt", "3,1,4,1,5",
+                        "--max-new-tokens", "3", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [int(t) for t in r.stdout.strip().split(",")] == model.greedy_generate(cfg, weights, [3, 1, 4, 1, 5], 3)
