@@ -375,7 +375,7 @@ static Config parseDecoder(const js::Value &root, const std::string &prefix, boo
     for (int64_t i = 0; i < c.layers; ++i) {
       const std::string &t = (*lt)[i];
       bool kda;
-      if (t == "linear_attention" || t == "kda") kda = true;
+      if (t == "linear_attention" || t == "kda_attention" || t == "kda") kda = true;
       else if (t == "full_attention" || t == "mla") kda = false;
       else fail(f.path("layer_types") + "[" + std::to_string(i) + "]", "'" + t + "' is not linear_attention or full_attention");
       if (haveLists && kda != c.isKda[i])
@@ -388,14 +388,21 @@ static Config parseDecoder(const js::Value &root, const std::string &prefix, boo
     fail(f.path("linear_attn_config"), "missing: give linear_attn_config.kda_layers/full_attn_layers or layer_types");
   for (bool k : c.isKda) anyMla |= !k;
 
-  auto heads = [&](const char *lacName, const char *flat, std::optional<int64_t> lacVal) {
+  auto heads = [&](const std::string &what, const char *flat, std::optional<int64_t> lacVal) {
+    std::string lacName = "the linear attention " + what;
     auto v = f.optInteger(flat, 1);
     if (v && lacVal && *v != *lacVal)
-      fail(f.path(flat), std::to_string(*v) + " contradicts linear_attn_config." + lacName + " " + std::to_string(*lacVal));
+      fail(f.path(flat), std::to_string(*v) + " contradicts " + lacName + " " + std::to_string(*lacVal));
     return lacVal ? lacVal : v;
   };
+  // transformers has written these as linear_num_heads / linear_head_dim and as
+  // linear_num_key_heads / linear_key_head_dim (+ value twins that must agree).
   auto kh = heads("num_heads", "linear_num_heads", lacHeads);
+  kh = heads("num_heads", "linear_num_key_heads", kh);
+  kh = heads("num_heads", "linear_num_value_heads", kh);
   auto kd = heads("head_dim", "linear_head_dim", lacDim);
+  kd = heads("head_dim", "linear_key_head_dim", kd);
+  kd = heads("head_dim", "linear_value_head_dim", kd);
   auto kc = heads("short_conv_kernel_size", "linear_conv_kernel_dim", lacConv);
   bool anyKda = false;
   for (bool k : c.isKda) anyKda |= k;
@@ -431,6 +438,8 @@ static Config parseDecoder(const js::Value &root, const std::string &prefix, boo
   // transformers sets head_dim = qk_rope_head_dim; it carries no information here.
   f.ignore({"head_dim"});
 
+  if (auto mtp = f.optInteger("num_mtp_layers", 0); mtp && *mtp != 0)
+    warn(f.path("num_mtp_layers"), std::to_string(*mtp) + " multi-token-prediction layers are not imported");
   if (int64_t nn = f.integer("num_nextn_predict_layers", 0, int64_t(0)); nn != 0)
     warn(f.path("num_nextn_predict_layers"), std::to_string(nn) + " multi-token-prediction layers are not imported");
 
