@@ -24,6 +24,21 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<int64_t> maxSeqs{*this, "max-seqs",
                           llvm::cl::desc("Most sequences per call"),
                           llvm::cl::init(16)};
+  Option<std::string> kda{*this, "kda",
+                          llvm::cl::desc("KDA core lowering: recurrent | "
+                                         "chunkwise"),
+                          llvm::cl::init("recurrent")};
+  Option<int64_t> kdaChunkSize{*this, "kda-chunk-size",
+                               llvm::cl::desc("chunk of kda=chunkwise"),
+                               llvm::cl::init(64)};
+  Option<std::string> kdaSolver{
+      *this, "kda-solver",
+      llvm::cl::desc("tri solve of kda=chunkwise: forward | block-inverse"),
+      llvm::cl::init("forward")};
+  Option<int64_t> kdaSegments{
+      *this, "kda-segments",
+      llvm::cl::desc("kda=chunkwise state passing over S segments (0: off)"),
+      llvm::cl::init(0)};
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
@@ -32,6 +47,15 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
+  if (o.kda == "chunkwise") {
+    k3::K3KDAChunkwiseOptions chunk;
+    chunk.chunkSize = o.kdaChunkSize;
+    chunk.numSegments = o.kdaSegments;
+    pm.addPass(k3::createK3KDAChunkwise(chunk));
+    k3::K3TileTriSolveOptions tile;
+    tile.mode = o.kdaSolver;
+    pm.addPass(k3::createK3TileTriSolve(tile));
+  }
   pm.addPass(k3::createK3OutlineKernels({o.entry}));
   pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;

@@ -104,7 +104,17 @@ LogicalResult SymbolicShapes::analyze(func::FuncOp fn) {
       sym = kNumSeqsPlus1;
     else if (name && name.getValue() == "context_lens")
       sym = kNumSeqs;
-    else if (!type.hasStaticShape())
+    else if (auto dims = fn.getArgAttrOfType<DenseI64ArrayAttr>(
+                 arg.getArgNumber(), "k3.dims")) {
+      // Explicit symbolic shape (kernel-level test models): -1 = T, -2 = N,
+      // -3 = N + 1, as OutlineKernels records them.
+      if ((int64_t)dims.size() != type.getRank())
+        return fn.emitOpError() << "k3.dims of argument " << arg.getArgNumber()
+                                << " has the wrong rank";
+      if (failed(set(arg, SymShape(dims.asArrayRef()), fn)))
+        return failure();
+      continue;
+    } else if (!type.hasStaticShape())
       return fn.emitOpError()
              << "dynamic model argument " << arg.getArgNumber()
              << " needs k3.name = \"token_ids\", \"cu_seqlens\" or "
@@ -293,6 +303,29 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           s[dim] += lookup(in)[dim];
         }
         return set(c, s, op);
+      })
+      // Chunkwise KDA (K3ChunkOps.td): token-indexed results follow their
+      // first operand's [B, T, H]; per-sequence results are [N, ...].
+      .Case<KDAChunkPrepareOp, KDAChunkGramOp, TriSolveOp, TriInverseOp,
+            ChunkTrilMatmulOp, KDAChunkOutputOp>([&](Operation *o) {
+        for (Value r : o->getResults())
+          if (failed(leading(r, o->getOperand(0), 3)))
+            return failure();
+        return success();
+      })
+      .Case<KDAChunkStateOp>([&](KDAChunkStateOp s) -> LogicalResult {
+        if (failed(leading(s.getVNew(), s.getU(), 3)) ||
+            failed(leading(s.getOInter(), s.getU(), 3)))
+          return failure();
+        return perSeq(s.getFinalState(), s.getCuSeqlens(), s.getU());
+      })
+      .Case<KDASegmentSummaryOp>([&](KDASegmentSummaryOp s) -> LogicalResult {
+        if (failed(perSeq(s.getTransition(), s.getCuSeqlens(), s.getU())))
+          return failure();
+        return perSeq(s.getContribution(), s.getCuSeqlens(), s.getU());
+      })
+      .Case<KDASegmentScanOp>([&](KDASegmentScanOp s) -> LogicalResult {
+        return leading(s.getStarts(), s.getContribution(), 1);
       })
       .Case<StateWriteOp, func::ReturnOp>([](Operation *) { return success(); })
       .Default([&](Operation *o) -> LogicalResult {

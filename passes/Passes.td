@@ -35,4 +35,57 @@ def K3InlineLayers : Pass<"k3-inline-layers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }
 
+def K3KDAChunkwise : Pass<"k3-kda-chunkwise"> {
+  let summary = "Rewrite k3.kda into the chunkwise (UT transform) form";
+  let description = [{
+    Replaces every `k3.kda` by the chunk-level ops of K3ChunkOps.td
+    (docs/kda-chunkwise.md): `k3.kda_chunk_prepare` (L2 norm, beta, the
+    in-chunk cumulative log-decay G), two `k3.kda_chunk_gram` (I + diag(beta)
+    L and the output mask M), two `k3.tri_solve` (the UT transform
+    (I + BL) U = BV, (I + BL) W = B (K ⊙ Γ)), `k3.kda_chunk_state` (the
+    serial state passing over chunks) and `k3.kda_chunk_output`. With
+    `num-segments=S` (S >= 1) the state passing is in the sequence-parallel
+    form: `k3.kda_segment_summary` (per-segment K x K transition and
+    contribution), `k3.kda_segment_scan`, then independent per-segment walks.
+
+    The decay form of the Gram matrices: `auto` uses the tile-factored form
+    (records `gate_lower_bound` on the op) when the gate is the lower-bounded
+    sigmoid (in-op, or a `k3.kda_gate` producing g) and the bound keeps
+    exp finite over a tile, else the pairwise form; `tile-factored` insists
+    and diagnoses an unbounded gate; `pairwise` never factors.
+  }];
+  let options = [
+    Option<"chunkSize", "chunk-size", "int64_t", "64",
+           "tokens per chunk (a multiple of tile-size)">,
+    Option<"tileSize", "tile-size", "int64_t", "16",
+           "tile of the factored decay form (a power of two)">,
+    Option<"decayForm", "decay-form", "std::string", "\"auto\"",
+           "auto | tile-factored | pairwise">,
+    Option<"numSegments", "num-segments", "int64_t", "0",
+           "0: one serial walk per sequence; S >= 1: state-passing form "
+           "over S segments">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
+def K3TileTriSolve : Pass<"k3-tile-tri-solve"> {
+  let summary = "Tile the per-chunk triangular solves of the UT transform";
+  let description = [{
+    Rewrites `k3.tri_solve {mode = "forward"}` (token-by-token forward
+    substitution over the whole chunk). `mode=forward`: blocked forward
+    substitution, `mode = "blocked"` with `tile_size`: diagonal tiles token
+    by token, off-diagonal blocks as products with the solved tiles.
+    `mode=block-inverse`: `k3.tri_inverse` (invert the diagonal tiles,
+    combine off-diagonal blocks with products) followed by
+    `k3.chunk_tril_matmul`, the form tensor cores like.
+  }];
+  let options = [
+    Option<"tileSize", "tile-size", "int64_t", "16",
+           "tile size (a power of two dividing the chunk size)">,
+    Option<"mode", "mode", "std::string", "\"forward\"",
+           "forward (blocked forward substitution) | block-inverse">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 #endif // K3_PASSES_TD

@@ -471,4 +471,6 @@ def K3_ArgmaxOp : K3_Op<"argmax", [Pure]> {
   let hasVerifier = 1;
 }
 
+include "dialects/K3/K3ChunkOps.td"
+
 #endif // K3_OPS_TD

@@ -26,6 +26,27 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb,
       .Case([&](ShortConvOp o) { return emitShortConv(o, kb, in, out); })
       .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
       .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })
+      .Case([&](KDAChunkPrepareOp o) {
+        return emitKDAChunkPrepare(o, kb, in, out);
+      })
+      .Case([&](KDAChunkGramOp o) { return emitKDAChunkGram(o, kb, in, out); })
+      .Case([&](TriSolveOp o) { return emitTriSolve(o, kb, in, out); })
+      .Case([&](TriInverseOp o) { return emitTriInverse(o, kb, in, out); })
+      .Case([&](ChunkTrilMatmulOp o) {
+        return emitChunkTrilMatmul(o, kb, in, out);
+      })
+      .Case([&](KDAChunkStateOp o) {
+        return emitKDAChunkState(o, kb, in, out);
+      })
+      .Case([&](KDAChunkOutputOp o) {
+        return emitKDAChunkOutput(o, kb, in, out);
+      })
+      .Case([&](KDASegmentSummaryOp o) {
+        return emitKDASegmentSummary(o, kb, in, out);
+      })
+      .Case([&](KDASegmentScanOp o) {
+        return emitKDASegmentScan(o, kb, in, out);
+      })
       .Case([&](CausalAttentionOp o) {
         return emitCausalAttention(o, kb, in, out);
       })

@@ -36,6 +36,18 @@ LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);
 LogicalResult emitKDARecurrent(KDAOp, KernelBuilder &, In, Out);
 
+// Chunk.cpp (the chunkwise KDA form, K3ChunkOps.td)
+LogicalResult emitKDAChunkPrepare(KDAChunkPrepareOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAChunkGram(KDAChunkGramOp, KernelBuilder &, In, Out);
+LogicalResult emitTriSolve(TriSolveOp, KernelBuilder &, In, Out);
+LogicalResult emitTriInverse(TriInverseOp, KernelBuilder &, In, Out);
+LogicalResult emitChunkTrilMatmul(ChunkTrilMatmulOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAChunkState(KDAChunkStateOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAChunkOutput(KDAChunkOutputOp, KernelBuilder &, In, Out);
+LogicalResult emitKDASegmentSummary(KDASegmentSummaryOp, KernelBuilder &, In,
+                                    Out);
+LogicalResult emitKDASegmentScan(KDASegmentScanOp, KernelBuilder &, In, Out);
+
 // Attention.cpp
 LogicalResult emitCausalAttention(CausalAttentionOp, KernelBuilder &, In,
                                   Out);

@@ -1,0 +1,310 @@
+//===- K3ChunkOps.cpp - verifiers of the chunkwise KDA ops ------*- C++ -*-===//
+//
+// Layout checks of the chunk-level KDA form (K3ChunkOps.td): token-indexed
+// tensors are [B, T, H, X], chunk matrices [B, T, H, chunk_size], per
+// sequence tensors [N, (S,) H, K, V]. Dynamic sizes are compared only where
+// both sides are static.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/K3/K3Dialect.h"
+
+#include "llvm/Support/MathExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+RankedTensorType rt(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+LogicalResult rank(Operation *op, const char *name, Value v, int64_t r) {
+  if (rt(v).getRank() != r)
+    return op->emitOpError() << "expects '" << name << "' to have rank " << r
+                             << ", got " << rt(v).getRank();
+  return success();
+}
+
+/// Dimension `da` of `a` equals dimension `db` of `b` where both are static.
+LogicalResult sameDim(Operation *op, const char *an, Value a, int64_t da,
+                      const char *bn, Value b, int64_t db, const char *what) {
+  int64_t x = rt(a).getDimSize(da), y = rt(b).getDimSize(db);
+  if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
+    return op->emitOpError() << "expects the " << what << " of '" << an
+                             << "' (dim " << da << " = " << x
+                             << ") to match '" << bn << "' (dim " << db
+                             << " = " << y << ")";
+  return success();
+}
+
+/// `a` and `b` agree in batch, token and head dimensions.
+LogicalResult sameTokens(Operation *op, const char *an, Value a,
+                         const char *bn, Value b) {
+  for (int64_t d = 0; d < 3; ++d)
+    if (failed(sameDim(op, an, a, d, bn, b, d,
+                       d == 0 ? "batch" : d == 1 ? "token count"
+                                                 : "head count")))
+      return failure();
+  return success();
+}
+
+LogicalResult chunkSize(Operation *op, int64_t c) {
+  if (c <= 0 || c % 16 != 0)
+    return op->emitOpError() << "expects chunk_size to be a positive "
+                                "multiple of 16 (the tile size), got "
+                             << c;
+  return success();
+}
+
+LogicalResult tileSize(Operation *op, int64_t tile, int64_t chunk) {
+  if (tile <= 0 || !llvm::isPowerOf2_64(tile))
+    return op->emitOpError() << "expects tile_size to be a power of two, got "
+                             << tile;
+  if (chunk % tile != 0)
+    return op->emitOpError() << "expects chunk_size " << chunk
+                             << " to be a multiple of tile_size " << tile;
+  return success();
+}
+
+/// A chunk matrix [B, T, H, chunk_size].
+LogicalResult chunkMatrix(Operation *op, const char *name, Value m,
+                          int64_t chunk) {
+  if (failed(rank(op, name, m, 4)))
+    return failure();
+  int64_t c = rt(m).getDimSize(3);
+  if (c != chunk)
+    return op->emitOpError() << "expects '" << name
+                             << "' to hold chunk_size = " << chunk
+                             << " columns, got " << c;
+  return success();
+}
+
+LogicalResult tokenTensor(Operation *op, const char *name, Value v,
+                          const char *refName, Value ref, int64_t r = 4) {
+  if (failed(rank(op, name, v, r)))
+    return failure();
+  return sameTokens(op, name, v, refName, ref);
+}
+
+LogicalResult cuBatch(Operation *op, Value cu, Value ref) {
+  if (!cu)
+    return success();
+  if (failed(rank(op, "cu_seqlens", cu, 1)))
+    return failure();
+  int64_t b = rt(ref).getDimSize(0);
+  if (!ShapedType::isDynamic(b) && b != 1)
+    return op->emitOpError() << "expects batch 1 with cu_seqlens, got " << b;
+  return success();
+}
+
+} // namespace
+
+LogicalResult KDAChunkPrepareOp::verify() {
+  if (failed(chunkSize(*this, getChunkSize())) ||
+      failed(rank(*this, "q", getQ(), 4)) ||
+      failed(tokenTensor(*this, "k", getK(), "q", getQ())) ||
+      failed(tokenTensor(*this, "g", getG(), "q", getQ())) ||
+      failed(tokenTensor(*this, "beta", getBeta(), "q", getQ(), 3)) ||
+      failed(cuBatch(*this, getCuSeqlens(), getQ())))
+    return failure();
+  for (Value r : {getQScaled(), getKNorm(), getGCum(), getKGamma()})
+    if (rt(r).getShape() != rt(getQ()).getShape())
+      return emitOpError() << "expects q-shaped results, got " << r.getType();
+  if (bool(getALog()) != bool(getDtBias()) ||
+      bool(getALog()) != getGateKind().has_value())
+    return emitOpError() << "expects gate_kind together with "
+                            "gate_params(A_log, dt_bias)";
+  if (getGateKind() == DecayGateKind::lower_bounded_sigmoid &&
+      !getLowerBound())
+    return emitOpError() << "lower_bounded_sigmoid gate needs 'lower_bound'";
+  return success();
+}
+
+LogicalResult KDAChunkGramOp::verify() {
+  int64_t chunk = getChunkSize(), tile = getTileSize();
+  if (failed(chunkSize(*this, chunk)) || failed(tileSize(*this, tile, chunk)) ||
+      failed(rank(*this, "x", getX(), 4)) ||
+      failed(tokenTensor(*this, "y", getY(), "x", getX())) ||
+      failed(tokenTensor(*this, "G", getG(), "x", getX())) ||
+      failed(chunkMatrix(*this, "result", getResult(), chunk)) ||
+      failed(sameTokens(*this, "result", getResult(), "x", getX())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getX())))
+    return failure();
+  if (getRowScale() &&
+      failed(tokenTensor(*this, "row_scale", getRowScale(), "x", getX(), 3)))
+    return failure();
+  if (getUnitDiagonal() && !getStrict())
+    return emitOpError() << "unit_diagonal requires strict (the diagonal "
+                            "would be counted twice)";
+  if (auto lb = getGateLowerBound()) {
+    double b = lb->convertToDouble();
+    if (!(b < 0.0))
+      return emitOpError() << "expects gate_lower_bound < 0, got " << b;
+    // The tile-factored form multiplies exp(G_i - G_r) exp(G_r - G_j) with
+    // |G_r - G_j| <= |lb| (tile - 1): it must stay finite in f32.
+    if (std::fabs(b) * double(tile - 1) > 88.0)
+      return emitOpError()
+             << "tile-factored decay form needs |gate_lower_bound| * "
+                "(tile_size - 1) <= 88 for exp to stay finite in f32, got "
+             << std::fabs(b) << " * " << (tile - 1);
+  }
+  return success();
+}
+
+LogicalResult TriSolveOp::verify() {
+  int64_t chunk = getChunkSize();
+  if (failed(chunkSize(*this, chunk)) ||
+      failed(chunkMatrix(*this, "A", getA(), chunk)) ||
+      failed(tokenTensor(*this, "rhs", getRhs(), "A", getA())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getA())))
+    return failure();
+  if (rt(getResult()).getShape() != rt(getRhs()).getShape())
+    return emitOpError() << "expects the result shaped like 'rhs'";
+  if (getRowScale() && failed(tokenTensor(*this, "row_scale", getRowScale(),
+                                          "A", getA(), 3)))
+    return failure();
+  StringRef mode = getMode();
+  if (mode == "forward") {
+    if (getTileSize())
+      return emitOpError() << "mode \"forward\" takes no tile_size";
+    return success();
+  }
+  if (mode != "blocked")
+    return emitOpError() << "expects mode \"forward\" or \"blocked\", got \""
+                         << mode << "\"";
+  if (!getTileSize())
+    return emitOpError() << "mode \"blocked\" needs tile_size";
+  return tileSize(*this, *getTileSize(), chunk);
+}
+
+LogicalResult TriInverseOp::verify() {
+  int64_t chunk = getChunkSize();
+  if (failed(chunkSize(*this, chunk)) ||
+      failed(tileSize(*this, getTileSize(), chunk)) ||
+      failed(chunkMatrix(*this, "A", getA(), chunk)) ||
+      failed(cuBatch(*this, getCuSeqlens(), getA())))
+    return failure();
+  if (rt(getResult()).getShape() != rt(getA()).getShape())
+    return emitOpError() << "expects the result shaped like 'A'";
+  return success();
+}
+
+LogicalResult ChunkTrilMatmulOp::verify() {
+  int64_t chunk = getChunkSize();
+  if (failed(chunkSize(*this, chunk)) ||
+      failed(chunkMatrix(*this, "A", getA(), chunk)) ||
+      failed(tokenTensor(*this, "x", getX(), "A", getA())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getA())))
+    return failure();
+  if (getRowScale() && failed(tokenTensor(*this, "row_scale", getRowScale(),
+                                          "A", getA(), 3)))
+    return failure();
+  if (rt(getResult()).getShape() != rt(getX()).getShape())
+    return emitOpError() << "expects the result shaped like 'x'";
+  return success();
+}
+
+/// [N, H, K, V] state against q-like [B, T, H, K] and v-like [B, T, H, V].
+static LogicalResult stateShape(Operation *op, const char *name, Value s,
+                                Value qLike, Value vLike, int64_t segDims) {
+  if (failed(rank(op, name, s, 4 + segDims)) ||
+      failed(sameDim(op, name, s, 1 + segDims, "k", qLike, 2, "head count")) ||
+      failed(sameDim(op, name, s, 2 + segDims, "k", qLike, 3,
+                     "key dimension")) ||
+      failed(sameDim(op, name, s, 3 + segDims, "U", vLike, 3,
+                     "value dimension")))
+    return failure();
+  return success();
+}
+
+LogicalResult KDAChunkStateOp::verify() {
+  if (failed(chunkSize(*this, getChunkSize())) ||
+      failed(rank(*this, "U", getU(), 4)) ||
+      failed(tokenTensor(*this, "W", getW(), "U", getU())) ||
+      failed(tokenTensor(*this, "k_norm", getKNorm(), "U", getU())) ||
+      failed(tokenTensor(*this, "q_scaled", getQScaled(), "U", getU())) ||
+      failed(tokenTensor(*this, "G", getG(), "U", getU())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getU())))
+    return failure();
+  if (rt(getW()).getShape() != rt(getKNorm()).getShape())
+    return emitOpError() << "expects 'W' shaped like 'k_norm'";
+  if (failed(stateShape(*this, "final_state", getFinalState(), getKNorm(),
+                        getU(), 0)))
+    return failure();
+  if (getInitialState() &&
+      rt(getInitialState()).getShape() != rt(getFinalState()).getShape())
+    return emitOpError() << "expects 'initial_state' shaped like the final "
+                            "state";
+  if (Value s = getSegmentStarts()) {
+    if (!getNumSegments())
+      return emitOpError() << "segment_starts needs num_segments";
+    if (getInitialState())
+      return emitOpError() << "takes initial_state or segment_starts, not "
+                              "both";
+    if (failed(stateShape(*this, "segment_starts", s, getKNorm(), getU(), 1)))
+      return failure();
+    if (rt(s).getDimSize(1) != int64_t(*getNumSegments()))
+      return emitOpError() << "expects 'segment_starts' dim 1 = num_segments";
+  } else if (getNumSegments()) {
+    return emitOpError() << "num_segments needs segment_starts";
+  }
+  for (Value r : {getVNew(), getOInter()})
+    if (rt(r).getShape() != rt(getU()).getShape())
+      return emitOpError() << "expects U-shaped v_new and o_inter";
+  return success();
+}
+
+LogicalResult KDAChunkOutputOp::verify() {
+  int64_t chunk = getChunkSize();
+  if (failed(chunkSize(*this, chunk)) ||
+      failed(chunkMatrix(*this, "M", getM(), chunk)) ||
+      failed(tokenTensor(*this, "v_new", getVNew(), "M", getM())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getM())))
+    return failure();
+  if (rt(getOInter()).getShape() != rt(getVNew()).getShape() ||
+      rt(getOutput()).getShape() != rt(getVNew()).getShape())
+    return emitOpError() << "expects o_inter and output shaped like v_new";
+  return success();
+}
+
+LogicalResult KDASegmentSummaryOp::verify() {
+  if (failed(chunkSize(*this, getChunkSize())) ||
+      failed(rank(*this, "U", getU(), 4)) ||
+      failed(tokenTensor(*this, "W", getW(), "U", getU())) ||
+      failed(tokenTensor(*this, "k_norm", getKNorm(), "U", getU())) ||
+      failed(tokenTensor(*this, "G", getG(), "U", getU())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getU())))
+    return failure();
+  if (getNumSegments() < 1)
+    return emitOpError() << "expects num_segments >= 1";
+  if (failed(rank(*this, "transition", getTransition(), 5)) ||
+      failed(stateShape(*this, "contribution", getContribution(), getKNorm(),
+                        getU(), 1)))
+    return failure();
+  int64_t s = getNumSegments();
+  if (rt(getTransition()).getDimSize(1) != s ||
+      rt(getContribution()).getDimSize(1) != s)
+    return emitOpError() << "expects results with num_segments = " << s
+                         << " in dim 1";
+  int64_t k = rt(getKNorm()).getDimSize(3);
+  if (rt(getTransition()).getDimSize(3) != k ||
+      rt(getTransition()).getDimSize(4) != k)
+    return emitOpError() << "expects a K x K transition";
+  return success();
+}
+
+LogicalResult KDASegmentScanOp::verify() {
+  if (failed(rank(*this, "transition", getTransition(), 5)) ||
+      failed(rank(*this, "contribution", getContribution(), 5)))
+    return failure();
+  if (rt(getStarts()).getShape() != rt(getContribution()).getShape())
+    return emitOpError() << "expects 'starts' shaped like 'contribution'";
+  if (Value init = getInitialState()) {
+    auto c = rt(getContribution()).getShape();
+    auto i = rt(init).getShape();
+    if (i.size() != 4 || i[1] != c[2] || i[2] != c[3] || i[3] != c[4])
+      return emitOpError() << "expects 'initial_state' [N, H, K, V]";
+  }
+  return success();
+}
