@@ -3,6 +3,8 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::k3 {
@@ -34,9 +36,6 @@ LogicalResult expand(LayerOp layer, SymbolTable &symbols) {
                                << "' has no body";
   if (!fn.getBody().hasOneBlock())
     return fn.emitOpError() << "layer template must have a single block";
-  if (fn == layer->getParentOfType<func::FuncOp>())
-    return layer.emitOpError() << "layer template '" << layer.getCallee()
-                               << "' instantiates itself";
 
   Block &body = fn.getBody().front();
   IRMapping map;
@@ -55,44 +54,103 @@ LogicalResult expand(LayerOp layer, SymbolTable &symbols) {
   return success();
 }
 
+/// Templates instantiated (directly) by each function's k3.layer ops, in
+/// order of first appearance.
+using TemplateGraph = llvm::DenseMap<StringAttr, SmallVector<StringAttr>>;
+
+/// Depth-first search for a template cycle reachable from `name`. On
+/// success `chain` holds the templates from `name` around the cycle back to
+/// the first repeated template (e.g. ping, pong, ping).
+bool findCycle(StringAttr name, const TemplateGraph &graph,
+               SmallVectorImpl<StringAttr> &chain,
+               llvm::DenseSet<StringAttr> &done) {
+  if (llvm::is_contained(chain, name)) {
+    chain.push_back(name);
+    return true;
+  }
+  if (done.contains(name))
+    return false;
+  chain.push_back(name);
+  auto it = graph.find(name);
+  if (it != graph.end())
+    for (StringAttr callee : it->second)
+      if (findCycle(callee, graph, chain, done))
+        return true;
+  chain.pop_back();
+  done.insert(name);
+  return false;
+}
+
 struct K3InlineLayersPass : impl::K3InlineLayersBase<K3InlineLayersPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     llvm::SetVector<StringAttr> templates;
+    TemplateGraph graph;
     module.walk([&](LayerOp op) {
-      templates.insert(op.getCalleeAttr().getAttr());
+      StringAttr callee = op.getCalleeAttr().getAttr();
+      templates.insert(callee);
+      if (auto parent = op->getParentOfType<func::FuncOp>()) {
+        auto &callees = graph[parent.getSymNameAttr()];
+        if (!llvm::is_contained(callees, callee))
+          callees.push_back(callee);
+      }
     });
 
-    // Expand outermost instances first; their copies may hold further
-    // instances, so repeat until none is left. A depth bound turns a
-    // template cycle into a diagnostic instead of a hang.
-    constexpr int kMaxDepth = 16;
-    for (int depth = 0;; ++depth) {
+    // Outermost instances: those not inside a template (instances inside
+    // templates are expanded through their callers).
+    auto outermost = [&] {
       SmallVector<LayerOp> layers;
       module.walk([&](LayerOp op) {
-        // Instances inside templates are expanded through their callers.
         auto parent = op->getParentOfType<func::FuncOp>();
         if (!parent || !templates.contains(parent.getSymNameAttr()))
           layers.push_back(op);
       });
+      return layers;
+    };
+
+    // A template that (transitively) instantiates itself would expand
+    // forever: report the cycle at the outermost instance that reaches it.
+    llvm::DenseSet<StringAttr> acyclic;
+    bool cyclic = false;
+    for (LayerOp op : outermost()) {
+      SmallVector<StringAttr> chain;
+      if (!findCycle(op.getCalleeAttr().getAttr(), graph, chain, acyclic))
+        continue;
+      std::string path;
+      for (auto [i, name] : llvm::enumerate(chain))
+        path += (i ? " -> " : "") + name.str();
+      StringAttr repeated = chain.back();
+      op.emitOpError() << "layer template '" << repeated.getValue()
+                       << "' instantiates itself: " << path;
+      cyclic = true;
+    }
+    if (cyclic)
+      return signalPassFailure();
+
+    // Expand outermost instances first; their copies may hold further
+    // instances, so repeat until none is left (at most one round per
+    // template, as the template graph has no cycle).
+    for (;;) {
+      SmallVector<LayerOp> layers = outermost();
       if (layers.empty())
         break;
-      if (depth == kMaxDepth) {
-        layers.front().emitOpError()
-            << "layer templates nest deeper than " << kMaxDepth
-            << " (a template cycle?)";
-        return signalPassFailure();
-      }
       for (LayerOp op : layers)
         if (failed(expand(op, symbols)))
           return signalPassFailure();
     }
 
-    for (StringAttr name : templates) {
-      auto fn = symbols.lookup<func::FuncOp>(name);
-      if (fn && SymbolTable::symbolKnownUseEmpty(fn, module))
-        symbols.erase(fn);
+    // Erase the templates nothing refers to any more. Erasing one may free
+    // the templates only it instantiated, so repeat to a fixed point.
+    for (bool erased = true; erased;) {
+      erased = false;
+      for (StringAttr name : templates) {
+        auto fn = symbols.lookup<func::FuncOp>(name);
+        if (fn && SymbolTable::symbolKnownUseEmpty(fn, module)) {
+          symbols.erase(fn);
+          erased = true;
+        }
+      }
     }
   }
 };
