@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/CompileCPU.h"
+#include "lowering/CompileCUDA.h"
+#include "lowering/GPUDistribute.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
 
@@ -113,6 +115,20 @@ int64_t bytesOf(Value v, ArrayRef<int64_t> shape, int64_t maxTokens,
   return evalSymNumElements(shape, maxTokens, maxSeqs) * elt;
 }
 
+/// Blocks for a distributed kernel phase: enough for one iteration per
+/// thread when the iteration count is known as a * symbol + b, else a fixed
+/// grid (the grid-stride loop is correct with any grid).
+art::DimExpr gridFor(Operation *phase, int64_t maxTokens, int64_t maxSeqs) {
+  auto g = phase->getAttrOfType<DenseI64ArrayAttr>("k3.grid");
+  if (!g)
+    return art::DimExpr::constant(132 * 8);
+  int64_t sym = g[0], a = g[1], b = g[2];
+  if (sym == 0)
+    return art::DimExpr::constant(std::max<int64_t>(
+        1, (b + kGPUBlockSize - 1) / kGPUBlockSize));
+  return art::DimExpr::symbol(sym == kNumTokens ? 0 : 1, a, b, kGPUBlockSize);
+}
+
 struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
   using Base::Base;
 
@@ -124,7 +140,7 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
   LogicalResult run() {
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>(entry);
-    auto kernels = module.lookupSymbol<ModuleOp>("k3_kernels");
+    Operation *kernels = SymbolTable::lookupSymbolIn(module, "k3_kernels");
     auto arena = module->getAttrOfType<IntegerAttr>("k3.arena_bytes");
     if (!fn || !kernels || !arena)
       return module.emitError()
@@ -150,10 +166,17 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
 
     std::vector<uint8_t> object;
     std::vector<std::string> symbols;
-    if (failed(compileKernelsForHost(kernels, linker, object, symbols)))
+    auto gpuKernels = dyn_cast<gpu::GPUModuleOp>(kernels);
+    if (gpuKernels) {
+      if (failed(compileKernelsForCUDA(gpuKernels, object, symbols)))
+        return failure();
+    } else if (failed(compileKernelsForHost(cast<ModuleOp>(kernels), linker,
+                                            object, symbols))) {
       return failure();
-    uint32_t objectId = builder.addKernelObject(art::kTargetCpuX86_64,
-                                                std::move(object), symbols);
+    }
+    uint32_t objectId = builder.addKernelObject(
+        gpuKernels ? art::kTargetCudaSm90a : art::kTargetCpuX86_64,
+        std::move(object), symbols);
     uint32_t entryId = builder.addEntry(entry);
 
     // Where each value's data lives.
@@ -279,9 +302,26 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
       const art::DimExpr one[3] = {art::DimExpr::constant(1),
                                    art::DimExpr::constant(1),
                                    art::DimExpr::constant(1)};
-      builder.addLaunch(entryId, objectId,
-                        launch.getKernel().getLeafReference().str(),
-                        std::move(args), one, one);
+      auto kernel = SymbolTable::lookupNearestSymbolFrom(launch, launch.getKernel());
+      if (!gpuKernels) {
+        builder.addLaunch(entryId, objectId,
+                          launch.getKernel().getLeafReference().str(), args,
+                          one, one);
+        continue;
+      }
+      // On the GPU each parallel phase of the kernel is its own launch.
+      for (Attribute a : kernel->getAttrOfType<ArrayAttr>("k3.phases")) {
+        auto phaseName = cast<FlatSymbolRefAttr>(a).getValue();
+        Operation *phase = SymbolTable::lookupSymbolIn(kernels, phaseName);
+        art::DimExpr grid[3] = {gridFor(phase, maxTokens, maxSeqs),
+                                art::DimExpr::constant(1),
+                                art::DimExpr::constant(1)};
+        art::DimExpr block[3] = {art::DimExpr::constant(kGPUBlockSize),
+                                 art::DimExpr::constant(1),
+                                 art::DimExpr::constant(1)};
+        builder.addLaunch(entryId, objectId, phaseName.str(), args, grid,
+                          block);
+      }
     }
 
     std::string err;

@@ -10,7 +10,25 @@ using namespace mlir;
 using namespace mlir::k3;
 
 Value KernelBuilder::idx(int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
+  Value c = arith::ConstantIndexOp::create(b, loc, v);
+  track(c, Linear{0, 0, v});
+  return c;
+}
+
+void KernelBuilder::track(Value v, std::optional<Linear> form) {
+  if (form)
+    forms[v] = *form;
+}
+
+std::optional<KernelBuilder::Linear> KernelBuilder::linearForm(Value v) const {
+  if (v == numTokens)
+    return Linear{kNumTokens, 1, 0};
+  if (v == numSeqs)
+    return Linear{kNumSeqs, 1, 0};
+  auto it = forms.find(v);
+  if (it == forms.end())
+    return std::nullopt;
+  return it->second;
 }
 
 Value KernelBuilder::f32(double v) {
@@ -134,13 +152,30 @@ SmallVector<Value> KernelBuilder::reduceN(
 void KernelBuilder::parallel(ArrayRef<Value> ubs,
                              const std::function<void(ValueRange)> &body) {
   SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));
-  scf::ParallelOp::create(
+  // The iteration count, when it is linear in one runtime size.
+  std::optional<Linear> extent = Linear{0, 0, 1};
+  for (Value ub : ubs) {
+    auto f = linearForm(ub);
+    if (!f || !extent) {
+      extent = std::nullopt;
+    } else if (f->symbol == 0) {
+      extent = Linear{extent->symbol, extent->a * f->b, extent->b * f->b};
+    } else if (extent->symbol == 0) {
+      extent = Linear{f->symbol, f->a * extent->b, f->b * extent->b};
+    } else {
+      extent = std::nullopt;
+    }
+  }
+  auto par = scf::ParallelOp::create(
       b, loc, lbs, ubs, steps,
       [&](OpBuilder &nb, Location, ValueRange ivs) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         body(ivs);
       });
+  if (extent)
+    par->setAttr(kExtentAttr, b.getDenseI64ArrayAttr(
+                                  {extent->symbol, extent->a, extent->b}));
 }
 
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {
@@ -204,13 +239,24 @@ Value KernelBuilder::select(Value c, Value x, Value y) {
 }
 
 Value KernelBuilder::addi(Value x, Value y) {
-  return arith::AddIOp::create(b, loc, x, y);
+  Value r = arith::AddIOp::create(b, loc, x, y);
+  auto fx = linearForm(x), fy = linearForm(y);
+  if (fx && fy && (fx->symbol == 0 || fy->symbol == 0 || fx->symbol == fy->symbol))
+    track(r, Linear{fx->symbol ? fx->symbol : fy->symbol, fx->a + fy->a,
+                    fx->b + fy->b});
+  return r;
 }
 Value KernelBuilder::subi(Value x, Value y) {
   return arith::SubIOp::create(b, loc, x, y);
 }
 Value KernelBuilder::muli(Value x, Value y) {
-  return arith::MulIOp::create(b, loc, x, y);
+  Value r = arith::MulIOp::create(b, loc, x, y);
+  auto fx = linearForm(x), fy = linearForm(y);
+  if (fx && fy && fy->symbol == 0)
+    track(r, Linear{fx->symbol, fx->a * fy->b, fx->b * fy->b});
+  else if (fx && fy && fx->symbol == 0)
+    track(r, Linear{fy->symbol, fy->a * fx->b, fy->b * fx->b});
+  return r;
 }
 Value KernelBuilder::minsi(Value x, Value y) {
   return arith::MinSIOp::create(b, loc, x, y);

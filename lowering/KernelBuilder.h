@@ -18,6 +18,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
 
 #include <functional>
 
@@ -114,12 +117,27 @@ public:
   Value ori(Value a, Value b);
   Value notb(Value a);
 
+  /// An index value as `a * symbol + b` (symbol kNumTokens or kNumSeqs,
+  /// or 0 for a constant), when the builder can tell.
+  struct Linear {
+    int64_t symbol = 0, a = 0, b = 0;
+  };
+  std::optional<Linear> linearForm(Value v) const;
+
 private:
+  void track(Value v, std::optional<Linear> form);
+
   OpBuilder &b;
   Location loc;
   Value numTokens, numSeqs;
   Block *entry;
+  llvm::DenseMap<Value, Linear> forms;
 };
+
+/// Attribute on a kernel's top-level scf.parallel: its iteration count as
+/// [symbol, a, b] meaning a * symbol + b (symbol 0 for a constant). GPU
+/// targets size their grids from it.
+constexpr llvm::StringLiteral kExtentAttr = "k3.extent";
 
 /// The tensors of one kernel: bare pointers and their symbolic shapes.
 struct KernelOperand {

@@ -1,4 +1,5 @@
 //===- OutlineKernels.cpp - K3 ops to kernels and launches ------*- C++ -*-===//
+#include "lowering/GPUDistribute.h"
 #include "lowering/KernelBuilder.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
@@ -61,11 +62,27 @@ struct K3OutlineKernelsPass
       return signalPassFailure();
 
     OpBuilder b(module.getContext());
-    kernels = module.lookupSymbol<ModuleOp>(kKernelsModule);
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "unknown target '" << target
+                         << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    kernels = SymbolTable::lookupSymbolIn(module, kKernelsModule);
     if (!kernels) {
       b.setInsertionPointToEnd(module.getBody());
-      kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
-      kernels->setAttr("k3.target", b.getStringAttr("cpu"));
+      if (target == "cuda") {
+        // sm_90a: the Hopper features (wgmma, TMA) need the "a" variant.
+        auto nvvm = NVVM::NVVMTargetAttr::get(
+            module.getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
+            "sm_90a", "+ptx80");
+        kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelsModule,
+                                           b.getArrayAttr({nvvm}));
+        module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                        b.getUnitAttr());
+      } else {
+        kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
+      }
+      kernels->setAttr("k3.target", b.getStringAttr(target));
     }
 
     // Record shapes on the model function before ops are replaced.
@@ -125,7 +142,7 @@ struct K3OutlineKernelsPass
       }
     }
 
-    FailureOr<func::FuncOp> kernel =
+    FailureOr<FunctionOpInterface> kernel =
         getOrCreateKernel(op, inputs, inShapes, outTypes, outShapes, b);
     if (failed(kernel))
       return failure();
@@ -133,7 +150,7 @@ struct K3OutlineKernelsPass
     b.setInsertionPoint(op);
     auto ref = SymbolRefAttr::get(
         b.getStringAttr(kKernelsModule),
-        {FlatSymbolRefAttr::get(kernel->getSymNameAttr())});
+        {FlatSymbolRefAttr::get((*kernel).getNameAttr())});
     auto launch = LaunchOp::create(b, op->getLoc(), outTypes, ref, inputs);
     SmallVector<Attribute> attrs;
     for (const SymShape &s : outShapes)
@@ -150,7 +167,7 @@ struct K3OutlineKernelsPass
     return success();
   }
 
-  FailureOr<func::FuncOp> getOrCreateKernel(Operation *op,
+  FailureOr<FunctionOpInterface> getOrCreateKernel(Operation *op,
                                             ArrayRef<Value> inputs,
                                             ArrayRef<SymShape> inShapes,
                                             ArrayRef<Type> outTypes,
@@ -187,9 +204,20 @@ struct K3OutlineKernelsPass
     argTypes.push_back(b.getI64Type()); // num_seqs
 
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(kernels.getBody());
-    auto fn = func::FuncOp::create(b, op->getLoc(), name,
-                                   b.getFunctionType(argTypes, {}));
+    b.setInsertionPointToEnd(&kernels->getRegion(0).front());
+    FunctionType fnType = b.getFunctionType(argTypes, {});
+    FunctionOpInterface fn;
+    Block *body;
+    if (target == "cuda") {
+      auto gfn = gpu::GPUFuncOp::create(b, op->getLoc(), name, fnType);
+      gfn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+      fn = gfn;
+      body = &gfn.getBody().front();
+    } else {
+      auto cfn = func::FuncOp::create(b, op->getLoc(), name, fnType);
+      fn = cfn;
+      body = cfn.addEntryBlock();
+    }
     fn->setAttr("k3.kernel", b.getUnitAttr());
     unsigned numIn = inputs.size(), numOut = outTypes.size();
     for (unsigned i = 0; i < numIn; ++i)
@@ -197,7 +225,6 @@ struct K3OutlineKernelsPass
     for (unsigned i = 0; i < numOut; ++i)
       fn.setArgAttr(numIn + i, "k3.dims", shapeAttr(b, outShapes[i]));
 
-    Block *body = fn.addEntryBlock();
     b.setInsertionPointToStart(body);
     Location loc = op->getLoc();
     Value numTokens = arith::IndexCastOp::create(
@@ -216,13 +243,23 @@ struct K3OutlineKernelsPass
     }
     if (failed(emitKernelBody(op, kb, ins, outs)))
       return failure();
-    func::ReturnOp::create(b, loc);
+    if (target == "cuda") {
+      gpu::ReturnOp::create(b, loc);
+      // One kernel per parallel phase; the launch lists them in order.
+      SmallVector<Attribute> names;
+      for (gpu::GPUFuncOp phase :
+           distributeOverThreads(cast<gpu::GPUFuncOp>(fn.getOperation())))
+        names.push_back(FlatSymbolRefAttr::get(phase.getNameAttr()));
+      fn->setAttr("k3.phases", b.getArrayAttr(names));
+    } else {
+      func::ReturnOp::create(b, loc);
+    }
     cache[key] = fn;
     return fn;
   }
 
-  ModuleOp kernels;
-  llvm::StringMap<func::FuncOp> cache;
+  Operation *kernels = nullptr;
+  llvm::StringMap<FunctionOpInterface> cache;
 };
 
 } // namespace

@@ -28,9 +28,13 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
   let options = [
     Option<"entry", "entry", "std::string", "\"forward\"",
            "The model function to compile">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "cpu (func.func loop nests) or cuda (gpu.func kernels for sm_90a, "
+           "one per parallel phase, iterations spread over threads)">,
   ];
   let dependentDialects = [
     "::mlir::k3::K3Dialect", "::mlir::func::FuncDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::NVVM::NVVMDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
   ];

@@ -24,6 +24,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<int64_t> maxSeqs{*this, "max-seqs",
                           llvm::cl::desc("Most sequences per call"),
                           llvm::cl::init(16)};
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("cpu or cuda (sm_90a)"),
+                             llvm::cl::init("cpu")};
   Option<std::string> kda{*this, "kda",
                           llvm::cl::desc("KDA core lowering: recurrent | "
                                          "chunkwise"),
@@ -56,7 +59,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     tile.mode = o.kdaSolver;
     pm.addPass(k3::createK3TileTriSolve(tile));
   }
-  pm.addPass(k3::createK3OutlineKernels({o.entry}));
+  pm.addPass(k3::createK3OutlineKernels({o.entry, o.target}));
   pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;
   emit.entry = o.entry;

@@ -1,0 +1,106 @@
+"""Prepare (here) and check (on the GPU machine) the compiled default model
+on CUDA against the float64 oracle.
+
+    # here, after building: writes out/gpu/ (artifacts, weights, inputs,
+    # oracle logits); carry `out` and `build/bin` to the GPU machine
+    .venv/bin/python bench/gpu_e2e.py prepare
+    # there (numpy only):
+    python3 bench/gpu_e2e.py check
+
+`check` runs k3-run on cuda:0 for every case, compares logits with the
+oracle's (normwise relative error, bound 1e-4: f32 activations, bf16
+weights), and greedy generation with decode state on the GPU against the
+CPU artifact's.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "gpu"
+BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
+CASES = {"one": [7], "packed": [5, 17, 1, 9], "long": [120, 3]}
+
+
+def read_safetensors(path):
+    """Minimal reader (numpy only) for the F32/I32 tensors k3-run dumps."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt = {"F32": np.float32, "I32": np.int32}.get(info["dtype"])
+        if dt is None:
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dt).reshape(info["shape"])
+    return out
+
+
+def prepare():
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "test" / "e2e"))
+    from k3ref import model
+    from k3ref.examples import tiny_k3_example_config
+    from test_cpu_oracle import rounded_weights
+    OUT.mkdir(parents=True, exist_ok=True)
+    for target in ("cpu", "cuda"):
+        subprocess.run([str(BIN / "k3-opt"), str(ROOT / "examples/tiny_k3.mlir"),
+                        f"--k3-compile=target={target} output={OUT}/tiny-{target}.k3bin "
+                        "max-tokens=256 max-seqs=4", "-o", os.devnull], check=True)
+    cfg = tiny_k3_example_config()
+    weights = rounded_weights(cfg, seed=3)
+    model.save_safetensors(OUT / "weights.safetensors",
+                           {k: v.astype(np.float32) for k, v in weights.items()})
+    rng = np.random.default_rng(0)
+    for name, lens in CASES.items():
+        ids = rng.integers(0, cfg.vocab_size, sum(lens)).astype(np.int32)
+        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        model.save_safetensors(OUT / f"in_{name}.safetensors", {
+            "token_ids": ids, "cu_seqlens": cu,
+            "context_lens": np.zeros(len(lens), np.int32)})
+        np.save(OUT / f"ref_{name}.npy", model.forward(cfg, weights, ids, cu_seqlens=cu))
+    print(f"prepared {OUT}")
+
+
+def check():
+    ok = True
+    for name in CASES:
+        dump = OUT / f"dump_{name}.safetensors"
+        r = subprocess.run([str(BIN / "k3-run"), str(OUT / "tiny-cuda.k3bin"), "--device", "cuda:0",
+                            "--weights", str(OUT / "weights.safetensors"),
+                            "--inputs", str(OUT / f"in_{name}.safetensors"), "--dump", str(dump)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{name}: k3-run failed: {r.stderr.strip()}")
+            ok = False
+            continue
+        got = read_safetensors(dump)["logits"].astype(np.float64)
+        ref = np.load(OUT / f"ref_{name}.npy")
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        ok &= err <= 1e-4
+        print(f"{name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
+              f" {'ok' if err <= 1e-4 else 'FAIL'}")
+    gen = {}
+    for target, device in (("cpu", "cpu"), ("cuda", "cuda:0")):
+        r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"tiny-{target}.k3bin"), "--device", device,
+                            "--weights", str(OUT / "weights.safetensors"),
+                            "--prompt", "11,42,7,200,3,99,150,21,5", "--max-new-tokens", "24"],
+                           capture_output=True, text=True)
+        print(f"generation on {device}:\n{r.stdout.strip() or r.stderr.strip()}")
+        gen[target] = [l for l in r.stdout.splitlines() if l.startswith("generated:")]
+    same = gen["cpu"] == gen["cuda"] and gen["cpu"]
+    print(f"greedy decode cpu vs cuda: {'identical' if same else 'DIFFERENT'}")
+    ok &= bool(same)
+    print("ALL OK" if ok else "FAILURES")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(prepare() if sys.argv[1:] == ["prepare"] else check())

@@ -1,0 +1,59 @@
+//===- CompileCUDA.cpp - kernels gpu.module to an sm_90a cubin --*- C++ -*-===//
+//
+// Host code is not lowered here: MLIR's gpu-to-llvm host path calls the
+// CUDA runner library, which Debian does not ship and the runtime must not
+// link. The artifact's plan is the host orchestration instead.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/CompileCUDA.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace {
+constexpr const char *kDevicePipeline =
+    "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
+    "canonicalize,cse,reconcile-unrealized-casts)";
+} // namespace
+
+LogicalResult mlir::k3::compileKernelsForCUDA(gpu::GPUModuleOp kernels,
+                                              std::vector<uint8_t> &binary,
+                                              std::vector<std::string> &symbols,
+                                              StringRef format) {
+  MLIRContext *ctx = kernels.getContext();
+  OpBuilder b(ctx);
+  OwningOpRef<ModuleOp> host(ModuleOp::create(kernels.getLoc()));
+  (*host)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                   b.getUnitAttr());
+  b.setInsertionPointToEnd(host->getBody());
+  auto copy = cast<gpu::GPUModuleOp>(b.clone(*kernels));
+  symbols.clear();
+  for (auto fn : copy.getOps<gpu::GPUFuncOp>()) {
+    symbols.push_back(fn.getName().str());
+    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+      fn.removeArgAttr(i, b.getStringAttr("k3.dims"));
+    for (StringRef a : {"k3.kernel", "k3.phases", "k3.grid"})
+      fn->removeAttr(a);
+  }
+
+  PassManager pm(ctx);
+  std::string pipeline = std::string(kDevicePipeline) +
+                         ",gpu-module-to-binary{format=" + format.str() + "}";
+  if (failed(parsePassPipeline(pipeline, pm)))
+    return kernels.emitError() << "internal: bad device pipeline";
+  if (failed(pm.run(*host)))
+    return kernels.emitError() << "compiling the kernels for sm_90a failed";
+
+  auto bin = host->lookupSymbol<gpu::BinaryOp>(kernels.getName());
+  if (!bin || bin.getObjects().size() != 1)
+    return kernels.emitError() << "internal: no single gpu.binary produced";
+  auto object = cast<gpu::ObjectAttr>(bin.getObjects()[0]);
+  StringRef bytes = object.getObject().getValue();
+  binary.assign(bytes.begin(), bytes.end());
+  return success();
+}

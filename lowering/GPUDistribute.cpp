@@ -1,0 +1,75 @@
+//===- GPUDistribute.cpp - loop nests to GPU threads ------------*- C++ -*-===//
+#include "lowering/GPUDistribute.h"
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+static SmallVector<scf::ParallelOp> topLevelLoops(gpu::GPUFuncOp fn) {
+  SmallVector<scf::ParallelOp> loops;
+  for (Operation &op : fn.getBody().front())
+    if (auto p = dyn_cast<scf::ParallelOp>(op))
+      loops.push_back(p);
+  return loops;
+}
+
+/// for (i = global thread id; i < prod(ubs); i += grid size) body(delin(i)).
+static void gridStride(scf::ParallelOp loop) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value gdim = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+  Value start = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
+  Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
+  Value total = arith::ConstantIndexOp::create(b, loc, 1);
+  for (Value ub : loop.getUpperBound())
+    total = arith::MulIOp::create(b, loc, total, ub);
+  auto flat = scf::ForOp::create(b, loc, start, total, stride);
+  b.setInsertionPointToStart(flat.getBody());
+  IRMapping map;
+  Value rest = flat.getInductionVar();
+  auto ubs = loop.getUpperBound();
+  SmallVector<Value> ivs(ubs.size());
+  for (int64_t d = ubs.size() - 1; d >= 0; --d) {
+    ivs[d] = arith::RemUIOp::create(b, loc, rest, ubs[d]);
+    rest = arith::DivUIOp::create(b, loc, rest, ubs[d]);
+  }
+  map.map(loop.getInductionVars(), ivs);
+  for (Operation &op : loop.getBody()->without_terminator())
+    b.clone(op, map);
+  loop.erase();
+}
+
+SmallVector<gpu::GPUFuncOp> mlir::k3::distributeOverThreads(gpu::GPUFuncOp fn) {
+  SmallVector<gpu::GPUFuncOp> phases = {fn};
+  size_t numLoops = topLevelLoops(fn).size();
+  OpBuilder b(fn);
+  b.setInsertionPointAfter(fn);
+  for (size_t p = 1; p < numLoops; ++p) {
+    auto copy = cast<gpu::GPUFuncOp>(b.clone(*fn));
+    copy.setName((fn.getName() + "__" + Twine(p)).str());
+    phases.push_back(copy);
+    b.setInsertionPointAfter(copy);
+  }
+  for (auto [p, phase] : llvm::enumerate(phases)) {
+    SmallVector<scf::ParallelOp> loops = topLevelLoops(phase);
+    for (auto [i, loop] : llvm::enumerate(loops))
+      if (i != p)
+        loop.erase();
+    if (loops.empty())
+      continue;
+    scf::ParallelOp mine = loops[p];
+    if (auto extent = mine->getAttrOfType<DenseI64ArrayAttr>(kExtentAttr))
+      phase->setAttr("k3.grid", extent);
+    gridStride(mine);
+  }
+  return phases;
+}
