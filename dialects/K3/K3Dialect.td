@@ -21,8 +21,9 @@ def K3_Dialect : Dialect {
     ordinary `func.func` whose body is built from `k3` ops with tensor
     semantics: weights are named by `k3.weight` (the checkpoint's own tensor
     names), per-sequence decoding state by `k3.state.read`/`k3.state.write`,
-    and layers are `func.call`s to per-layer-kind functions, so a 93-layer
-    model is a readable list of calls rather than 93 copies of inline IR.
+    and layers are `k3.layer` instances of per-layer-kind template
+    functions, so a 93-layer model is a readable list of 93 lines rather
+    than 93 copies of inline IR (docs/dialects/K3Rationale.md).
 
     Tokens are packed: activations are `[T, D]` with a dynamic token count `T`
     shared by all sequences of a batch, whose boundaries are given by an i32
