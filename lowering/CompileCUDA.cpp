@@ -37,7 +37,8 @@ LogicalResult mlir::k3::compileKernelsForCUDA(gpu::GPUModuleOp kernels,
     symbols.push_back(fn.getName().str());
     for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
       fn.removeArgAttr(i, b.getStringAttr("k3.dims"));
-    for (StringRef a : {"k3.kernel", "k3.phases", "k3.grid"})
+    for (StringRef a : {"k3.kernel", "k3.phases", "k3.grid", "k3.launch_grid",
+                        "k3.launch_block", "k3.launch_smem"})
       fn->removeAttr(a);
   }
 

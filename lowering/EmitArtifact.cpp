@@ -10,6 +10,7 @@
 #include "lowering/CompileCUDA.h"
 #include "lowering/GPUDistribute.h"
 #include "lowering/Passes.h"
+#include "lowering/cuda/CUDAKernels.h"
 #include "lowering/SymbolicShape.h"
 
 #include "k3/artifact.h"
@@ -319,8 +320,19 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
         art::DimExpr block[3] = {art::DimExpr::constant(kGPUBlockSize),
                                  art::DimExpr::constant(1),
                                  art::DimExpr::constant(1)};
+        art::DimExpr smem = art::DimExpr::constant(0);
+        // Dedicated kernels (lowering/cuda) state their launch shape.
+        if (auto g = phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchGridAttr))
+          grid[0] = g[0] == 0 ? art::DimExpr::constant((g[2] + g[3] - 1) / g[3])
+                              : art::DimExpr::symbol(g[0] == kNumTokens ? 0 : 1,
+                                                     g[1], g[2], g[3]);
+        if (auto bl = phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchBlockAttr))
+          for (int d = 0; d < 3; ++d)
+            block[d] = art::DimExpr::constant(bl[d]);
+        if (auto sm = phase->getAttrOfType<IntegerAttr>(kLaunchSmemAttr))
+          smem = art::DimExpr::constant(sm.getInt());
         builder.addLaunch(entryId, objectId, phaseName.str(), args, grid,
-                          block);
+                          block, smem);
       }
     }
 

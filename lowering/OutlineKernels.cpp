@@ -3,6 +3,7 @@
 #include "lowering/KernelBuilder.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
+#include "lowering/cuda/CUDAKernels.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
@@ -240,6 +241,20 @@ struct K3OutlineKernelsPass
     for (unsigned i = 0; i < numOut; ++i) {
       Value base = body->getArgument(numIn + i);
       outs.push_back({base, outShapes[i], kb.view(base, outShapes[i])});
+    }
+    if (target == "cuda") {
+      auto gfn = cast<gpu::GPUFuncOp>(fn.getOperation());
+      FailureOr<bool> dedicated =
+          emitDedicatedCUDAKernel(op, gfn, kb, ins, outs);
+      if (failed(dedicated))
+        return failure();
+      if (*dedicated) {
+        gpu::ReturnOp::create(b, loc);
+        fn->setAttr("k3.phases", b.getArrayAttr({FlatSymbolRefAttr::get(
+                                     gfn.getNameAttr())}));
+        cache[key] = fn;
+        return fn;
+      }
     }
     if (failed(emitKernelBody(op, kb, ins, outs)))
       return failure();

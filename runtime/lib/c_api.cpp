@@ -205,6 +205,10 @@ k3_status k3_session_reset_state(k3_session *s, int64_t slot) {
   if (!s) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_reset_state: NULL session");
   return guard([&] { s->s->resetState(slot); });
 }
+double k3_session_last_launch_ms(const k3_session *s) {
+  return s && s->s ? s->s->lastLaunchMs() : 0.0;
+}
+
 k3_status k3_session_run(k3_session *s, const char *entry, const k3_symbol_value *syms, size_t nsyms,
                          const k3_host_tensor *inputs, size_t ninputs) {
   if (!s || !entry) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_run: NULL argument");

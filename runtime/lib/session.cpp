@@ -1,5 +1,6 @@
 // Session: allocation per the plan, weights, and in-order execution of an
 // entry point's launches on one backend.
+#include <chrono>
 #include "session.h"
 
 #include <cstring>
@@ -342,6 +343,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
   for (auto &t : e.outputs) outShapes.push_back(evalShape(t, "output"));
 
   // Launches, in order.
+  auto launchStart = std::chrono::steady_clock::now();
   std::vector<uint64_t> slots;
   std::vector<void *> params;
   for (size_t li = 0; li < e.launches.size(); ++li) {
@@ -380,6 +382,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       fail(K3_ERROR_DEVICE, where() + ": " + err);
   }
   if (!be_->synchronize(err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
+  lastLaunchMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - launchStart).count();
 
   for (size_t k = 0; k < e.outputs.size(); ++k) {
     const TensorSpec &t = e.outputs[k];

@@ -38,6 +38,9 @@ public:
   void run(const std::string &entry, const k3_symbol_value *syms, size_t nsyms,
            const k3_host_tensor *inputs, size_t ninputs);
   const std::vector<OutputTensor> &outputs() const { return outputs_; }
+  /// Wall time of the last run's launches, from the first launch to the
+  /// device being idle again (inputs uploaded before, outputs read after).
+  double lastLaunchMs() const { return lastLaunchMs_; }
   void readBuffer(size_t id, void *dst, size_t nbytes);
   const artifact::Artifact &artifact() const { return *art_; }
 
@@ -59,6 +62,7 @@ private:
   std::vector<uint64_t> weightPtr_;
   std::vector<bool> weightLoaded_;
   std::vector<OutputTensor> outputs_;
+  double lastLaunchMs_ = 0.0;
 };
 
 }  // namespace rt

@@ -2,6 +2,7 @@
 // call of an entry point with inputs from a safetensors file.
 // Exit codes: 0 success, 1 runtime error, 2 usage error. Errors are one line
 // on stderr.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -36,6 +37,7 @@ const char *kUsage =
     "  --dump OUT.safetensors     write all outputs, dumpable buffers and final states\n"
     "  --progress                 show a progress line even when stderr is not a terminal\n"
     "  --quiet                    print only the generated ids\n"
+    "  --repeat N                 with --inputs: run N times, print the median launch time\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -89,6 +91,7 @@ struct Options {
   std::string model, device = "cpu", promptText, promptFile, inputs, entry = "forward", dump;
   std::vector<std::string> weights;
   bool randomWeights = false, quiet = false, progress = false;
+  int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
   std::vector<std::pair<std::string, int64_t>> symbols;
@@ -127,6 +130,12 @@ Options parseArgs(int argc, char **argv) {
     } else if (a == "--entry") o.entry = value();
     else if (a == "--dump") o.dump = value();
     else if (a == "--quiet") o.quiet = true;
+    else if (a == "--repeat") {
+      std::string v = value();
+      int64_t r;
+      if (!parseInt(v, r) || r < 1 || r > 100000) usageError("--repeat needs an integer in [1, 100000], got '%s'", v.c_str());
+      o.repeat = int(r);
+    }
     else if (a == "--progress") o.progress = true;
     else if (a.size() > 1 && a[0] == '-') usageError("unknown option '%s'", a.c_str());
     else if (o.model.empty()) o.model = a;
@@ -265,6 +274,17 @@ int main(int argc, char **argv) {
     double t0 = now();
     check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(), ins.size()), ("running '" + o.entry + "'").c_str());
     double dt = now() - t0;
+    // --repeat: time the launches again (inputs re-uploaded untimed).
+    std::vector<double> launchMs = {k3_session_last_launch_ms(s)};
+    for (int r = 1; r < o.repeat; ++r) {
+      check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(), ins.size()), ("running '" + o.entry + "'").c_str());
+      launchMs.push_back(k3_session_last_launch_ms(s));
+    }
+    if (o.repeat > 1) {
+      std::vector<double> warm(launchMs.begin() + 1, launchMs.end());
+      std::sort(warm.begin(), warm.end());
+      printf("launch time: median %.4f ms, min %.4f ms over %zu warm runs\n", warm[warm.size() / 2], warm.front(), warm.size());
+    }
     if (!o.quiet) {
       printf("ran '%s' on %s in %.3f ms\n", o.entry.c_str(), k3_session_device_name(s), dt * 1e3);
       for (size_t i = 0; i < k3_session_num_outputs(s); ++i) {

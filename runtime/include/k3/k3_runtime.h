@@ -118,6 +118,9 @@ typedef struct k3_host_tensor {
 /* Runs an entry point: checks symbols against their bounds and inputs
  * against their dtypes/shapes, uploads inputs, executes the launches in
  * order, waits, and downloads the outputs. */
+/* Milliseconds the last k3_session_run spent in its launches (first launch
+ * to device idle; input uploads and output downloads excluded). */
+double k3_session_last_launch_ms(const k3_session *s);
 k3_status k3_session_run(k3_session *s, const char *entry, const k3_symbol_value *symbols,
                          size_t num_symbols, const k3_host_tensor *inputs, size_t num_inputs);
 

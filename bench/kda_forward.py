@@ -1,0 +1,181 @@
+"""KDA forward: our compiled kernels beside fla chunk_kda and FlashKDA.
+
+Shapes and input recipe are those of ../shared/bench-anchors/anchors.py
+(bf16 q, k, v, g, beta; f32 initial/final state; gate lower_bound * sigmoid(
+exp(A_log) * (g + dt_bias)) with lower_bound -5, q/k L2 norm and beta sigmoid
+in the kernel; medians of triton.testing.do_bench for the anchors).
+
+    # here (needs k3-opt): write and compile one model per head count
+    .venv/bin/python bench/kda_forward.py prepare
+    # on the GPU machine, with .anchors/{fla,flashkda} (see bench-anchors README)
+    python3 bench/kda_forward.py run
+
+Our time is k3-run's launch time (first launch to device idle, median of
+warm runs; input upload excluded). Numerics are checked against fla's output
+before any time is reported.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "out" / "bench"
+BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
+SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
+VARIANTS = ("recurrent", "chunkwise")
+D = 128
+MODEL = """// KDA forward benchmark kernel: B=1, H={H}, K=V=128, bf16 in/out.
+func.func @forward(
+    %q: tensor<1x?x{H}x128xbf16> {{k3.name = "q", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %k: tensor<1x?x{H}x128xbf16> {{k3.name = "k", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %v: tensor<1x?x{H}x128xbf16> {{k3.name = "v", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %g: tensor<1x?x{H}x128xbf16> {{k3.name = "g", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %beta: tensor<1x?x{H}xbf16> {{k3.name = "beta", k3.dims = array<i64: 1, -1, {H}>}},
+    %s0: tensor<?x{H}x128x128xf32> {{k3.name = "initial_state", k3.dims = array<i64: -2, {H}, 128, 128>}},
+    %alog: tensor<{H}xf32> {{k3.name = "A_log"}},
+    %dtb: tensor<{HD}xf32> {{k3.name = "dt_bias"}},
+    %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
+    -> (tensor<1x?x{H}x128xbf16> {{k3.name = "o"}}, tensor<?x{H}x128x128xf32> {{k3.name = "final_state"}}) {{
+  %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu) gate_params(%alog, %dtb)
+      {{scale = 0.08838834764831845 : f64, use_qk_l2norm, use_beta_sigmoid,
+       gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64}}
+      : (tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xbf16>,
+         tensor<1x?x{H}xbf16>, tensor<?x{H}x128x128xf32>, tensor<?xi32>, tensor<{H}xf32>, tensor<{HD}xf32>)
+      -> (tensor<1x?x{H}x128xbf16>, tensor<?x{H}x128x128xf32>)
+  return %o, %s : tensor<1x?x{H}x128xbf16>, tensor<?x{H}x128x128xf32>
+}}
+"""
+
+
+def prepare():
+    OUT.mkdir(parents=True, exist_ok=True)
+    for H in sorted({h for _, _, h in SHAPES}):
+        src = OUT / f"kda_h{H}.mlir"
+        src.write_text(MODEL.format(H=H, HD=H * D))
+        for kda in VARIANTS:
+            subprocess.run([str(BIN / "k3-opt"), str(src),
+                            f"--k3-compile=target=cuda kda={kda} output={OUT}/kda_h{H}_{kda}.k3bin "
+                            "max-tokens=8192 max-seqs=1", "-o", os.devnull], check=True)
+    print(f"prepared {OUT}")
+
+
+def write_safetensors(path, tensors):
+    """tensors: name -> torch tensor on any device (bf16, f32, i32)."""
+    import torch
+    names = {torch.bfloat16: "BF16", torch.float32: "F32", torch.int32: "I32"}
+    header, blobs, off = {}, [], 0
+    for n, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+        header[n] = {"dtype": names[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_tensor(path, name):
+    import numpy as np
+    import torch
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    info = json.loads(raw[8:8 + n])[name]
+    a, b = info["data_offsets"]
+    buf = raw[8 + n + a:8 + n + b]
+    if info["dtype"] == "BF16":
+        return torch.from_numpy(np.frombuffer(buf, np.int16).copy()).view(torch.bfloat16).reshape(info["shape"])
+    return torch.from_numpy(np.frombuffer(buf, np.float32).copy()).reshape(info["shape"])
+
+
+def run():
+    import torch
+    import torch.nn.functional as F
+    import triton
+    anchors = os.environ.get("ANCHORS_DIR", str(ROOT / ".anchors"))
+    sys.path.insert(0, anchors)
+    sys.path.insert(0, os.path.join(anchors, "flashkda"))
+    from fla.ops.kda import chunk_kda
+    try:
+        import flash_kda
+    except Exception as e:  # noqa: BLE001
+        print("FlashKDA unavailable:", e)
+        flash_kda = None
+    dev = "cuda"
+    bench = lambda fn: triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")  # noqa: E731
+    print(torch.__version__, triton.__version__, torch.cuda.get_device_name(), flush=True)
+    rows = []
+    for (B, T, H) in SHAPES:
+        torch.manual_seed(0)
+        q = F.normalize(torch.randn(B, T, H, D, device=dev), dim=-1).bfloat16()
+        k = F.normalize(torch.randn(B, T, H, D, device=dev), dim=-1).bfloat16()
+        v = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
+        g = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
+        beta = torch.randn(B, T, H, device=dev, dtype=torch.bfloat16)
+        A_log = torch.rand(H, device=dev)
+        dt_bias = torch.rand(H, D, device=dev)
+        h0 = torch.randn(B, H, D, D, device=dev)
+        scale = D ** -0.5
+        row = {"shape": f"B{B} T{T} H{H}"}
+
+        def fla():
+            return chunk_kda(q=q, k=k, v=v, g=g, beta=beta, scale=scale, initial_state=h0,
+                             output_final_state=True, use_gate_in_kernel=True,
+                             use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                             safe_gate=True, A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0)
+        os.environ["FLA_FLASH_KDA"] = "0"
+        with torch.inference_mode():
+            o_ref, s_ref = fla()
+            row["fla_ms"] = bench(fla)
+        if flash_kda is not None:
+            o_fk, s_fk = torch.empty_like(q), torch.empty_like(h0)
+            row["flashkda_ms"] = bench(lambda: flash_kda.fwd(q, k, v, g, beta, scale, o_fk, A_log=A_log,
+                                                             dt_bias=dt_bias, lower_bound=-5.0,
+                                                             initial_state=h0, final_state=s_fk))
+        inp = OUT / f"in_{T}_{H}.safetensors"
+        write_safetensors(inp, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": h0,
+                                "A_log": A_log, "dt_bias": dt_bias.reshape(-1),
+                                "cu_seqlens": torch.tensor([0, T], dtype=torch.int32)})
+        for kda in VARIANTS:
+            dump = OUT / f"out_{T}_{H}_{kda}.safetensors"
+            r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"kda_h{H}_{kda}.k3bin"), "--device", "cuda:0",
+                                "--inputs", str(inp), "--dump", str(dump), "--repeat", "3"],
+                               capture_output=True, text=True, timeout=200)
+            if r.returncode != 0:
+                row[f"k3_{kda}"] = "failed: " + r.stderr.strip()[-200:]
+                continue
+            o = read_tensor(dump, "o").to(dev).float()
+            s = read_tensor(dump, "final_state").to(dev)
+            err_o = ((o - o_ref.float()).norm() / o_ref.float().norm()).item()
+            err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
+            ms = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
+            row[f"k3_{kda}_ms"] = ms
+            row[f"k3_{kda}_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e}"
+            dump.unlink()
+        inp.unlink()
+        C = 64
+        flops = B * H * (6 * T * D * D + 3 * T * C * D + T * C * C)
+        floor_ms = (B * T * H * 1282 + 2 * B * H * D * D * 4) / 4.25e9
+        row["GFLOP"] = flops / 1e9
+        row["memory_floor_ms"] = floor_ms
+        for key in [k for k in row if k.endswith("_ms") and k != "memory_floor_ms"]:
+            row[key.replace("_ms", "_TFLOPs")] = flops / row[key] / 1e9
+        for kda in VARIANTS:
+            if f"k3_{kda}_ms" in row:
+                for anchor in ("fla", "flashkda"):
+                    if f"{anchor}_ms" in row:
+                        row[f"k3_{kda}_over_{anchor}"] = row[f"k3_{kda}_ms"] / row[f"{anchor}_ms"]
+                row[f"k3_{kda}_floor_fraction"] = floor_ms / row[f"k3_{kda}_ms"]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    (OUT / "kda_forward.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    prepare() if sys.argv[1:] == ["prepare"] else run()

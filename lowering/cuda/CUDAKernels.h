@@ -1,0 +1,39 @@
+//===- CUDAKernels.h - kernels written for the GPU's structure --*- C++ -*-===//
+//
+// Most kernels reach the GPU as loop nests spread over threads
+// (GPUDistribute.h). Ops whose speed depends on the GPU's structure (tensor
+// cores, shared memory, warp cooperation) get a dedicated emitter here that
+// builds the whole gpu.func body and states its launch shape.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_CUDA_CUDAKERNELS_H
+#define K3_LOWERING_CUDA_CUDAKERNELS_H
+
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir::k3 {
+
+/// Attributes a dedicated kernel sets on its gpu.func:
+///  - `k3.launch_grid`: [symbol, a, b, c], grid.x = ceil_div(a * symbol + b, c)
+///    (symbol kNumTokens, kNumSeqs, or 0 for a constant a * 0 + b);
+///  - `k3.launch_block`: [x, y, z];
+///  - `k3.launch_smem`: dynamic shared memory bytes (optional).
+constexpr llvm::StringLiteral kLaunchGridAttr = "k3.launch_grid";
+constexpr llvm::StringLiteral kLaunchBlockAttr = "k3.launch_block";
+constexpr llvm::StringLiteral kLaunchSmemAttr = "k3.launch_smem";
+
+/// Emits a dedicated body for `op` into `fn` at the builder's insertion
+/// point (the entry block, before any terminator) and sets the launch
+/// attributes. Returns false when `op` has no dedicated kernel for these
+/// shapes and types (the generic loop nest is used), true when emitted,
+/// failure with a diagnostic on error.
+FailureOr<bool> emitDedicatedCUDAKernel(Operation *op, gpu::GPUFuncOp fn,
+                                        KernelBuilder &kb,
+                                        ArrayRef<KernelOperand> inputs,
+                                        ArrayRef<KernelOperand> outputs);
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_CUDA_CUDAKERNELS_H
