@@ -466,10 +466,12 @@ static constexpr int64_t kDyn = ShapedType::kDynamic;
 
 class Emitter {
 public:
-  Emitter(MLIRContext &ctx, const Config &c, ModuleOp m)
+  /// `f32Weights`: the weights the checkpoint keeps in bf16 are f32 instead
+  /// (an f32 checkpoint, e.g. a model saved by transformers in float32).
+  Emitter(MLIRContext &ctx, const Config &c, ModuleOp m, bool f32Weights)
       : ctx_(ctx), c_(c), m_(m), b_(&ctx), loc_(UnknownLoc::get(&ctx)) {
     f32_ = b_.getF32Type();
-    bf16_ = b_.getBF16Type();
+    bf16_ = f32Weights ? f32_ : b_.getBF16Type();
     i32_ = b_.getI32Type();
   }
 
@@ -822,7 +824,7 @@ void Emitter::emit(int64_t L) {
 //===----------------------------------------------------------------------===//
 
 static void usage() {
-  llvm::errs() << "usage: k3-import config.json -o model.mlir [--max-context N] [--name NAME]\n"
+  llvm::errs() << "usage: k3-import config.json -o model.mlir [--max-context N] [--name NAME] [--weight-dtype bf16|f32]\n"
                   "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear (kimi_linear)\n"
                   "  Hugging Face config.json as K3 IR (docs/import.md).\n";
 }
@@ -830,6 +832,7 @@ static void usage() {
 int main(int argc, char **argv) {
   std::string in, out = "-", name;
   int64_t maxContext = -1;
+  bool f32Weights = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -841,6 +844,14 @@ int main(int argc, char **argv) {
     };
     if (a == "-o") out = next();
     else if (a == "--name") name = next();
+    else if (a == "--weight-dtype") {
+      std::string v = next();
+      if (v != "bf16" && v != "f32") {
+        llvm::errs() << "k3-import: --weight-dtype: '" << v << "' is not bf16 or f32\n";
+        return 1;
+      }
+      f32Weights = v == "f32";
+    }
     else if (a == "--max-context") {
       std::string v = next();
       char *end = nullptr;
@@ -936,7 +947,7 @@ int main(int argc, char **argv) {
   module->getOperation()->setAttr("k3.vocab_size", b.getI64IntegerAttr(cfg.vocab));
   module->getOperation()->setAttr("k3.hidden_size", b.getI64IntegerAttr(cfg.hidden));
   module->getOperation()->setAttr("k3.max_context", b.getI64IntegerAttr(maxContext));
-  Emitter(ctx, cfg, *module).emit(maxContext);
+  Emitter(ctx, cfg, *module, f32Weights).emit(maxContext);
   if (failed(verify(*module))) {
     llvm::errs() << in << ": internal error: the imported module does not verify\n";
     return 2;
