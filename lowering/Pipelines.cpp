@@ -27,10 +27,19 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
   Option<std::string> target{*this, "target",
                              llvm::cl::desc("cpu or cuda (sm_90a)"),
                              llvm::cl::init("cpu")};
-  Option<std::string> kda{*this, "kda",
-                          llvm::cl::desc("KDA core lowering: recurrent | "
-                                         "chunkwise"),
-                          llvm::cl::init("recurrent")};
+  enum class KDALowering { Auto, Recurrent, Chunkwise };
+  Option<KDALowering> kda{
+      *this, "kda", llvm::cl::desc("KDA core lowering"),
+      llvm::cl::init(KDALowering::Auto),
+      llvm::cl::values(
+          clEnumValN(KDALowering::Auto, "auto",
+                     "chunkwise on the CPU; recurrent on CUDA, whose "
+                     "dedicated recurrent kernel is faster until the chunk "
+                     "kernels use tensor cores"),
+          clEnumValN(KDALowering::Recurrent, "recurrent",
+                     "token-by-token gated delta rule"),
+          clEnumValN(KDALowering::Chunkwise, "chunkwise",
+                     "UT transform, tiled solve, cross-chunk state passing"))};
   Option<int64_t> kdaChunkSize{*this, "kda-chunk-size",
                                llvm::cl::desc("chunk of kda=chunkwise"),
                                llvm::cl::init(64)};
@@ -50,7 +59,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
-  if (o.kda == "chunkwise") {
+  bool chunkwise = o.kda == CompileOptions::KDALowering::Chunkwise ||
+                   (o.kda == CompileOptions::KDALowering::Auto &&
+                    o.target == "cpu");
+  if (chunkwise) {
     k3::K3KDAChunkwiseOptions chunk;
     chunk.chunkSize = o.kdaChunkSize;
     chunk.numSegments = o.kdaSegments;
