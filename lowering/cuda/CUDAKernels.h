@@ -9,6 +9,7 @@
 #ifndef K3_LOWERING_CUDA_CUDAKERNELS_H
 #define K3_LOWERING_CUDA_CUDAKERNELS_H
 
+#include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -33,6 +34,13 @@ FailureOr<bool> emitDedicatedCUDAKernel(Operation *op, gpu::GPUFuncOp fn,
                                         KernelBuilder &kb,
                                         ArrayRef<KernelOperand> inputs,
                                         ArrayRef<KernelOperand> outputs);
+
+/// The recurrent `k3.kda` with its state columns in registers
+/// (KDARecurrent.cpp); false for shapes it does not cover.
+FailureOr<bool> emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
+                                     KernelBuilder &kb,
+                                     ArrayRef<KernelOperand> inputs,
+                                     ArrayRef<KernelOperand> outputs);
 
 } // namespace mlir::k3
 

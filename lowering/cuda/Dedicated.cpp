@@ -9,6 +9,8 @@ FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(Operation *op,
                                                   KernelBuilder &kb,
                                                   ArrayRef<KernelOperand> inputs,
                                                   ArrayRef<KernelOperand> outputs) {
-  // No dedicated kernels yet: every op uses its distributed loop nest.
+  if (auto kda = dyn_cast<KDAOp>(op))
+    return emitKDARecurrentCUDA(kda, fn, kb, inputs, outputs);
+  // Every other op uses its distributed loop nest.
   return false;
 }
