@@ -25,7 +25,33 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench"
 BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
-VARIANTS = ("recurrent", "chunkwise")
+# Our variants: the recurrent form with the dedicated CUDA kernel at its
+# default tile, the same at other tiles (K3_KDA_CUDA_TILE="BV,P": BV value
+# columns per block, P lanes per column), and the generic chunkwise form
+# (only with K3_BENCH_CHUNKWISE=1: it is slow and costs device time).
+TILES = {"recurrent": None, "recurrent_t32x2": "32,2", "recurrent_t16x4": "16,4"}
+VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
+ERR_BOUND = 1e-2
+# Decode: one token per sequence, N sequences packed with cu_seqlens = arange.
+DECODE = [(64, 32), (256, 32), (64, 96)]
+DECODE_MODEL = """// KDA decode step: N sequences of one token, H={H}, K=V=128.
+func.func @forward(
+    %q: tensor<1x?x{H}x128xbf16> {{k3.name = "q", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %k: tensor<1x?x{H}x128xbf16> {{k3.name = "k", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %v: tensor<1x?x{H}x128xbf16> {{k3.name = "v", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %g: tensor<1x?x{H}x128xf32> {{k3.name = "g", k3.dims = array<i64: 1, -1, {H}, 128>}},
+    %beta: tensor<1x?x{H}xf32> {{k3.name = "beta", k3.dims = array<i64: 1, -1, {H}>}},
+    %s0: tensor<?x{H}x128x128xf32> {{k3.name = "initial_state", k3.dims = array<i64: -2, {H}, 128, 128>}},
+    %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
+    -> (tensor<1x?x{H}x128xbf16> {{k3.name = "o"}}, tensor<?x{H}x128x128xf32> {{k3.name = "final_state"}}) {{
+  %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu)
+      {{scale = 0.08838834764831845 : f64}}
+      : (tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xbf16>, tensor<1x?x{H}x128xf32>,
+         tensor<1x?x{H}xf32>, tensor<?x{H}x128x128xf32>, tensor<?xi32>)
+      -> (tensor<1x?x{H}x128xbf16>, tensor<?x{H}x128x128xf32>)
+  return %o, %s : tensor<1x?x{H}x128xbf16>, tensor<?x{H}x128x128xf32>
+}}
+"""
 D = 128
 MODEL = """// KDA forward benchmark kernel: B=1, H={H}, K=V=128, bf16 in/out.
 func.func @forward(
@@ -50,15 +76,28 @@ func.func @forward(
 """
 
 
+def compile_model(src, out, kda, tile, max_tokens, max_seqs):
+    env = dict(os.environ)
+    env.pop("K3_KDA_CUDA_TILE", None)
+    if tile:
+        env["K3_KDA_CUDA_TILE"] = tile
+    subprocess.run([str(BIN / "k3-opt"), str(src),
+                    f"--k3-compile=target=cuda kda={kda} output={out} "
+                    f"max-tokens={max_tokens} max-seqs={max_seqs}", "-o", os.devnull], check=True, env=env)
+
+
 def prepare():
     OUT.mkdir(parents=True, exist_ok=True)
     for H in sorted({h for _, _, h in SHAPES}):
         src = OUT / f"kda_h{H}.mlir"
         src.write_text(MODEL.format(H=H, HD=H * D))
         for kda in VARIANTS:
-            subprocess.run([str(BIN / "k3-opt"), str(src),
-                            f"--k3-compile=target=cuda kda={kda} output={OUT}/kda_h{H}_{kda}.k3bin "
-                            "max-tokens=8192 max-seqs=1", "-o", os.devnull], check=True)
+            compile_model(src, OUT / f"kda_h{H}_{kda}.k3bin", "chunkwise" if kda == "chunkwise" else "recurrent",
+                          TILES.get(kda), 8192, 1)
+    for H in sorted({h for _, h in DECODE}):
+        src = OUT / f"kda_decode_h{H}.mlir"
+        src.write_text(DECODE_MODEL.format(H=H))
+        compile_model(src, OUT / f"kda_decode_h{H}.k3bin", "recurrent", None, 256, 256)
     print(f"prepared {OUT}")
 
 
@@ -112,6 +151,8 @@ def run():
     print(torch.__version__, triton.__version__, torch.cuda.get_device_name(), flush=True)
     rows = []
     for (B, T, H) in SHAPES:
+        if os.environ.get("K3_BENCH_DECODE_ONLY") == "1":
+            break
         torch.manual_seed(0)
         q = F.normalize(torch.randn(B, T, H, D, device=dev), dim=-1).bfloat16()
         k = F.normalize(torch.randn(B, T, H, D, device=dev), dim=-1).bfloat16()
@@ -156,7 +197,10 @@ def run():
             err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
             ms = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
             row[f"k3_{kda}_ms"] = ms
-            row[f"k3_{kda}_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e}"
+            ok = err_o <= ERR_BOUND and err_s <= ERR_BOUND
+            row[f"k3_{kda}_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e} {'ok' if ok else 'FAIL'}"
+            if not ok:
+                FAILURES.append(f"{row['shape']} {kda}")
             dump.unlink()
         inp.unlink()
         C = 64
@@ -174,8 +218,67 @@ def run():
                 row[f"k3_{kda}_floor_fraction"] = floor_ms / row[f"k3_{kda}_ms"]
         print(json.dumps(row), flush=True)
         rows.append(row)
+    rows += decode(torch, F, bench, dev)
     (OUT / "kda_forward.json").write_text(json.dumps(rows, indent=1))
+    print("ALL OK" if not FAILURES else "FAILURES: " + ", ".join(FAILURES))
+    return 1 if FAILURES else 0
 
+
+def decode(torch, F, bench, dev):
+    """One token per sequence: our kernel (cu_seqlens = arange) beside fla
+    fused_recurrent_kda on the anchors' decode inputs."""
+    from fla.ops.kda import fused_recurrent_kda
+    rows = []
+    for (B, H) in DECODE:
+        torch.manual_seed(1)
+        q = F.normalize(torch.randn(B, 1, H, D, device=dev), dim=-1).bfloat16()
+        k = F.normalize(torch.randn(B, 1, H, D, device=dev), dim=-1).bfloat16()
+        v = torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16)
+        g = -torch.rand(B, 1, H, D, device=dev)
+        beta = torch.rand(B, 1, H, device=dev)
+        h0 = torch.randn(B, H, D, D, device=dev)
+        row = {"shape": f"decode B{B} H{H}"}
+        state_bytes = 2 * h0.numel() * 4
+
+        def fla():
+            return fused_recurrent_kda(q=q, k=k, v=v, g=g, beta=beta, scale=D ** -0.5, initial_state=h0,
+                                       output_final_state=True)
+        with torch.inference_mode():
+            o_ref, s_ref = fla()
+            row["fla_ms"] = bench(fla)
+        flat = lambda x: x.reshape(1, B, *x.shape[2:])  # noqa: E731
+        inp = OUT / f"in_decode_{B}_{H}.safetensors"
+        write_safetensors(inp, {"q": flat(q), "k": flat(k), "v": flat(v), "g": flat(g), "beta": flat(beta),
+                                "initial_state": h0,
+                                "cu_seqlens": torch.arange(B + 1, dtype=torch.int32)})
+        dump = OUT / f"out_decode_{B}_{H}.safetensors"
+        r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"kda_decode_h{H}.k3bin"), "--device", "cuda:0",
+                            "--inputs", str(inp), "--dump", str(dump), "--repeat", "20"],
+                           capture_output=True, text=True, timeout=200)
+        if r.returncode != 0:
+            row["k3"] = "failed: " + r.stderr.strip()[-200:]
+            FAILURES.append(row["shape"])
+        else:
+            o = read_tensor(dump, "o").to(dev).float()
+            s = read_tensor(dump, "final_state").to(dev)
+            err_o = ((o - flat(o_ref).float()).norm() / o_ref.float().norm()).item()
+            err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
+            ok = err_o <= ERR_BOUND and err_s <= ERR_BOUND
+            if not ok:
+                FAILURES.append(row["shape"])
+            row["k3_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e} {'ok' if ok else 'FAIL'}"
+            row["k3_ms"] = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
+            row["k3_state_TBps"] = state_bytes / row["k3_ms"] / 1e9
+            dump.unlink()
+        row["fla_state_TBps"] = state_bytes / row["fla_ms"] / 1e9
+        if os.environ.get("K3_BENCH_KEEP_INPUTS") != "1":
+            inp.unlink()
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+FAILURES = []
 
 if __name__ == "__main__":
-    prepare() if sys.argv[1:] == ["prepare"] else run()
+    sys.exit(prepare() if sys.argv[1:] == ["prepare"] else run())
