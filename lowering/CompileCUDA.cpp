@@ -12,6 +12,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <cstdlib>
+
 using namespace mlir;
 
 namespace {
@@ -42,9 +44,18 @@ LogicalResult mlir::k3::compileKernelsForCUDA(gpu::GPUModuleOp kernels,
       fn->removeAttr(a);
   }
 
+  // The toolkit gives ptxas and libdevice (the __nv_* math functions);
+  // name it rather than rely on the environment of whoever runs k3-opt.
+  std::string toolkit = "/usr/local/cuda";
+  for (const char *var : {"K3_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *v = std::getenv(var); v && *v) {
+      toolkit = v;
+      break;
+    }
   PassManager pm(ctx);
   std::string pipeline = std::string(kDevicePipeline) +
-                         ",gpu-module-to-binary{format=" + format.str() + "}";
+                         ",gpu-module-to-binary{format=" + format.str() +
+                         " toolkit=" + toolkit + "}";
   if (failed(parsePassPipeline(pipeline, pm)))
     return kernels.emitError() << "internal: bad device pipeline";
   if (failed(pm.run(*host)))

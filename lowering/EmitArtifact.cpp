@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
 
@@ -171,6 +172,18 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
     if (gpuKernels) {
       if (failed(compileKernelsForCUDA(gpuKernels, object, symbols)))
         return failure();
+      if (!ptxOutput.empty()) {
+        std::vector<uint8_t> ptx;
+        std::vector<std::string> unused;
+        if (failed(compileKernelsForCUDA(gpuKernels, ptx, unused, "isa")))
+          return failure();
+        std::error_code ec;
+        llvm::raw_fd_ostream os(ptxOutput, ec);
+        if (ec)
+          return module.emitError() << "cannot write " << ptxOutput << ": "
+                                    << ec.message();
+        os.write(reinterpret_cast<const char *>(ptx.data()), ptx.size());
+      }
     } else if (failed(compileKernelsForHost(cast<ModuleOp>(kernels), linker,
                                             object, symbols))) {
       return failure();

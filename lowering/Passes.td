@@ -82,6 +82,9 @@ def K3EmitArtifact : Pass<"k3-emit-artifact", "::mlir::ModuleOp"> {
            "Path of the artifact to write">,
     Option<"linker", "linker", "std::string", "\"cc\"",
            "Command that links the kernel object into a shared object">,
+    Option<"ptxOutput", "ptx-output", "std::string", "\"\"",
+           "CUDA target: also write the kernels' PTX to this path (to read "
+           "registers and spills with ptxas -v)">,
   ];
 }
 

@@ -51,6 +51,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "kda-segments",
       llvm::cl::desc("kda=chunkwise state passing over S segments (0: off)"),
       llvm::cl::init(0)};
+  Option<std::string> ptxOutput{
+      *this, "ptx-output",
+      llvm::cl::desc("target=cuda: also write the PTX here"),
+      llvm::cl::init("")};
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
@@ -59,6 +63,8 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
+  // The decay gate is computed inside the KDA kernels, as the anchors do.
+  pm.addPass(k3::createK3FuseKDAGate());
   bool chunkwise = o.kda == CompileOptions::KDALowering::Chunkwise ||
                    (o.kda == CompileOptions::KDALowering::Auto &&
                     o.target == "cpu");
@@ -76,6 +82,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   k3::K3EmitArtifactOptions emit;
   emit.entry = o.entry;
   emit.output = o.output;
+  emit.ptxOutput = o.ptxOutput;
   pm.addPass(k3::createK3EmitArtifact(emit));
 }
 

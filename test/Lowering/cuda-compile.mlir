@@ -1,0 +1,26 @@
+// The default model compiles for sm_90a: every kernel through NVVM and the
+// NVPTX backend to PTX, then ptxas to a cubin; launches carry symbolic grids.
+// ptxas -v on the emitted PTX reports no register spills in any kernel.
+// REQUIRES: ptxas
+// RUN: k3-opt %k3_src_root/examples/tiny_k3.mlir --k3-compile="target=cuda output=%t.k3bin ptx-output=%t.ptx max-tokens=512 max-seqs=4" -o /dev/null
+// RUN: test -s %t.k3bin
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: not k3-run %t.k3bin --device cpu --random-weights 1 --prompt 1,2 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// One kernel per op kind (shared by identical ops), one per parallel phase:
+// latent attention copies the cache, appends the new latents, then attends.
+// PTX: .target sm_90a
+// PTX-DAG: .visible .entry embedding_0(
+// PTX-DAG: .visible .entry kda_{{[0-9]+}}(
+// PTX-DAG: .visible .entry moe_router_{{[0-9]+}}(
+// PTX-DAG: .visible .entry latent_attention_[[LA:[0-9]+]](
+// PTX-DAG: .visible .entry latent_attention_[[LA]]__1(
+// PTX-DAG: .visible .entry latent_attention_[[LA]]__2(
+
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
+// PTXAS: Compiling entry function 'embedding_0' for 'sm_90a'
+// PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
+
+// A CUDA artifact asked to run on the CPU says so.
+// TARGET: cuda-sm_90a
