@@ -170,7 +170,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
       llvm::errs() << "k3-plan-memory: " << live.size()
                       << " activation buffers, arena " << arena
                       << " bytes (without reuse " << naive << " bytes) at "
-                      << int64_t(maxTokens) << " tokens, " << int64_t(maxSeqs)
+                      << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
                       << " sequences\n";
   }
 };

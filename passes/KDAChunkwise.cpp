@@ -47,7 +47,7 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
       getOperation()->emitError()
           << "k3-kda-chunkwise: chunk-size must be a positive multiple of 16 "
              "(the tile size), got "
-          << int64_t(chunkSize);
+          << static_cast<int64_t>(chunkSize.getValue());
       return signalPassFailure();
     }
     if (tileSize <= 0 || !llvm::isPowerOf2_64(tileSize) ||
@@ -55,7 +55,7 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
       getOperation()->emitError()
           << "k3-kda-chunkwise: tile-size must be a power of two dividing "
              "chunk-size "
-          << int64_t(chunkSize) << ", got " << int64_t(tileSize);
+          << static_cast<int64_t>(chunkSize.getValue()) << ", got " << static_cast<int64_t>(tileSize.getValue());
       return signalPassFailure();
     }
     if (decayForm != "auto" && decayForm != "tile-factored" &&
@@ -107,7 +107,7 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
                   "decay-form=pairwise (or auto)";
       if (!fits)
         return op.emitOpError()
-               << "gate lower bound " << *lb << " over a tile of " << int64_t(tileSize)
+               << "gate lower bound " << *lb << " over a tile of " << static_cast<int64_t>(tileSize.getValue())
                << " tokens overflows f32 in the tile-factored form (needs "
                   "|lb| * (tile - 1) <= 88); use a smaller tile-size or "
                   "decay-form=pairwise";

@@ -24,7 +24,7 @@ struct K3TileTriSolvePass : impl::K3TileTriSolveBase<K3TileTriSolvePass> {
     if (tileSize <= 0 || !llvm::isPowerOf2_64(tileSize)) {
       getOperation()->emitError()
           << "k3-tile-tri-solve: tile-size must be a power of two, got "
-          << int64_t(tileSize);
+          << static_cast<int64_t>(tileSize.getValue());
       return signalPassFailure();
     }
     if (mode != "forward" && mode != "block-inverse") {
@@ -42,7 +42,7 @@ struct K3TileTriSolvePass : impl::K3TileTriSolveBase<K3TileTriSolvePass> {
       if (op.getChunkSize() % tileSize != 0) {
         op.emitOpError() << "chunk_size " << op.getChunkSize()
                          << " is not a multiple of the tile size "
-                         << int64_t(tileSize);
+                         << static_cast<int64_t>(tileSize.getValue());
         return signalPassFailure();
       }
       OpBuilder b(op);
