@@ -52,11 +52,12 @@ struct KDATile {
 /// K3_KDA_CUDA_TILE="BV,P" overrides the tile (for tuning runs).
 KDATile chooseTile(int64_t kDim, int64_t vDim) {
   KDATile t;
-  // At most 32 rows per lane: ptxas hoists the shared loads of a whole
-  // token, so 64 rows per lane already take 254 registers and 128 spill.
-  // Four lanes per column also give B1 H96 V128 1536 warps for the 528
-  // schedulers of the chip, where one lane per column gives 384.
-  t.p = std::max<int64_t>(4, kDim / 32);
+  // Two lanes per column, at most 64 rows per lane: measured on the H200
+  // (2026-11-29, B1 T8192 H96) 11.2 ms against 13.0 ms for four lanes of
+  // 32 rows and 12.8 ms for BV = 16 with four lanes. 64 rows per lane take
+  // 254 registers (ptxas hoists a token's shared loads) without spilling;
+  // 128 rows per lane spill.
+  t.p = std::max<int64_t>(2, kDim / 64);
   if (const char *env = std::getenv("K3_KDA_CUDA_TILE")) {
     long bv = 0, p = 0;
     if (std::sscanf(env, "%ld,%ld", &bv, &p) == 2 && bv > 0 && p > 0) {

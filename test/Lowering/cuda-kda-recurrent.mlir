@@ -1,0 +1,62 @@
+// REQUIRES: ptxas
+// The recurrent k3.kda on target=cuda gets its dedicated kernel
+// (lowering/cuda/KDARecurrent.cpp): one block per (sequence, head, 32 value
+// columns), two lanes per column, the state column in registers, the
+// token's staging in double-buffered shared memory, block reductions by
+// warp shuffles, one barrier per token.
+// RUN: k3-opt %s --k3-outline-kernels=target=cuda -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// Its PTX (the device pipeline of CompileCUDA.cpp, format=isa) keeps the
+// column in registers: ptxas reports no spills.
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// (lit drops CUDA_HOME, which gpu-module-to-binary needs for libdevice: it
+// is set from ptxas's place.)
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// CHECK-LABEL: gpu.func @kda_0(
+// CHECK-SAME: workgroup(%{{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: k3.launch_block = array<i64: 64, 1, 1>
+// CHECK-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+// CHECK-SAME: k3.phases = [@kda_0]
+// CHECK: gpu.thread_id x
+// CHECK: gpu.block_id x
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK: scf.for
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK: scf.yield
+// CHECK-NOT: gpu.func @kda_0__1
+
+// PTX: .shared .align {{[0-9]+}} .b8 __wg_kda_0
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync
+// PTX: ld.shared.v4.{{[bf]}}32
+// PTX-NOT: ld.local
+// PTX-NOT: st.local
+
+// PTXAS: Compiling entry function 'kda_0' for 'sm_90a'
+// PTXAS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(
+    %q: tensor<1x?x4x128xbf16> {k3.name = "q", k3.dims = array<i64: 1, -1, 4, 128>},
+    %k: tensor<1x?x4x128xbf16> {k3.name = "k", k3.dims = array<i64: 1, -1, 4, 128>},
+    %v: tensor<1x?x4x128xbf16> {k3.name = "v", k3.dims = array<i64: 1, -1, 4, 128>},
+    %g: tensor<1x?x4x128xbf16> {k3.name = "g", k3.dims = array<i64: 1, -1, 4, 128>},
+    %beta: tensor<1x?x4xbf16> {k3.name = "beta", k3.dims = array<i64: 1, -1, 4>},
+    %s0: tensor<?x4x128x128xf32> {k3.name = "initial_state", k3.dims = array<i64: -2, 4, 128, 128>},
+    %alog: tensor<4xf32> {k3.name = "A_log"},
+    %dtb: tensor<512xf32> {k3.name = "dt_bias"},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<1x?x4x128xbf16> {k3.name = "o"}, tensor<?x4x128x128xf32> {k3.name = "final_state"}) {
+  %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu) gate_params(%alog, %dtb)
+      {scale = 0.08838834764831845 : f64, use_qk_l2norm, use_beta_sigmoid,
+       gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64}
+      : (tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>,
+         tensor<1x?x4xbf16>, tensor<?x4x128x128xf32>, tensor<?xi32>, tensor<4xf32>, tensor<512xf32>)
+      -> (tensor<1x?x4x128xbf16>, tensor<?x4x128x128xf32>)
+  return %o, %s : tensor<1x?x4x128xbf16>, tensor<?x4x128x128xf32>
+}
