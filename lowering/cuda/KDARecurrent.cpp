@@ -1,16 +1,22 @@
 //===- KDARecurrent.cpp - register-resident KDA recurrence ------*- C++ -*-===//
 //
 // A dedicated sm_90a kernel for `k3.kda` in its recurrent (token-by-token)
-// form. One block per (sequence n, head h, slice of BV value columns); each
-// value column j is owned by P adjacent lanes, lane p holding the rows
-// i = r * P + p (r < K / P) of S[:, j] in registers for the whole sequence.
+// form. One block per (sequence n, head h, slice of BV value columns). A
+// group of P adjacent lanes owns C adjacent value columns j..j+C-1; lane p
+// of the group holds rows i = r * P + p (r < KS = K / P) of those columns
+// of S in registers for the whole sequence (KS * C values, 64 by default:
+// C = 4, P = K / 16). With C = 4 the state moves through global memory in
+// 16-byte loads and stores (a row's four columns).
 //
-// Per token the block stages, cooperatively and once, what every column
-// needs: raw q_i, k_i and the decay a_i = exp(gate(g_i)) in shared memory
-// (double-buffered: token t + 1 is loaded from global memory and staged
-// while token t is computed, so one barrier per token suffices), and the
-// three scalars |q|^2, |k|^2 and q.k as block reductions (warp shuffles,
-// then shared memory across warps). The L2 norms fold into scalars:
+// Tokens are processed in chunks of S (16 for K = 128). Per chunk:
+//  A. the whole block loads, with every load of the chunk in flight at
+//     once, raw q_i, k_i, g_i for S tokens and the block's v columns; it
+//     stages the decay a_i = exp(gate(g_i)), k_i and q_i interleaved
+//     ({a, k, q, pad}: one ld.shared.v4 per row) and v in shared memory,
+//     and per-token warp partials of |q|^2, |k|^2, q.k (shuffles);
+//  B. one thread per token folds the partials into {scale rq, rk,
+//     scale rq rk q.k, beta} (sigmoid applied);
+//  C. each lane runs the S recurrence steps on its registers, no barrier:
 //
 //   S'   = a * S                            (per row)
 //   pred = rk * sum_i S'_i k_i              (P-lane shuffle reduction)
@@ -18,9 +24,8 @@
 //   S    = S' + k (rk u)
 //   o_j  = scale (rq * sum_i S'_i q_i + u * rq rk (q.k))
 //
-// so a row costs one multiply, three FMAs and the shared loads of a_i, k_i,
-// q_i (interleaved so that one 16-byte load serves them; k is stored twice,
-// the second copy, apart, read again for the update).
+// Three barriers per chunk instead of one per token; decode (one token per
+// sequence) is one chunk: the state's 16-byte loads are issued first.
 //
 // Supported: static K, V <= 256 with K divisible by P, any float q/k/v/g/
 // beta/o, f32 state, optional initial state and cu_seqlens, in-op gates or
@@ -31,43 +36,69 @@
 #include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/Support/MathExtras.h"
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
 
-/// The tile: BV value columns per block, P lanes per column.
+/// The tile: BV value columns per block, C adjacent columns and P lanes
+/// per lane group, S tokens per staged chunk.
 struct KDATile {
-  int64_t bv = 32, p = 2;
+  int64_t bv = 32, p = 8, s = 16, c = 4;
 };
 
-/// K3_KDA_CUDA_TILE="BV,P" overrides the tile (for tuning runs).
+/// Shared memory words (f32) of the chunk staging.
+int64_t smemWords(int64_t kDim, int64_t bv, int64_t s, int64_t warps) {
+  return s * kDim * 4 + s * bv + s * 4 + s * warps * 4;
+}
+
+/// K3_KDA_CUDA_TILE="BV,P,S,C" overrides the tile (for tuning runs).
 KDATile chooseTile(int64_t kDim, int64_t vDim) {
   KDATile t;
-  // Two lanes per column, at most 64 rows per lane: measured on the H200
-  // (2026-11-29, B1 T8192 H96) 11.2 ms against 13.0 ms for four lanes of
-  // 32 rows and 12.8 ms for BV = 16 with four lanes. 64 rows per lane take
-  // 254 registers (ptxas hoists a token's shared loads) without spilling;
-  // 128 rows per lane spill.
-  t.p = std::max<int64_t>(2, kDim / 64);
+  t.c = vDim % 4 == 0 ? 4 : 1;
+  // 64 state values per lane (measured 2026-11-29: 64 rows of one column
+  // take 254 registers without spills; 128 spill).
+  t.p = std::max<int64_t>(1, kDim * t.c / 64);
+  t.s = 0;
   if (const char *env = std::getenv("K3_KDA_CUDA_TILE")) {
-    long bv = 0, p = 0;
-    if (std::sscanf(env, "%ld,%ld", &bv, &p) == 2 && bv > 0 && p > 0) {
+    long bv = 0, p = 0, s = 0, c = 0;
+    int got = std::sscanf(env, "%ld,%ld,%ld,%ld", &bv, &p, &s, &c);
+    if (got >= 2 && bv > 0 && p > 0) {
       t.bv = bv;
       t.p = p;
     }
+    if (got >= 3 && s > 0)
+      t.s = s;
+    if (got >= 4 && (c == 1 || c == 4) && vDim % c == 0)
+      t.c = c;
   }
   t.bv = std::min<int64_t>(t.bv, llvm::PowerOf2Ceil(vDim));
+  t.bv = std::max<int64_t>(t.bv, t.c);
   // Whole warps: shuffles use the full-warp mask.
-  t.bv = std::max<int64_t>(t.bv, 32 / std::min<int64_t>(t.p, 32));
+  int64_t groups = t.bv / t.c;
+  if (groups * t.p < 32)
+    t.p = std::min<int64_t>(kDim, 32 / groups);
+  if (t.s == 0) {
+    // The largest chunk whose staging fits the 48 KiB of static shared
+    // memory (with room to spare for more blocks per SM).
+    int64_t warps = std::max<int64_t>(1, groups * t.p / 32);
+    int64_t rowsPerThread = (kDim + warps * 32 - 1) / (warps * 32);
+    t.s = 64;
+    // At most 32 staged rows (96 loads of q, k, g) in flight per thread,
+    // beside the state: more spill.
+    while (t.s > 1 && (smemWords(kDim, t.bv, t.s, warps) * 4 > 40 * 1024 ||
+                       t.s * rowsPerThread > 32))
+      t.s /= 2;
+  }
   return t;
 }
 
@@ -99,6 +130,37 @@ struct Emitter {
   void sts(Value v, Value mem, Value i) {
     memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
   }
+
+  /// The global address of f32 element `elem` of the buffer `base`.
+  Value globalPtr(Value base, Value elem) {
+    Type i64 = b.getI64Type();
+    Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
+    Value off = kb.muli(elem, kb.idx(4));
+    Value addr = arith::IndexCastOp::create(b, loc, i64, kb.addi(p, off));
+    auto gen = LLVM::LLVMPointerType::get(b.getContext());
+    auto glob = LLVM::LLVMPointerType::get(b.getContext(), 1);
+    Value ptr = LLVM::IntToPtrOp::create(b, loc, gen, addr);
+    return LLVM::AddrSpaceCastOp::create(b, loc, glob, ptr);
+  }
+  /// Four f32 at element `elem` (a multiple of 4) of `base`: one 16-byte load.
+  SmallVector<Value, 4> load4(Value base, Value elem) {
+    auto vt = VectorType::get({4}, b.getF32Type());
+    Value v = LLVM::LoadOp::create(b, loc, vt, globalPtr(base, elem), 16);
+    SmallVector<Value, 4> r;
+    for (int c = 0; c < 4; ++c)
+      r.push_back(LLVM::ExtractElementOp::create(
+          b, loc, v, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(c))));
+    return r;
+  }
+  void store4(ArrayRef<Value> vals, Value base, Value elem) {
+    auto vt = VectorType::get({4}, b.getF32Type());
+    Value v = LLVM::PoisonOp::create(b, loc, vt);
+    for (int c = 0; c < 4; ++c)
+      v = LLVM::InsertElementOp::create(
+          b, loc, v, vals[c],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(c)));
+    LLVM::StoreOp::create(b, loc, v, globalPtr(base, elem), 16);
+  }
 };
 
 } // namespace
@@ -120,24 +182,34 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   if (gateKind && (!aLog || !dtBias))
     return false;
 
-  // Static K, V and H: the column lives in registers, unrolled over K.
+  // Static K, V and H: the columns live in registers, unrolled over K.
   const int64_t kDim = in[0].shape[3], vDim = in[2].shape[3],
                 heads = in[0].shape[2];
   if (kDim <= 0 || vDim <= 0 || heads <= 0 || kDim > 256 || vDim > 256)
     return false;
   if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
     return false;
+  if (init &&
+      !cast<MemRefType>(init->base.getType()).getElementType().isF32())
+    return false;
   KDATile tile = chooseTile(kDim, vDim);
-  const int64_t P = tile.p, BV = tile.bv;
+  const int64_t P = tile.p, BV = tile.bv, S = tile.s, C = tile.c;
   if (!llvm::isPowerOf2_64(P) || P > 32 || kDim % P != 0 ||
-      !llvm::isPowerOf2_64(BV) || kDim / P > 128 || BV * P > 1024)
+      !llvm::isPowerOf2_64(BV) || BV % C != 0 || vDim % C != 0 ||
+      kDim / P * C > 128 || S < 1 || S > 256)
     return false;
   const int64_t KS = kDim / P;              // rows per lane
-  const int64_t threads = BV * P;           // a multiple of 32
+  const int64_t G = BV / C;                 // lane groups per block
+  const int64_t threads = G * P;
+  if (threads % 32 != 0 || threads > 1024)
+    return false;
   const int64_t warps = threads / 32;
   const int64_t nvb = (vDim + BV - 1) / BV; // value slices per head
   const int64_t E = (kDim + threads - 1) / threads; // staged rows per thread
   const bool stageGuard = kDim % threads != 0;
+  const int64_t words = smemWords(kDim, BV, S, warps);
+  if (words * 4 > 48 * 1024)
+    return false;
 
   // The grid: N * H * nvb blocks, N = the final state's leading dimension.
   Value numSeqs = kb.dim(out[1].shape[0]);
@@ -151,20 +223,19 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(0));
 
-  // Shared memory: two token buffers of K x {a, k, q, pad}, two more copies
-  // of k (read again for the update), then two sets
-  // of per-warp partial sums {|q|^2, |k|^2, q.k}.
-  const int64_t bufStride = kDim * 4;
-  const int64_t kCopyBase = 2 * bufStride;
-  const int64_t partBase = kCopyBase + 2 * kDim;
+  // Shared memory: the chunk's {a, k, q, pad} per (token, row), its v
+  // columns [S][BV], per-token scalars [S][4], per-warp partials [S][w][4].
+  const int64_t vBase = S * kDim * 4;
+  const int64_t tokBase = vBase + S * BV;
+  const int64_t partBase = tokBase + S * 4;
   auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto smemType = MemRefType::get({partBase + 2 * warps * 4}, b.getF32Type(),
+  auto smemType = MemRefType::get({words}, b.getF32Type(),
                                   MemRefLayoutAttrInterface{}, wg);
   Value smem = fn.addWorkgroupAttribution(smemType, loc);
 
   Emitter em{b, loc, kb};
   Value q = in[0].full, k = in[1].full, v = in[2].full, g = in[3].full,
-        beta = in[4].full, o = out[0].full, fs = out[1].full;
+        beta = in[4].full, o = out[0].full;
   double scale = op.getScale().convertToDouble();
   bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
   std::optional<double> lowerBound;
@@ -178,10 +249,11 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   Value h = em.remu(hn, kb.idx(heads));
   Value n = em.divu(hn, kb.idx(heads));
   Value pLane = em.remu(tid, kb.idx(P));
-  Value col = em.divu(tid, kb.idx(P));
-  Value j = kb.addi(kb.muli(vb, kb.idx(BV)), col);
+  Value grp = em.divu(tid, kb.idx(P));
+  Value jl = kb.muli(grp, kb.idx(C));          // first column, in the block
+  Value j = kb.addi(kb.muli(vb, kb.idx(BV)), jl);
   Value jActive = kb.lti(j, kb.idx(vDim));
-  Value jc = kb.minsi(j, kb.idx(vDim - 1));
+  Value jc = kb.minsi(j, kb.idx(vDim - C));
   Value lane = em.remu(tid, kb.idx(32));
   Value warp = em.divu(tid, kb.idx(32));
 
@@ -189,6 +261,30 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
   Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
                  : kb.dim(in[0].shape[1]);
+  Value last = kb.maxsi(kb.subi(end, kb.idx(1)), start);
+
+  // The columns' initial rows (16-byte loads when C = 4): S[c * KS + r].
+  SmallVector<Value> rowIdx(KS);
+  SmallVector<Value> s0(KS * C);
+  Value stateRow0 = kb.muli(kb.addi(kb.muli(n, kb.idx(heads)), h),
+                            kb.idx(kDim));
+  auto stateElem = [&](int64_t r) {
+    return kb.addi(kb.muli(kb.addi(stateRow0, rowIdx[r]), kb.idx(vDim)), jc);
+  };
+  for (int64_t r = 0; r < KS; ++r) {
+    rowIdx[r] = kb.addi(kb.idx(r * P), pLane);
+    for (int64_t c = 0; c < C; ++c)
+      s0[c * KS + r] = kb.f32(0.0);
+    if (!init)
+      continue;
+    if (C == 4) {
+      auto vals = em.load4(init->base, stateElem(r));
+      for (int64_t c = 0; c < C; ++c)
+        s0[c * KS + r] = vals[c];
+    } else {
+      s0[r] = kb.load(init->full, {n, h, rowIdx[r], jc});
+    }
+  }
 
   // Rows this thread stages, and their token-independent gate terms.
   SmallVector<Value> stageRow(E), stageOk(E), dtb(E);
@@ -204,189 +300,198 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                        {kb.addi(kb.muli(h, kb.idx(kDim)), stageRow[e])});
   }
 
-  // Loads for staging token t: raw q, k, g per staged row, then v_j, beta.
-  struct Raw {
-    SmallVector<Value> q, k, g;
-    Value v, beta;
-  };
-  auto loadToken = [&](Value t) {
-    Raw r;
-    for (int64_t e = 0; e < E; ++e) {
-      r.q.push_back(kb.load(q, {bIdx, t, h, stageRow[e]}));
-      r.k.push_back(kb.load(k, {bIdx, t, h, stageRow[e]}));
-      r.g.push_back(kb.load(g, {bIdx, t, h, stageRow[e]}));
+  auto chunks = scf::ForOp::create(b, loc, start, end, kb.idx(S), s0);
+  {
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(chunks.getBody());
+    Value t0 = chunks.getInductionVar();
+    ValueRange st = chunks.getRegionIterArgs();
+    Value count = kb.minsi(kb.subi(end, t0), kb.idx(S));
+    // The previous chunk's steps are done with the staging.
+    gpu::BarrierOp::create(b, loc);
+
+    // A. Every load of the chunk first (tokens past the end repeat the
+    // last one), then the gates, the staging and the partial sums.
+    SmallVector<Value> tokOf(S);
+    for (int64_t s = 0; s < S; ++s)
+      tokOf[s] = kb.minsi(kb.addi(t0, kb.idx(s)), last);
+    SmallVector<Value> rq(S * E), rk(S * E), rg(S * E);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t e = 0; e < E; ++e) {
+        rq[s * E + e] = kb.load(q, {bIdx, tokOf[s], h, stageRow[e]});
+        rk[s * E + e] = kb.load(k, {bIdx, tokOf[s], h, stageRow[e]});
+        rg[s * E + e] = kb.load(g, {bIdx, tokOf[s], h, stageRow[e]});
+      }
+    const int64_t VE = (S * BV + threads - 1) / threads;
+    SmallVector<Value> rv(VE), vAt(VE), vOk(VE);
+    for (int64_t m = 0; m < VE; ++m) {
+      Value e = kb.addi(kb.idx(m * threads), tid);
+      vOk[m] = (S * BV) % threads != 0 ? kb.lti(e, kb.idx(S * BV)) : Value();
+      Value ec = vOk[m] ? kb.minsi(e, kb.idx(S * BV - 1)) : e;
+      Value s = em.divu(ec, kb.idx(BV));
+      Value col = kb.minsi(kb.addi(kb.muli(vb, kb.idx(BV)),
+                                   em.remu(ec, kb.idx(BV))),
+                           kb.idx(vDim - 1));
+      Value ts = kb.minsi(kb.addi(t0, s), last);
+      rv[m] = kb.load(v, {bIdx, ts, h, col});
+      vAt[m] = kb.addi(kb.idx(vBase), ec);
     }
-    r.v = kb.load(v, {bIdx, t, h, jc});
-    r.beta = kb.load(beta, {bIdx, t, h});
-    return r;
-  };
-  // Writes token t's staging into buffer `buf` (index), returns the
-  // warp-reduced sums {|q|^2, |k|^2, q.k}; with several warps they also go
-  // to the buffer's partials.
-  auto stage = [&](const Raw &r, Value buf) {
-    Value base = kb.muli(buf, kb.idx(bufStride));
-    Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
-    for (int64_t e = 0; e < E; ++e) {
-      Value z = r.g[e];
-      Value lg;
-      if (!gateKind) {
-        lg = z;
-      } else {
-        Value u = kb.add(z, dtb[e]);
-        if (*gateKind == DecayGateKind::lower_bounded_sigmoid)
-          lg = kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(gateA, u)));
-        else
-          lg = kb.neg(kb.mul(gateA, kb.softplus(u)));
-      }
-      Value a = kb.exp(lg);
-      Value qe = r.q[e], ke = r.k[e];
-      if (stageOk[e]) {
-        qe = kb.select(stageOk[e], qe, kb.f32(0.0));
-        ke = kb.select(stageOk[e], ke, kb.f32(0.0));
-      }
-      sq = em.fma(qe, qe, sq);
-      sk = em.fma(ke, ke, sk);
-      qk = em.fma(qe, ke, qk);
-      Value at = kb.addi(base, kb.muli(stageRow[e], kb.idx(4)));
-      auto write = [&] {
-        em.sts(a, smem, at);
-        em.sts(ke, smem, kb.addi(at, kb.idx(1)));
-        em.sts(qe, smem, kb.addi(at, kb.idx(2)));
-        em.sts(ke, smem,
-               kb.addi(kb.addi(kb.idx(kCopyBase), kb.muli(buf, kb.idx(kDim))),
-                       stageRow[e]));
-      };
-      if (stageOk[e])
-        kb.ifThen(stageOk[e], write);
+    for (int64_t m = 0; m < VE; ++m) {
+      if (vOk[m])
+        kb.ifThen(vOk[m], [&] { em.sts(rv[m], smem, vAt[m]); });
       else
-        write();
+        em.sts(rv[m], smem, vAt[m]);
     }
     int64_t width = std::min<int64_t>(threads, 32);
-    SmallVector<Value> sums = {em.groupSum(sq, width), em.groupSum(sk, width),
-                               em.groupSum(qk, width)};
-    if (warps > 1) {
-      Value pb = kb.addi(kb.idx(partBase),
-                         kb.muli(kb.addi(kb.muli(buf, kb.idx(warps)), warp),
-                                 kb.idx(4)));
+    for (int64_t s = 0; s < S; ++s) {
+      Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
+      for (int64_t e = 0; e < E; ++e) {
+        Value z = rg[s * E + e];
+        Value lgt;
+        if (!gateKind) {
+          lgt = z;
+        } else {
+          Value u = kb.add(z, dtb[e]);
+          if (*gateKind == DecayGateKind::lower_bounded_sigmoid)
+            lgt = kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(gateA, u)));
+          else
+            lgt = kb.neg(kb.mul(gateA, kb.softplus(u)));
+        }
+        Value a = kb.exp(lgt);
+        Value qe = rq[s * E + e], ke = rk[s * E + e];
+        if (stageOk[e]) {
+          qe = kb.select(stageOk[e], qe, kb.f32(0.0));
+          ke = kb.select(stageOk[e], ke, kb.f32(0.0));
+        }
+        if (l2) {
+          sq = em.fma(qe, qe, sq);
+          sk = em.fma(ke, ke, sk);
+        }
+        qk = em.fma(qe, ke, qk);
+        Value at = kb.muli(kb.addi(kb.idx(s * kDim), stageRow[e]), kb.idx(4));
+        auto write = [&] {
+          em.sts(a, smem, at);
+          em.sts(ke, smem, kb.addi(at, kb.idx(1)));
+          em.sts(qe, smem, kb.addi(at, kb.idx(2)));
+        };
+        if (stageOk[e])
+          kb.ifThen(stageOk[e], write);
+        else
+          write();
+      }
+      SmallVector<Value> sums;
+      if (l2)
+        sums = {em.groupSum(sq, width), em.groupSum(sk, width),
+                em.groupSum(qk, width)};
+      else
+        sums = {kb.f32(0.0), kb.f32(0.0), em.groupSum(qk, width)};
+      Value pb = kb.addi(kb.idx(partBase + s * warps * 4),
+                         kb.muli(warp, kb.idx(4)));
       kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
         for (int c = 0; c < 3; ++c)
           em.sts(sums[c], smem, kb.addi(pb, kb.idx(c)));
       });
     }
-    return sums;
-  };
-  // The block's sums for buffer `buf` (after the barrier).
-  auto blockSums = [&](Value buf, ValueRange carried) -> SmallVector<Value> {
-    if (warps == 1)
-      return {carried[0], carried[1], carried[2]};
-    SmallVector<Value> s(3, kb.f32(0.0));
-    Value pb = kb.addi(kb.idx(partBase), kb.muli(buf, kb.idx(warps * 4)));
-    for (int64_t w = 0; w < warps; ++w)
-      for (int c = 0; c < 3; ++c)
-        s[c] = kb.add(s[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
-    return s;
-  };
-
-  // The column's initial rows.
-  SmallVector<Value> s0(KS);
-  SmallVector<Value> rowIdx(KS);
-  for (int64_t r = 0; r < KS; ++r) {
-    rowIdx[r] = kb.addi(kb.idx(r * P), pLane);
-    s0[r] = init ? kb.load(init->full, {n, h, rowIdx[r], jc}) : kb.f32(0.0);
-  }
-
-  Type f32 = b.getF32Type();
-  SmallVector<Type> stateTypes(KS, f32);
-  auto nonEmpty = scf::IfOp::create(b, loc, stateTypes, kb.lti(start, end),
-                                    /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&nonEmpty.getElseRegion().front());
-    scf::YieldOp::create(b, loc, s0);
-    b.setInsertionPointToStart(&nonEmpty.getThenRegion().front());
-
-    // Prologue: stage the first token into buffer start % 2.
-    Raw first = loadToken(start);
-    SmallVector<Value> firstSums = stage(first, em.remu(start, kb.idx(2)));
     gpu::BarrierOp::create(b, loc);
 
-    SmallVector<Value> inits(s0);
-    inits.push_back(first.v);
-    inits.push_back(first.beta);
-    inits.append(firstSums);
-    auto loop = scf::ForOp::create(b, loc, start, end, kb.idx(1), inits);
+    // B. One thread per token: {scale rq, rk, scale rq rk q.k, beta}.
+    for (int64_t s0i = 0; s0i < S; s0i += threads) {
+      Value s = kb.addi(kb.idx(s0i), tid);
+      auto body = [&] {
+        Value pb = kb.addi(kb.idx(partBase), kb.muli(s, kb.idx(warps * 4)));
+        SmallVector<Value> sum(3, kb.f32(0.0));
+        for (int64_t w = 0; w < warps; ++w)
+          for (int c = 0; c < 3; ++c)
+            sum[c] = kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
+        Value nq = l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
+        Value nk = l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
+        Value ts = kb.minsi(kb.addi(t0, s), last);
+        Value bt = kb.load(beta, {bIdx, ts, h});
+        if (sigmoidBeta)
+          bt = kb.sigmoid(bt);
+        Value tb = kb.addi(kb.idx(tokBase), kb.muli(s, kb.idx(4)));
+        em.sts(kb.mul(kb.f32(scale), nq), smem, tb);
+        em.sts(nk, smem, kb.addi(tb, kb.idx(1)));
+        em.sts(kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2])), smem,
+               kb.addi(tb, kb.idx(2)));
+        em.sts(bt, smem, kb.addi(tb, kb.idx(3)));
+      };
+      if (s0i + threads > S)
+        kb.ifThen(kb.lti(s, kb.idx(S)), body);
+      else
+        body();
+    }
+    gpu::BarrierOp::create(b, loc);
+
+    // C. The chunk's steps, in registers.
+    auto steps = scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1),
+                                    ValueRange(st));
     {
-      OpBuilder::InsertionGuard lg(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value t = loop.getInductionVar();
-      ValueRange it = loop.getRegionIterArgs();
-      Value cur = em.remu(t, kb.idx(2));
-      Value nxt = kb.subi(kb.idx(1), cur);
-      // Issue token t + 1's loads first; they land while t is computed.
-      Value tn = kb.minsi(kb.addi(t, kb.idx(1)), kb.subi(end, kb.idx(1)));
-      Raw ahead = loadToken(tn);
+      OpBuilder::InsertionGuard sg(b);
+      b.setInsertionPointToStart(steps.getBody());
+      Value s = steps.getInductionVar();
+      ValueRange it = steps.getRegionIterArgs();
+      Value tb = kb.addi(kb.idx(tokBase), kb.muli(s, kb.idx(4)));
+      Value srq = em.lds(smem, tb);
+      Value nk = em.lds(smem, kb.addi(tb, kb.idx(1)));
+      Value skq = em.lds(smem, kb.addi(tb, kb.idx(2)));
+      Value bt = em.lds(smem, kb.addi(tb, kb.idx(3)));
+      Value vAt0 = kb.addi(kb.addi(kb.idx(vBase), kb.muli(s, kb.idx(BV))), jl);
+      SmallVector<Value> vv(C);
+      for (int64_t c = 0; c < C; ++c)
+        vv[c] = em.lds(smem, kb.addi(vAt0, kb.idx(c)));
 
-      SmallVector<Value> sums = blockSums(cur, it.slice(KS + 2, 3));
-      Value rq = l2 ? kb.rsqrt(kb.add(sums[0], kb.f32(1e-6))) : kb.f32(1.0);
-      Value rk = l2 ? kb.rsqrt(kb.add(sums[1], kb.f32(1e-6))) : kb.f32(1.0);
-      Value kq = kb.mul(kb.mul(rq, rk), sums[2]);
-      Value bt = it[KS + 1];
-      if (sigmoidBeta)
-        bt = kb.sigmoid(bt);
-
-      // Decay, and the two dot products, four accumulators each.
-      Value base = kb.addi(kb.muli(cur, kb.idx(bufStride)),
-                           kb.muli(pLane, kb.idx(4)));
-      Value kBase = kb.addi(kb.addi(kb.idx(kCopyBase),
-                                    kb.muli(cur, kb.idx(kDim))),
-                            pLane);
-      const int64_t acc = std::min<int64_t>(4, KS);
-      SmallVector<Value> pAcc(acc, kb.f32(0.0)), oAcc(acc, kb.f32(0.0));
-      SmallVector<Value> sd(KS);
+      Value base = kb.muli(kb.addi(kb.muli(s, kb.idx(kDim)), pLane),
+                           kb.idx(4));
+      const int64_t acc = std::min<int64_t>(std::max<int64_t>(1, 4 / C), KS);
+      SmallVector<Value> pAcc(C * acc, kb.f32(0.0)), oAcc(C * acc, kb.f32(0.0));
+      SmallVector<Value> sd(KS * C), kr(KS);
       for (int64_t r = 0; r < KS; ++r) {
         Value at = kb.addi(base, kb.idx(r * P * 4));
         Value a = em.lds(smem, at);
-        Value kr = em.lds(smem, kb.addi(at, kb.idx(1)));
+        kr[r] = em.lds(smem, kb.addi(at, kb.idx(1)));
         Value qr = em.lds(smem, kb.addi(at, kb.idx(2)));
-        sd[r] = kb.mul(a, it[r]);
-        pAcc[r % acc] = em.fma(sd[r], kr, pAcc[r % acc]);
-        oAcc[r % acc] = em.fma(sd[r], qr, oAcc[r % acc]);
+        for (int64_t c = 0; c < C; ++c) {
+          Value &pa = pAcc[c * acc + r % acc], &oa = oAcc[c * acc + r % acc];
+          sd[c * KS + r] = kb.mul(a, it[c * KS + r]);
+          pa = em.fma(sd[c * KS + r], kr[r], pa);
+          oa = em.fma(sd[c * KS + r], qr, oa);
+        }
       }
-      Value pred = pAcc[0], oq = oAcc[0];
-      for (int64_t c = 1; c < acc; ++c) {
-        pred = kb.add(pred, pAcc[c]);
-        oq = kb.add(oq, oAcc[c]);
+      SmallVector<Value> yields(KS * C);
+      for (int64_t c = 0; c < C; ++c) {
+        Value pred = pAcc[c * acc], oq = oAcc[c * acc];
+        for (int64_t x = 1; x < acc; ++x) {
+          pred = kb.add(pred, pAcc[c * acc + x]);
+          oq = kb.add(oq, oAcc[c * acc + x]);
+        }
+        pred = em.groupSum(pred, P);
+        Value u = kb.mul(bt, kb.sub(vv[c], kb.mul(nk, pred)));
+        Value uk = kb.mul(u, nk);
+        for (int64_t r = 0; r < KS; ++r)
+          yields[c * KS + r] = em.fma(kr[r], uk, sd[c * KS + r]);
+        oq = em.groupSum(oq, P);
+        Value ot = em.fma(srq, oq, kb.mul(u, skq));
+        kb.ifThen(kb.andi(jActive, kb.eqi(pLane, kb.idx(0))), [&] {
+          kb.store(ot, o, {bIdx, kb.addi(t0, s), h, kb.addi(j, kb.idx(c))});
+        });
       }
-      pred = em.groupSum(pred, P);
-      Value u = kb.mul(bt, kb.sub(it[KS], kb.mul(rk, pred)));
-      Value uk = kb.mul(u, rk);
-      // k is read again (from its second copy, which the compiler cannot
-      // merge with the first read) rather than kept: holding it beside S'
-      // across the reduction would double the live registers.
-      SmallVector<Value> yields(KS);
-      for (int64_t r = 0; r < KS; ++r) {
-        Value kAgain = em.lds(smem, kb.addi(kBase, kb.idx(r * P)));
-        yields[r] = em.fma(kAgain, uk, sd[r]);
-      }
-      oq = em.groupSum(oq, P);
-      Value ot = kb.mul(kb.f32(scale), em.fma(rq, oq, kb.mul(u, kq)));
-      kb.ifThen(kb.andi(jActive, kb.eqi(pLane, kb.idx(0))),
-                [&] { kb.store(ot, o, {bIdx, t, h, j}); });
-
-      // Stage token t + 1 (a harmless repeat of the last token at the end).
-      SmallVector<Value> nextSums = stage(ahead, nxt);
-      gpu::BarrierOp::create(b, loc);
-      yields.push_back(ahead.v);
-      yields.push_back(ahead.beta);
-      yields.append(nextSums);
       scf::YieldOp::create(b, loc, yields);
     }
-    scf::YieldOp::create(b, loc, loop.getResults().take_front(KS));
+    scf::YieldOp::create(b, loc, steps.getResults());
   }
 
   kb.ifThen(jActive, [&] {
-    for (int64_t r = 0; r < KS; ++r)
-      kb.store(nonEmpty.getResult(r), fs, {n, h, rowIdx[r], j});
+    for (int64_t r = 0; r < KS; ++r) {
+      if (C == 4) {
+        SmallVector<Value> vals;
+        for (int64_t c = 0; c < C; ++c)
+          vals.push_back(chunks.getResult(c * KS + r));
+        em.store4(vals, out[1].base, stateElem(r));
+      } else {
+        kb.store(chunks.getResult(r), out[1].full, {n, h, rowIdx[r], j});
+      }
+    }
   });
   return true;
 }

@@ -1,9 +1,9 @@
 // REQUIRES: ptxas
 // The recurrent k3.kda on target=cuda gets its dedicated kernel
 // (lowering/cuda/KDARecurrent.cpp): one block per (sequence, head, 32 value
-// columns), two lanes per column, the state column in registers, the
-// token's staging in double-buffered shared memory, block reductions by
-// warp shuffles, one barrier per token.
+// columns), groups of 8 lanes owning 4 adjacent columns, the state in
+// registers (16-byte global loads and stores), chunks of 16 tokens staged
+// in shared memory with three barriers per chunk and none per token.
 // RUN: k3-opt %s --k3-outline-kernels=target=cuda -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // Its PTX (the device pipeline of CompileCUDA.cpp, format=isa) keeps the
@@ -23,18 +23,28 @@
 // CHECK-SAME: k3.phases = [@kda_0]
 // CHECK: gpu.thread_id x
 // CHECK: gpu.block_id x
+// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: scf.for
+// CHECK: gpu.barrier
 // CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
 // CHECK: gpu.barrier
 // CHECK: scf.for
+// CHECK-NOT: gpu.barrier
 // CHECK: gpu.shuffle xor
-// CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
+// CHECK: scf.yield
+// CHECK: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
 // CHECK-NOT: gpu.func @kda_0__1
 
 // PTX: .shared .align {{[0-9]+}} .b8 __wg_kda_0
+// PTX: ld.global.v4.{{[bf]}}32
+// PTX: bar.sync
 // PTX: shfl.sync.bfly.b32
 // PTX: bar.sync
 // PTX: ld.shared.v4.{{[bf]}}32
+// PTX: st.global.v4.{{[bf]}}32
 // PTX-NOT: ld.local
 // PTX-NOT: st.local
 
