@@ -9,6 +9,7 @@
 #include "lowering/CompileCPU.h"
 #include "lowering/CompileCUDA.h"
 #include "lowering/GPUDistribute.h"
+#include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/SymbolicShape.h"
@@ -81,20 +82,6 @@ art::WeightInit initFor(StringRef name, ArrayRef<int64_t> shape) {
   if (name.contains("_res_proj"))
     return art::WeightInit::normal(0.1);
   return art::WeightInit::normal(1.0 / std::sqrt((double)shape.back()));
-}
-
-Value rootOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (auto e = dyn_cast<tensor::ExpandShapeOp>(def))
-      v = e.getSrc();
-    else if (auto c = dyn_cast<tensor::CollapseShapeOp>(def))
-      v = c.getSrc();
-    else if (auto c = dyn_cast<tensor::CastOp>(def))
-      v = c.getSource();
-    else
-      break;
-  }
-  return v;
 }
 
 SmallVector<int64_t> shapeOfResult(Value v) {
@@ -215,7 +202,7 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       auto name = fn.getResultAttrOfType<StringAttr>(i, "k3.name");
       std::string n = name ? name.str() : "output" + std::to_string(i);
-      Value root = rootOf(v);
+      Value root = bufferRoot(v);
       SmallVector<int64_t> shape = shapeOfResult(root);
       FailureOr<art::DType> dt = dtypeOf(fn, v.getType());
       if (failed(dt))
@@ -304,7 +291,7 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
         continue;
       std::vector<art::Arg> args;
       for (Value v : launch.getInputs()) {
-        auto it = where.find(rootOf(v));
+        auto it = where.find(bufferRoot(v));
         if (it == where.end())
           return launch.emitOpError() << "operand has no buffer";
         args.push_back(it->second);

@@ -1,6 +1,7 @@
 //===- OutlineKernels.cpp - K3 ops to kernels and launches ------*- C++ -*-===//
 #include "lowering/GPUDistribute.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
 #include "lowering/cuda/CUDAKernels.h"
@@ -48,11 +49,9 @@ struct K3OutlineKernelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto fn = module.lookupSymbol<func::FuncOp>(entry);
-    if (!fn) {
-      module.emitError() << "no model function '" << entry << "'";
+    func::FuncOp fn = lookupModelFunction(module, entry);
+    if (!fn)
       return signalPassFailure();
-    }
     if (!fn.getBody().hasOneBlock()) {
       fn.emitOpError() << "model function must be a single block (run "
                           "--k3-inline-layers first)";

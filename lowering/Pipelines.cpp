@@ -55,6 +55,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "ptx-output",
       llvm::cl::desc("target=cuda: also write the PTX here"),
       llvm::cl::init("")};
+  Option<bool> exposeRouting{
+      *this, "expose-routing",
+      llvm::cl::desc("Also return each MoE router's expert ids (for checks)"),
+      llvm::cl::init(false)};
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
@@ -65,6 +69,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createCSEPass());
   // The decay gate is computed inside the KDA kernels, as the anchors do.
   pm.addPass(k3::createK3FuseKDAGate());
+  if (o.exposeRouting)
+    pm.addPass(k3::createK3ExposeRouting({o.entry}));
   bool chunkwise = o.kda == CompileOptions::KDALowering::Chunkwise ||
                    (o.kda == CompileOptions::KDALowering::Auto &&
                     o.target == "cpu");

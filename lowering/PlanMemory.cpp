@@ -9,6 +9,7 @@
 // at the launch, no kernel ever writes over one of its inputs.
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
 
@@ -37,21 +38,6 @@ int64_t elementBytes(Type t) {
   return (cast<RankedTensorType>(t).getElementTypeBitWidth() + 7) / 8;
 }
 
-/// The value whose buffer `v` uses (through reshapes and casts).
-Value rootOf(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (auto e = dyn_cast<tensor::ExpandShapeOp>(def))
-      v = e.getSrc();
-    else if (auto c = dyn_cast<tensor::CollapseShapeOp>(def))
-      v = c.getSrc();
-    else if (auto c = dyn_cast<tensor::CastOp>(def))
-      v = c.getSource();
-    else
-      break;
-  }
-  return v;
-}
-
 struct Interval {
   Value value;
   int64_t bytes, start, end, order, offset = -1;
@@ -62,11 +48,9 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto fn = module.lookupSymbol<func::FuncOp>(entry);
-    if (!fn) {
-      module.emitError() << "no model function '" << entry << "'";
+    func::FuncOp fn = lookupModelFunction(module, entry);
+    if (!fn)
       return signalPassFailure();
-    }
     if (maxTokens < 1 || maxSeqs < 1) {
       module.emitError() << "max-tokens and max-seqs must be positive";
       return signalPassFailure();
@@ -79,7 +63,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     for (Operation &op : body) {
       if (auto ret = dyn_cast<func::ReturnOp>(op))
         for (Value v : ret.getOperands())
-          pinned.insert(rootOf(v));
+          pinned.insert(bufferRoot(v));
       if (auto w = dyn_cast<StateWriteOp>(op)) {
         Value v = w.getValue();
         if (!v.getDefiningOp<LaunchOp>() || !v.hasOneUse()) {
@@ -119,7 +103,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     }
     for (Operation &op : body)
       for (Value operand : op.getOperands()) {
-        auto it = live.find(rootOf(operand));
+        auto it = live.find(bufferRoot(operand));
         if (it != live.end())
           it->second.end = std::max(it->second.end, position[&op]);
       }

@@ -88,4 +88,23 @@ def K3TileTriSolve : Pass<"k3-tile-tri-solve"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3ExposeRouting : Pass<"k3-expose-routing", "::mlir::ModuleOp"> {
+  let summary = "Return each MoE router's expert choice from the model function";
+  let description = [{
+    Appends the expert ids chosen by every `k3.moe_router` of the model
+    function `entry` to its results, named after the router's weight
+    (`model.layers.3.block_sparse_moe.gate.weight` gives
+    `model.layers.3.block_sparse_moe.router_indices`). The runtime then
+    returns and dumps them like any output. Near ties between experts can
+    flip between f32 and f64: a checker replays the oracle with the choice
+    the compiled model made and checks the choice on its own, with a margin.
+    Run after `k3-inline-layers`.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "The model function">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // K3_PASSES_TD

@@ -60,17 +60,6 @@ SeqPos sequence(KernelBuilder &kb, const KernelOperand *cu, Value n) {
   return {n, kb.idx(0), kb.tokens()};
 }
 
-/// Log-decay of channel `i` of head `h` from the raw gate `z` (as k3.kda).
-Value decayGate(KernelBuilder &kb, DecayGateKind kind,
-                std::optional<double> lowerBound, Value aLog, Value dtBias,
-                Value h, Value i, Value headDim, Value z) {
-  Value a = kb.exp(kb.load(aLog, {h}));
-  Value u = kb.add(z, kb.load(dtBias, {kb.addi(kb.muli(h, headDim), i)}));
-  if (kind == DecayGateKind::lower_bounded_sigmoid)
-    return kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(a, u)));
-  return kb.neg(kb.mul(a, kb.softplus(u)));
-}
-
 /// Token-parallel iteration over (b, t, h) plus `extra` trailing extents.
 void forTokens(KernelBuilder &kb, const KernelOperand &ref,
                ArrayRef<Value> extra,
@@ -102,13 +91,7 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
     Value b = iv[0], t = iv[1], h = iv[2];
     ChunkPos p = chunkOf(kb, cu, t, op.getChunkSize());
     auto invNorm = [&](Value x) {
-      if (!l2)
-        return kb.f32(1.0);
-      Value ss = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
-        Value e = kb.load(x, {b, t, h, i});
-        return kb.fma(e, e, acc);
-      });
-      return kb.rsqrt(kb.add(ss, kb.f32(1e-6)));
+      return l2 ? emitInvL2Norm(kb, x, b, t, h, kDim) : kb.f32(1.0);
     };
     Value rq = kb.mul(invNorm(q), kb.f32(scale)), rk = invNorm(k);
     Value bt = kb.load(beta, {b, t, h});
@@ -125,7 +108,7 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
                           [&](Value s, Value acc) {
                             Value gi = kb.load(g, {b, s, h, i});
                             if (kind)
-                              gi = decayGate(kb, *kind, lb, aLog->full,
+                              gi = emitDecayGate(kb, *kind, lb, aLog->full,
                                              dtBias->full, h, i, kDim, gi);
                             return kb.add(acc, gi);
                           });

@@ -62,10 +62,10 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
   return success();
 }
 
-/// Log-decay of channel `i` of head `h` from the raw gate value `z`.
-static Value decayGate(KernelBuilder &kb, DecayGateKind kind,
-                       std::optional<double> lowerBound, Value aLog,
-                       Value dtBias, Value h, Value i, Value headDim, Value z) {
+Value mlir::k3::emitDecayGate(KernelBuilder &kb, DecayGateKind kind,
+                             std::optional<double> lowerBound, Value aLog,
+                             Value dtBias, Value h, Value i, Value headDim,
+                             Value z) {
   Value a = kb.exp(kb.load(aLog, {h}));
   Value u = kb.add(z, kb.load(dtBias, {kb.addi(kb.muli(h, headDim), i)}));
   if (kind == DecayGateKind::lower_bounded_sigmoid)
@@ -73,10 +73,13 @@ static Value decayGate(KernelBuilder &kb, DecayGateKind kind,
   return kb.neg(kb.mul(a, kb.softplus(u)));
 }
 
-static std::optional<double> optDouble(FloatAttr a) {
-  if (!a)
-    return std::nullopt;
-  return a.getValueAsDouble();
+Value mlir::k3::emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t,
+                             Value h, Value headDim) {
+  Value ss = kb.reduce(headDim, kb.f32(0.0), [&](Value i, Value acc) {
+    Value e = kb.load(x, {b, t, h, i});
+    return kb.fma(e, e, acc);
+  });
+  return kb.rsqrt(kb.add(ss, kb.f32(1e-6)));
 }
 
 LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in,
@@ -87,8 +90,8 @@ LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in,
   kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1]),
                kb.idx(headDim)},
               [&](ValueRange iv) {
-                Value v = decayGate(kb, op.getKind(),
-                                    optDouble(op.getLowerBoundAttr()), aLog,
+                Value v = emitDecayGate(kb, op.getKind(),
+                                    optionalDouble(op.getLowerBoundAttr()), aLog,
                                     dtBias, iv[1], iv[2], kb.idx(headDim),
                                     kb.load(z, iv));
                 kb.store(v, g, iv);
@@ -113,7 +116,7 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
   double scale = op.getScale().convertToDouble();
   bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
   auto gateKind = op.getGateKind();
-  std::optional<double> lowerBound = optDouble(op.getLowerBoundAttr());
+  std::optional<double> lowerBound = optionalDouble(op.getLowerBoundAttr());
 
   kb.parallel(
       {kb.dim(out[1].shape[0]), kb.dim(out[1].shape[1]), kb.idx(valueDim)},
@@ -130,13 +133,7 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
         });
         kb.forRange(start, end, [&](Value t) {
           auto invNorm = [&](Value x) {
-            if (!l2)
-              return kb.f32(1.0);
-            Value ss = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
-              Value e = kb.load(x, {b, t, h, i});
-              return kb.fma(e, e, acc);
-            });
-            return kb.rsqrt(kb.add(ss, kb.f32(1e-6)));
+            return l2 ? emitInvL2Norm(kb, x, b, t, h, kDim) : kb.f32(1.0);
           };
           Value rq = invNorm(q), rk = invNorm(k);
           Value bt = kb.load(beta, {b, t, h});
@@ -146,7 +143,7 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
           Value pred = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
             Value gi = kb.load(g, {b, t, h, i});
             if (gateKind)
-              gi = decayGate(kb, *gateKind, lowerBound, aLog->full,
+              gi = emitDecayGate(kb, *gateKind, lowerBound, aLog->full,
                              dtBias->full, h, i, kDim, gi);
             Value s = kb.mul(kb.exp(gi), kb.load(fs, {n, h, i, j}));
             kb.store(s, fs, {n, h, i, j});

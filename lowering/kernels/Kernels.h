@@ -66,6 +66,23 @@ Value emitGLUActivation(KernelBuilder &kb, GLUActivation act,
                         std::optional<double> beta,
                         std::optional<double> linearBeta, Value a, Value u);
 
+/// Log-decay of channel `i` of head `h` from the raw gate value `z`, in
+/// either parametrisation of k3.kda_gate (K3-SPEC.md §2 step 2).
+Value emitDecayGate(KernelBuilder &kb, DecayGateKind kind,
+                    std::optional<double> lowerBound, Value aLog, Value dtBias,
+                    Value h, Value i, Value headDim, Value z);
+
+/// 1 / sqrt(|x[b, t, h, :]|^2 + 1e-6), the L2 normalisation of q and k.
+Value emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t, Value h,
+                    Value headDim);
+
+/// An optional f64 attribute as a std::optional.
+inline std::optional<double> optionalDouble(FloatAttr a) {
+  if (!a)
+    return std::nullopt;
+  return a.getValueAsDouble();
+}
+
 /// First token of the sequence that token `t` belongs to, and its index:
 /// the largest n with cu_seqlens[n] <= t.
 std::pair<Value, Value> emitSequenceOf(KernelBuilder &kb, Value cuSeqlens,

@@ -4,12 +4,6 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-static std::optional<double> optDouble(FloatAttr a) {
-  if (!a)
-    return std::nullopt;
-  return a.getValueAsDouble();
-}
-
 Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta, Value a,
@@ -68,8 +62,8 @@ static void gluRow(KernelBuilder &kb, GLUActivation act,
 LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   int64_t hidden = in[0].shape[1], inter = in[1].shape[0];
   kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
-    gluRow(kb, op.getActivation(), optDouble(op.getBetaAttr()),
-           optDouble(op.getLinearBetaAttr()), in[0].full, iv[0], in[1].full,
+    gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+           optionalDouble(op.getLinearBetaAttr()), in[0].full, iv[0], in[1].full,
            in[2].full, in[3].full, Value(), hidden, inter, out[0].full,
            Value(), /*accumulate=*/false);
   });
@@ -154,8 +148,8 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
     for (int64_t j = 0; j < topK; ++j) {
       Value e = kb.loadIndex(idx, {t, kb.idx(j)});
       Value wj = kb.load(wts, {t, kb.idx(j)});
-      gluRow(kb, op.getActivation(), optDouble(op.getBetaAttr()),
-             optDouble(op.getLinearBetaAttr()), x, t, in[3].full, in[4].full,
+      gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+             optionalDouble(op.getLinearBetaAttr()), x, t, in[3].full, in[4].full,
              in[5].full, e, hidden, inter, y, wj, /*accumulate=*/j > 0);
     }
   });

@@ -9,34 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 from k3ref import model  # noqa: E402
+from k3ref.storage import rel_err, rounded_random_weights as rounded_weights  # noqa: E402,F401
 from k3ref.examples import tiny_k3_example_config  # noqa: E402
 
 BIN = os.environ.get("K3_BIN_DIR")
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
-
-# Weights the checkpoint keeps in f32 (K3-SPEC.md §2, §5); the rest are bf16.
-F32_WEIGHTS = ("conv1d", "A_log", "dt_bias", "o_norm", "e_score_correction_bias")
-
-
-def rounded_weights(cfg, seed):
-    """Random weights rounded to their storage precision, as float64."""
-    out = {}
-    for name, w in model.random_weights(cfg, seed).items():
-        storage = np.float32 if any(s in name for s in F32_WEIGHTS) else ml_dtypes.bfloat16
-        out[name] = w.astype(storage).astype(np.float64)
-    return out
-
-
-def rel_err(got, ref):
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-
 
 @pytest.fixture(scope="module")
 def tiny_k3(tmp_path_factory):
@@ -93,3 +76,42 @@ def test_decode_continues_prefill(tiny_k3, tmp_path):
     got = [int(t) for t in r.stdout.strip().split(",")]
     # Both start with the argmax of the prefill's last logits.
     assert got == model.greedy_generate(cfg, weights, prompt, 6)
+
+
+def test_routing_choice_and_replay(tiny_k3, tmp_path):
+    """MoE choices can flip on near-ties between f32 and f64. With
+    expose-routing the compiled model returns each router's expert ids: the
+    oracle replays them (logits within the bound), and the choice itself is
+    checked apart, allowing a difference only where the oracle's k-th and
+    (k+1)-th biased scores are within a margin."""
+    d, _, cfg, weights, wfile = tiny_k3
+    art = tmp_path / "routing.k3bin"
+    subprocess.run([f"{BIN}/k3-opt", str(ROOT / "examples/tiny_k3.mlir"),
+                    f"--k3-compile=output={art} max-tokens=256 max-seqs=4 expose-routing=1",
+                    "-o", os.devnull], check=True)
+    lens = [40, 23, 1]
+    rng = np.random.default_rng(7)
+    ids = rng.integers(0, cfg.vocab_size, sum(lens)).astype(np.int32)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    out = run(tmp_path, art, wfile, {"token_ids": ids, "cu_seqlens": cu,
+                                     "context_lens": np.zeros(len(lens), np.int32)}, "routing")
+    moe_layers = [i for i in range(cfg.num_hidden_layers) if cfg.is_moe(i)]
+    chosen = {i: out[f"model.layers.{i}.block_sparse_moe.router_indices"] for i in moe_layers}
+    assert all(c.shape == (len(ids), cfg.num_experts_per_token) for c in chosen.values())
+
+    replay = model.forward(cfg, weights, ids, cu_seqlens=cu, forced_routing=chosen)
+    assert rel_err(out["logits"], replay) <= 1e-4
+
+    dumps = {}
+    model.forward(cfg, weights, ids, cu_seqlens=cu, dumps=dumps)
+    k = cfg.num_experts_per_token
+    for i in moe_layers:
+        p = f"model.layers.{i}.block_sparse_moe.gate."
+        logits = dumps[f"layers.{i}.mlp_in"] @ weights[p + "weight"].T
+        biased = 1.0 / (1.0 + np.exp(-logits)) + weights[p + "e_score_correction_bias"]
+        top = np.sort(biased, axis=1)[:, ::-1]
+        ours = np.sort(chosen[i], axis=1)
+        ref = np.sort(np.argsort(-biased, axis=1, kind="stable")[:, :k], axis=1)
+        differ = np.any(ours != ref, axis=1)
+        near_tie = (top[:, k - 1] - top[:, k]) < 1e-4
+        assert not np.any(differ & ~near_tie), f"layer {i}: expert choice differs without a near-tie"

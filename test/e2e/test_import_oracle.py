@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 from k3ref import model  # noqa: E402
+from k3ref.storage import F32_WEIGHTS, rel_err, rounded_random_weights as rounded_weights  # noqa: E402,F401
 from k3ref.examples import tiny_k3_example_config  # noqa: E402
 
 BIN = os.environ.get("K3_BIN_DIR")
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) n
 CONFIGS = ROOT / "examples" / "configs"
 
 # Weights the checkpoints keep in f32 (K3-SPEC.md §2, §5); the rest are bf16.
-F32_WEIGHTS = ("conv1d", "A_log", "dt_bias", "o_norm", "e_score_correction_bias")
 
 
 def oracle_config(d: dict) -> model.Config:
@@ -58,19 +58,6 @@ def oracle_config(d: dict) -> model.Config:
         assert all(t == ("sparse" if i >= first else "dense") for i, t in enumerate(mt))
         cfg.first_k_dense_replace = first
     return cfg
-
-
-def rounded_weights(cfg, seed):
-    """Random weights rounded to their storage precision, as float64."""
-    out = {}
-    for name, w in model.random_weights(cfg, seed).items():
-        storage = np.float32 if any(s in name for s in F32_WEIGHTS) else ml_dtypes.bfloat16
-        out[name] = w.astype(storage).astype(np.float64)
-    return out
-
-
-def rel_err(got, ref):
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 # Odd-sized variations written by the test itself (K3-shaped and Kimi-Linear-shaped).
