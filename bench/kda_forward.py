@@ -25,11 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "bench"
 BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
+if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
+    SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["K3_BENCH_SHAPES"].split(";")]
 # Our variants: the recurrent form with the dedicated CUDA kernel at its
-# default tile, the same at other tiles (K3_KDA_CUDA_TILE="BV,P": BV value
-# columns per block, P lanes per column), and the generic chunkwise form
+# default tile, the same at other tiles (K3_KDA_CUDA_TILE="BV,P,S,C": BV
+# value columns per block, groups of P lanes owning C adjacent columns, S
+# tokens per staged chunk), and the generic chunkwise form
 # (only with K3_BENCH_CHUNKWISE=1: it is slow and costs device time).
-TILES = {"recurrent": None, "recurrent_t32x2": "32,2", "recurrent_t16x4": "16,4"}
+TILES = {"recurrent": None, "recurrent_bv64": "64,8,16,4", "recurrent_bv128": "128,8,16,4"}
+# Decode variants: the default tile, and one-token chunks (S = 1).
+DECODE_TILES = {"": None, "_s1": "32,8,1,4"}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 ERR_BOUND = 1e-2
 # Decode: one token per sequence, N sequences packed with cu_seqlens = arange.
@@ -97,7 +102,8 @@ def prepare():
     for H in sorted({h for _, h in DECODE}):
         src = OUT / f"kda_decode_h{H}.mlir"
         src.write_text(DECODE_MODEL.format(H=H))
-        compile_model(src, OUT / f"kda_decode_h{H}.k3bin", "recurrent", None, 256, 256)
+        for suffix, tile in DECODE_TILES.items():
+            compile_model(src, OUT / f"kda_decode_h{H}{suffix}.k3bin", "recurrent", tile, 256, 256)
     print(f"prepared {OUT}")
 
 
@@ -251,24 +257,25 @@ def decode(torch, F, bench, dev):
         write_safetensors(inp, {"q": flat(q), "k": flat(k), "v": flat(v), "g": flat(g), "beta": flat(beta),
                                 "initial_state": h0,
                                 "cu_seqlens": torch.arange(B + 1, dtype=torch.int32)})
-        dump = OUT / f"out_decode_{B}_{H}.safetensors"
-        r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"kda_decode_h{H}.k3bin"), "--device", "cuda:0",
-                            "--inputs", str(inp), "--dump", str(dump), "--repeat", "20"],
-                           capture_output=True, text=True, timeout=200)
-        if r.returncode != 0:
-            row["k3"] = "failed: " + r.stderr.strip()[-200:]
-            FAILURES.append(row["shape"])
-        else:
+        for suffix in DECODE_TILES:
+            dump = OUT / f"out_decode_{B}_{H}.safetensors"
+            r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"kda_decode_h{H}{suffix}.k3bin"), "--device", "cuda:0",
+                                "--inputs", str(inp), "--dump", str(dump), "--repeat", "20"],
+                               capture_output=True, text=True, timeout=200)
+            if r.returncode != 0:
+                row[f"k3{suffix}"] = "failed: " + r.stderr.strip()[-200:]
+                FAILURES.append(row["shape"])
+                continue
             o = read_tensor(dump, "o").to(dev).float()
             s = read_tensor(dump, "final_state").to(dev)
             err_o = ((o - flat(o_ref).float()).norm() / o_ref.float().norm()).item()
             err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
             ok = err_o <= ERR_BOUND and err_s <= ERR_BOUND
             if not ok:
-                FAILURES.append(row["shape"])
-            row["k3_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e} {'ok' if ok else 'FAIL'}"
-            row["k3_ms"] = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
-            row["k3_state_TBps"] = state_bytes / row["k3_ms"] / 1e9
+                FAILURES.append(row["shape"] + suffix)
+            row[f"k3{suffix}_err_vs_fla"] = f"o {err_o:.1e}, state {err_s:.1e} {'ok' if ok else 'FAIL'}"
+            row[f"k3{suffix}_ms"] = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
+            row[f"k3{suffix}_state_TBps"] = state_bytes / row[f"k3{suffix}_ms"] / 1e9
             dump.unlink()
         row["fla_state_TBps"] = state_bytes / row["fla_ms"] / 1e9
         if os.environ.get("K3_BENCH_KEEP_INPUTS") != "1":
