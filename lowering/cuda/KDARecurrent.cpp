@@ -92,7 +92,10 @@ KDATile chooseTile(int64_t kDim, int64_t vDim) {
     // memory (with room to spare for more blocks per SM).
     int64_t warps = std::max<int64_t>(1, groups * t.p / 32);
     int64_t rowsPerThread = (kDim + warps * 32 - 1) / (warps * 32);
-    t.s = 64;
+    // 16 tokens per chunk is the measured prefill optimum at K = 128;
+    // more staged tokens spill at small K (32 did at K = 16 with the in-op
+    // gate: 212 bytes).
+    t.s = 16;
     // At most 32 staged rows (96 loads of q, k, g) in flight per thread,
     // beside the state: more spill.
     while (t.s > 1 && (smemWords(kDim, t.bv, t.s, warps) * 4 > 40 * 1024 ||
