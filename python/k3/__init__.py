@@ -229,14 +229,6 @@ class Session:
             if name not in arrays:
                 known = ", ".join(t.name for t in info.inputs)
                 raise K3Error(f"entry '{entry}' has no input '{name}' (inputs: {known})")
-        vocab = self.artifact.vocab_size
-        ids = arrays.get("token_ids")
-        if vocab and ids is not None and ids.dtype == np.int32 and ids.size:
-            bad = np.flatnonzero((ids < 0) | (ids >= vocab))
-            if bad.size:
-                i = int(bad[0])
-                raise K3Error(f"input 'token_ids': token {i} = {int(ids.reshape(-1)[i])} "
-                              f"is out of range for vocab_size {vocab}")
         syms = self.infer_symbols(entry, arrays)
         syms.update(symbols or {})
         L = _capi.lib()

@@ -1,6 +1,7 @@
 // Session: allocation per the plan, weights, and in-order execution of an
 // entry point's launches on one backend.
 #include <chrono>
+#include <cstdlib>
 #include "session.h"
 
 #include <cstring>
@@ -335,6 +336,18 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
     for (int64_t d : want) bytes *= uint64_t(d);
     if (h.nbytes != bytes) fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': " + std::to_string(h.nbytes) + " bytes given, shape needs " + std::to_string(bytes));
     if (bytes && !h.data) fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': data is NULL");
+    // Token ids index the embedding table: an id outside the vocabulary
+    // would make a kernel read past it, so no call gets that far.
+    if (t.name == "token_ids" && t.dtype == DType::I32) {
+      const std::string *vs = a.meta(kMetaVocabSize);
+      int64_t vocab = vs ? std::strtoll(vs->c_str(), nullptr, 10) : 0;
+      const int32_t *ids = static_cast<const int32_t *>(h.data);
+      for (uint64_t i = 0; vocab > 0 && i < bytes / 4; ++i)
+        if (ids[i] < 0 || ids[i] >= vocab)
+          fail(K3_ERROR_INVALID_ARGUMENT, "input 'token_ids': token " + std::to_string(i) + " = " +
+                                              std::to_string(ids[i]) + " is out of range for vocab_size " +
+                                              std::to_string(vocab));
+    }
     if (!be_->upload(bufPtr_[t.buffer], h.data, bytes, err)) fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
   }
   for (size_t k = 0; k < e.inputs.size(); ++k)
