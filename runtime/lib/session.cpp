@@ -161,6 +161,25 @@ void Session::uploadWeight(size_t i, const void *host) {
   weightLoaded_[i] = true;
 }
 
+namespace {
+/// Whether a checkpoint tensor of shape `got` holds, row-major, exactly the
+/// tensor of shape `want`: equal shapes, equal after dropping unit
+/// dimensions (Kimi Linear stores A_log as [1, 1, H, 1]), or a flat `want`
+/// of the same size (transformers' dt_bias [H, d] for [H * d]).
+bool sameLayout(const std::vector<int64_t> &got, const std::vector<int64_t> &want) {
+  if (got == want) return true;
+  auto squeeze = [](const std::vector<int64_t> &s) {
+    std::vector<int64_t> r;
+    for (int64_t d : s) if (d != 1) r.push_back(d);
+    return r;
+  };
+  if (squeeze(got) == squeeze(want)) return true;
+  int64_t n = 1;
+  for (int64_t d : got) n *= d;
+  return want.size() == 1 && n == want[0];
+}
+}  // namespace
+
 void Session::loadWeights(const std::vector<std::string> &paths) {
   if (paths.empty()) fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
   st::Collection c;
@@ -199,7 +218,7 @@ void Session::loadWeights(const std::vector<std::string> &paths) {
     std::vector<int64_t> partShape = stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end()) : w.shape;
     for (auto &[n, t] : parts(w)) {
       if (!t) fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) + " " + shapeStr(partShape) + ") not found in " + names);
-      if (t->shape != partShape)
+      if (!sameLayout(t->shape, partShape))
         fail(K3_ERROR_WEIGHTS, "weight '" + n + "' has shape " + shapeStr(t->shape) + " in " + t->file + " but the artifact expects " + shapeStr(partShape));
     }
   }

@@ -192,6 +192,35 @@ def write_sharded(dirpath, tensors, prefix, nshards=2):
     return dirpath / "model.safetensors.index.json"
 
 
+def test_checkpoint_layouts_of_kimi_linear(tmp_path):
+    """Kimi Linear checkpoints store A_log as [1, 1, H, 1] (and transformers'
+    port dt_bias as [H, d]); the loader takes them as the [H] and [H * d]
+    the model uses, and still refuses a tensor of another size."""
+    cdict, art = build("tiny-kimi-linear", tmp_path)
+    cfg = oracle_config(cdict)
+    weights = rounded_weights(cfg, 23)
+    stored = dict(weights)
+    H, d = cfg.kda_num_heads, cfg.kda_head_dim
+    for n in list(stored):
+        if n.endswith("A_log"):
+            stored[n] = weights[n].reshape(1, 1, H, 1)
+        elif n.endswith("dt_bias"):
+            stored[n] = weights[n].reshape(H, d)
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    index = write_sharded(ckpt, stored, "")
+    inp = packed(cfg, [5, 9], seed=5)
+    check(run(tmp_path, art, [index], inp, "layouts"), cfg, weights, inp)
+    bad = dict(stored)
+    name = next(n for n in bad if n.endswith("A_log"))
+    bad[name] = np.zeros((1, 1, H + 1, 1))
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(write_sharded(bad_dir, bad, "")),
+                        "--prompt", "1,2", "--quiet"], capture_output=True, text=True)
+    assert r.returncode != 0 and name in r.stderr and "expects [" in r.stderr
+
+
 @pytest.mark.parametrize("name,seed,prefix", [("tiny-k3", 21, "language_model."),
                                               ("tiny-kimi-linear", 22, "")])
 def test_sharded_checkpoint(tmp_path, name, seed, prefix):
