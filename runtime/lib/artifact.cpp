@@ -746,29 +746,38 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a, std::string &err
   return true;
 }
 
-bool readFile(const std::string &path, Artifact &out, std::string &err) {
+bool readWholeFile(const std::string &path, std::vector<uint8_t> &bytes, std::string &err) {
   FILE *f = fopen(path.c_str(), "rb");
   if (!f) { err = path + ": cannot open: " + strerror(errno); return false; }
-  std::vector<uint8_t> bytes;
+  bytes.clear();
   uint8_t buf[1 << 16];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
   bool bad = ferror(f);
   fclose(f);
   if (bad) { err = path + ": read error"; return false; }
-  if (!deserialize(bytes.data(), bytes.size(), out, err)) { err = path + ": " + err; return false; }
   return true;
 }
 
-bool writeFile(const std::string &path, const Artifact &a, std::string &err) {
-  std::vector<uint8_t> bytes;
-  if (!serialize(a, bytes, err)) return false;
+bool writeWholeFile(const std::string &path, const std::vector<uint8_t> &bytes, std::string &err) {
   FILE *f = fopen(path.c_str(), "wb");
   if (!f) { err = path + ": cannot create: " + strerror(errno); return false; }
   bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   ok = (fclose(f) == 0) && ok;
   if (!ok) { err = path + ": write error"; return false; }
   return true;
+}
+
+bool readFile(const std::string &path, Artifact &out, std::string &err) {
+  std::vector<uint8_t> bytes;
+  if (!readWholeFile(path, bytes, err)) return false;
+  if (!deserialize(bytes.data(), bytes.size(), out, err)) { err = path + ": " + err; return false; }
+  return true;
+}
+
+bool writeFile(const std::string &path, const Artifact &a, std::string &err) {
+  std::vector<uint8_t> bytes;
+  return serialize(a, bytes, err) && writeWholeFile(path, bytes, err);
 }
 
 // ---------------------------------------------------------------- Builder

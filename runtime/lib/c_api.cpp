@@ -101,15 +101,9 @@ k3_status k3_artifact_open(const char *path, k3_artifact **out) {
   if (!path || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_open: NULL argument");
   *out = nullptr;
   return guard([&] {
-    FILE *f = fopen(path, "rb");
-    if (!f) rt::fail(K3_ERROR_IO, std::string(path) + ": cannot open: " + strerror(errno));
     std::vector<uint8_t> bytes;
-    uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) rt::fail(K3_ERROR_IO, std::string(path) + ": read error");
+    std::string err;
+    if (!k3::artifact::readWholeFile(path, bytes, err)) rt::fail(K3_ERROR_IO, err);
     k3_status s = openBytes(bytes.data(), bytes.size(), path, out);
     if (s != K3_OK) rt::fail(s, g_lastError);
   });

@@ -1,4 +1,5 @@
 #include "k3/safetensors.h"
+#include "k3/artifact.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -316,13 +317,7 @@ bool serialize(const std::vector<WriteTensor> &tensors,
 bool write(const std::string &path, const std::vector<WriteTensor> &tensors,
            const std::vector<std::pair<std::string, std::string>> &metadata, std::string &err) {
   std::vector<uint8_t> bytes;
-  if (!serialize(tensors, metadata, bytes, err)) return false;
-  FILE *f = fopen(path.c_str(), "wb");
-  if (!f) { err = path + ": cannot create: " + strerror(errno); return false; }
-  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (fclose(f) == 0) && ok;
-  if (!ok) { err = path + ": write error"; return false; }
-  return true;
+  return serialize(tensors, metadata, bytes, err) && k3::artifact::writeWholeFile(path, bytes, err);
 }
 
 }  // namespace st

@@ -194,6 +194,11 @@ struct Artifact {
 // decoding). Errors name the field, e.g. "entries[0] 'forward'.launches[2].args[1]: ...".
 bool validate(const Artifact &a, std::string &err);
 
+// Whole-file I/O shared by the artifact, safetensors and C API code; errors
+// name the path ("<path>: cannot open: <reason>", "<path>: read error").
+bool readWholeFile(const std::string &path, std::vector<uint8_t> &out, std::string &err);
+bool writeWholeFile(const std::string &path, const std::vector<uint8_t> &bytes, std::string &err);
+
 // FNV-1a 64-bit over [data, data+n).
 uint64_t fnv1a64(const void *data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);
 
