@@ -7,9 +7,16 @@ f32 inputs, bound 1e-4 normwise (issue 6).
 
     .venv/bin/python bench/gpu_kda_check.py prepare   # here: artifacts, inputs, f64 references
     python3 bench/gpu_kda_check.py check              # GPU machine (numpy only)
+    python3 bench/gpu_kda_check.py check-bf16         # the bf16 section alone
 
 Kernels: target=cuda with kda=recurrent (the dedicated recurrent kernel)
 and kda=chunkwise (the chunk ops on the generic GPU path).
+
+bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
+(value slices: 3 blocks of 2 warps), the in-op gate at -5: the tensor-core
+chunk kernel (KDAChunkMMA.cpp; also with 1 warp per block) and the
+recurrent kernel on the same artifacts' inputs. The f64 reference runs on
+the bf16-rounded inputs.
 """
 import json
 import os
@@ -30,6 +37,35 @@ CASES = [(gate, regime, lens) for lens in LENS
                               ("lb_gate", "beta_extreme"))]
 VARIANTS = ("recurrent", "chunkwise")
 TOL = 1e-4
+BF16_TOL = 1e-2
+BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
+BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
+# Variant -> environment of the compile (K3_KDA_CUDA_KERNEL forces the
+# recurrent kernel; K3_KDA_MMA_WARPS the chunk kernel's warps per block).
+BF16_VARIANTS = {"mma": {}, "mma_w1": {"K3_KDA_MMA_WARPS": "1"},
+                 "recurrent": {"K3_KDA_CUDA_KERNEL": "recurrent"}}
+BF16_H, BF16_K, BF16_V = 2, 128, 96
+BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.
+func.func @forward(
+    %q: tensor<1x?x2x128xbf16> {k3.name = "q", k3.dims = array<i64: 1, -1, 2, 128>},
+    %k: tensor<1x?x2x128xbf16> {k3.name = "k", k3.dims = array<i64: 1, -1, 2, 128>},
+    %v: tensor<1x?x2x96xbf16> {k3.name = "v", k3.dims = array<i64: 1, -1, 2, 96>},
+    %g: tensor<1x?x2x128xbf16> {k3.name = "g", k3.dims = array<i64: 1, -1, 2, 128>},
+    %beta: tensor<1x?x2xbf16> {k3.name = "beta", k3.dims = array<i64: 1, -1, 2>},
+    %s0: tensor<?x2x128x96xf32> {k3.name = "initial_state", k3.dims = array<i64: -2, 2, 128, 96>},
+    %alog: tensor<2xf32> {k3.name = "A_log"},
+    %dtb: tensor<256xf32> {k3.name = "dt_bias"},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<1x?x2x96xbf16> {k3.name = "o"}, tensor<?x2x128x96xf32> {k3.name = "final_state"}) {
+  %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu) gate_params(%alog, %dtb)
+      {scale = 0.08838834764831845 : f64, use_qk_l2norm, use_beta_sigmoid,
+       gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64}
+      : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x96xbf16>, tensor<1x?x2x128xbf16>,
+         tensor<1x?x2xbf16>, tensor<?x2x128x96xf32>, tensor<?xi32>, tensor<2xf32>, tensor<256xf32>)
+      -> (tensor<1x?x2x96xbf16>, tensor<?x2x128x96xf32>)
+  return %o, %s : tensor<1x?x2x96xbf16>, tensor<?x2x128x96xf32>
+}
+"""
 
 
 def prepare():
@@ -50,6 +86,44 @@ def prepare():
         np.savez(OUT / f"ref_{i}.npz", o=o, s=s)
     (OUT / "cases.json").write_text(json.dumps(CASES))
     print(f"prepared {len(CASES)} cases in {OUT}")
+    prepare_bf16(model)
+
+
+def prepare_bf16(model):
+    import ml_dtypes
+    from k3ref import ops
+    src = OUT / "kda_bf16.mlir"
+    src.write_text(BF16_MODEL)
+    for name, extra in BF16_VARIANTS.items():
+        env = {k: v for k, v in os.environ.items() if not k.startswith("K3_KDA_")}
+        env.update(extra)
+        subprocess.run([str(BIN / "k3-opt"), str(src),
+                        f"--k3-compile=target=cuda kda=recurrent output={OUT}/bf16_{name}.k3bin "
+                        "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True, env=env)
+    bf = ml_dtypes.bfloat16
+    for i, (regime, lens) in enumerate(BF16_CASES):
+        lens = LENS[lens]
+        rng = np.random.default_rng(100 + i)
+        T, N, H, K, V = sum(lens), len(lens), BF16_H, BF16_K, BF16_V
+        x = {"q": rng.standard_normal((1, T, H, K)), "k": rng.standard_normal((1, T, H, K)),
+             "v": rng.standard_normal((1, T, H, V)), "beta": rng.standard_normal((1, T, H)),
+             "g": rng.standard_normal((1, T, H, K)) + (30.0 if regime == "bound" else 0.0)}
+        if regime == "beta_extreme":
+            x["beta"] = np.where(rng.random((1, T, H)) < 0.5, -12.0, 12.0)
+        x = {k: v.astype(bf) for k, v in x.items()}
+        x["initial_state"] = (0.5 * rng.standard_normal((N, H, K, V))).astype(np.float32)
+        x["A_log"] = (0.5 * rng.standard_normal(H)).astype(np.float32)
+        x["dt_bias"] = rng.standard_normal(H * K).astype(np.float32)
+        x["cu_seqlens"] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        f64 = {k: np.asarray(v).astype(np.float64) for k, v in x.items() if k != "cu_seqlens"}
+        g = ops.kda_gate_lower_bounded(f64["g"], f64["A_log"], f64["dt_bias"], -5.0)
+        o, s = ops.kda_recurrent(f64["q"], f64["k"], f64["v"], g, ops.sigmoid(f64["beta"]), K ** -0.5,
+                                 initial_state=f64["initial_state"], cu_seqlens=x["cu_seqlens"],
+                                 use_qk_l2norm=True)
+        model.save_safetensors(OUT / f"in_bf16_{i}.safetensors", x)
+        np.savez(OUT / f"ref_bf16_{i}.npz", o=o, s=s)
+    (OUT / "cases_bf16.json").write_text(json.dumps(BF16_CASES))
+    print(f"prepared {len(BF16_CASES)} bf16 cases in {OUT}")
 
 
 def read(path, name):
@@ -57,7 +131,12 @@ def read(path, name):
     n = int.from_bytes(raw[:8], "little")
     info = json.loads(raw[8:8 + n])[name]
     a, b = info["data_offsets"]
-    return np.frombuffer(raw[8 + n + a:8 + n + b], np.float32).reshape(info["shape"]).astype(np.float64)
+    buf = raw[8 + n + a:8 + n + b]
+    if info["dtype"] == "BF16":  # bf16 -> f32: the high half of the bits
+        x = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    else:
+        x = np.frombuffer(buf, np.float32)
+    return x.reshape(info["shape"]).astype(np.float64)
 
 
 def check():
@@ -85,9 +164,42 @@ def check():
             dump.unlink()
     for kda, e in worst.items():
         print(f"{kda}: worst normwise relative error over {len(cases)} cases x (o, state): {e:.2e}")
+    failures += check_bf16()
     print("ALL OK" if failures == 0 else f"{failures} FAILURES")
     return 1 if failures else 0
 
 
+def check_bf16():
+    cases = json.loads((OUT / "cases_bf16.json").read_text())
+    worst, failures = {}, 0
+    for i, (regime, lens) in enumerate(cases):
+        ref = np.load(OUT / f"ref_bf16_{i}.npz")
+        for name in BF16_VARIANTS:
+            dump = OUT / f"out_bf16_{i}_{name}.safetensors"
+            r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"bf16_{name}.k3bin"), "--device", "cuda:0",
+                                "--inputs", str(OUT / f"in_bf16_{i}.safetensors"), "--dump", str(dump), "--quiet"],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"bf16 {name} {regime} {lens}: k3-run failed: {r.stderr.strip()}")
+                failures += 1
+                continue
+            for tensor, key in (("o", "o"), ("final_state", "s")):
+                got, want = read(dump, tensor), ref[key]
+                err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+                bad = not np.all(np.isfinite(got)) or err > BF16_TOL
+                failures += bad
+                worst[name] = max(worst.get(name, 0.0), err)
+                if bad or os.environ.get("K3_CHECK_VERBOSE") == "1":
+                    print(f"{'FAIL ' if bad else ''}bf16 {name} {regime} {lens} {tensor}: {err:.2e}")
+            dump.unlink()
+    for name, e in worst.items():
+        print(f"bf16 {name}: worst normwise relative error over {len(cases)} cases x (o, state): {e:.2e}"
+              f" (bound {BF16_TOL:g})")
+    return failures
+
+
 if __name__ == "__main__":
-    sys.exit(prepare() if sys.argv[1:] == ["prepare"] else check())
+    if sys.argv[1:] == ["prepare"]:
+        sys.exit(prepare())
+    # "check-bf16": the bf16 section alone.
+    sys.exit(1 if check_bf16() else 0) if sys.argv[1:] == ["check-bf16"] else sys.exit(check())

@@ -27,14 +27,17 @@ BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
 if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["K3_BENCH_SHAPES"].split(";")]
-# Our variants: the recurrent form with the dedicated CUDA kernel at its
-# default tile, the same at other tiles (K3_KDA_CUDA_TILE="BV,P,S,C": BV
-# value columns per block, groups of P lanes owning C adjacent columns, S
-# tokens per staged chunk), and the generic chunkwise form
-# (only with K3_BENCH_CHUNKWISE=1: it is slow and costs device time).
-TILES = {"recurrent": None, "recurrent_bv64": "64,8,16,4", "recurrent_bv128": "128,8,16,4"}
-# Decode variants: the default tile, and one-token chunks (S = 1).
-DECODE_TILES = {"": None, "_s1": "32,8,1,4"}
+# Our variants, each the environment of its compile: the tensor-core chunk
+# kernel (KDAChunkMMA.cpp, the default for bf16 operands) and the recurrent
+# kernel (KDARecurrent.cpp, forced). K3_KDA_MMA_WARPS sets the chunk
+# kernel's warps per block (16 value columns each); K3_KDA_CUDA_TILE the
+# recurrent kernel's tile "BV,P,S,C".
+RECURRENT = {"K3_KDA_CUDA_KERNEL": "recurrent"}
+TILES = {"mma": {}, "mma_w2": {"K3_KDA_MMA_WARPS": "2"}, "mma_w8": {"K3_KDA_MMA_WARPS": "8"},
+         "recurrent": RECURRENT}
+# Decode variants: the recurrent kernel at its default tile and with
+# one-token chunks (S = 1), and the chunk kernel.
+DECODE_TILES = {"": RECURRENT, "_s1": dict(RECURRENT, K3_KDA_CUDA_TILE="32,8,1,4"), "_mma": {}}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 ERR_BOUND = 1e-2
 # Decode: one token per sequence, N sequences packed with cu_seqlens = arange.
@@ -81,11 +84,9 @@ func.func @forward(
 """
 
 
-def compile_model(src, out, kda, tile, max_tokens, max_seqs):
-    env = dict(os.environ)
-    env.pop("K3_KDA_CUDA_TILE", None)
-    if tile:
-        env["K3_KDA_CUDA_TILE"] = tile
+def compile_model(src, out, kda, extra_env, max_tokens, max_seqs):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("K3_KDA_")}
+    env.update(extra_env or {})
     subprocess.run([str(BIN / "k3-opt"), str(src),
                     f"--k3-compile=target=cuda kda={kda} output={out} "
                     f"max-tokens={max_tokens} max-seqs={max_seqs}", "-o", os.devnull], check=True, env=env)

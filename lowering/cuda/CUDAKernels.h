@@ -42,6 +42,13 @@ FailureOr<bool> emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                      ArrayRef<KernelOperand> inputs,
                                      ArrayRef<KernelOperand> outputs);
 
+/// The chunked `k3.kda` with its products on the tensor cores
+/// (KDAChunkMMA.cpp); false for forms it does not cover.
+FailureOr<bool> emitKDAChunkMMACUDA(KDAOp op, gpu::GPUFuncOp fn,
+                                    KernelBuilder &kb,
+                                    ArrayRef<KernelOperand> inputs,
+                                    ArrayRef<KernelOperand> outputs);
+
 } // namespace mlir::k3
 
 #endif // K3_LOWERING_CUDA_CUDAKERNELS_H

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: correctness first, then timing.
+#   1. builds FlashKDA in .anchors/flashkda (in the background, ~2 min),
+#   2. the bf16 KDA kernels against the f64 oracle (bench/gpu_kda_check.py),
+#   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel,
+#   4. bench/kda_forward.py run: ours beside fla and FlashKDA, same inputs.
+# Carry: .anchors out/kda_check out/bench build/bin/k3-run (see docs/benchmarks.md).
+# Results land in $OUT (kda_forward.json, logs).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/k3-gpu-out}
+mkdir -p "$OUT"
+export K3_BIN_DIR=${K3_BIN_DIR:-$PWD/build/bin}
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+
+if [ -d .anchors/flashkda ] && ! ls .anchors/flashkda/flash_kda/*.so >/dev/null 2>&1; then
+  (cd .anchors/flashkda && FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=4 MAX_JOBS=16 \
+     python3 setup.py build_ext --inplace >"$OUT/flashkda-build.log" 2>&1) &
+  BUILD=$!
+fi
+
+status=0
+python3 bench/gpu_kda_check.py check-bf16 2>&1 | tee "$OUT/check.log" || status=1
+CS=/usr/local/cuda/bin/compute-sanitizer
+if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
+  for tool in memcheck racecheck; do
+    $CS --tool $tool --error-exitcode 9 "$K3_BIN_DIR/k3-run" out/kda_check/bf16_mma.k3bin --device cuda:0 \
+      --inputs out/kda_check/in_bf16_17.safetensors --quiet >"$OUT/sanitizer-$tool.log" 2>&1
+    echo "compute-sanitizer $tool: rc=$? $(tail -1 "$OUT/sanitizer-$tool.log")"
+  done
+fi
+if [ -n "${BUILD:-}" ]; then
+  wait "$BUILD" || { echo "FlashKDA build failed:"; tail -20 "$OUT/flashkda-build.log"; }
+  cp .anchors/flashkda/flash_kda/*.so "$OUT/" 2>/dev/null || true
+fi
+python3 bench/kda_forward.py run 2>&1 | tee "$OUT/kda_forward.log" || status=1
+cp out/bench/kda_forward.json "$OUT/" 2>/dev/null || true
+exit $status
