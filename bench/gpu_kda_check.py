@@ -13,9 +13,9 @@ Kernels: target=cuda with kda=recurrent (the dedicated recurrent kernel)
 and kda=chunkwise (the chunk ops on the generic GPU path).
 
 bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
-(value slices: 3 blocks of 2 warps), the in-op gate at -5: the tensor-core
-chunk kernel (KDAChunkMMA.cpp; also with 1 warp per block) and the
-recurrent kernel on the same artifacts' inputs. The f64 reference runs on
+(value slices: 3 blocks of 2 warps), the in-op gate at -5: the split
+tensor-core kernels (k3-kda-mma-split; also with 1 warp per chain block),
+the fused tensor-core kernel and the recurrent kernel on the same inputs. The f64 reference runs on
 the bf16-rounded inputs.
 """
 import json
@@ -40,10 +40,12 @@ TOL = 1e-4
 BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
-# Variant -> environment of the compile (K3_KDA_CUDA_KERNEL forces the
-# recurrent kernel; K3_KDA_MMA_WARPS the chunk kernel's warps per block).
-BF16_VARIANTS = {"mma": {}, "mma_w1": {"K3_KDA_MMA_WARPS": "1"},
-                 "recurrent": {"K3_KDA_CUDA_KERNEL": "recurrent"}}
+# Variant -> (kda= option, environment of the compile): the split
+# tensor-core form (default), with 1 warp per chain block, the fused
+# single-kernel form, the recurrent kernel.
+BF16_VARIANTS = {"mma": ("auto", {}), "mma_w1": ("auto", {"K3_KDA_MMA_WARPS": "1"}),
+                 "fused": ("recurrent", {"K3_KDA_CUDA_KERNEL": "fused"}),
+                 "recurrent": ("recurrent", {})}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.
 func.func @forward(
@@ -94,11 +96,11 @@ def prepare_bf16(model):
     from k3ref import ops
     src = OUT / "kda_bf16.mlir"
     src.write_text(BF16_MODEL)
-    for name, extra in BF16_VARIANTS.items():
+    for name, (mode, extra) in BF16_VARIANTS.items():
         env = {k: v for k, v in os.environ.items() if not k.startswith("K3_KDA_")}
         env.update(extra)
         subprocess.run([str(BIN / "k3-opt"), str(src),
-                        f"--k3-compile=target=cuda kda=recurrent output={OUT}/bf16_{name}.k3bin "
+                        f"--k3-compile=target=cuda kda={mode} output={OUT}/bf16_{name}.k3bin "
                         "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True, env=env)
     bf = ml_dtypes.bfloat16
     for i, (regime, lens) in enumerate(BF16_CASES):

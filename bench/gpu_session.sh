@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 export K3_BIN_DIR=${K3_BIN_DIR:-$PWD/build/bin}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 
-if [ -d .anchors/flashkda ] && ! ls .anchors/flashkda/flash_kda/*.so >/dev/null 2>&1; then
+if [ -d .anchors/flashkda ] && [ -z "$(find .anchors/flashkda -maxdepth 2 -name '*.so' | head -1)" ]; then
   (cd .anchors/flashkda && FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=4 MAX_JOBS=16 \
      python3 setup.py build_ext --inplace >"$OUT/flashkda-build.log" 2>&1) &
   BUILD=$!
@@ -31,7 +31,7 @@ if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
 fi
 if [ -n "${BUILD:-}" ]; then
   wait "$BUILD" || { echo "FlashKDA build failed:"; tail -20 "$OUT/flashkda-build.log"; }
-  cp .anchors/flashkda/flash_kda/*.so "$OUT/" 2>/dev/null || true
+  find .anchors/flashkda -maxdepth 2 -name '*.so' -exec cp {} "$OUT/" \; -print
 fi
 python3 bench/kda_forward.py run 2>&1 | tee "$OUT/kda_forward.log" || status=1
 cp out/bench/kda_forward.json "$OUT/" 2>/dev/null || true

@@ -27,17 +27,20 @@ BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
 if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["K3_BENCH_SHAPES"].split(";")]
-# Our variants, each the environment of its compile: the tensor-core chunk
-# kernel (KDAChunkMMA.cpp, the default for bf16 operands) and the recurrent
-# kernel (KDARecurrent.cpp, forced). K3_KDA_MMA_WARPS sets the chunk
-# kernel's warps per block (16 value columns each); K3_KDA_CUDA_TILE the
-# recurrent kernel's tile "BV,P,S,C".
-RECURRENT = {"K3_KDA_CUDA_KERNEL": "recurrent"}
-TILES = {"mma": {}, "mma_w2": {"K3_KDA_MMA_WARPS": "2"}, "mma_w8": {"K3_KDA_MMA_WARPS": "8"},
+# Our variants: (kda= option, environment of the compile). "mma" is the
+# default CUDA lowering for bf16 (k3-kda-mma-split: a token-parallel operand
+# kernel, then the tensor-core chain); K3_KDA_MMA_WARPS sets the chain's
+# warps per block (16 value columns each). "fused" is the single-kernel
+# tensor-core form (K3_KDA_CUDA_KERNEL=fused), "recurrent" the recurrent
+# kernel (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
+RECURRENT = ("recurrent", {})
+TILES = {"mma": ("auto", {}), "mma_w2": ("auto", {"K3_KDA_MMA_WARPS": "2"}),
+         "mma_w8": ("auto", {"K3_KDA_MMA_WARPS": "8"}),
+         "fused_w8": ("recurrent", {"K3_KDA_CUDA_KERNEL": "fused", "K3_KDA_MMA_WARPS": "8"}),
          "recurrent": RECURRENT}
 # Decode variants: the recurrent kernel at its default tile and with
-# one-token chunks (S = 1), and the chunk kernel.
-DECODE_TILES = {"": RECURRENT, "_s1": dict(RECURRENT, K3_KDA_CUDA_TILE="32,8,1,4"), "_mma": {}}
+# one-token chunks (S = 1).
+DECODE_TILES = {"": RECURRENT, "_s1": ("recurrent", {"K3_KDA_CUDA_TILE": "32,8,1,4"})}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 ERR_BOUND = 1e-2
 # Decode: one token per sequence, N sequences packed with cu_seqlens = arange.
@@ -98,13 +101,13 @@ def prepare():
         src = OUT / f"kda_h{H}.mlir"
         src.write_text(MODEL.format(H=H, HD=H * D))
         for kda in VARIANTS:
-            compile_model(src, OUT / f"kda_h{H}_{kda}.k3bin", "chunkwise" if kda == "chunkwise" else "recurrent",
-                          TILES.get(kda), 8192, 1)
+            mode, env = TILES.get(kda, ("chunkwise", {}))
+            compile_model(src, OUT / f"kda_h{H}_{kda}.k3bin", mode, env, 8192, 1)
     for H in sorted({h for _, h in DECODE}):
         src = OUT / f"kda_decode_h{H}.mlir"
         src.write_text(DECODE_MODEL.format(H=H))
         for suffix, tile in DECODE_TILES.items():
-            compile_model(src, OUT / f"kda_decode_h{H}{suffix}.k3bin", "recurrent", tile, 256, 256)
+            compile_model(src, OUT / f"kda_decode_h{H}{suffix}.k3bin", tile[0], tile[1], 256, 256)
     print(f"prepared {OUT}")
 
 

@@ -33,9 +33,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init(KDALowering::Auto),
       llvm::cl::values(
           clEnumValN(KDALowering::Auto, "auto",
-                     "chunkwise on the CPU; recurrent on CUDA, whose "
-                     "dedicated recurrent kernel is faster until the chunk "
-                     "kernels use tensor cores"),
+                     "chunkwise on the CPU; on CUDA the tensor-core chunk "
+                     "kernels (k3-kda-mma-split) where they apply (bf16 "
+                     "operands, bounded gate), else the recurrent kernel"),
           clEnumValN(KDALowering::Recurrent, "recurrent",
                      "token-by-token gated delta rule"),
           clEnumValN(KDALowering::Chunkwise, "chunkwise",
@@ -83,6 +83,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     tile.mode = o.kdaSolver;
     pm.addPass(k3::createK3TileTriSolve(tile));
   }
+  if (o.kda == CompileOptions::KDALowering::Auto && o.target == "cuda")
+    pm.addPass(k3::createK3KDAMMASplit());
   pm.addPass(k3::createK3OutlineKernels({o.entry, o.target}));
   pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;

@@ -324,6 +324,14 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return perSeq(s.getContribution(), s.getCuSeqlens(), s.getU());
       })
+      .Case<KDAMMAOperandsOp>([&](KDAMMAOperandsOp o) -> LogicalResult {
+        return leading(o.getPacked(), o.getQ(), 3);
+      })
+      .Case<KDAMMARecurrenceOp>([&](KDAMMARecurrenceOp r) -> LogicalResult {
+        if (failed(leading(r.getOutput(), r.getPacked(), 3)))
+          return failure();
+        return perSeq(r.getFinalState(), r.getCuSeqlens(), r.getPacked());
+      })
       .Case<KDASegmentScanOp>([&](KDASegmentScanOp s) -> LogicalResult {
         return leading(s.getStarts(), s.getContribution(), 1);
       })

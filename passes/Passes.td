@@ -88,6 +88,22 @@ def K3TileTriSolve : Pass<"k3-tile-tri-solve"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3KDAMMASplit : Pass<"k3-kda-mma-split"> {
+  let summary = "Split k3.kda into tensor-core operands and chain (CUDA)";
+  let description = [{
+    Rewrites each `k3.kda` that the tensor-core kernels cover into
+    `k3.kda_mma_operands` (token-parallel: gates, norms, decayed operands,
+    the 16 x 16 products and solves of every 16-token chunk, packed per
+    token) and `k3.kda_mma_recurrence` (the serial chain over chunks, all
+    products on `mma.sync`). Covered: bf16 q, k, v; the in-op lower-bounded
+    sigmoid gate with lower_bound in [-5.5, 0]; K a multiple of 64 up to
+    256; V a multiple of 16; f32 state; cu_seqlens or batch 1. Other
+    k3.kda ops are left alone (the recurrent kernel runs them). bf16
+    operands are what the tensor cores multiply, so the result matches the
+    f64 oracle to bf16 accuracy (1e-2 normwise), not f32's.
+  }];
+}
+
 def K3ExposeRouting : Pass<"k3-expose-routing", "::mlir::ModuleOp"> {
   let summary = "Return each MoE router's expert choice from the model function";
   let description = [{

@@ -308,3 +308,67 @@ LogicalResult KDASegmentScanOp::verify() {
   }
   return success();
 }
+
+LogicalResult KDAMMAOperandsOp::verify() {
+  if (failed(rank(*this, "q", getQ(), 4)) ||
+      failed(tokenTensor(*this, "k", getK(), "q", getQ())) ||
+      failed(tokenTensor(*this, "g", getG(), "q", getQ())) ||
+      failed(tokenTensor(*this, "beta", getBeta(), "q", getQ(), 3)) ||
+      failed(tokenTensor(*this, "packed", getPacked(), "q", getQ())) ||
+      failed(cuBatch(*this, getCuSeqlens(), getQ())))
+    return failure();
+  int64_t k = rt(getQ()).getDimSize(3);
+  if (ShapedType::isDynamic(k) || k % 64 != 0 || k > 256)
+    return emitOpError() << "expects a static key dimension that is a "
+                            "multiple of 64 up to 256, got "
+                         << (ShapedType::isDynamic(k) ? std::string("?")
+                                                      : std::to_string(k));
+  if (rt(getK()).getShape() != rt(getQ()).getShape() ||
+      rt(getG()).getShape() != rt(getQ()).getShape())
+    return emitOpError() << "expects q, k and g of one shape";
+  int64_t words = rt(getPacked()).getDimSize(3);
+  if (words != 5 * k / 2 + 16)
+    return emitOpError() << "expects 5K/2 + 16 = " << 5 * k / 2 + 16
+                         << " words per token in 'packed', got " << words;
+  double lb = getLowerBound().convertToDouble();
+  if (!(lb >= -5.5 && lb <= 0.0))
+    return emitOpError() << "expects lower_bound in [-5.5, 0] (the in-chunk "
+                            "decay products must stay in the f32 range), got "
+                         << lb;
+  int64_t b = rt(getQ()).getDimSize(0);
+  if (!getCuSeqlens() && b != 1)
+    return emitOpError() << "expects cu_seqlens or batch 1";
+  return success();
+}
+
+LogicalResult KDAMMARecurrenceOp::verify() {
+  Value ops = getPacked(), v = getV();
+  if (failed(rank(*this, "packed", ops, 4)) ||
+      failed(tokenTensor(*this, "v", v, "packed", ops)) ||
+      failed(tokenTensor(*this, "output", getOutput(), "packed", ops)) ||
+      failed(cuBatch(*this, getCuSeqlens(), ops)) ||
+      failed(rank(*this, "final_state", getFinalState(), 4)) ||
+      failed(sameDim(*this, "final_state", getFinalState(), 1, "packed", ops,
+                     2, "head count")) ||
+      failed(sameDim(*this, "final_state", getFinalState(), 3, "v", v, 3,
+                     "value dimension")))
+    return failure();
+  if (rt(getOutput()).getShape() != rt(v).getShape())
+    return emitOpError() << "expects a v-shaped output";
+  int64_t k = rt(getFinalState()).getDimSize(2);
+  int64_t words = rt(ops).getDimSize(3);
+  if (ShapedType::isDynamic(k) || words != 5 * k / 2 + 16)
+    return emitOpError() << "expects 5K/2 + 16 words per token for the "
+                            "state's key dimension K";
+  int64_t vd = rt(v).getDimSize(3);
+  if (ShapedType::isDynamic(vd) || vd % 16 != 0)
+    return emitOpError() << "expects a static value dimension that is a "
+                            "multiple of 16";
+  if (getInitialState() &&
+      rt(getInitialState()).getShape() != rt(getFinalState()).getShape())
+    return emitOpError() << "expects 'initial_state' shaped like the final "
+                            "state";
+  if (!getCuSeqlens() && rt(ops).getDimSize(0) != 1)
+    return emitOpError() << "expects cu_seqlens or batch 1";
+  return success();
+}

@@ -262,4 +262,81 @@ def K3_KDASegmentScanOp : K3_Op<"kda_segment_scan", [Pure]> {
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// The tensor-core form (CUDA): per-token packed bf16 operands, then the
+// serial chain. Produced by --k3-kda-mma-split; docs/kda-cuda.md.
+//===----------------------------------------------------------------------===//
+
+def K3_KDAMMAOperandsOp : K3_Op<"kda_mma_operands", [Pure]> {
+  let summary = "KDA chunk operands for the tensor-core chain (16-token chunks)";
+  let description = [{
+    Token-parallel (one block per 16-token window). Computes what the chain
+    `k3.kda_mma_recurrence` needs of every chunk of 16 tokens, independent
+    of the state, and packs it per token in `packed [B, T, H, 5K/2 + 16]`
+    of i32 words (bf16 pairs unless noted), with the chunk's cumulative
+    log-decay G (gate in-op), q = scale * l2norm(q), k = l2norm(k):
+
+    | words                  | content of the row of token t              |
+    | ---------------------- | ------------------------------------------ |
+    | [0, K/2)               | q_t e^{G_t}                                |
+    | [K/2, K)               | k_t e^{G_t}                                |
+    | [K, 3K/2)              | k_t e^{G_C - G_t} (C: the chunk's last token)|
+    | [3K/2, 3K/2 + 8)       | row t of P = (I + L)^-1 Diag(beta), 16 bf16 |
+    | [3K/2 + 8, 3K/2 + 16)  | row t of Aqk (q_t . e^{G_t - G_s} k_s, s <= t) |
+    | [3K/2 + 16, 5K/2 + 16) | e^{G_C} as f32, on the chunk's last row only |
+
+    with `L[t][s] = beta_t k_t . (e^{G_t - G_s} k_s)` for s < t. Requires
+    the lower-bounded sigmoid gate with `lower_bound` in [-5.5, 0] (the
+    in-chunk decay products stay inside the f32 range), K a multiple of 64
+    up to 256, and cu_seqlens or B = 1.
+  }];
+  let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,
+                       K3_FloatTensor:$g, K3_FloatTensor:$beta,
+                       Optional<K3_IndexTensor>:$cu_seqlens,
+                       K3_FloatTensor:$A_log, K3_FloatTensor:$dt_bias,
+                       F64Attr:$scale, UnitAttr:$use_qk_l2norm,
+                       UnitAttr:$use_beta_sigmoid, F64Attr:$lower_bound);
+  let results = (outs TensorOf<[I32]>:$packed);
+  let assemblyFormat = [{
+    $q `,` $k `,` $g `,` $beta
+    (`cu_seqlens` `(` $cu_seqlens^ `)`)?
+    `gate_params` `(` $A_log `,` $dt_bias `)`
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_KDAMMARecurrenceOp : K3_Op<"kda_mma_recurrence",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "KDA chain over 16-token chunks on the tensor cores";
+  let description = [{
+    Serial over the chunks of a sequence, parallel over (sequence, head,
+    16-column value slices). With the `packed` operands of
+    `k3.kda_mma_operands`
+    and the state S_0 at a chunk's start (transposed per warp: S^T rows are
+    value columns):
+
+    ```
+    delta = P (v - (k e^G) S_0)
+    o     = (q e^G) S_0 + Aqk delta
+    S_0  <- Diag(e^{G_C}) S_0 + (k e^{G_C - G})^T delta
+    ```
+
+    every product an `mma.sync` (bf16 operands, f32 accumulation); the
+    state stays in f32 registers for the whole sequence.
+  }];
+  let arguments = (ins TensorOf<[I32]>:$packed, K3_FloatTensor:$v,
+                       Optional<K3_F32Tensor>:$initial_state,
+                       Optional<K3_IndexTensor>:$cu_seqlens);
+  let results = (outs K3_FloatTensor:$output, K3_F32Tensor:$final_state);
+  let assemblyFormat = [{
+    $packed `,` $v
+    (`initial_state` `(` $initial_state^ `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // K3_CHUNK_OPS_TD

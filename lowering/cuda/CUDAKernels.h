@@ -49,6 +49,17 @@ FailureOr<bool> emitKDAChunkMMACUDA(KDAOp op, gpu::GPUFuncOp fn,
                                     ArrayRef<KernelOperand> inputs,
                                     ArrayRef<KernelOperand> outputs);
 
+/// The two halves of the tensor-core KDA (KDAMMAOperands.cpp,
+/// KDAMMARecurrence.cpp): these ops exist only for the CUDA target.
+FailureOr<bool> emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
+                                       KernelBuilder &kb,
+                                       ArrayRef<KernelOperand> inputs,
+                                       ArrayRef<KernelOperand> outputs);
+FailureOr<bool> emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
+                                         gpu::GPUFuncOp fn, KernelBuilder &kb,
+                                         ArrayRef<KernelOperand> inputs,
+                                         ArrayRef<KernelOperand> outputs);
+
 } // namespace mlir::k3
 
 #endif // K3_LOWERING_CUDA_CUDAKERNELS_H

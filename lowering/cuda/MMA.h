@@ -1,0 +1,120 @@
+//===- MMA.h - warp-level tensor-core fragments for emitters ----*- C++ -*-===//
+//
+// Building blocks of the dedicated kernels that multiply on the tensor cores
+// with `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (nvvm.mma.sync:
+// MLIR 22's nvgpu.mma.sync cannot lower bf16 operands, "failed to deduce
+// operand PTX types"). Fragments are per-lane register values in PTX's
+// layout; g = lane / 4 and tig = lane % 4 below.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_CUDA_MMA_H
+#define K3_LOWERING_CUDA_MMA_H
+
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+#include <array>
+
+namespace mlir::k3 {
+
+/// A 16 x 8 f32 accumulator fragment: c0, c1 at (row g, cols 2 tig, +1),
+/// c2, c3 at (row g + 8, same cols), g = lane / 4, tig = lane % 4.
+using Acc = std::array<Value, 4>;
+/// A 16 x 16 bf16 A fragment (four bf16 pairs packed in i32): a0 (row g,
+/// cols 2 tig, +1), a1 (row g + 8), a2 (row g, cols + 8), a3 (row g + 8,
+/// cols + 8).
+using FragA = std::array<Value, 4>;
+/// A 16 x 8 bf16 B fragment: b0 (k rows 2 tig, +1; col g), b1 (k rows + 8).
+using FragB = std::array<Value, 2>;
+
+struct MMAEmitter {
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+
+  Value divu(Value a, int64_t c) {
+    return arith::DivUIOp::create(b, loc, a, kb.idx(c));
+  }
+  Value remu(Value a, int64_t c) {
+    return arith::RemUIOp::create(b, loc, a, kb.idx(c));
+  }
+  Value shuffleXor(Value v, int64_t offset) {
+    return gpu::ShuffleOp::create(b, loc, v, offset, 32, gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  Value warpSum(Value v) {
+    for (int64_t off = 16; off >= 1; off /= 2)
+      v = kb.add(v, shuffleXor(v, off));
+    return v;
+  }
+  void syncWarp() {
+    Value all = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
+    NVVM::SyncWarpOp::create(b, loc, all);
+  }
+
+  Value lds(Value mem, Value i) {
+    return memref::LoadOp::create(b, loc, mem, ValueRange{i});
+  }
+  void sts(Value v, Value mem, Value i) {
+    memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
+  }
+  Value bf16(Value f) {
+    return arith::TruncFOp::create(b, loc, b.getBF16Type(), f);
+  }
+  /// Two f32 rounded to bf16 and packed little-endian (lo first) in an i32.
+  Value pack(Value lo, Value hi) {
+    auto vt = VectorType::get({2}, b.getBF16Type());
+    Value v = LLVM::PoisonOp::create(b, loc, vt);
+    Value parts[2] = {bf16(lo), bf16(hi)};
+    for (int i = 0; i < 2; ++i)
+      v = LLVM::InsertElementOp::create(
+          b, loc, v, parts[i],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+    return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
+  }
+  /// Two bf16 values packed little-endian (lo first) in an i32.
+  Value packBF16(Value lo, Value hi) {
+    auto vt = VectorType::get({2}, b.getBF16Type());
+    Value v = LLVM::PoisonOp::create(b, loc, vt);
+    Value parts[2] = {lo, hi};
+    for (int i = 0; i < 2; ++i)
+      v = LLVM::InsertElementOp::create(
+          b, loc, v, parts[i],
+          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+    return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
+  }
+  /// The A fragment of a 16 x 16 block held as two accumulators (cols
+  /// 0..7, 8..15).
+  FragA accToA(const Acc &lo, const Acc &hi) {
+    return {pack(lo[0], lo[1]), pack(lo[2], lo[3]), pack(hi[0], hi[1]),
+            pack(hi[2], hi[3])};
+  }
+  Acc zero() { return {kb.f32(0), kb.f32(0), kb.f32(0), kb.f32(0)}; }
+
+  /// D = A B + C on the tensor cores.
+  Acc mma(const FragA &a, const FragB &bf, const Acc &c) {
+    MLIRContext *ctx = b.getContext();
+    Type f32 = b.getF32Type();
+    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+    auto op = NVVM::MmaOp::create(
+        b, loc, resTy, ValueRange(a), ValueRange(bf), ValueRange(c),
+        {16, 8, 16}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                      NVVM::MMATypes::bf16},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    Acc d;
+    for (int64_t i = 0; i < 4; ++i)
+      d[i] = LLVM::ExtractValueOp::create(b, loc, op.getResult(), i);
+    return d;
+  }
+};
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_CUDA_MMA_H
