@@ -34,7 +34,7 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
 # tensor-core form (K3_KDA_CUDA_KERNEL=fused), "recurrent" the recurrent
 # kernel (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
 RECURRENT = ("recurrent", {})
-TILES = {"mma": ("auto", {}), "mma_w2": ("auto", {"K3_KDA_MMA_WARPS": "2"}),
+TILES = {"mma": ("auto", {}), "mma_occ4": ("auto", {"K3_KDA_OPERANDS_BLOCKS_PER_SM": "4"}),
          "mma_w8": ("auto", {"K3_KDA_MMA_WARPS": "8"}),
          "fused_w8": ("recurrent", {"K3_KDA_CUDA_KERNEL": "fused", "K3_KDA_MMA_WARPS": "8"}),
          "recurrent": RECURRENT}
@@ -212,7 +212,8 @@ def run():
             if not ok:
                 FAILURES.append(f"{row['shape']} {kda}")
             dump.unlink()
-        inp.unlink()
+        if os.environ.get("K3_BENCH_KEEP_INPUTS") != "1":
+            inp.unlink()
         C = 64
         flops = B * H * (6 * T * D * D + 3 * T * C * D + T * C * C)
         floor_ms = (B * T * H * 1282 + 2 * B * H * D * D * 4) / 4.25e9

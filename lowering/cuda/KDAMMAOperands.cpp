@@ -23,6 +23,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -82,6 +85,15 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
               b.getDenseI64ArrayAttr({kNumTokens, heads, (kChunk - 1) * heads,
                                       kChunk}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
+  // The kernel is latency-bound per block (barriers, a 16-step solve):
+  // throughput comes from blocks per SM, so cap the registers for
+  // K3_KDA_OPERANDS_BLOCKS_PER_SM resident blocks (default 3: the most
+  // without spills at K = 128, 156 registers; 4 spills 12 bytes).
+  int64_t blocksPerSM = 3;
+  if (const char *env = std::getenv("K3_KDA_OPERANDS_BLOCKS_PER_SM"))
+    blocksPerSM = std::max(1, std::atoi(env));
+  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
+  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
 
   // Shared memory: G [16][K] f32, beta [16], L [16][17] f32, and the
   // intra-chunk factors q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs
