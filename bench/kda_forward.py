@@ -42,6 +42,8 @@ TILES = {"mma": ("auto", {}), "mma_occ4": ("auto", {"K3_KDA_OPERANDS_BLOCKS_PER_
 # one-token chunks (S = 1).
 DECODE_TILES = {"": RECURRENT, "_s1": ("recurrent", {"K3_KDA_CUDA_TILE": "32,8,1,4"})}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
+if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
+    VARIANTS = tuple(v for v in os.environ["K3_BENCH_VARIANTS"].split(",") if v in VARIANTS)
 ERR_BOUND = 1e-2
 # Decode: one token per sequence, N sequences packed with cu_seqlens = arange.
 DECODE = [(64, 32), (256, 32), (64, 96)]
