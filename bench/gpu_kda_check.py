@@ -14,8 +14,8 @@ and kda=chunkwise (the chunk ops on the generic GPU path).
 
 bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
 (value slices: 3 blocks of 2 warps), the in-op gate at -5: the split
-tensor-core kernels (k3-kda-mma-split; also with 1 warp per chain block),
-the fused tensor-core kernel and the recurrent kernel on the same inputs. The f64 reference runs on
+tensor-core kernels (k3-kda-mma-split; also with 1 warp per chain block)
+and the recurrent kernel on the same inputs. The f64 reference runs on
 the bf16-rounded inputs.
 """
 import json
@@ -41,10 +41,9 @@ BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
 # Variant -> (kda= option, environment of the compile): the split
-# tensor-core form (default), with 1 warp per chain block, the fused
-# single-kernel form, the recurrent kernel.
+# tensor-core form (default), with 1 warp per chain block, the recurrent
+# kernel.
 BF16_VARIANTS = {"mma": ("auto", {}), "mma_w1": ("auto", {"K3_KDA_MMA_WARPS": "1"}),
-                 "fused": ("recurrent", {"K3_KDA_CUDA_KERNEL": "fused"}),
                  "recurrent": ("recurrent", {})}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.

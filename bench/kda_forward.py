@@ -30,13 +30,12 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
 # Our variants: (kda= option, environment of the compile). "mma" is the
 # default CUDA lowering for bf16 (k3-kda-mma-split: a token-parallel operand
 # kernel, then the tensor-core chain); K3_KDA_MMA_WARPS sets the chain's
-# warps per block (16 value columns each). "fused" is the single-kernel
-# tensor-core form (K3_KDA_CUDA_KERNEL=fused), "recurrent" the recurrent
-# kernel (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
+# warps per block (16 value columns each), K3_KDA_OPERANDS_BLOCKS_PER_SM the
+# operand kernel's register cap; "recurrent" is the recurrent kernel
+# (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
 RECURRENT = ("recurrent", {})
 TILES = {"mma": ("auto", {}), "mma_occ4": ("auto", {"K3_KDA_OPERANDS_BLOCKS_PER_SM": "4"}),
          "mma_w8": ("auto", {"K3_KDA_MMA_WARPS": "8"}),
-         "fused_w8": ("recurrent", {"K3_KDA_CUDA_KERNEL": "fused", "K3_KDA_MMA_WARPS": "8"}),
          "recurrent": RECURRENT}
 # Decode variants: the recurrent kernel at its default tile and with
 # one-token chunks (S = 1).

@@ -42,13 +42,6 @@ FailureOr<bool> emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                      ArrayRef<KernelOperand> inputs,
                                      ArrayRef<KernelOperand> outputs);
 
-/// The chunked `k3.kda` with its products on the tensor cores
-/// (KDAChunkMMA.cpp); false for forms it does not cover.
-FailureOr<bool> emitKDAChunkMMACUDA(KDAOp op, gpu::GPUFuncOp fn,
-                                    KernelBuilder &kb,
-                                    ArrayRef<KernelOperand> inputs,
-                                    ArrayRef<KernelOperand> outputs);
-
 /// The two halves of the tensor-core KDA (KDAMMAOperands.cpp,
 /// KDAMMARecurrence.cpp): these ops exist only for the CUDA target.
 FailureOr<bool> emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,

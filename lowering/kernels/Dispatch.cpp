@@ -56,6 +56,11 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb,
       .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
       .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })
       .Case([&](MoEExpertsOp o) { return emitMoEExperts(o, kb, in, out); })
+      .Case<KDAMMAOperandsOp, KDAMMARecurrenceOp>([&](Operation *o) {
+        return o->emitOpError()
+               << "has only a CUDA kernel (k3-kda-mma-split is part of the "
+                  "target=cuda pipeline)";
+      })
       .Default([&](Operation *o) {
         return o->emitOpError() << "has no kernel generator";
       });

@@ -1,0 +1,79 @@
+// REQUIRES: ptxas
+// The bf16 k3.kda on target=cuda after k3-kda-mma-split: the operand
+// kernel (lowering/cuda/KDAMMAOperands.cpp: H blocks of 4 warps per
+// 16-token window, the in-chunk products on the tensor cores, dynamic shared
+// memory) and the chain (KDAMMARecurrence.cpp: a block per (sequence, head,
+// 64 value columns), cp.async double buffering, every product an mma.sync
+// with bf16 operands and f32 accumulators).
+// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// CHECK-LABEL: gpu.func @kda_mma_operands_0(
+// CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
+// CHECK-SAME: k3.launch_grid = array<i64: -1, 4, 60, 16>
+// CHECK-SAME: k3.launch_smem = {{[0-9]+}}
+// CHECK-SAME: nvvm.minctasm = 3
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: gpu.barrier
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK: gpu.barrier
+
+// CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
+// CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
+// CHECK-SAME: k3.launch_grid = array<i64: -2, 8, 0, 1>
+// CHECK: gpu.dynamic_shared_memory
+// CHECK: nvvm.cp.async.shared.global {{.*}} cache = cg
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: gpu.barrier
+// CHECK-COUNT-52: nvvm.mma.sync
+// CHECK: gpu.barrier
+// CHECK: scf.yield
+// CHECK-NOT: nvvm.mma.sync
+
+// PTX: .entry kda_mma_operands_0
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: .entry kda_mma_recurrence_1
+// PTX: cp.async.cg.shared.global
+// PTX: cp.async.wait_group 1
+// PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-NOT: ld.local
+// PTX-NOT: st.local
+
+// ptxas compiles the entries in reverse order; neither spills.
+// PTXAS: Compiling entry function 'kda_mma_recurrence_1' for 'sm_90a'
+// PTXAS-NEXT: Function properties for kda_mma_recurrence_1
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PTXAS: Compiling entry function 'kda_mma_operands_0' for 'sm_90a'
+// PTXAS-NEXT: Function properties for kda_mma_operands_0
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(
+    %q: tensor<1x?x4x128xbf16> {k3.name = "q", k3.dims = array<i64: 1, -1, 4, 128>},
+    %k: tensor<1x?x4x128xbf16> {k3.name = "k", k3.dims = array<i64: 1, -1, 4, 128>},
+    %v: tensor<1x?x4x128xbf16> {k3.name = "v", k3.dims = array<i64: 1, -1, 4, 128>},
+    %g: tensor<1x?x4x128xbf16> {k3.name = "g", k3.dims = array<i64: 1, -1, 4, 128>},
+    %beta: tensor<1x?x4xbf16> {k3.name = "beta", k3.dims = array<i64: 1, -1, 4>},
+    %s0: tensor<?x4x128x128xf32> {k3.name = "initial_state", k3.dims = array<i64: -2, 4, 128, 128>},
+    %alog: tensor<4xf32> {k3.name = "A_log"},
+    %dtb: tensor<512xf32> {k3.name = "dt_bias"},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<1x?x4x128xbf16> {k3.name = "o"}, tensor<?x4x128x128xf32> {k3.name = "final_state"}) {
+  %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu) gate_params(%alog, %dtb)
+      {scale = 0.08838834764831845 : f64, use_qk_l2norm, use_beta_sigmoid,
+       gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64}
+      : (tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>, tensor<1x?x4x128xbf16>,
+         tensor<1x?x4xbf16>, tensor<?x4x128x128xf32>, tensor<?xi32>, tensor<4xf32>, tensor<512xf32>)
+      -> (tensor<1x?x4x128xbf16>, tensor<?x4x128x128xf32>)
+  return %o, %s : tensor<1x?x4x128xbf16>, tensor<?x4x128x128xf32>
+}
