@@ -30,11 +30,12 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
 # Our variants: (kda= option, environment of the compile). "mma" is the
 # default CUDA lowering for bf16 (k3-kda-mma-split: a token-parallel operand
 # kernel, then the tensor-core chain); K3_KDA_MMA_WARPS sets the chain's
-# warps per block (16 value columns each), K3_KDA_OPERANDS_BLOCKS_PER_SM the
-# operand kernel's register cap; "recurrent" is the recurrent kernel
+# warps per block (16 value columns each), K3_KDA_MMA_STAGES its cp.async
+# stages, K3_KDA_OPERANDS_BLOCKS_PER_SM the operand kernel's register cap; "recurrent" is the recurrent kernel
 # (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
 RECURRENT = ("recurrent", {})
 TILES = {"mma": ("auto", {}), "mma_occ4": ("auto", {"K3_KDA_OPERANDS_BLOCKS_PER_SM": "4"}),
+         "mma_stages2": ("auto", {"K3_KDA_MMA_STAGES": "2"}),
          "mma_w8": ("auto", {"K3_KDA_MMA_WARPS": "8"}),
          "recurrent": RECURRENT}
 # Decode variants: the recurrent kernel at its default tile and with
@@ -230,7 +231,8 @@ def run():
                 row[f"k3_{kda}_floor_fraction"] = floor_ms / row[f"k3_{kda}_ms"]
         print(json.dumps(row), flush=True)
         rows.append(row)
-    rows += decode(torch, F, bench, dev)
+    if os.environ.get("K3_BENCH_SKIP_DECODE") != "1":
+        rows += decode(torch, F, bench, dev)
     (OUT / "kda_forward.json").write_text(json.dumps(rows, indent=1))
     print("ALL OK" if not FAILURES else "FAILURES: " + ", ".join(FAILURES))
     return 1 if FAILURES else 0

@@ -87,19 +87,24 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   // The kernel is latency-bound per block (barriers, a 16-step solve):
   // throughput comes from blocks per SM, so cap the registers for
-  // K3_KDA_OPERANDS_BLOCKS_PER_SM resident blocks (default 3: the most
-  // without spills at K = 128, 156 registers; 4 spills 12 bytes).
-  int64_t blocksPerSM = 3;
+  // K3_KDA_OPERANDS_BLOCKS_PER_SM resident blocks (default 5: 85
+  // registers, no spills, 38.5 KB of shared memory each at K = 128, which
+  // also caps an H200 SM at 5 blocks).
+  int64_t blocksPerSM = 5;
   if (const char *env = std::getenv("K3_KDA_OPERANDS_BLOCKS_PER_SM"))
     blocksPerSM = std::max(1, std::atoi(env));
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
 
-  // Shared memory: G [16][K] f32, beta [16], L [16][17] f32, and the
-  // intra-chunk factors q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs
-  // [16][K/2 + 4].
+  // Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
+  // [16][K] f32 with their per-token norm factors [16][2] (held here, not
+  // in registers across barriers: registers set how many blocks share an
+  // SM), beta [16], L [16][17] f32, and the intra-chunk factors
+  // q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4].
   const int64_t opStride = kDim / 2 + 4, lStride = 17;
-  const int64_t offBeta = kChunk * kDim * 4, offL = offBeta + kChunk * 4;
+  const int64_t offQ = kChunk * kDim * 4, offK = offQ + kChunk * kDim * 4;
+  const int64_t offNorm = offK + kChunk * kDim * 4;
+  const int64_t offBeta = offNorm + kChunk * 2 * 4, offL = offBeta + kChunk * 4;
   const int64_t offOps = offL + kChunk * lStride * 4;
   const int64_t total = offOps + 3 * kChunk * opStride * 4;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(total));
@@ -116,6 +121,9 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         .getResult();
   };
   Value sG = viewAs(b.getF32Type(), 0, kChunk * kDim);
+  Value sQ = viewAs(b.getF32Type(), offQ, kChunk * kDim);
+  Value sK = viewAs(b.getF32Type(), offK, kChunk * kDim);
+  Value sNorm = viewAs(b.getF32Type(), offNorm, kChunk * 2);
   Value sBeta = viewAs(b.getF32Type(), offBeta, kChunk);
   Value sL = viewAs(b.getF32Type(), offL, kChunk * lStride);
   enum { kQM, kKMM, kKM };
@@ -149,55 +157,61 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
                                              kb.addi(ch0, kb.idx(e)))});
     gpu::BarrierOp::create(b, loc);
 
-    // P1: loads, gates, norms (warp w: tokens 4w..4w+3, lane: CPL channels).
-    SmallVector<Value> qn(kTPW * CPL), kn(kTPW * CPL), tokRow(kTPW),
-        valid(kTPW);
+    // P1: loads, gates, norms (warp w: tokens 4w..4w+3, lane: CPL
+    // channels). The log decay is kept in log2 units (exponentials are
+    // then single ex2 instructions); q and k go to shared memory masked,
+    // their norm factors beside them.
+    // Tokens one at a time (a loop, not unrolled): what one token needs
+    // in registers is all the kernel holds, so more blocks fit on an SM.
     Value zero = kb.f32(0.0);
-    {
-      SmallVector<Value> rq(kTPW * CPL), rk(kTPW * CPL), rg(kTPW * CPL),
-          tok(kTPW);
-      for (int64_t i = 0; i < kTPW; ++i) {
-        tokRow[i] = kb.addi(kb.muli(warp, kb.idx(kTPW)), kb.idx(i));
-        tok[i] = kb.minsi(kb.addi(t0, tokRow[i]), last);
-        valid[i] = kb.lti(tokRow[i], count);
-        for (int64_t e = 0; e < CPL; ++e) {
-          Value c = kb.addi(ch0, kb.idx(e));
-          rq[i * CPL + e] = kb.load(q, {kb.idx(0), tok[i], hh, c});
-          rk[i * CPL + e] = kb.load(k, {kb.idx(0), tok[i], hh, c});
-          rg[i * CPL + e] = kb.load(g, {kb.idx(0), tok[i], hh, c});
-        }
+    const double log2e = 1.4426950408889634;
+    auto exp2 = [&](Value x) { return math::Exp2Op::create(b, loc, x); };
+    auto tokenRow = [&](Value i) {
+      return kb.addi(kb.muli(warp, kb.idx(kTPW)), i);
+    };
+    kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
+      Value row = tokenRow(i);
+      Value valid = kb.lti(row, count);
+      Value tok = kb.minsi(kb.addi(t0, row), last);
+      SmallVector<Value> rq(CPL), rk(CPL), rg(CPL);
+      for (int64_t e = 0; e < CPL; ++e) {
+        Value c = kb.addi(ch0, kb.idx(e));
+        rq[e] = kb.load(q, {kb.idx(0), tok, hh, c});
+        rk[e] = kb.load(k, {kb.idx(0), tok, hh, c});
+        rg[e] = kb.load(g, {kb.idx(0), tok, hh, c});
       }
-      for (int64_t i = 0; i < kTPW; ++i) {
-        Value sqq = zero, skk = zero;
-        for (int64_t e = 0; e < CPL; ++e) {
-          Value &qe = rq[i * CPL + e], &ke = rk[i * CPL + e];
-          qe = kb.select(valid[i], qe, zero);
-          ke = kb.select(valid[i], ke, zero);
-          sqq = kb.fma(qe, qe, sqq);
-          skk = kb.fma(ke, ke, skk);
-          Value u = kb.add(rg[i * CPL + e], dtb[e]);
-          Value lgt = kb.mul(kb.f32(lowerBound), kb.sigmoid(kb.mul(gateA, u)));
-          em.sts(kb.select(valid[i], lgt, zero), sG,
-                 kb.addi(kb.muli(tokRow[i], kb.idx(kDim)),
-                         kb.addi(ch0, kb.idx(e))));
-        }
-        Value nq = kb.f32(scale), nk = kb.f32(1.0);
-        if (l2) {
-          nq = kb.mul(nq, kb.rsqrt(kb.add(em.warpSum(sqq), kb.f32(1e-6))));
-          nk = kb.rsqrt(kb.add(em.warpSum(skk), kb.f32(1e-6)));
-        }
-        for (int64_t e = 0; e < CPL; ++e) {
-          qn[i * CPL + e] = kb.mul(rq[i * CPL + e], nq);
-          kn[i * CPL + e] = kb.mul(rk[i * CPL + e], nk);
-        }
-        kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
-          Value bt = kb.load(beta, {kb.idx(0), tok[i], hh});
-          if (sigmoidBeta)
-            bt = kb.sigmoid(bt);
-          em.sts(kb.select(valid[i], bt, zero), sBeta, tokRow[i]);
-        });
+      Value sqq = zero, skk = zero;
+      Value rowBase = kb.muli(row, kb.idx(kDim));
+      for (int64_t e = 0; e < CPL; ++e) {
+        Value qe = kb.select(valid, rq[e], zero);
+        Value ke = kb.select(valid, rk[e], zero);
+        sqq = kb.fma(qe, qe, sqq);
+        skk = kb.fma(ke, ke, skk);
+        Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
+        em.sts(qe, sQ, at);
+        em.sts(ke, sK, at);
+        // lb * sigmoid(A (g + dt_bias)) * log2(e).
+        Value u = kb.mul(gateA, kb.add(rg[e], dtb[e]));
+        Value sig = kb.div(kb.f32(1.0),
+                           kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
+        Value lgt = kb.mul(kb.f32(lowerBound * log2e), sig);
+        em.sts(kb.select(valid, lgt, zero), sG, at);
       }
-    }
+      Value nq = kb.f32(scale), nk = kb.f32(1.0);
+      if (l2) {
+        nq = kb.mul(nq, kb.rsqrt(kb.add(em.warpSum(sqq), kb.f32(1e-6))));
+        nk = kb.rsqrt(kb.add(em.warpSum(skk), kb.f32(1e-6)));
+      }
+      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+        Value bt = kb.load(beta, {kb.idx(0), tok, hh});
+        if (sigmoidBeta)
+          bt = kb.sigmoid(bt);
+        em.sts(kb.select(valid, bt, zero), sBeta, row);
+        Value n2 = kb.muli(row, kb.idx(2));
+        em.sts(nq, sNorm, n2);
+        em.sts(nk, sNorm, kb.addi(n2, kb.idx(1)));
+      });
+    });
     gpu::BarrierOp::create(b, loc);
 
     // P2: cumulative decay per channel; e^{G_C} on the last row.
@@ -212,7 +226,7 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
           em.sts(run, sG, at);
         }
         Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(),
-                                              kb.exp(run));
+                                              exp2(run));
         memref::StoreOp::create(
             b, loc, bits, packed,
             ValueRange{kb.idx(0), lastRow, hh, kb.addi(kb.idx(R + 16), c)});
@@ -226,17 +240,22 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
 
     // P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
     // rows (valid tokens), the intra-chunk factors to shared memory.
-    for (int64_t i = 0; i < kTPW; ++i) {
-      Value t = tokRow[i];
+    kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
+      Value t = tokenRow(i);
+      Value valid = kb.lti(t, count);
+      Value rowBase = kb.muli(t, kb.idx(kDim));
+      Value n2 = kb.muli(t, kb.idx(2));
+      Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
       SmallVector<std::array<Value, 6>> vals(CPL);
       for (int64_t e = 0; e < CPL; ++e) {
         Value c = kb.addi(ch0, kb.idx(e));
-        Value G = em.lds(sG, kb.addi(kb.muli(t, kb.idx(kDim)), c));
+        Value at = kb.addi(rowBase, c);
+        Value G = em.lds(sG, at);
         Value Gm = em.lds(sG, kb.addi(kb.idx(kMid * kDim), c));
         Value Gc = em.lds(sG, kb.addi(kb.idx((kChunk - 1) * kDim), c));
-        Value eG = kb.exp(G), eRel = kb.exp(kb.sub(G, Gm));
-        Value eInv = kb.exp(kb.sub(Gm, G)), eTail = kb.exp(kb.sub(Gc, G));
-        Value qv = qn[i * CPL + e], kv = kn[i * CPL + e];
+        Value eG = exp2(G), eRel = exp2(kb.sub(G, Gm));
+        Value eInv = exp2(kb.sub(Gm, G)), eTail = exp2(kb.sub(Gc, G));
+        Value qv = kb.mul(em.lds(sQ, at), nq), kv = kb.mul(em.lds(sK, at), nk);
         vals[e] = {kb.mul(qv, eG),   kb.mul(kv, eG),   kb.mul(kv, eTail),
                    kb.mul(qv, eRel), kb.mul(kv, eRel), kb.mul(kv, eInv)};
       }
@@ -247,7 +266,7 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         for (int x = 0; x < 3; ++x)
           em.sts(em.pack(vals[e][3 + x], vals[e + 1][3 + x]), sOp[x],
                  kb.addi(rowW, wIdx));
-        kb.ifThen(valid[i], [&] {
+        kb.ifThen(valid, [&] {
           for (int x = 0; x < 3; ++x)
             memref::StoreOp::create(
                 b, loc, em.pack(vals[e][x], vals[e + 1][x]), packed,
@@ -255,7 +274,7 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
                            kb.addi(kb.idx(x * kDim / 2), wIdx)});
         });
       }
-    }
+    });
     gpu::BarrierOp::create(b, loc);
 
     // Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
@@ -320,6 +339,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         for (int64_t m = 0; m < i; ++m)
           xi = kb.sub(xi, kb.mul(em.lds(sL, kb.idx(i * lStride + m)), x[m]));
         x[i] = xi;
+        // A copy of x_i in shared memory (q's staging, done with): a store
+        // the compiler cannot move the next rows' loads of L above, so only
+        // one row of L is live at a time.
+        em.sts(xi, sQ, kb.addi(kb.idx(i * 32), lane));
       }
       Value bj = em.lds(sBeta, j);
       Value even = kb.eqi(em.remu(lane, 2), kb.idx(0));

@@ -16,8 +16,9 @@
 // An accumulator of S^T, r^T or delta^T (rows = value columns) is already
 // the A fragment of the next product (tiles n, n + 1 -> one 16 x 16 block),
 // so the chain never leaves registers. The chunk's operands (16 packed
-// rows, e^{G_C}, v's slice) move into shared memory with cp.async, two
-// stages: chunk c + 1 is in flight while chunk c multiplies. Rows past the
+// rows, e^{G_C}, v's slice) move into shared memory with cp.async, three
+// stages by default: chunks c + 1 and c + 2 are in flight while chunk c
+// multiplies, one barrier per chunk. Rows past the
 // sequence's end are zero-filled (cp.async with source size 0), which makes
 // their delta zero.
 //
@@ -27,6 +28,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 using namespace mlir;
@@ -94,11 +96,16 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   while (warps > 1 && (vDim / 16) % warps != 0)
     warps /= 2;
   const int64_t BV = 16 * warps, threads = 32 * warps, nvb = vDim / BV;
+  // Shared-memory stages: chunks c+1 .. c+stages-1 are in flight while
+  // chunk c multiplies. K3_KDA_MMA_STAGES tunes (2..4).
+  int64_t stages = 3;
+  if (const char *env = std::getenv("K3_KDA_MMA_STAGES"))
+    stages = std::min(4, std::max(2, std::atoi(env)));
 
   const int64_t rowsBytes = kChunk * RS * 4, egcBytes = kDim * 4;
   const int64_t vBytes = kChunk * BV * 2;
   const int64_t stageBytes = rowsBytes + egcBytes + vBytes;
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(2 * stageBytes));
+  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(stages * stageBytes));
   Value numSeqs = kb.dim(out[1].shape[0]);
   auto nForm = kb.linearForm(numSeqs);
   if (!nForm)
@@ -151,7 +158,7 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       acc0.push_back(init ? kb.load(init->full, {n, h, kCol(nt, c), vRow[c / 2]})
                           : kb.f32(0.0));
 
-  // Issues chunk c's copies into stage c % 2 (every thread a share).
+  // Issues chunk c's copies into stage c % stages (every thread a share).
   Value packedBase = cp.addressOf(in[0].base), vBase = cp.addressOf(in[1].base);
   Value smemBase = cp.addressOf(smem);
   auto rowAddr = [&](Value t) { // byte address of packed row (bIdx, t, h)
@@ -164,7 +171,8 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   auto issue = [&](Value c) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
-    Value stage = kb.addi(smemBase, kb.muli(em.remu(c, 2), kb.idx(stageBytes)));
+    Value stage =
+        kb.addi(smemBase, kb.muli(em.remu(c, stages), kb.idx(stageBytes)));
     auto pieces = [&](int64_t total,
                       const std::function<void(Value)> &body) {
       for (int64_t p0 = 0; p0 < total; p0 += threads) {
@@ -213,8 +221,10 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   };
   auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(b, loc); };
 
-  kb.ifThen(kb.lti(kb.idx(0), numChunks), [&] { issue(kb.idx(0)); });
-  commit();
+  for (int64_t c0 = 0; c0 < stages - 1; ++c0) {
+    kb.ifThen(kb.lti(kb.idx(c0), numChunks), [&] { issue(kb.idx(c0)); });
+    commit();
+  }
 
   auto chunks = scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1),
                                    acc0);
@@ -223,15 +233,19 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     b.setInsertionPointToStart(chunks.getBody());
     Value c = chunks.getInductionVar();
     ValueRange it = chunks.getRegionIterArgs();
-    Value cNext = kb.addi(c, kb.idx(1));
+    // Chunk c has landed (only chunk c + 1's group may be pending), and
+    // after the barrier every warp is done with chunk c - 1, whose stage
+    // then takes chunk c + stages - 1: one barrier per chunk.
+    NVVM::CpAsyncWaitGroupOp::create(b, loc,
+                                      b.getI32IntegerAttr(int32_t(stages - 2)));
+    gpu::BarrierOp::create(b, loc);
+    Value cNext = kb.addi(c, kb.idx(stages - 1));
     kb.ifThen(kb.lti(cNext, numChunks), [&] { issue(cNext); });
     commit();
-    NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(1));
-    gpu::BarrierOp::create(b, loc);
 
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
-    Value stageOff = kb.muli(em.remu(c, 2), kb.idx(stageBytes));
+    Value stageOff = kb.muli(em.remu(c, stages), kb.idx(stageBytes));
     Value sRows = viewAt(b.getI32Type(), stageOff, kChunk * RS);
     Value sRows16 = viewAt(b.getBF16Type(), stageOff, kChunk * RS * 2);
     Value sEgc = viewAt(b.getF32Type(), kb.addi(stageOff, kb.idx(rowsBytes)),
@@ -306,8 +320,6 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       acc = em.mma(aD, bK, acc);
       nextAcc.append(acc.begin(), acc.end());
     }
-    // Everyone is done with this stage before it is refilled.
-    gpu::BarrierOp::create(b, loc);
     scf::YieldOp::create(b, loc, nextAcc);
   }
   NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));

@@ -3,8 +3,8 @@
 // kernel (lowering/cuda/KDAMMAOperands.cpp: H blocks of 4 warps per
 // 16-token window, the in-chunk products on the tensor cores, dynamic shared
 // memory) and the chain (KDAMMARecurrence.cpp: a block per (sequence, head,
-// 64 value columns), cp.async double buffering, every product an mma.sync
-// with bf16 operands and f32 accumulators).
+// 64 value columns), three cp.async stages, every product an mma.sync with
+// bf16 operands and f32 accumulators).
 // RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
@@ -17,7 +17,7 @@
 // CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
 // CHECK-SAME: k3.launch_grid = array<i64: -1, 4, 60, 16>
 // CHECK-SAME: k3.launch_smem = {{[0-9]+}}
-// CHECK-SAME: nvvm.minctasm = 3
+// CHECK-SAME: nvvm.minctasm = 5
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: gpu.barrier
 // CHECK: gpu.shuffle xor
@@ -31,13 +31,19 @@
 // CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
 // CHECK-SAME: k3.launch_grid = array<i64: -2, 8, 0, 1>
 // CHECK: gpu.dynamic_shared_memory
+// Three stages: chunks 0 and 1 issued ahead; per chunk one wait (chunk c
+// landed, c + 1 may be pending), one barrier, chunk c + 2 issued, 52 mma.
 // CHECK: nvvm.cp.async.shared.global {{.*}} cache = cg
+// CHECK: nvvm.cp.async.commit.group
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
 // CHECK: nvvm.cp.async.wait.group 1
-// CHECK: gpu.barrier
+// CHECK-NEXT: gpu.barrier
+// CHECK: nvvm.cp.async.shared.global
+// CHECK: nvvm.cp.async.commit.group
+// CHECK-NOT: gpu.barrier
 // CHECK-COUNT-52: nvvm.mma.sync
-// CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK-NOT: nvvm.mma.sync
 
