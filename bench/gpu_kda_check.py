@@ -40,11 +40,10 @@ TOL = 1e-4
 BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
-# Variant -> (kda= option, environment of the compile): the split
-# tensor-core form (default), with 1 warp per chain block, the recurrent
-# kernel.
-BF16_VARIANTS = {"mma": ("auto", {}), "mma_w1": ("auto", {"K3_KDA_MMA_WARPS": "1"}),
-                 "recurrent": ("recurrent", {})}
+# Variant -> extra k3-compile options: the split tensor-core form
+# (default), with 1 warp per chain block, the recurrent kernel.
+BF16_VARIANTS = {"mma": "kda=auto", "mma_w1": "kda=auto cuda-kda-mma-warps=1",
+                 "recurrent": "kda=recurrent"}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.
 func.func @forward(
@@ -95,12 +94,10 @@ def prepare_bf16(model):
     from k3ref import ops
     src = OUT / "kda_bf16.mlir"
     src.write_text(BF16_MODEL)
-    for name, (mode, extra) in BF16_VARIANTS.items():
-        env = {k: v for k, v in os.environ.items() if not k.startswith("K3_KDA_")}
-        env.update(extra)
+    for name, options in BF16_VARIANTS.items():
         subprocess.run([str(BIN / "k3-opt"), str(src),
-                        f"--k3-compile=target=cuda kda={mode} output={OUT}/bf16_{name}.k3bin "
-                        "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True, env=env)
+                        f"--k3-compile=target=cuda {options} output={OUT}/bf16_{name}.k3bin "
+                        "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True)
     bf = ml_dtypes.bfloat16
     for i, (regime, lens) in enumerate(BF16_CASES):
         lens = LENS[lens]

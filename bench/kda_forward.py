@@ -27,20 +27,20 @@ BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 SHAPES = [(1, 2048, 96), (1, 8192, 64), (1, 8192, 96)]
 if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["K3_BENCH_SHAPES"].split(";")]
-# Our variants: (kda= option, environment of the compile). "mma" is the
-# default CUDA lowering for bf16 (k3-kda-mma-split: a token-parallel operand
-# kernel, then the tensor-core chain); K3_KDA_MMA_WARPS sets the chain's
-# warps per block (16 value columns each), K3_KDA_MMA_STAGES its cp.async
-# stages, K3_KDA_OPERANDS_BLOCKS_PER_SM the operand kernel's register cap; "recurrent" is the recurrent kernel
-# (K3_KDA_CUDA_TILE="BV,P,S,C" sets its tile).
-RECURRENT = ("recurrent", {})
-TILES = {"mma": ("auto", {}), "mma_occ4": ("auto", {"K3_KDA_OPERANDS_BLOCKS_PER_SM": "4"}),
-         "mma_stages2": ("auto", {"K3_KDA_MMA_STAGES": "2"}),
-         "mma_w8": ("auto", {"K3_KDA_MMA_WARPS": "8"}),
+# Our variants: extra k3-compile options. "mma" is the default CUDA lowering
+# for bf16 (kda=auto: k3-kda-mma-split, a token-parallel operand kernel,
+# then the tensor-core chain); cuda-kda-mma-warps sets the chain's warps per
+# block (16 value columns each), cuda-kda-mma-stages its cp.async stages,
+# cuda-kda-operands-blocks-per-sm the operand kernel's register cap;
+# "recurrent" is the recurrent kernel (cuda-kda-recurrent-tile=BV,P,S,C).
+RECURRENT = "kda=recurrent"
+TILES = {"mma": "kda=auto", "mma_occ4": "kda=auto cuda-kda-operands-blocks-per-sm=4",
+         "mma_stages2": "kda=auto cuda-kda-mma-stages=2",
+         "mma_w8": "kda=auto cuda-kda-mma-warps=8",
          "recurrent": RECURRENT}
 # Decode variants: the recurrent kernel at its default tile and with
 # one-token chunks (S = 1).
-DECODE_TILES = {"": RECURRENT, "_s1": ("recurrent", {"K3_KDA_CUDA_TILE": "32,8,1,4"})}
+DECODE_TILES = {"": RECURRENT, "_s1": "kda=recurrent cuda-kda-recurrent-tile=32,8,1,4"}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
     VARIANTS = tuple(v for v in os.environ["K3_BENCH_VARIANTS"].split(",") if v in VARIANTS)
@@ -89,12 +89,10 @@ func.func @forward(
 """
 
 
-def compile_model(src, out, kda, extra_env, max_tokens, max_seqs):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("K3_KDA_")}
-    env.update(extra_env or {})
+def compile_model(src, out, options, max_tokens, max_seqs):
     subprocess.run([str(BIN / "k3-opt"), str(src),
-                    f"--k3-compile=target=cuda kda={kda} output={out} "
-                    f"max-tokens={max_tokens} max-seqs={max_seqs}", "-o", os.devnull], check=True, env=env)
+                    f"--k3-compile=target=cuda {options} output={out} "
+                    f"max-tokens={max_tokens} max-seqs={max_seqs}", "-o", os.devnull], check=True)
 
 
 def prepare():
@@ -103,13 +101,12 @@ def prepare():
         src = OUT / f"kda_h{H}.mlir"
         src.write_text(MODEL.format(H=H, HD=H * D))
         for kda in VARIANTS:
-            mode, env = TILES.get(kda, ("chunkwise", {}))
-            compile_model(src, OUT / f"kda_h{H}_{kda}.k3bin", mode, env, 8192, 1)
+            compile_model(src, OUT / f"kda_h{H}_{kda}.k3bin", TILES.get(kda, "kda=chunkwise"), 8192, 1)
     for H in sorted({h for _, h in DECODE}):
         src = OUT / f"kda_decode_h{H}.mlir"
         src.write_text(DECODE_MODEL.format(H=H))
         for suffix, tile in DECODE_TILES.items():
-            compile_model(src, OUT / f"kda_decode_h{H}{suffix}.k3bin", tile[0], tile[1], 256, 256)
+            compile_model(src, OUT / f"kda_decode_h{H}{suffix}.k3bin", tile, 256, 256)
     print(f"prepared {OUT}")
 
 

@@ -46,6 +46,7 @@ std::string kernelStem(Operation *op) {
 struct K3OutlineKernelsPass
     : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
   using Base::Base;
+  CUDAKernelOptions cudaOptions;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -59,6 +60,12 @@ struct K3OutlineKernelsPass
     }
     SymbolicShapes shapes;
     if (failed(shapes.analyze(fn)))
+      return signalPassFailure();
+    cudaOptions.kdaMMAWarps = cudaKdaMMAWarps;
+    cudaOptions.kdaMMAStages = cudaKdaMMAStages;
+    cudaOptions.kdaOperandsBlocksPerSM = cudaKdaOperandsBlocksPerSM;
+    cudaOptions.kdaRecurrentTile = cudaKdaRecurrentTile;
+    if (target == "cuda" && failed(cudaOptions.verify(module)))
       return signalPassFailure();
 
     OpBuilder b(module.getContext());
@@ -244,7 +251,7 @@ struct K3OutlineKernelsPass
     if (target == "cuda") {
       auto gfn = cast<gpu::GPUFuncOp>(fn.getOperation());
       FailureOr<bool> dedicated =
-          emitDedicatedCUDAKernel(op, gfn, kb, ins, outs);
+          emitDedicatedCUDAKernel(op, gfn, kb, ins, outs, cudaOptions);
       if (failed(dedicated))
         return failure();
       if (*dedicated) {

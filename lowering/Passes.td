@@ -31,6 +31,20 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
     Option<"target", "target", "std::string", "\"cpu\"",
            "cpu (func.func loop nests) or cuda (gpu.func kernels for sm_90a, "
            "one per parallel phase, iterations spread over threads)">,
+    Option<"cudaKdaMMAWarps", "cuda-kda-mma-warps", "int64_t", "4",
+           "target=cuda: warps per block of the tensor-core KDA chain "
+           "(16 value columns each; 1, 2, 4, 8)">,
+    Option<"cudaKdaMMAStages", "cuda-kda-mma-stages", "int64_t", "3",
+           "target=cuda: cp.async shared-memory stages of the tensor-core "
+           "KDA chain (2..4)">,
+    Option<"cudaKdaOperandsBlocksPerSM", "cuda-kda-operands-blocks-per-sm",
+           "int64_t", "5",
+           "target=cuda: resident blocks per SM the KDA operand kernel's "
+           "registers are capped for (1..16)">,
+    Option<"cudaKdaRecurrentTile", "cuda-kda-recurrent-tile", "std::string",
+           "\"\"",
+           "target=cuda: tile \"BV,P[,S[,C]]\" of the recurrent KDA kernel "
+           "(empty: chosen from K and V)">,
   ];
   let dependentDialects = [
     "::mlir::k3::K3Dialect", "::mlir::func::FuncDialect",

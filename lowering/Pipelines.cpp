@@ -51,6 +51,22 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "kda-segments",
       llvm::cl::desc("kda=chunkwise state passing over S segments (0: off)"),
       llvm::cl::init(0)};
+  Option<int64_t> cudaKdaMMAWarps{
+      *this, "cuda-kda-mma-warps",
+      llvm::cl::desc("target=cuda: warps per tensor-core KDA chain block"),
+      llvm::cl::init(4)};
+  Option<int64_t> cudaKdaMMAStages{
+      *this, "cuda-kda-mma-stages",
+      llvm::cl::desc("target=cuda: cp.async stages of the KDA chain"),
+      llvm::cl::init(3)};
+  Option<int64_t> cudaKdaOperandsBlocksPerSM{
+      *this, "cuda-kda-operands-blocks-per-sm",
+      llvm::cl::desc("target=cuda: register cap of the KDA operand kernel"),
+      llvm::cl::init(5)};
+  Option<std::string> cudaKdaRecurrentTile{
+      *this, "cuda-kda-recurrent-tile",
+      llvm::cl::desc("target=cuda: recurrent KDA tile BV,P[,S[,C]]"),
+      llvm::cl::init("")};
   Option<std::string> ptxOutput{
       *this, "ptx-output",
       llvm::cl::desc("target=cuda: also write the PTX here"),
@@ -85,7 +101,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   }
   if (o.kda == CompileOptions::KDALowering::Auto && o.target == "cuda")
     pm.addPass(k3::createK3KDAMMASplit());
-  pm.addPass(k3::createK3OutlineKernels({o.entry, o.target}));
+  k3::K3OutlineKernelsOptions outline;
+  outline.entry = o.entry;
+  outline.target = o.target;
+  outline.cudaKdaMMAWarps = o.cudaKdaMMAWarps;
+  outline.cudaKdaMMAStages = o.cudaKdaMMAStages;
+  outline.cudaKdaOperandsBlocksPerSM = o.cudaKdaOperandsBlocksPerSM;
+  outline.cudaKdaRecurrentTile = o.cudaKdaRecurrentTile;
+  pm.addPass(k3::createK3OutlineKernels(outline));
   pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;
   emit.entry = o.entry;

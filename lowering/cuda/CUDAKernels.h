@@ -14,6 +14,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include <string>
+
 namespace mlir::k3 {
 
 /// Attributes a dedicated kernel sets on its gpu.func:
@@ -25,6 +27,24 @@ constexpr llvm::StringLiteral kLaunchGridAttr = "k3.launch_grid";
 constexpr llvm::StringLiteral kLaunchBlockAttr = "k3.launch_block";
 constexpr llvm::StringLiteral kLaunchSmemAttr = "k3.launch_smem";
 
+/// Tuning of the dedicated kernels (k3-outline-kernels / k3-compile
+/// options `cuda-kda-*`; reasoning and measurements in docs/kda-cuda.md).
+struct CUDAKernelOptions {
+  /// Warps per block of the tensor-core KDA chain (16 value columns each):
+  /// 1, 2, 4 or 8.
+  int64_t kdaMMAWarps = 4;
+  /// cp.async shared-memory stages of the chain, 2..4.
+  int64_t kdaMMAStages = 3;
+  /// Resident blocks per SM the KDA operand kernel's registers allow.
+  int64_t kdaOperandsBlocksPerSM = 5;
+  /// The recurrent KDA kernel's tile "BV,P[,S[,C]]"; empty: chosen from
+  /// K and V.
+  std::string kdaRecurrentTile;
+
+  /// A diagnostic for values outside the ranges above, or success.
+  LogicalResult verify(Operation *where) const;
+};
+
 /// Emits a dedicated body for `op` into `fn` at the builder's insertion
 /// point (the entry block, before any terminator) and sets the launch
 /// attributes. Returns false when `op` has no dedicated kernel for these
@@ -33,25 +53,29 @@ constexpr llvm::StringLiteral kLaunchSmemAttr = "k3.launch_smem";
 FailureOr<bool> emitDedicatedCUDAKernel(Operation *op, gpu::GPUFuncOp fn,
                                         KernelBuilder &kb,
                                         ArrayRef<KernelOperand> inputs,
-                                        ArrayRef<KernelOperand> outputs);
+                                        ArrayRef<KernelOperand> outputs,
+                                        const CUDAKernelOptions &options);
 
 /// The recurrent `k3.kda` with its state columns in registers
 /// (KDARecurrent.cpp); false for shapes it does not cover.
 FailureOr<bool> emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                      KernelBuilder &kb,
                                      ArrayRef<KernelOperand> inputs,
-                                     ArrayRef<KernelOperand> outputs);
+                                     ArrayRef<KernelOperand> outputs,
+    const CUDAKernelOptions &options);
 
 /// The two halves of the tensor-core KDA (KDAMMAOperands.cpp,
 /// KDAMMARecurrence.cpp): these ops exist only for the CUDA target.
 FailureOr<bool> emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
                                        KernelBuilder &kb,
                                        ArrayRef<KernelOperand> inputs,
-                                       ArrayRef<KernelOperand> outputs);
+                                       ArrayRef<KernelOperand> outputs,
+    const CUDAKernelOptions &options);
 FailureOr<bool> emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
                                          gpu::GPUFuncOp fn, KernelBuilder &kb,
                                          ArrayRef<KernelOperand> inputs,
-                                         ArrayRef<KernelOperand> outputs);
+                                         ArrayRef<KernelOperand> outputs,
+    const CUDAKernelOptions &options);
 
 } // namespace mlir::k3
 

@@ -23,8 +23,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-#include <algorithm>
-#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -66,7 +64,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
                                                  gpu::GPUFuncOp fn,
                                                  KernelBuilder &kb,
                                                  ArrayRef<KernelOperand> in,
-                                                 ArrayRef<KernelOperand> out) {
+                                                 ArrayRef<KernelOperand> out,
+                                                 const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   MLIRContext *ctx = b.getContext();
@@ -87,12 +86,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   // The kernel is latency-bound per block (barriers, a 16-step solve):
   // throughput comes from blocks per SM, so cap the registers for
-  // K3_KDA_OPERANDS_BLOCKS_PER_SM resident blocks (default 5: 85
+  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 85
   // registers, no spills, 38.5 KB of shared memory each at K = 128, which
   // also caps an H200 SM at 5 blocks).
-  int64_t blocksPerSM = 5;
-  if (const char *env = std::getenv("K3_KDA_OPERANDS_BLOCKS_PER_SM"))
-    blocksPerSM = std::max(1, std::atoi(env));
+  int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
 

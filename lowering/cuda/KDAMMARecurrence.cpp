@@ -28,8 +28,6 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-#include <algorithm>
-#include <cstdlib>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -70,7 +68,8 @@ struct AsyncCopier {
 
 FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     KDAMMARecurrenceOp op, gpu::GPUFuncOp fn, KernelBuilder &kb,
-    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out) {
+    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+    const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   MLIRContext *ctx = b.getContext();
@@ -87,20 +86,15 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t NT = kDim / 8, KS = kDim / 16;
   (void)words;
 
-  // Warps per block (16 value columns each). K3_KDA_MMA_WARPS tunes.
-  int64_t warps = 4;
-  if (const char *env = std::getenv("K3_KDA_MMA_WARPS"))
-    warps = std::atoi(env);
-  if (warps != 1 && warps != 2 && warps != 4 && warps != 8)
-    warps = 4;
+  // Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
+  // where the value dimension has fewer 16-column tiles.
+  int64_t warps = options.kdaMMAWarps;
   while (warps > 1 && (vDim / 16) % warps != 0)
     warps /= 2;
   const int64_t BV = 16 * warps, threads = 32 * warps, nvb = vDim / BV;
   // Shared-memory stages: chunks c+1 .. c+stages-1 are in flight while
-  // chunk c multiplies. K3_KDA_MMA_STAGES tunes (2..4).
-  int64_t stages = 3;
-  if (const char *env = std::getenv("K3_KDA_MMA_STAGES"))
-    stages = std::min(4, std::max(2, std::atoi(env)));
+  // chunk c multiplies (cuda-kda-mma-stages, 2..4).
+  const int64_t stages = options.kdaMMAStages;
 
   const int64_t rowsBytes = kChunk * RS * 4, egcBytes = kDim * 4;
   const int64_t vBytes = kChunk * BV * 2;

@@ -43,7 +43,7 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cstdio>
-#include <cstdlib>
+#include <string>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -61,17 +61,18 @@ int64_t smemWords(int64_t kDim, int64_t bv, int64_t s, int64_t warps) {
   return s * kDim * 4 + s * bv + s * 4 + s * warps * 4;
 }
 
-/// K3_KDA_CUDA_TILE="BV,P,S,C" overrides the tile (for tuning runs).
-KDATile chooseTile(int64_t kDim, int64_t vDim) {
+/// cuda-kda-recurrent-tile="BV,P[,S[,C]]" overrides the tile (verified
+/// by CUDAKernelOptions::verify).
+KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override) {
   KDATile t;
   t.c = vDim % 4 == 0 ? 4 : 1;
   // 64 state values per lane (measured 2026-11-29: 64 rows of one column
   // take 254 registers without spills; 128 spill).
   t.p = std::max<int64_t>(1, kDim * t.c / 64);
   t.s = 0;
-  if (const char *env = std::getenv("K3_KDA_CUDA_TILE")) {
+  if (!override.empty()) {
     long bv = 0, p = 0, s = 0, c = 0;
-    int got = std::sscanf(env, "%ld,%ld,%ld,%ld", &bv, &p, &s, &c);
+    int got = std::sscanf(override.c_str(), "%ld,%ld,%ld,%ld", &bv, &p, &s, &c);
     if (got >= 2 && bv > 0 && p > 0) {
       t.bv = bv;
       t.p = p;
@@ -171,7 +172,8 @@ struct Emitter {
 FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                                KernelBuilder &kb,
                                                ArrayRef<KernelOperand> in,
-                                               ArrayRef<KernelOperand> out) {
+                                               ArrayRef<KernelOperand> out,
+                                               const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   MLIRContext *ctx = b.getContext();
@@ -195,7 +197,7 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   if (init &&
       !cast<MemRefType>(init->base.getType()).getElementType().isF32())
     return false;
-  KDATile tile = chooseTile(kDim, vDim);
+  KDATile tile = chooseTile(kDim, vDim, options.kdaRecurrentTile);
   const int64_t P = tile.p, BV = tile.bv, S = tile.s, C = tile.c;
   if (!llvm::isPowerOf2_64(P) || P > 32 || kDim % P != 0 ||
       !llvm::isPowerOf2_64(BV) || BV % C != 0 || vDim % C != 0 ||

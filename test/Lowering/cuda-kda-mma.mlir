@@ -7,6 +7,13 @@
 // bf16 operands and f32 accumulators).
 // RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
+// The tuning options (docs/kda-cuda.md): 2 warps per chain block, 2 stages,
+// the operand kernel capped for 4 blocks per SM.
+// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels="target=cuda cuda-kda-mma-warps=2 cuda-kda-mma-stages=2 cuda-kda-operands-blocks-per-sm=4" | FileCheck %s --check-prefix=TUNED
+// Values outside their ranges are errors, not clamped.
+// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-mma-warps=3" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-mma-stages=5" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
+// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-recurrent-tile=32,x" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
@@ -46,6 +53,20 @@
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK-NOT: nvvm.mma.sync
+
+// TUNED-LABEL: gpu.func @kda_mma_operands_0(
+// TUNED-SAME: nvvm.minctasm = 4
+// TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
+// TUNED-SAME: k3.launch_block = array<i64: 64, 1, 1>
+// TUNED-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+// TUNED: nvvm.cp.async.commit.group
+// TUNED-NOT: nvvm.cp.async.commit.group
+// TUNED: scf.for
+// TUNED: nvvm.cp.async.wait.group 0
+
+// BADWARPS: error: cuda-kda-mma-warps must be 1, 2, 4 or 8, got 3
+// BADSTAGES: error: cuda-kda-mma-stages must be in [2, 4], got 5
+// BADTILE: error: cuda-kda-recurrent-tile must be "BV,P[,S[,C]]" with positive BV, P, S and C in {1, 4}, got '32,x'
 
 // PTX: .entry kda_mma_operands_0
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
