@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "gpu"
 BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 CASES = {"one": [7], "packed": [5, 17, 1, 9], "long": [120, 3]}
+# CUDA artifacts checked: the default, and the tensor-core linear kernels
+# (3xTF32 split, f32-accurate: the same 1e-4 bound).
+CUDA_VARIANTS = {"tiny-cuda": "", "tiny-cuda-mma-linear": "cuda-linear=mma-3xtf32"}
 
 
 def read_safetensors(path):
@@ -50,9 +53,9 @@ def prepare():
     from k3ref.examples import tiny_k3_example_config
     from test_cpu_oracle import rounded_weights
     OUT.mkdir(parents=True, exist_ok=True)
-    for target in ("cpu", "cuda"):
+    for name, target, extra in [("tiny-cpu", "cpu", "")] + [(n, "cuda", o) for n, o in CUDA_VARIANTS.items()]:
         subprocess.run([str(BIN / "k3-opt"), str(ROOT / "examples/tiny_k3.mlir"),
-                        f"--k3-compile=target={target} output={OUT}/tiny-{target}.k3bin "
+                        f"--k3-compile=target={target} {extra} output={OUT}/{name}.k3bin "
                         "max-tokens=256 max-seqs=4", "-o", os.devnull], check=True)
     cfg = tiny_k3_example_config()
     weights = rounded_weights(cfg, seed=3)
@@ -71,21 +74,21 @@ def prepare():
 
 def check():
     ok = True
-    for name in CASES:
+    for (variant, name) in [(v, c) for v in CUDA_VARIANTS for c in CASES]:
         dump = OUT / f"dump_{name}.safetensors"
-        r = subprocess.run([str(BIN / "k3-run"), str(OUT / "tiny-cuda.k3bin"), "--device", "cuda:0",
+        r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"{variant}.k3bin"), "--device", "cuda:0",
                             "--weights", str(OUT / "weights.safetensors"),
                             "--inputs", str(OUT / f"in_{name}.safetensors"), "--dump", str(dump)],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            print(f"{name}: k3-run failed: {r.stderr.strip()}")
+            print(f"{variant} {name}: k3-run failed: {r.stderr.strip()}")
             ok = False
             continue
         got = read_safetensors(dump)["logits"].astype(np.float64)
         ref = np.load(OUT / f"ref_{name}.npy")
         err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
         ok &= err <= 1e-4
-        print(f"{name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
+        print(f"{variant} {name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
               f" {'ok' if err <= 1e-4 else 'FAIL'}")
     gen = {}
     for target, device in (("cpu", "cpu"), ("cuda", "cuda:0")):

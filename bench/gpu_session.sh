@@ -2,9 +2,10 @@
 # One call on the GPU machine: correctness first, then timing.
 #   1. builds FlashKDA in .anchors/flashkda (in the background, ~2 min),
 #   2. the bf16 KDA kernels against the f64 oracle (bench/gpu_kda_check.py),
+#      the default model against it (bench/gpu_e2e.py, with out/gpu),
 #   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel,
 #   4. bench/kda_forward.py run: ours beside fla and FlashKDA, same inputs.
-# Carry: .anchors out/kda_check out/bench build/bin/k3-run (see docs/benchmarks.md).
+# Carry: .anchors out/kda_check out/bench out/gpu build/bin/k3-run (see docs/benchmarks.md).
 # Results land in $OUT (kda_forward.json, logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,10 @@ fi
 
 status=0
 python3 bench/gpu_kda_check.py check-bf16 2>&1 | tee "$OUT/check.log" || status=1
+# The default model (and its tensor-core linear variant) vs the f64 oracle.
+if [ -d out/gpu ]; then
+  python3 bench/gpu_e2e.py check 2>&1 | tee "$OUT/e2e.log" || status=1
+fi
 CS=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
   for tool in memcheck racecheck; do

@@ -65,6 +65,7 @@ struct K3OutlineKernelsPass
     cudaOptions.kdaMMAStages = cudaKdaMMAStages;
     cudaOptions.kdaOperandsBlocksPerSM = cudaKdaOperandsBlocksPerSM;
     cudaOptions.kdaRecurrentTile = cudaKdaRecurrentTile;
+    cudaOptions.linearKernel = cudaLinear;
     if (target == "cuda" && failed(cudaOptions.verify(module)))
       return signalPassFailure();
 

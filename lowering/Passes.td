@@ -45,6 +45,9 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
            "\"\"",
            "target=cuda: tile \"BV,P[,S[,C]]\" of the recurrent KDA kernel "
            "(empty: chosen from K and V)">,
+    Option<"cudaLinear", "cuda-linear", "std::string", "\"generic\"",
+           "target=cuda: k3.linear kernel, generic (loop nest) or mma-3xtf32 "
+           "(tensor cores, f32-accurate split)">,
   ];
   let dependentDialects = [
     "::mlir::k3::K3Dialect", "::mlir::func::FuncDialect",

@@ -67,6 +67,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "cuda-kda-recurrent-tile",
       llvm::cl::desc("target=cuda: recurrent KDA tile BV,P[,S[,C]]"),
       llvm::cl::init("")};
+  Option<std::string> cudaLinear{
+      *this, "cuda-linear",
+      llvm::cl::desc("target=cuda: k3.linear kernel, generic or mma-3xtf32"),
+      llvm::cl::init("generic")};
   Option<std::string> ptxOutput{
       *this, "ptx-output",
       llvm::cl::desc("target=cuda: also write the PTX here"),
@@ -108,6 +112,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   outline.cudaKdaMMAStages = o.cudaKdaMMAStages;
   outline.cudaKdaOperandsBlocksPerSM = o.cudaKdaOperandsBlocksPerSM;
   outline.cudaKdaRecurrentTile = o.cudaKdaRecurrentTile;
+  outline.cudaLinear = o.cudaLinear;
   pm.addPass(k3::createK3OutlineKernels(outline));
   pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;

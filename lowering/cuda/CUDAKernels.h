@@ -40,6 +40,9 @@ struct CUDAKernelOptions {
   /// The recurrent KDA kernel's tile "BV,P[,S[,C]]"; empty: chosen from
   /// K and V.
   std::string kdaRecurrentTile;
+  /// k3.linear: "generic" (the distributed loop nest) or "mma-3xtf32"
+  /// (LinearMMA.cpp: tensor cores at f32 accuracy).
+  std::string linearKernel = "generic";
 
   /// A diagnostic for values outside the ranges above, or success.
   LogicalResult verify(Operation *where) const;
@@ -76,6 +79,14 @@ FailureOr<bool> emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
                                          ArrayRef<KernelOperand> inputs,
                                          ArrayRef<KernelOperand> outputs,
     const CUDAKernelOptions &options);
+
+/// k3.linear on the tensor cores with the 3xTF32 split (LinearMMA.cpp);
+/// false for shapes it does not cover.
+FailureOr<bool> emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
+                                  KernelBuilder &kb,
+                                  ArrayRef<KernelOperand> inputs,
+                                  ArrayRef<KernelOperand> outputs,
+                                  const CUDAKernelOptions &options);
 
 } // namespace mlir::k3
 

@@ -20,6 +20,9 @@ FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(Operation *op,
     return emitKDAMMAOperandsCUDA(ops, fn, kb, inputs, outputs, options);
   if (auto rec = dyn_cast<KDAMMARecurrenceOp>(op))
     return emitKDAMMARecurrenceCUDA(rec, fn, kb, inputs, outputs, options);
+  if (auto lin = dyn_cast<LinearOp>(op))
+    if (options.linearKernel == "mma-3xtf32")
+      return emitLinearMMACUDA(lin, fn, kb, inputs, outputs, options);
   // Every other op uses its distributed loop nest.
   return false;
 }
@@ -36,6 +39,10 @@ LogicalResult CUDAKernelOptions::verify(Operation *where) const {
     return where->emitError()
            << "cuda-kda-operands-blocks-per-sm must be in [1, 16], got "
            << kdaOperandsBlocksPerSM;
+  if (linearKernel != "generic" && linearKernel != "mma-3xtf32")
+    return where->emitError() << "cuda-linear must be generic or mma-3xtf32, "
+                                 "got '"
+                              << linearKernel << "'";
   if (!kdaRecurrentTile.empty()) {
     long bv = 0, p = 0, sz = 0, c = 0;
     char tail = 0;

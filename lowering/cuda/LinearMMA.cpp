@@ -1,0 +1,207 @@
+//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate -*- C++ -*-===//
+//
+// `y[r, o] = sum_i x[r, i] w[o, i]` with f32 activations on the tensor cores
+// at f32 accuracy: the error-compensated "3xTF32" split. Each f32 operand is
+// a = a_hi + a_lo with a_hi = a rounded down to tf32 (the low 13 mantissa
+// bits cleared) and a_lo = a - a_hi (exact in f32, then itself cut to tf32);
+// a b ~ a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first, with
+// f32 accumulation (mma.sync.m16n8k8.tf32): a relative error near f32's
+// instead of tf32's 2^-11. bf16/f16 weights are exact in tf32, so b_lo = 0
+// and two products suffice.
+//
+// Tiles: a block of 4 warps computes 64 rows x 32 outputs (warp: 32 x 16,
+// two m16 by two n8 tiles), stepping K by 32 through shared memory (f32,
+// rows padded to 36 words: the fragment loads of 8 rows x 4 columns hit 32
+// distinct banks). Grid: ceil(rows / 64) x (N / 32) blocks, laid out as
+// ceil((N/32) (rows + 63) / 64) so that it is linear in the token count;
+// blocks past the last row tile load zeros and store nothing.
+//
+// Covered: N and K multiples of 32, rows linear in T or N. Selected with
+// the option cuda-linear=mma-3xtf32 (docs/cuda-linear.md).
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+constexpr int64_t kBM = 64, kBN = 32, kBK = 32, kWarps = 4;
+constexpr int64_t kThreads = 32 * kWarps, kStride = kBK + 4;
+} // namespace
+
+FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
+                                            KernelBuilder &kb,
+                                            ArrayRef<KernelOperand> in,
+                                            ArrayRef<KernelOperand> out,
+                                            const CUDAKernelOptions &options) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  MLIRContext *ctx = b.getContext();
+  const int64_t nOut = in[1].shape[0], nIn = in[1].shape[1];
+  if (nOut <= 0 || nIn <= 0 || nOut % kBN != 0 || nIn % kBK != 0)
+    return false;
+  auto elem = [](Value m) {
+    return cast<MemRefType>(m.getType()).getElementType();
+  };
+  if (!elem(in[0].base).isF32())
+    return false;
+  const bool wSplit = elem(in[1].base).isF32(); // bf16/f16: exact in tf32
+
+  // Rows: every leading dimension of x, as one linear size.
+  Value rows = kb.idx(1);
+  for (int64_t d : ArrayRef<int64_t>(in[0].shape).drop_back())
+    rows = kb.muli(rows, kb.dim(d));
+  auto form = kb.linearForm(rows);
+  if (!form)
+    return false;
+  const int64_t nb = nOut / kBN;
+  fn->setAttr(kLaunchGridAttr,
+              b.getDenseI64ArrayAttr({form->symbol, form->a * nb,
+                                      (form->b + kBM - 1) * nb, kBM}));
+  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
+  const int64_t smemBytes = (kBM + kBN) * kStride * 4;
+  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
+
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  Value smem = gpu::DynamicSharedMemoryOp::create(
+      b, loc,
+      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                      MemRefLayoutAttrInterface{}, wg));
+  auto view = [&](int64_t off, int64_t count) {
+    return memref::ViewOp::create(
+               b, loc,
+               MemRefType::get({count}, b.getF32Type(),
+                               MemRefLayoutAttrInterface{}, wg),
+               smem, kb.idx(off), ValueRange{})
+        .getResult();
+  };
+  Value xs = view(0, kBM * kStride), ws = view(kBM * kStride * 4, kBN * kStride);
+
+  MMAEmitter em{b, loc, kb};
+  Value x = kb.view(in[0].base, {rows, kb.idx(nIn)});
+  Value w = in[1].full;
+  Value y = kb.view(out[0].base, {rows, kb.idx(nOut)});
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value n0 = kb.muli(em.remu(bid, nb), kb.idx(kBN));
+  Value m0 = kb.muli(em.divu(bid, nb), kb.idx(kBM));
+  Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+  Value gq = em.divu(lane, 4), tig = em.remu(lane, 4);
+  Value wm = kb.muli(em.divu(warp, 2), kb.idx(32));
+  Value wn = kb.muli(em.remu(warp, 2), kb.idx(16));
+
+  Type i32 = b.getI32Type();
+  Value mask = arith::ConstantOp::create(
+      b, loc, b.getI32IntegerAttr(int32_t(0xFFFFE000u)));
+  auto hiBits = [&](Value f) {
+    Value bits = arith::BitcastOp::create(b, loc, i32, f);
+    return arith::AndIOp::create(b, loc, bits, mask).getResult();
+  };
+  auto split = [&](Value f) -> std::pair<Value, Value> {
+    Value hi = hiBits(f);
+    Value hiF = arith::BitcastOp::create(b, loc, b.getF32Type(), hi);
+    return {hi, hiBits(kb.sub(f, hiF))};
+  };
+  auto mma = [&](ArrayRef<Value> a, ArrayRef<Value> bb, const Acc &c) {
+    Type f32 = b.getF32Type();
+    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
+    auto m = NVVM::MmaOp::create(
+        b, loc, resTy, ValueRange(a), ValueRange(bb), ValueRange(c),
+        {16, 8, 8}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
+                                      NVVM::MMATypes::tf32},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    Acc d;
+    for (int64_t i = 0; i < 4; ++i)
+      d[i] = LLVM::ExtractValueOp::create(b, loc, m.getResult(), i);
+    return d;
+  };
+
+  SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));
+  auto kLoop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(nIn), kb.idx(kBK),
+                                  acc0);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    ValueRange it = kLoop.getRegionIterArgs();
+    gpu::BarrierOp::create(b, loc);
+    // Stage x[m0.., k0..] (rows past the end: 0) and w[n0.., k0..] as f32.
+    SmallVector<std::pair<Value, Value>> staged;
+    for (int64_t p = 0; p < kBM * kBK / kThreads; ++p) {
+      Value e = kb.addi(kb.idx(p * kThreads), tid);
+      Value r = em.divu(e, kBK), c = em.remu(e, kBK);
+      Value row = kb.addi(m0, r);
+      Value ok = kb.lti(row, rows);
+      Value v = kb.ifElse(
+          ok, b.getF32Type(),
+          [&] { return kb.load(x, {row, kb.addi(k0, c)}); },
+          [&] { return kb.f32(0.0); });
+      staged.push_back({kb.addi(kb.muli(r, kb.idx(kStride)), c), v});
+    }
+    for (auto &[at, v] : staged)
+      em.sts(v, xs, at);
+    for (int64_t p = 0; p < kBN * kBK / kThreads; ++p) {
+      Value e = kb.addi(kb.idx(p * kThreads), tid);
+      Value r = em.divu(e, kBK), c = em.remu(e, kBK);
+      em.sts(kb.load(w, {kb.addi(n0, r), kb.addi(k0, c)}), ws,
+             kb.addi(kb.muli(r, kb.idx(kStride)), c));
+    }
+    gpu::BarrierOp::create(b, loc);
+
+    SmallVector<Acc> acc(4);
+    for (int64_t i = 0; i < 4; ++i)
+      acc[i] = {it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]};
+    for (int64_t kk = 0; kk < kBK; kk += 8) {
+      Value col = kb.addi(tig, kb.idx(kk));
+      SmallVector<std::array<Value, 4>> aHi(2), aLo(2);
+      for (int64_t mt = 0; mt < 2; ++mt) {
+        Value r0 = kb.addi(wm, kb.addi(gq, kb.idx(16 * mt)));
+        Value at0 = kb.addi(kb.muli(r0, kb.idx(kStride)), col);
+        Value at1 = kb.addi(at0, kb.idx(8 * kStride));
+        Value v[4] = {em.lds(xs, at0), em.lds(xs, at1),
+                      em.lds(xs, kb.addi(at0, kb.idx(4))),
+                      em.lds(xs, kb.addi(at1, kb.idx(4)))};
+        for (int64_t q = 0; q < 4; ++q)
+          std::tie(aHi[mt][q], aLo[mt][q]) = split(v[q]);
+      }
+      for (int64_t nt = 0; nt < 2; ++nt) {
+        Value r = kb.addi(wn, kb.addi(gq, kb.idx(8 * nt)));
+        Value at = kb.addi(kb.muli(r, kb.idx(kStride)), col);
+        Value v[2] = {em.lds(ws, at), em.lds(ws, kb.addi(at, kb.idx(4)))};
+        std::array<Value, 2> bHi, bLo;
+        for (int64_t q = 0; q < 2; ++q)
+          std::tie(bHi[q], bLo[q]) = split(v[q]);
+        for (int64_t mt = 0; mt < 2; ++mt) {
+          Acc &c = acc[mt * 2 + nt];
+          c = mma(aLo[mt], bHi, c);
+          if (wSplit)
+            c = mma(aHi[mt], bLo, c);
+          c = mma(aHi[mt], bHi, c);
+        }
+      }
+    }
+    SmallVector<Value> next;
+    for (const Acc &c : acc)
+      next.append(c.begin(), c.end());
+    scf::YieldOp::create(b, loc, next);
+  }
+
+  // C fragment: (row g, cols 2 tig, +1) and (row g + 8, same cols).
+  Value tig2 = kb.muli(tig, kb.idx(2));
+  for (int64_t mt = 0; mt < 2; ++mt)
+    for (int64_t nt = 0; nt < 2; ++nt)
+      for (int64_t c = 0; c < 4; ++c) {
+        Value row = kb.addi(m0, kb.addi(wm, kb.addi(gq, kb.idx(16 * mt + 8 * (c / 2)))));
+        Value colv = kb.addi(n0, kb.addi(wn, kb.addi(tig2, kb.idx(8 * nt + c % 2))));
+        Value v = kLoop.getResult((mt * 2 + nt) * 4 + c);
+        kb.ifThen(kb.lti(row, rows), [&] { kb.store(v, y, {row, colv}); });
+      }
+  (void)options;
+  return true;
+}
