@@ -178,163 +178,197 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
     uint32_t objectId = builder.addKernelObject(
         gpuKernels ? art::kTargetCudaSm90a : art::kTargetCpuX86_64,
         std::move(object), symbols);
-    uint32_t entryId = builder.addEntry(entry);
-
-    // Where each value's data lives.
-    llvm::DenseMap<Value, art::Arg> where;
-    llvm::StringMap<uint32_t> weights, states;
-    for (BlockArgument arg : fn.getArguments()) {
-      auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "k3.name");
-      std::string n = name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
-      SmallVector<int64_t> shape = shapeOfResult(arg);
-      FailureOr<art::DType> dt = dtypeOf(fn, arg.getType());
-      if (failed(dt))
-        return failure();
-      uint32_t id = builder.addBuffer(
-          n, art::BufferKind::Input, bytesOf(arg, shape, maxTokens, maxSeqs));
-      builder.addInput(entryId, n, *dt, dimExprs(shape), id);
-      where[arg] = art::Arg::buffer(id);
-    }
-
-    // Outputs: returned values get output buffers.
-    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
-    llvm::DenseMap<Value, uint32_t> outputBuffer;
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      auto name = fn.getResultAttrOfType<StringAttr>(i, "k3.name");
-      std::string n = name ? name.str() : "output" + std::to_string(i);
-      Value root = bufferRoot(v);
-      SmallVector<int64_t> shape = shapeOfResult(root);
-      FailureOr<art::DType> dt = dtypeOf(fn, v.getType());
-      if (failed(dt))
-        return failure();
-      uint32_t id = builder.addBuffer(
-          n, art::BufferKind::Output, bytesOf(root, shape, maxTokens, maxSeqs),
-          0, 0, 0, art::kBufferFlagDump);
-      builder.addOutput(entryId, n, *dt, dimExprs(shapeOfResult(v)), id);
-      outputBuffer[root] = id;
-    }
-
-    auto stateBuffer = [&](StringRef name, Value v) -> FailureOr<uint32_t> {
-      auto it = states.find(name);
-      if (it != states.end())
-        return it->second;
-      SmallVector<int64_t> shape = shapeOfResult(v);
-      int64_t perSeq = bytesOf(v, ArrayRef<int64_t>(shape).drop_front(),
-                               maxTokens, maxSeqs);
-      uint32_t id = builder.addBuffer(name.str(), art::BufferKind::State,
-                                      perSeq * maxSeqs, 0, perSeq, 0,
-                                      art::kBufferFlagDump);
-      states[name] = id;
+    // Weights, decode state and kernels are shared by the entries; inputs
+    // and outputs of the same name, kind and size share a buffer (the
+    // entries never run at once).
+    llvm::StringMap<uint32_t> weights, states, ioBuffers;
+    unsigned arenaCount = 0;
+    auto ioBuffer = [&](const std::string &name, art::BufferKind kind,
+                        uint64_t bytes, uint32_t flags) -> uint32_t {
+      if (auto it = ioBuffers.find(name); it != ioBuffers.end()) {
+        const art::Buffer &b = builder.artifact().buffers[it->second];
+        if (b.kind == kind && b.size == bytes)
+          return it->second;
+      }
+      std::string unique = name;
+      for (int i = 2; ioBuffers.count(unique); ++i)
+        unique = name + "#" + std::to_string(i);
+      uint32_t id = builder.addBuffer(unique, kind, bytes, 0, 0, 0, flags);
+      ioBuffers[unique] = id;
       return id;
     };
+    auto emitEntry = [&](func::FuncOp fn,
+                         StringRef entryName) -> LogicalResult {
+      uint32_t entryId = builder.addEntry(entryName.str());
 
-    unsigned arenaCount = 0;
-    for (Operation &op : fn.getBody().front()) {
-      if (auto w = dyn_cast<WeightOp>(op)) {
-        auto it = weights.find(w.getName());
-        if (it == weights.end()) {
-          FailureOr<art::DType> dt = dtypeOf(w, w.getType());
-          if (failed(dt))
-            return failure();
-          auto shape = w.getType().getShape();
-          uint32_t id = builder.addWeight(
-              w.getName().str(), *dt,
-              std::vector<int64_t>(shape.begin(), shape.end()),
-              initFor(w.getName(), shape));
-          it = weights.insert({w.getName(), id}).first;
-        }
-        where[w] = art::Arg::weight(it->second);
-        continue;
-      }
-      if (auto r = dyn_cast<StateReadOp>(op)) {
-        FailureOr<uint32_t> id = stateBuffer(r.getName(), r);
-        if (failed(id))
+      // Where each value's data lives.
+      llvm::DenseMap<Value, art::Arg> where;
+      for (BlockArgument arg : fn.getArguments()) {
+        auto name =
+            fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "k3.name");
+        std::string n =
+            name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
+        SmallVector<int64_t> shape = shapeOfResult(arg);
+        FailureOr<art::DType> dt = dtypeOf(fn, arg.getType());
+        if (failed(dt))
           return failure();
-        where[r] = art::Arg::buffer(*id);
-        continue;
+        uint32_t id = ioBuffer(n, art::BufferKind::Input,
+                               bytesOf(arg, shape, maxTokens, maxSeqs), 0);
+        builder.addInput(entryId, n, *dt, dimExprs(shape), id);
+        where[arg] = art::Arg::buffer(id);
       }
-      if (auto w = dyn_cast<StateWriteOp>(op)) {
-        // The copy launch before it already wrote the state buffer.
-        continue;
+
+      // Outputs: returned values get output buffers.
+      auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+      llvm::DenseMap<Value, uint32_t> outputBuffer;
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        auto name = fn.getResultAttrOfType<StringAttr>(i, "k3.name");
+        std::string n = name ? name.str() : "output" + std::to_string(i);
+        Value root = bufferRoot(v);
+        SmallVector<int64_t> shape = shapeOfResult(root);
+        FailureOr<art::DType> dt = dtypeOf(fn, v.getType());
+        if (failed(dt))
+          return failure();
+        uint32_t id = ioBuffer(n, art::BufferKind::Output,
+                               bytesOf(root, shape, maxTokens, maxSeqs),
+                               art::kBufferFlagDump);
+        builder.addOutput(entryId, n, *dt, dimExprs(shapeOfResult(v)), id);
+        outputBuffer[root] = id;
       }
-      auto planned = op.getAttrOfType<ArrayAttr>("k3.buffer");
-      if (!isa<LaunchOp, tensor::EmptyOp>(op))
-        continue;
-      for (Value r : op.getResults()) {
-        unsigned i = cast<OpResult>(r).getResultNumber();
-        if (auto it = outputBuffer.find(r); it != outputBuffer.end()) {
-          where[r] = art::Arg::buffer(it->second);
+
+      auto stateBuffer = [&](StringRef name, Value v) -> FailureOr<uint32_t> {
+        auto it = states.find(name);
+        if (it != states.end())
+          return it->second;
+        SmallVector<int64_t> shape = shapeOfResult(v);
+        int64_t perSeq = bytesOf(v, ArrayRef<int64_t>(shape).drop_front(),
+                                 maxTokens, maxSeqs);
+        uint32_t id = builder.addBuffer(name.str(), art::BufferKind::State,
+                                        perSeq * maxSeqs, 0, perSeq, 0,
+                                        art::kBufferFlagDump);
+        states[name] = id;
+        return id;
+      };
+
+      for (Operation &op : fn.getBody().front()) {
+        if (auto w = dyn_cast<WeightOp>(op)) {
+          auto it = weights.find(w.getName());
+          if (it == weights.end()) {
+            FailureOr<art::DType> dt = dtypeOf(w, w.getType());
+            if (failed(dt))
+              return failure();
+            auto shape = w.getType().getShape();
+            uint32_t id = builder.addWeight(
+                w.getName().str(), *dt,
+                std::vector<int64_t>(shape.begin(), shape.end()),
+                initFor(w.getName(), shape));
+            it = weights.insert({w.getName(), id}).first;
+          }
+          where[w] = art::Arg::weight(it->second);
           continue;
         }
-        if (r.hasOneUse())
-          if (auto w = dyn_cast<StateWriteOp>(*r.getUsers().begin())) {
-            FailureOr<uint32_t> id = stateBuffer(w.getName(), r);
-            if (failed(id))
-              return failure();
-            where[r] = art::Arg::buffer(*id);
+        if (auto r = dyn_cast<StateReadOp>(op)) {
+          FailureOr<uint32_t> id = stateBuffer(r.getName(), r);
+          if (failed(id))
+            return failure();
+          where[r] = art::Arg::buffer(*id);
+          continue;
+        }
+        if (auto w = dyn_cast<StateWriteOp>(op)) {
+          // The copy launch before it already wrote the state buffer.
+          continue;
+        }
+        auto planned = op.getAttrOfType<ArrayAttr>("k3.buffer");
+        if (!isa<LaunchOp, tensor::EmptyOp>(op))
+          continue;
+        for (Value r : op.getResults()) {
+          unsigned i = cast<OpResult>(r).getResultNumber();
+          if (auto it = outputBuffer.find(r); it != outputBuffer.end()) {
+            where[r] = art::Arg::buffer(it->second);
             continue;
           }
-        if (!planned || cast<IntegerAttr>(planned[i]).getInt() < 0)
-          return op.emitOpError() << "result " << i << " has no planned buffer";
-        SmallVector<int64_t> shape = shapeOfResult(r);
-        // An empty tensor (no closed AttnRes block yet) still needs an
-        // address; the artifact format has no empty buffers.
-        uint64_t bytes = std::max<int64_t>(bytesOf(r, shape, maxTokens, maxSeqs),
-                                           art::kArenaAlignment);
-        uint32_t id = builder.addBuffer(
-            "act" + std::to_string(arenaCount++), art::BufferKind::Arena, bytes,
-            cast<IntegerAttr>(planned[i]).getInt());
-        where[r] = art::Arg::buffer(id);
-      }
-      auto launch = dyn_cast<LaunchOp>(op);
-      if (!launch)
-        continue;
-      std::vector<art::Arg> args;
-      for (Value v : launch.getInputs()) {
-        auto it = where.find(bufferRoot(v));
-        if (it == where.end())
-          return launch.emitOpError() << "operand has no buffer";
-        args.push_back(it->second);
-      }
-      for (Value r : launch.getResults())
-        args.push_back(where[r]);
-      args.push_back(art::Arg::symbol(0));
-      args.push_back(art::Arg::symbol(1));
-      const art::DimExpr one[3] = {art::DimExpr::constant(1),
+          if (r.hasOneUse())
+            if (auto w = dyn_cast<StateWriteOp>(*r.getUsers().begin())) {
+              FailureOr<uint32_t> id = stateBuffer(w.getName(), r);
+              if (failed(id))
+                return failure();
+              where[r] = art::Arg::buffer(*id);
+              continue;
+            }
+          if (!planned || cast<IntegerAttr>(planned[i]).getInt() < 0)
+            return op.emitOpError()
+                   << "result " << i << " has no planned buffer";
+          SmallVector<int64_t> shape = shapeOfResult(r);
+          // An empty tensor (no closed AttnRes block yet) still needs an
+          // address; the artifact format has no empty buffers.
+          uint64_t bytes = std::max<int64_t>(
+              bytesOf(r, shape, maxTokens, maxSeqs), art::kArenaAlignment);
+          uint32_t id = builder.addBuffer(
+              "act" + std::to_string(arenaCount++), art::BufferKind::Arena,
+              bytes, cast<IntegerAttr>(planned[i]).getInt());
+          where[r] = art::Arg::buffer(id);
+        }
+        auto launch = dyn_cast<LaunchOp>(op);
+        if (!launch)
+          continue;
+        std::vector<art::Arg> args;
+        for (Value v : launch.getInputs()) {
+          auto it = where.find(bufferRoot(v));
+          if (it == where.end())
+            return launch.emitOpError() << "operand has no buffer";
+          args.push_back(it->second);
+        }
+        for (Value r : launch.getResults())
+          args.push_back(where[r]);
+        args.push_back(art::Arg::symbol(0));
+        args.push_back(art::Arg::symbol(1));
+        const art::DimExpr one[3] = {art::DimExpr::constant(1),
+                                     art::DimExpr::constant(1),
+                                     art::DimExpr::constant(1)};
+        auto kernel =
+            SymbolTable::lookupNearestSymbolFrom(launch, launch.getKernel());
+        if (!gpuKernels) {
+          builder.addLaunch(entryId, objectId,
+                            launch.getKernel().getLeafReference().str(), args,
+                            one, one);
+          continue;
+        }
+        // On the GPU each parallel phase of the kernel is its own launch.
+        for (Attribute a : kernel->getAttrOfType<ArrayAttr>("k3.phases")) {
+          auto phaseName = cast<FlatSymbolRefAttr>(a).getValue();
+          Operation *phase = SymbolTable::lookupSymbolIn(kernels, phaseName);
+          art::DimExpr grid[3] = {gridFor(phase, maxTokens, maxSeqs),
+                                  art::DimExpr::constant(1),
+                                  art::DimExpr::constant(1)};
+          art::DimExpr block[3] = {art::DimExpr::constant(kGPUBlockSize),
                                    art::DimExpr::constant(1),
                                    art::DimExpr::constant(1)};
-      auto kernel = SymbolTable::lookupNearestSymbolFrom(launch, launch.getKernel());
-      if (!gpuKernels) {
-        builder.addLaunch(entryId, objectId,
-                          launch.getKernel().getLeafReference().str(), args,
-                          one, one);
-        continue;
+          art::DimExpr smem = art::DimExpr::constant(0);
+          // Dedicated kernels (lowering/cuda) state their launch shape.
+          if (auto g = phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchGridAttr))
+            grid[0] = g[0] == 0
+                          ? art::DimExpr::constant((g[2] + g[3] - 1) / g[3])
+                          : art::DimExpr::symbol(g[0] == kNumTokens ? 0 : 1,
+                                                 g[1], g[2], g[3]);
+          if (auto bl =
+                  phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchBlockAttr))
+            for (int d = 0; d < 3; ++d)
+              block[d] = art::DimExpr::constant(bl[d]);
+          if (auto sm = phase->getAttrOfType<IntegerAttr>(kLaunchSmemAttr))
+            smem = art::DimExpr::constant(sm.getInt());
+          builder.addLaunch(entryId, objectId, phaseName.str(), args, grid,
+                            block, smem);
+        }
       }
-      // On the GPU each parallel phase of the kernel is its own launch.
-      for (Attribute a : kernel->getAttrOfType<ArrayAttr>("k3.phases")) {
-        auto phaseName = cast<FlatSymbolRefAttr>(a).getValue();
-        Operation *phase = SymbolTable::lookupSymbolIn(kernels, phaseName);
-        art::DimExpr grid[3] = {gridFor(phase, maxTokens, maxSeqs),
-                                art::DimExpr::constant(1),
-                                art::DimExpr::constant(1)};
-        art::DimExpr block[3] = {art::DimExpr::constant(kGPUBlockSize),
-                                 art::DimExpr::constant(1),
-                                 art::DimExpr::constant(1)};
-        art::DimExpr smem = art::DimExpr::constant(0);
-        // Dedicated kernels (lowering/cuda) state their launch shape.
-        if (auto g = phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchGridAttr))
-          grid[0] = g[0] == 0 ? art::DimExpr::constant((g[2] + g[3] - 1) / g[3])
-                              : art::DimExpr::symbol(g[0] == kNumTokens ? 0 : 1,
-                                                     g[1], g[2], g[3]);
-        if (auto bl = phase->getAttrOfType<DenseI64ArrayAttr>(kLaunchBlockAttr))
-          for (int d = 0; d < 3; ++d)
-            block[d] = art::DimExpr::constant(bl[d]);
-        if (auto sm = phase->getAttrOfType<IntegerAttr>(kLaunchSmemAttr))
-          smem = art::DimExpr::constant(sm.getInt());
-        builder.addLaunch(entryId, objectId, phaseName.str(), args, grid,
-                          block, smem);
-      }
-    }
+      return success();
+    };
+    if (failed(emitEntry(fn, entry)))
+      return failure();
+    // The decode entry (k3-decode-entry), when it was outlined and planned.
+    if (auto decode = module.lookupSymbol<func::FuncOp>(entry + "_decode"))
+      if (decode->hasAttr("k3.decode") &&
+          failed(emitEntry(decode, decode.getSymName())))
+        return failure();
 
     std::string err;
     if (!builder.writeFile(output, err))

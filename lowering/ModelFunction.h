@@ -16,6 +16,22 @@ inline func::FuncOp lookupModelFunction(ModuleOp module, StringRef entry) {
   return fn;
 }
 
+/// The entries compiled from the model function `entry`: itself, then its
+/// decode entry `<entry>_decode` (k3-decode-entry) when there is one. Empty
+/// (with a diagnostic) when `entry` does not exist.
+inline SmallVector<func::FuncOp, 2> modelEntries(ModuleOp module,
+                                                 StringRef entry) {
+  SmallVector<func::FuncOp, 2> fns;
+  if (func::FuncOp fn = lookupModelFunction(module, entry))
+    fns.push_back(fn);
+  else
+    return fns;
+  if (auto d = module.lookupSymbol<func::FuncOp>((entry + "_decode").str()))
+    if (d->hasAttr("k3.decode"))
+      fns.push_back(d);
+  return fns;
+}
+
 /// The value whose buffer `v` uses: reshapes and casts alias their source.
 inline Value bufferRoot(Value v) {
   while (Operation *def = v.getDefiningOp()) {

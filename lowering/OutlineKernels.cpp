@@ -50,30 +50,41 @@ struct K3OutlineKernelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp fn = lookupModelFunction(module, entry);
-    if (!fn)
+    SmallVector<func::FuncOp, 2> fns = modelEntries(module, entry);
+    if (fns.empty())
       return signalPassFailure();
+    for (func::FuncOp fn : fns)
+      if (failed(outlineFunction(module, fn)))
+        return signalPassFailure();
+  }
+
+  /// Outlines one entry; kernels go to (or are shared through) @k3_kernels.
+  LogicalResult outlineFunction(ModuleOp module, func::FuncOp fn) {
     if (!fn.getBody().hasOneBlock()) {
       fn.emitOpError() << "model function must be a single block (run "
                           "--k3-inline-layers first)";
-      return signalPassFailure();
+      return failure();
     }
     SymbolicShapes shapes;
     if (failed(shapes.analyze(fn)))
-      return signalPassFailure();
+      return failure();
     cudaOptions.kdaMMAWarps = cudaKdaMMAWarps;
     cudaOptions.kdaMMAStages = cudaKdaMMAStages;
     cudaOptions.kdaOperandsBlocksPerSM = cudaKdaOperandsBlocksPerSM;
     cudaOptions.kdaRecurrentTile = cudaKdaRecurrentTile;
     cudaOptions.linearKernel = cudaLinear;
+    // A decode entry (k3-decode-entry, attribute k3.decode) runs one token
+    // per sequence: the recurrent KDA kernel stages one token at a time.
+    decodeEntry = fn->hasAttr("k3.decode");
+    cudaOptions.decode = decodeEntry;
     if (target == "cuda" && failed(cudaOptions.verify(module)))
-      return signalPassFailure();
+      return failure();
 
     OpBuilder b(module.getContext());
     if (target != "cpu" && target != "cuda") {
       module.emitError() << "unknown target '" << target
                          << "' (expected cpu or cuda)";
-      return signalPassFailure();
+      return failure();
     }
     kernels = SymbolTable::lookupSymbolIn(module, kKernelsModule);
     if (!kernels) {
@@ -91,7 +102,18 @@ struct K3OutlineKernelsPass
         kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
       }
       kernels->setAttr("k3.target", b.getStringAttr(target));
+    } else if (auto t = kernels->getAttrOfType<StringAttr>("k3.target");
+               !t || t.getValue() != target) {
+      module.emitError() << "kernels of another target are already outlined";
+      return failure();
     }
+    // Kernels outlined for another entry are shared (same key, same kernel;
+    // on the GPU the kernel is the function listing its phases, which are
+    // copies carrying the same key).
+    for (Operation &k : kernels->getRegion(0).front())
+      if (auto key = k.getAttrOfType<StringAttr>("k3.key"))
+        if (target == "cpu" || k.hasAttr("k3.phases"))
+          cache[key.getValue()] = cast<FunctionOpInterface>(&k);
 
     // Record shapes on the model function before ops are replaced.
     for (BlockArgument arg : fn.getArguments())
@@ -104,7 +126,7 @@ struct K3OutlineKernelsPass
     for (Operation *op : ops) {
       if (auto write = dyn_cast<StateWriteOp>(op)) {
         if (failed(outline(op, {write.getValue()}, shapes, b)))
-          return signalPassFailure();
+          return failure();
         continue;
       }
       if (!needsKernel(op)) {
@@ -112,8 +134,9 @@ struct K3OutlineKernelsPass
         continue;
       }
       if (failed(outline(op, op->getOperands(), shapes, b)))
-        return signalPassFailure();
+        return failure();
     }
+    return success();
   }
 
   /// Attaches `k3.shapes` (one symbolic shape per tensor result).
@@ -193,6 +216,8 @@ struct K3OutlineKernelsPass
     for (auto [t, s] : llvm::zip(outTypes, outShapes))
       os << "|" << cast<RankedTensorType>(t).getElementType() << ":"
          << symShapeToString(s);
+    if (decodeEntry && isa<KDAOp>(op))
+      os << "|decode";
     auto it = cache.find(key);
     if (it != cache.end())
       return it->second;
@@ -227,6 +252,7 @@ struct K3OutlineKernelsPass
       body = cfn.addEntryBlock();
     }
     fn->setAttr("k3.kernel", b.getUnitAttr());
+    fn->setAttr("k3.key", b.getStringAttr(key));
     unsigned numIn = inputs.size(), numOut = outTypes.size();
     for (unsigned i = 0; i < numIn; ++i)
       fn.setArgAttr(i, "k3.dims", shapeAttr(b, inShapes[i]));
@@ -282,6 +308,7 @@ struct K3OutlineKernelsPass
 
   Operation *kernels = nullptr;
   llvm::StringMap<FunctionOpInterface> cache;
+  bool decodeEntry = false;
 };
 
 } // namespace

@@ -79,6 +79,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "expose-routing",
       llvm::cl::desc("Also return each MoE router's expert ids (for checks)"),
       llvm::cl::init(false)};
+  Option<bool> decodeEntry{
+      *this, "decode-entry",
+      llvm::cl::desc("Also compile <entry>_decode (one token per sequence, "
+                     "token-by-token KDA) when the model has KDA"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
@@ -91,6 +96,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3FuseKDAGate());
   if (o.exposeRouting)
     pm.addPass(k3::createK3ExposeRouting({o.entry}));
+  // Before the KDA rewrites, which leave the decode entry alone.
+  if (o.decodeEntry)
+    pm.addPass(k3::createK3DecodeEntry({o.entry}));
   bool chunkwise = o.kda == CompileOptions::KDALowering::Chunkwise ||
                    (o.kda == CompileOptions::KDALowering::Auto &&
                     o.target == "cpu");

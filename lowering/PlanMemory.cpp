@@ -48,13 +48,20 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp fn = lookupModelFunction(module, entry);
-    if (!fn)
-      return signalPassFailure();
     if (maxTokens < 1 || maxSeqs < 1) {
       module.emitError() << "max-tokens and max-seqs must be positive";
       return signalPassFailure();
     }
+    SmallVector<func::FuncOp, 2> fns = modelEntries(module, entry);
+    if (fns.empty())
+      return signalPassFailure();
+    for (func::FuncOp fn : fns)
+      if (failed(planFunction(module, fn)))
+        return signalPassFailure();
+  }
+
+  /// Plans one entry's activations in the (shared) arena.
+  LogicalResult planFunction(ModuleOp module, func::FuncOp fn) {
     Builder b(module.getContext());
     Block &body = fn.getBody().front();
 
@@ -69,7 +76,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
         if (!v.getDefiningOp<LaunchOp>() || !v.hasOneUse()) {
           w.emitOpError() << "expects its value from a dedicated copy launch "
                              "(run --k3-outline-kernels)";
-          return signalPassFailure();
+          return failure();
         }
         pinned.insert(v);
       }
@@ -89,7 +96,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
       auto shapesAttr = op.getAttrOfType<ArrayAttr>("k3.shapes");
       if (!shapesAttr) {
         op.emitOpError() << "has no k3.shapes (run --k3-outline-kernels)";
-        return signalPassFailure();
+        return failure();
       }
       for (auto [r, s] : llvm::zip(op.getResults(), shapesAttr)) {
         if (pinned.contains(r))
@@ -147,7 +154,12 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
       offsets[idx] = b.getI64IntegerAttr(kv.second.offset);
       def->setAttr("k3.buffer", b.getArrayAttr(offsets));
     }
-    module->setAttr("k3.arena_bytes", b.getI64IntegerAttr(arena));
+    // Entries run one at a time and share the arena: its size is the
+    // largest plan.
+    int64_t shared = arena;
+    if (auto prev = module->getAttrOfType<IntegerAttr>("k3.arena_bytes"))
+      shared = std::max(shared, prev.getInt());
+    module->setAttr("k3.arena_bytes", b.getI64IntegerAttr(shared));
     module->setAttr("k3.max_tokens", b.getI64IntegerAttr(maxTokens));
     module->setAttr("k3.max_seqs", b.getI64IntegerAttr(maxSeqs));
     if (report)
@@ -156,6 +168,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
                       << " bytes (without reuse " << naive << " bytes) at "
                       << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
                       << " sequences\n";
+    return success();
   }
 };
 

@@ -71,7 +71,10 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
       return signalPassFailure();
     }
     SmallVector<KDAOp> ops;
-    getOperation()->walk([&](KDAOp op) { ops.push_back(op); });
+    getOperation()->walk([&](KDAOp op) {
+      if (!inDecodeEntry(op))
+        ops.push_back(op);
+    });
     for (KDAOp op : ops)
       if (failed(rewrite(op)))
         return signalPassFailure();

@@ -50,6 +50,8 @@ struct SplitKDA : OpRewritePattern<KDAOp> {
 
   LogicalResult matchAndRewrite(KDAOp op,
                                 PatternRewriter &rewriter) const override {
+    if (inDecodeEntry(op))
+      return rewriter.notifyMatchFailure(op, "decode entry: recurrent form");
     if (!covered(op))
       return rewriter.notifyMatchFailure(op, "not covered by the mma kernels");
     auto q = tensorType(op.getQ());

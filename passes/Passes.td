@@ -88,6 +88,23 @@ def K3TileTriSolve : Pass<"k3-tile-tri-solve"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3DecodeEntry : Pass<"k3-decode-entry", "::mlir::ModuleOp"> {
+  let summary = "Add a decode entry: the model function for one token per sequence";
+  let description = [{
+    Clones the model function `entry` as `<entry>_decode` (marked
+    `k3.decode`) when it contains `k3.kda`: the chunk forms that make prefill
+    fast (k3-kda-chunkwise, k3-kda-mma-split) pad a one-token sequence to a
+    whole chunk, so the decode entry keeps the token-by-token KDA (on CUDA,
+    the recurrent kernel with one-token staging). Both entries share
+    weights, decode state and kernels; `k3-run` and the Python bindings call
+    the decode entry for the steps after the prompt.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "The model function">,
+  ];
+}
+
 def K3KDAMMASplit : Pass<"k3-kda-mma-split"> {
   let summary = "Split k3.kda into tensor-core operands and chain (CUDA)";
   let description = [{

@@ -40,6 +40,11 @@ struct CUDAKernelOptions {
   /// The recurrent KDA kernel's tile "BV,P[,S[,C]]"; empty: chosen from
   /// K and V.
   std::string kdaRecurrentTile;
+  /// Outlining a decode entry (one token per sequence): the recurrent KDA
+  /// kernel stages one token per chunk unless kdaRecurrentTile says
+  /// otherwise (measured 2.8-3.0 TB/s against 2.0-2.1 with 16-token
+  /// staging, docs/kda-cuda.md).
+  bool decode = false;
   /// k3.linear: "generic" (the distributed loop nest) or "mma-3xtf32"
   /// (LinearMMA.cpp: tensor cores at f32 accuracy).
   std::string linearKernel = "generic";

@@ -63,13 +63,16 @@ int64_t smemWords(int64_t kDim, int64_t bv, int64_t s, int64_t warps) {
 
 /// cuda-kda-recurrent-tile="BV,P[,S[,C]]" overrides the tile (verified
 /// by CUDAKernelOptions::verify).
-KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override) {
+KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override,
+                   bool decode) {
   KDATile t;
   t.c = vDim % 4 == 0 ? 4 : 1;
   // 64 state values per lane (measured 2026-11-29: 64 rows of one column
   // take 254 registers without spills; 128 spill).
   t.p = std::max<int64_t>(1, kDim * t.c / 64);
-  t.s = 0;
+  // A decode entry stages one token per chunk (S = 1): a one-token
+  // sequence then loads and gates one token, not a padded chunk of 16.
+  t.s = decode ? 1 : 0;
   if (!override.empty()) {
     long bv = 0, p = 0, s = 0, c = 0;
     int got = std::sscanf(override.c_str(), "%ld,%ld,%ld,%ld", &bv, &p, &s, &c);
@@ -197,7 +200,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   if (init &&
       !cast<MemRefType>(init->base.getType()).getElementType().isF32())
     return false;
-  KDATile tile = chooseTile(kDim, vDim, options.kdaRecurrentTile);
+  KDATile tile =
+      chooseTile(kDim, vDim, options.kdaRecurrentTile, options.decode);
   const int64_t P = tile.p, BV = tile.bv, S = tile.s, C = tile.c;
   if (!llvm::isPowerOf2_64(P) || P > 32 || kDim % P != 0 ||
       !llvm::isPowerOf2_64(BV) || BV % C != 0 || vDim % C != 0 ||

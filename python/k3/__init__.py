@@ -257,10 +257,15 @@ class Session:
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int,
                  entry: str = "forward") -> list[int]:
         """Greedy generation of one sequence (slot 0), as k3-run --prompt:
-        resets the state, prefills the prompt, then decodes one token per call.
-        Returns ``max_new_tokens`` ids (the first one from the prefill)."""
+        resets the state, prefills the prompt, then decodes one token per call
+        (through ``<entry>_decode`` when the artifact has that entry: the
+        token-by-token KDA form). Returns ``max_new_tokens`` ids (the first
+        one from the prefill)."""
         info = self.artifact.entry(entry)
         names = {t.name for t in info.inputs}
+        decode = entry + "_decode"
+        if decode not in self.artifact.entries:
+            decode = entry
         self.reset_state(-1)
         tokens: list[int] = []
         pos = 0
@@ -272,7 +277,8 @@ class Session:
                     "positions": np.arange(pos, pos + n, dtype=np.int32),
                     "seq_slots": np.zeros(1, np.int32),
                     "context_lens": np.asarray([pos], np.int32)}
-            out = self.run(entry, **{k: v for k, v in feed.items() if k in names})
+            out = self.run(entry if pos == 0 else decode,
+                           **{k: v for k, v in feed.items() if k in names})
             tokens.append(int(np.argmax(out["logits"][-1])))
             pos += n
             step = [tokens[-1]]

@@ -103,6 +103,28 @@ def test_teacher_forced_decode_matches_prefill(tiny, T, N):
     assert rel_err(full, ref) <= 1e-4
 
 
+def test_decode_entry_matches_oracle(tiny):
+    """The artifact's second entry (k3-decode-entry: token-by-token KDA for
+    one-token calls) continues the prefill entry's state: a prompt through
+    `forward`, then steps through `forward_decode`, equal the oracle."""
+    art, cfg, weights, _ = tiny
+    assert set(art.entries) == {"forward", "forward_decode"}
+    fwd, dec = art.entry("forward"), art.entry("forward_decode")
+    assert [t.name for t in dec.inputs] == [t.name for t in fwd.inputs]
+    assert [t.name for t in dec.outputs] == [t.name for t in fwd.outputs]
+    T, N = 21, 5
+    ids = np.random.default_rng(99).integers(0, cfg.vocab_size, T + N).astype(np.int32)
+    s = session(tiny)
+    rows = [prefill(s, [ids[:T]])[0][-1]]
+    for k in range(N):
+        out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1],
+                    cu_seqlens=np.array([0, 1], np.int32),
+                    context_lens=np.array([T + k], np.int32))
+        rows.append(out["logits"][0])
+    ref = model.forward(cfg, weights, ids)
+    assert rel_err(np.stack(rows), ref[T - 1:T + N]) <= 1e-4
+
+
 def test_batched_decode(tiny):
     """Sequences of different lengths prefilled in one packed call, then
     decoded together (one token per sequence per call)."""

@@ -337,11 +337,20 @@ int main(int argc, char **argv) {
     if (sp.dtype != K3_DTYPE_I32) die("entry '" + o.entry + "' input '" + sp.name + "' has dtype " + k3_dtype_name(sp.dtype) + ", k3-run provides i32");
   }
   bool hasNumSeqs = symbolMax(art, "num_seqs") >= 0;
+  // Steps after the prompt (one token) go through the decode entry when the
+  // artifact has one (k3-decode-entry: the token-by-token KDA form).
+  std::string decodeEntry = o.entry;
+  size_t decodeIdx = entryIdx;
+  for (size_t i = 0; i < k3_artifact_num_entries(art); ++i)
+    if (o.entry + "_decode" == k3_artifact_entry_name(art, i)) {
+      decodeEntry = o.entry + "_decode";
+      decodeIdx = i;
+    }
 
   check(k3_session_reset_state(s, -1), "resetting state");
   std::vector<int32_t> generated;
   int64_t position = 0;
-  auto step = [&](const std::vector<int64_t> &toks) {
+  auto step = [&](const std::vector<int64_t> &toks, const std::string &entryName, size_t entryIdx) {
     // context_lens: tokens each sequence already holds in its decode state.
     std::vector<int32_t> ids(toks.begin(), toks.end()), pos(toks.size()), cu = {0, int32_t(toks.size())}, slots = {0},
         ctx = {int32_t(position)};
@@ -360,10 +369,10 @@ int main(int argc, char **argv) {
     }
     std::vector<k3_symbol_value> sv = {{"num_tokens", nt}};
     if (hasNumSeqs) sv.push_back({"num_seqs", ns});
-    check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), in.data(), in.size()), ("running '" + o.entry + "'").c_str());
+    check(k3_session_run(s, entryName.c_str(), sv.data(), sv.size(), in.data(), in.size()), ("running '" + entryName + "'").c_str());
     position += nt;
     k3_tensor_view v;
-    check(k3_session_find_output(s, "logits", &v), ("entry '" + o.entry + "'").c_str());
+    check(k3_session_find_output(s, "logits", &v), ("entry '" + entryName + "'").c_str());
     return argmaxLast(v, vocab);
   };
 
@@ -371,13 +380,13 @@ int main(int argc, char **argv) {
   double prefillTime = 0, decodeTime = 0;
   int64_t decodeSteps = 0;
   if (o.maxNew > 0) {
-    generated.push_back(step(prompt));
+    generated.push_back(step(prompt, o.entry, entryIdx));
     prefillTime = now() - t0;
     bool showProgress = o.progress || isatty(2);
     double lastShown = now();
     double t1 = now();
     while (int64_t(generated.size()) < o.maxNew) {
-      generated.push_back(step({generated.back()}));
+      generated.push_back(step({generated.back()}, decodeEntry, decodeIdx));
       ++decodeSteps;
       double t = now();
       if (showProgress && !o.quiet && t - lastShown > 0.25) {
@@ -398,8 +407,8 @@ int main(int argc, char **argv) {
     printf("generated: %s\n", ids.c_str());
     printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", prompt.size(), prefillTime * 1e3,
            prefillTime > 0 ? double(prompt.size()) / prefillTime : 0.0);
-    printf("decode: %lld tokens in %.3f ms (%.1f tok/s)\n", (long long)decodeSteps, decodeTime * 1e3,
-           decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0);
+    printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n", (long long)decodeSteps, decodeTime * 1e3,
+           decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0, decodeEntry == o.entry ? "" : (" through '" + decodeEntry + "'").c_str());
   }
   if (!o.dump.empty()) dumpAll(s, art, o.dump, &generated);
   k3_session_destroy(s);
