@@ -38,9 +38,12 @@ TILES = {"mma": "kda=auto", "mma_occ4": "kda=auto cuda-kda-operands-blocks-per-s
          "mma_stages2": "kda=auto cuda-kda-mma-stages=2",
          "mma_w8": "kda=auto cuda-kda-mma-warps=8",
          "recurrent": RECURRENT}
-# Decode variants: the recurrent kernel at its default tile and with
-# one-token chunks (S = 1).
-DECODE_TILES = {"": RECURRENT, "_s1": "kda=recurrent cuda-kda-recurrent-tile=32,8,1,4"}
+# Decode variants: the artifact's decode entry (k3-decode-entry: the
+# recurrent kernel with one-token staging), its prefill entry (16-token
+# staging), and the prefill entry forced to one-token staging.
+DECODE_TILES = {"": RECURRENT, "_prefill_entry": RECURRENT,
+                "_s1": "kda=recurrent cuda-kda-recurrent-tile=32,8,1,4"}
+DECODE_ENTRY = {"": "forward_decode", "_prefill_entry": "forward", "_s1": "forward"}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
     VARIANTS = tuple(v for v in os.environ["K3_BENCH_VARIANTS"].split(",") if v in VARIANTS)
@@ -265,6 +268,7 @@ def decode(torch, F, bench, dev):
         for suffix in DECODE_TILES:
             dump = OUT / f"out_decode_{B}_{H}.safetensors"
             r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"kda_decode_h{H}{suffix}.k3bin"), "--device", "cuda:0",
+                                "--entry", DECODE_ENTRY[suffix],
                                 "--inputs", str(inp), "--dump", str(dump), "--repeat", "20"],
                                capture_output=True, text=True, timeout=200)
             if r.returncode != 0:
