@@ -137,29 +137,38 @@ def read(path, name):
     return x.reshape(info["shape"]).astype(np.float64)
 
 
+def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
+    """k3-run `artifact` on cuda:0 with `inputs`; o and final_state against
+    the f64 reference `ref` (npz with o, s). Returns the number of failures
+    and records the worst error under worst[key]."""
+    dump = OUT / f"out_{label.replace(' ', '_')}.safetensors"
+    r = subprocess.run([str(BIN / "k3-run"), str(artifact), "--device", "cuda:0",
+                        "--inputs", str(inputs), "--dump", str(dump), "--quiet"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"{label}: k3-run failed: {r.stderr.strip()}")
+        return 1
+    failures = 0
+    for tensor, k in (("o", "o"), ("final_state", "s")):
+        got, want = read(dump, tensor), ref[k]
+        err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+        bad = not np.all(np.isfinite(got)) or err > tol
+        failures += bad
+        worst[key] = max(worst.get(key, 0.0), err)
+        if bad or os.environ.get("K3_CHECK_VERBOSE") == "1":
+            print(f"{'FAIL ' if bad else ''}{label} {tensor}: {err:.2e}")
+    dump.unlink()
+    return failures
+
+
 def check():
     cases = json.loads((OUT / "cases.json").read_text())
     worst, failures = {}, 0
     for i, (gate, regime, lens) in enumerate(cases):
         ref = np.load(OUT / f"ref_{i}.npz")
         for kda in VARIANTS:
-            dump = OUT / f"out_{i}_{kda}.safetensors"
-            r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"{gate}_{kda}.k3bin"), "--device", "cuda:0",
-                                "--inputs", str(OUT / f"in_{i}.safetensors"), "--dump", str(dump), "--quiet"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"{kda} {gate} {regime} {lens}: k3-run failed: {r.stderr.strip()}")
-                failures += 1
-                continue
-            for name, key in (("o", "o"), ("final_state", "s")):
-                got, want = read(dump, name), ref[key]
-                err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
-                bad = not np.all(np.isfinite(got)) or err > TOL
-                failures += bad
-                worst[kda] = max(worst.get(kda, 0.0), err)
-                if bad:
-                    print(f"FAIL {kda} {gate} {regime} {lens} {name}: {err:.2e}")
-            dump.unlink()
+            failures += run_and_compare(OUT / f"{gate}_{kda}.k3bin", OUT / f"in_{i}.safetensors", ref, TOL,
+                                        f"{kda} {gate} {regime} {lens}", worst, kda)
     for kda, e in worst.items():
         print(f"{kda}: worst normwise relative error over {len(cases)} cases x (o, state): {e:.2e}")
     failures += check_bf16()
@@ -173,23 +182,8 @@ def check_bf16():
     for i, (regime, lens) in enumerate(cases):
         ref = np.load(OUT / f"ref_bf16_{i}.npz")
         for name in BF16_VARIANTS:
-            dump = OUT / f"out_bf16_{i}_{name}.safetensors"
-            r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"bf16_{name}.k3bin"), "--device", "cuda:0",
-                                "--inputs", str(OUT / f"in_bf16_{i}.safetensors"), "--dump", str(dump), "--quiet"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"bf16 {name} {regime} {lens}: k3-run failed: {r.stderr.strip()}")
-                failures += 1
-                continue
-            for tensor, key in (("o", "o"), ("final_state", "s")):
-                got, want = read(dump, tensor), ref[key]
-                err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
-                bad = not np.all(np.isfinite(got)) or err > BF16_TOL
-                failures += bad
-                worst[name] = max(worst.get(name, 0.0), err)
-                if bad or os.environ.get("K3_CHECK_VERBOSE") == "1":
-                    print(f"{'FAIL ' if bad else ''}bf16 {name} {regime} {lens} {tensor}: {err:.2e}")
-            dump.unlink()
+            failures += run_and_compare(OUT / f"bf16_{name}.k3bin", OUT / f"in_bf16_{i}.safetensors", ref,
+                                        BF16_TOL, f"bf16 {name} {regime} {lens}", worst, name)
     for name, e in worst.items():
         print(f"bf16 {name}: worst normwise relative error over {len(cases)} cases x (o, state): {e:.2e}"
               f" (bound {BF16_TOL:g})")

@@ -68,7 +68,6 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
                                                  const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
-  MLIRContext *ctx = b.getContext();
   const KernelOperand *cu = op.getCuSeqlens() ? &in[4] : nullptr;
   const KernelOperand &aLog = in[cu ? 5 : 4], &dtBias = in[cu ? 6 : 5];
   const int64_t kDim = in[0].shape[3], heads = in[0].shape[2];
@@ -105,17 +104,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   const int64_t offOps = offL + kChunk * lStride * 4;
   const int64_t total = offOps + 3 * kChunk * opStride * 4;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(total));
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value smem = gpu::DynamicSharedMemoryOp::create(
-      b, loc,
-      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                      MemRefLayoutAttrInterface{}, wg));
+  MMAEmitter em{b, loc, kb};
+  Value smem = em.dynamicSharedMemory();
   auto viewAs = [&](Type elem, int64_t off, int64_t count) {
-    return memref::ViewOp::create(
-               b, loc,
-               MemRefType::get({count}, elem, MemRefLayoutAttrInterface{}, wg),
-               smem, kb.idx(off), ValueRange{})
-        .getResult();
+    return em.sharedView(smem, elem, kb.idx(off), count);
   };
   Value sG = viewAs(b.getF32Type(), 0, kChunk * kDim);
   Value sQ = viewAs(b.getF32Type(), offQ, kChunk * kDim);
@@ -129,7 +121,6 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     sOp[i] = viewAs(b.getI32Type(), offOps + i * kChunk * opStride * 4,
                     kChunk * opStride);
 
-  MMAEmitter em{b, loc, kb};
   Value q = in[0].full, k = in[1].full, g = in[2].full, beta = in[3].full;
   Value packed = out[0].full;
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);

@@ -72,7 +72,6 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
-  MLIRContext *ctx = b.getContext();
   unsigned next = 2;
   const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
   const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
@@ -110,20 +109,11 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
                                       nForm->b * per, 1}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
 
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value smem = gpu::DynamicSharedMemoryOp::create(
-      b, loc,
-      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                      MemRefLayoutAttrInterface{}, wg));
-  auto viewAt = [&](Type elem, Value off, int64_t count) {
-    return memref::ViewOp::create(
-               b, loc,
-               MemRefType::get({count}, elem, MemRefLayoutAttrInterface{}, wg),
-               smem, off, ValueRange{})
-        .getResult();
-  };
-
   MMAEmitter em{b, loc, kb};
+  Value smem = em.dynamicSharedMemory();
+  auto viewAt = [&](Type elem, Value off, int64_t count) {
+    return em.sharedView(smem, elem, off, count);
+  };
   AsyncCopier cp{b, loc, kb};
   Value o = out[0].full;
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);

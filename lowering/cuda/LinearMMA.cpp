@@ -40,7 +40,6 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
                                             const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
-  MLIRContext *ctx = b.getContext();
   const int64_t nOut = in[1].shape[0], nIn = in[1].shape[1];
   if (nOut <= 0 || nIn <= 0 || nOut % kBN != 0 || nIn % kBK != 0)
     return false;
@@ -66,22 +65,11 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
   const int64_t smemBytes = (kBM + kBN) * kStride * 4;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
 
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  Value smem = gpu::DynamicSharedMemoryOp::create(
-      b, loc,
-      MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                      MemRefLayoutAttrInterface{}, wg));
-  auto view = [&](int64_t off, int64_t count) {
-    return memref::ViewOp::create(
-               b, loc,
-               MemRefType::get({count}, b.getF32Type(),
-                               MemRefLayoutAttrInterface{}, wg),
-               smem, kb.idx(off), ValueRange{})
-        .getResult();
-  };
-  Value xs = view(0, kBM * kStride), ws = view(kBM * kStride * 4, kBN * kStride);
-
   MMAEmitter em{b, loc, kb};
+  Value smem = em.dynamicSharedMemory();
+  Value xs = em.sharedView(smem, b.getF32Type(), kb.idx(0), kBM * kStride);
+  Value ws = em.sharedView(smem, b.getF32Type(), kb.idx(kBM * kStride * 4),
+                           kBN * kStride);
   Value x = kb.view(in[0].base, {rows, kb.idx(nIn)});
   Value w = in[1].full;
   Value y = kb.view(out[0].base, {rows, kb.idx(nOut)});
@@ -107,19 +95,7 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
     return {hi, hiBits(kb.sub(f, hiF))};
   };
   auto mma = [&](ArrayRef<Value> a, ArrayRef<Value> bb, const Acc &c) {
-    Type f32 = b.getF32Type();
-    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-    auto m = NVVM::MmaOp::create(
-        b, loc, resTy, ValueRange(a), ValueRange(bb), ValueRange(c),
-        {16, 8, 8}, std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
-                                      NVVM::MMATypes::tf32},
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    Acc d;
-    for (int64_t i = 0; i < 4; ++i)
-      d[i] = LLVM::ExtractValueOp::create(b, loc, m.getResult(), i);
-    return d;
+    return em.mmaSync(a, bb, c, 8, NVVM::MMATypes::tf32);
   };
 
   SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));

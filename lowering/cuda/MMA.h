@@ -98,20 +98,44 @@ struct MMAEmitter {
 
   /// D = A B + C on the tensor cores.
   Acc mma(const FragA &a, const FragB &bf, const Acc &c) {
+    return mmaSync(a, bf, c, 16, NVVM::MMATypes::bf16);
+  }
+  /// D = A B + C for m16n8k`k` with `type` operands (A: 4 and B: 2 32-bit
+  /// registers for bf16 k = 16 and tf32 k = 8), f32 accumulators.
+  Acc mmaSync(ArrayRef<Value> a, ArrayRef<Value> bf, const Acc &c, int64_t k,
+              NVVM::MMATypes type) {
     MLIRContext *ctx = b.getContext();
     Type f32 = b.getF32Type();
     auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
     auto op = NVVM::MmaOp::create(
         b, loc, resTy, ValueRange(a), ValueRange(bf), ValueRange(c),
-        {16, 8, 16}, std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
-                                      NVVM::MMATypes::bf16},
+        {16, 8, k}, std::nullopt, std::nullopt,
+        std::array<NVVM::MMATypes, 2>{type, type},
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                        NVVM::MMALayout::col});
     Acc d;
     for (int64_t i = 0; i < 4; ++i)
       d[i] = LLVM::ExtractValueOp::create(b, loc, op.getResult(), i);
     return d;
+  }
+
+  /// The kernel's dynamic shared memory as bytes (the launch states its
+  /// size, k3.launch_smem).
+  Value dynamicSharedMemory() {
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    return gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface{}, wg));
+  }
+  /// `count` elements of `elem` at byte `offset` of the shared memory.
+  Value sharedView(Value smem, Type elem, Value offset, int64_t count) {
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    auto ty = MemRefType::get({count}, elem, MemRefLayoutAttrInterface{}, wg);
+    return memref::ViewOp::create(b, loc, ty, smem, offset, ValueRange{})
+        .getResult();
   }
 };
 
