@@ -141,7 +141,7 @@ def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
     """k3-run `artifact` on cuda:0 with `inputs`; o and final_state against
     the f64 reference `ref` (npz with o, s). Returns the number of failures
     and records the worst error under worst[key]."""
-    dump = OUT / f"out_{label.replace(' ', '_')}.safetensors"
+    dump = OUT / "out_check.safetensors"  # one run at a time
     r = subprocess.run([str(BIN / "k3-run"), str(artifact), "--device", "cuda:0",
                         "--inputs", str(inputs), "--dump", str(dump), "--quiet"],
                        capture_output=True, text=True)
