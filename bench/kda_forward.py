@@ -35,7 +35,6 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
 # "recurrent" is the recurrent kernel (cuda-kda-recurrent-tile=BV,P,S,C).
 RECURRENT = "kda=recurrent"
 TILES = {"mma": "kda=auto", "mma_occ4": "kda=auto cuda-kda-operands-blocks-per-sm=4",
-         "mma_occ6": "kda=auto cuda-kda-operands-blocks-per-sm=6",
          "mma_stages2": "kda=auto cuda-kda-mma-stages=2",
          "mma_w8": "kda=auto cuda-kda-mma-warps=8",
          "recurrent": RECURRENT}

@@ -85,24 +85,21 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   // The kernel is latency-bound per block (barriers, a 16-step solve):
   // throughput comes from blocks per SM, so cap the registers for
-  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 94
-  // registers, the most blocks without spills at K = 128; 6 caps at 80
-  // registers with 28 bytes of spills).
+  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 85
+  // registers, no spills, 38.5 KB of shared memory each at K = 128, which
+  // also caps an H200 SM at 5 blocks).
   int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
   fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
 
   // Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
-  // [16][K] as bf16 (exact: the op's q and k are bf16) with their per-token
-  // norm factors [16][2] (held here, not in registers across barriers:
-  // registers and shared memory set how many blocks share an SM), beta
-  // [16], L [16][17] f32, the solve's scratch [16][32] f32, and the
-  // intra-chunk factors q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs
-  // [16][K/2 + 4]: 30.7 KB at K = 128, six blocks per SM.
+  // [16][K] f32 with their per-token norm factors [16][2] (held here, not
+  // in registers across barriers: registers set how many blocks share an
+  // SM), beta [16], L [16][17] f32, and the intra-chunk factors
+  // q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4].
   const int64_t opStride = kDim / 2 + 4, lStride = 17;
-  const int64_t offQ = kChunk * kDim * 4, offK = offQ + kChunk * kDim * 2;
-  const int64_t offX = offK + kChunk * kDim * 2;
-  const int64_t offNorm = offX + kChunk * 32 * 4;
+  const int64_t offQ = kChunk * kDim * 4, offK = offQ + kChunk * kDim * 4;
+  const int64_t offNorm = offK + kChunk * kDim * 4;
   const int64_t offBeta = offNorm + kChunk * 2 * 4, offL = offBeta + kChunk * 4;
   const int64_t offOps = offL + kChunk * lStride * 4;
   const int64_t total = offOps + 3 * kChunk * opStride * 4;
@@ -113,9 +110,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     return em.sharedView(smem, elem, kb.idx(off), count);
   };
   Value sG = viewAs(b.getF32Type(), 0, kChunk * kDim);
-  Value sQ = viewAs(b.getBF16Type(), offQ, kChunk * kDim);
-  Value sK = viewAs(b.getBF16Type(), offK, kChunk * kDim);
-  Value sX = viewAs(b.getF32Type(), offX, kChunk * 32);
+  Value sQ = viewAs(b.getF32Type(), offQ, kChunk * kDim);
+  Value sK = viewAs(b.getF32Type(), offK, kChunk * kDim);
   Value sNorm = viewAs(b.getF32Type(), offNorm, kChunk * 2);
   Value sBeta = viewAs(b.getF32Type(), offBeta, kChunk);
   Value sL = viewAs(b.getF32Type(), offL, kChunk * lStride);
@@ -180,8 +176,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         sqq = kb.fma(qe, qe, sqq);
         skk = kb.fma(ke, ke, skk);
         Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
-        em.sts(em.bf16(qe), sQ, at);
-        em.sts(em.bf16(ke), sK, at);
+        em.sts(qe, sQ, at);
+        em.sts(ke, sK, at);
         // lb * sigmoid(A (g + dt_bias)) * log2(e).
         Value u = kb.mul(gateA, kb.add(rg[e], dtb[e]));
         Value sig = kb.div(kb.f32(1.0),
@@ -247,11 +243,7 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         Value Gc = em.lds(sG, kb.addi(kb.idx((kChunk - 1) * kDim), c));
         Value eG = exp2(G), eRel = exp2(kb.sub(G, Gm));
         Value eInv = exp2(kb.sub(Gm, G)), eTail = exp2(kb.sub(Gc, G));
-        auto widen = [&](Value x) {
-          return arith::ExtFOp::create(b, loc, b.getF32Type(), x).getResult();
-        };
-        Value qv = kb.mul(widen(em.lds(sQ, at)), nq);
-        Value kv = kb.mul(widen(em.lds(sK, at)), nk);
+        Value qv = kb.mul(em.lds(sQ, at), nq), kv = kb.mul(em.lds(sK, at), nk);
         vals[e] = {kb.mul(qv, eG),   kb.mul(kv, eG),   kb.mul(kv, eTail),
                    kb.mul(qv, eRel), kb.mul(kv, eRel), kb.mul(kv, eInv)};
       }
@@ -335,10 +327,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         for (int64_t m = 0; m < i; ++m)
           xi = kb.sub(xi, kb.mul(em.lds(sL, kb.idx(i * lStride + m)), x[m]));
         x[i] = xi;
-        // A copy of x_i in shared memory: a store the compiler cannot move
-        // the next rows' loads of L above, so only one row of L is live at
-        // a time.
-        em.sts(xi, sX, kb.addi(kb.idx(i * 32), lane));
+        // A copy of x_i in shared memory (q's staging, done with): a store
+        // the compiler cannot move the next rows' loads of L above, so only
+        // one row of L is live at a time.
+        em.sts(xi, sQ, kb.addi(kb.idx(i * 32), lane));
       }
       Value bj = em.lds(sBeta, j);
       Value even = kb.eqi(em.remu(lane, 2), kb.idx(0));
