@@ -42,7 +42,7 @@ struct CUDAKernelOptions {
   std::string kdaRecurrentTile;
   /// Outlining a decode entry (one token per sequence): the recurrent KDA
   /// kernel stages one token per chunk unless kdaRecurrentTile says
-  /// otherwise (measured 2.8-3.0 TB/s against 2.0-2.1 with 16-token
+  /// otherwise (measured 2.2-3.0 TB/s against 1.7-2.1 with 16-token
   /// staging, docs/kda-cuda.md).
   bool decode = false;
   /// k3.linear: "generic" (the distributed loop nest) or "mma-3xtf32"
@@ -70,7 +70,7 @@ FailureOr<bool> emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                      KernelBuilder &kb,
                                      ArrayRef<KernelOperand> inputs,
                                      ArrayRef<KernelOperand> outputs,
-    const CUDAKernelOptions &options);
+                                     const CUDAKernelOptions &options);
 
 /// The two halves of the tensor-core KDA (KDAMMAOperands.cpp,
 /// KDAMMARecurrence.cpp): these ops exist only for the CUDA target.
@@ -78,12 +78,12 @@ FailureOr<bool> emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
                                        KernelBuilder &kb,
                                        ArrayRef<KernelOperand> inputs,
                                        ArrayRef<KernelOperand> outputs,
-    const CUDAKernelOptions &options);
+                                       const CUDAKernelOptions &options);
 FailureOr<bool> emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
                                          gpu::GPUFuncOp fn, KernelBuilder &kb,
                                          ArrayRef<KernelOperand> inputs,
                                          ArrayRef<KernelOperand> outputs,
-    const CUDAKernelOptions &options);
+                                         const CUDAKernelOptions &options);
 
 /// k3.linear on the tensor cores with the 3xTF32 split (LinearMMA.cpp);
 /// false for shapes it does not cover.
