@@ -30,10 +30,12 @@ using namespace mlir;
 
 namespace {
 
+// arith-expand with bf16: f32 <-> bf16 conversions become integer ops, so
+// the shared object needs no compiler runtime (__truncsfbf2) beside libm.
 constexpr const char *kHostPipeline =
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
     "convert-math-to-llvm,convert-math-to-libm,finalize-memref-to-llvm,"
-    "convert-arith-to-llvm,convert-cf-to-llvm,"
+    "arith-expand{include-bf16=1},convert-arith-to-llvm,convert-cf-to-llvm,"
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
     "reconcile-unrealized-casts";
 

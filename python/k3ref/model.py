@@ -69,6 +69,10 @@ class Config:
     short_conv_kernel_size: int = 4
     gate_lower_bound: Optional[float] = None
     use_full_rank_gate: bool = False
+    # Storage of the KDA operands q, k, v after the short convolutions
+    # ("bf16": rounded there, as k3-import --kda-operand-dtype bf16 compiles
+    # it); None keeps them exact.
+    kda_operand_dtype: Optional[str] = None
     tie_word_embeddings: bool = False
 
     # -- layer classification ------------------------------------------------

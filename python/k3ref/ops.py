@@ -599,6 +599,9 @@ def kda_layer(x, w, cfg, cu_seqlens=None, state=None, core: str = "recurrent", d
     qc, sq = short_conv(linear(x, w["q_proj"]), w["q_conv1d"], st.get("conv_q"), cu_seqlens)
     kc, sk = short_conv(linear(x, w["k_proj"]), w["k_conv1d"], st.get("conv_k"), cu_seqlens)
     vc, sv = short_conv(linear(x, w["v_proj"]), w["v_conv1d"], st.get("conv_v"), cu_seqlens)
+    if getattr(cfg, "kda_operand_dtype", None) == "bf16":
+        import ml_dtypes
+        qc, kc, vc = (a.astype(ml_dtypes.bfloat16).astype(np.float64) for a in (qc, kc, vc))
     f = linear(linear(x, w["f_a_proj"]), w["f_b_proj"]).reshape(T, H, d)
     if cfg.gate_lower_bound is not None:
         g = kda_gate_lower_bounded(f, w["A_log"], w["dt_bias"], cfg.gate_lower_bound)

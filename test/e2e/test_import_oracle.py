@@ -7,6 +7,7 @@ checkpoints' own tensor names (bf16 + the F32 tensors, K3's
 Run by ctest (the e2e directory; K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_import_oracle.py
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -245,3 +246,33 @@ def test_sharded_checkpoint(tmp_path, name, seed, prefix):
                         "--max-new-tokens", "3", "--quiet"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert [int(t) for t in r.stdout.strip().split(",")] == model.greedy_generate(cfg, weights, [3, 1, 4, 1, 5], 3)
+
+
+@pytest.mark.parametrize("name,seed", [("tiny-k3", 3), ("tiny-kimi-linear", 5)])
+def test_bf16_kda_operands(tmp_path, name, seed):
+    """k3-import --kda-operand-dtype bf16: the short convolutions store q, k, v
+    in bf16 (what the CUDA tensor-core KDA takes). The oracle rounds them at
+    the same place (Config.kda_operand_dtype); what is left is f32 against
+    f64 (4e-6 and 1e-5 measured; a value straddling a bf16 rounding boundary
+    would cost one bf16 ulp on an element). Then generation through the
+    decode entry."""
+    cpath = config_path(name, tmp_path)
+    cfg = dataclasses.replace(oracle_config(json.loads(cpath.read_text())), kda_operand_dtype="bf16")
+    weights = rounded_weights(cfg, seed)
+    wfile = tmp_path / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    mlir, art = tmp_path / "m.mlir", tmp_path / "m.k3bin"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "--kda-operand-dtype", "bf16", "-o", str(mlir)], check=True)
+    assert "xbf16>, tensor<1x?x" in mlir.read_text()  # k3.kda takes bf16 q, k, v
+    subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=160 max-seqs=4",
+                    "-o", os.devnull], check=True)
+    inp = packed(cfg, [5, 17, 1, 9], seed=21)
+    out = run(tmp_path, art, [wfile], inp, "bf16")
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"])
+    err = rel_err(out["logits"], ref)
+    assert err <= 1e-4, f"normwise relative error {err:.3e}"
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6]
+    r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(wfile), "--prompt",
+                        ",".join(map(str, prompt)), "--max-new-tokens", "6"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "through 'forward_decode'" in r.stdout

@@ -468,11 +468,16 @@ class Emitter {
 public:
   /// `f32Weights`: the weights the checkpoint keeps in bf16 are f32 instead
   /// (an f32 checkpoint, e.g. a model saved by transformers in float32).
-  Emitter(MLIRContext &ctx, const Config &c, ModuleOp m, bool f32Weights)
+  /// `bf16KdaOperands`: the short convolutions store q, k, v in bf16 (as
+  /// the reference implementations hand them to their KDA kernels), which
+  /// lets the CUDA pipeline run KDA on the tensor cores (k3-kda-mma-split).
+  Emitter(MLIRContext &ctx, const Config &c, ModuleOp m, bool f32Weights,
+          bool bf16KdaOperands)
       : ctx_(ctx), c_(c), m_(m), b_(&ctx), loc_(UnknownLoc::get(&ctx)) {
     f32_ = b_.getF32Type();
     bf16_ = f32Weights ? f32_ : b_.getBF16Type();
     i32_ = b_.getI32Type();
+    kdaOperand_ = bf16KdaOperands ? b_.getBF16Type() : f32_;
   }
 
   void emit(int64_t maxContext);
@@ -536,7 +541,7 @@ private:
   ModuleOp m_;
   OpBuilder b_;
   Location loc_;
-  Type f32_, bf16_, i32_;
+  Type f32_, bf16_, i32_, kdaOperand_;
   std::string moeName_;
 };
 
@@ -574,7 +579,8 @@ void Emitter::emitKdaMixer() {
     st[i] = StateReadOp::create(b_, loc_, stTy, b_.getStringAttr(std::string(names[i]) + "_conv_state"));
   Value nst[3];
   for (int i = 0; i < 3; ++i) {
-    auto op = ShortConvOp::create(b_, loc_, act(P), stTy, pre[i], cs[i], st[i], cu, b_.getI64IntegerAttr(K));
+    auto op = ShortConvOp::create(b_, loc_, t({kDyn, P}, kdaOperand_), stTy, pre[i], cs[i], st[i], cu,
+                                  b_.getI64IntegerAttr(K));
     outs[i] = op.getResult();
     nst[i] = op.getFinalState();
   }
@@ -592,10 +598,10 @@ void Emitter::emitKdaMixer() {
                               c_.lowerBound ? fa(*c_.lowerBound) : FloatAttr());
   Value beta_ = linear(x, wb);
 
-  auto q4t = t({1, kDyn, H, d}, f32_);
-  Value q = expand(outs[0], q4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
-  Value k = expand(outs[1], q4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
-  Value v = expand(outs[2], q4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
+  auto q4t = t({1, kDyn, H, d}, f32_), qkv4t = t({1, kDyn, H, d}, kdaOperand_);
+  Value q = expand(outs[0], qkv4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
+  Value k = expand(outs[1], qkv4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
+  Value v = expand(outs[2], qkv4t, {{0, 1}, {2, 3}}, {one, Tf, Hf, df});
   Value g4 = expand(g, q4t, {{0, 1}, {2}, {3}}, {one, Tf, Hf, df});
   Value b4 = expand(beta_, t({1, kDyn, H}, f32_), {{0, 1}, {2}}, {one, Tf, Hf});
   auto sTy = t({kDyn, H, d, d}, f32_);
@@ -825,6 +831,7 @@ void Emitter::emit(int64_t L) {
 
 static void usage() {
   llvm::errs() << "usage: k3-import config.json -o model.mlir [--max-context N] [--name NAME] [--weight-dtype bf16|f32]\n"
+                  "                 [--kda-operand-dtype f32|bf16]\n"
                   "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear (kimi_linear)\n"
                   "  Hugging Face config.json as K3 IR (docs/import.md).\n";
 }
@@ -832,7 +839,7 @@ static void usage() {
 int main(int argc, char **argv) {
   std::string in, out = "-", name;
   int64_t maxContext = -1;
-  bool f32Weights = false;
+  bool f32Weights = false, bf16KdaOperands = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -851,6 +858,14 @@ int main(int argc, char **argv) {
         return 1;
       }
       f32Weights = v == "f32";
+    }
+    else if (a == "--kda-operand-dtype") {
+      std::string v = next();
+      if (v != "bf16" && v != "f32") {
+        llvm::errs() << "k3-import: --kda-operand-dtype: '" << v << "' is not f32 or bf16\n";
+        return 1;
+      }
+      bf16KdaOperands = v == "bf16";
     }
     else if (a == "--max-context") {
       std::string v = next();
@@ -947,7 +962,7 @@ int main(int argc, char **argv) {
   module->getOperation()->setAttr("k3.vocab_size", b.getI64IntegerAttr(cfg.vocab));
   module->getOperation()->setAttr("k3.hidden_size", b.getI64IntegerAttr(cfg.hidden));
   module->getOperation()->setAttr("k3.max_context", b.getI64IntegerAttr(maxContext));
-  Emitter(ctx, cfg, *module, f32Weights).emit(maxContext);
+  Emitter(ctx, cfg, *module, f32Weights, bf16KdaOperands).emit(maxContext);
   if (failed(verify(*module))) {
     llvm::errs() << in << ": internal error: the imported module does not verify\n";
     return 2;
