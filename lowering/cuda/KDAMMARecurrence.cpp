@@ -83,7 +83,6 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t rowWords = R + 16;    // words staged per row
   const int64_t RS = rowWords + 4;    // staged row stride: conflict-free
   const int64_t NT = kDim / 8, KS = kDim / 16;
-  (void)words;
 
   // Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
   // where the value dimension has fewer 16-column tiles.
