@@ -5,7 +5,8 @@
 #      the default model against it (bench/gpu_e2e.py, with out/gpu),
 #   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel,
 #   4. bench/kda_forward.py run: ours beside fla and FlashKDA, same inputs.
-# Carry: .anchors out/kda_check out/bench out/gpu build/bin/k3-run (see docs/benchmarks.md).
+# Prepare here with bench/prepare_gpu.sh; carry: .anchors out/kda_check
+# out/bench out/gpu build/bin/k3-run (see docs/benchmarks.md).
 # Results land in $OUT (kda_forward.json, logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
