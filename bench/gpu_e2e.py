@@ -12,13 +12,14 @@ oracle's (normwise relative error, bound 1e-4: f32 activations, bf16
 weights), and greedy generation with decode state on the GPU against the
 CPU artifact's.
 """
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from dumps import read_tensor
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "gpu"
@@ -27,23 +28,6 @@ CASES = {"one": [7], "packed": [5, 17, 1, 9], "long": [120, 3]}
 # CUDA artifacts checked: the default, and the tensor-core linear kernels
 # (3xTF32 split, f32-accurate: the same 1e-4 bound).
 CUDA_VARIANTS = {"tiny-cuda": "", "tiny-cuda-mma-linear": "cuda-linear=mma-3xtf32"}
-
-
-def read_safetensors(path):
-    """Minimal reader (numpy only) for the F32/I32 tensors k3-run dumps."""
-    raw = Path(path).read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dt = {"F32": np.float32, "I32": np.int32}.get(info["dtype"])
-        if dt is None:
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], dt).reshape(info["shape"])
-    return out
 
 
 def prepare():
@@ -84,7 +68,7 @@ def check():
             print(f"{variant} {name}: k3-run failed: {r.stderr.strip()}")
             ok = False
             continue
-        got = read_safetensors(dump)["logits"].astype(np.float64)
+        got = read_tensor(dump, "logits").astype(np.float64)
         ref = np.load(OUT / f"ref_{name}.npy")
         err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
         ok &= err <= 1e-4

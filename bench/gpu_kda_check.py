@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dumps import read_tensor
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "kda_check"
 BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
@@ -124,19 +126,6 @@ def prepare_bf16(model):
     print(f"prepared {len(BF16_CASES)} bf16 cases in {OUT}")
 
 
-def read(path, name):
-    raw = Path(path).read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    info = json.loads(raw[8:8 + n])[name]
-    a, b = info["data_offsets"]
-    buf = raw[8 + n + a:8 + n + b]
-    if info["dtype"] == "BF16":  # bf16 -> f32: the high half of the bits
-        x = (np.frombuffer(buf, np.uint16).astype(np.uint32) << 16).view(np.float32)
-    else:
-        x = np.frombuffer(buf, np.float32)
-    return x.reshape(info["shape"]).astype(np.float64)
-
-
 def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
     """k3-run `artifact` on cuda:0 with `inputs`; o and final_state against
     the f64 reference `ref` (npz with o, s). Returns the number of failures
@@ -150,7 +139,7 @@ def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
         return 1
     failures = 0
     for tensor, k in (("o", "o"), ("final_state", "s")):
-        got, want = read(dump, tensor), ref[k]
+        got, want = read_tensor(dump, tensor).astype(np.float64), ref[k]
         err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
         bad = not np.all(np.isfinite(got)) or err > tol
         failures += bad

@@ -132,17 +132,11 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
-def read_tensor(path, name):
-    import numpy as np
+def read_dump(path, name):
+    """A dumped tensor as a torch tensor (bf16 widened to f32, exactly)."""
     import torch
-    raw = Path(path).read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    info = json.loads(raw[8:8 + n])[name]
-    a, b = info["data_offsets"]
-    buf = raw[8 + n + a:8 + n + b]
-    if info["dtype"] == "BF16":
-        return torch.from_numpy(np.frombuffer(buf, np.int16).copy()).view(torch.bfloat16).reshape(info["shape"])
-    return torch.from_numpy(np.frombuffer(buf, np.float32).copy()).reshape(info["shape"])
+    from dumps import read_tensor
+    return torch.from_numpy(read_tensor(path, name).copy())
 
 
 def run():
@@ -203,8 +197,8 @@ def run():
             if r.returncode != 0:
                 row[f"k3_{kda}"] = "failed: " + r.stderr.strip()[-200:]
                 continue
-            o = read_tensor(dump, "o").to(dev).float()
-            s = read_tensor(dump, "final_state").to(dev)
+            o = read_dump(dump, "o").to(dev).float()
+            s = read_dump(dump, "final_state").to(dev)
             err_o = ((o - o_ref.float()).norm() / o_ref.float().norm()).item()
             err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
             ms = float(re.search(r"median ([0-9.]+) ms", r.stdout).group(1))
@@ -275,8 +269,8 @@ def decode(torch, F, bench, dev):
                 row[f"k3{suffix}"] = "failed: " + r.stderr.strip()[-200:]
                 FAILURES.append(row["shape"])
                 continue
-            o = read_tensor(dump, "o").to(dev).float()
-            s = read_tensor(dump, "final_state").to(dev)
+            o = read_dump(dump, "o").to(dev).float()
+            s = read_dump(dump, "final_state").to(dev)
             err_o = ((o - flat(o_ref).float()).norm() / o_ref.float().norm()).item()
             err_s = ((s - s_ref.float()).norm() / s_ref.float().norm()).item()
             ok = err_o <= ERR_BOUND and err_s <= ERR_BOUND
