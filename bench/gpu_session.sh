@@ -41,11 +41,12 @@ if [ -n "${BUILD:-}" ]; then
 fi
 K3_BENCH_KEEP_INPUTS=1 python3 bench/kda_forward.py run 2>&1 | tee "$OUT/kda_forward.log" || status=1
 cp out/bench/kda_forward.json "$OUT/" 2>/dev/null || true
-# 5. Nsight Compute on our main kernels (B1 T8192 H96, the default lowering).
+# 5. Nsight Compute on our main kernels (B1 T8192 H96; K3_NCU_VARIANT picks
+#    the bench variant, default the default lowering "mma").
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 if [ -x "$NCU" ] && [ -f out/bench/in_8192_96.safetensors ] && [ "${K3_SKIP_NCU:-0}" != 1 ]; then
   timeout 240 "$NCU" --kernel-name regex:kda --launch-count 3 --section SpeedOfLight --section Occupancy \
-    --section LaunchStats --section WarpStateStats "$K3_BIN_DIR/k3-run" out/bench/kda_h96_mma.k3bin --device cuda:0 \
+    --section LaunchStats --section WarpStateStats "$K3_BIN_DIR/k3-run" out/bench/kda_h96_${K3_NCU_VARIANT:-mma}.k3bin --device cuda:0 \
     --inputs out/bench/in_8192_96.safetensors --quiet >"$OUT/ncu.txt" 2>&1
   echo "ncu: rc=$?"; grep -E "kda_|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\) Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -40
 fi

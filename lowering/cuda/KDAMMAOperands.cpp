@@ -33,29 +33,33 @@ constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
 } // namespace
 
 /// Number of entries of cu[0..N] that are <= x (binary search; cu is
-/// non-decreasing).
+/// non-decreasing). A while loop: it stops after log2(N + 1) steps (a fixed
+/// 32-step loop cost every block ~800 instructions at N = 1).
 static Value countAtMost(KernelBuilder &kb, Value cu, Value numSeqs, Value x) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
+  Type idx = b.getIndexType();
   Value lo = kb.idx(0), hi = kb.addi(numSeqs, kb.idx(1));
-  // 2^32 sequences is beyond any plan.
-  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(32), kb.idx(1),
-                                 ValueRange{lo, hi});
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{idx, idx},
+                                   ValueRange{lo, hi});
   {
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value l = loop.getRegionIterArgs()[0], h = loop.getRegionIterArgs()[1];
-    Value open = kb.lti(l, h);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {idx, idx},
+                                  {loc, loc});
+    b.setInsertionPointToStart(before);
+    Value l = before->getArgument(0), h = before->getArgument(1);
+    scf::ConditionOp::create(b, loc, kb.lti(l, h), ValueRange{l, h});
+    Block *after = b.createBlock(&loop.getAfter(), {}, {idx, idx},
+                                 {loc, loc});
+    b.setInsertionPointToStart(after);
+    l = after->getArgument(0);
+    h = after->getArgument(1);
     Value mid = arith::DivUIOp::create(b, loc, kb.addi(l, h), kb.idx(2));
-    Value midc = kb.minsi(mid, numSeqs);
-    Value le = kb.ifElse(open, b.getIndexType(),
-                         [&] { return kb.loadIndex(cu, {midc}); },
-                         [&] { return kb.idx(0); });
-    Value goRight = kb.andi(open, kb.notb(kb.lti(x, le)));
-    Value goLeft = kb.andi(open, kb.lti(x, le));
-    Value nl = kb.select(goRight, kb.addi(mid, kb.idx(1)), l);
-    Value nh = kb.select(goLeft, mid, h);
-    scf::YieldOp::create(b, loc, ValueRange{nl, nh});
+    // mid < h <= N + 1, so cu[mid] is in bounds.
+    Value goRight = kb.notb(kb.lti(x, kb.loadIndex(cu, {mid})));
+    scf::YieldOp::create(b, loc,
+                         ValueRange{kb.select(goRight, kb.addi(mid, kb.idx(1)), l),
+                                    kb.select(goRight, h, mid)});
   }
   return loop.getResult(0);
 }
@@ -96,13 +100,16 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   // [16][K] f32 with their per-token norm factors [16][2] (held here, not
   // in registers across barriers: registers set how many blocks share an
   // SM), beta [16], L [16][17] f32, and the intra-chunk factors
-  // q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4].
-  const int64_t opStride = kDim / 2 + 4, lStride = 17;
+  // q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4], and
+  // per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K] (every region 16-byte
+  // aligned for the vector loads).
+  const int64_t opStride = kDim / 2 + 4, lStride = 20; // rows 16-byte aligned
   const int64_t offQ = kChunk * kDim * 4, offK = offQ + kChunk * kDim * 4;
   const int64_t offNorm = offK + kChunk * kDim * 4;
   const int64_t offBeta = offNorm + kChunk * 2 * 4, offL = offBeta + kChunk * 4;
   const int64_t offOps = offL + kChunk * lStride * 4;
-  const int64_t total = offOps + 3 * kChunk * opStride * 4;
+  const int64_t offChan = offOps + 3 * kChunk * opStride * 4;
+  const int64_t total = offChan + 3 * kDim * 4;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(total));
   MMAEmitter em{b, loc, kb};
   Value smem = em.dynamicSharedMemory();
@@ -115,13 +122,15 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   Value sNorm = viewAs(b.getF32Type(), offNorm, kChunk * 2);
   Value sBeta = viewAs(b.getF32Type(), offBeta, kChunk);
   Value sL = viewAs(b.getF32Type(), offL, kChunk * lStride);
+  // Per channel: G_m, 2^{G_m}, 2^{G_C - G_m}.
+  Value sChan = viewAs(b.getF32Type(), offChan, 3 * kDim);
   enum { kQM, kKMM, kKM };
   Value sOp[3];
   for (int i = 0; i < 3; ++i)
     sOp[i] = viewAs(b.getI32Type(), offOps + i * kChunk * opStride * 4,
                     kChunk * opStride);
 
-  Value q = in[0].full, k = in[1].full, g = in[2].full, beta = in[3].full;
+  Value beta = in[3].full;
   Value packed = out[0].full;
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -133,6 +142,43 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   Value head = em.remu(bid, heads);
   Value w0 = kb.muli(em.divu(bid, heads), kb.idx(kChunk));
   Value w1 = kb.minsi(kb.addi(w0, kb.idx(kChunk)), numTokens);
+
+  // Lane's CPL channels (ch0 = lane * CPL, contiguous) of token `tok`,
+  // head hh of input `which` (q, k or g) as f32, in vector loads of up to
+  // 16 bytes: the rows are K-element aligned and buffers 256-byte aligned.
+  Value inPtr[3];
+  for (int i = 0; i < 3; ++i)
+    inPtr[i] = em.pointer(em.addressOf(in[i].base), 1);
+  auto loadChannels = [&](int which, Value tok, Value hh) {
+    Type elem = cast<MemRefType>(in[which].full.getType()).getElementType();
+    const int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
+    const int64_t perLoad = std::min<int64_t>(CPL, 16 / bytes);
+    Value first = kb.addi(kb.muli(kb.addi(kb.muli(tok, kb.idx(heads)), hh),
+                                  kb.idx(kDim)),
+                          ch0);
+    SmallVector<Value> vals;
+    for (int64_t e = 0; e < CPL; e += perLoad)
+      llvm::append_range(
+          vals, em.loadVector(em.offsetPointer(
+                                  inPtr[which],
+                                  kb.muli(kb.addi(first, kb.idx(e)), kb.idx(bytes))),
+                              elem, perLoad));
+    return vals;
+  };
+  Value smemPtr = em.pointer(em.addressOf(smem), 3);
+  auto smemAt = [&](Value bytes) { return em.offsetPointer(smemPtr, bytes); };
+  // CPL consecutive f32 of shared memory at float index i (16-byte aligned
+  // for CPL >= 4).
+  auto ldsChannels = [&](int64_t offBytes, Value i) {
+    const int64_t perLoad = std::min<int64_t>(CPL, 4);
+    SmallVector<Value> vals;
+    for (int64_t e = 0; e < CPL; e += perLoad)
+      llvm::append_range(
+          vals, em.loadVector(smemAt(kb.addi(kb.idx(offBytes + 4 * e),
+                                             kb.muli(i, kb.idx(4)))),
+                              b.getF32Type(), perLoad));
+    return vals;
+  };
 
   // One chunk of head hh: tokens [t0, min(t0 + 16, end)).
   auto perHead = [&](Value hh, Value t0, Value end) {
@@ -161,13 +207,9 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
       Value row = tokenRow(i);
       Value valid = kb.lti(row, count);
       Value tok = kb.minsi(kb.addi(t0, row), last);
-      SmallVector<Value> rq(CPL), rk(CPL), rg(CPL);
-      for (int64_t e = 0; e < CPL; ++e) {
-        Value c = kb.addi(ch0, kb.idx(e));
-        rq[e] = kb.load(q, {kb.idx(0), tok, hh, c});
-        rk[e] = kb.load(k, {kb.idx(0), tok, hh, c});
-        rg[e] = kb.load(g, {kb.idx(0), tok, hh, c});
-      }
+      SmallVector<Value> rq = loadChannels(0, tok, hh),
+                         rk = loadChannels(1, tok, hh),
+                         rg = loadChannels(2, tok, hh);
       Value sqq = zero, skk = zero;
       Value rowBase = kb.muli(row, kb.idx(kDim));
       for (int64_t e = 0; e < CPL; ++e) {
@@ -180,8 +222,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         em.sts(ke, sK, at);
         // lb * sigmoid(A (g + dt_bias)) * log2(e).
         Value u = kb.mul(gateA, kb.add(rg[e], dtb[e]));
-        Value sig = kb.div(kb.f32(1.0),
-                           kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
+        Value sig = em.rcpApprox(
+            kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
         Value lgt = kb.mul(kb.f32(lowerBound * log2e), sig);
         em.sts(kb.select(valid, lgt, zero), sG, at);
       }
@@ -207,12 +249,20 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     for (int64_t c0 = 0; c0 < kDim; c0 += kThreads) {
       Value c = kb.addi(kb.idx(c0), tid);
       auto body = [&] {
-        Value run = kb.f32(0.0);
+        Value run = kb.f32(0.0), gm;
         for (int64_t t = 0; t < kChunk; ++t) {
           Value at = kb.addi(kb.idx(t * kDim), c);
           run = kb.add(run, em.lds(sG, at));
           em.sts(run, sG, at);
+          if (t == kMid)
+            gm = run;
         }
+        // Per channel: G_m and the factors that turn the two relative
+        // exponentials of P3 into e^G and e^{G_C - G} (two ex2 per element
+        // instead of four; each factor stays inside f32's range).
+        em.sts(gm, sChan, c);
+        em.sts(exp2(gm), sChan, kb.addi(kb.idx(kDim), c));
+        em.sts(exp2(kb.sub(run, gm)), sChan, kb.addi(kb.idx(2 * kDim), c));
         Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(),
                                               exp2(run));
         memref::StoreOp::create(
@@ -228,22 +278,27 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
 
     // P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
     // rows (valid tokens), the intra-chunk factors to shared memory.
+    // The lane's channels' G_m, 2^{G_m}, 2^{G_C - G_m}: token-independent.
+    SmallVector<Value> gmC = ldsChannels(offChan, ch0),
+                       e2Gm = ldsChannels(offChan, kb.addi(ch0, kb.idx(kDim))),
+                       e2Tail = ldsChannels(offChan,
+                                            kb.addi(ch0, kb.idx(2 * kDim)));
     kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
       Value t = tokenRow(i);
       Value valid = kb.lti(t, count);
-      Value rowBase = kb.muli(t, kb.idx(kDim));
+      Value at = kb.addi(kb.muli(t, kb.idx(kDim)), ch0);
       Value n2 = kb.muli(t, kb.idx(2));
       Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
+      SmallVector<Value> rG = ldsChannels(0, at), rQ = ldsChannels(offQ, at),
+                         rK = ldsChannels(offK, at);
       SmallVector<std::array<Value, 6>> vals(CPL);
       for (int64_t e = 0; e < CPL; ++e) {
-        Value c = kb.addi(ch0, kb.idx(e));
-        Value at = kb.addi(rowBase, c);
-        Value G = em.lds(sG, at);
-        Value Gm = em.lds(sG, kb.addi(kb.idx(kMid * kDim), c));
-        Value Gc = em.lds(sG, kb.addi(kb.idx((kChunk - 1) * kDim), c));
-        Value eG = exp2(G), eRel = exp2(kb.sub(G, Gm));
-        Value eInv = exp2(kb.sub(Gm, G)), eTail = exp2(kb.sub(Gc, G));
-        Value qv = kb.mul(em.lds(sQ, at), nq), kv = kb.mul(em.lds(sK, at), nk);
+        // e^{G-Gm}, e^{Gm-G}; e^G = e^{G-Gm} e^{Gm}, e^{Gc-G} = e^{Gc-Gm}
+        // e^{Gm-G}.
+        Value eRel = exp2(kb.sub(rG[e], gmC[e]));
+        Value eInv = exp2(kb.sub(gmC[e], rG[e]));
+        Value eG = kb.mul(eRel, e2Gm[e]), eTail = kb.mul(e2Tail[e], eInv);
+        Value qv = kb.mul(rQ[e], nq), kv = kb.mul(rK[e], nk);
         vals[e] = {kb.mul(qv, eG),   kb.mul(kv, eG),   kb.mul(kv, eTail),
                    kb.mul(qv, eRel), kb.mul(kv, eRel), kb.mul(kv, eInv)};
       }
@@ -266,39 +321,39 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     gpu::BarrierOp::create(b, loc);
 
     // Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
-    auto loadA = [&](Value mem, int64_t wc) -> FragA {
-      Value r0 = kb.addi(kb.muli(gq, kb.idx(opStride)), kb.addi(tig, kb.idx(wc)));
-      Value r1 = kb.addi(r0, kb.idx(8 * opStride));
-      return {em.lds(mem, r0), em.lds(mem, r1), em.lds(mem, kb.addi(r0, kb.idx(4))),
-              em.lds(mem, kb.addi(r1, kb.idx(4)))};
+    // Fragments by ldmatrix (rows of opStride words: 16-byte aligned,
+    // conflict-free).
+    Value offA = em.ldmatrixOffsetA(lane, opStride * 4);
+    Value offB = em.ldmatrixOffsetB(lane, opStride * 4);
+    auto opAddr = [&](int x, Value laneOff, int64_t ks) {
+      return smemAt(kb.addi(laneOff, kb.idx(offOps + x * kChunk * opStride * 4 +
+                                            32 * ks)));
     };
-    auto loadB = [&](Value mem, int64_t n0, int64_t wc) -> FragB {
-      Value r = kb.addi(kb.muli(kb.addi(gq, kb.idx(n0)), kb.idx(opStride)),
-                        kb.addi(tig, kb.idx(wc)));
-      return {em.lds(mem, r), em.lds(mem, kb.addi(r, kb.idx(4)))};
-    };
-    auto product = [&](Value aMem) {
+    auto product = [&](int aOp) {
       std::array<Acc, 2> acc = {em.zero(), em.zero()};
       for (int64_t ks = 0; ks < kDim / 16; ++ks) {
-        FragA a = loadA(aMem, 8 * ks);
+        FragA a = em.loadA(opAddr(aOp, offA, ks));
+        auto bf = em.loadB2(opAddr(kKM, offB, ks), /*fromKN=*/false);
         for (int64_t nt = 0; nt < 2; ++nt)
-          acc[nt] = em.mma(a, loadB(sOp[kKM], 8 * nt, 8 * ks), acc[nt]);
+          acc[nt] = em.mma(a, bf[nt], acc[nt]);
       }
       return acc;
     };
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
-      auto acc = product(sOp[kKMM]);
+      auto acc = product(kKMM);
       for (int64_t nt = 0; nt < 2; ++nt)
         for (int64_t c = 0; c < 4; ++c) {
           Value t = kb.addi(gq, kb.idx(8 * (c / 2)));
           Value s = kb.addi(tig2, kb.idx(8 * nt + c % 2));
+          // Stored negated: the solve's updates are then plain FMAs.
           Value lv = kb.select(kb.lti(s, t),
-                               kb.mul(em.lds(sBeta, t), acc[nt][c]), zero);
+                               kb.mul(kb.neg(em.lds(sBeta, t)), acc[nt][c]),
+                               zero);
           em.sts(lv, sL, kb.addi(kb.muli(t, kb.idx(lStride)), s));
         }
     });
     kb.ifThen(kb.eqi(warp, kb.idx(1)), [&] {
-      auto acc = product(sOp[kQM]);
+      auto acc = product(kQM);
       for (int64_t nt = 0; nt < 2; ++nt)
         for (int64_t half = 0; half < 2; ++half) {
           Value t = kb.addi(gq, kb.idx(8 * half));
@@ -324,8 +379,13 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
       SmallVector<Value> x(kChunk);
       for (int64_t i = 0; i < kChunk; ++i) {
         Value xi = kb.select(kb.eqi(j, kb.idx(i)), kb.f32(1.0), zero);
-        for (int64_t m = 0; m < i; ++m)
-          xi = kb.sub(xi, kb.mul(em.lds(sL, kb.idx(i * lStride + m)), x[m]));
+        // Row i of -L (a broadcast read), four words per load.
+        for (int64_t m0 = 0; m0 < i; m0 += 4) {
+          SmallVector<Value> l = em.loadVector(
+              smemAt(kb.idx(offL + 4 * (i * lStride + m0))), b.getF32Type(), 4);
+          for (int64_t m = m0; m < std::min<int64_t>(i, m0 + 4); ++m)
+            xi = math::FmaOp::create(b, loc, l[m - m0], x[m], xi);
+        }
         x[i] = xi;
         // A copy of x_i in shared memory (q's staging, done with): a store
         // the compiler cannot move the next rows' loads of L above, so only

@@ -35,35 +35,19 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kChunk = 16;
 
-struct AsyncCopier {
-  OpBuilder &b;
-  Location loc;
-  KernelBuilder &kb;
-
-  Value addressOf(Value mem) {
-    return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
-  }
-  Value ptr(Value addrIndex, unsigned space) {
-    Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), addrIndex);
-    auto gen = LLVM::LLVMPointerType::get(b.getContext());
-    Value p = LLVM::IntToPtrOp::create(b, loc, gen, i);
-    return LLVM::AddrSpaceCastOp::create(
-        b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), p);
-  }
-  /// 16 bytes global -> shared; `valid` false: zero-filled (source size 0).
-  void copy16(Value dstSharedAddr, Value srcGlobalAddr, Value valid) {
-    Value size = arith::SelectOp::create(
-        b, loc, valid,
-        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
-        arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-    NVVM::CpAsyncOp::create(
-        b, loc, ptr(dstSharedAddr, 3), ptr(srcGlobalAddr, 1),
-        b.getI32IntegerAttr(16),
-        NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
-                                             NVVM::LoadCacheModifierKind::CG),
-        size);
-  }
-};
+/// cp.async of 16 bytes global -> shared; `valid` false: zero-filled
+/// (source size 0).
+void copy16(OpBuilder &b, Location loc, Value dstShared, Value srcGlobal,
+            Value valid) {
+  Value size = arith::SelectOp::create(
+      b, loc, valid, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+  NVVM::CpAsyncOp::create(
+      b, loc, dstShared, srcGlobal, b.getI32IntegerAttr(16),
+      NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
+                                           NVVM::LoadCacheModifierKind::CG),
+      size);
+}
 } // namespace
 
 FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
@@ -95,7 +79,10 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t stages = options.kdaMMAStages;
 
   const int64_t rowsBytes = kChunk * RS * 4, egcBytes = kDim * 4;
-  const int64_t vBytes = kChunk * BV * 2;
+  // v's rows padded by 16 bytes: ldmatrix reads 8 rows of a column block
+  // without bank conflicts.
+  const int64_t vStride = BV * 2 + 16;
+  const int64_t vBytes = kChunk * vStride;
   const int64_t stageBytes = rowsBytes + egcBytes + vBytes;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(stages * stageBytes));
   Value numSeqs = kb.dim(out[1].shape[0]);
@@ -110,10 +97,6 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
 
   MMAEmitter em{b, loc, kb};
   Value smem = em.dynamicSharedMemory();
-  auto viewAt = [&](Type elem, Value off, int64_t count) {
-    return em.sharedView(smem, elem, off, count);
-  };
-  AsyncCopier cp{b, loc, kb};
   Value o = out[0].full;
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -142,64 +125,85 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
                           : kb.f32(0.0));
 
   // Issues chunk c's copies into stage c % stages (every thread a share).
-  Value packedBase = cp.addressOf(in[0].base), vBase = cp.addressOf(in[1].base);
-  Value smemBase = cp.addressOf(smem);
-  auto rowAddr = [&](Value t) { // byte address of packed row (bIdx, t, h)
-    Value row = kb.addi(kb.muli(kb.addi(kb.muli(bIdx, kb.dim(in[0].shape[1])),
-                                        t),
-                                kb.idx(heads)),
-                        h);
-    return kb.addi(packedBase, kb.muli(row, kb.idx(words * 4)));
+  // Each thread's pieces (row, 16-byte column) do not depend on the chunk:
+  // their offsets are computed once, here, so that a chunk's issue is an
+  // add and a select per piece.
+  Value packedPtr = em.pointer(em.addressOf(in[0].base), 1);
+  Value vPtr = em.pointer(em.addressOf(in[1].base), 1);
+  Value smemPtr = em.pointer(em.addressOf(smem), 3);
+  const int64_t rowBytes = heads * words * 4; // token to token, packed
+  const int64_t vRowBytes = heads * vDim * 2;
+  auto tokenIndex = [&](Value t, Value tokens) { // (bIdx, t, h)
+    return kb.addi(kb.muli(kb.addi(kb.muli(bIdx, tokens), t), kb.idx(heads)), h);
   };
+  struct Piece {
+    Value row, src, dst; // row of the chunk, byte offsets
+    int64_t p0;          // first piece index of this slot
+  };
+  auto slots = [&](int64_t total, int64_t perRow, int64_t srcRowBytes,
+                   int64_t dstRowBytes) {
+    SmallVector<Piece> out;
+    for (int64_t p0 = 0; p0 < total; p0 += threads) {
+      Value p = kb.addi(kb.idx(p0), tid);
+      Value r = em.divu(p, perRow), q = em.remu(p, perRow);
+      out.push_back({r,
+                     kb.addi(kb.muli(r, kb.idx(srcRowBytes)), kb.muli(q, kb.idx(16))),
+                     kb.addi(kb.muli(r, kb.idx(dstRowBytes)), kb.muli(q, kb.idx(16))),
+                     p0});
+    }
+    return out;
+  };
+  const int64_t rowPieces = rowWords / 4, vPieces = BV / 8;
+  SmallVector<Piece> rowSlots = slots(kChunk * rowPieces, rowPieces, rowBytes, RS * 4);
+  SmallVector<Piece> egcSlots = slots(kDim / 4, kDim / 4, 0, 0);
+  SmallVector<Piece> vSlots = slots(kChunk * vPieces, vPieces, vRowBytes, vStride);
+  Value vCol0Bytes = kb.muli(vb, kb.idx(BV * 2));
   auto issue = [&](Value c) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
-    Value stage =
-        kb.addi(smemBase, kb.muli(em.remu(c, stages), kb.idx(stageBytes)));
-    auto pieces = [&](int64_t total,
-                      const std::function<void(Value)> &body) {
-      for (int64_t p0 = 0; p0 < total; p0 += threads) {
-        Value p = kb.addi(kb.idx(p0), tid);
-        if (p0 + threads > total)
-          kb.ifThen(kb.lti(p, kb.idx(total)), [&] { body(p); });
+    Value stage = kb.muli(em.remu(c, stages), kb.idx(stageBytes));
+    auto each = [&](ArrayRef<Piece> ps, int64_t total,
+                    const std::function<void(const Piece &)> &body) {
+      for (const Piece &pc : ps) {
+        if (pc.p0 + threads > total)
+          kb.ifThen(kb.lti(kb.addi(kb.idx(pc.p0), tid), kb.idx(total)),
+                    [&] { body(pc); });
         else
-          body(p);
+          body(pc);
       }
     };
-    const int64_t rowPieces = rowWords / 4;
-    pieces(kChunk * rowPieces, [&](Value p) {
-      Value r = em.divu(p, rowPieces), q = em.remu(p, rowPieces);
-      Value ok = kb.lti(r, count);
-      Value src = kb.addi(rowAddr(kb.addi(t0, kb.select(ok, r, kb.idx(0)))),
-                          kb.muli(q, kb.idx(16)));
-      Value dst = kb.addi(stage, kb.addi(kb.muli(r, kb.idx(RS * 4)),
-                                         kb.muli(q, kb.idx(16))));
-      cp.copy16(dst, src, ok);
+    // Rows past the sequence read row t0 (in bounds) with source size 0.
+    Value rowsAt = kb.muli(tokenIndex(t0, kb.dim(in[0].shape[1])),
+                           kb.idx(words * 4));
+    each(rowSlots, kChunk * rowPieces, [&](const Piece &pc) {
+      Value ok = kb.lti(pc.row, count);
+      Value src = kb.addi(rowsAt, kb.select(ok, pc.src, kb.idx(0)));
+      copy16(b, loc, em.offsetPointer(smemPtr, kb.addi(stage, pc.dst)),
+             em.offsetPointer(packedPtr, src), ok);
     });
-    pieces(kDim / 4, [&](Value p) {
-      Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
-      Value src = kb.addi(rowAddr(lastRow),
-                          kb.addi(kb.idx((R + 16) * 4), kb.muli(p, kb.idx(16))));
-      Value dst = kb.addi(stage, kb.addi(kb.idx(rowsBytes), kb.muli(p, kb.idx(16))));
-      cp.copy16(dst, src, kb.boolean(true));
+    Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
+    Value egcAt = kb.addi(kb.muli(tokenIndex(lastRow, kb.dim(in[0].shape[1])),
+                                  kb.idx(words * 4)),
+                          kb.idx((R + 16) * 4));
+    each(egcSlots, kDim / 4, [&](const Piece &pc) {
+      copy16(b, loc,
+             em.offsetPointer(smemPtr, kb.addi(stage, kb.addi(kb.idx(rowsBytes),
+                                                              pc.src))),
+             em.offsetPointer(packedPtr, kb.addi(egcAt, pc.src)),
+             kb.boolean(true));
     });
-    const int64_t vPieces = BV / 8;
-    pieces(kChunk * vPieces, [&](Value p) {
-      Value r = em.divu(p, vPieces), q = em.remu(p, vPieces);
-      Value ok = kb.lti(r, count);
-      Value t = kb.addi(t0, kb.select(ok, r, kb.idx(0)));
-      Value elem = kb.addi(
-          kb.muli(kb.addi(kb.muli(kb.addi(kb.muli(bIdx, kb.dim(in[1].shape[1])),
-                                          t),
-                                  kb.idx(heads)),
-                          h),
-                  kb.idx(vDim)),
-          kb.addi(kb.muli(vb, kb.idx(BV)), kb.muli(q, kb.idx(8))));
-      Value src = kb.addi(vBase, kb.muli(elem, kb.idx(2)));
-      Value dst = kb.addi(stage, kb.addi(kb.idx(rowsBytes + egcBytes),
-                                         kb.addi(kb.muli(r, kb.idx(BV * 2)),
-                                                 kb.muli(q, kb.idx(16)))));
-      cp.copy16(dst, src, ok);
+    Value vAt = kb.addi(kb.muli(kb.muli(tokenIndex(t0, kb.dim(in[1].shape[1])),
+                                        kb.idx(vDim)),
+                                kb.idx(2)),
+                        vCol0Bytes);
+    each(vSlots, kChunk * vPieces, [&](const Piece &pc) {
+      Value ok = kb.lti(pc.row, count);
+      Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
+      copy16(b, loc,
+             em.offsetPointer(smemPtr,
+                              kb.addi(stage, kb.addi(kb.idx(rowsBytes + egcBytes),
+                                                     pc.dst))),
+             em.offsetPointer(vPtr, src), ok);
     });
   };
   auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(b, loc); };
@@ -209,6 +213,12 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     commit();
   }
 
+  // Lane byte offsets of the ldmatrix reads inside a stage.
+  Value laneRowsB = em.ldmatrixOffsetB(lane, RS * 4);
+  Value laneRowsA = em.ldmatrixOffsetA(lane, RS * 4);
+  Value laneV = kb.addi(kb.idx(rowsBytes + egcBytes),
+                        kb.addi(em.ldmatrixOffsetB(lane, vStride),
+                                kb.muli(warp, kb.idx(32))));
   auto chunks = scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1),
                                    acc0);
   {
@@ -229,20 +239,15 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
     Value stageOff = kb.muli(em.remu(c, stages), kb.idx(stageBytes));
-    Value sRows = viewAt(b.getI32Type(), stageOff, kChunk * RS);
-    Value sRows16 = viewAt(b.getBF16Type(), stageOff, kChunk * RS * 2);
-    Value sEgc = viewAt(b.getF32Type(), kb.addi(stageOff, kb.idx(rowsBytes)),
-                        kDim);
-    Value sV = viewAt(b.getBF16Type(),
-                      kb.addi(stageOff, kb.idx(rowsBytes + egcBytes)),
-                      kChunk * BV);
-
-    // B operand (k x 8) from rows [n][k] at word column wc.
-    auto loadB = [&](int64_t n0, int64_t wc) -> FragB {
-      Value r = kb.addi(kb.muli(kb.addi(gq, kb.idx(n0)), kb.idx(RS)),
-                        kb.addi(tig, kb.idx(wc)));
-      return {em.lds(sRows, r), em.lds(sRows, kb.addi(r, kb.idx(4)))};
+    // Fragments by ldmatrix: lane pointers into this stage's rows
+    // ([token][word], B operands of N = tokens), v's tile ([token][column])
+    // and kg ([token = K][channel = N], transposed).
+    Value rowsB = em.offsetPointer(smemPtr, kb.addi(stageOff, laneRowsB));
+    auto rowsAt = [&](int64_t word) {
+      return em.offsetPointer(rowsB, kb.idx(4 * word));
     };
+    Value rowsA = em.offsetPointer(smemPtr, kb.addi(stageOff, laneRowsA));
+    Value egc = em.offsetPointer(smemPtr, kb.addi(stageOff, kb.idx(rowsBytes)));
 
     SmallVector<FragA> aS(KS);
     for (int64_t ks = 0; ks < KS; ++ks)
@@ -250,30 +255,35 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
           {it[8 * ks + 0], it[8 * ks + 1], it[8 * ks + 2], it[8 * ks + 3]},
           {it[8 * ks + 4], it[8 * ks + 5], it[8 * ks + 6], it[8 * ks + 7]});
     Acc pS[2] = {em.zero(), em.zero()}, oT[2] = {em.zero(), em.zero()};
-    for (int64_t ks = 0; ks < KS; ++ks)
+    for (int64_t ks = 0; ks < KS; ++ks) {
+      auto bKe = em.loadB2(rowsAt(kDim / 2 + 8 * ks), /*fromKN=*/false);
+      auto bQg = em.loadB2(rowsAt(8 * ks), /*fromKN=*/false);
       for (int64_t nt = 0; nt < 2; ++nt) {
-        pS[nt] = em.mma(aS[ks], loadB(8 * nt, kDim / 2 + 8 * ks), pS[nt]);
-        oT[nt] = em.mma(aS[ks], loadB(8 * nt, 8 * ks), oT[nt]);
+        pS[nt] = em.mma(aS[ks], bKe[nt], pS[nt]);
+        oT[nt] = em.mma(aS[ks], bQg[nt], oT[nt]);
       }
+    }
 
+    // v^T's tile in accumulator layout (rows = value columns, cols =
+    // tokens): ldmatrix.trans of [token][column] gives register j the bf16
+    // pair (tokens 2 tig, +1 of block j / 2; column g + 8 (j % 2)).
+    auto vPairs = em.ldmatrix4(
+        em.offsetPointer(smemPtr, kb.addi(stageOff, laneV)), /*transpose=*/true);
     Acc r[2];
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
-        Value t = kb.addi(tig2, kb.idx(8 * nt + e % 2));
-        Value col = kb.addi(kb.muli(warp, kb.idx(16)),
-                            kb.addi(gq, kb.idx(8 * (e / 2))));
-        Value vv = arith::ExtFOp::create(
-            b, loc, b.getF32Type(),
-            em.lds(sV, kb.addi(kb.muli(t, kb.idx(BV)), col)));
+        Value vv = em.unpackBF16(vPairs[2 * nt + e / 2], e % 2);
         r[nt][e] = kb.sub(vv, pS[nt][e]);
       }
     FragA aR = em.accToA(r[0], r[1]);
+    auto bP = em.loadB2(rowsAt(R), /*fromKN=*/false);
+    auto bAqk = em.loadB2(rowsAt(R + 8), /*fromKN=*/false);
     Acc dT[2];
     for (int64_t nt = 0; nt < 2; ++nt)
-      dT[nt] = em.mma(aR, loadB(8 * nt, R), em.zero());
+      dT[nt] = em.mma(aR, bP[nt], em.zero());
     FragA aD = em.accToA(dT[0], dT[1]);
     for (int64_t nt = 0; nt < 2; ++nt) {
-      oT[nt] = em.mma(aD, loadB(8 * nt, R + 8), oT[nt]);
+      oT[nt] = em.mma(aD, bAqk[nt], oT[nt]);
       for (int64_t e = 0; e < 4; ++e) {
         Value t = kb.addi(tig2, kb.idx(8 * nt + e % 2));
         kb.ifThen(kb.lti(t, count), [&] {
@@ -282,26 +292,22 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       }
     }
 
-    // S^T = S0^T e^{G_C} + delta^T kg: B = kg (k = token, n = K), the
-    // two tokens of a pair from consecutive rows.
+    // S^T = S0^T e^{G_C} + delta^T kg: B = kg (k = token, n = K) from
+    // [token][channel] rows, two N tiles per ldmatrix.trans.
     SmallVector<Value> nextAcc;
-    Value kgBase = kb.idx(2 * kDim);
-    auto kgAt = [&](Value t, Value kc) {
-      return em.lds(sRows16, kb.addi(kb.muli(t, kb.idx(2 * RS)),
-                                     kb.addi(kgBase, kc)));
-    };
-    for (int64_t nt = 0; nt < NT; ++nt) {
-      Value d0 = em.lds(sEgc, kCol(nt, 0)), d1 = em.lds(sEgc, kCol(nt, 1));
-      Acc acc{kb.mul(it[4 * nt + 0], d0), kb.mul(it[4 * nt + 1], d1),
-              kb.mul(it[4 * nt + 2], d0), kb.mul(it[4 * nt + 3], d1)};
-      Value kc = kb.addi(gq, kb.idx(8 * nt));
-      FragB bK;
+    for (int64_t nt = 0; nt < NT; nt += 2) {
+      auto bK = em.loadB2(em.offsetPointer(rowsA, kb.idx(4 * (kDim + 4 * nt))),
+                          /*fromKN=*/true);
       for (int64_t x = 0; x < 2; ++x) {
-        Value t = kb.addi(tig2, kb.idx(8 * x));
-        bK[x] = em.packBF16(kgAt(t, kc), kgAt(kb.addi(t, kb.idx(1)), kc));
+        int64_t n8 = nt + x;
+        SmallVector<Value> d = em.loadVector(
+            em.offsetPointer(egc, kb.addi(kb.idx(4 * 8 * n8), kb.muli(tig2, kb.idx(4)))),
+            b.getF32Type(), 2);
+        Acc acc{kb.mul(it[4 * n8 + 0], d[0]), kb.mul(it[4 * n8 + 1], d[1]),
+                kb.mul(it[4 * n8 + 2], d[0]), kb.mul(it[4 * n8 + 3], d[1])};
+        acc = em.mma(aD, bK[x], acc);
+        nextAcc.append(acc.begin(), acc.end());
       }
-      acc = em.mma(aD, bK, acc);
-      nextAcc.append(acc.begin(), acc.end());
     }
     scf::YieldOp::create(b, loc, nextAcc);
   }

@@ -119,6 +119,116 @@ struct MMAEmitter {
     return d;
   }
 
+  /// The byte address of a memref's first element, as an index (for
+  /// address arithmetic the memref views cannot express: vector loads,
+  /// ldmatrix, cp.async).
+  Value addressOf(Value mem) {
+    return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
+  }
+  /// An LLVM pointer in address space `space` (1 global, 3 shared) to the
+  /// byte address `addr` (an index).
+  Value pointer(Value addr, unsigned space) {
+    Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+    auto gen = LLVM::LLVMPointerType::get(b.getContext());
+    Value p = LLVM::IntToPtrOp::create(b, loc, gen, i);
+    return LLVM::AddrSpaceCastOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), p);
+  }
+  /// `ptr` + `bytes` (an index). Shared-memory offsets are 32-bit, so that
+  /// constant parts fold into the instructions' immediate offsets instead
+  /// of each taking a 64-bit register pair.
+  Value offsetPointer(Value ptr, Value bytes) {
+    auto pt = cast<LLVM::LLVMPointerType>(ptr.getType());
+    Type it = pt.getAddressSpace() == 3 ? b.getI32Type() : b.getI64Type();
+    Value off = arith::IndexCastOp::create(b, loc, it, bytes);
+    return LLVM::GEPOp::create(b, loc, pt, b.getI8Type(), ptr,
+                               ArrayRef<LLVM::GEPArg>{off});
+  }
+  /// `n` consecutive elements of `elem` at `ptr`, in one vector load
+  /// aligned to its size (the caller guarantees the alignment), each
+  /// widened to f32 unless it is an integer.
+  SmallVector<Value> loadVector(Value ptr, Type elem, int64_t n) {
+    auto vt = VectorType::get({n}, elem);
+    unsigned bytes = n * elem.getIntOrFloatBitWidth() / 8;
+    Value v = LLVM::LoadOp::create(b, loc, vt, ptr, bytes);
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < n; ++i) {
+      Value e = LLVM::ExtractElementOp::create(
+          b, loc, v, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+      if (isa<FloatType>(elem) && !elem.isF32())
+        e = arith::ExtFOp::create(b, loc, b.getF32Type(), e);
+      out.push_back(e);
+    }
+    return out;
+  }
+  /// ldmatrix.sync.aligned.m8n8.x4(.trans).b16: four 8 x 8 bf16 matrices;
+  /// lane l gives the shared-memory pointer of row l % 8 of matrix l / 8 and
+  /// receives, in register j, matrix j's pair at (row l / 4, cols
+  /// 2 (l % 4), +1) (transposed: (rows 2 (l % 4), +1, col l / 4)).
+  std::array<Value, 4> ldmatrix4(Value sharedPtr, bool transpose) {
+    MLIRContext *ctx = b.getContext();
+    Type i32 = b.getI32Type();
+    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
+    auto op = NVVM::LdMatrixOp::create(
+        b, loc, resTy, sharedPtr, b.getI32IntegerAttr(4),
+        NVVM::MMALayoutAttr::get(ctx, transpose ? NVVM::MMALayout::col
+                                                : NVVM::MMALayout::row),
+        NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
+        NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
+    std::array<Value, 4> r;
+    for (int64_t i = 0; i < 4; ++i)
+      r[i] = LLVM::ExtractValueOp::create(b, loc, op.getResult(), i);
+    return r;
+  }
+  /// Lane's byte offset in a 16 x 16 tile of 16-bit elements (rows
+  /// `strideBytes` apart) for ldmatrix4 of an A fragment (rows = M, cols =
+  /// K) or of two B fragments from a [K][N] tile (transpose): matrix j of
+  /// lane l / 8 is (rows 8 (j % 2), cols 8 (j / 2)).
+  Value ldmatrixOffsetA(Value lane, int64_t strideBytes) {
+    Value row = kb.addi(remu(lane, 8), kb.muli(remu(divu(lane, 8), 2), kb.idx(8)));
+    return kb.addi(kb.muli(row, kb.idx(strideBytes)),
+                   kb.muli(divu(lane, 16), kb.idx(16)));
+  }
+  /// The same for two B fragments (N tiles 0-7, 8-15) from a [N][K] tile:
+  /// matrix j is (rows 8 (j / 2), cols 8 (j % 2)).
+  Value ldmatrixOffsetB(Value lane, int64_t strideBytes) {
+    Value row = kb.addi(remu(lane, 8), kb.muli(divu(lane, 16), kb.idx(8)));
+    return kb.addi(kb.muli(row, kb.idx(strideBytes)),
+                   kb.muli(remu(divu(lane, 8), 2), kb.idx(16)));
+  }
+  /// A fragment of the 16 x 16 tile whose lane pointer is `ptr` (tile
+  /// start + ldmatrixOffsetA).
+  FragA loadA(Value ptr) {
+    auto r = ldmatrix4(ptr, /*transpose=*/false);
+    return {r[0], r[1], r[2], r[3]};
+  }
+  /// B fragments of N tiles 0-7 and 8-15: from a [N][K] tile (lane pointer
+  /// from ldmatrixOffsetB) or, transposed, a [K][N] tile (ldmatrixOffsetA).
+  std::array<FragB, 2> loadB2(Value ptr, bool fromKN) {
+    auto r = ldmatrix4(ptr, /*transpose=*/fromKN);
+    return {FragB{r[0], r[1]}, FragB{r[2], r[3]}};
+  }
+  /// Half `half` (0: low) of a packed bf16 pair, as f32 (bf16 is f32's
+  /// upper 16 bits).
+  Value unpackBF16(Value pair, int half) {
+    Value bits =
+        half == 0
+            ? arith::ShLIOp::create(b, loc, pair,
+                                    arith::ConstantOp::create(
+                                        b, loc, b.getI32IntegerAttr(16)))
+                  .getResult()
+            : arith::AndIOp::create(b, loc, pair,
+                                    arith::ConstantOp::create(
+                                        b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
+                  .getResult();
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+  }
+  /// 1 / x by the special-function unit (rcp.approx.ftz.f32, ~1 ulp):
+  /// the IEEE division's slow path is a call per element.
+  Value rcpApprox(Value x) {
+    return NVVM::RcpApproxFtzF32Op::create(b, loc, b.getF32Type(), x);
+  }
+
   /// The kernel's dynamic shared memory as bytes (the launch states its
   /// size, k3.launch_smem).
   Value dynamicSharedMemory() {

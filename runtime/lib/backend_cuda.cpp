@@ -3,6 +3,7 @@
 // points below are used; their types are declared here (matching cuda.h).
 #include <cstring>
 #include <dlfcn.h>
+#include <unordered_map>
 #include <vector>
 
 #include "backend.h"
@@ -92,6 +93,7 @@ public:
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
   int ordinal = 0, ccMajor = 0, ccMinor = 0, maxSmemOptin = 0;
+  std::unordered_map<void *, int64_t> smemGranted; // kernel -> opted-in dynamic shared memory
   std::string devName;
 
   ~CudaBackend() override {
@@ -188,10 +190,20 @@ public:
       return false;
     }
     CUfunction f = static_cast<CUfunction>(fn);
-    if (smem > 48 * 1024 &&
-        !check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)), "cuFuncSetAttribute",
-               "kernel '" + name + "', MAX_DYNAMIC_SHARED_SIZE_BYTES=" + std::to_string(smem), err))
-      return false;
+    // The 48 KB default covers static plus dynamic shared memory, and every
+    // generated kernel has a little static shared memory (the dynamic
+    // array's symbol): exactly 48 KB of dynamic shared memory already needs
+    // the opt-in. Set once per kernel and size.
+    if (smem > 0) {
+      int64_t &granted = smemGranted[fn];
+      if (granted < smem) {
+        if (!check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
+                   "cuFuncSetAttribute", "kernel '" + name + "', MAX_DYNAMIC_SHARED_SIZE_BYTES=" + std::to_string(smem),
+                   err))
+          return false;
+        granted = smem;
+      }
+    }
     params[numArgs] = nullptr;
     return check(d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
                                   unsigned(block[1]), unsigned(block[2]), unsigned(smem), nullptr, params, nullptr),
