@@ -43,8 +43,9 @@ BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
 # Variant -> extra k3-compile options: the split tensor-core form
-# (default), with 1 warp per chain block, the recurrent kernel.
-BF16_VARIANTS = {"mma": "kda=auto", "mma_w1": "kda=auto cuda-kda-mma-warps=1",
+# (default: 1 warp per chain block at this shape), with 2 warps per chain
+# block (two value slices of 16 columns per block), the recurrent kernel.
+BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto cuda-kda-mma-warps=2",
                  "recurrent": "kda=recurrent"}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.

@@ -29,13 +29,15 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in os.environ["K3_BENCH_SHAPES"].split(";")]
 # Our variants: extra k3-compile options. "mma" is the default CUDA lowering
 # for bf16 (kda=auto: k3-kda-mma-split, a token-parallel operand kernel,
-# then the tensor-core chain); cuda-kda-mma-warps sets the chain's warps per
+# then the tensor-core chain; warps per chain block from the shape: 4 at H64,
+# 8 at H96); cuda-kda-mma-warps fixes the chain's warps per
 # block (16 value columns each), cuda-kda-mma-stages its cp.async stages,
 # cuda-kda-operands-blocks-per-sm the operand kernel's register cap;
 # "recurrent" is the recurrent kernel (cuda-kda-recurrent-tile=BV,P,S,C).
 RECURRENT = "kda=recurrent"
 TILES = {"mma": "kda=auto", "mma_occ4": "kda=auto cuda-kda-operands-blocks-per-sm=4",
          "mma_stages2": "kda=auto cuda-kda-mma-stages=2",
+         "mma_w4": "kda=auto cuda-kda-mma-warps=4",
          "mma_w8": "kda=auto cuda-kda-mma-warps=8",
          "recurrent": RECURRENT}
 # Decode variants: the artifact's decode entry (k3-decode-entry: the

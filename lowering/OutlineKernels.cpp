@@ -69,6 +69,7 @@ struct K3OutlineKernelsPass
     if (failed(shapes.analyze(fn)))
       return failure();
     cudaOptions.kdaMMAWarps = cudaKdaMMAWarps;
+    cudaOptions.smCount = cudaSMCount;
     cudaOptions.kdaMMAStages = cudaKdaMMAStages;
     cudaOptions.kdaOperandsBlocksPerSM = cudaKdaOperandsBlocksPerSM;
     cudaOptions.kdaRecurrentTile = cudaKdaRecurrentTile;

@@ -31,9 +31,12 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
     Option<"target", "target", "std::string", "\"cpu\"",
            "cpu (func.func loop nests) or cuda (gpu.func kernels for sm_90a, "
            "one per parallel phase, iterations spread over threads)">,
-    Option<"cudaKdaMMAWarps", "cuda-kda-mma-warps", "int64_t", "4",
+    Option<"cudaKdaMMAWarps", "cuda-kda-mma-warps", "int64_t", "0",
            "target=cuda: warps per block of the tensor-core KDA chain "
-           "(16 value columns each; 1, 2, 4, 8)">,
+           "(16 value columns each; 1, 2, 4, 8; 0: from the shape)">,
+    Option<"cudaSMCount", "cuda-sm-count", "int64_t", "132",
+           "target=cuda: SMs of the target GPU, for shape-dependent "
+           "defaults (132: H100 SXM, H200)">,
     Option<"cudaKdaMMAStages", "cuda-kda-mma-stages", "int64_t", "3",
            "target=cuda: cp.async shared-memory stages of the tensor-core "
            "KDA chain (2..4)">,

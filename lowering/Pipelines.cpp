@@ -53,8 +53,14 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init(0)};
   Option<int64_t> cudaKdaMMAWarps{
       *this, "cuda-kda-mma-warps",
-      llvm::cl::desc("target=cuda: warps per tensor-core KDA chain block"),
-      llvm::cl::init(4)};
+      llvm::cl::desc("target=cuda: warps per tensor-core KDA chain block "
+                     "(0: from the shape)"),
+      llvm::cl::init(0)};
+  Option<int64_t> cudaSMCount{
+      *this, "cuda-sm-count",
+      llvm::cl::desc("target=cuda: SMs of the target GPU (shape-dependent "
+                     "defaults)"),
+      llvm::cl::init(132)};
   Option<int64_t> cudaKdaMMAStages{
       *this, "cuda-kda-mma-stages",
       llvm::cl::desc("target=cuda: cp.async stages of the KDA chain"),
@@ -117,6 +123,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   outline.entry = o.entry;
   outline.target = o.target;
   outline.cudaKdaMMAWarps = o.cudaKdaMMAWarps;
+  outline.cudaSMCount = o.cudaSMCount;
   outline.cudaKdaMMAStages = o.cudaKdaMMAStages;
   outline.cudaKdaOperandsBlocksPerSM = o.cudaKdaOperandsBlocksPerSM;
   outline.cudaKdaRecurrentTile = o.cudaKdaRecurrentTile;

@@ -31,8 +31,11 @@ constexpr llvm::StringLiteral kLaunchSmemAttr = "k3.launch_smem";
 /// options `cuda-kda-*`; reasoning and measurements in docs/kda-cuda.md).
 struct CUDAKernelOptions {
   /// Warps per block of the tensor-core KDA chain (16 value columns each):
-  /// 1, 2, 4 or 8.
-  int64_t kdaMMAWarps = 4;
+  /// 1, 2, 4 or 8; 0 chooses from the shape and smCount.
+  int64_t kdaMMAWarps = 0;
+  /// Streaming multiprocessors of the target GPU (132: H100 SXM, H200),
+  /// for shape-dependent defaults.
+  int64_t smCount = 132;
   /// cp.async shared-memory stages of the chain, 2..4.
   int64_t kdaMMAStages = 3;
   /// Resident blocks per SM the KDA operand kernel's registers allow.

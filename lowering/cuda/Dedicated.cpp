@@ -28,10 +28,14 @@ FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(Operation *op,
 }
 
 LogicalResult CUDAKernelOptions::verify(Operation *where) const {
-  if (kdaMMAWarps != 1 && kdaMMAWarps != 2 && kdaMMAWarps != 4 &&
-      kdaMMAWarps != 8)
-    return where->emitError() << "cuda-kda-mma-warps must be 1, 2, 4 or 8, got "
-                              << kdaMMAWarps;
+  if (kdaMMAWarps != 0 && kdaMMAWarps != 1 && kdaMMAWarps != 2 &&
+      kdaMMAWarps != 4 && kdaMMAWarps != 8)
+    return where->emitError()
+           << "cuda-kda-mma-warps must be 0 (from the shape), 1, 2, 4 or 8, got "
+           << kdaMMAWarps;
+  if (smCount < 1 || smCount > 1024)
+    return where->emitError() << "cuda-sm-count must be in [1, 1024], got "
+                              << smCount;
   if (kdaMMAStages < 2 || kdaMMAStages > 4)
     return where->emitError() << "cuda-kda-mma-stages must be in [2, 4], got "
                               << kdaMMAStages;

@@ -69,9 +69,23 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t NT = kDim / 8, KS = kDim / 16;
 
   // Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
-  // where the value dimension has fewer 16-column tiles.
+  // where the value dimension has fewer 16-column tiles. From the shape
+  // (0): the fewest warps whose blocks for one sequence, H V / (16 W), fit
+  // the GPU's SMs in one wave, else 8. A block per SM: two chain blocks on
+  // one SM share its tensor cores and that SM sets the time (B1 T8192
+  // H96: W = 4, 192 blocks, 1.45 ms; W = 8, 96 blocks, 1.30 ms; H64: W = 4,
+  // 128 blocks, 0.84 ms against 1.14 with W = 8; docs/kda-cuda.md).
+  auto fits = [&](int64_t w) { return (vDim / 16) % w == 0; };
   int64_t warps = options.kdaMMAWarps;
-  while (warps > 1 && (vDim / 16) % warps != 0)
+  if (warps == 0) {
+    warps = 8;
+    for (int64_t w : {1, 2, 4, 8})
+      if (fits(w) && heads * (vDim / 16) / w <= options.smCount) {
+        warps = w;
+        break;
+      }
+  }
+  while (warps > 1 && !fits(warps))
     warps /= 2;
   const int64_t BV = 16 * warps, threads = 32 * warps, nvb = vDim / BV;
   // Shared-memory stages: chunks c+1 .. c+stages-1 are in flight while

@@ -3,8 +3,12 @@
 // kernel (lowering/cuda/KDAMMAOperands.cpp: H blocks of 4 warps per
 // 16-token window, the in-chunk products on the tensor cores, dynamic shared
 // memory) and the chain (KDAMMARecurrence.cpp: a block per (sequence, head,
-// 64 value columns), three cp.async stages, every product an mma.sync with
-// bf16 operands and f32 accumulators).
+// 16 W value columns), three cp.async stages, fragments by ldmatrix, every
+// product an mma.sync with bf16 operands and f32 accumulators). W from the
+// shape: the fewest warps whose H V / (16 W) blocks fit the SMs, so 1 here
+// (4 heads: 32 blocks), 2 on a 16-SM part, 8 for 96 heads.
+// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels="target=cuda cuda-sm-count=16" | FileCheck %s --check-prefix=SMALLGPU
+// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-sm-count=0" 2>&1 | FileCheck %s --check-prefix=BADSMS
 // RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The tuning options (docs/kda-cuda.md): 2 warps per chain block, 2 stages,
@@ -35,8 +39,8 @@
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
-// CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
-// CHECK-SAME: k3.launch_grid = array<i64: -2, 8, 0, 1>
+// CHECK-SAME: k3.launch_block = array<i64: 32, 1, 1>
+// CHECK-SAME: k3.launch_grid = array<i64: -2, 32, 0, 1>
 // CHECK: gpu.dynamic_shared_memory
 // Three stages: chunks 0 and 1 issued ahead; per chunk one wait (chunk c
 // landed, c + 1 may be pending), one barrier, chunk c + 2 issued, 52 mma.
@@ -64,16 +68,26 @@
 // TUNED: scf.for
 // TUNED: nvvm.cp.async.wait.group 0
 
-// BADWARPS: error: cuda-kda-mma-warps must be 1, 2, 4 or 8, got 3
+// SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
+// SMALLGPU-SAME: k3.launch_block = array<i64: 64, 1, 1>
+// SMALLGPU-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+
+// BADWARPS: error: cuda-kda-mma-warps must be 0 (from the shape), 1, 2, 4 or 8, got 3
+// BADSMS: error: cuda-sm-count must be in [1, 1024], got 0
 // BADSTAGES: error: cuda-kda-mma-stages must be in [2, 4], got 5
 // BADTILE: error: cuda-kda-recurrent-tile must be "BV,P[,S[,C]]" with positive BV, P, S and C in {1, 4}, got '32,x'
 
 // PTX: .entry kda_mma_operands_0
+// PTX: ld.global.v4.b16
+// PTX: rcp.approx.ftz.f32
+// PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX: .entry kda_mma_recurrence_1
 // PTX: cp.async.cg.shared.global
 // PTX: cp.async.wait_group 1
+// PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX-NOT: ld.local
 // PTX-NOT: st.local
 
