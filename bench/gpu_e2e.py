@@ -74,17 +74,24 @@ def check():
         ok &= err <= 1e-4
         print(f"{variant} {name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
               f" {'ok' if err <= 1e-4 else 'FAIL'}")
-    gen = {}
-    for target, device in (("cpu", "cpu"), ("cuda", "cuda:0")):
+    # Greedy generation: CPU, CUDA (decode steps replayed from a CUDA graph
+    # after the second), CUDA with graphs off: the same tokens.
+    gen, lines = {}, {}
+    for label, target, device, env in (("cpu", "cpu", "cpu", {}), ("cuda", "cuda", "cuda:0", {}),
+                                       ("cuda, no graphs", "cuda", "cuda:0", {"K3_CUDA_GRAPHS": "0"})):
         r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"tiny-{target}.k3bin"), "--device", device,
                             "--weights", str(OUT / "weights.safetensors"),
                             "--prompt", "11,42,7,200,3,99,150,21,5", "--max-new-tokens", "24"],
-                           capture_output=True, text=True)
-        print(f"generation on {device}:\n{r.stdout.strip() or r.stderr.strip()}")
-        gen[target] = [l for l in r.stdout.splitlines() if l.startswith("generated:")]
-    same = gen["cpu"] == gen["cuda"] and gen["cpu"]
-    print(f"greedy decode cpu vs cuda: {'identical' if same else 'DIFFERENT'}")
+                           capture_output=True, text=True, env=dict(os.environ, **env))
+        print(f"generation on {device} ({label}):\n{r.stdout.strip() or r.stderr.strip()}")
+        gen[label] = [l for l in r.stdout.splitlines() if l.startswith("generated:")]
+        lines[label] = r.stdout
+    same = gen["cpu"] and gen["cpu"] == gen["cuda"] == gen["cuda, no graphs"]
+    print(f"greedy decode cpu vs cuda (graphs on and off): {'identical' if same else 'DIFFERENT'}")
     ok &= bool(same)
+    graphs = "replayed from 1 CUDA graph" in lines["cuda"]
+    print(f"decode through a CUDA graph: {'yes' if graphs else 'NO'}")
+    ok &= graphs
     print("ALL OK" if ok else "FAILURES")
     return 0 if ok else 1
 

@@ -29,6 +29,16 @@ public:
   virtual bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3],
                       int64_t smem, void **params, size_t numArgs, std::string &err) = 0;
   virtual bool synchronize(std::string &err) = 0;
+
+  // Launch graphs (CUDA graphs): between beginCapture and endCapture,
+  // launch() records instead of running; endCapture returns an executable
+  // graph that launchGraph replays in the order of uploads and downloads.
+  // Backends without graphs refuse beginCapture.
+  virtual bool supportsGraphs() const { return false; }
+  virtual bool beginCapture(std::string &err) { err = "launch graphs are not supported on " + name(); return false; }
+  virtual bool endCapture(void *&graph, std::string &err) { err = "not capturing"; return false; }
+  virtual bool launchGraph(void *graph, std::string &err) { err = "launch graphs are not supported"; return false; }
+  virtual void destroyGraph(void *graph) {}
 };
 
 std::unique_ptr<Backend> createCpuBackend(std::string &err);

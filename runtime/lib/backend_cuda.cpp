@@ -19,6 +19,10 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
@@ -48,6 +52,14 @@ struct Driver {
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void **, void **);
+  CUresult (*cuStreamCreate)(CUstream *, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
@@ -84,7 +96,13 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuMemAlloc, "cuMemAlloc_v2", err) && sym(d, d.cuMemFree, "cuMemFree_v2", err) &&
          sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) && sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
          sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) && sym(d, d.cuLaunchKernel, "cuLaunchKernel", err) &&
-         sym(d, d.cuGetErrorName, "cuGetErrorName", err) && sym(d, d.cuGetErrorString, "cuGetErrorString", err);
+         sym(d, d.cuGetErrorName, "cuGetErrorName", err) && sym(d, d.cuGetErrorString, "cuGetErrorString", err) &&
+         sym(d, d.cuStreamCreate, "cuStreamCreate", err) && sym(d, d.cuStreamDestroy, "cuStreamDestroy_v2", err) &&
+         sym(d, d.cuStreamBeginCapture, "cuStreamBeginCapture_v2", err) &&
+         sym(d, d.cuStreamEndCapture, "cuStreamEndCapture", err) &&
+         sym(d, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", err) &&
+         sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) && sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
+         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err);
 }
 
 class CudaBackend : public Backend {
@@ -95,8 +113,14 @@ public:
   int ordinal = 0, ccMajor = 0, ccMinor = 0, maxSmemOptin = 0;
   std::unordered_map<void *, int64_t> smemGranted; // kernel -> opted-in dynamic shared memory
   std::string devName;
+  // Everything runs on the legacy default stream (uploads and downloads are
+  // synchronous copies, ordered with the launches); a graph is recorded on
+  // its own stream and replayed on the default stream.
+  CUstream captureStream = nullptr;
+  bool capturing = false;
 
   ~CudaBackend() override {
+    if (captureStream) d.cuStreamDestroy(captureStream);
     if (ctx) d.cuDevicePrimaryCtxRelease(dev);
     // libcuda stays loaded: unloading the driver while other code may use it is unsafe.
   }
@@ -206,10 +230,36 @@ public:
     }
     params[numArgs] = nullptr;
     return check(d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
-                                  unsigned(block[1]), unsigned(block[2]), unsigned(smem), nullptr, params, nullptr),
+                                  unsigned(block[1]), unsigned(block[2]), unsigned(smem),
+                                  capturing ? captureStream : nullptr, params, nullptr),
                  "cuLaunchKernel", "kernel '" + name + "'", err);
   }
   std::string name_() const { return name(); }
+  bool supportsGraphs() const override { return true; }
+  bool beginCapture(std::string &err) override {
+    if (!captureStream &&
+        !check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "graph capture", err))
+      return false;
+    if (!check(d.cuStreamBeginCapture(captureStream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture", "", err))
+      return false;
+    capturing = true;
+    return true;
+  }
+  bool endCapture(void *&graph, std::string &err) override {
+    if (!capturing) { err = "not capturing"; return false; }
+    capturing = false;
+    CUgraph g = nullptr;
+    if (!check(d.cuStreamEndCapture(captureStream, &g), "cuStreamEndCapture", "", err)) return false;
+    CUgraphExec exec = nullptr;
+    bool ok = check(d.cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiate", "", err);
+    d.cuGraphDestroy(g);
+    graph = exec;
+    return ok;
+  }
+  bool launchGraph(void *graph, std::string &err) override {
+    return check(d.cuGraphLaunch(static_cast<CUgraphExec>(graph), nullptr), "cuGraphLaunch", "", err);
+  }
+  void destroyGraph(void *graph) override { d.cuGraphExecDestroy(static_cast<CUgraphExec>(graph)); }
   bool synchronize(std::string &err) override {
     return check(d.cuCtxSynchronize(), "cuCtxSynchronize", "a kernel failed asynchronously", err);
   }

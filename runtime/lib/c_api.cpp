@@ -203,6 +203,11 @@ double k3_session_last_launch_ms(const k3_session *s) {
   return s && s->s ? s->s->lastLaunchMs() : 0.0;
 }
 
+void k3_session_graph_stats(const k3_session *s, size_t *captured, size_t *replayed) {
+  if (captured) *captured = s && s->s ? s->s->graphsCaptured() : 0;
+  if (replayed) *replayed = s && s->s ? s->s->graphReplays() : 0;
+}
+
 k3_status k3_session_run(k3_session *s, const char *entry, const k3_symbol_value *syms, size_t nsyms,
                          const k3_host_tensor *inputs, size_t ninputs) {
   if (!s || !entry) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_run: NULL argument");

@@ -138,12 +138,16 @@ void Session::init(const std::string &device) {
   }
   weightPtr_.assign(a.weights.size(), 0);
   weightLoaded_.assign(a.weights.size(), false);
+  const char *g = std::getenv("K3_CUDA_GRAPHS");
+  graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
 }
 
 Session::~Session() { cleanup(); }
 
 void Session::cleanup() {
   if (!be_) return;
+  for (LaunchGraph &g : graphs_) be_->destroyGraph(g.exec);
+  graphs_.clear();
   for (uint64_t &p : weightPtr_) if (p) { be_->release(p); p = 0; }
   for (uint64_t p : ownAllocs_) be_->release(p);
   ownAllocs_.clear();
@@ -374,11 +378,26 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
   std::vector<std::vector<int64_t>> outShapes;
   for (auto &t : e.outputs) outShapes.push_back(evalShape(t, "output"));
 
-  // Launches, in order.
+  // Launches, in order: replayed from a launch graph when this entry ran
+  // with these symbol values before, captured into one when the previous
+  // run had the same key (a decode loop's second step), else one by one.
   auto launchStart = std::chrono::steady_clock::now();
-  std::vector<uint64_t> slots;
+  std::vector<int64_t> key{int64_t(ei)};
+  key.insert(key.end(), sv.begin(), sv.end());
+  void *replay = nullptr;
+  bool capture = false;
+  if (graphsEnabled_) {
+    for (size_t gi = 0; gi < graphs_.size() && !replay; ++gi)
+      if (graphs_[gi].entry == ei && graphs_[gi].symbols == sv) replay = graphs_[gi].exec;
+    if (!replay && key == lastKey_) {
+      capture = be_->beginCapture(err);
+      if (!capture) { graphsEnabled_ = false; graphsOff_ = err; }
+    }
+  }
+  lastKey_ = key;
+  std::vector<std::vector<uint64_t>> slotStore;  // kept alive until the graph is built
   std::vector<void *> params;
-  for (size_t li = 0; li < e.launches.size(); ++li) {
+  for (size_t li = 0; li < e.launches.size() && !replay; ++li) {
     const Launch &l = e.launches[li];
     auto where = [&]() { return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" + l.kernel + "')"; };
     int64_t grid[3], block[3], smem;
@@ -395,7 +414,8 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       } else smem = v;
     }
     if (empty) continue;  // nothing to do for an empty grid (e.g. zero tokens)
-    slots.assign(l.args.size(), 0);
+    slotStore.emplace_back(l.args.size(), 0);
+    std::vector<uint64_t> &slots = slotStore.back();
     params.assign(l.args.size() + 1, nullptr);
     for (size_t ai = 0; ai < l.args.size(); ++ai) {
       const Arg &g = l.args[ai];
@@ -410,9 +430,29 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       }
       params[ai] = &slot;
     }
-    if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem, params.data(), l.args.size(), err))
+    if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem, params.data(), l.args.size(), err)) {
+      if (capture) {
+        void *dropped = nullptr;
+        std::string ignored;
+        if (be_->endCapture(dropped, ignored) && dropped) be_->destroyGraph(dropped);
+      }
       fail(K3_ERROR_DEVICE, where() + ": " + err);
+    }
   }
+  if (capture) {
+    void *exec = nullptr;
+    if (!be_->endCapture(exec, err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': capturing a launch graph: " + err);
+    if (graphs_.size() == kMaxGraphs) {
+      be_->destroyGraph(graphs_.front().exec);
+      graphs_.erase(graphs_.begin());
+    }
+    graphs_.push_back({ei, sv, exec});
+    ++graphsCaptured_;
+    replay = exec;
+  } else if (replay) {
+    ++graphReplays_;
+  }
+  if (replay && !be_->launchGraph(replay, err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
   if (!be_->synchronize(err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
   lastLaunchMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - launchStart).count();
 

@@ -42,6 +42,10 @@ public:
   /// device being idle again (inputs uploaded before, outputs read after).
   double lastLaunchMs() const { return lastLaunchMs_; }
   void readBuffer(size_t id, void *dst, size_t nbytes);
+  /// Launch graphs captured, and runs replayed from one (a decode loop
+  /// replays every step after the second).
+  size_t graphsCaptured() const { return graphsCaptured_; }
+  size_t graphReplays() const { return graphReplays_; }
   const artifact::Artifact &artifact() const { return *art_; }
 
 private:
@@ -63,6 +67,21 @@ private:
   std::vector<bool> weightLoaded_;
   std::vector<OutputTensor> outputs_;
   double lastLaunchMs_ = 0.0;
+  // Launch graphs: a run repeating the previous run's entry and symbol
+  // values (a decode step) is captured once and replayed from then on:
+  // every kernel argument is a fixed buffer, weight or symbol, so the same
+  // key means the same launches. K3_CUDA_GRAPHS=0 turns this off.
+  struct LaunchGraph {
+    int entry;
+    std::vector<int64_t> symbols;
+    void *exec;
+  };
+  std::vector<LaunchGraph> graphs_;  // most recent last, at most kMaxGraphs
+  std::vector<int64_t> lastKey_;     // entry, then symbol values, of the last run
+  bool graphsEnabled_ = false;
+  std::string graphsOff_;            // why graphs were turned off, if they were
+  static constexpr size_t kMaxGraphs = 8;
+  size_t graphReplays_ = 0, graphsCaptured_ = 0;
 };
 
 }  // namespace rt

@@ -407,8 +407,14 @@ int main(int argc, char **argv) {
     printf("generated: %s\n", ids.c_str());
     printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", prompt.size(), prefillTime * 1e3,
            prefillTime > 0 ? double(prompt.size()) / prefillTime : 0.0);
+    size_t captured = 0, replayed = 0;
+    k3_session_graph_stats(s, &captured, &replayed);
+    std::string how = decodeEntry == o.entry ? "" : " through '" + decodeEntry + "'";
+    if (captured)
+      how += ", " + std::to_string(replayed) + " steps replayed from " + std::to_string(captured) + " CUDA graph" +
+             (captured == 1 ? "" : "s");
     printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n", (long long)decodeSteps, decodeTime * 1e3,
-           decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0, decodeEntry == o.entry ? "" : (" through '" + decodeEntry + "'").c_str());
+           decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0, how.c_str());
   }
   if (!o.dump.empty()) dumpAll(s, art, o.dump, &generated);
   k3_session_destroy(s);
