@@ -74,11 +74,11 @@ def check():
         ok &= err <= 1e-4
         print(f"{variant} {name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
               f" {'ok' if err <= 1e-4 else 'FAIL'}")
-    # Greedy generation: CPU, CUDA (decode steps replayed from a CUDA graph
+    # Greedy generation: CPU, CUDA (decode steps replayed from a launch graph, a CUDA graph there
     # after the second), CUDA with graphs off: the same tokens.
     gen, lines = {}, {}
     for label, target, device, env in (("cpu", "cpu", "cpu", {}), ("cuda", "cuda", "cuda:0", {}),
-                                       ("cuda, no graphs", "cuda", "cuda:0", {"K3_CUDA_GRAPHS": "0"})):
+                                       ("cuda, no graphs", "cuda", "cuda:0", {"K3_LAUNCH_GRAPHS": "0"})):
         r = subprocess.run([str(BIN / "k3-run"), str(OUT / f"tiny-{target}.k3bin"), "--device", device,
                             "--weights", str(OUT / "weights.safetensors"),
                             "--prompt", "11,42,7,200,3,99,150,21,5", "--max-new-tokens", "24"],
@@ -89,7 +89,7 @@ def check():
     same = gen["cpu"] and gen["cpu"] == gen["cuda"] == gen["cuda, no graphs"]
     print(f"greedy decode cpu vs cuda (graphs on and off): {'identical' if same else 'DIFFERENT'}")
     ok &= bool(same)
-    graphs = "replayed from 1 CUDA graph" in lines["cuda"]
+    graphs = "replayed from 1 launch graph" in lines["cuda"]
     print(f"decode through a CUDA graph: {'yes' if graphs else 'NO'}")
     ok &= graphs
     print("ALL OK" if ok else "FAILURES")

@@ -198,7 +198,7 @@ def run():
                                capture_output=True, text=True, timeout=200,
                                # Launches one by one, as the anchors run: a
                                # prefill rarely repeats its shape, so no graphs.
-                               env=dict(os.environ, K3_CUDA_GRAPHS="0"))
+                               env=dict(os.environ, K3_LAUNCH_GRAPHS="0"))
             if r.returncode != 0:
                 row[f"k3_{kda}"] = "failed: " + r.stderr.strip()[-200:]
                 continue

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -164,6 +164,16 @@ class Session:
     def random_weights(self, seed: int = 0) -> None:
         """Deterministic init from each weight's recipe (docs/runtime.md)."""
         _capi.check(_capi.lib().k3_session_init_random_weights(self._h, seed))
+
+    @property
+    def graph_stats(self) -> Tuple[int, int]:
+        """(launch graphs captured, runs replayed from one): a run repeating
+        the previous run's entry and symbol values (a decode loop) is
+        captured once and replayed from then on; K3_LAUNCH_GRAPHS=0 in the
+        environment before the session is created turns this off."""
+        captured, replayed = ctypes.c_size_t(), ctypes.c_size_t()
+        _capi.lib().k3_session_graph_stats(self._h, ctypes.byref(captured), ctypes.byref(replayed))
+        return captured.value, replayed.value
 
     def reset_state(self, slot: int = -1) -> None:
         """Zeroes the decode state of one sequence slot, or of all (-1)."""

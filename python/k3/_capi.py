@@ -126,6 +126,7 @@ def lib() -> ctypes.CDLL:
         "k3_session_output": (c_int, [P, c_size_t, POINTER(TensorView)]),
         "k3_session_find_output": (c_int, [P, c_char_p, POINTER(TensorView)]),
         "k3_session_read_buffer": (c_int, [P, c_size_t, c_void_p, c_size_t]),
+        "k3_session_graph_stats": (None, [P, POINTER(c_size_t), POINTER(c_size_t)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)

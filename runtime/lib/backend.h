@@ -30,10 +30,10 @@ public:
                       int64_t smem, void **params, size_t numArgs, std::string &err) = 0;
   virtual bool synchronize(std::string &err) = 0;
 
-  // Launch graphs (CUDA graphs): between beginCapture and endCapture,
-  // launch() records instead of running; endCapture returns an executable
-  // graph that launchGraph replays in the order of uploads and downloads.
-  // Backends without graphs refuse beginCapture.
+  // Launch graphs: between beginCapture and endCapture, launch() records
+  // instead of running; endCapture returns an executable graph that
+  // launchGraph replays, ordered with uploads and downloads. CUDA: a CUDA
+  // graph (one launch for the whole entry); CPU: the recorded launch list.
   virtual bool supportsGraphs() const { return false; }
   virtual bool beginCapture(std::string &err) { err = "launch graphs are not supported on " + name(); return false; }
   virtual bool endCapture(void *&graph, std::string &err) { err = "not capturing"; return false; }

@@ -127,6 +127,20 @@ public:
   }
   bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3], int64_t smem,
               void **params, size_t numArgs, std::string &err) override {
+    if (capturing) {
+      // Argument slots are 8 bytes (kernel_abi.h); their values are kept.
+      RecordedLaunch l{fn, name, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, {}};
+      for (size_t i = 0; i < numArgs; ++i) {
+        uint64_t v = 0;
+        memcpy(&v, params[i], sizeof v);
+        l.args.push_back(v);
+      }
+      recording.push_back(std::move(l));
+      return true;
+    }
+    return run(fn, grid, block, smem, params, numArgs);
+  }
+  bool run(void *fn, const int64_t grid[3], const int64_t block[3], int64_t smem, void **params, size_t numArgs) {
     auto kernel = reinterpret_cast<k3_cpu_kernel_fn>(fn);
     k3_cpu_launch_context ctx;
     memset(&ctx, 0, sizeof ctx);
@@ -144,6 +158,42 @@ public:
     return true;
   }
   bool synchronize(std::string &) override { return true; }
+
+  // Launch graphs: the launches with their argument values, replayed in
+  // order (the session then skips evaluating launch dimensions and
+  // arguments; mainly, the CPU runs the same graph logic as CUDA).
+  struct RecordedLaunch {
+    void *fn;
+    std::string name;
+    int64_t grid[3], block[3], smem;
+    std::vector<uint64_t> args;
+  };
+  bool capturing = false;
+  std::vector<RecordedLaunch> recording;
+  bool supportsGraphs() const override { return true; }
+  bool beginCapture(std::string &err) override {
+    if (capturing) { err = "already capturing"; return false; }
+    capturing = true;
+    recording.clear();
+    return true;
+  }
+  bool endCapture(void *&graph, std::string &err) override {
+    if (!capturing) { err = "not capturing"; return false; }
+    capturing = false;
+    graph = new std::vector<RecordedLaunch>(std::move(recording));
+    recording.clear();
+    return true;
+  }
+  bool launchGraph(void *graph, std::string &err) override {
+    std::vector<void *> params;
+    for (RecordedLaunch &l : *static_cast<std::vector<RecordedLaunch> *>(graph)) {
+      params.assign(l.args.size() + 1, nullptr);
+      for (size_t i = 0; i < l.args.size(); ++i) params[i] = &l.args[i];
+      if (!run(l.fn, l.grid, l.block, l.smem, params.data(), l.args.size())) return false;
+    }
+    return true;
+  }
+  void destroyGraph(void *graph) override { delete static_cast<std::vector<RecordedLaunch> *>(graph); }
 };
 
 }  // namespace

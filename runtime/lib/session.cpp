@@ -138,7 +138,7 @@ void Session::init(const std::string &device) {
   }
   weightPtr_.assign(a.weights.size(), 0);
   weightLoaded_.assign(a.weights.size(), false);
-  const char *g = std::getenv("K3_CUDA_GRAPHS");
+  const char *g = std::getenv("K3_LAUNCH_GRAPHS");
   graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
 }
 

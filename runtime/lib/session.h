@@ -70,7 +70,7 @@ private:
   // Launch graphs: a run repeating the previous run's entry and symbol
   // values (a decode step) is captured once and replayed from then on:
   // every kernel argument is a fixed buffer, weight or symbol, so the same
-  // key means the same launches. K3_CUDA_GRAPHS=0 turns this off.
+  // key means the same launches. K3_LAUNCH_GRAPHS=0 turns this off.
   struct LaunchGraph {
     int entry;
     std::vector<int64_t> symbols;

@@ -125,6 +125,38 @@ def test_decode_entry_matches_oracle(tiny):
     assert rel_err(np.stack(rows), ref[T - 1:T + N]) <= 1e-4
 
 
+def test_launch_graphs_replay_decode(tiny, monkeypatch):
+    """A decode loop repeats one entry with the same symbol values: the
+    second step is captured into a launch graph and every later step
+    replays it (on the CPU the recorded launches, on CUDA a CUDA graph).
+    Replays give the logits of launching one by one (K3_LAUNCH_GRAPHS=0),
+    and a run with other symbol values (a prefill) does not replay."""
+    _, cfg, _, _ = tiny
+    T, N = 9, 6
+    ids = np.random.default_rng(5).integers(0, cfg.vocab_size, T + N).astype(np.int32)
+
+    def decode(s):
+        rows = [prefill(s, [ids[:T]])[0][-1]]
+        for k in range(N):
+            out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1],
+                        cu_seqlens=np.array([0, 1], np.int32),
+                        context_lens=np.array([T + k], np.int32))
+            rows.append(out["logits"][0])
+        return np.stack(rows)
+
+    with_graphs = session(tiny)
+    got = decode(with_graphs)
+    assert with_graphs.graph_stats == (1, N - 2)
+    monkeypatch.setenv("K3_LAUNCH_GRAPHS", "0")
+    without = session(tiny)
+    ref = decode(without)
+    assert without.graph_stats == (0, 0)
+    np.testing.assert_array_equal(got, ref)
+    # The next prefill (new symbol values) launches one by one again.
+    prefill(with_graphs, [ids[:T + 1]])
+    assert with_graphs.graph_stats == (1, N - 2)
+
+
 def test_batched_decode(tiny):
     """Sequences of different lengths prefilled in one packed call, then
     decoded together (one token per sequence per call)."""

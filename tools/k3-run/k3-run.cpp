@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
     k3_session_graph_stats(s, &captured, &replayed);
     std::string how = decodeEntry == o.entry ? "" : " through '" + decodeEntry + "'";
     if (captured)
-      how += ", " + std::to_string(replayed) + " steps replayed from " + std::to_string(captured) + " CUDA graph" +
+      how += ", " + std::to_string(replayed) + " steps replayed from " + std::to_string(captured) + " launch graph" +
              (captured == 1 ? "" : "s");
     printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n", (long long)decodeSteps, decodeTime * 1e3,
            decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0, how.c_str());

@@ -121,9 +121,10 @@ typedef struct k3_host_tensor {
 /* Milliseconds the last k3_session_run spent in its launches (first launch
  * to device idle; input uploads and output downloads excluded). */
 double k3_session_last_launch_ms(const k3_session *s);
-/* Launch graphs (CUDA): a run that repeats the previous run's entry and
- * symbol values (a decode loop) is captured into a graph once and replayed
- * from then on; K3_CUDA_GRAPHS=0 in the environment turns this off. Counts
+/* Launch graphs: a run that repeats the previous run's entry and symbol
+ * values (a decode loop) is captured into a graph once (on CUDA a CUDA
+ * graph, on the CPU the list of launches with their arguments) and replayed
+ * from then on; K3_LAUNCH_GRAPHS=0 in the environment turns this off. Counts
  * of graphs captured and of runs replayed from one. */
 void k3_session_graph_stats(const k3_session *s, size_t *captured, size_t *replayed);
 k3_status k3_session_run(k3_session *s, const char *entry, const k3_symbol_value *symbols,
