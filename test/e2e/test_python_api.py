@@ -63,6 +63,18 @@ def prefill(s, seqs, ctx=None):
     return [out["logits"][cu[i]:cu[i + 1]] for i in range(len(seqs))]
 
 
+def prompt_then_decode(s, ids, T):
+    """Prefill ids[:T] through `forward`, then one token at a time through
+    `forward_decode`; the logits of the prompt's last token and of every step."""
+    rows = [prefill(s, [ids[:T]])[0][-1]]
+    for k in range(len(ids) - T):
+        out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1],
+                    cu_seqlens=np.array([0, 1], np.int32),
+                    context_lens=np.array([T + k], np.int32))
+        rows.append(out["logits"][0])
+    return np.stack(rows)
+
+
 def test_artifact_introspection(tiny):
     art = tiny[0]
     assert art.vocab_size == 256
@@ -114,15 +126,9 @@ def test_decode_entry_matches_oracle(tiny):
     assert [t.name for t in dec.outputs] == [t.name for t in fwd.outputs]
     T, N = 21, 5
     ids = np.random.default_rng(99).integers(0, cfg.vocab_size, T + N).astype(np.int32)
-    s = session(tiny)
-    rows = [prefill(s, [ids[:T]])[0][-1]]
-    for k in range(N):
-        out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1],
-                    cu_seqlens=np.array([0, 1], np.int32),
-                    context_lens=np.array([T + k], np.int32))
-        rows.append(out["logits"][0])
+    got = prompt_then_decode(session(tiny), ids, T)
     ref = model.forward(cfg, weights, ids)
-    assert rel_err(np.stack(rows), ref[T - 1:T + N]) <= 1e-4
+    assert rel_err(got, ref[T - 1:T + N]) <= 1e-4
 
 
 def test_launch_graphs_replay_decode(tiny, monkeypatch):
@@ -135,21 +141,12 @@ def test_launch_graphs_replay_decode(tiny, monkeypatch):
     T, N = 9, 6
     ids = np.random.default_rng(5).integers(0, cfg.vocab_size, T + N).astype(np.int32)
 
-    def decode(s):
-        rows = [prefill(s, [ids[:T]])[0][-1]]
-        for k in range(N):
-            out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1],
-                        cu_seqlens=np.array([0, 1], np.int32),
-                        context_lens=np.array([T + k], np.int32))
-            rows.append(out["logits"][0])
-        return np.stack(rows)
-
     with_graphs = session(tiny)
-    got = decode(with_graphs)
+    got = prompt_then_decode(with_graphs, ids, T)
     assert with_graphs.graph_stats == (1, N - 2)
     monkeypatch.setenv("K3_LAUNCH_GRAPHS", "0")
     without = session(tiny)
-    ref = decode(without)
+    ref = prompt_then_decode(without, ids, T)
     assert without.graph_stats == (0, 0)
     np.testing.assert_array_equal(got, ref)
     # The next prefill (new symbol values) launches one by one again.
