@@ -32,7 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "kda_check"
 BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 LENS = {"T1": [1], "T15": [15], "T17": [17], "T65": [65], "T300": [300],
-        "varlen": [1, 63, 64, 65, 300]}
+        "varlen": [1, 63, 64, 65, 300],
+        # 33 sequences: the operand kernel's sequence search takes two
+        # 32-ary rounds (31 or fewer take one).
+        "many": [(7 * i) % 23 + 1 for i in range(33)]}
 CASES = [(gate, regime, lens) for lens in LENS
          for gate, regime in (("lb_gate", "bound"), ("lb_gate", "random"),
                               ("softplus_gate", "large"), ("ext_gate", "random"),
@@ -42,6 +45,7 @@ TOL = 1e-4
 BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
+BF16_CASES.append(("random", "many"))
 # Variant -> extra k3-compile options: the split tensor-core form
 # (default: 1 warp per chain block at this shape), with 2 warps per chain
 # block (two value slices of 16 columns per block), the recurrent kernel.
@@ -100,7 +104,7 @@ def prepare_bf16(model):
     for name, options in BF16_VARIANTS.items():
         subprocess.run([str(BIN / "k3-opt"), str(src),
                         f"--k3-compile=target=cuda {options} output={OUT}/bf16_{name}.k3bin "
-                        "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True)
+                        "max-tokens=512 max-seqs=48", "-o", os.devnull], check=True)
     bf = ml_dtypes.bfloat16
     for i, (regime, lens) in enumerate(BF16_CASES):
         lens = LENS[lens]
@@ -122,14 +126,16 @@ def prepare_bf16(model):
                                  initial_state=f64["initial_state"], cu_seqlens=x["cu_seqlens"],
                                  use_qk_l2norm=True)
         model.save_safetensors(OUT / f"in_bf16_{i}.safetensors", x)
-        np.savez(OUT / f"ref_bf16_{i}.npz", o=o, s=s)
+        # f32 is plenty for a 1e-2 bound and halves what the GPU run carries.
+        np.savez(OUT / f"ref_bf16_{i}.npz", o=o.astype(np.float32), s=s.astype(np.float32))
     (OUT / "cases_bf16.json").write_text(json.dumps(BF16_CASES))
     print(f"prepared {len(BF16_CASES)} bf16 cases in {OUT}")
 
 
 def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
     """k3-run `artifact` on cuda:0 with `inputs`; o and final_state against
-    the f64 reference `ref` (npz with o, s). Returns the number of failures
+    the reference `ref` (npz with o, s; computed in f64, stored f32 for the
+    bf16 cases). Returns the number of failures
     and records the worst error under worst[key]."""
     dump = OUT / "out_check.safetensors"  # one run at a time
     r = subprocess.run([str(BIN / "k3-run"), str(artifact), "--device", "cuda:0",

@@ -31,7 +31,7 @@ CS=/usr/local/cuda/bin/compute-sanitizer
 if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
   for tool in memcheck racecheck; do
     $CS --tool $tool --error-exitcode 9 "$K3_BIN_DIR/k3-run" out/kda_check/bf16_mma.k3bin --device cuda:0 \
-      --inputs out/kda_check/in_bf16_17.safetensors --quiet >"$OUT/sanitizer-$tool.log" 2>&1
+      --inputs out/kda_check/in_bf16_${K3_SANITIZER_CASE:-17}.safetensors --quiet >"$OUT/sanitizer-$tool.log" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(tail -1 "$OUT/sanitizer-$tool.log")"
   done
 fi

@@ -32,36 +32,62 @@ constexpr int64_t kChunk = 16, kMid = 7, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
 } // namespace
 
-/// Number of entries of cu[0..N] that are <= x (binary search; cu is
-/// non-decreasing). A while loop: it stops after log2(N + 1) steps (a fixed
-/// 32-step loop cost every block ~800 instructions at N = 1).
-static Value countAtMost(KernelBuilder &kb, Value cu, Value numSeqs, Value x) {
+/// For x0 <= x1: the numbers of entries of cu[0..N] that are <= x0 and
+/// <= x1 (cu non-decreasing, cu[0] = 0 <= x0). A 32-ary search for both
+/// keys at once: each round, lane l of every warp samples cu at lo + l step
+/// and a ballot counts the samples <= x, so one round of loads divides the
+/// interval by 32: a single round up to 31 sequences. (A binary search per
+/// key cost log2(N + 1) dependent loads each, most of the block's latency
+/// before its first token's loads.)
+static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
+                                            Value lane, Value cu,
+                                            Value numSeqs, Value x0,
+                                            Value x1) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   Type idx = b.getIndexType();
-  Value lo = kb.idx(0), hi = kb.addi(numSeqs, kb.idx(1));
-  auto loop = scf::WhileOp::create(b, loc, TypeRange{idx, idx},
-                                   ValueRange{lo, hi});
+  Value zero = kb.idx(0), count = kb.addi(numSeqs, kb.idx(1));
+  SmallVector<Type> types(4, idx);
+  auto loop = scf::WhileOp::create(b, loc, types,
+                                   ValueRange{zero, count, zero, count});
   {
     OpBuilder::InsertionGuard g(b);
-    Block *before = b.createBlock(&loop.getBefore(), {}, {idx, idx},
-                                  {loc, loc});
+    SmallVector<Location> locs(4, loc);
+    Block *before = b.createBlock(&loop.getBefore(), {}, types, locs);
     b.setInsertionPointToStart(before);
-    Value l = before->getArgument(0), h = before->getArgument(1);
-    scf::ConditionOp::create(b, loc, kb.lti(l, h), ValueRange{l, h});
-    Block *after = b.createBlock(&loop.getAfter(), {}, {idx, idx},
-                                 {loc, loc});
+    auto open = [&](int i) {
+      return kb.lti(kb.idx(1), kb.subi(before->getArgument(i + 1),
+                                       before->getArgument(i)));
+    };
+    scf::ConditionOp::create(b, loc, kb.ori(open(0), open(2)),
+                             before->getArguments());
+    Block *after = b.createBlock(&loop.getAfter(), {}, types, locs);
     b.setInsertionPointToStart(after);
-    l = after->getArgument(0);
-    h = after->getArgument(1);
-    Value mid = arith::DivUIOp::create(b, loc, kb.addi(l, h), kb.idx(2));
-    // mid < h <= N + 1, so cu[mid] is in bounds.
-    Value goRight = kb.notb(kb.lti(x, kb.loadIndex(cu, {mid})));
-    scf::YieldOp::create(b, loc,
-                         ValueRange{kb.select(goRight, kb.addi(mid, kb.idx(1)), l),
-                                    kb.select(goRight, h, mid)});
+    // Invariant: cu[lo] <= x and every entry from hi on is > x. An
+    // interval of one stays as it is (only lane 0 samples). Lane 0's sample
+    // (cu[lo]) counts as <= x without looking: the invariant says so, and
+    // it keeps every index inside [lo, hi) even for x < 0 (no tokens: the
+    // idle blocks past the last window) or an unsorted cu_seqlens.
+    auto round = [&](Value lo, Value hi, Value x) -> std::pair<Value, Value> {
+      Value step = em.divu(kb.addi(kb.subi(hi, lo), kb.idx(31)), 32);
+      Value i = kb.addi(lo, kb.muli(lane, step));
+      Value v = kb.loadIndex(cu, {kb.minsi(i, numSeqs)});
+      Value le = kb.ori(kb.eqi(lane, kb.idx(0)),
+                        kb.andi(kb.lti(i, hi), kb.notb(kb.lti(x, v))));
+      Value all = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
+      Value mask = NVVM::VoteSyncOp::create(b, loc, b.getI32Type(), all, le,
+                                            NVVM::VoteSyncKind::ballot);
+      Value c = arith::IndexCastOp::create(
+          b, loc, idx, LLVM::CtPopOp::create(b, loc, b.getI32Type(), mask));
+      return {kb.addi(lo, kb.muli(kb.subi(c, kb.idx(1)), step)),
+              kb.minsi(kb.addi(lo, kb.muli(c, step)), hi)};
+    };
+    auto [lo0, hi0] = round(after->getArgument(0), after->getArgument(1), x0);
+    auto [lo1, hi1] = round(after->getArgument(2), after->getArgument(3), x1);
+    scf::YieldOp::create(b, loc, ValueRange{lo0, hi0, lo1, hi1});
   }
-  return loop.getResult(0);
+  return {kb.addi(loop.getResult(0), kb.idx(1)),
+          kb.addi(loop.getResult(2), kb.idx(1))};
 }
 
 FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
@@ -432,9 +458,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   };
   if (cu) {
     Value numSeqs = kb.subi(kb.dim(cu->shape[0]), kb.idx(1));
-    Value sLo = kb.subi(countAtMost(kb, cu->full, numSeqs, w0), kb.idx(1));
-    Value sHi = countAtMost(kb, cu->full, numSeqs, kb.subi(w1, kb.idx(1)));
-    sHi = kb.minsi(sHi, numSeqs);
+    auto [atW0, atW1] = countAtMost2(kb, em, lane, cu->full, numSeqs, w0,
+                                     kb.subi(w1, kb.idx(1)));
+    Value sLo = kb.subi(atW0, kb.idx(1));
+    Value sHi = kb.minsi(atW1, numSeqs);
     kb.forRange(kb.maxsi(sLo, kb.idx(0)), sHi, [&](Value s) {
       perChunk(kb.loadIndex(cu->full, {s}),
                kb.loadIndex(cu->full, {kb.addi(s, kb.idx(1))}));
