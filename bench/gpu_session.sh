@@ -3,7 +3,8 @@
 #   1. builds FlashKDA in .anchors/flashkda (in the background, ~2 min),
 #   2. the bf16 KDA kernels against the f64 oracle (bench/gpu_kda_check.py),
 #      the default model against it (bench/gpu_e2e.py, with out/gpu),
-#   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel,
+#   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel
+#      (bf16 check case K3_SANITIZER_CASE, default 17: varlen),
 #   4. bench/kda_forward.py run: ours beside fla and FlashKDA, same inputs.
 # Prepare here with bench/prepare_gpu.sh; carry: .anchors out/kda_check
 # out/bench out/gpu build/bin/k3-run (see docs/benchmarks.md).
