@@ -14,7 +14,10 @@
 // channels), the in-chunk cumulative sum (a thread per channel), the
 // operands (bf16 pairs), the two products (warps 0 and 1), the solve
 // (warp 0), with five block barriers. Many blocks per SM hide their
-// latency: nothing here waits on the state.
+// latency: nothing here waits on the state. The kernel is latency-bound,
+// so the code keeps rounds of memory latency few (a 32-ary sequence
+// search, the window's loads issued together) and instructions cheap
+// (vector loads, ldmatrix, approximate reciprocal; docs/kda-cuda.md).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"

@@ -18,7 +18,8 @@
 // so the chain never leaves registers. The chunk's operands (16 packed
 // rows, e^{G_C}, v's slice) move into shared memory with cp.async, three
 // stages by default: chunks c + 1 and c + 2 are in flight while chunk c
-// multiplies, one barrier per chunk. Rows past the
+// multiplies, one barrier per chunk. B fragments come by ldmatrix (.trans
+// where a pair runs along tokens: k e^{G_C - G} and v). Rows past the
 // sequence's end are zero-filled (cp.async with source size 0), which makes
 // their delta zero.
 //
