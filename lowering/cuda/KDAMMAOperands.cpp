@@ -175,13 +175,16 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   // Lane's CPL channels (ch0 = lane * CPL, contiguous) of token `tok`,
   // head hh of input `which` (q, k or g) as f32, in vector loads of up to
   // 16 bytes: the rows are K-element aligned and buffers 256-byte aligned.
+  // A load covers a power of two of channels dividing CPL, so that it is
+  // aligned to its size (K = 192: CPL = 6, loads of 2).
+  const int64_t pow2Part = CPL & -CPL;
   Value inPtr[3];
   for (int i = 0; i < 3; ++i)
     inPtr[i] = em.pointer(em.addressOf(in[i].base), 1);
   auto loadChannels = [&](int which, Value tok, Value hh) {
     Type elem = cast<MemRefType>(in[which].full.getType()).getElementType();
     const int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
-    const int64_t perLoad = std::min<int64_t>(CPL, 16 / bytes);
+    const int64_t perLoad = std::min<int64_t>(pow2Part, 16 / bytes);
     Value first = kb.addi(kb.muli(kb.addi(kb.muli(tok, kb.idx(heads)), hh),
                                   kb.idx(kDim)),
                           ch0);
@@ -199,7 +202,7 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   // CPL consecutive f32 of shared memory at float index i (16-byte aligned
   // for CPL >= 4).
   auto ldsChannels = [&](int64_t offBytes, Value i) {
-    const int64_t perLoad = std::min<int64_t>(CPL, 4);
+    const int64_t perLoad = std::min<int64_t>(pow2Part, 4);
     SmallVector<Value> vals;
     for (int64_t e = 0; e < CPL; e += perLoad)
       llvm::append_range(

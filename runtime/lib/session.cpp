@@ -394,66 +394,88 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       if (!capture) { graphsEnabled_ = false; graphsOff_ = err; }
     }
   }
-  lastKey_ = key;
-  std::vector<std::vector<uint64_t>> slotStore;  // kept alive until the graph is built
-  std::vector<void *> params;
-  for (size_t li = 0; li < e.launches.size() && !replay; ++li) {
-    const Launch &l = e.launches[li];
-    auto where = [&]() { return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" + l.kernel + "')"; };
-    int64_t grid[3], block[3], smem;
-    bool empty = false;
-    for (int k = 0; k < 7; ++k) {
-      const DimExpr &d = k < 3 ? l.grid[k] : k < 6 ? l.block[k - 3] : l.sharedMemBytes;
-      int64_t v;
-      if (!evalDim(d, sv.data(), sv.size(), v, err)) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": " + err);
-      if (v < 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": launch dim " + dimToString(d, symNames) + " evaluates to " + std::to_string(v));
-      if (k < 3) { grid[k] = v; empty |= (v == 0); }
-      else if (k < 6) {
-        if (v == 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": block dim is 0");
-        block[k - 3] = v;
-      } else smem = v;
-    }
-    if (empty) continue;  // nothing to do for an empty grid (e.g. zero tokens)
-    slotStore.emplace_back(l.args.size(), 0);
-    std::vector<uint64_t> &slots = slotStore.back();
-    params.assign(l.args.size() + 1, nullptr);
-    for (size_t ai = 0; ai < l.args.size(); ++ai) {
-      const Arg &g = l.args[ai];
-      uint64_t &slot = slots[ai];
-      switch (g.kind) {
-      case ArgKind::Buffer: slot = bufPtr_[g.index] + g.offset; break;
-      case ArgKind::Weight: slot = weightPtr_[g.index]; break;
-      case ArgKind::I32: { int32_t v = int32_t(g.imm); memcpy(&slot, &v, 4); break; }
-      case ArgKind::I64: { int64_t v = g.imm; memcpy(&slot, &v, 8); break; }
-      case ArgKind::F32: memcpy(&slot, &g.fimm, 4); break;
-      case ArgKind::Symbol: { int64_t v = sv[g.index]; memcpy(&slot, &v, 8); break; }
+  // Evaluates every launch's dimensions and arguments and launches (or,
+  // while capturing, records) it.
+  auto launchAll = [&]() {
+    std::vector<std::vector<uint64_t>> slotStore;  // kept alive until the graph is built
+    std::vector<void *> params;
+    for (size_t li = 0; li < e.launches.size(); ++li) {
+      const Launch &l = e.launches[li];
+      auto where = [&]() { return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" + l.kernel + "')"; };
+      int64_t grid[3], block[3], smem;
+      bool empty = false;
+      for (int k = 0; k < 7; ++k) {
+        const DimExpr &d = k < 3 ? l.grid[k] : k < 6 ? l.block[k - 3] : l.sharedMemBytes;
+        int64_t v;
+        if (!evalDim(d, sv.data(), sv.size(), v, err)) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": " + err);
+        if (v < 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": launch dim " + dimToString(d, symNames) + " evaluates to " + std::to_string(v));
+        if (k < 3) { grid[k] = v; empty |= (v == 0); }
+        else if (k < 6) {
+          if (v == 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": block dim is 0");
+          block[k - 3] = v;
+        } else smem = v;
       }
-      params[ai] = &slot;
+      if (empty) continue;  // nothing to do for an empty grid (e.g. zero tokens)
+      slotStore.emplace_back(l.args.size(), 0);
+      std::vector<uint64_t> &slots = slotStore.back();
+      params.assign(l.args.size() + 1, nullptr);
+      for (size_t ai = 0; ai < l.args.size(); ++ai) {
+        const Arg &g = l.args[ai];
+        uint64_t &slot = slots[ai];
+        switch (g.kind) {
+        case ArgKind::Buffer: slot = bufPtr_[g.index] + g.offset; break;
+        case ArgKind::Weight: slot = weightPtr_[g.index]; break;
+        case ArgKind::I32: { int32_t v = int32_t(g.imm); memcpy(&slot, &v, 4); break; }
+        case ArgKind::I64: { int64_t v = g.imm; memcpy(&slot, &v, 8); break; }
+        case ArgKind::F32: memcpy(&slot, &g.fimm, 4); break;
+        case ArgKind::Symbol: { int64_t v = sv[g.index]; memcpy(&slot, &v, 8); break; }
+        }
+        params[ai] = &slot;
+      }
+      if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem, params.data(), l.args.size(), err))
+        fail(K3_ERROR_DEVICE, where() + ": " + err);
     }
-    if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem, params.data(), l.args.size(), err)) {
-      if (capture) {
+  };
+  if (replay) {
+    ++graphReplays_;
+  } else if (capture) {
+    // Whatever leaves the capture (an error in an argument, a launch that
+    // fails), the backend must not stay capturing: later launches would be
+    // recorded, not run.
+    struct CaptureGuard {
+      Backend *be;
+      bool open = true;
+      ~CaptureGuard() {
+        if (!open) return;
         void *dropped = nullptr;
         std::string ignored;
-        if (be_->endCapture(dropped, ignored) && dropped) be_->destroyGraph(dropped);
+        if (be->endCapture(dropped, ignored) && dropped) be->destroyGraph(dropped);
       }
-      fail(K3_ERROR_DEVICE, where() + ": " + err);
-    }
-  }
-  if (capture) {
+    } guard{be_.get()};
+    launchAll();
+    guard.open = false;
     void *exec = nullptr;
-    if (!be_->endCapture(exec, err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': capturing a launch graph: " + err);
-    if (graphs_.size() == kMaxGraphs) {
-      be_->destroyGraph(graphs_.front().exec);
-      graphs_.erase(graphs_.begin());
+    if (be_->endCapture(exec, err)) {
+      if (graphs_.size() == kMaxGraphs) {
+        be_->destroyGraph(graphs_.front().exec);
+        graphs_.erase(graphs_.begin());
+      }
+      graphs_.push_back({ei, sv, exec});
+      ++graphsCaptured_;
+      replay = exec;
+    } else {
+      // The recorded launches never ran: run them one by one, and stop
+      // capturing in this session (the failure would repeat).
+      graphsEnabled_ = false;
+      graphsOff_ = "capturing a launch graph: " + err;
+      launchAll();
     }
-    graphs_.push_back({ei, sv, exec});
-    ++graphsCaptured_;
-    replay = exec;
-  } else if (replay) {
-    ++graphReplays_;
+  } else {
+    launchAll();
   }
   if (replay && !be_->launchGraph(replay, err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
   if (!be_->synchronize(err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
+  lastKey_ = key;  // only a run that got this far counts as the previous one
   lastLaunchMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - launchStart).count();
 
   for (size_t k = 0; k < e.outputs.size(); ++k) {

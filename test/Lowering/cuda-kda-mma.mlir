@@ -23,6 +23,16 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// K = V = 192 (6 channels per lane: the operand kernel's vector loads take 2
+// channels each, a power of two dividing 6, so that they stay aligned):
+// assembles, and the loads are 4-byte bf16 pairs, not 12-byte vectors.
+// RUN: sed -e 's/128/192/g' -e 's/512xf32/768xf32/g' %s > %t.k192.mlir
+// RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.k192.out.mlir
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k192.out.mlir > %t.k192.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k192.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k192.bin.mlir > %t.k192.ptx
+// RUN: FileCheck %s --check-prefix=K192 --input-file=%t.k192.ptx
+// RUN: %ptxas -arch=sm_90a %t.k192.ptx -o %t.k192.cubin
 
 // CHECK-LABEL: gpu.func @kda_mma_operands_0(
 // CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
@@ -90,6 +100,11 @@
 // PTX: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // PTX-NOT: ld.local
 // PTX-NOT: st.local
+
+// K192: .entry kda_mma_operands_0
+// K192-NOT: ld.global.v4.b16
+// K192: ld.global.v2.b16
+// K192: .entry kda_mma_recurrence_1
 
 // ptxas compiles the entries in reverse order; neither spills.
 // PTXAS: Compiling entry function 'kda_mma_recurrence_1' for 'sm_90a'

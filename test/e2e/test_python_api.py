@@ -149,9 +149,13 @@ def test_launch_graphs_replay_decode(tiny, monkeypatch):
     ref = prompt_then_decode(without, ids, T)
     assert without.graph_stats == (0, 0)
     np.testing.assert_array_equal(got, ref)
-    # The next prefill (new symbol values) launches one by one again.
-    prefill(with_graphs, [ids[:T + 1]])
-    assert with_graphs.graph_stats == (1, N - 2)
+    # A new prompt (other symbol values) launches one by one; its decode
+    # steps replay the graph kept from the first loop, from the first step.
+    for s in (with_graphs, without):
+        s.reset_state()
+    got = prompt_then_decode(with_graphs, ids[1:], T - 1)
+    assert with_graphs.graph_stats == (1, (N - 2) + N)
+    np.testing.assert_array_equal(got, prompt_then_decode(without, ids[1:], T - 1))
 
 
 def test_batched_decode(tiny):
