@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
 #include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -109,21 +110,14 @@ KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override,
   return t;
 }
 
-struct Emitter {
-  OpBuilder &b;
-  Location loc;
-  KernelBuilder &kb;
-
+/// The fragment-free part of MMAEmitter (shared-memory access, shuffles,
+/// global pointers, vector loads) plus what this kernel adds.
+struct Emitter : MMAEmitter {
   Value divu(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
   Value remu(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
 
   Value fma(Value a, Value x, Value c) {
     return math::FmaOp::create(b, loc, a, x, c);
-  }
-  Value shuffleXor(Value v, int64_t offset) {
-    auto shfl = gpu::ShuffleOp::create(b, loc, v, offset, 32,
-                                       gpu::ShuffleMode::XOR);
-    return shfl.getShuffleResult();
   }
   /// Sum over groups of `lanes` adjacent lanes (a power of two <= 32).
   Value groupSum(Value v, int64_t lanes) {
@@ -131,33 +125,14 @@ struct Emitter {
       v = kb.add(v, shuffleXor(v, off));
     return v;
   }
-  Value lds(Value mem, Value i) {
-    return memref::LoadOp::create(b, loc, mem, ValueRange{i});
-  }
-  void sts(Value v, Value mem, Value i) {
-    memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
-  }
 
   /// The global address of f32 element `elem` of the buffer `base`.
   Value globalPtr(Value base, Value elem) {
-    Type i64 = b.getI64Type();
-    Value p = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
-    Value off = kb.muli(elem, kb.idx(4));
-    Value addr = arith::IndexCastOp::create(b, loc, i64, kb.addi(p, off));
-    auto gen = LLVM::LLVMPointerType::get(b.getContext());
-    auto glob = LLVM::LLVMPointerType::get(b.getContext(), 1);
-    Value ptr = LLVM::IntToPtrOp::create(b, loc, gen, addr);
-    return LLVM::AddrSpaceCastOp::create(b, loc, glob, ptr);
+    return pointer(kb.addi(addressOf(base), kb.muli(elem, kb.idx(4))), 1);
   }
   /// Four f32 at element `elem` (a multiple of 4) of `base`: one 16-byte load.
-  SmallVector<Value, 4> load4(Value base, Value elem) {
-    auto vt = VectorType::get({4}, b.getF32Type());
-    Value v = LLVM::LoadOp::create(b, loc, vt, globalPtr(base, elem), 16);
-    SmallVector<Value, 4> r;
-    for (int c = 0; c < 4; ++c)
-      r.push_back(LLVM::ExtractElementOp::create(
-          b, loc, v, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(c))));
-    return r;
+  SmallVector<Value> load4(Value base, Value elem) {
+    return loadVector(globalPtr(base, elem), b.getF32Type(), 4);
   }
   void store4(ArrayRef<Value> vals, Value base, Value elem) {
     auto vt = VectorType::get({4}, b.getF32Type());
@@ -242,7 +217,7 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                                   MemRefLayoutAttrInterface{}, wg);
   Value smem = fn.addWorkgroupAttribution(smemType, loc);
 
-  Emitter em{b, loc, kb};
+  Emitter em{{b, loc, kb}};
   Value q = in[0].full, k = in[1].full, v = in[2].full, g = in[3].full,
         beta = in[4].full, o = out[0].full;
   double scale = op.getScale().convertToDouble();
