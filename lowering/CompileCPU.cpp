@@ -65,9 +65,10 @@ void addPackedEntry(ModuleOp module, LLVM::LLVMFuncOp impl, StringRef name) {
 
 } // namespace
 
-LogicalResult mlir::k3::compileKernelsForHost(
-    ModuleOp kernels, StringRef linker, std::vector<uint8_t> &sharedObject,
-    std::vector<std::string> &symbols) {
+LogicalResult
+mlir::k3::compileKernelsForHost(ModuleOp kernels, StringRef linker,
+                                std::vector<uint8_t> &sharedObject,
+                                std::vector<std::string> &symbols) {
   MLIRContext *ctx = kernels.getContext();
   OwningOpRef<ModuleOp> module(cast<ModuleOp>(kernels->clone()));
   (*module)->removeAttr(SymbolTable::getSymbolAttrName());
@@ -101,12 +102,12 @@ LogicalResult mlir::k3::compileKernelsForHost(
   std::string err;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target)
-    return kernels.emitError() << "no LLVM target for " << triple.getTriple() << ": "
-                               << err;
+    return kernels.emitError()
+           << "no LLVM target for " << triple.getTriple() << ": " << err;
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, "generic", "", options, llvm::Reloc::PIC_,
-      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+      triple, "generic", "", options, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
 
   llvm::LLVMContext llvmCtx;
   std::unique_ptr<llvm::Module> llvmModule =
@@ -115,9 +116,10 @@ LogicalResult mlir::k3::compileKernelsForHost(
     return kernels.emitError() << "translation to LLVM IR failed";
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(tm->createDataLayout());
-  if (llvm::Error e = makeOptimizingTransformer(3, 0, tm.get())(llvmModule.get()))
-    return kernels.emitError() << "LLVM optimisation failed: "
-                               << llvm::toString(std::move(e));
+  if (llvm::Error e =
+          makeOptimizingTransformer(3, 0, tm.get())(llvmModule.get()))
+    return kernels.emitError()
+           << "LLVM optimisation failed: " << llvm::toString(std::move(e));
 
   // Object file, then a shared object through the system linker.
   llvm::SmallString<128> objPath, soPath;
@@ -137,12 +139,11 @@ LogicalResult mlir::k3::compileKernelsForHost(
   auto linkerPath = llvm::sys::findProgramByName(linker);
   if (!linkerPath) {
     llvm::sys::fs::remove(objPath);
-    return kernels.emitError() << "linker '" << linker
-                               << "' not found on PATH";
+    return kernels.emitError() << "linker '" << linker << "' not found on PATH";
   }
   std::string errMsg;
-  SmallVector<StringRef> argv = {*linkerPath, "-shared", "-o", soPath,
-                                 objPath, "-lm"};
+  SmallVector<StringRef> argv = {*linkerPath, "-shared", "-o",
+                                 soPath,      objPath,   "-lm"};
   int rc = llvm::sys::ExecuteAndWait(*linkerPath, argv, std::nullopt, {}, 0, 0,
                                      &errMsg);
   llvm::sys::fs::remove(objPath);

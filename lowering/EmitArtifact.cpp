@@ -11,8 +11,8 @@
 #include "lowering/GPUDistribute.h"
 #include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
-#include "lowering/cuda/CUDAKernels.h"
 #include "lowering/SymbolicShape.h"
+#include "lowering/cuda/CUDAKernels.h"
 
 #include "k3/artifact.h"
 
@@ -41,8 +41,8 @@ FailureOr<art::DType> dtypeOf(Operation *where, Type t) {
     return art::DType::F32;
   if (e.isInteger(32))
     return art::DType::I32;
-  return where->emitOpError() << "element type " << e
-                              << " has no artifact dtype";
+  return where->emitOpError()
+         << "element type " << e << " has no artifact dtype";
 }
 
 art::DimExpr dimExpr(int64_t d) {
@@ -87,14 +87,13 @@ art::WeightInit initFor(StringRef name, ArrayRef<int64_t> shape) {
 SmallVector<int64_t> shapeOfResult(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto dims = fn.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(),
-                                                       "k3.dims");
+    auto dims =
+        fn.getArgAttrOfType<DenseI64ArrayAttr>(arg.getArgNumber(), "k3.dims");
     return SmallVector<int64_t>(dims.asArrayRef());
   }
   auto attr = v.getDefiningOp()->getAttrOfType<ArrayAttr>("k3.shapes");
   unsigned i = cast<OpResult>(v).getResultNumber();
-  return SmallVector<int64_t>(
-      cast<DenseI64ArrayAttr>(attr[i]).asArrayRef());
+  return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(attr[i]).asArrayRef());
 }
 
 int64_t bytesOf(Value v, ArrayRef<int64_t> shape, int64_t maxTokens,
@@ -113,8 +112,8 @@ art::DimExpr gridFor(Operation *phase, int64_t maxTokens, int64_t maxSeqs) {
     return art::DimExpr::constant(132 * 8);
   int64_t sym = g[0], a = g[1], b = g[2];
   if (sym == 0)
-    return art::DimExpr::constant(std::max<int64_t>(
-        1, (b + kGPUBlockSize - 1) / kGPUBlockSize));
+    return art::DimExpr::constant(
+        std::max<int64_t>(1, (b + kGPUBlockSize - 1) / kGPUBlockSize));
   return art::DimExpr::symbol(sym == kNumTokens ? 0 : 1, a, b, kGPUBlockSize);
 }
 
@@ -137,7 +136,8 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
              << "' (run --k3-outline-kernels and --k3-plan-memory)";
     int64_t maxTokens =
         module->getAttrOfType<IntegerAttr>("k3.max_tokens").getInt();
-    int64_t maxSeqs = module->getAttrOfType<IntegerAttr>("k3.max_seqs").getInt();
+    int64_t maxSeqs =
+        module->getAttrOfType<IntegerAttr>("k3.max_seqs").getInt();
 
     art::Builder builder;
     if (auto name = module->getAttrOfType<StringAttr>("k3.model"))
@@ -167,8 +167,8 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
         std::error_code ec;
         llvm::raw_fd_ostream os(ptxOutput, ec);
         if (ec)
-          return module.emitError() << "cannot write " << ptxOutput << ": "
-                                    << ec.message();
+          return module.emitError()
+                 << "cannot write " << ptxOutput << ": " << ec.message();
         os.write(reinterpret_cast<const char *>(ptx.data()), ptx.size());
       }
     } else if (failed(compileKernelsForHost(cast<ModuleOp>(kernels), linker,

@@ -70,9 +70,8 @@ Value KernelBuilder::view(Value base, ArrayRef<Value> sizes) {
   }
   auto layout = StridedLayoutAttr::get(b.getContext(), 0, staticStrides);
   auto type = MemRefType::get(shape, baseType.getElementType(), layout);
-  Value v = memref::ReinterpretCastOp::create(b, loc, type, base,
-                                              b.getIndexAttr(0), sizeOfr,
-                                              strideOfr);
+  Value v = memref::ReinterpretCastOp::create(
+      b, loc, type, base, b.getIndexAttr(0), sizeOfr, strideOfr);
   return v;
 }
 
@@ -167,8 +166,7 @@ void KernelBuilder::parallel(ArrayRef<Value> ubs,
     }
   }
   auto par = scf::ParallelOp::create(
-      b, loc, lbs, ubs, steps,
-      [&](OpBuilder &nb, Location, ValueRange ivs) {
+      b, loc, lbs, ubs, steps, [&](OpBuilder &nb, Location, ValueRange ivs) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         body(ivs);
@@ -241,7 +239,8 @@ Value KernelBuilder::select(Value c, Value x, Value y) {
 Value KernelBuilder::addi(Value x, Value y) {
   Value r = arith::AddIOp::create(b, loc, x, y);
   auto fx = linearForm(x), fy = linearForm(y);
-  if (fx && fy && (fx->symbol == 0 || fy->symbol == 0 || fx->symbol == fy->symbol))
+  if (fx && fy &&
+      (fx->symbol == 0 || fy->symbol == 0 || fx->symbol == fy->symbol))
     track(r, Linear{fx->symbol ? fx->symbol : fy->symbol, fx->a + fy->a,
                     fx->b + fy->b});
   return r;

@@ -74,9 +74,9 @@ public:
                const std::function<Value(Value, Value)> &body) {
     return reduce(idx(0), ub, init, body);
   }
-  SmallVector<Value> reduceN(Value lb, Value ub, ValueRange inits,
-                             const std::function<SmallVector<Value>(
-                                 Value, ValueRange)> &body);
+  SmallVector<Value>
+  reduceN(Value lb, Value ub, ValueRange inits,
+          const std::function<SmallVector<Value>(Value, ValueRange)> &body);
   void parallel(ArrayRef<Value> ubs,
                 const std::function<void(ValueRange)> &body);
   void ifThen(Value cond, const std::function<void()> &body);

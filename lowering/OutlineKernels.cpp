@@ -43,8 +43,7 @@ std::string kernelStem(Operation *op) {
   return s;
 }
 
-struct K3OutlineKernelsPass
-    : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
+struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
   using Base::Base;
   CUDAKernelOptions cudaOptions;
 
@@ -100,7 +99,8 @@ struct K3OutlineKernelsPass
         module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                         b.getUnitAttr());
       } else {
-        kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
+        kernels =
+            ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
       }
       kernels->setAttr("k3.target", b.getStringAttr(target));
     } else if (auto t = kernels->getAttrOfType<StringAttr>("k3.target");
@@ -180,9 +180,9 @@ struct K3OutlineKernelsPass
       return failure();
 
     b.setInsertionPoint(op);
-    auto ref = SymbolRefAttr::get(
-        b.getStringAttr(kKernelsModule),
-        {FlatSymbolRefAttr::get((*kernel).getNameAttr())});
+    auto ref =
+        SymbolRefAttr::get(b.getStringAttr(kKernelsModule),
+                           {FlatSymbolRefAttr::get((*kernel).getNameAttr())});
     auto launch = LaunchOp::create(b, op->getLoc(), outTypes, ref, inputs);
     SmallVector<Attribute> attrs;
     for (const SymShape &s : outShapes)
@@ -199,12 +199,10 @@ struct K3OutlineKernelsPass
     return success();
   }
 
-  FailureOr<FunctionOpInterface> getOrCreateKernel(Operation *op,
-                                            ArrayRef<Value> inputs,
-                                            ArrayRef<SymShape> inShapes,
-                                            ArrayRef<Type> outTypes,
-                                            ArrayRef<SymShape> outShapes,
-                                            OpBuilder &b) {
+  FailureOr<FunctionOpInterface>
+  getOrCreateKernel(Operation *op, ArrayRef<Value> inputs,
+                    ArrayRef<SymShape> inShapes, ArrayRef<Type> outTypes,
+                    ArrayRef<SymShape> outShapes, OpBuilder &b) {
     // Identical ops share a kernel: key on kind, attributes and signature.
     std::string key;
     llvm::raw_string_ostream os(key);
@@ -223,12 +221,13 @@ struct K3OutlineKernelsPass
     if (it != cache.end())
       return it->second;
 
-    std::string name = (isa<StateWriteOp>(op) ? std::string("copy")
-                                              : kernelStem(op)) +
-                       "_" + std::to_string(cache.size());
+    std::string name =
+        (isa<StateWriteOp>(op) ? std::string("copy") : kernelStem(op)) + "_" +
+        std::to_string(cache.size());
     SmallVector<Type> argTypes;
     auto bare = [&](Type tensor) {
-      return MemRefType::get({}, cast<RankedTensorType>(tensor).getElementType());
+      return MemRefType::get({},
+                             cast<RankedTensorType>(tensor).getElementType());
     };
     for (Value v : inputs)
       argTypes.push_back(bare(v.getType()));
@@ -284,8 +283,9 @@ struct K3OutlineKernelsPass
         return failure();
       if (*dedicated) {
         gpu::ReturnOp::create(b, loc);
-        fn->setAttr("k3.phases", b.getArrayAttr({FlatSymbolRefAttr::get(
-                                     gfn.getNameAttr())}));
+        fn->setAttr(
+            "k3.phases",
+            b.getArrayAttr({FlatSymbolRefAttr::get(gfn.getNameAttr())}));
         cache[key] = fn;
         return fn;
       }

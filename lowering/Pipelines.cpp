@@ -90,8 +90,7 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Also compile <entry>_decode (one token per sequence, "
                      "token-by-token KDA) when the model has KDA"),
       llvm::cl::init(true)};
-  Option<bool> report{*this, "report",
-                      llvm::cl::desc("Report the memory plan"),
+  Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
 
@@ -105,9 +104,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // Before the KDA rewrites, which leave the decode entry alone.
   if (o.decodeEntry)
     pm.addPass(k3::createK3DecodeEntry({o.entry}));
-  bool chunkwise = o.kda == CompileOptions::KDALowering::Chunkwise ||
-                   (o.kda == CompileOptions::KDALowering::Auto &&
-                    o.target == "cpu");
+  bool chunkwise =
+      o.kda == CompileOptions::KDALowering::Chunkwise ||
+      (o.kda == CompileOptions::KDALowering::Auto && o.target == "cpu");
   if (chunkwise) {
     k3::K3KDAChunkwiseOptions chunk;
     chunk.chunkSize = o.kdaChunkSize;
@@ -129,7 +128,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   outline.cudaKdaRecurrentTile = o.cudaKdaRecurrentTile;
   outline.cudaLinear = o.cudaLinear;
   pm.addPass(k3::createK3OutlineKernels(outline));
-  pm.addPass(k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
+  pm.addPass(
+      k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;
   emit.entry = o.entry;
   emit.output = o.output;

@@ -164,10 +164,10 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     module->setAttr("k3.max_seqs", b.getI64IntegerAttr(maxSeqs));
     if (report)
       llvm::errs() << "k3-plan-memory: " << live.size()
-                      << " activation buffers, arena " << arena
-                      << " bytes (without reuse " << naive << " bytes) at "
-                      << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
-                      << " sequences\n";
+                   << " activation buffers, arena " << arena
+                   << " bytes (without reuse " << naive << " bytes) at "
+                   << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
+                   << " sequences\n";
     return success();
   }
 };

@@ -27,8 +27,7 @@ std::string mlir::k3::symShapeToString(ArrayRef<int64_t> shape) {
   return s;
 }
 
-int64_t mlir::k3::evalSymDim(int64_t dim, int64_t numTokens,
-                             int64_t numSeqs) {
+int64_t mlir::k3::evalSymDim(int64_t dim, int64_t numTokens, int64_t numSeqs) {
   switch (dim) {
   case kNumTokens:
     return numTokens;
@@ -41,8 +40,8 @@ int64_t mlir::k3::evalSymDim(int64_t dim, int64_t numTokens,
   }
 }
 
-int64_t mlir::k3::evalSymNumElements(ArrayRef<int64_t> shape,
-                                     int64_t numTokens, int64_t numSeqs) {
+int64_t mlir::k3::evalSymNumElements(ArrayRef<int64_t> shape, int64_t numTokens,
+                                     int64_t numSeqs) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= evalSymDim(d, numTokens, numSeqs);
@@ -74,8 +73,8 @@ LogicalResult SymbolicShapes::set(Value v, SymShape shape, Operation *where) {
     }
     if (d == ShapedType::kDynamic)
       return where->emitOpError()
-             << "cannot express dimension " << i << " of result type "
-             << type << " in terms of num_tokens and num_seqs";
+             << "cannot express dimension " << i << " of result type " << type
+             << " in terms of num_tokens and num_seqs";
   }
   shapes[v] = std::move(shape);
   return success();
@@ -94,8 +93,8 @@ LogicalResult SymbolicShapes::analyze(func::FuncOp fn) {
   for (BlockArgument arg : fn.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
-      return fn.emitOpError() << "model argument " << arg.getArgNumber()
-                              << " must be a tensor";
+      return fn.emitOpError()
+             << "model argument " << arg.getArgNumber() << " must be a tensor";
     auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "k3.name");
     int64_t sym = ShapedType::kDynamic;
     if (name && name.getValue() == "token_ids")
@@ -244,53 +243,58 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<tensor::CastOp>([&](tensor::CastOp c) -> LogicalResult {
         return same(c.getResult(), c.getSource());
       })
-      .Case<tensor::ExpandShapeOp>([&](tensor::ExpandShapeOp e) -> LogicalResult {
-        SymShape s = fromType(e.getType());
-        const SymShape &src = lookup(e.getSrc());
-        for (auto [srcDim, group] :
-             llvm::enumerate(e.getReassociationIndices())) {
-          for (int64_t d : group)
-            if (s[d] == ShapedType::kDynamic)
-              s[d] = src[srcDim];
-        }
-        return set(e, s, op);
-      })
-      .Case<tensor::CollapseShapeOp>([&](tensor::CollapseShapeOp c) -> LogicalResult {
-        SymShape s = fromType(c.getType());
-        const SymShape &src = lookup(c.getSrc());
-        for (auto [dstDim, group] :
-             llvm::enumerate(c.getReassociationIndices())) {
-          if (s[dstDim] != ShapedType::kDynamic)
-            continue;
-          int64_t sym = ShapedType::kDynamic;
-          for (int64_t d : group) {
-            if (src[d] < 0)
-              sym = src[d];
-            else if (src[d] != 1)
-              return c.emitOpError() << "collapses a runtime size with a "
-                                        "static size other than 1";
-          }
-          s[dstDim] = sym;
-        }
-        return set(c, s, op);
-      })
-      .Case<tensor::ExtractSliceOp>([&](tensor::ExtractSliceOp e) -> LogicalResult {
-        SymShape s;
-        for (OpFoldResult ofr : e.getMixedSizes()) {
-          if (auto a = dyn_cast<Attribute>(ofr)) {
-            s.push_back(cast<IntegerAttr>(a).getInt());
-            continue;
-          }
-          auto v = lookupIndex(cast<Value>(ofr));
-          if (!v)
-            return e.emitOpError() << "slice sizes must be runtime sizes or "
-                                      "constants";
-          s.push_back(*v);
-        }
-        if (s.size() != (size_t)e.getType().getRank())
-          return e.emitOpError() << "rank-reducing slices are not supported";
-        return set(e, s, op);
-      })
+      .Case<tensor::ExpandShapeOp>(
+          [&](tensor::ExpandShapeOp e) -> LogicalResult {
+            SymShape s = fromType(e.getType());
+            const SymShape &src = lookup(e.getSrc());
+            for (auto [srcDim, group] :
+                 llvm::enumerate(e.getReassociationIndices())) {
+              for (int64_t d : group)
+                if (s[d] == ShapedType::kDynamic)
+                  s[d] = src[srcDim];
+            }
+            return set(e, s, op);
+          })
+      .Case<tensor::CollapseShapeOp>(
+          [&](tensor::CollapseShapeOp c) -> LogicalResult {
+            SymShape s = fromType(c.getType());
+            const SymShape &src = lookup(c.getSrc());
+            for (auto [dstDim, group] :
+                 llvm::enumerate(c.getReassociationIndices())) {
+              if (s[dstDim] != ShapedType::kDynamic)
+                continue;
+              int64_t sym = ShapedType::kDynamic;
+              for (int64_t d : group) {
+                if (src[d] < 0)
+                  sym = src[d];
+                else if (src[d] != 1)
+                  return c.emitOpError() << "collapses a runtime size with a "
+                                            "static size other than 1";
+              }
+              s[dstDim] = sym;
+            }
+            return set(c, s, op);
+          })
+      .Case<tensor::ExtractSliceOp>(
+          [&](tensor::ExtractSliceOp e) -> LogicalResult {
+            SymShape s;
+            for (OpFoldResult ofr : e.getMixedSizes()) {
+              if (auto a = dyn_cast<Attribute>(ofr)) {
+                s.push_back(cast<IntegerAttr>(a).getInt());
+                continue;
+              }
+              auto v = lookupIndex(cast<Value>(ofr));
+              if (!v)
+                return e.emitOpError()
+                       << "slice sizes must be runtime sizes or "
+                          "constants";
+              s.push_back(*v);
+            }
+            if (s.size() != (size_t)e.getType().getRank())
+              return e.emitOpError()
+                     << "rank-reducing slices are not supported";
+            return set(e, s, op);
+          })
       .Case<tensor::ConcatOp>([&](tensor::ConcatOp c) -> LogicalResult {
         SymShape s = lookup(c.getInputs().front());
         uint64_t dim = c.getDim();

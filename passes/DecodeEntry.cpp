@@ -1,4 +1,5 @@
-//===- DecodeEntry.cpp - a second entry for one-token decode steps -*- C++ -*-===//
+//===- DecodeEntry.cpp - a second entry for one-token decode steps -*- C++
+//-*-===//
 //
 // Prefill and decode want different KDA forms: chunks (tensor cores, the UT
 // transform) for many tokens per sequence, the token-by-token recurrence for
@@ -30,13 +31,13 @@ struct K3DecodeEntryPass : impl::K3DecodeEntryBase<K3DecodeEntryPass> {
     }
     std::string name = entry + "_decode";
     if (module.lookupSymbol(name)) {
-      module.emitError() << "k3-decode-entry: '" << name
-                         << "' already exists";
+      module.emitError() << "k3-decode-entry: '" << name << "' already exists";
       return signalPassFailure();
     }
     // Only the KDA lowering differs between the two forms.
-    if (!fn.walk([](KDAOp) { return WalkResult::interrupt(); })
-             .wasInterrupted())
+    if (!fn.walk([](KDAOp) {
+             return WalkResult::interrupt();
+           }).wasInterrupted())
       return;
     OpBuilder b(fn);
     b.setInsertionPointAfter(fn);

@@ -36,10 +36,9 @@ struct FoldGateIntoKDA : OpRewritePattern<KDAOp> {
       auto rawType = cast<RankedTensorType>(raw.getType());
       auto expandedType = cast<RankedTensorType>(expand.getType())
                               .clone(rawType.getElementType());
-      raw = tensor::ExpandShapeOp::create(rewriter, expand.getLoc(),
-                                          expandedType, raw,
-                                          expand.getReassociationIndices(),
-                                          expand.getMixedOutputShape());
+      raw = tensor::ExpandShapeOp::create(
+          rewriter, expand.getLoc(), expandedType, raw,
+          expand.getReassociationIndices(), expand.getMixedOutputShape());
     }
     rewriter.modifyOpInPlace(op, [&] {
       op.getGMutable().assign(raw);
@@ -53,8 +52,7 @@ struct FoldGateIntoKDA : OpRewritePattern<KDAOp> {
   }
 };
 
-struct K3FuseKDAGatePass
-    : impl::K3FuseKDAGateBase<K3FuseKDAGatePass> {
+struct K3FuseKDAGatePass : impl::K3FuseKDAGateBase<K3FuseKDAGatePass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldGateIntoKDA>(&getContext());

@@ -32,8 +32,8 @@ void prefixNames(Operation *op, StringRef prefix) {
 LogicalResult expand(LayerOp layer, SymbolTable &symbols) {
   auto fn = symbols.lookup<func::FuncOp>(layer.getCallee());
   if (!fn || fn.isExternal())
-    return layer.emitOpError() << "layer template '" << layer.getCallee()
-                               << "' has no body";
+    return layer.emitOpError()
+           << "layer template '" << layer.getCallee() << "' has no body";
   if (!fn.getBody().hasOneBlock())
     return fn.emitOpError() << "layer template must have a single block";
 
@@ -43,7 +43,8 @@ LogicalResult expand(LayerOp layer, SymbolTable &symbols) {
   OpBuilder builder(layer);
   for (Operation &op : body.without_terminator()) {
     Operation *copy = builder.clone(op, map);
-    copy->walk([&](Operation *inner) { prefixNames(inner, layer.getPrefix()); });
+    copy->walk(
+        [&](Operation *inner) { prefixNames(inner, layer.getPrefix()); });
   }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<Value> results;

@@ -55,7 +55,8 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
       getOperation()->emitError()
           << "k3-kda-chunkwise: tile-size must be a power of two dividing "
              "chunk-size "
-          << static_cast<int64_t>(chunkSize.getValue()) << ", got " << static_cast<int64_t>(tileSize.getValue());
+          << static_cast<int64_t>(chunkSize.getValue()) << ", got "
+          << static_cast<int64_t>(tileSize.getValue());
       return signalPassFailure();
     }
     if (decayForm != "auto" && decayForm != "tile-factored" &&
@@ -110,7 +111,8 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
                   "decay-form=pairwise (or auto)";
       if (!fits)
         return op.emitOpError()
-               << "gate lower bound " << *lb << " over a tile of " << static_cast<int64_t>(tileSize.getValue())
+               << "gate lower bound " << *lb << " over a tile of "
+               << static_cast<int64_t>(tileSize.getValue())
                << " tokens overflows f32 in the tile-factored form (needs "
                   "|lb| * (tile - 1) <= 88); use a smaller tile-size or "
                   "decay-form=pairwise";
@@ -136,14 +138,14 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
                                       b.getUnitAttr(), lbAttr);
     // The UT transform: (I + BL) U = BV, (I + BL) W = B (K ⊙ Γ).
     auto fwd = b.getStringAttr("forward");
-    auto U = TriSolveOp::create(b, loc, vF, ibl, op.getV(), beta, cu,
-                                chunkAttr, fwd, IntegerAttr());
+    auto U = TriSolveOp::create(b, loc, vF, ibl, op.getV(), beta, cu, chunkAttr,
+                                fwd, IntegerAttr());
     auto W = TriSolveOp::create(b, loc, qF, ibl, kg, beta, cu, chunkAttr, fwd,
                                 IntegerAttr());
     // M_ij = sum_c q_ic k_jc exp(G_ic - G_jc), j <= i.
-    auto M = KDAChunkGramOp::create(b, loc, matF, qn, kn, G, Value(), cu,
-                                    chunkAttr, tileAttr, UnitAttr(),
-                                    UnitAttr(), lbAttr);
+    auto M =
+        KDAChunkGramOp::create(b, loc, matF, qn, kn, G, Value(), cu, chunkAttr,
+                               tileAttr, UnitAttr(), UnitAttr(), lbAttr);
 
     auto stF = RankedTensorType::get(fsType.getShape(), f32);
     KDAChunkStateOp state;
@@ -153,23 +155,23 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
       auto transF = RankedTensorType::get({N, numSegments, H, K, K}, f32);
       auto contF = RankedTensorType::get({N, numSegments, H, K, V}, f32);
       auto segAttr = b.getI64IntegerAttr(numSegments);
-      auto summary = KDASegmentSummaryOp::create(
-          b, loc, TypeRange{transF, contF}, U, W, kn, G, cu, chunkAttr,
-          segAttr);
+      auto summary =
+          KDASegmentSummaryOp::create(b, loc, TypeRange{transF, contF}, U, W,
+                                      kn, G, cu, chunkAttr, segAttr);
       auto scan = KDASegmentScanOp::create(
           b, loc, contF, summary.getTransition(), summary.getContribution(),
           op.getInitialState());
-      state = KDAChunkStateOp::create(b, loc, TypeRange{vF, vF, stF}, U, W,
-                                      kn, qn, G, Value(), scan, cu, chunkAttr,
-                                      segAttr);
+      state =
+          KDAChunkStateOp::create(b, loc, TypeRange{vF, vF, stF}, U, W, kn, qn,
+                                  G, Value(), scan, cu, chunkAttr, segAttr);
     } else {
-      state = KDAChunkStateOp::create(b, loc, TypeRange{vF, vF, stF}, U, W,
-                                      kn, qn, G, op.getInitialState(), Value(),
-                                      cu, chunkAttr, IntegerAttr());
+      state = KDAChunkStateOp::create(b, loc, TypeRange{vF, vF, stF}, U, W, kn,
+                                      qn, G, op.getInitialState(), Value(), cu,
+                                      chunkAttr, IntegerAttr());
     }
     auto out = KDAChunkOutputOp::create(b, loc, op.getOutput().getType(), M,
-                                        state.getVNew(), state.getOInter(),
-                                        cu, chunkAttr);
+                                        state.getVNew(), state.getOInter(), cu,
+                                        chunkAttr);
     op.getOutput().replaceAllUsesWith(out.getOutput());
     op.getFinalState().replaceAllUsesWith(state.getFinalState());
     op.erase();

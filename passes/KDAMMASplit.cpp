@@ -1,4 +1,5 @@
-//===- KDAMMASplit.cpp - k3.kda into tensor-core operands + chain -*- C++ -*-===//
+//===- KDAMMASplit.cpp - k3.kda into tensor-core operands + chain -*- C++
+//-*-===//
 //
 // The CUDA pipeline's KDA form for bf16 models: what does not depend on the
 // state (gates, norms, the decayed operands, the in-chunk products and the
@@ -58,8 +59,7 @@ struct SplitKDA : OpRewritePattern<KDAOp> {
     int64_t k = q.getDimSize(3);
     SmallVector<int64_t> packedShape(q.getShape());
     packedShape[3] = 5 * k / 2 + 16;
-    auto packedType =
-        RankedTensorType::get(packedShape, rewriter.getI32Type());
+    auto packedType = RankedTensorType::get(packedShape, rewriter.getI32Type());
     Location loc = op.getLoc();
     auto operands = KDAMMAOperandsOp::create(
         rewriter, loc, packedType, op.getQ(), op.getK(), op.getG(),

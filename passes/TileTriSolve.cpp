@@ -52,9 +52,9 @@ struct K3TileTriSolvePass : impl::K3TileTriSolveBase<K3TileTriSolvePass> {
         op.setTileSizeAttr(tile);
         continue;
       }
-      auto inv = TriInverseOp::create(b, op.getLoc(), op.getA().getType(),
-                                      op.getA(), op.getCuSeqlens(),
-                                      op.getChunkSizeAttr(), tile);
+      auto inv =
+          TriInverseOp::create(b, op.getLoc(), op.getA().getType(), op.getA(),
+                               op.getCuSeqlens(), op.getChunkSizeAttr(), tile);
       auto mm = ChunkTrilMatmulOp::create(
           b, op.getLoc(), op.getType(), inv, op.getRhs(), op.getRowScale(),
           op.getCuSeqlens(), op.getChunkSizeAttr());

@@ -32,19 +32,19 @@ LogicalResult sameDim(Operation *op, const char *an, Value a, int64_t da,
   int64_t x = rt(a).getDimSize(da), y = rt(b).getDimSize(db);
   if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
     return op->emitOpError() << "expects the " << what << " of '" << an
-                             << "' (dim " << da << " = " << x
-                             << ") to match '" << bn << "' (dim " << db
-                             << " = " << y << ")";
+                             << "' (dim " << da << " = " << x << ") to match '"
+                             << bn << "' (dim " << db << " = " << y << ")";
   return success();
 }
 
 /// `a` and `b` agree in batch, token and head dimensions.
-LogicalResult sameTokens(Operation *op, const char *an, Value a,
-                         const char *bn, Value b) {
+LogicalResult sameTokens(Operation *op, const char *an, Value a, const char *bn,
+                         Value b) {
   for (int64_t d = 0; d < 3; ++d)
     if (failed(sameDim(op, an, a, d, bn, b, d,
-                       d == 0 ? "batch" : d == 1 ? "token count"
-                                                 : "head count")))
+                       d == 0   ? "batch"
+                       : d == 1 ? "token count"
+                                : "head count")))
       return failure();
   return success();
 }
@@ -59,8 +59,8 @@ LogicalResult chunkSize(Operation *op, int64_t c) {
 
 LogicalResult tileSize(Operation *op, int64_t tile, int64_t chunk) {
   if (tile <= 0 || !llvm::isPowerOf2_64(tile))
-    return op->emitOpError() << "expects tile_size to be a power of two, got "
-                             << tile;
+    return op->emitOpError()
+           << "expects tile_size to be a power of two, got " << tile;
   if (chunk % tile != 0)
     return op->emitOpError() << "expects chunk_size " << chunk
                              << " to be a multiple of tile_size " << tile;
@@ -74,9 +74,9 @@ LogicalResult chunkMatrix(Operation *op, const char *name, Value m,
     return failure();
   int64_t c = rt(m).getDimSize(3);
   if (c != chunk)
-    return op->emitOpError() << "expects '" << name
-                             << "' to hold chunk_size = " << chunk
-                             << " columns, got " << c;
+    return op->emitOpError()
+           << "expects '" << name << "' to hold chunk_size = " << chunk
+           << " columns, got " << c;
   return success();
 }
 
@@ -115,8 +115,7 @@ LogicalResult KDAChunkPrepareOp::verify() {
       bool(getALog()) != getGateKind().has_value())
     return emitOpError() << "expects gate_kind together with "
                             "gate_params(A_log, dt_bias)";
-  if (getGateKind() == DecayGateKind::lower_bounded_sigmoid &&
-      !getLowerBound())
+  if (getGateKind() == DecayGateKind::lower_bounded_sigmoid && !getLowerBound())
     return emitOpError() << "lower_bounded_sigmoid gate needs 'lower_bound'";
   return success();
 }
@@ -161,8 +160,8 @@ LogicalResult TriSolveOp::verify() {
     return failure();
   if (rt(getResult()).getShape() != rt(getRhs()).getShape())
     return emitOpError() << "expects the result shaped like 'rhs'";
-  if (getRowScale() && failed(tokenTensor(*this, "row_scale", getRowScale(),
-                                          "A", getA(), 3)))
+  if (getRowScale() &&
+      failed(tokenTensor(*this, "row_scale", getRowScale(), "A", getA(), 3)))
     return failure();
   StringRef mode = getMode();
   if (mode == "forward") {
@@ -197,8 +196,8 @@ LogicalResult ChunkTrilMatmulOp::verify() {
       failed(tokenTensor(*this, "x", getX(), "A", getA())) ||
       failed(cuBatch(*this, getCuSeqlens(), getA())))
     return failure();
-  if (getRowScale() && failed(tokenTensor(*this, "row_scale", getRowScale(),
-                                          "A", getA(), 3)))
+  if (getRowScale() &&
+      failed(tokenTensor(*this, "row_scale", getRowScale(), "A", getA(), 3)))
     return failure();
   if (rt(getResult()).getShape() != rt(getX()).getShape())
     return emitOpError() << "expects the result shaped like 'x'";
@@ -210,10 +209,10 @@ static LogicalResult stateShape(Operation *op, const char *name, Value s,
                                 Value qLike, Value vLike, int64_t segDims) {
   if (failed(rank(op, name, s, 4 + segDims)) ||
       failed(sameDim(op, name, s, 1 + segDims, "k", qLike, 2, "head count")) ||
-      failed(sameDim(op, name, s, 2 + segDims, "k", qLike, 3,
-                     "key dimension")) ||
-      failed(sameDim(op, name, s, 3 + segDims, "U", vLike, 3,
-                     "value dimension")))
+      failed(
+          sameDim(op, name, s, 2 + segDims, "k", qLike, 3, "key dimension")) ||
+      failed(
+          sameDim(op, name, s, 3 + segDims, "U", vLike, 3, "value dimension")))
     return failure();
   return success();
 }
@@ -348,8 +347,8 @@ LogicalResult KDAMMARecurrenceOp::verify() {
       failed(tokenTensor(*this, "output", getOutput(), "packed", ops)) ||
       failed(cuBatch(*this, getCuSeqlens(), ops)) ||
       failed(rank(*this, "final_state", getFinalState(), 4)) ||
-      failed(sameDim(*this, "final_state", getFinalState(), 1, "packed", ops,
-                     2, "head count")) ||
+      failed(sameDim(*this, "final_state", getFinalState(), 1, "packed", ops, 2,
+                     "head count")) ||
       failed(sameDim(*this, "final_state", getFinalState(), 3, "v", v, 3,
                      "value dimension")))
     return failure();

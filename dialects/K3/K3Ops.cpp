@@ -10,9 +10,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/IR/OpImplementation.h"
 
 #include <optional>
 
@@ -40,9 +40,9 @@ LogicalResult expectRank(Operation *op, Named t, int64_t rank) {
 
 LogicalResult expectRankAtLeast(Operation *op, Named t, int64_t rank) {
   if (t.type.getRank() < rank)
-    return op->emitOpError() << "expects '" << t.name
-                             << "' to have rank at least " << rank << ", got "
-                             << t.type.getRank();
+    return op->emitOpError()
+           << "expects '" << t.name << "' to have rank at least " << rank
+           << ", got " << t.type.getRank();
   return success();
 }
 
@@ -51,10 +51,9 @@ LogicalResult expectSameDim(Operation *op, Named a, int64_t ad, Named b,
                             int64_t bd, StringRef meaning) {
   int64_t x = a.type.getDimSize(ad), y = b.type.getDimSize(bd);
   if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
-    return op->emitOpError()
-           << meaning << " mismatch: '" << a.name << "' dimension " << ad
-           << " is " << x << " but '" << b.name << "' dimension " << bd
-           << " is " << y;
+    return op->emitOpError() << meaning << " mismatch: '" << a.name
+                             << "' dimension " << ad << " is " << x << " but '"
+                             << b.name << "' dimension " << bd << " is " << y;
   return success();
 }
 
@@ -63,9 +62,9 @@ LogicalResult expectDim(Operation *op, Named t, int64_t d, int64_t expected,
                         StringRef meaning) {
   int64_t x = t.type.getDimSize(d);
   if (!ShapedType::isDynamic(x) && x != expected)
-    return op->emitOpError() << "expects '" << t.name << "' dimension " << d
-                             << " (" << meaning << ") to be " << expected
-                             << ", got " << x;
+    return op->emitOpError()
+           << "expects '" << t.name << "' dimension " << d << " (" << meaning
+           << ") to be " << expected << ", got " << x;
   return success();
 }
 
@@ -73,8 +72,7 @@ LogicalResult expectSameShape(Operation *op, Named a, Named b) {
   if (a.type.getRank() != b.type.getRank())
     return op->emitOpError() << "expects '" << a.name << "' and '" << b.name
                              << "' to have the same rank, got "
-                             << a.type.getRank() << " and "
-                             << b.type.getRank();
+                             << a.type.getRank() << " and " << b.type.getRank();
   for (int64_t d = 0; d < a.type.getRank(); ++d)
     if (failed(expectSameDim(op, a, d, b, d, "shape")))
       return failure();
@@ -90,15 +88,15 @@ LogicalResult expectStatic(Operation *op, Named t) {
 
 LogicalResult expectPositive(Operation *op, StringRef attr, double v) {
   if (!(v > 0.0))
-    return op->emitOpError() << "expects '" << attr
-                             << "' to be positive, got " << v;
+    return op->emitOpError()
+           << "expects '" << attr << "' to be positive, got " << v;
   return success();
 }
 
 LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v) {
   if (v <= 0)
-    return op->emitOpError() << "expects '" << attr
-                             << "' to be positive, got " << v;
+    return op->emitOpError()
+           << "expects '" << attr << "' to be positive, got " << v;
   return success();
 }
 
@@ -174,8 +172,8 @@ LogicalResult WeightOp::verify() {
       return emitOpError() << "expects one '{expert}' placeholder in '"
                            << getName() << "'";
   } else if (getName().contains('{') || getName().contains('}')) {
-    return emitOpError() << "unknown placeholder in weight name '"
-                         << getName() << "' (only {expert} is defined)";
+    return emitOpError() << "unknown placeholder in weight name '" << getName()
+                         << "' (only {expert} is defined)";
   }
   return success();
 }
@@ -207,8 +205,8 @@ LogicalResult StateWriteOp::verify() {
 LogicalResult EmbeddingOp::verify() {
   Named ids = named("ids", getIds()), table = named("table", getTable()),
         r = named("result", getResult());
-  if (failed(expectRank(*this, ids, 1)) || failed(expectRank(*this, table, 2)) ||
-      failed(expectRank(*this, r, 2)))
+  if (failed(expectRank(*this, ids, 1)) ||
+      failed(expectRank(*this, table, 2)) || failed(expectRank(*this, r, 2)))
     return failure();
   if (failed(expectSameDim(*this, ids, 0, r, 0, "token count")) ||
       failed(expectSameDim(*this, table, 1, r, 1, "hidden size")))
@@ -242,8 +240,7 @@ LogicalResult GatedRMSNormOp::verify() {
 LogicalResult LinearOp::verify() {
   Named x = named("input", getInput()), w = named("weight", getWeight()),
         r = named("result", getResult());
-  if (failed(expectRankAtLeast(*this, x, 1)) ||
-      failed(expectRank(*this, w, 2)))
+  if (failed(expectRankAtLeast(*this, x, 1)) || failed(expectRank(*this, w, 2)))
     return failure();
   if (r.type.getRank() != x.type.getRank())
     return emitOpError() << "expects the result to have the rank of 'input' ("
@@ -332,11 +329,13 @@ LogicalResult KDAOp::verify() {
     return failure();
   for (int64_t d = 0; d < 3; ++d)
     if (failed(expectSameDim(*this, q, d, v, d,
-                             d == 0 ? "batch" : d == 1 ? "token count"
-                                                       : "head count")) ||
+                             d == 0   ? "batch"
+                             : d == 1 ? "token count"
+                                      : "head count")) ||
         failed(expectSameDim(*this, q, d, beta, d,
-                             d == 0 ? "batch" : d == 1 ? "token count"
-                                                       : "head count")))
+                             d == 0   ? "batch"
+                             : d == 1 ? "token count"
+                                      : "head count")))
       return failure();
   // Final state [N, H, K, V].
   if (failed(expectSameDim(*this, q, 2, fs, 1, "head count")) ||
@@ -351,15 +350,16 @@ LogicalResult KDAOp::verify() {
       return failure();
   if (Value cu = getCuSeqlens()) {
     if (failed(verifyCuSeqlens(*this, cu)) ||
-        failed(expectDim(*this, q, 0, 1, "batch, which must be 1 with "
-                                         "cu_seqlens")))
+        failed(expectDim(*this, q, 0, 1,
+                         "batch, which must be 1 with "
+                         "cu_seqlens")))
       return failure();
   }
   int64_t hk = q.type.getDimSize(3), hv = v.type.getDimSize(3);
   if ((!ShapedType::isDynamic(hk) && hk > 256) ||
       (!ShapedType::isDynamic(hv) && hv > 256))
-    return emitOpError() << "supports head dimensions up to 256, got K = "
-                         << hk << ", V = " << hv;
+    return emitOpError() << "supports head dimensions up to 256, got K = " << hk
+                         << ", V = " << hv;
   if (failed(expectPositive(*this, "scale", getScale().convertToDouble())))
     return failure();
 
@@ -485,7 +485,8 @@ LogicalResult GLUMLPOp::verify() {
         wu = named("w_up", getWUp()), wd = named("w_down", getWDown()),
         r = named("result", getResult());
   if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, wg, 2)) ||
-      failed(expectRank(*this, wd, 2)) || failed(expectSameShape(*this, wg, wu)) ||
+      failed(expectRank(*this, wd, 2)) ||
+      failed(expectSameShape(*this, wg, wu)) ||
       failed(expectSameShape(*this, x, r)))
     return failure();
   if (failed(expectSameDim(*this, x, 1, wg, 1, "hidden size")) ||
@@ -505,8 +506,8 @@ LogicalResult MoERouterOp::verify() {
       failed(expectSameShape(*this, idx, wts)) ||
       failed(expectSameDim(*this, x, 1, w, 1, "hidden size")) ||
       failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||
-      failed(expectDim(*this, idx, 1, static_cast<int64_t>(getTopK()),
-                       "top_k")))
+      failed(
+          expectDim(*this, idx, 1, static_cast<int64_t>(getTopK()), "top_k")))
     return failure();
   int64_t experts = w.type.getDimSize(0);
   int64_t topK = static_cast<int64_t>(getTopK());
@@ -578,8 +579,7 @@ LogicalResult AttnResPushOp::verify() {
       failed(expectSameDim(*this, r, 2, p, 1, "hidden size")))
     return failure();
   int64_t nb = b.type.getDimSize(0), nr = r.type.getDimSize(0);
-  if (!ShapedType::isDynamic(nb) && !ShapedType::isDynamic(nr) &&
-      nr != nb + 1)
+  if (!ShapedType::isDynamic(nb) && !ShapedType::isDynamic(nr) && nr != nb + 1)
     return emitOpError() << "expects the result to hold " << nb + 1
                          << " blocks, got " << nr;
   return success();
@@ -590,25 +590,24 @@ LogicalResult AttnResPushOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LayerOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto fn = symbolTable.lookupNearestSymbolFrom<func::FuncOp>(
-      *this, getCalleeAttr());
+  auto fn =
+      symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getCalleeAttr());
   if (!fn)
     return emitOpError() << "'" << getCallee()
                          << "' does not name a func.func layer template";
   FunctionType type = fn.getFunctionType();
   if (type.getNumInputs() != getArgs().size())
-    return emitOpError() << "passes " << getArgs().size()
-                         << " arguments to '" << getCallee() << "', which takes "
+    return emitOpError() << "passes " << getArgs().size() << " arguments to '"
+                         << getCallee() << "', which takes "
                          << type.getNumInputs();
   for (auto [i, arg] : llvm::enumerate(getArgs()))
     if (arg.getType() != type.getInput(i))
-      return emitOpError() << "argument " << i << " has type "
-                           << arg.getType() << " but '" << getCallee()
-                           << "' expects " << type.getInput(i);
+      return emitOpError() << "argument " << i << " has type " << arg.getType()
+                           << " but '" << getCallee() << "' expects "
+                           << type.getInput(i);
   if (type.getNumResults() != getNumResults())
-    return emitOpError() << "expects " << getNumResults()
-                         << " results but '" << getCallee() << "' returns "
-                         << type.getNumResults();
+    return emitOpError() << "expects " << getNumResults() << " results but '"
+                         << getCallee() << "' returns " << type.getNumResults();
   for (auto [i, res] : llvm::enumerate(getResults()))
     if (res.getType() != type.getResult(i))
       return emitOpError() << "result " << i << " has type " << res.getType()
@@ -626,8 +625,9 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (fn.getNumArguments() != expected)
     return emitOpError() << "kernel " << getKernelAttr() << " takes "
                          << fn.getNumArguments() << " arguments, expected "
-                         << expected << " (inputs, outputs, num_tokens, "
-                                        "num_seqs)";
+                         << expected
+                         << " (inputs, outputs, num_tokens, "
+                            "num_seqs)";
   return success();
 }
 

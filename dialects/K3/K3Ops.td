@@ -110,7 +110,9 @@ def K3_GatedRMSNormOp : K3_Op<"gated_rms_norm", [Pure]> {
   let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$gate,
                        K3_FloatTensor:$weight, F64Attr:$epsilon);
   let results = (outs K3_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $gate `,` $weight attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $input `,` $gate `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

@@ -6,12 +6,10 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(Operation *op,
-                                                  gpu::GPUFuncOp fn,
-                                                  KernelBuilder &kb,
-                                                  ArrayRef<KernelOperand> inputs,
-                                                  ArrayRef<KernelOperand> outputs,
-                                                  const CUDAKernelOptions &options) {
+FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(
+    Operation *op, gpu::GPUFuncOp fn, KernelBuilder &kb,
+    ArrayRef<KernelOperand> inputs, ArrayRef<KernelOperand> outputs,
+    const CUDAKernelOptions &options) {
   // k3.kda that k3-kda-mma-split left (or kda=recurrent): the recurrent
   // kernel.
   if (auto kda = dyn_cast<KDAOp>(op))
@@ -30,15 +28,15 @@ FailureOr<bool> mlir::k3::emitDedicatedCUDAKernel(Operation *op,
 LogicalResult CUDAKernelOptions::verify(Operation *where) const {
   if (kdaMMAWarps != 0 && kdaMMAWarps != 1 && kdaMMAWarps != 2 &&
       kdaMMAWarps != 4 && kdaMMAWarps != 8)
-    return where->emitError()
-           << "cuda-kda-mma-warps must be 0 (from the shape), 1, 2, 4 or 8, got "
-           << kdaMMAWarps;
+    return where->emitError() << "cuda-kda-mma-warps must be 0 (from the "
+                                 "shape), 1, 2, 4 or 8, got "
+                              << kdaMMAWarps;
   if (smCount < 1 || smCount > 1024)
-    return where->emitError() << "cuda-sm-count must be in [1, 1024], got "
-                              << smCount;
+    return where->emitError()
+           << "cuda-sm-count must be in [1, 1024], got " << smCount;
   if (kdaMMAStages < 2 || kdaMMAStages > 4)
-    return where->emitError() << "cuda-kda-mma-stages must be in [2, 4], got "
-                              << kdaMMAStages;
+    return where->emitError()
+           << "cuda-kda-mma-stages must be in [2, 4], got " << kdaMMAStages;
   if (kdaOperandsBlocksPerSM < 1 || kdaOperandsBlocksPerSM > 16)
     return where->emitError()
            << "cuda-kda-operands-blocks-per-sm must be in [1, 16], got "

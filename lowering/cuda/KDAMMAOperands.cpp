@@ -1,4 +1,5 @@
-//===- KDAMMAOperands.cpp - state-independent KDA chunk operands -*- C++ -*-===//
+//===- KDAMMAOperands.cpp - state-independent KDA chunk operands -*- C++
+//-*-===//
 //
 // The token-parallel half of the tensor-core KDA (k3.kda_mma_operands): one
 // block of 4 warps per 16-token window; for every chunk that starts in the
@@ -26,7 +27,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -43,16 +43,15 @@ constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
 /// key cost log2(N + 1) dependent loads each, most of the block's latency
 /// before its first token's loads.)
 static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
-                                            Value lane, Value cu,
-                                            Value numSeqs, Value x0,
-                                            Value x1) {
+                                            Value lane, Value cu, Value numSeqs,
+                                            Value x0, Value x1) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   Type idx = b.getIndexType();
   Value zero = kb.idx(0), count = kb.addi(numSeqs, kb.idx(1));
   SmallVector<Type> types(4, idx);
-  auto loop = scf::WhileOp::create(b, loc, types,
-                                   ValueRange{zero, count, zero, count});
+  auto loop =
+      scf::WhileOp::create(b, loc, types, ValueRange{zero, count, zero, count});
   {
     OpBuilder::InsertionGuard g(b);
     SmallVector<Location> locs(4, loc);
@@ -93,12 +92,11 @@ static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
           kb.addi(loop.getResult(2), kb.idx(1))};
 }
 
-FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
-                                                 gpu::GPUFuncOp fn,
-                                                 KernelBuilder &kb,
-                                                 ArrayRef<KernelOperand> in,
-                                                 ArrayRef<KernelOperand> out,
-                                                 const CUDAKernelOptions &options) {
+FailureOr<bool>
+mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
+                                 KernelBuilder &kb, ArrayRef<KernelOperand> in,
+                                 ArrayRef<KernelOperand> out,
+                                 const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   const KernelOperand *cu = op.getCuSeqlens() ? &in[4] : nullptr;
@@ -113,8 +111,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
 
   // H blocks per 16-token window (a few past the last window stay idle).
   fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr({kNumTokens, heads, (kChunk - 1) * heads,
-                                      kChunk}));
+              b.getDenseI64ArrayAttr(
+                  {kNumTokens, heads, (kChunk - 1) * heads, kChunk}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   // The kernel is latency-bound per block (barriers, a 16-step solve):
   // throughput comes from blocks per SM, so cap the registers for
@@ -122,7 +120,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
   // registers, no spills, 38.5 KB of shared memory each at K = 128, which
   // also caps an H200 SM at 5 blocks).
   int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
-  fn->setAttr("nvvm.maxntid", b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
+  fn->setAttr("nvvm.maxntid",
+              b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
   fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
 
   // Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
@@ -185,16 +184,16 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     Type elem = cast<MemRefType>(in[which].full.getType()).getElementType();
     const int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
     const int64_t perLoad = std::min<int64_t>(pow2Part, 16 / bytes);
-    Value first = kb.addi(kb.muli(kb.addi(kb.muli(tok, kb.idx(heads)), hh),
-                                  kb.idx(kDim)),
-                          ch0);
+    Value first = kb.addi(
+        kb.muli(kb.addi(kb.muli(tok, kb.idx(heads)), hh), kb.idx(kDim)), ch0);
     SmallVector<Value> vals;
     for (int64_t e = 0; e < CPL; e += perLoad)
       llvm::append_range(
-          vals, em.loadVector(em.offsetPointer(
-                                  inPtr[which],
-                                  kb.muli(kb.addi(first, kb.idx(e)), kb.idx(bytes))),
-                              elem, perLoad));
+          vals,
+          em.loadVector(
+              em.offsetPointer(inPtr[which], kb.muli(kb.addi(first, kb.idx(e)),
+                                                     kb.idx(bytes))),
+              elem, perLoad));
     return vals;
   };
   Value smemPtr = em.pointer(em.addressOf(smem), 3);
@@ -205,10 +204,10 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     const int64_t perLoad = std::min<int64_t>(pow2Part, 4);
     SmallVector<Value> vals;
     for (int64_t e = 0; e < CPL; e += perLoad)
-      llvm::append_range(
-          vals, em.loadVector(smemAt(kb.addi(kb.idx(offBytes + 4 * e),
-                                             kb.muli(i, kb.idx(4)))),
-                              b.getF32Type(), perLoad));
+      llvm::append_range(vals,
+                         em.loadVector(smemAt(kb.addi(kb.idx(offBytes + 4 * e),
+                                                      kb.muli(i, kb.idx(4)))),
+                                       b.getF32Type(), perLoad));
     return vals;
   };
 
@@ -265,8 +264,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         em.sts(ke, sK, at);
         // lb * sigmoid(A (g + dt_bias)) * log2(e).
         Value u = kb.mul(gateA, kb.add(tl.g[e], dtb[e]));
-        Value sig = em.rcpApprox(
-            kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
+        Value sig =
+            em.rcpApprox(kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
         Value lgt = kb.mul(kb.f32(lowerBound * log2e), sig);
         em.sts(kb.select(valid, lgt, zero), sG, at);
       }
@@ -310,8 +309,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
         em.sts(gm, sChan, c);
         em.sts(exp2(gm), sChan, kb.addi(kb.idx(kDim), c));
         em.sts(exp2(kb.sub(run, gm)), sChan, kb.addi(kb.idx(2 * kDim), c));
-        Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(),
-                                              exp2(run));
+        Value bits =
+            arith::BitcastOp::create(b, loc, b.getI32Type(), exp2(run));
         memref::StoreOp::create(
             b, loc, bits, packed,
             ValueRange{kb.idx(0), lastRow, hh, kb.addi(kb.idx(R + 16), c)});
@@ -328,8 +327,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     // The lane's channels' G_m, 2^{G_m}, 2^{G_C - G_m}: token-independent.
     SmallVector<Value> gmC = ldsChannels(offChan, ch0),
                        e2Gm = ldsChannels(offChan, kb.addi(ch0, kb.idx(kDim))),
-                       e2Tail = ldsChannels(offChan,
-                                            kb.addi(ch0, kb.idx(2 * kDim)));
+                       e2Tail =
+                           ldsChannels(offChan, kb.addi(ch0, kb.idx(2 * kDim)));
     kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
       Value t = tokenRow(i);
       Value valid = kb.lti(t, count);
@@ -373,8 +372,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
     Value offA = em.ldmatrixOffsetA(lane, opStride * 4);
     Value offB = em.ldmatrixOffsetB(lane, opStride * 4);
     auto opAddr = [&](int x, Value laneOff, int64_t ks) {
-      return smemAt(kb.addi(laneOff, kb.idx(offOps + x * kChunk * opStride * 4 +
-                                            32 * ks)));
+      return smemAt(kb.addi(
+          laneOff, kb.idx(offOps + x * kChunk * opStride * 4 + 32 * ks)));
     };
     auto product = [&](int aOp) {
       std::array<Acc, 2> acc = {em.zero(), em.zero()};
@@ -393,9 +392,8 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
           Value t = kb.addi(gq, kb.idx(8 * (c / 2)));
           Value s = kb.addi(tig2, kb.idx(8 * nt + c % 2));
           // Stored negated: the solve's updates are then plain FMAs.
-          Value lv = kb.select(kb.lti(s, t),
-                               kb.mul(kb.neg(em.lds(sBeta, t)), acc[nt][c]),
-                               zero);
+          Value lv = kb.select(
+              kb.lti(s, t), kb.mul(kb.neg(em.lds(sBeta, t)), acc[nt][c]), zero);
           em.sts(lv, sL, kb.addi(kb.muli(t, kb.idx(lStride)), s));
         }
     });
@@ -411,9 +409,9 @@ FailureOr<bool> mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
           }
           Value word = kb.addi(kb.idx(R + 8 + 4 * nt), tig);
           kb.ifThen(kb.lti(t, count), [&] {
-            memref::StoreOp::create(b, loc, em.pack(sc[0], sc[1]), packed,
-                                    ValueRange{kb.idx(0), kb.addi(t0, t), hh,
-                                               word});
+            memref::StoreOp::create(
+                b, loc, em.pack(sc[0], sc[1]), packed,
+                ValueRange{kb.idx(0), kb.addi(t0, t), hh, word});
           });
         }
     });

@@ -29,7 +29,6 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
-
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -43,11 +42,10 @@ void copy16(OpBuilder &b, Location loc, Value dstShared, Value srcGlobal,
   Value size = arith::SelectOp::create(
       b, loc, valid, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
       arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-  NVVM::CpAsyncOp::create(
-      b, loc, dstShared, srcGlobal, b.getI32IntegerAttr(16),
-      NVVM::LoadCacheModifierKindAttr::get(b.getContext(),
-                                           NVVM::LoadCacheModifierKind::CG),
-      size);
+  NVVM::CpAsyncOp::create(b, loc, dstShared, srcGlobal, b.getI32IntegerAttr(16),
+                          NVVM::LoadCacheModifierKindAttr::get(
+                              b.getContext(), NVVM::LoadCacheModifierKind::CG),
+                          size);
 }
 } // namespace
 
@@ -64,9 +62,9 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t vDim = in[1].shape[3], kDim = out[1].shape[2];
   if (heads <= 0 || vDim <= 0 || kDim <= 0)
     return op.emitOpError() << "needs static heads, key and value dimensions";
-  const int64_t R = 3 * kDim / 2;     // word of P in a packed row
-  const int64_t rowWords = R + 16;    // words staged per row
-  const int64_t RS = rowWords + 4;    // staged row stride: conflict-free
+  const int64_t R = 3 * kDim / 2;  // word of P in a packed row
+  const int64_t rowWords = R + 16; // words staged per row
+  const int64_t RS = rowWords + 4; // staged row stride: conflict-free
   const int64_t NT = kDim / 8, KS = kDim / 16;
 
   // Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
@@ -106,8 +104,8 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     return op.emitOpError() << "needs a sequence count linear in N";
   int64_t per = heads * nvb;
   fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr({nForm->symbol, nForm->a * per,
-                                      nForm->b * per, 1}));
+              b.getDenseI64ArrayAttr(
+                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
 
   MMAEmitter em{b, loc, kb};
@@ -136,8 +134,9 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   SmallVector<Value> acc0;
   for (int64_t nt = 0; nt < NT; ++nt)
     for (int64_t c = 0; c < 4; ++c)
-      acc0.push_back(init ? kb.load(init->full, {n, h, kCol(nt, c), vRow[c / 2]})
-                          : kb.f32(0.0));
+      acc0.push_back(init
+                         ? kb.load(init->full, {n, h, kCol(nt, c), vRow[c / 2]})
+                         : kb.f32(0.0));
 
   // Issues chunk c's copies into stage c % stages (every thread a share).
   // Each thread's pieces (row, 16-byte column) do not depend on the chunk:
@@ -149,7 +148,8 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   const int64_t rowBytes = heads * words * 4; // token to token, packed
   const int64_t vRowBytes = heads * vDim * 2;
   auto tokenIndex = [&](Value t, Value tokens) { // (bIdx, t, h)
-    return kb.addi(kb.muli(kb.addi(kb.muli(bIdx, tokens), t), kb.idx(heads)), h);
+    return kb.addi(kb.muli(kb.addi(kb.muli(bIdx, tokens), t), kb.idx(heads)),
+                   h);
   };
   struct Piece {
     Value row, src, dst; // row of the chunk, byte offsets
@@ -161,17 +161,19 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     for (int64_t p0 = 0; p0 < total; p0 += threads) {
       Value p = kb.addi(kb.idx(p0), tid);
       Value r = em.divu(p, perRow), q = em.remu(p, perRow);
-      out.push_back({r,
-                     kb.addi(kb.muli(r, kb.idx(srcRowBytes)), kb.muli(q, kb.idx(16))),
-                     kb.addi(kb.muli(r, kb.idx(dstRowBytes)), kb.muli(q, kb.idx(16))),
-                     p0});
+      out.push_back(
+          {r, kb.addi(kb.muli(r, kb.idx(srcRowBytes)), kb.muli(q, kb.idx(16))),
+           kb.addi(kb.muli(r, kb.idx(dstRowBytes)), kb.muli(q, kb.idx(16))),
+           p0});
     }
     return out;
   };
   const int64_t rowPieces = rowWords / 4, vPieces = BV / 8;
-  SmallVector<Piece> rowSlots = slots(kChunk * rowPieces, rowPieces, rowBytes, RS * 4);
+  SmallVector<Piece> rowSlots =
+      slots(kChunk * rowPieces, rowPieces, rowBytes, RS * 4);
   SmallVector<Piece> egcSlots = slots(kDim / 4, kDim / 4, 0, 0);
-  SmallVector<Piece> vSlots = slots(kChunk * vPieces, vPieces, vRowBytes, vStride);
+  SmallVector<Piece> vSlots =
+      slots(kChunk * vPieces, vPieces, vRowBytes, vStride);
   Value vCol0Bytes = kb.muli(vb, kb.idx(BV * 2));
   auto issue = [&](Value c) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
@@ -188,8 +190,8 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       }
     };
     // Rows past the sequence read row t0 (in bounds) with source size 0.
-    Value rowsAt = kb.muli(tokenIndex(t0, kb.dim(in[0].shape[1])),
-                           kb.idx(words * 4));
+    Value rowsAt =
+        kb.muli(tokenIndex(t0, kb.dim(in[0].shape[1])), kb.idx(words * 4));
     each(rowSlots, kChunk * rowPieces, [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(rowsAt, kb.select(ok, pc.src, kb.idx(0)));
@@ -197,27 +199,27 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
              em.offsetPointer(packedPtr, src), ok);
     });
     Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
-    Value egcAt = kb.addi(kb.muli(tokenIndex(lastRow, kb.dim(in[0].shape[1])),
-                                  kb.idx(words * 4)),
-                          kb.idx((R + 16) * 4));
+    Value egcAt = kb.addi(
+        kb.muli(tokenIndex(lastRow, kb.dim(in[0].shape[1])), kb.idx(words * 4)),
+        kb.idx((R + 16) * 4));
     each(egcSlots, kDim / 4, [&](const Piece &pc) {
       copy16(b, loc,
-             em.offsetPointer(smemPtr, kb.addi(stage, kb.addi(kb.idx(rowsBytes),
-                                                              pc.src))),
+             em.offsetPointer(
+                 smemPtr, kb.addi(stage, kb.addi(kb.idx(rowsBytes), pc.src))),
              em.offsetPointer(packedPtr, kb.addi(egcAt, pc.src)),
              kb.boolean(true));
     });
-    Value vAt = kb.addi(kb.muli(kb.muli(tokenIndex(t0, kb.dim(in[1].shape[1])),
-                                        kb.idx(vDim)),
-                                kb.idx(2)),
-                        vCol0Bytes);
+    Value vAt = kb.addi(
+        kb.muli(kb.muli(tokenIndex(t0, kb.dim(in[1].shape[1])), kb.idx(vDim)),
+                kb.idx(2)),
+        vCol0Bytes);
     each(vSlots, kChunk * vPieces, [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
       copy16(b, loc,
-             em.offsetPointer(smemPtr,
-                              kb.addi(stage, kb.addi(kb.idx(rowsBytes + egcBytes),
-                                                     pc.dst))),
+             em.offsetPointer(
+                 smemPtr,
+                 kb.addi(stage, kb.addi(kb.idx(rowsBytes + egcBytes), pc.dst))),
              em.offsetPointer(vPtr, src), ok);
     });
   };
@@ -231,11 +233,11 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   // Lane byte offsets of the ldmatrix reads inside a stage.
   Value laneRowsB = em.ldmatrixOffsetB(lane, RS * 4);
   Value laneRowsA = em.ldmatrixOffsetA(lane, RS * 4);
-  Value laneV = kb.addi(kb.idx(rowsBytes + egcBytes),
-                        kb.addi(em.ldmatrixOffsetB(lane, vStride),
-                                kb.muli(warp, kb.idx(32))));
-  auto chunks = scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1),
-                                   acc0);
+  Value laneV = kb.addi(
+      kb.idx(rowsBytes + egcBytes),
+      kb.addi(em.ldmatrixOffsetB(lane, vStride), kb.muli(warp, kb.idx(32))));
+  auto chunks =
+      scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1), acc0);
   {
     OpBuilder::InsertionGuard lg(b);
     b.setInsertionPointToStart(chunks.getBody());
@@ -245,7 +247,7 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     // after the barrier every warp is done with chunk c - 1, whose stage
     // then takes chunk c + stages - 1: one barrier per chunk.
     NVVM::CpAsyncWaitGroupOp::create(b, loc,
-                                      b.getI32IntegerAttr(int32_t(stages - 2)));
+                                     b.getI32IntegerAttr(int32_t(stages - 2)));
     gpu::BarrierOp::create(b, loc);
     Value cNext = kb.addi(c, kb.idx(stages - 1));
     kb.ifThen(kb.lti(cNext, numChunks), [&] { issue(cNext); });
@@ -282,8 +284,9 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
     // v^T's tile in accumulator layout (rows = value columns, cols =
     // tokens): ldmatrix.trans of [token][column] gives register j the bf16
     // pair (tokens 2 tig, +1 of block j / 2; column g + 8 (j % 2)).
-    auto vPairs = em.ldmatrix4(
-        em.offsetPointer(smemPtr, kb.addi(stageOff, laneV)), /*transpose=*/true);
+    auto vPairs =
+        em.ldmatrix4(em.offsetPointer(smemPtr, kb.addi(stageOff, laneV)),
+                     /*transpose=*/true);
     Acc r[2];
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
@@ -316,7 +319,8 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       for (int64_t x = 0; x < 2; ++x) {
         int64_t n8 = nt + x;
         SmallVector<Value> d = em.loadVector(
-            em.offsetPointer(egc, kb.addi(kb.idx(4 * 8 * n8), kb.muli(tig2, kb.idx(4)))),
+            em.offsetPointer(
+                egc, kb.addi(kb.idx(4 * 8 * n8), kb.muli(tig2, kb.idx(4)))),
             b.getF32Type(), 2);
         Acc acc{kb.mul(it[4 * n8 + 0], d[0]), kb.mul(it[4 * n8 + 1], d[1]),
                 kb.mul(it[4 * n8 + 2], d[0]), kb.mul(it[4 * n8 + 3], d[1])};

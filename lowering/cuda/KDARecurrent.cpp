@@ -32,9 +32,9 @@
 // a plain log-decay g. Anything else falls back to the generic loop nest.
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/K3/K3Dialect.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
-#include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -147,11 +147,9 @@ struct Emitter : MMAEmitter {
 
 } // namespace
 
-FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
-                                               KernelBuilder &kb,
-                                               ArrayRef<KernelOperand> in,
-                                               ArrayRef<KernelOperand> out,
-                                               const CUDAKernelOptions &options) {
+FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
+    KDAOp op, gpu::GPUFuncOp fn, KernelBuilder &kb, ArrayRef<KernelOperand> in,
+    ArrayRef<KernelOperand> out, const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   MLIRContext *ctx = b.getContext();
@@ -172,8 +170,7 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
     return false;
   if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
     return false;
-  if (init &&
-      !cast<MemRefType>(init->base.getType()).getElementType().isF32())
+  if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
     return false;
   KDATile tile =
       chooseTile(kDim, vDim, options.kdaRecurrentTile, options.decode);
@@ -182,13 +179,13 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
       !llvm::isPowerOf2_64(BV) || BV % C != 0 || vDim % C != 0 ||
       kDim / P * C > 128 || S < 1 || S > 256)
     return false;
-  const int64_t KS = kDim / P;              // rows per lane
-  const int64_t G = BV / C;                 // lane groups per block
+  const int64_t KS = kDim / P; // rows per lane
+  const int64_t G = BV / C;    // lane groups per block
   const int64_t threads = G * P;
   if (threads % 32 != 0 || threads > 1024)
     return false;
   const int64_t warps = threads / 32;
-  const int64_t nvb = (vDim + BV - 1) / BV; // value slices per head
+  const int64_t nvb = (vDim + BV - 1) / BV;         // value slices per head
   const int64_t E = (kDim + threads - 1) / threads; // staged rows per thread
   const bool stageGuard = kDim % threads != 0;
   const int64_t words = smemWords(kDim, BV, S, warps);
@@ -202,8 +199,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
     return false;
   int64_t per = heads * nvb;
   fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr({nForm->symbol, nForm->a * per,
-                                      nForm->b * per, 1}));
+              b.getDenseI64ArrayAttr(
+                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(0));
 
@@ -213,8 +210,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   const int64_t tokBase = vBase + S * BV;
   const int64_t partBase = tokBase + S * 4;
   auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto smemType = MemRefType::get({words}, b.getF32Type(),
-                                  MemRefLayoutAttrInterface{}, wg);
+  auto smemType =
+      MemRefType::get({words}, b.getF32Type(), MemRefLayoutAttrInterface{}, wg);
   Value smem = fn.addWorkgroupAttribution(smemType, loc);
 
   Emitter em{{b, loc, kb}};
@@ -234,7 +231,7 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   Value n = em.divu(hn, kb.idx(heads));
   Value pLane = em.remu(tid, kb.idx(P));
   Value grp = em.divu(tid, kb.idx(P));
-  Value jl = kb.muli(grp, kb.idx(C));          // first column, in the block
+  Value jl = kb.muli(grp, kb.idx(C)); // first column, in the block
   Value j = kb.addi(kb.muli(vb, kb.idx(BV)), jl);
   Value jActive = kb.lti(j, kb.idx(vDim));
   Value jc = kb.minsi(j, kb.idx(vDim - C));
@@ -250,8 +247,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
   // The columns' initial rows (16-byte loads when C = 4): S[c * KS + r].
   SmallVector<Value> rowIdx(KS);
   SmallVector<Value> s0(KS * C);
-  Value stateRow0 = kb.muli(kb.addi(kb.muli(n, kb.idx(heads)), h),
-                            kb.idx(kDim));
+  Value stateRow0 =
+      kb.muli(kb.addi(kb.muli(n, kb.idx(heads)), h), kb.idx(kDim));
   auto stateElem = [&](int64_t r) {
     return kb.addi(kb.muli(kb.addi(stateRow0, rowIdx[r]), kb.idx(vDim)), jc);
   };
@@ -313,9 +310,9 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
       vOk[m] = (S * BV) % threads != 0 ? kb.lti(e, kb.idx(S * BV)) : Value();
       Value ec = vOk[m] ? kb.minsi(e, kb.idx(S * BV - 1)) : e;
       Value s = em.divu(ec, kb.idx(BV));
-      Value col = kb.minsi(kb.addi(kb.muli(vb, kb.idx(BV)),
-                                   em.remu(ec, kb.idx(BV))),
-                           kb.idx(vDim - 1));
+      Value col =
+          kb.minsi(kb.addi(kb.muli(vb, kb.idx(BV)), em.remu(ec, kb.idx(BV))),
+                   kb.idx(vDim - 1));
       Value ts = kb.minsi(kb.addi(t0, s), last);
       rv[m] = kb.load(v, {bIdx, ts, h, col});
       vAt[m] = kb.addi(kb.idx(vBase), ec);
@@ -369,8 +366,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
                 em.groupSum(qk, width)};
       else
         sums = {kb.f32(0.0), kb.f32(0.0), em.groupSum(qk, width)};
-      Value pb = kb.addi(kb.idx(partBase + s * warps * 4),
-                         kb.muli(warp, kb.idx(4)));
+      Value pb =
+          kb.addi(kb.idx(partBase + s * warps * 4), kb.muli(warp, kb.idx(4)));
       kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
         for (int c = 0; c < 3; ++c)
           em.sts(sums[c], smem, kb.addi(pb, kb.idx(c)));
@@ -386,7 +383,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
         SmallVector<Value> sum(3, kb.f32(0.0));
         for (int64_t w = 0; w < warps; ++w)
           for (int c = 0; c < 3; ++c)
-            sum[c] = kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
+            sum[c] =
+                kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
         Value nq = l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
         Value nk = l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
         Value ts = kb.minsi(kb.addi(t0, s), last);
@@ -408,8 +406,8 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
     gpu::BarrierOp::create(b, loc);
 
     // C. The chunk's steps, in registers.
-    auto steps = scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1),
-                                    ValueRange(st));
+    auto steps =
+        scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1), ValueRange(st));
     {
       OpBuilder::InsertionGuard sg(b);
       b.setInsertionPointToStart(steps.getBody());
@@ -425,8 +423,7 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(KDAOp op, gpu::GPUFuncOp fn,
       for (int64_t c = 0; c < C; ++c)
         vv[c] = em.lds(smem, kb.addi(vAt0, kb.idx(c)));
 
-      Value base = kb.muli(kb.addi(kb.muli(s, kb.idx(kDim)), pLane),
-                           kb.idx(4));
+      Value base = kb.muli(kb.addi(kb.muli(s, kb.idx(kDim)), pLane), kb.idx(4));
       const int64_t acc = std::min<int64_t>(std::max<int64_t>(1, 4 / C), KS);
       SmallVector<Value> pAcc(C * acc, kb.f32(0.0)), oAcc(C * acc, kb.f32(0.0));
       SmallVector<Value> sd(KS * C), kr(KS);

@@ -1,4 +1,5 @@
-//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate -*- C++ -*-===//
+//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate -*- C++
+//-*-===//
 //
 // `y[r, o] = sum_i x[r, i] w[o, i]` with f32 activations on the tensor cores
 // at f32 accuracy: the error-compensated "3xTF32" split. Each f32 operand is
@@ -59,8 +60,8 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
     return false;
   const int64_t nb = nOut / kBN;
   fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr({form->symbol, form->a * nb,
-                                      (form->b + kBM - 1) * nb, kBM}));
+              b.getDenseI64ArrayAttr(
+                  {form->symbol, form->a * nb, (form->b + kBM - 1) * nb, kBM}));
   fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   const int64_t smemBytes = (kBM + kBN) * kStride * 4;
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
@@ -99,8 +100,8 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
   };
 
   SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));
-  auto kLoop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(nIn), kb.idx(kBK),
-                                  acc0);
+  auto kLoop =
+      scf::ForOp::create(b, loc, kb.idx(0), kb.idx(nIn), kb.idx(kBK), acc0);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(kLoop.getBody());
@@ -115,8 +116,7 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
       Value row = kb.addi(m0, r);
       Value ok = kb.lti(row, rows);
       Value v = kb.ifElse(
-          ok, b.getF32Type(),
-          [&] { return kb.load(x, {row, kb.addi(k0, c)}); },
+          ok, b.getF32Type(), [&] { return kb.load(x, {row, kb.addi(k0, c)}); },
           [&] { return kb.f32(0.0); });
       staged.push_back({kb.addi(kb.muli(r, kb.idx(kStride)), c), v});
     }
@@ -173,8 +173,10 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
   for (int64_t mt = 0; mt < 2; ++mt)
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t c = 0; c < 4; ++c) {
-        Value row = kb.addi(m0, kb.addi(wm, kb.addi(gq, kb.idx(16 * mt + 8 * (c / 2)))));
-        Value colv = kb.addi(n0, kb.addi(wn, kb.addi(tig2, kb.idx(8 * nt + c % 2))));
+        Value row = kb.addi(
+            m0, kb.addi(wm, kb.addi(gq, kb.idx(16 * mt + 8 * (c / 2)))));
+        Value colv =
+            kb.addi(n0, kb.addi(wn, kb.addi(tig2, kb.idx(8 * nt + c % 2))));
         Value v = kLoop.getResult((mt * 2 + nt) * 4 + c);
         kb.ifThen(kb.lti(row, rows), [&] { kb.store(v, y, {row, colv}); });
       }

@@ -108,9 +108,8 @@ struct MMAEmitter {
     Type f32 = b.getF32Type();
     auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
     auto op = NVVM::MmaOp::create(
-        b, loc, resTy, ValueRange(a), ValueRange(bf), ValueRange(c),
-        {16, 8, k}, std::nullopt, std::nullopt,
-        std::array<NVVM::MMATypes, 2>{type, type},
+        b, loc, resTy, ValueRange(a), ValueRange(bf), ValueRange(c), {16, 8, k},
+        std::nullopt, std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
         std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
                                        NVVM::MMALayout::col});
     Acc d;
@@ -185,7 +184,8 @@ struct MMAEmitter {
   /// K) or of two B fragments from a [K][N] tile (transpose): matrix j of
   /// lane l / 8 is (rows 8 (j % 2), cols 8 (j / 2)).
   Value ldmatrixOffsetA(Value lane, int64_t strideBytes) {
-    Value row = kb.addi(remu(lane, 8), kb.muli(remu(divu(lane, 8), 2), kb.idx(8)));
+    Value row =
+        kb.addi(remu(lane, 8), kb.muli(remu(divu(lane, 8), 2), kb.idx(8)));
     return kb.addi(kb.muli(row, kb.idx(strideBytes)),
                    kb.muli(divu(lane, 16), kb.idx(16)));
   }
@@ -212,15 +212,15 @@ struct MMAEmitter {
   /// upper 16 bits).
   Value unpackBF16(Value pair, int half) {
     Value bits =
-        half == 0
-            ? arith::ShLIOp::create(b, loc, pair,
-                                    arith::ConstantOp::create(
-                                        b, loc, b.getI32IntegerAttr(16)))
-                  .getResult()
-            : arith::AndIOp::create(b, loc, pair,
-                                    arith::ConstantOp::create(
-                                        b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
-                  .getResult();
+        half == 0 ? arith::ShLIOp::create(b, loc, pair,
+                                          arith::ConstantOp::create(
+                                              b, loc, b.getI32IntegerAttr(16)))
+                        .getResult()
+                  : arith::AndIOp::create(
+                        b, loc, pair,
+                        arith::ConstantOp::create(
+                            b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
+                        .getResult();
     return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
   }
   /// 1 / x by the special-function unit (rcp.approx.ftz.f32, ~1 ulp):

@@ -19,32 +19,35 @@ LogicalResult k3::emitCausalAttention(CausalAttentionOp op, KernelBuilder &kb,
   const KernelOperand *cu = op.getCuSeqlens() ? &in[3] : nullptr;
   int64_t dqk = in[0].shape[2], dv = in[2].shape[2];
   Value scale = kb.f32(op.getScale().convertToDouble());
-  kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1])},
-              [&](ValueRange iv) {
-    Value t = iv[0], h = iv[1];
-    Value start = cu ? emitSequenceOf(kb, cu->full, t).first : kb.idx(0);
-    Value stop = kb.addi(t, kb.idx(1));
-    auto score = [&](Value s) {
-      Value dot = kb.reduce(kb.idx(dqk), kb.f32(0.0), [&](Value d, Value a) {
-        return kb.fma(kb.load(q, {t, h, d}), kb.load(k, {s, h, d}), a);
+  kb.parallel(
+      {kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1])}, [&](ValueRange iv) {
+        Value t = iv[0], h = iv[1];
+        Value start = cu ? emitSequenceOf(kb, cu->full, t).first : kb.idx(0);
+        Value stop = kb.addi(t, kb.idx(1));
+        auto score = [&](Value s) {
+          Value dot =
+              kb.reduce(kb.idx(dqk), kb.f32(0.0), [&](Value d, Value a) {
+                return kb.fma(kb.load(q, {t, h, d}), kb.load(k, {s, h, d}), a);
+              });
+          return kb.mul(dot, scale);
+        };
+        Value m =
+            kb.reduce(start, stop, kb.f32(-INFINITY),
+                      [&](Value s, Value a) { return kb.maxf(a, score(s)); });
+        kb.forRange(kb.idx(dv),
+                    [&](Value d) { kb.store(kb.f32(0.0), o, {t, h, d}); });
+        Value l = kb.reduce(start, stop, kb.f32(0.0), [&](Value s, Value a) {
+          Value p = kb.exp(kb.sub(score(s), m));
+          kb.forRange(kb.idx(dv), [&](Value d) {
+            kb.store(kb.fma(p, kb.load(v, {s, h, d}), kb.load(o, {t, h, d})), o,
+                     {t, h, d});
+          });
+          return kb.add(a, p);
+        });
+        kb.forRange(kb.idx(dv), [&](Value d) {
+          kb.store(kb.div(kb.load(o, {t, h, d}), l), o, {t, h, d});
+        });
       });
-      return kb.mul(dot, scale);
-    };
-    Value m = kb.reduce(start, stop, kb.f32(-INFINITY),
-                        [&](Value s, Value a) { return kb.maxf(a, score(s)); });
-    kb.forRange(kb.idx(dv), [&](Value d) { kb.store(kb.f32(0.0), o, {t, h, d}); });
-    Value l = kb.reduce(start, stop, kb.f32(0.0), [&](Value s, Value a) {
-      Value p = kb.exp(kb.sub(score(s), m));
-      kb.forRange(kb.idx(dv), [&](Value d) {
-        kb.store(kb.fma(p, kb.load(v, {s, h, d}), kb.load(o, {t, h, d})), o,
-                 {t, h, d});
-      });
-      return kb.add(a, p);
-    });
-    kb.forRange(kb.idx(dv), [&](Value d) {
-      kb.store(kb.div(kb.load(o, {t, h, d}), l), o, {t, h, d});
-    });
-  });
   return success();
 }
 
@@ -117,19 +120,22 @@ LogicalResult k3::emitLatentAttention(LatentAttentionOp op, KernelBuilder &kb,
         kb.store(a, qa, {r});
       });
       auto score = [&](Value s) {
-        Value nope = kb.reduce(kb.idx(rank), kb.f32(0.0), [&](Value r, Value a) {
-          return kb.fma(kb.load(qa, {r}), key(s, r), a);
-        });
+        Value nope =
+            kb.reduce(kb.idx(rank), kb.f32(0.0), [&](Value r, Value a) {
+              return kb.fma(kb.load(qa, {r}), key(s, r), a);
+            });
         Value pe = kb.reduce(kb.idx(dr), nope, [&](Value e, Value a) {
           return kb.fma(kb.load(q, {t, h, kb.addi(kb.idx(dn), e)}),
                         key(s, kb.addi(kb.idx(rank), e)), a);
         });
         return kb.mul(pe, scale);
       };
-      Value m = kb.reduce(kb.idx(0), count, kb.f32(-INFINITY),
-                          [&](Value s, Value a) { return kb.maxf(a, score(s)); });
+      Value m =
+          kb.reduce(kb.idx(0), count, kb.f32(-INFINITY),
+                    [&](Value s, Value a) { return kb.maxf(a, score(s)); });
       Value ctx = kb.scratch(rank);
-      kb.forRange(kb.idx(rank), [&](Value r) { kb.store(kb.f32(0.0), ctx, {r}); });
+      kb.forRange(kb.idx(rank),
+                  [&](Value r) { kb.store(kb.f32(0.0), ctx, {r}); });
       Value l = kb.reduce(kb.idx(0), count, kb.f32(0.0), [&](Value s, Value a) {
         Value p = kb.exp(kb.sub(score(s), m));
         kb.forRange(kb.idx(rank), [&](Value r) {

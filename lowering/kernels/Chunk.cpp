@@ -100,8 +100,7 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
     kb.store(bt, out[4].full, {b, t, h});
     kb.forRange(kDim, [&](Value i) {
       Value kn = kb.mul(kb.load(k, {b, t, h, i}), rk);
-      kb.store(kb.mul(kb.load(q, {b, t, h, i}), rq), out[0].full,
-               {b, t, h, i});
+      kb.store(kb.mul(kb.load(q, {b, t, h, i}), rq), out[0].full, {b, t, h, i});
       kb.store(kn, out[1].full, {b, t, h, i});
       // In-chunk cumulative log-decay (a GPU computes it as a scan).
       Value G = kb.reduce(p.cs, kb.addi(t, kb.idx(1)), kb.f32(0.0),
@@ -109,7 +108,7 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
                             Value gi = kb.load(g, {b, s, h, i});
                             if (kind)
                               gi = emitDecayGate(kb, *kind, lb, aLog->full,
-                                             dtBias->full, h, i, kDim, gi);
+                                                 dtBias->full, h, i, kDim, gi);
                             return kb.add(acc, gi);
                           });
       kb.store(G, out[2].full, {b, t, h, i});
@@ -133,31 +132,36 @@ LogicalResult k3::emitKDAChunkGram(KDAChunkGramOp op, KernelBuilder &kb, In in,
     Value b = iv[0], t = iv[1], h = iv[2], c = iv[3];
     ChunkPos p = chunkOf(kb, cu, t, C);
     Value j = kb.addi(p.cs, c);
-    Value below = strict ? kb.lti(c, p.row) : kb.lti(c, kb.addi(p.row, kb.idx(1)));
+    Value below =
+        strict ? kb.lti(c, p.row) : kb.lti(c, kb.addi(p.row, kb.idx(1)));
     Value valid = kb.andi(below, kb.lti(j, p.ce));
     // Factored form: through the last token r of j's tile (inside the chunk).
     Value r;
     if (factored) {
-      Value tileEnd = kb.addi(
-          p.cs, kb.muli(kb.addi(divui(kb, c, kb.idx(tile)), kb.idx(1)),
-                        kb.idx(tile)));
+      Value tileEnd =
+          kb.addi(p.cs, kb.muli(kb.addi(divui(kb, c, kb.idx(tile)), kb.idx(1)),
+                                kb.idx(tile)));
       r = kb.subi(kb.minsi(tileEnd, p.ce), kb.idx(1));
     }
-    Value v = kb.ifElse(valid, kb.builder().getF32Type(), [&] {
-      Value s = kb.reduce(kDim, kb.f32(0.0), [&](Value d, Value acc) {
-        Value gi = kb.load(G, {b, t, h, d}), gj = kb.load(G, {b, j, h, d});
-        Value e;
-        if (factored) {
-          Value gr = kb.load(G, {b, r, h, d});
-          e = kb.mul(kb.exp(kb.sub(gi, gr)), kb.exp(kb.sub(gr, gj)));
-        } else {
-          e = kb.exp(kb.sub(gi, gj));
-        }
-        Value xy = kb.mul(kb.load(x, {b, t, h, d}), kb.load(y, {b, j, h, d}));
-        return kb.fma(xy, e, acc);
-      });
-      return rs ? kb.mul(s, kb.load(rs->full, {b, t, h})) : s;
-    }, [&] { return kb.f32(0.0); });
+    Value v = kb.ifElse(
+        valid, kb.builder().getF32Type(),
+        [&] {
+          Value s = kb.reduce(kDim, kb.f32(0.0), [&](Value d, Value acc) {
+            Value gi = kb.load(G, {b, t, h, d}), gj = kb.load(G, {b, j, h, d});
+            Value e;
+            if (factored) {
+              Value gr = kb.load(G, {b, r, h, d});
+              e = kb.mul(kb.exp(kb.sub(gi, gr)), kb.exp(kb.sub(gr, gj)));
+            } else {
+              e = kb.exp(kb.sub(gi, gj));
+            }
+            Value xy =
+                kb.mul(kb.load(x, {b, t, h, d}), kb.load(y, {b, j, h, d}));
+            return kb.fma(xy, e, acc);
+          });
+          return rs ? kb.mul(s, kb.load(rs->full, {b, t, h})) : s;
+        },
+        [&] { return kb.f32(0.0); });
     if (unit)
       v = kb.select(kb.eqi(c, p.row), kb.f32(1.0), v);
     kb.store(v, out[0].full, {b, t, h, c});
@@ -223,7 +227,9 @@ LogicalResult k3::emitTriInverse(TriInverseOp op, KernelBuilder &kb, In in,
     kb.ifThen(kb.eqi(p.row, kb.idx(0)), [&] {
       Value len = kb.subi(p.ce, p.cs);
       auto tok = [&](Value i) { return kb.addi(p.cs, i); };
-      auto ai = [&](Value i, Value m) { return kb.load(Ai, {b, tok(i), h, m}); };
+      auto ai = [&](Value i, Value m) {
+        return kb.load(Ai, {b, tok(i), h, m});
+      };
       kb.forRange(len, [&](Value i) {
         kb.forRange(kb.idx(C), [&](Value m) {
           kb.store(kb.f32(0.0), Ai, {b, tok(i), h, m});
@@ -339,13 +345,12 @@ static void walkChunks(KernelBuilder &kb, SeqPos sp, Value h, int64_t C,
     });
     kb.forRange(kDim, [&](Value d) {
       Value gl = kb.load(G, {b, last, h, d});
-      Value s = kb.reduce(cs, ce, kb.mul(kb.exp(gl), kb.load(x, {d})),
-                          [&](Value i, Value acc) {
-                            Value e = kb.exp(kb.sub(gl, kb.load(G, {b, i, h, d})));
-                            Value kd = kb.mul(kb.load(kn, {b, i, h, d}), e);
-                            return kb.fma(kd, kb.load(tmp, {kb.subi(i, cs)}),
-                                          acc);
-                          });
+      Value s = kb.reduce(
+          cs, ce, kb.mul(kb.exp(gl), kb.load(x, {d})), [&](Value i, Value acc) {
+            Value e = kb.exp(kb.sub(gl, kb.load(G, {b, i, h, d})));
+            Value kd = kb.mul(kb.load(kn, {b, i, h, d}), e);
+            return kb.fma(kd, kb.load(tmp, {kb.subi(i, cs)}), acc);
+          });
       kb.store(s, x, {d});
     });
   });
@@ -373,39 +378,41 @@ LogicalResult k3::emitKDAChunkState(KDAChunkStateOp op, KernelBuilder &kb,
   kb.parallel({kb.dim(out[2].shape[0]), kb.idx(S), kb.dim(out[2].shape[1]),
                kb.dim(out[2].shape[3])},
               [&](ValueRange iv) {
-    Value n = iv[0], s = iv[1], h = iv[2], j = iv[3];
-    SeqPos sp = sequence(kb, cu, n);
-    Value nc = numChunks(kb, sp, C);
-    Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
-    Value c1 = divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
-    kb.forRange(kDim, [&](Value d) {
-      Value v = starts ? kb.load(starts->full, {n, s, h, d, j})
-                : init ? kb.load(init->full, {n, h, d, j})
-                       : kb.f32(0.0);
-      kb.store(v, x, {d});
-    });
-    Value b = sp.b;
-    walkChunks(
-        kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
-        [&](Value i) { return kb.load(U, {b, i, h, j}); },
-        [&](Value i, Value v) {
-          kb.store(v, vnew, {b, i, h, j});
-          // Inter-chunk output from the chunk's start state (x, not yet
-          // updated): (q ⊙ e^G) S_0.
-          Value o = kb.reduce(kDim, kb.f32(0.0), [&](Value d, Value acc) {
-            Value qg = kb.mul(kb.load(qs, {b, i, h, d}),
-                              kb.exp(kb.load(G, {b, i, h, d})));
-            return kb.fma(qg, kb.load(x, {d}), acc);
-          });
-          kb.store(o, oint, {b, i, h, j});
-        },
-        tmp);
-    kb.ifThen(kb.eqi(s, kb.idx(S - 1)), [&] {
-      kb.forRange(kDim, [&](Value d) {
-        kb.store(kb.load(x, {d}), fs, {n, h, d, j});
-      });
-    });
-  });
+                Value n = iv[0], s = iv[1], h = iv[2], j = iv[3];
+                SeqPos sp = sequence(kb, cu, n);
+                Value nc = numChunks(kb, sp, C);
+                Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
+                Value c1 =
+                    divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
+                kb.forRange(kDim, [&](Value d) {
+                  Value v = starts ? kb.load(starts->full, {n, s, h, d, j})
+                            : init ? kb.load(init->full, {n, h, d, j})
+                                   : kb.f32(0.0);
+                  kb.store(v, x, {d});
+                });
+                Value b = sp.b;
+                walkChunks(
+                    kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
+                    [&](Value i) { return kb.load(U, {b, i, h, j}); },
+                    [&](Value i, Value v) {
+                      kb.store(v, vnew, {b, i, h, j});
+                      // Inter-chunk output from the chunk's start state (x, not
+                      // yet updated): (q ⊙ e^G) S_0.
+                      Value o =
+                          kb.reduce(kDim, kb.f32(0.0), [&](Value d, Value acc) {
+                            Value qg = kb.mul(kb.load(qs, {b, i, h, d}),
+                                              kb.exp(kb.load(G, {b, i, h, d})));
+                            return kb.fma(qg, kb.load(x, {d}), acc);
+                          });
+                      kb.store(o, oint, {b, i, h, j});
+                    },
+                    tmp);
+                kb.ifThen(kb.eqi(s, kb.idx(S - 1)), [&] {
+                  kb.forRange(kDim, [&](Value d) {
+                    kb.store(kb.load(x, {d}), fs, {n, h, d, j});
+                  });
+                });
+              });
   return success();
 }
 
@@ -420,33 +427,36 @@ LogicalResult k3::emitKDASegmentSummary(KDASegmentSummaryOp op,
   kb.parallel({kb.dim(out[0].shape[0]), kb.idx(S), kb.dim(out[0].shape[2]),
                kb.idx(K + V)},
               [&](ValueRange iv) {
-    Value n = iv[0], s = iv[1], h = iv[2], m = iv[3];
-    SeqPos sp = sequence(kb, cu, n);
-    Value nc = numChunks(kb, sp, C);
-    Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
-    Value c1 = divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
-    Value isTrans = kb.lti(m, kDim);
-    // Column m of the transition starts at e_m; a contribution column at 0.
-    kb.forRange(kDim, [&](Value d) {
-      kb.store(kb.select(kb.andi(isTrans, kb.eqi(d, m)), kb.f32(1.0),
-                         kb.f32(0.0)),
-               x, {d});
-    });
-    Value j = kb.select(isTrans, kb.idx(0), kb.subi(m, kDim));
-    walkChunks(
-        kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
-        [&](Value i) {
-          return kb.select(isTrans, kb.f32(0.0),
-                           kb.load(U, {sp.b, i, h, j}));
-        },
-        nullptr, tmp);
-    kb.forRange(kDim, [&](Value d) {
-      Value v = kb.load(x, {d});
-      kb.ifThen(isTrans, [&] { kb.store(v, out[0].full, {n, s, h, d, m}); });
-      kb.ifThen(kb.notb(isTrans),
-                [&] { kb.store(v, out[1].full, {n, s, h, d, j}); });
-    });
-  });
+                Value n = iv[0], s = iv[1], h = iv[2], m = iv[3];
+                SeqPos sp = sequence(kb, cu, n);
+                Value nc = numChunks(kb, sp, C);
+                Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
+                Value c1 =
+                    divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
+                Value isTrans = kb.lti(m, kDim);
+                // Column m of the transition starts at e_m; a contribution
+                // column at 0.
+                kb.forRange(kDim, [&](Value d) {
+                  kb.store(kb.select(kb.andi(isTrans, kb.eqi(d, m)),
+                                     kb.f32(1.0), kb.f32(0.0)),
+                           x, {d});
+                });
+                Value j = kb.select(isTrans, kb.idx(0), kb.subi(m, kDim));
+                walkChunks(
+                    kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
+                    [&](Value i) {
+                      return kb.select(isTrans, kb.f32(0.0),
+                                       kb.load(U, {sp.b, i, h, j}));
+                    },
+                    nullptr, tmp);
+                kb.forRange(kDim, [&](Value d) {
+                  Value v = kb.load(x, {d});
+                  kb.ifThen(isTrans,
+                            [&] { kb.store(v, out[0].full, {n, s, h, d, m}); });
+                  kb.ifThen(kb.notb(isTrans),
+                            [&] { kb.store(v, out[1].full, {n, s, h, d, j}); });
+                });
+              });
   return success();
 }
 
@@ -456,25 +466,26 @@ LogicalResult k3::emitKDASegmentScan(KDASegmentScanOp op, KernelBuilder &kb,
   const KernelOperand *init = op.getInitialState() ? &in[2] : nullptr;
   int64_t S = in[1].shape[1], K = in[1].shape[3];
   Value kDim = kb.idx(K);
-  kb.parallel({kb.dim(out[0].shape[0]), kb.dim(out[0].shape[2]),
-               kb.dim(out[0].shape[4])},
-              [&](ValueRange iv) {
-    Value n = iv[0], h = iv[1], j = iv[2];
-    kb.forRange(kDim, [&](Value d) {
-      Value v = init ? kb.load(init->full, {n, h, d, j}) : kb.f32(0.0);
-      kb.store(v, st, {n, kb.idx(0), h, d, j});
-    });
-    kb.forRange(kb.idx(1), kb.idx(S), [&](Value s) {
-      Value p = kb.subi(s, kb.idx(1));
-      kb.forRange(kDim, [&](Value d) {
-        Value v = kb.reduce(kDim, kb.load(bS, {n, p, h, d, j}),
-                            [&](Value e, Value acc) {
-                              return kb.fma(kb.load(A, {n, p, h, d, e}),
-                                            kb.load(st, {n, p, h, e, j}), acc);
-                            });
-        kb.store(v, st, {n, s, h, d, j});
+  kb.parallel(
+      {kb.dim(out[0].shape[0]), kb.dim(out[0].shape[2]),
+       kb.dim(out[0].shape[4])},
+      [&](ValueRange iv) {
+        Value n = iv[0], h = iv[1], j = iv[2];
+        kb.forRange(kDim, [&](Value d) {
+          Value v = init ? kb.load(init->full, {n, h, d, j}) : kb.f32(0.0);
+          kb.store(v, st, {n, kb.idx(0), h, d, j});
+        });
+        kb.forRange(kb.idx(1), kb.idx(S), [&](Value s) {
+          Value p = kb.subi(s, kb.idx(1));
+          kb.forRange(kDim, [&](Value d) {
+            Value v = kb.reduce(
+                kDim, kb.load(bS, {n, p, h, d, j}), [&](Value e, Value acc) {
+                  return kb.fma(kb.load(A, {n, p, h, d, e}),
+                                kb.load(st, {n, p, h, e, j}), acc);
+                });
+            kb.store(v, st, {n, s, h, d, j});
+          });
+        });
       });
-    });
-  });
   return success();
 }

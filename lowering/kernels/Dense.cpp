@@ -76,8 +76,8 @@ LogicalResult k3::emitRMSNorm(RMSNormOp op, KernelBuilder &kb,
                               ArrayRef<KernelOperand> in,
                               ArrayRef<KernelOperand> out) {
   Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
-  rmsNormRows(kb, as2D(kb, in[0]), Value(), in[1].full, as2D(kb, out[0]),
-              rows, in[0].shape.back(), op.getEpsilon().convertToDouble());
+  rmsNormRows(kb, as2D(kb, in[0]), Value(), in[1].full, as2D(kb, out[0]), rows,
+              in[0].shape.back(), op.getEpsilon().convertToDouble());
   return success();
 }
 
@@ -145,17 +145,15 @@ LogicalResult k3::emitAttnResPush(AttnResPushOp, KernelBuilder &kb,
   Value blocks = flat(kb, in[0]), partial = flat(kb, in[1]),
         y = flat(kb, out[0]);
   Value nb = numElements(kb, in[0].shape), np = numElements(kb, in[1].shape);
-  kb.parallel({nb}, [&](ValueRange iv) {
-    kb.store(kb.load(blocks, iv), y, iv);
-  });
+  kb.parallel({nb},
+              [&](ValueRange iv) { kb.store(kb.load(blocks, iv), y, iv); });
   kb.parallel({np}, [&](ValueRange iv) {
     kb.store(kb.load(partial, iv), y, {kb.addi(iv[0], nb)});
   });
   return success();
 }
 
-LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op,
-                                   KernelBuilder &kb,
+LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op, KernelBuilder &kb,
                                    ArrayRef<KernelOperand> in,
                                    ArrayRef<KernelOperand> out) {
   if (!op.hasUnitStride())

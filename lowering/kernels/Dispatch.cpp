@@ -6,8 +6,8 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb,
-                                       In in, Out out) {
+LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
+                                       Out out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](EmbeddingOp o) { return emitEmbedding(o, kb, in, out); })
       .Case([&](LinearOp o) { return emitLinear(o, kb, in, out); })
@@ -35,9 +35,8 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb,
       .Case([&](ChunkTrilMatmulOp o) {
         return emitChunkTrilMatmul(o, kb, in, out);
       })
-      .Case([&](KDAChunkStateOp o) {
-        return emitKDAChunkState(o, kb, in, out);
-      })
+      .Case(
+          [&](KDAChunkStateOp o) { return emitKDAChunkState(o, kb, in, out); })
       .Case([&](KDAChunkOutputOp o) {
         return emitKDAChunkOutput(o, kb, in, out);
       })
@@ -73,8 +72,7 @@ std::pair<Value, Value> mlir::k3::emitSequenceOf(KernelBuilder &kb,
       [&](Value n, ValueRange acc) -> SmallVector<Value> {
         Value start = kb.loadIndex(cuSeqlens, {n});
         Value inside = kb.gei(t, start);
-        return {kb.select(inside, start, acc[0]),
-                kb.select(inside, n, acc[1])};
+        return {kb.select(inside, start, acc[0]), kb.select(inside, n, acc[1])};
       });
   return {r[0], r[1]};
 }

@@ -23,8 +23,7 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
   unsigned next = 2;
   const KernelOperand *state = op.getConvState() ? &in[next++] : nullptr;
   const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  Value x = in[0].full, w = in[1].full, y = out[0].full,
-        fs = out[1].full;
+  Value x = in[0].full, w = in[1].full, y = out[0].full, fs = out[1].full;
   Value numTokens = kb.dim(in[0].shape[0]);
   Value channels = kb.dim(in[0].shape[1]);
   Value seqs = kb.dim(out[1].shape[0]);
@@ -32,8 +31,8 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
   kb.parallel({seqs, channels}, [&](ValueRange iv) {
     Value n = iv[0], c = iv[1];
     Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
-    Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
-                   : numTokens;
+    Value end =
+        cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))}) : numTokens;
     // Pre-convolution input at token s of this sequence; before the
     // sequence's first token it is the carried state (or zero).
     auto input = [&](Value s) {
@@ -63,9 +62,9 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
 }
 
 Value mlir::k3::emitDecayGate(KernelBuilder &kb, DecayGateKind kind,
-                             std::optional<double> lowerBound, Value aLog,
-                             Value dtBias, Value h, Value i, Value headDim,
-                             Value z) {
+                              std::optional<double> lowerBound, Value aLog,
+                              Value dtBias, Value h, Value i, Value headDim,
+                              Value z) {
   Value a = kb.exp(kb.load(aLog, {h}));
   Value u = kb.add(z, kb.load(dtBias, {kb.addi(kb.muli(h, headDim), i)}));
   if (kind == DecayGateKind::lower_bounded_sigmoid)
@@ -74,7 +73,7 @@ Value mlir::k3::emitDecayGate(KernelBuilder &kb, DecayGateKind kind,
 }
 
 Value mlir::k3::emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t,
-                             Value h, Value headDim) {
+                              Value h, Value headDim) {
   Value ss = kb.reduce(headDim, kb.f32(0.0), [&](Value i, Value acc) {
     Value e = kb.load(x, {b, t, h, i});
     return kb.fma(e, e, acc);
@@ -82,18 +81,15 @@ Value mlir::k3::emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t,
   return kb.rsqrt(kb.add(ss, kb.f32(1e-6)));
 }
 
-LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in,
-                              Out out) {
-  Value z = in[0].full, aLog = in[1].full, dtBias = in[2].full,
-        g = out[0].full;
+LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in, Out out) {
+  Value z = in[0].full, aLog = in[1].full, dtBias = in[2].full, g = out[0].full;
   int64_t headDim = in[0].shape[2];
-  kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1]),
-               kb.idx(headDim)},
+  kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1]), kb.idx(headDim)},
               [&](ValueRange iv) {
                 Value v = emitDecayGate(kb, op.getKind(),
-                                    optionalDouble(op.getLowerBoundAttr()), aLog,
-                                    dtBias, iv[1], iv[2], kb.idx(headDim),
-                                    kb.load(z, iv));
+                                        optionalDouble(op.getLowerBoundAttr()),
+                                        aLog, dtBias, iv[1], iv[2],
+                                        kb.idx(headDim), kb.load(z, iv));
                 kb.store(v, g, iv);
               });
   return success();
@@ -124,8 +120,8 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
         Value n = iv[0], h = iv[1], j = iv[2];
         Value b = cu ? kb.idx(0) : n;
         Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
-        Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
-                       : numTokens;
+        Value end =
+            cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))}) : numTokens;
         // Column j of this head's state lives in the final-state output.
         kb.forRange(kDim, [&](Value i) {
           Value s0 = init ? kb.load(init->full, {n, h, i, j}) : kb.f32(0.0);
@@ -144,7 +140,7 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
             Value gi = kb.load(g, {b, t, h, i});
             if (gateKind)
               gi = emitDecayGate(kb, *gateKind, lowerBound, aLog->full,
-                             dtBias->full, h, i, kDim, gi);
+                                 dtBias->full, h, i, kDim, gi);
             Value s = kb.mul(kb.exp(gi), kb.load(fs, {n, h, i, j}));
             kb.store(s, fs, {n, h, i, j});
             return kb.fma(s, kb.mul(kb.load(k, {b, t, h, i}), rk), acc);

@@ -49,10 +49,8 @@ LogicalResult emitKDASegmentSummary(KDASegmentSummaryOp, KernelBuilder &, In,
 LogicalResult emitKDASegmentScan(KDASegmentScanOp, KernelBuilder &, In, Out);
 
 // Attention.cpp
-LogicalResult emitCausalAttention(CausalAttentionOp, KernelBuilder &, In,
-                                  Out);
-LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In,
-                                  Out);
+LogicalResult emitCausalAttention(CausalAttentionOp, KernelBuilder &, In, Out);
+LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In, Out);
 
 // MoE.cpp
 LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);

@@ -36,13 +36,13 @@ static void gluRow(KernelBuilder &kb, GLUActivation act,
   kb.scope([&] {
     Value h = kb.scratch(inter);
     kb.forRange(kb.idx(inter), [&](Value i) {
-      SmallVector<Value> dots = kb.reduceN(
-          kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
-          [&](Value d, ValueRange acc) -> SmallVector<Value> {
-            Value xv = kb.load(x, {t, d});
-            return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
-                    kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
-          });
+      SmallVector<Value> dots =
+          kb.reduceN(kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
+                     [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                       Value xv = kb.load(x, {t, d});
+                       return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
+                               kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
+                     });
       kb.store(emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]), h,
                {i});
     });
@@ -63,9 +63,9 @@ LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   int64_t hidden = in[0].shape[1], inter = in[1].shape[0];
   kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
     gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-           optionalDouble(op.getLinearBetaAttr()), in[0].full, iv[0], in[1].full,
-           in[2].full, in[3].full, Value(), hidden, inter, out[0].full,
-           Value(), /*accumulate=*/false);
+           optionalDouble(op.getLinearBetaAttr()), in[0].full, iv[0],
+           in[1].full, in[2].full, in[3].full, Value(), hidden, inter,
+           out[0].full, Value(), /*accumulate=*/false);
   });
   return success();
 }
@@ -89,15 +89,15 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
         kb.store(softmax ? l : kb.sigmoid(l), scores, {e});
       });
       if (softmax) {
-        Value m = kb.reduce(kb.idx(experts), kb.f32(-INFINITY),
-                            [&](Value e, Value a) {
-                              return kb.maxf(a, kb.load(scores, {e}));
-                            });
-        Value z = kb.reduce(kb.idx(experts), kb.f32(0.0), [&](Value e, Value a) {
-          Value p = kb.exp(kb.sub(kb.load(scores, {e}), m));
-          kb.store(p, scores, {e});
-          return kb.add(a, p);
-        });
+        Value m = kb.reduce(
+            kb.idx(experts), kb.f32(-INFINITY),
+            [&](Value e, Value a) { return kb.maxf(a, kb.load(scores, {e})); });
+        Value z =
+            kb.reduce(kb.idx(experts), kb.f32(0.0), [&](Value e, Value a) {
+              Value p = kb.exp(kb.sub(kb.load(scores, {e}), m));
+              kb.store(p, scores, {e});
+              return kb.add(a, p);
+            });
         kb.forRange(kb.idx(experts), [&](Value e) {
           kb.store(kb.div(kb.load(scores, {e}), z), scores, {e});
         });
@@ -114,8 +114,8 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
                 s = kb.add(s, kb.load(bias->full, {e}));
               Value taken = kb.boolean(false);
               for (int64_t p = 0; p < j; ++p)
-                taken = kb.ori(taken,
-                               kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
+                taken =
+                    kb.ori(taken, kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
               Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
               return {kb.select(better, s, acc[0]),
                       kb.select(better, e, acc[1])};
@@ -149,8 +149,9 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
       Value e = kb.loadIndex(idx, {t, kb.idx(j)});
       Value wj = kb.load(wts, {t, kb.idx(j)});
       gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-             optionalDouble(op.getLinearBetaAttr()), x, t, in[3].full, in[4].full,
-             in[5].full, e, hidden, inter, y, wj, /*accumulate=*/j > 0);
+             optionalDouble(op.getLinearBetaAttr()), x, t, in[3].full,
+             in[4].full, in[5].full, e, hidden, inter, y, wj,
+             /*accumulate=*/j > 0);
     }
   });
   return success();

@@ -15,19 +15,27 @@ namespace rt {
 class Backend {
 public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;  // for messages, e.g. "cpu", "cuda:0 (NVIDIA H200, sm_90)"
+  virtual std::string
+  name() const = 0; // for messages, e.g. "cpu", "cuda:0 (NVIDIA H200, sm_90)"
   // Whether kernel objects for `target` run here; `why` explains a refusal.
-  virtual bool supportsTarget(const std::string &target, std::string &why) const = 0;
-  virtual bool alloc(size_t bytes, uint64_t &ptr, std::string &err) = 0;  // zero-filled
+  virtual bool supportsTarget(const std::string &target,
+                              std::string &why) const = 0;
+  virtual bool alloc(size_t bytes, uint64_t &ptr,
+                     std::string &err) = 0; // zero-filled
   virtual void release(uint64_t ptr) = 0;
-  virtual bool upload(uint64_t dst, const void *src, size_t n, std::string &err) = 0;
-  virtual bool download(void *dst, uint64_t src, size_t n, std::string &err) = 0;
+  virtual bool upload(uint64_t dst, const void *src, size_t n,
+                      std::string &err) = 0;
+  virtual bool download(void *dst, uint64_t src, size_t n,
+                        std::string &err) = 0;
   virtual bool zero(uint64_t dst, size_t n, std::string &err) = 0;
-  virtual bool loadObject(const artifact::KernelObject &obj, size_t index, void *&module, std::string &err) = 0;
+  virtual bool loadObject(const artifact::KernelObject &obj, size_t index,
+                          void *&module, std::string &err) = 0;
   virtual void unloadObject(void *module) = 0;
-  virtual bool getKernel(void *module, const std::string &name, void *&fn, std::string &err) = 0;
-  virtual bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3],
-                      int64_t smem, void **params, size_t numArgs, std::string &err) = 0;
+  virtual bool getKernel(void *module, const std::string &name, void *&fn,
+                         std::string &err) = 0;
+  virtual bool launch(void *fn, const std::string &name, const int64_t grid[3],
+                      const int64_t block[3], int64_t smem, void **params,
+                      size_t numArgs, std::string &err) = 0;
   virtual bool synchronize(std::string &err) = 0;
 
   // Launch graphs: between beginCapture and endCapture, launch() records
@@ -35,17 +43,27 @@ public:
   // launchGraph replays, ordered with uploads and downloads. CUDA: a CUDA
   // graph (one launch for the whole entry); CPU: the recorded launch list.
   virtual bool supportsGraphs() const { return false; }
-  virtual bool beginCapture(std::string &err) { err = "launch graphs are not supported on " + name(); return false; }
-  virtual bool endCapture(void *&graph, std::string &err) { err = "not capturing"; return false; }
-  virtual bool launchGraph(void *graph, std::string &err) { err = "launch graphs are not supported"; return false; }
+  virtual bool beginCapture(std::string &err) {
+    err = "launch graphs are not supported on " + name();
+    return false;
+  }
+  virtual bool endCapture(void *&graph, std::string &err) {
+    err = "not capturing";
+    return false;
+  }
+  virtual bool launchGraph(void *graph, std::string &err) {
+    err = "launch graphs are not supported";
+    return false;
+  }
   virtual void destroyGraph(void *graph) {}
 };
 
 std::unique_ptr<Backend> createCpuBackend(std::string &err);
-// Returns null with err starting "no CUDA driver" / "no CUDA device" when unavailable.
+// Returns null with err starting "no CUDA driver" / "no CUDA device" when
+// unavailable.
 std::unique_ptr<Backend> createCudaBackend(int ordinal, std::string &err);
 
-}  // namespace rt
-}  // namespace k3
+} // namespace rt
+} // namespace k3
 
 #endif

@@ -18,14 +18,19 @@ namespace {
 
 struct CpuModule {
   void *handle = nullptr;
-  int fd = -1;  // kept open while loaded so the /proc/self/fd path stays unique
+  int fd = -1; // kept open while loaded so the /proc/self/fd path stays unique
 };
 
 bool writeAll(int fd, const uint8_t *p, size_t n) {
   while (n) {
     ssize_t w = ::write(fd, p, n);
-    if (w < 0) { if (errno == EINTR) continue; return false; }
-    p += w; n -= size_t(w);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    p += w;
+    n -= size_t(w);
   }
   return true;
 }
@@ -33,52 +38,73 @@ bool writeAll(int fd, const uint8_t *p, size_t n) {
 class CpuBackend : public Backend {
 public:
   std::string name() const override { return "cpu"; }
-  bool supportsTarget(const std::string &target, std::string &why) const override {
+  bool supportsTarget(const std::string &target,
+                      std::string &why) const override {
 #if defined(__x86_64__)
-    if (target == artifact::kTargetCpuX86_64) return true;
+    if (target == artifact::kTargetCpuX86_64)
+      return true;
 #endif
     why = "target '" + target + "' does not run on the cpu device of this host";
     return false;
   }
   bool alloc(size_t bytes, uint64_t &ptr, std::string &err) override {
     size_t n = (bytes + 255) & ~size_t(255);
-    if (n == 0) n = 256;
+    if (n == 0)
+      n = 256;
     void *p = std::aligned_alloc(256, n);
-    if (!p) { err = "out of host memory allocating " + std::to_string(bytes) + " bytes"; return false; }
+    if (!p) {
+      err = "out of host memory allocating " + std::to_string(bytes) + " bytes";
+      return false;
+    }
     memset(p, 0, n);
     ptr = reinterpret_cast<uint64_t>(p);
     return true;
   }
-  void release(uint64_t ptr) override { std::free(reinterpret_cast<void *>(ptr)); }
+  void release(uint64_t ptr) override {
+    std::free(reinterpret_cast<void *>(ptr));
+  }
   bool upload(uint64_t dst, const void *src, size_t n, std::string &) override {
-    if (n) memcpy(reinterpret_cast<void *>(dst), src, n);
+    if (n)
+      memcpy(reinterpret_cast<void *>(dst), src, n);
     return true;
   }
   bool download(void *dst, uint64_t src, size_t n, std::string &) override {
-    if (n) memcpy(dst, reinterpret_cast<const void *>(src), n);
+    if (n)
+      memcpy(dst, reinterpret_cast<const void *>(src), n);
     return true;
   }
   bool zero(uint64_t dst, size_t n, std::string &) override {
-    if (n) memset(reinterpret_cast<void *>(dst), 0, n);
+    if (n)
+      memset(reinterpret_cast<void *>(dst), 0, n);
     return true;
   }
-  bool loadObject(const artifact::KernelObject &obj, size_t index, void *&module, std::string &err) override {
-    std::string what = "kernel object " + std::to_string(index) + " (" + obj.target + ")";
-    if (obj.data.size() < 4 || memcmp(obj.data.data(), "\x7f" "ELF", 4) != 0) {
+  bool loadObject(const artifact::KernelObject &obj, size_t index,
+                  void *&module, std::string &err) override {
+    std::string what =
+        "kernel object " + std::to_string(index) + " (" + obj.target + ")";
+    if (obj.data.size() < 4 || memcmp(obj.data.data(),
+                                      "\x7f"
+                                      "ELF",
+                                      4) != 0) {
       err = what + " is not an ELF shared object";
       return false;
     }
     auto *m = new CpuModule();
     std::string path;
 #if defined(MFD_CLOEXEC)
-    m->fd = memfd_create(("k3-kernels-" + std::to_string(index)).c_str(), MFD_CLOEXEC);
+    m->fd = memfd_create(("k3-kernels-" + std::to_string(index)).c_str(),
+                         MFD_CLOEXEC);
     if (m->fd >= 0) {
       if (!writeAll(m->fd, obj.data.data(), obj.data.size())) {
         err = what + ": writing memfd failed: " + strerror(errno);
-        ::close(m->fd); delete m; return false;
+        ::close(m->fd);
+        delete m;
+        return false;
       }
       path = "/proc/self/fd/" + std::to_string(m->fd);
-      if (void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) {  // name taken: use a temp file
+      if (void *h = dlopen(path.c_str(),
+                           RTLD_NOW | RTLD_LOCAL |
+                               RTLD_NOLOAD)) { // name taken: use a temp file
         dlclose(h);
         path.clear();
       }
@@ -86,25 +112,41 @@ public:
 #endif
     bool tempFile = false;
     if (path.empty()) {
-      if (m->fd >= 0) { ::close(m->fd); m->fd = -1; }
+      if (m->fd >= 0) {
+        ::close(m->fd);
+        m->fd = -1;
+      }
       const char *tmp = getenv("TMPDIR");
-      std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/k3-kernels-XXXXXX";
+      std::string tmpl =
+          std::string(tmp && *tmp ? tmp : "/tmp") + "/k3-kernels-XXXXXX";
       std::vector<char> buf(tmpl.begin(), tmpl.end());
       buf.push_back(0);
       int fd = mkstemp(buf.data());
-      if (fd < 0) { err = what + ": cannot create a temp file in " + tmpl + ": " + strerror(errno); delete m; return false; }
+      if (fd < 0) {
+        err = what + ": cannot create a temp file in " + tmpl + ": " +
+              strerror(errno);
+        delete m;
+        return false;
+      }
       path = buf.data();
       bool ok = writeAll(fd, obj.data.data(), obj.data.size());
       ::close(fd);
-      if (!ok) { err = what + ": writing " + path + " failed"; unlink(path.c_str()); delete m; return false; }
+      if (!ok) {
+        err = what + ": writing " + path + " failed";
+        unlink(path.c_str());
+        delete m;
+        return false;
+      }
       tempFile = true;
     }
     m->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (tempFile) unlink(path.c_str());
+    if (tempFile)
+      unlink(path.c_str());
     if (!m->handle) {
       const char *e = dlerror();
       err = what + ": dlopen failed: " + (e ? e : "unknown error");
-      if (m->fd >= 0) ::close(m->fd);
+      if (m->fd >= 0)
+        ::close(m->fd);
       delete m;
       return false;
     }
@@ -113,23 +155,36 @@ public:
   }
   void unloadObject(void *module) override {
     auto *m = static_cast<CpuModule *>(module);
-    if (!m) return;
-    if (m->handle) dlclose(m->handle);
-    if (m->fd >= 0) ::close(m->fd);
+    if (!m)
+      return;
+    if (m->handle)
+      dlclose(m->handle);
+    if (m->fd >= 0)
+      ::close(m->fd);
     delete m;
   }
-  bool getKernel(void *module, const std::string &name, void *&fn, std::string &err) override {
+  bool getKernel(void *module, const std::string &name, void *&fn,
+                 std::string &err) override {
     auto *m = static_cast<CpuModule *>(module);
     dlerror();
     fn = dlsym(m->handle, name.c_str());
-    if (!fn) { err = "kernel symbol '" + name + "' not found in the shared object"; return false; }
+    if (!fn) {
+      err = "kernel symbol '" + name + "' not found in the shared object";
+      return false;
+    }
     return true;
   }
-  bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3], int64_t smem,
-              void **params, size_t numArgs, std::string &err) override {
+  bool launch(void *fn, const std::string &name, const int64_t grid[3],
+              const int64_t block[3], int64_t smem, void **params,
+              size_t numArgs, std::string &err) override {
     if (capturing) {
       // Argument slots are 8 bytes (kernel_abi.h); their values are kept.
-      RecordedLaunch l{fn, name, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, {}};
+      RecordedLaunch l{fn,
+                       name,
+                       {grid[0], grid[1], grid[2]},
+                       {block[0], block[1], block[2]},
+                       smem,
+                       {}};
       for (size_t i = 0; i < numArgs; ++i) {
         uint64_t v = 0;
         memcpy(&v, params[i], sizeof v);
@@ -140,19 +195,28 @@ public:
     }
     return run(fn, grid, block, smem, params, numArgs);
   }
-  bool run(void *fn, const int64_t grid[3], const int64_t block[3], int64_t smem, void **params, size_t numArgs) {
+  bool run(void *fn, const int64_t grid[3], const int64_t block[3],
+           int64_t smem, void **params, size_t numArgs) {
     auto kernel = reinterpret_cast<k3_cpu_kernel_fn>(fn);
     k3_cpu_launch_context ctx;
     memset(&ctx, 0, sizeof ctx);
-    for (int i = 0; i < 3; ++i) { ctx.grid_dim[i] = grid[i]; ctx.block_dim[i] = block[i]; }
+    for (int i = 0; i < 3; ++i) {
+      ctx.grid_dim[i] = grid[i];
+      ctx.block_dim[i] = block[i];
+    }
     ctx.shared_mem_bytes = smem;
     std::vector<uint8_t> shared(size_t(smem > 0 ? smem : 0));
     params[numArgs] = &ctx;
     for (int64_t z = 0; z < grid[2]; ++z)
       for (int64_t y = 0; y < grid[1]; ++y)
         for (int64_t x = 0; x < grid[0]; ++x) {
-          ctx.block_id[0] = x; ctx.block_id[1] = y; ctx.block_id[2] = z;
-          if (smem > 0) { memset(shared.data(), 0, shared.size()); ctx.shared_mem = shared.data(); }
+          ctx.block_id[0] = x;
+          ctx.block_id[1] = y;
+          ctx.block_id[2] = z;
+          if (smem > 0) {
+            memset(shared.data(), 0, shared.size());
+            ctx.shared_mem = shared.data();
+          }
           kernel(params);
         }
     return true;
@@ -172,13 +236,19 @@ public:
   std::vector<RecordedLaunch> recording;
   bool supportsGraphs() const override { return true; }
   bool beginCapture(std::string &err) override {
-    if (capturing) { err = "already capturing"; return false; }
+    if (capturing) {
+      err = "already capturing";
+      return false;
+    }
     capturing = true;
     recording.clear();
     return true;
   }
   bool endCapture(void *&graph, std::string &err) override {
-    if (!capturing) { err = "not capturing"; return false; }
+    if (!capturing) {
+      err = "not capturing";
+      return false;
+    }
     capturing = false;
     graph = new std::vector<RecordedLaunch>(std::move(recording));
     recording.clear();
@@ -186,19 +256,26 @@ public:
   }
   bool launchGraph(void *graph, std::string &err) override {
     std::vector<void *> params;
-    for (RecordedLaunch &l : *static_cast<std::vector<RecordedLaunch> *>(graph)) {
+    for (RecordedLaunch &l :
+         *static_cast<std::vector<RecordedLaunch> *>(graph)) {
       params.assign(l.args.size() + 1, nullptr);
-      for (size_t i = 0; i < l.args.size(); ++i) params[i] = &l.args[i];
-      if (!run(l.fn, l.grid, l.block, l.smem, params.data(), l.args.size())) return false;
+      for (size_t i = 0; i < l.args.size(); ++i)
+        params[i] = &l.args[i];
+      if (!run(l.fn, l.grid, l.block, l.smem, params.data(), l.args.size()))
+        return false;
     }
     return true;
   }
-  void destroyGraph(void *graph) override { delete static_cast<std::vector<RecordedLaunch> *>(graph); }
+  void destroyGraph(void *graph) override {
+    delete static_cast<std::vector<RecordedLaunch> *>(graph);
+  }
 };
 
-}  // namespace
+} // namespace
 
-std::unique_ptr<Backend> createCpuBackend(std::string &) { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> createCpuBackend(std::string &) {
+  return std::make_unique<CpuBackend>();
+}
 
-}  // namespace rt
-}  // namespace k3
+} // namespace rt
+} // namespace k3

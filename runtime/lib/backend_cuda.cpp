@@ -50,13 +50,15 @@ struct Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, CUstream, void **, void **);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamBeginCapture)(CUstream, int);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
-  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph,
+                                          unsigned long long);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
@@ -65,16 +67,23 @@ struct Driver {
 
   std::string describe(CUresult r) const {
     const char *n = nullptr, *s = nullptr;
-    if (cuGetErrorName) cuGetErrorName(r, &n);
-    if (cuGetErrorString) cuGetErrorString(r, &s);
-    return std::string(n ? n : "CUDA_ERROR") + " (" + std::to_string(r) + (s ? ": " + std::string(s) : "") + ")";
+    if (cuGetErrorName)
+      cuGetErrorName(r, &n);
+    if (cuGetErrorString)
+      cuGetErrorString(r, &s);
+    return std::string(n ? n : "CUDA_ERROR") + " (" + std::to_string(r) +
+           (s ? ": " + std::string(s) : "") + ")";
   }
 };
 
 template <typename F>
 bool sym(Driver &d, F &fp, const char *name, std::string &err) {
   fp = reinterpret_cast<F>(dlsym(d.lib, name));
-  if (!fp) { err = std::string("no CUDA driver: libcuda.so.1 lacks ") + name + " (driver too old?)"; return false; }
+  if (!fp) {
+    err = std::string("no CUDA driver: libcuda.so.1 lacks ") + name +
+          " (driver too old?)";
+    return false;
+  }
   return true;
 }
 
@@ -82,26 +91,41 @@ bool loadDriver(Driver &d, std::string &err) {
   d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!d.lib) {
     const char *e = dlerror();
-    err = std::string("no CUDA driver available: cannot load libcuda.so.1 (") + (e ? e : "not found") + ")";
+    err = std::string("no CUDA driver available: cannot load libcuda.so.1 (") +
+          (e ? e : "not found") + ")";
     return false;
   }
-  return sym(d, d.cuInit, "cuInit", err) && sym(d, d.cuDriverGetVersion, "cuDriverGetVersion", err) &&
-         sym(d, d.cuDeviceGetCount, "cuDeviceGetCount", err) && sym(d, d.cuDeviceGet, "cuDeviceGet", err) &&
-         sym(d, d.cuDeviceGetName, "cuDeviceGetName", err) && sym(d, d.cuDeviceGetAttribute, "cuDeviceGetAttribute", err) &&
+  return sym(d, d.cuInit, "cuInit", err) &&
+         sym(d, d.cuDriverGetVersion, "cuDriverGetVersion", err) &&
+         sym(d, d.cuDeviceGetCount, "cuDeviceGetCount", err) &&
+         sym(d, d.cuDeviceGet, "cuDeviceGet", err) &&
+         sym(d, d.cuDeviceGetName, "cuDeviceGetName", err) &&
+         sym(d, d.cuDeviceGetAttribute, "cuDeviceGetAttribute", err) &&
          sym(d, d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", err) &&
-         sym(d, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", err) &&
-         sym(d, d.cuCtxSetCurrent, "cuCtxSetCurrent", err) && sym(d, d.cuCtxSynchronize, "cuCtxSynchronize", err) &&
-         sym(d, d.cuModuleLoadData, "cuModuleLoadData", err) && sym(d, d.cuModuleUnload, "cuModuleUnload", err) &&
-         sym(d, d.cuModuleGetFunction, "cuModuleGetFunction", err) && sym(d, d.cuFuncSetAttribute, "cuFuncSetAttribute", err) &&
-         sym(d, d.cuMemAlloc, "cuMemAlloc_v2", err) && sym(d, d.cuMemFree, "cuMemFree_v2", err) &&
-         sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) && sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
-         sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) && sym(d, d.cuLaunchKernel, "cuLaunchKernel", err) &&
-         sym(d, d.cuGetErrorName, "cuGetErrorName", err) && sym(d, d.cuGetErrorString, "cuGetErrorString", err) &&
-         sym(d, d.cuStreamCreate, "cuStreamCreate", err) && sym(d, d.cuStreamDestroy, "cuStreamDestroy_v2", err) &&
+         sym(d, d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2",
+             err) &&
+         sym(d, d.cuCtxSetCurrent, "cuCtxSetCurrent", err) &&
+         sym(d, d.cuCtxSynchronize, "cuCtxSynchronize", err) &&
+         sym(d, d.cuModuleLoadData, "cuModuleLoadData", err) &&
+         sym(d, d.cuModuleUnload, "cuModuleUnload", err) &&
+         sym(d, d.cuModuleGetFunction, "cuModuleGetFunction", err) &&
+         sym(d, d.cuFuncSetAttribute, "cuFuncSetAttribute", err) &&
+         sym(d, d.cuMemAlloc, "cuMemAlloc_v2", err) &&
+         sym(d, d.cuMemFree, "cuMemFree_v2", err) &&
+         sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) &&
+         sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
+         sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) &&
+         sym(d, d.cuLaunchKernel, "cuLaunchKernel", err) &&
+         sym(d, d.cuGetErrorName, "cuGetErrorName", err) &&
+         sym(d, d.cuGetErrorString, "cuGetErrorString", err) &&
+         sym(d, d.cuStreamCreate, "cuStreamCreate", err) &&
+         sym(d, d.cuStreamDestroy, "cuStreamDestroy_v2", err) &&
          sym(d, d.cuStreamBeginCapture, "cuStreamBeginCapture_v2", err) &&
          sym(d, d.cuStreamEndCapture, "cuStreamEndCapture", err) &&
-         sym(d, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", err) &&
-         sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) && sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
+         sym(d, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",
+             err) &&
+         sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) &&
+         sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
          sym(d, d.cuGraphDestroy, "cuGraphDestroy", err);
 }
 
@@ -111,7 +135,8 @@ public:
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
   int ordinal = 0, ccMajor = 0, ccMinor = 0, maxSmemOptin = 0;
-  std::unordered_map<void *, int64_t> smemGranted; // kernel -> opted-in dynamic shared memory
+  std::unordered_map<void *, int64_t>
+      smemGranted; // kernel -> opted-in dynamic shared memory
   std::string devName;
   // Everything runs on the legacy default stream (uploads and downloads are
   // synchronous copies, ordered with the launches); a graph is recorded on
@@ -120,97 +145,165 @@ public:
   bool capturing = false;
 
   ~CudaBackend() override {
-    if (captureStream) d.cuStreamDestroy(captureStream);
-    if (ctx) d.cuDevicePrimaryCtxRelease(dev);
-    // libcuda stays loaded: unloading the driver while other code may use it is unsafe.
+    if (captureStream)
+      d.cuStreamDestroy(captureStream);
+    if (ctx)
+      d.cuDevicePrimaryCtxRelease(dev);
+    // libcuda stays loaded: unloading the driver while other code may use it is
+    // unsafe.
   }
-  bool check(CUresult r, const char *call, const std::string &what, std::string &err) const {
-    if (r == CUDA_SUCCESS) return true;
-    err = std::string(call) + (what.empty() ? "" : " (" + what + ")") + " failed: " + d.describe(r);
+  bool check(CUresult r, const char *call, const std::string &what,
+             std::string &err) const {
+    if (r == CUDA_SUCCESS)
+      return true;
+    err = std::string(call) + (what.empty() ? "" : " (" + what + ")") +
+          " failed: " + d.describe(r);
     return false;
   }
   bool init(int ord, std::string &err) {
     ordinal = ord;
-    if (!loadDriver(d, err)) return false;
+    if (!loadDriver(d, err))
+      return false;
     CUresult r = d.cuInit(0);
-    if (r != CUDA_SUCCESS) { err = "no CUDA device available: cuInit failed: " + d.describe(r); return false; }
+    if (r != CUDA_SUCCESS) {
+      err = "no CUDA device available: cuInit failed: " + d.describe(r);
+      return false;
+    }
     int n = 0;
-    if (!check(d.cuDeviceGetCount(&n), "cuDeviceGetCount", "", err)) return false;
-    if (n == 0) { err = "no CUDA device available (driver reports 0 devices)"; return false; }
-    if (ord >= n) { err = "no CUDA device cuda:" + std::to_string(ord) + " (only " + std::to_string(n) + " device(s))"; return false; }
-    if (!check(d.cuDeviceGet(&dev, ord), "cuDeviceGet", "cuda:" + std::to_string(ord), err)) return false;
+    if (!check(d.cuDeviceGetCount(&n), "cuDeviceGetCount", "", err))
+      return false;
+    if (n == 0) {
+      err = "no CUDA device available (driver reports 0 devices)";
+      return false;
+    }
+    if (ord >= n) {
+      err = "no CUDA device cuda:" + std::to_string(ord) + " (only " +
+            std::to_string(n) + " device(s))";
+      return false;
+    }
+    if (!check(d.cuDeviceGet(&dev, ord), "cuDeviceGet",
+               "cuda:" + std::to_string(ord), err))
+      return false;
     char name[256] = {0};
     d.cuDeviceGetName(name, sizeof name - 1, dev);
     devName = name;
-    if (!check(d.cuDeviceGetAttribute(&ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute", "compute capability", err) ||
-        !check(d.cuDeviceGetAttribute(&ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute", "compute capability", err) ||
-        !check(d.cuDeviceGetAttribute(&maxSmemOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev), "cuDeviceGetAttribute", "max shared memory", err))
+    if (!check(d.cuDeviceGetAttribute(
+                   &ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+               "cuDeviceGetAttribute", "compute capability", err) ||
+        !check(d.cuDeviceGetAttribute(
+                   &ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+               "cuDeviceGetAttribute", "compute capability", err) ||
+        !check(d.cuDeviceGetAttribute(
+                   &maxSmemOptin,
+                   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+               "cuDeviceGetAttribute", "max shared memory", err))
       return false;
-    if (!check(d.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "cuda:" + std::to_string(ord), err)) { ctx = nullptr; return false; }
+    if (!check(d.cuDevicePrimaryCtxRetain(&ctx, dev),
+               "cuDevicePrimaryCtxRetain", "cuda:" + std::to_string(ord),
+               err)) {
+      ctx = nullptr;
+      return false;
+    }
     return check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "", err);
   }
   std::string name() const override {
-    return "cuda:" + std::to_string(ordinal) + " (" + devName + ", sm_" + std::to_string(ccMajor) + std::to_string(ccMinor) + ")";
+    return "cuda:" + std::to_string(ordinal) + " (" + devName + ", sm_" +
+           std::to_string(ccMajor) + std::to_string(ccMinor) + ")";
   }
-  bool supportsTarget(const std::string &target, std::string &why) const override {
-    // "cuda-sm_XY" runs on compute capability X.Y or newer X.*; "cuda-sm_XYa" only on X.Y exactly.
-    if (target.rfind("cuda-sm_", 0) != 0) { why = "target '" + target + "' is not a CUDA target"; return false; }
+  bool supportsTarget(const std::string &target,
+                      std::string &why) const override {
+    // "cuda-sm_XY" runs on compute capability X.Y or newer X.*; "cuda-sm_XYa"
+    // only on X.Y exactly.
+    if (target.rfind("cuda-sm_", 0) != 0) {
+      why = "target '" + target + "' is not a CUDA target";
+      return false;
+    }
     std::string v = target.substr(8);
     bool archSpecific = !v.empty() && v.back() == 'a';
-    if (archSpecific) v.pop_back();
-    if (v.size() < 2 || v.find_first_not_of("0123456789") != std::string::npos) { why = "unrecognised CUDA target '" + target + "'"; return false; }
+    if (archSpecific)
+      v.pop_back();
+    if (v.size() < 2 ||
+        v.find_first_not_of("0123456789") != std::string::npos) {
+      why = "unrecognised CUDA target '" + target + "'";
+      return false;
+    }
     int major = atoi(v.substr(0, v.size() - 1).c_str()), minor = v.back() - '0';
-    bool ok = archSpecific ? (ccMajor == major && ccMinor == minor) : (ccMajor == major && ccMinor >= minor);
+    bool ok = archSpecific ? (ccMajor == major && ccMinor == minor)
+                           : (ccMajor == major && ccMinor >= minor);
     if (!ok) {
-      why = "target '" + target + "' needs compute capability " + std::to_string(major) + "." + std::to_string(minor) +
-            (archSpecific ? " exactly" : "") + " but " + name() + " has " + std::to_string(ccMajor) + "." + std::to_string(ccMinor);
+      why = "target '" + target + "' needs compute capability " +
+            std::to_string(major) + "." + std::to_string(minor) +
+            (archSpecific ? " exactly" : "") + " but " + name() + " has " +
+            std::to_string(ccMajor) + "." + std::to_string(ccMinor);
       return false;
     }
     return true;
   }
   bool alloc(size_t bytes, uint64_t &ptr, std::string &err) override {
     CUdeviceptr p = 0;
-    if (!check(d.cuMemAlloc(&p, bytes ? bytes : 1), "cuMemAlloc", std::to_string(bytes) + " bytes", err)) return false;
-    if (!check(d.cuMemsetD8(p, 0, bytes), "cuMemsetD8", "", err)) { d.cuMemFree(p); return false; }
+    if (!check(d.cuMemAlloc(&p, bytes ? bytes : 1), "cuMemAlloc",
+               std::to_string(bytes) + " bytes", err))
+      return false;
+    if (!check(d.cuMemsetD8(p, 0, bytes), "cuMemsetD8", "", err)) {
+      d.cuMemFree(p);
+      return false;
+    }
     ptr = p;
     return true;
   }
   void release(uint64_t ptr) override { d.cuMemFree(CUdeviceptr(ptr)); }
-  bool upload(uint64_t dst, const void *src, size_t n, std::string &err) override {
-    return !n || check(d.cuMemcpyHtoD(dst, src, n), "cuMemcpyHtoD", std::to_string(n) + " bytes", err);
+  bool upload(uint64_t dst, const void *src, size_t n,
+              std::string &err) override {
+    return !n || check(d.cuMemcpyHtoD(dst, src, n), "cuMemcpyHtoD",
+                       std::to_string(n) + " bytes", err);
   }
   bool download(void *dst, uint64_t src, size_t n, std::string &err) override {
-    return !n || check(d.cuMemcpyDtoH(dst, src, n), "cuMemcpyDtoH", std::to_string(n) + " bytes", err);
+    return !n || check(d.cuMemcpyDtoH(dst, src, n), "cuMemcpyDtoH",
+                       std::to_string(n) + " bytes", err);
   }
   bool zero(uint64_t dst, size_t n, std::string &err) override {
     return !n || check(d.cuMemsetD8(dst, 0, n), "cuMemsetD8", "", err);
   }
-  bool loadObject(const artifact::KernelObject &obj, size_t index, void *&module, std::string &err) override {
+  bool loadObject(const artifact::KernelObject &obj, size_t index,
+                  void *&module, std::string &err) override {
     CUmodule m = nullptr;
-    // cuModuleLoadData needs a NUL-terminated image for PTX; cubins are self-delimiting.
+    // cuModuleLoadData needs a NUL-terminated image for PTX; cubins are
+    // self-delimiting.
     std::vector<uint8_t> image(obj.data);
     image.push_back(0);
     if (!check(d.cuModuleLoadData(&m, image.data()), "cuModuleLoadData",
-               "kernel object " + std::to_string(index) + " (" + obj.target + ")", err))
+               "kernel object " + std::to_string(index) + " (" + obj.target +
+                   ")",
+               err))
       return false;
     module = m;
     return true;
   }
-  void unloadObject(void *module) override { d.cuModuleUnload(static_cast<CUmodule>(module)); }
-  bool getKernel(void *module, const std::string &name, void *&fn, std::string &err) override {
+  void unloadObject(void *module) override {
+    d.cuModuleUnload(static_cast<CUmodule>(module));
+  }
+  bool getKernel(void *module, const std::string &name, void *&fn,
+                 std::string &err) override {
     CUfunction f = nullptr;
-    if (!check(d.cuModuleGetFunction(&f, static_cast<CUmodule>(module), name.c_str()), "cuModuleGetFunction", "kernel '" + name + "'", err))
+    if (!check(d.cuModuleGetFunction(&f, static_cast<CUmodule>(module),
+                                     name.c_str()),
+               "cuModuleGetFunction", "kernel '" + name + "'", err))
       return false;
     fn = f;
     return true;
   }
-  bool launch(void *fn, const std::string &name, const int64_t grid[3], const int64_t block[3], int64_t smem,
-              void **params, size_t numArgs, std::string &err) override {
+  bool launch(void *fn, const std::string &name, const int64_t grid[3],
+              const int64_t block[3], int64_t smem, void **params,
+              size_t numArgs, std::string &err) override {
     for (int i = 0; i < 3; ++i)
-      if (grid[i] > 0x7fffffff || block[i] > 1024) { err = "launch dims out of range for kernel '" + name + "'"; return false; }
+      if (grid[i] > 0x7fffffff || block[i] > 1024) {
+        err = "launch dims out of range for kernel '" + name + "'";
+        return false;
+      }
     if (smem > maxSmemOptin) {
-      err = "kernel '" + name + "' asks for " + std::to_string(smem) + " bytes of dynamic shared memory; " + name_() +
-            " allows at most " + std::to_string(maxSmemOptin);
+      err = "kernel '" + name + "' asks for " + std::to_string(smem) +
+            " bytes of dynamic shared memory; " + name_() + " allows at most " +
+            std::to_string(maxSmemOptin);
       return false;
     }
     CUfunction f = static_cast<CUfunction>(fn);
@@ -221,57 +314,77 @@ public:
     if (smem > 0) {
       int64_t &granted = smemGranted[fn];
       if (granted < smem) {
-        if (!check(d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-                   "cuFuncSetAttribute", "kernel '" + name + "', MAX_DYNAMIC_SHARED_SIZE_BYTES=" + std::to_string(smem),
+        if (!check(d.cuFuncSetAttribute(
+                       f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                       int(smem)),
+                   "cuFuncSetAttribute",
+                   "kernel '" + name + "', MAX_DYNAMIC_SHARED_SIZE_BYTES=" +
+                       std::to_string(smem),
                    err))
           return false;
         granted = smem;
       }
     }
     params[numArgs] = nullptr;
-    return check(d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]), unsigned(block[0]),
-                                  unsigned(block[1]), unsigned(block[2]), unsigned(smem),
-                                  capturing ? captureStream : nullptr, params, nullptr),
-                 "cuLaunchKernel", "kernel '" + name + "'", err);
+    return check(
+        d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
+                         unsigned(grid[2]), unsigned(block[0]),
+                         unsigned(block[1]), unsigned(block[2]), unsigned(smem),
+                         capturing ? captureStream : nullptr, params, nullptr),
+        "cuLaunchKernel", "kernel '" + name + "'", err);
   }
   std::string name_() const { return name(); }
   bool supportsGraphs() const override { return true; }
   bool beginCapture(std::string &err) override {
     if (!captureStream &&
-        !check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", "graph capture", err))
+        !check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
+               "cuStreamCreate", "graph capture", err))
       return false;
-    if (!check(d.cuStreamBeginCapture(captureStream, CU_STREAM_CAPTURE_MODE_RELAXED), "cuStreamBeginCapture", "", err))
+    if (!check(d.cuStreamBeginCapture(captureStream,
+                                      CU_STREAM_CAPTURE_MODE_RELAXED),
+               "cuStreamBeginCapture", "", err))
       return false;
     capturing = true;
     return true;
   }
   bool endCapture(void *&graph, std::string &err) override {
-    if (!capturing) { err = "not capturing"; return false; }
+    if (!capturing) {
+      err = "not capturing";
+      return false;
+    }
     capturing = false;
     CUgraph g = nullptr;
-    if (!check(d.cuStreamEndCapture(captureStream, &g), "cuStreamEndCapture", "", err)) return false;
+    if (!check(d.cuStreamEndCapture(captureStream, &g), "cuStreamEndCapture",
+               "", err))
+      return false;
     CUgraphExec exec = nullptr;
-    bool ok = check(d.cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiate", "", err);
+    bool ok = check(d.cuGraphInstantiateWithFlags(&exec, g, 0),
+                    "cuGraphInstantiate", "", err);
     d.cuGraphDestroy(g);
     graph = exec;
     return ok;
   }
   bool launchGraph(void *graph, std::string &err) override {
-    return check(d.cuGraphLaunch(static_cast<CUgraphExec>(graph), nullptr), "cuGraphLaunch", "", err);
+    return check(d.cuGraphLaunch(static_cast<CUgraphExec>(graph), nullptr),
+                 "cuGraphLaunch", "", err);
   }
-  void destroyGraph(void *graph) override { d.cuGraphExecDestroy(static_cast<CUgraphExec>(graph)); }
+  void destroyGraph(void *graph) override {
+    d.cuGraphExecDestroy(static_cast<CUgraphExec>(graph));
+  }
   bool synchronize(std::string &err) override {
-    return check(d.cuCtxSynchronize(), "cuCtxSynchronize", "a kernel failed asynchronously", err);
+    return check(d.cuCtxSynchronize(), "cuCtxSynchronize",
+                 "a kernel failed asynchronously", err);
   }
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Backend> createCudaBackend(int ordinal, std::string &err) {
   auto b = std::make_unique<CudaBackend>();
-  if (!b->init(ordinal, err)) return nullptr;
+  if (!b->init(ordinal, err))
+    return nullptr;
   return b;
 }
 
-}  // namespace rt
-}  // namespace k3
+} // namespace rt
+} // namespace k3

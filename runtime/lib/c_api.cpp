@@ -24,8 +24,7 @@ k3_status setError(k3_status s, const std::string &msg) {
   return s;
 }
 
-template <typename F>
-k3_status guard(F &&f) {
+template <typename F> k3_status guard(F &&f) {
   try {
     f();
     return K3_OK;
@@ -34,30 +33,36 @@ k3_status guard(F &&f) {
   } catch (const std::bad_alloc &) {
     return setError(K3_ERROR_INTERNAL, "out of host memory");
   } catch (const std::exception &e) {
-    return setError(K3_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+    return setError(K3_ERROR_INTERNAL,
+                    std::string("internal error: ") + e.what());
   } catch (...) {
     return setError(K3_ERROR_INTERNAL, "internal error");
   }
 }
 
-k3_status openBytes(const uint8_t *data, size_t size, const std::string &name, k3_artifact **out) {
+k3_status openBytes(const uint8_t *data, size_t size, const std::string &name,
+                    k3_artifact **out) {
   auto a = std::make_shared<artifact::Artifact>();
   std::string err;
-  if (!artifact::deserialize(data, size, *a, err)) return setError(K3_ERROR_FORMAT, name + ": " + err);
+  if (!artifact::deserialize(data, size, *a, err))
+    return setError(K3_ERROR_FORMAT, name + ": " + err);
   *out = new k3_artifact{a};
   return K3_OK;
 }
 
-void fillSpec(const artifact::Artifact &a, const artifact::TensorSpec &t, k3_tensor_spec *out) {
+void fillSpec(const artifact::Artifact &a, const artifact::TensorSpec &t,
+              k3_tensor_spec *out) {
   std::vector<int64_t> maxv;
-  for (auto &s : a.symbols) maxv.push_back(s.maxValue);
+  for (auto &s : a.symbols)
+    maxv.push_back(s.maxValue);
   out->name = t.name.c_str();
   out->dtype = k3_dtype(t.dtype);
   out->rank = int32_t(t.shape.size());
   for (size_t i = 0; i < t.shape.size() && i < K3_MAX_RANK; ++i) {
     int64_t v = -1;
     std::string err;
-    if (!artifact::evalDim(t.shape[i], maxv.data(), maxv.size(), v, err)) v = -1;
+    if (!artifact::evalDim(t.shape[i], maxv.data(), maxv.size(), v, err))
+      v = -1;
     out->max_shape[i] = v;
   }
 }
@@ -67,11 +72,12 @@ void fillView(const rt::OutputTensor &o, k3_tensor_view *out) {
   out->name = o.name.c_str();
   out->dtype = k3_dtype(o.dtype);
   out->rank = int32_t(o.shape.size());
-  for (size_t i = 0; i < o.shape.size() && i < K3_MAX_RANK; ++i) out->shape[i] = o.shape[i];
+  for (size_t i = 0; i < o.shape.size() && i < K3_MAX_RANK; ++i)
+    out->shape[i] = o.shape[i];
   out->data = o.data.data();
   out->nbytes = o.data.size();
 }
-}  // namespace
+} // namespace
 
 extern "C" {
 
@@ -79,69 +85,109 @@ int k3_runtime_api_version(void) { return K3_RUNTIME_API_VERSION; }
 const char *k3_last_error(void) { return g_lastError.c_str(); }
 const char *k3_status_name(k3_status s) {
   switch (s) {
-  case K3_OK: return "ok";
-  case K3_ERROR_INVALID_ARGUMENT: return "invalid argument";
-  case K3_ERROR_IO: return "I/O error";
-  case K3_ERROR_FORMAT: return "format error";
-  case K3_ERROR_NO_DEVICE: return "device unavailable";
-  case K3_ERROR_DEVICE: return "device error";
-  case K3_ERROR_WEIGHTS: return "weights error";
-  case K3_ERROR_INTERNAL: return "internal error";
+  case K3_OK:
+    return "ok";
+  case K3_ERROR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case K3_ERROR_IO:
+    return "I/O error";
+  case K3_ERROR_FORMAT:
+    return "format error";
+  case K3_ERROR_NO_DEVICE:
+    return "device unavailable";
+  case K3_ERROR_DEVICE:
+    return "device error";
+  case K3_ERROR_WEIGHTS:
+    return "weights error";
+  case K3_ERROR_INTERNAL:
+    return "internal error";
   }
   return "unknown status";
 }
 size_t k3_dtype_size(k3_dtype t) {
-  return unsigned(t) < artifact::kNumDTypes ? artifact::dtypeSize(artifact::DType(t)) : 0;
+  return unsigned(t) < artifact::kNumDTypes
+             ? artifact::dtypeSize(artifact::DType(t))
+             : 0;
 }
 const char *k3_dtype_name(k3_dtype t) {
-  return unsigned(t) < artifact::kNumDTypes ? artifact::dtypeName(artifact::DType(t)) : "invalid";
+  return unsigned(t) < artifact::kNumDTypes
+             ? artifact::dtypeName(artifact::DType(t))
+             : "invalid";
 }
 
 k3_status k3_artifact_open(const char *path, k3_artifact **out) {
-  if (!path || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_open: NULL argument");
+  if (!path || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_open: NULL argument");
   *out = nullptr;
   return guard([&] {
     std::vector<uint8_t> bytes;
     std::string err;
-    if (!k3::artifact::readWholeFile(path, bytes, err)) rt::fail(K3_ERROR_IO, err);
+    if (!k3::artifact::readWholeFile(path, bytes, err))
+      rt::fail(K3_ERROR_IO, err);
     k3_status s = openBytes(bytes.data(), bytes.size(), path, out);
-    if (s != K3_OK) rt::fail(s, g_lastError);
+    if (s != K3_OK)
+      rt::fail(s, g_lastError);
   });
 }
-k3_status k3_artifact_open_memory(const void *data, size_t size, k3_artifact **out) {
-  if ((!data && size) || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_open_memory: NULL argument");
+k3_status k3_artifact_open_memory(const void *data, size_t size,
+                                  k3_artifact **out) {
+  if ((!data && size) || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_open_memory: NULL argument");
   *out = nullptr;
   return guard([&] {
-    k3_status s = openBytes(static_cast<const uint8_t *>(data), size, "<memory>", out);
-    if (s != K3_OK) rt::fail(s, g_lastError);
+    k3_status s =
+        openBytes(static_cast<const uint8_t *>(data), size, "<memory>", out);
+    if (s != K3_OK)
+      rt::fail(s, g_lastError);
   });
 }
 void k3_artifact_close(k3_artifact *a) { delete a; }
 const char *k3_artifact_metadata(const k3_artifact *a, const char *key) {
-  if (!a || !key) return nullptr;
+  if (!a || !key)
+    return nullptr;
   const std::string *v = a->art->meta(key);
   return v ? v->c_str() : nullptr;
 }
-size_t k3_artifact_num_metadata(const k3_artifact *a) { return a ? a->art->metadata.size() : 0; }
+size_t k3_artifact_num_metadata(const k3_artifact *a) {
+  return a ? a->art->metadata.size() : 0;
+}
 const char *k3_artifact_metadata_key(const k3_artifact *a, size_t i) {
-  return a && i < a->art->metadata.size() ? a->art->metadata[i].first.c_str() : nullptr;
+  return a && i < a->art->metadata.size() ? a->art->metadata[i].first.c_str()
+                                          : nullptr;
 }
-size_t k3_artifact_num_entries(const k3_artifact *a) { return a ? a->art->entries.size() : 0; }
+size_t k3_artifact_num_entries(const k3_artifact *a) {
+  return a ? a->art->entries.size() : 0;
+}
 const char *k3_artifact_entry_name(const k3_artifact *a, size_t i) {
-  return a && i < a->art->entries.size() ? a->art->entries[i].name.c_str() : nullptr;
+  return a && i < a->art->entries.size() ? a->art->entries[i].name.c_str()
+                                         : nullptr;
 }
-size_t k3_artifact_num_weights(const k3_artifact *a) { return a ? a->art->weights.size() : 0; }
-size_t k3_artifact_num_symbols(const k3_artifact *a) { return a ? a->art->symbols.size() : 0; }
+size_t k3_artifact_num_weights(const k3_artifact *a) {
+  return a ? a->art->weights.size() : 0;
+}
+size_t k3_artifact_num_symbols(const k3_artifact *a) {
+  return a ? a->art->symbols.size() : 0;
+}
 const char *k3_artifact_symbol_name(const k3_artifact *a, size_t i) {
-  return a && i < a->art->symbols.size() ? a->art->symbols[i].name.c_str() : nullptr;
+  return a && i < a->art->symbols.size() ? a->art->symbols[i].name.c_str()
+                                         : nullptr;
 }
 int64_t k3_artifact_symbol_max(const k3_artifact *a, size_t i) {
   return a && i < a->art->symbols.size() ? a->art->symbols[i].maxValue : -1;
 }
-size_t k3_artifact_num_buffers(const k3_artifact *a) { return a ? a->art->buffers.size() : 0; }
-k3_status k3_artifact_buffer_info(const k3_artifact *a, size_t id, k3_buffer_info *out) {
-  if (!a || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_buffer_info: NULL argument");
-  if (id >= a->art->buffers.size()) return setError(K3_ERROR_INVALID_ARGUMENT, "buffer id " + std::to_string(id) + " out of range");
+size_t k3_artifact_num_buffers(const k3_artifact *a) {
+  return a ? a->art->buffers.size() : 0;
+}
+k3_status k3_artifact_buffer_info(const k3_artifact *a, size_t id,
+                                  k3_buffer_info *out) {
+  if (!a || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_buffer_info: NULL argument");
+  if (id >= a->art->buffers.size())
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "buffer id " + std::to_string(id) + " out of range");
   const auto &b = a->art->buffers[id];
   out->name = b.name.c_str();
   out->kind = k3_buffer_kind(b.kind);
@@ -155,23 +201,33 @@ size_t k3_artifact_entry_num_inputs(const k3_artifact *a, size_t e) {
   return a && e < a->art->entries.size() ? a->art->entries[e].inputs.size() : 0;
 }
 size_t k3_artifact_entry_num_outputs(const k3_artifact *a, size_t e) {
-  return a && e < a->art->entries.size() ? a->art->entries[e].outputs.size() : 0;
+  return a && e < a->art->entries.size() ? a->art->entries[e].outputs.size()
+                                         : 0;
 }
-k3_status k3_artifact_entry_input(const k3_artifact *a, size_t e, size_t i, k3_tensor_spec *out) {
-  if (!a || !out || e >= a->art->entries.size() || i >= a->art->entries[e].inputs.size())
-    return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_entry_input: index out of range");
+k3_status k3_artifact_entry_input(const k3_artifact *a, size_t e, size_t i,
+                                  k3_tensor_spec *out) {
+  if (!a || !out || e >= a->art->entries.size() ||
+      i >= a->art->entries[e].inputs.size())
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_entry_input: index out of range");
   fillSpec(*a->art, a->art->entries[e].inputs[i], out);
   return K3_OK;
 }
-k3_status k3_artifact_entry_output(const k3_artifact *a, size_t e, size_t i, k3_tensor_spec *out) {
-  if (!a || !out || e >= a->art->entries.size() || i >= a->art->entries[e].outputs.size())
-    return setError(K3_ERROR_INVALID_ARGUMENT, "k3_artifact_entry_output: index out of range");
+k3_status k3_artifact_entry_output(const k3_artifact *a, size_t e, size_t i,
+                                   k3_tensor_spec *out) {
+  if (!a || !out || e >= a->art->entries.size() ||
+      i >= a->art->entries[e].outputs.size())
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_entry_output: index out of range");
   fillSpec(*a->art, a->art->entries[e].outputs[i], out);
   return K3_OK;
 }
 
-k3_status k3_session_create(const k3_artifact *a, const char *device, k3_session **out) {
-  if (!a || !device || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_create: NULL argument");
+k3_status k3_session_create(const k3_artifact *a, const char *device,
+                            k3_session **out) {
+  if (!a || !device || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_create: NULL argument");
   *out = nullptr;
   return guard([&] {
     auto s = std::make_unique<rt::Session>(a->art, device);
@@ -179,56 +235,89 @@ k3_status k3_session_create(const k3_artifact *a, const char *device, k3_session
   });
 }
 void k3_session_destroy(k3_session *s) { delete s; }
-const char *k3_session_device_name(const k3_session *s) { return s ? s->s->deviceName().c_str() : ""; }
-k3_status k3_session_load_weights(k3_session *s, const char *const *paths, size_t n) {
-  if (!s || (n && !paths)) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_load_weights: NULL argument");
+const char *k3_session_device_name(const k3_session *s) {
+  return s ? s->s->deviceName().c_str() : "";
+}
+k3_status k3_session_load_weights(k3_session *s, const char *const *paths,
+                                  size_t n) {
+  if (!s || (n && !paths))
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_load_weights: NULL argument");
   return guard([&] {
     std::vector<std::string> p;
     for (size_t i = 0; i < n; ++i) {
-      if (!paths[i]) rt::fail(K3_ERROR_INVALID_ARGUMENT, "weight path " + std::to_string(i) + " is NULL");
+      if (!paths[i])
+        rt::fail(K3_ERROR_INVALID_ARGUMENT,
+                 "weight path " + std::to_string(i) + " is NULL");
       p.push_back(paths[i]);
     }
     s->s->loadWeights(p);
   });
 }
 k3_status k3_session_init_random_weights(k3_session *s, uint64_t seed) {
-  if (!s) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_init_random_weights: NULL session");
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_init_random_weights: NULL session");
   return guard([&] { s->s->initRandomWeights(seed); });
 }
 k3_status k3_session_reset_state(k3_session *s, int64_t slot) {
-  if (!s) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_reset_state: NULL session");
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_reset_state: NULL session");
   return guard([&] { s->s->resetState(slot); });
 }
 double k3_session_last_launch_ms(const k3_session *s) {
   return s && s->s ? s->s->lastLaunchMs() : 0.0;
 }
 
-void k3_session_graph_stats(const k3_session *s, size_t *captured, size_t *replayed) {
-  if (captured) *captured = s && s->s ? s->s->graphsCaptured() : 0;
-  if (replayed) *replayed = s && s->s ? s->s->graphReplays() : 0;
+void k3_session_graph_stats(const k3_session *s, size_t *captured,
+                            size_t *replayed) {
+  if (captured)
+    *captured = s && s->s ? s->s->graphsCaptured() : 0;
+  if (replayed)
+    *replayed = s && s->s ? s->s->graphReplays() : 0;
 }
 
-k3_status k3_session_run(k3_session *s, const char *entry, const k3_symbol_value *syms, size_t nsyms,
+k3_status k3_session_run(k3_session *s, const char *entry,
+                         const k3_symbol_value *syms, size_t nsyms,
                          const k3_host_tensor *inputs, size_t ninputs) {
-  if (!s || !entry) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_run: NULL argument");
+  if (!s || !entry)
+    return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_run: NULL argument");
   return guard([&] { s->s->run(entry, syms, nsyms, inputs, ninputs); });
 }
-size_t k3_session_num_outputs(const k3_session *s) { return s ? s->s->outputs().size() : 0; }
-k3_status k3_session_output(const k3_session *s, size_t i, k3_tensor_view *out) {
-  if (!s || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_output: NULL argument");
-  if (i >= s->s->outputs().size()) return setError(K3_ERROR_INVALID_ARGUMENT, "output index " + std::to_string(i) + " out of range");
+size_t k3_session_num_outputs(const k3_session *s) {
+  return s ? s->s->outputs().size() : 0;
+}
+k3_status k3_session_output(const k3_session *s, size_t i,
+                            k3_tensor_view *out) {
+  if (!s || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_output: NULL argument");
+  if (i >= s->s->outputs().size())
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "output index " + std::to_string(i) + " out of range");
   fillView(s->s->outputs()[i], out);
   return K3_OK;
 }
-k3_status k3_session_find_output(const k3_session *s, const char *name, k3_tensor_view *out) {
-  if (!s || !name || !out) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_find_output: NULL argument");
+k3_status k3_session_find_output(const k3_session *s, const char *name,
+                                 k3_tensor_view *out) {
+  if (!s || !name || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_find_output: NULL argument");
   for (auto &o : s->s->outputs())
-    if (o.name == name) { fillView(o, out); return K3_OK; }
-  return setError(K3_ERROR_INVALID_ARGUMENT, std::string("no output '") + name + "' from the last run");
+    if (o.name == name) {
+      fillView(o, out);
+      return K3_OK;
+    }
+  return setError(K3_ERROR_INVALID_ARGUMENT,
+                  std::string("no output '") + name + "' from the last run");
 }
-k3_status k3_session_read_buffer(k3_session *s, size_t id, void *dst, size_t nbytes) {
-  if (!s) return setError(K3_ERROR_INVALID_ARGUMENT, "k3_session_read_buffer: NULL session");
+k3_status k3_session_read_buffer(k3_session *s, size_t id, void *dst,
+                                 size_t nbytes) {
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_read_buffer: NULL session");
   return guard([&] { s->s->readBuffer(id, dst, nbytes); });
 }
 
-}  // extern "C"
+} // extern "C"

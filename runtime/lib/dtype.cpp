@@ -8,7 +8,8 @@ namespace k3 {
 uint16_t floatToBf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);  // quiet NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return uint16_t((x >> 16) | 0x40); // quiet NaN
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return uint16_t((x + rounding) >> 16);
 }
@@ -25,21 +26,26 @@ uint16_t floatToF16(float f) {
   memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
-  if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf (>= 65520)
-  if (absx < 0x38800000u) {                                  // subnormal or zero in f16
+  if (absx > 0x7f800000u)
+    return uint16_t(sign | 0x7e00u); // NaN
+  if (absx >= 0x477ff000u)
+    return uint16_t(sign | 0x7c00u); // overflow -> inf (>= 65520)
+  if (absx < 0x38800000u) {          // subnormal or zero in f16
     // value = absx as float; f16 subnormal unit is 2^-24.
     float a;
     memcpy(&a, &absx, 4);
-    float scaled = a * 16777216.0f;  // / 2^-24, exact power-of-two scale
-    uint32_t m = uint32_t(std::nearbyint(scaled));  // default rounding: to nearest even
-    return uint16_t(sign | m);  // m may be 0x400 which correctly becomes the min normal
+    float scaled = a * 16777216.0f; // / 2^-24, exact power-of-two scale
+    uint32_t m =
+        uint32_t(std::nearbyint(scaled)); // default rounding: to nearest even
+    return uint16_t(sign |
+                    m); // m may be 0x400 which correctly becomes the min normal
   }
   uint32_t exp = ((absx >> 23) - 127 + 15);
   uint32_t mant = absx & 0x7fffffu;
   uint32_t h = (exp << 10) | (mant >> 13);
   uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carries into exponent correctly
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h; // carries into exponent correctly
   return uint16_t(sign | h);
 }
 
@@ -69,36 +75,58 @@ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-void randomInit(const artifact::Weight &w, uint64_t seed, void *out, size_t numel) {
+void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
+                size_t numel) {
   using artifact::DType;
   using artifact::InitKind;
-  const uint64_t base = splitmix64(seed ^ artifact::fnv1a64(w.name.data(), w.name.size()));
-  auto u = [&](uint64_t k) { return double(splitmix64(base + k) >> 11) * 0x1.0p-53; };
+  const uint64_t base =
+      splitmix64(seed ^ artifact::fnv1a64(w.name.data(), w.name.size()));
+  auto u = [&](uint64_t k) {
+    return double(splitmix64(base + k) >> 11) * 0x1.0p-53;
+  };
   InitKind kind = w.init.kind;
   double param = w.init.param;
   if (kind == InitKind::Unspecified) {
-    if (w.dtype == DType::I32) { kind = InitKind::Constant; param = 0.0; }
-    else { kind = InitKind::Normal; param = 0.02; }
+    if (w.dtype == DType::I32) {
+      kind = InitKind::Constant;
+      param = 0.0;
+    } else {
+      kind = InitKind::Normal;
+      param = 0.02;
+    }
   }
   const double kTwoPi = 6.283185307179586476925286766559;
   for (size_t j = 0; j < numel; ++j) {
     double v;
     switch (kind) {
     case InitKind::Normal:
-      v = param * std::sqrt(-2.0 * std::log(1.0 - u(2 * j))) * std::cos(kTwoPi * u(2 * j + 1));
+      v = param * std::sqrt(-2.0 * std::log(1.0 - u(2 * j))) *
+          std::cos(kTwoPi * u(2 * j + 1));
       break;
-    case InitKind::Uniform: v = param * (2.0 * u(j) - 1.0); break;
-    default: v = param; break;
+    case InitKind::Uniform:
+      v = param * (2.0 * u(j) - 1.0);
+      break;
+    default:
+      v = param;
+      break;
     }
     float f = float(v);
     switch (w.dtype) {
-    case DType::F32: static_cast<float *>(out)[j] = f; break;
-    case DType::BF16: static_cast<uint16_t *>(out)[j] = floatToBf16(f); break;
-    case DType::F16: static_cast<uint16_t *>(out)[j] = floatToF16(f); break;
+    case DType::F32:
+      static_cast<float *>(out)[j] = f;
+      break;
+    case DType::BF16:
+      static_cast<uint16_t *>(out)[j] = floatToBf16(f);
+      break;
+    case DType::F16:
+      static_cast<uint16_t *>(out)[j] = floatToF16(f);
+      break;
     case DType::I32: {
       double r = std::nearbyint(v);
-      if (r > 2147483647.0) r = 2147483647.0;
-      if (r < -2147483648.0) r = -2147483648.0;
+      if (r > 2147483647.0)
+        r = 2147483647.0;
+      if (r < -2147483648.0)
+        r = -2147483648.0;
       static_cast<int32_t *>(out)[j] = int32_t(r);
       break;
     }
@@ -106,4 +134,4 @@ void randomInit(const artifact::Weight &w, uint64_t seed, void *out, size_t nume
   }
 }
 
-}  // namespace k3
+} // namespace k3

@@ -1,8 +1,8 @@
 // Session: allocation per the plan, weights, and in-order execution of an
 // entry point's launches on one backend.
+#include "session.h"
 #include <chrono>
 #include <cstdlib>
-#include "session.h"
 
 #include <cstring>
 
@@ -20,32 +20,37 @@ namespace {
 
 std::string shapeStr(const std::vector<int64_t> &s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
 }
 
 uint64_t weightBytes(const Weight &w) {
   uint64_t n = dtypeSize(w.dtype);
-  for (int64_t d : w.shape) n *= uint64_t(d);
+  for (int64_t d : w.shape)
+    n *= uint64_t(d);
   return n;
 }
 uint64_t weightNumel(const Weight &w) {
   uint64_t n = 1;
-  for (int64_t d : w.shape) n *= uint64_t(d);
+  for (int64_t d : w.shape)
+    n *= uint64_t(d);
   return n;
 }
 
 void noteDim(const DimExpr &d, std::vector<bool> &syms) {
-  if (!d.isConstant() && d.sym < syms.size()) syms[d.sym] = true;
+  if (!d.isConstant() && d.sym < syms.size())
+    syms[d.sym] = true;
 }
 
-}  // namespace
+} // namespace
 
-Session::Session(std::shared_ptr<const Artifact> art, const std::string &device) : art_(std::move(art)) {
+Session::Session(std::shared_ptr<const Artifact> art, const std::string &device)
+    : art_(std::move(art)) {
   try {
     init(device);
   } catch (...) {
-    cleanup();  // the destructor does not run when a constructor throws
+    cleanup(); // the destructor does not run when a constructor throws
     throw;
   }
 }
@@ -61,79 +66,125 @@ void Session::init(const std::string &device) {
     if (!rest.empty()) {
       if (rest[0] != ':' || rest.size() < 2 || rest.size() > 4 ||
           rest.find_first_not_of("0123456789", 1) != std::string::npos)
-        fail(K3_ERROR_INVALID_ARGUMENT, "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
+        fail(K3_ERROR_INVALID_ARGUMENT,
+             "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
       ordinal = atoi(rest.c_str() + 1);
     }
     be_ = createCudaBackend(ordinal, err);
-    if (!be_) fail(K3_ERROR_NO_DEVICE, err);
+    if (!be_)
+      fail(K3_ERROR_NO_DEVICE, err);
   } else {
-    fail(K3_ERROR_INVALID_ARGUMENT, "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
   }
-  if (!be_) fail(K3_ERROR_NO_DEVICE, err);
+  if (!be_)
+    fail(K3_ERROR_NO_DEVICE, err);
   deviceName_ = be_->name();
 
   // This runtime executes single-device plans (device index 0).
   for (auto &b : a.buffers)
-    if (b.device != 0) fail(K3_ERROR_INVALID_ARGUMENT, "buffer '" + b.name + "' is placed on device " + std::to_string(b.device) + ": multi-device plans are not supported by this runtime yet");
+    if (b.device != 0)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "buffer '" + b.name + "' is placed on device " +
+               std::to_string(b.device) +
+               ": multi-device plans are not supported by this runtime yet");
   for (auto &w : a.weights)
-    if (w.device != 0) fail(K3_ERROR_INVALID_ARGUMENT, "weight '" + w.name + "' is placed on device " + std::to_string(w.device) + ": multi-device plans are not supported by this runtime yet");
+    if (w.device != 0)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "weight '" + w.name + "' is placed on device " +
+               std::to_string(w.device) +
+               ": multi-device plans are not supported by this runtime yet");
 
   // Load the kernel objects this device can run.
   std::vector<std::string> why(a.objects.size());
   modules_.assign(a.objects.size(), nullptr);
   for (size_t i = 0; i < a.objects.size(); ++i) {
-    if (!be_->supportsTarget(a.objects[i].target, why[i])) continue;
+    if (!be_->supportsTarget(a.objects[i].target, why[i]))
+      continue;
     bool used = false;
-    for (auto &e : a.entries) for (auto &l : e.launches) used |= (l.object == i);
-    if (!used) continue;
-    if (!be_->loadObject(a.objects[i], i, modules_[i], err)) fail(K3_ERROR_DEVICE, err);
+    for (auto &e : a.entries)
+      for (auto &l : e.launches)
+        used |= (l.object == i);
+    if (!used)
+      continue;
+    if (!be_->loadObject(a.objects[i], i, modules_[i], err))
+      fail(K3_ERROR_DEVICE, err);
   }
-  // Resolve every launch's kernel; an entry is runnable when all its objects loaded.
+  // Resolve every launch's kernel; an entry is runnable when all its objects
+  // loaded.
   kernels_.resize(a.entries.size());
   unrunnable_.resize(a.entries.size());
-  entrySyms_.assign(a.entries.size(), std::vector<bool>(a.symbols.size(), false));
-  entryWeights_.assign(a.entries.size(), std::vector<bool>(a.weights.size(), false));
+  entrySyms_.assign(a.entries.size(),
+                    std::vector<bool>(a.symbols.size(), false));
+  entryWeights_.assign(a.entries.size(),
+                       std::vector<bool>(a.weights.size(), false));
   size_t runnable = 0;
   for (size_t ei = 0; ei < a.entries.size(); ++ei) {
     const Entry &e = a.entries[ei];
-    for (auto &t : e.inputs) for (auto &d : t.shape) noteDim(d, entrySyms_[ei]);
-    for (auto &t : e.outputs) for (auto &d : t.shape) noteDim(d, entrySyms_[ei]);
+    for (auto &t : e.inputs)
+      for (auto &d : t.shape)
+        noteDim(d, entrySyms_[ei]);
+    for (auto &t : e.outputs)
+      for (auto &d : t.shape)
+        noteDim(d, entrySyms_[ei]);
     for (size_t li = 0; li < e.launches.size(); ++li) {
       const Launch &l = e.launches[li];
-      for (int k = 0; k < 3; ++k) { noteDim(l.grid[k], entrySyms_[ei]); noteDim(l.block[k], entrySyms_[ei]); }
+      for (int k = 0; k < 3; ++k) {
+        noteDim(l.grid[k], entrySyms_[ei]);
+        noteDim(l.block[k], entrySyms_[ei]);
+      }
       noteDim(l.sharedMemBytes, entrySyms_[ei]);
       for (auto &g : l.args) {
-        if (g.kind == ArgKind::Symbol) entrySyms_[ei][g.index] = true;
-        if (g.kind == ArgKind::Weight) entryWeights_[ei][g.index] = true;
+        if (g.kind == ArgKind::Symbol)
+          entrySyms_[ei][g.index] = true;
+        if (g.kind == ArgKind::Weight)
+          entryWeights_[ei][g.index] = true;
       }
       void *fn = nullptr;
       if (!modules_[l.object]) {
         if (unrunnable_[ei].empty())
-          unrunnable_[ei] = "entry '" + e.name + "' launch " + std::to_string(li) + " ('" + l.kernel + "') uses kernel object " +
+          unrunnable_[ei] = "entry '" + e.name + "' launch " +
+                            std::to_string(li) + " ('" + l.kernel +
+                            "') uses kernel object " +
                             std::to_string(l.object) + ": " + why[l.object];
       } else if (!be_->getKernel(modules_[l.object], l.kernel, fn, err)) {
-        fail(K3_ERROR_FORMAT, "entry '" + e.name + "' launch " + std::to_string(li) + ": kernel object " + std::to_string(l.object) + ": " + err);
+        fail(K3_ERROR_FORMAT, "entry '" + e.name + "' launch " +
+                                  std::to_string(li) + ": kernel object " +
+                                  std::to_string(l.object) + ": " + err);
       }
       kernels_[ei].push_back(fn);
     }
-    if (unrunnable_[ei].empty()) ++runnable;
+    if (unrunnable_[ei].empty())
+      ++runnable;
   }
   if (!a.entries.empty() && runnable == 0) {
     std::string targets;
-    for (auto &o : a.objects) if (targets.find("'" + o.target + "'") == std::string::npos) targets += (targets.empty() ? "'" : ", '") + o.target + "'";
-    fail(K3_ERROR_NO_DEVICE, "artifact has no kernels for device " + deviceName_ + " (its targets: " + targets + "); " + unrunnable_[0]);
+    for (auto &o : a.objects)
+      if (targets.find("'" + o.target + "'") == std::string::npos)
+        targets += (targets.empty() ? "'" : ", '") + o.target + "'";
+    fail(K3_ERROR_NO_DEVICE, "artifact has no kernels for device " +
+                                 deviceName_ + " (its targets: " + targets +
+                                 "); " + unrunnable_[0]);
   }
 
   // Allocate: one arena for all activation scratch, own allocations otherwise.
   uint64_t arenaSize = 0;
   for (auto &b : a.buffers)
-    if (b.kind == BufferKind::Arena) arenaSize = std::max(arenaSize, b.arenaOffset + b.size);
-  if (arenaSize && !be_->alloc(arenaSize, arena_, err)) fail(K3_ERROR_DEVICE, "allocating the " + std::to_string(arenaSize) + "-byte arena: " + err);
+    if (b.kind == BufferKind::Arena)
+      arenaSize = std::max(arenaSize, b.arenaOffset + b.size);
+  if (arenaSize && !be_->alloc(arenaSize, arena_, err))
+    fail(K3_ERROR_DEVICE,
+         "allocating the " + std::to_string(arenaSize) + "-byte arena: " + err);
   bufPtr_.resize(a.buffers.size());
   for (size_t i = 0; i < a.buffers.size(); ++i) {
     const Buffer &b = a.buffers[i];
-    if (b.kind == BufferKind::Arena) { bufPtr_[i] = arena_ + b.arenaOffset; continue; }
-    if (!be_->alloc(b.size, bufPtr_[i], err)) fail(K3_ERROR_DEVICE, "allocating buffer '" + b.name + "' (" + std::to_string(b.size) + " bytes): " + err);
+    if (b.kind == BufferKind::Arena) {
+      bufPtr_[i] = arena_ + b.arenaOffset;
+      continue;
+    }
+    if (!be_->alloc(b.size, bufPtr_[i], err))
+      fail(K3_ERROR_DEVICE, "allocating buffer '" + b.name + "' (" +
+                                std::to_string(b.size) + " bytes): " + err);
     ownAllocs_.push_back(bufPtr_[i]);
   }
   weightPtr_.assign(a.weights.size(), 0);
@@ -145,23 +196,37 @@ void Session::init(const std::string &device) {
 Session::~Session() { cleanup(); }
 
 void Session::cleanup() {
-  if (!be_) return;
-  for (LaunchGraph &g : graphs_) be_->destroyGraph(g.exec);
+  if (!be_)
+    return;
+  for (LaunchGraph &g : graphs_)
+    be_->destroyGraph(g.exec);
   graphs_.clear();
-  for (uint64_t &p : weightPtr_) if (p) { be_->release(p); p = 0; }
-  for (uint64_t p : ownAllocs_) be_->release(p);
+  for (uint64_t &p : weightPtr_)
+    if (p) {
+      be_->release(p);
+      p = 0;
+    }
+  for (uint64_t p : ownAllocs_)
+    be_->release(p);
   ownAllocs_.clear();
-  if (arena_) be_->release(arena_);
+  if (arena_)
+    be_->release(arena_);
   arena_ = 0;
-  for (void *&m : modules_) if (m) { be_->unloadObject(m); m = nullptr; }
+  for (void *&m : modules_)
+    if (m) {
+      be_->unloadObject(m);
+      m = nullptr;
+    }
 }
 
 void Session::uploadWeight(size_t i, const void *host) {
   const Weight &w = art_->weights[i];
   uint64_t bytes = weightBytes(w);
   std::string err;
-  if (!weightPtr_[i] && !be_->alloc(bytes, weightPtr_[i], err)) fail(K3_ERROR_DEVICE, "allocating weight '" + w.name + "': " + err);
-  if (!be_->upload(weightPtr_[i], host, bytes, err)) fail(K3_ERROR_DEVICE, "uploading weight '" + w.name + "': " + err);
+  if (!weightPtr_[i] && !be_->alloc(bytes, weightPtr_[i], err))
+    fail(K3_ERROR_DEVICE, "allocating weight '" + w.name + "': " + err);
+  if (!be_->upload(weightPtr_[i], host, bytes, err))
+    fail(K3_ERROR_DEVICE, "uploading weight '" + w.name + "': " + err);
   weightLoaded_[i] = true;
 }
 
@@ -170,29 +235,39 @@ namespace {
 /// tensor of shape `want`: equal shapes, equal after dropping unit
 /// dimensions (Kimi Linear stores A_log as [1, 1, H, 1]), or a flat `want`
 /// of the same size (transformers' dt_bias [H, d] for [H * d]).
-bool sameLayout(const std::vector<int64_t> &got, const std::vector<int64_t> &want) {
-  if (got == want) return true;
+bool sameLayout(const std::vector<int64_t> &got,
+                const std::vector<int64_t> &want) {
+  if (got == want)
+    return true;
   auto squeeze = [](const std::vector<int64_t> &s) {
     std::vector<int64_t> r;
-    for (int64_t d : s) if (d != 1) r.push_back(d);
+    for (int64_t d : s)
+      if (d != 1)
+        r.push_back(d);
     return r;
   };
-  if (squeeze(got) == squeeze(want)) return true;
+  if (squeeze(got) == squeeze(want))
+    return true;
   int64_t n = 1;
-  for (int64_t d : got) n *= d;
+  for (int64_t d : got)
+    n *= d;
   return want.size() == 1 && n == want[0];
 }
-}  // namespace
+} // namespace
 
 void Session::loadWeights(const std::vector<std::string> &paths) {
-  if (paths.empty()) fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
+  if (paths.empty())
+    fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
   st::Collection c;
   std::string err, names;
   for (auto &p : paths) {
     names += (names.empty() ? "" : ", ") + p;
     bool isIndex = p.size() >= 5 && p.compare(p.size() - 5, 5, ".json") == 0;
     bool ok = isIndex ? c.open(p, err) : c.addFile(p, err);
-    if (!ok) fail(err.find("cannot open") != std::string::npos ? K3_ERROR_IO : K3_ERROR_FORMAT, err);
+    if (!ok)
+      fail(err.find("cannot open") != std::string::npos ? K3_ERROR_IO
+                                                        : K3_ERROR_FORMAT,
+           err);
   }
   const Artifact &a = *art_;
   // A weight is one checkpoint tensor, or for a name with the "{expert}"
@@ -211,7 +286,8 @@ void Session::loadWeights(const std::vector<std::string> &paths) {
       return out;
     }
     for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
-      std::string n = w.name.substr(0, at) + std::to_string(e) + w.name.substr(at + kExpert.size());
+      std::string n = w.name.substr(0, at) + std::to_string(e) +
+                      w.name.substr(at + kExpert.size());
       out.push_back({n, lookup(n)});
     }
     return out;
@@ -219,11 +295,18 @@ void Session::loadWeights(const std::vector<std::string> &paths) {
   // Validate everything before touching device memory.
   for (auto &w : a.weights) {
     bool stacked = w.name.find("{expert}") != std::string::npos;
-    std::vector<int64_t> partShape = stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end()) : w.shape;
+    std::vector<int64_t> partShape =
+        stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
+                : w.shape;
     for (auto &[n, t] : parts(w)) {
-      if (!t) fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) + " " + shapeStr(partShape) + ") not found in " + names);
+      if (!t)
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) +
+                                   " " + shapeStr(partShape) +
+                                   ") not found in " + names);
       if (!sameLayout(t->shape, partShape))
-        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' has shape " + shapeStr(t->shape) + " in " + t->file + " but the artifact expects " + shapeStr(partShape));
+        fail(K3_ERROR_WEIGHTS,
+             "weight '" + n + "' has shape " + shapeStr(t->shape) + " in " +
+                 t->file + " but the artifact expects " + shapeStr(partShape));
     }
   }
   std::vector<uint8_t> host;
@@ -233,7 +316,8 @@ void Session::loadWeights(const std::vector<std::string> &paths) {
     auto ps = parts(w);
     uint64_t partBytes = ps.empty() ? 0 : weightBytes(w) / ps.size();
     for (size_t e = 0; e < ps.size(); ++e)
-      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes, err))
+      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes,
+                       err))
         fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
     uploadWeight(i, host.data());
   }
@@ -254,111 +338,166 @@ void Session::resetState(int64_t slot) {
   bool any = false;
   for (size_t i = 0; i < art_->buffers.size(); ++i) {
     const Buffer &b = art_->buffers[i];
-    if (b.kind != BufferKind::State) continue;
+    if (b.kind != BufferKind::State)
+      continue;
     if (slot < 0) {
-      if (!be_->zero(bufPtr_[i], b.size, err)) fail(K3_ERROR_DEVICE, "resetting state '" + b.name + "': " + err);
+      if (!be_->zero(bufPtr_[i], b.size, err))
+        fail(K3_ERROR_DEVICE, "resetting state '" + b.name + "': " + err);
       any = true;
     } else if (b.perSeqStride) {
       uint64_t slots = b.size / b.perSeqStride;
       if (uint64_t(slot) >= slots)
-        fail(K3_ERROR_INVALID_ARGUMENT, "sequence slot " + std::to_string(slot) + " out of range: state buffer '" + b.name + "' has " + std::to_string(slots) + " slots");
-      if (!be_->zero(bufPtr_[i] + uint64_t(slot) * b.perSeqStride, b.perSeqStride, err)) fail(K3_ERROR_DEVICE, "resetting state '" + b.name + "': " + err);
+        fail(K3_ERROR_INVALID_ARGUMENT,
+             "sequence slot " + std::to_string(slot) +
+                 " out of range: state buffer '" + b.name + "' has " +
+                 std::to_string(slots) + " slots");
+      if (!be_->zero(bufPtr_[i] + uint64_t(slot) * b.perSeqStride,
+                     b.perSeqStride, err))
+        fail(K3_ERROR_DEVICE, "resetting state '" + b.name + "': " + err);
       any = true;
     }
   }
   (void)any;
 }
 
-void Session::run(const std::string &entryName, const k3_symbol_value *syms, size_t nsyms,
-                  const k3_host_tensor *inputs, size_t ninputs) {
+void Session::run(const std::string &entryName, const k3_symbol_value *syms,
+                  size_t nsyms, const k3_host_tensor *inputs, size_t ninputs) {
   const Artifact &a = *art_;
   outputs_.clear();
   int ei = a.findEntry(entryName);
   if (ei < 0) {
     std::string list;
-    for (auto &e : a.entries) list += (list.empty() ? "" : ", ") + e.name;
-    fail(K3_ERROR_INVALID_ARGUMENT, "unknown entry point '" + entryName + "' (artifact has: " + list + ")");
+    for (auto &e : a.entries)
+      list += (list.empty() ? "" : ", ") + e.name;
+    fail(K3_ERROR_INVALID_ARGUMENT, "unknown entry point '" + entryName +
+                                        "' (artifact has: " + list + ")");
   }
   const Entry &e = a.entries[size_t(ei)];
-  if (!unrunnable_[size_t(ei)].empty()) fail(K3_ERROR_NO_DEVICE, unrunnable_[size_t(ei)]);
+  if (!unrunnable_[size_t(ei)].empty())
+    fail(K3_ERROR_NO_DEVICE, unrunnable_[size_t(ei)]);
   std::vector<std::string> symNames;
-  for (auto &s : a.symbols) symNames.push_back(s.name);
+  for (auto &s : a.symbols)
+    symNames.push_back(s.name);
 
   // Symbols.
   std::vector<int64_t> sv(a.symbols.size(), 0);
   std::vector<bool> given(a.symbols.size(), false);
-  if (nsyms && !syms) fail(K3_ERROR_INVALID_ARGUMENT, "symbols is NULL");
+  if (nsyms && !syms)
+    fail(K3_ERROR_INVALID_ARGUMENT, "symbols is NULL");
   for (size_t i = 0; i < nsyms; ++i) {
-    if (!syms[i].name) fail(K3_ERROR_INVALID_ARGUMENT, "symbol " + std::to_string(i) + " has a NULL name");
+    if (!syms[i].name)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "symbol " + std::to_string(i) + " has a NULL name");
     int s = a.findSymbol(syms[i].name);
-    if (s < 0) fail(K3_ERROR_INVALID_ARGUMENT, std::string("unknown symbol '") + syms[i].name + "'");
-    if (given[size_t(s)]) fail(K3_ERROR_INVALID_ARGUMENT, std::string("symbol '") + syms[i].name + "' given twice");
+    if (s < 0)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string("unknown symbol '") + syms[i].name + "'");
+    if (given[size_t(s)])
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string("symbol '") + syms[i].name + "' given twice");
     const Symbol &S = a.symbols[size_t(s)];
     if (syms[i].value < 0 || syms[i].value > S.maxValue)
-      fail(K3_ERROR_INVALID_ARGUMENT, "symbol '" + S.name + "' = " + std::to_string(syms[i].value) +
-                                          " is outside the compiled range [0, " + std::to_string(S.maxValue) + "]");
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "symbol '" + S.name + "' = " + std::to_string(syms[i].value) +
+               " is outside the compiled range [0, " +
+               std::to_string(S.maxValue) + "]");
     sv[size_t(s)] = syms[i].value;
     given[size_t(s)] = true;
   }
   for (size_t s = 0; s < a.symbols.size(); ++s)
     if (entrySyms_[size_t(ei)][s] && !given[s])
-      fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name + "' needs a value for symbol '" + a.symbols[s].name + "'");
+      fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name +
+                                          "' needs a value for symbol '" +
+                                          a.symbols[s].name + "'");
   auto evalShape = [&](const TensorSpec &t, const char *what) {
     std::vector<int64_t> shape;
     std::string err;
     unsigned __int128 bytes = dtypeSize(t.dtype);
     for (auto &d : t.shape) {
       int64_t v;
-      if (!evalDim(d, sv.data(), sv.size(), v, err)) fail(K3_ERROR_INVALID_ARGUMENT, std::string(what) + " '" + t.name + "': " + err);
-      if (v < 0) fail(K3_ERROR_INVALID_ARGUMENT, std::string(what) + " '" + t.name + "': dim " + dimToString(d, symNames) + " evaluates to " + std::to_string(v));
+      if (!evalDim(d, sv.data(), sv.size(), v, err))
+        fail(K3_ERROR_INVALID_ARGUMENT,
+             std::string(what) + " '" + t.name + "': " + err);
+      if (v < 0)
+        fail(K3_ERROR_INVALID_ARGUMENT,
+             std::string(what) + " '" + t.name + "': dim " +
+                 dimToString(d, symNames) + " evaluates to " +
+                 std::to_string(v));
       shape.push_back(v);
       bytes *= uint64_t(v);
-      if (bytes > (unsigned __int128)(uint64_t(1) << 60)) bytes = (unsigned __int128)(uint64_t(1) << 60);
+      if (bytes > (unsigned __int128)(uint64_t(1) << 60))
+        bytes = (unsigned __int128)(uint64_t(1) << 60);
     }
     if (bytes > a.buffers[t.buffer].size)
-      fail(K3_ERROR_INVALID_ARGUMENT, std::string(what) + " '" + t.name + "' of shape " + shapeStr(shape) + " needs " +
-                                          std::to_string(uint64_t(bytes)) + " bytes but buffer '" + a.buffers[t.buffer].name + "' has " +
-                                          std::to_string(a.buffers[t.buffer].size));
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string(what) + " '" + t.name + "' of shape " + shapeStr(shape) +
+               " needs " + std::to_string(uint64_t(bytes)) +
+               " bytes but buffer '" + a.buffers[t.buffer].name + "' has " +
+               std::to_string(a.buffers[t.buffer].size));
     return shape;
   };
 
   // Weights used by this entry must be loaded.
   for (size_t w = 0; w < a.weights.size(); ++w)
     if (entryWeights_[size_t(ei)][w] && !weightLoaded_[w])
-      fail(K3_ERROR_WEIGHTS, "weight '" + a.weights[w].name + "' is not loaded (load weights or use random weights first)");
+      fail(K3_ERROR_WEIGHTS,
+           "weight '" + a.weights[w].name +
+               "' is not loaded (load weights or use random weights first)");
 
   // Inputs.
-  if (ninputs && !inputs) fail(K3_ERROR_INVALID_ARGUMENT, "inputs is NULL");
+  if (ninputs && !inputs)
+    fail(K3_ERROR_INVALID_ARGUMENT, "inputs is NULL");
   std::vector<bool> have(e.inputs.size(), false);
   std::string err;
   for (size_t i = 0; i < ninputs; ++i) {
     const k3_host_tensor &h = inputs[i];
-    if (!h.name) fail(K3_ERROR_INVALID_ARGUMENT, "input " + std::to_string(i) + " has a NULL name");
+    if (!h.name)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "input " + std::to_string(i) + " has a NULL name");
     size_t k = 0;
-    while (k < e.inputs.size() && e.inputs[k].name != h.name) ++k;
+    while (k < e.inputs.size() && e.inputs[k].name != h.name)
+      ++k;
     if (k == e.inputs.size()) {
       std::string list;
-      for (auto &t : e.inputs) list += (list.empty() ? "" : ", ") + t.name;
-      fail(K3_ERROR_INVALID_ARGUMENT, std::string("entry '") + e.name + "' has no input '" + h.name + "' (inputs: " + list + ")");
+      for (auto &t : e.inputs)
+        list += (list.empty() ? "" : ", ") + t.name;
+      fail(K3_ERROR_INVALID_ARGUMENT, std::string("entry '") + e.name +
+                                          "' has no input '" + h.name +
+                                          "' (inputs: " + list + ")");
     }
-    if (have[k]) fail(K3_ERROR_INVALID_ARGUMENT, std::string("input '") + h.name + "' given twice");
+    if (have[k])
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string("input '") + h.name + "' given twice");
     have[k] = true;
     const TensorSpec &t = e.inputs[k];
     if (int(h.dtype) != int(t.dtype))
-      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': dtype " + (unsigned(h.dtype) < kNumDTypes ? dtypeName(DType(h.dtype)) : "invalid") +
-                                          ", expected " + dtypeName(t.dtype));
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "input '" + t.name + "': dtype " +
+               (unsigned(h.dtype) < kNumDTypes ? dtypeName(DType(h.dtype))
+                                               : "invalid") +
+               ", expected " + dtypeName(t.dtype));
     std::vector<int64_t> want = evalShape(t, "input");
-    if (h.rank < 0 || h.rank > K3_MAX_RANK || (h.rank && !h.shape)) fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': invalid rank/shape");
+    if (h.rank < 0 || h.rank > K3_MAX_RANK || (h.rank && !h.shape))
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "input '" + t.name + "': invalid rank/shape");
     std::vector<int64_t> got(h.shape, h.shape + h.rank);
     if (got != want) {
       std::string expl;
-      for (auto &d : t.shape) expl += (expl.empty() ? "" : ", ") + dimToString(d, symNames);
-      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': shape " + shapeStr(got) + ", expected " + shapeStr(want) + " = [" + expl + "]");
+      for (auto &d : t.shape)
+        expl += (expl.empty() ? "" : ", ") + dimToString(d, symNames);
+      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': shape " +
+                                          shapeStr(got) + ", expected " +
+                                          shapeStr(want) + " = [" + expl + "]");
     }
     uint64_t bytes = dtypeSize(t.dtype);
-    for (int64_t d : want) bytes *= uint64_t(d);
-    if (h.nbytes != bytes) fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': " + std::to_string(h.nbytes) + " bytes given, shape needs " + std::to_string(bytes));
-    if (bytes && !h.data) fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': data is NULL");
+    for (int64_t d : want)
+      bytes *= uint64_t(d);
+    if (h.nbytes != bytes)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "input '" + t.name + "': " + std::to_string(h.nbytes) +
+               " bytes given, shape needs " + std::to_string(bytes));
+    if (bytes && !h.data)
+      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': data is NULL");
     // Token ids index the embedding table: an id outside the vocabulary
     // would make a kernel read past it, so no call gets that far.
     if (t.name == "token_ids" && t.dtype == DType::I32) {
@@ -367,16 +506,21 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       const int32_t *ids = static_cast<const int32_t *>(h.data);
       for (uint64_t i = 0; vocab > 0 && i < bytes / 4; ++i)
         if (ids[i] < 0 || ids[i] >= vocab)
-          fail(K3_ERROR_INVALID_ARGUMENT, "input 'token_ids': token " + std::to_string(i) + " = " +
-                                              std::to_string(ids[i]) + " is out of range for vocab_size " +
-                                              std::to_string(vocab));
+          fail(K3_ERROR_INVALID_ARGUMENT,
+               "input 'token_ids': token " + std::to_string(i) + " = " +
+                   std::to_string(ids[i]) + " is out of range for vocab_size " +
+                   std::to_string(vocab));
     }
-    if (!be_->upload(bufPtr_[t.buffer], h.data, bytes, err)) fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
+    if (!be_->upload(bufPtr_[t.buffer], h.data, bytes, err))
+      fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
   }
   for (size_t k = 0; k < e.inputs.size(); ++k)
-    if (!have[k]) fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name + "' input '" + e.inputs[k].name + "' not given");
+    if (!have[k])
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "entry '" + e.name + "' input '" + e.inputs[k].name + "' not given");
   std::vector<std::vector<int64_t>> outShapes;
-  for (auto &t : e.outputs) outShapes.push_back(evalShape(t, "output"));
+  for (auto &t : e.outputs)
+    outShapes.push_back(evalShape(t, "output"));
 
   // Launches, in order: replayed from a launch graph when this entry ran
   // with these symbol values before, captured into one when the previous
@@ -388,34 +532,53 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
   bool capture = false;
   if (graphsEnabled_) {
     for (size_t gi = 0; gi < graphs_.size() && !replay; ++gi)
-      if (graphs_[gi].entry == ei && graphs_[gi].symbols == sv) replay = graphs_[gi].exec;
+      if (graphs_[gi].entry == ei && graphs_[gi].symbols == sv)
+        replay = graphs_[gi].exec;
     if (!replay && key == lastKey_) {
       capture = be_->beginCapture(err);
-      if (!capture) { graphsEnabled_ = false; graphsOff_ = err; }
+      if (!capture) {
+        graphsEnabled_ = false;
+        graphsOff_ = err;
+      }
     }
   }
   // Evaluates every launch's dimensions and arguments and launches (or,
   // while capturing, records) it.
   auto launchAll = [&]() {
-    std::vector<std::vector<uint64_t>> slotStore;  // kept alive until the graph is built
+    std::vector<std::vector<uint64_t>>
+        slotStore; // kept alive until the graph is built
     std::vector<void *> params;
     for (size_t li = 0; li < e.launches.size(); ++li) {
       const Launch &l = e.launches[li];
-      auto where = [&]() { return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" + l.kernel + "')"; };
+      auto where = [&]() {
+        return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" +
+               l.kernel + "')";
+      };
       int64_t grid[3], block[3], smem;
       bool empty = false;
       for (int k = 0; k < 7; ++k) {
-        const DimExpr &d = k < 3 ? l.grid[k] : k < 6 ? l.block[k - 3] : l.sharedMemBytes;
+        const DimExpr &d = k < 3   ? l.grid[k]
+                           : k < 6 ? l.block[k - 3]
+                                   : l.sharedMemBytes;
         int64_t v;
-        if (!evalDim(d, sv.data(), sv.size(), v, err)) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": " + err);
-        if (v < 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": launch dim " + dimToString(d, symNames) + " evaluates to " + std::to_string(v));
-        if (k < 3) { grid[k] = v; empty |= (v == 0); }
-        else if (k < 6) {
-          if (v == 0) fail(K3_ERROR_INVALID_ARGUMENT, where() + ": block dim is 0");
+        if (!evalDim(d, sv.data(), sv.size(), v, err))
+          fail(K3_ERROR_INVALID_ARGUMENT, where() + ": " + err);
+        if (v < 0)
+          fail(K3_ERROR_INVALID_ARGUMENT,
+               where() + ": launch dim " + dimToString(d, symNames) +
+                   " evaluates to " + std::to_string(v));
+        if (k < 3) {
+          grid[k] = v;
+          empty |= (v == 0);
+        } else if (k < 6) {
+          if (v == 0)
+            fail(K3_ERROR_INVALID_ARGUMENT, where() + ": block dim is 0");
           block[k - 3] = v;
-        } else smem = v;
+        } else
+          smem = v;
       }
-      if (empty) continue;  // nothing to do for an empty grid (e.g. zero tokens)
+      if (empty)
+        continue; // nothing to do for an empty grid (e.g. zero tokens)
       slotStore.emplace_back(l.args.size(), 0);
       std::vector<uint64_t> &slots = slotStore.back();
       params.assign(l.args.size() + 1, nullptr);
@@ -423,16 +586,35 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
         const Arg &g = l.args[ai];
         uint64_t &slot = slots[ai];
         switch (g.kind) {
-        case ArgKind::Buffer: slot = bufPtr_[g.index] + g.offset; break;
-        case ArgKind::Weight: slot = weightPtr_[g.index]; break;
-        case ArgKind::I32: { int32_t v = int32_t(g.imm); memcpy(&slot, &v, 4); break; }
-        case ArgKind::I64: { int64_t v = g.imm; memcpy(&slot, &v, 8); break; }
-        case ArgKind::F32: memcpy(&slot, &g.fimm, 4); break;
-        case ArgKind::Symbol: { int64_t v = sv[g.index]; memcpy(&slot, &v, 8); break; }
+        case ArgKind::Buffer:
+          slot = bufPtr_[g.index] + g.offset;
+          break;
+        case ArgKind::Weight:
+          slot = weightPtr_[g.index];
+          break;
+        case ArgKind::I32: {
+          int32_t v = int32_t(g.imm);
+          memcpy(&slot, &v, 4);
+          break;
+        }
+        case ArgKind::I64: {
+          int64_t v = g.imm;
+          memcpy(&slot, &v, 8);
+          break;
+        }
+        case ArgKind::F32:
+          memcpy(&slot, &g.fimm, 4);
+          break;
+        case ArgKind::Symbol: {
+          int64_t v = sv[g.index];
+          memcpy(&slot, &v, 8);
+          break;
+        }
         }
         params[ai] = &slot;
       }
-      if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem, params.data(), l.args.size(), err))
+      if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem,
+                       params.data(), l.args.size(), err))
         fail(K3_ERROR_DEVICE, where() + ": " + err);
     }
   };
@@ -446,10 +628,12 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
       Backend *be;
       bool open = true;
       ~CaptureGuard() {
-        if (!open) return;
+        if (!open)
+          return;
         void *dropped = nullptr;
         std::string ignored;
-        if (be->endCapture(dropped, ignored) && dropped) be->destroyGraph(dropped);
+        if (be->endCapture(dropped, ignored) && dropped)
+          be->destroyGraph(dropped);
       }
     } guard{be_.get()};
     launchAll();
@@ -473,30 +657,43 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms, siz
   } else {
     launchAll();
   }
-  if (replay && !be_->launchGraph(replay, err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
-  if (!be_->synchronize(err)) fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
-  lastKey_ = key;  // only a run that got this far counts as the previous one
-  lastLaunchMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - launchStart).count();
+  if (replay && !be_->launchGraph(replay, err))
+    fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
+  if (!be_->synchronize(err))
+    fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
+  lastKey_ = key; // only a run that got this far counts as the previous one
+  lastLaunchMs_ = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - launchStart)
+                      .count();
 
   for (size_t k = 0; k < e.outputs.size(); ++k) {
     const TensorSpec &t = e.outputs[k];
     OutputTensor o{t.name, t.dtype, outShapes[k], {}};
     uint64_t bytes = dtypeSize(t.dtype);
-    for (int64_t d : o.shape) bytes *= uint64_t(d);
+    for (int64_t d : o.shape)
+      bytes *= uint64_t(d);
     o.data.resize(bytes);
-    if (!be_->download(o.data.data(), bufPtr_[t.buffer], bytes, err)) fail(K3_ERROR_DEVICE, "downloading output '" + t.name + "': " + err);
+    if (!be_->download(o.data.data(), bufPtr_[t.buffer], bytes, err))
+      fail(K3_ERROR_DEVICE, "downloading output '" + t.name + "': " + err);
     outputs_.push_back(std::move(o));
   }
 }
 
 void Session::readBuffer(size_t id, void *dst, size_t nbytes) {
-  if (id >= art_->buffers.size()) fail(K3_ERROR_INVALID_ARGUMENT, "buffer id " + std::to_string(id) + " out of range");
+  if (id >= art_->buffers.size())
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "buffer id " + std::to_string(id) + " out of range");
   const Buffer &b = art_->buffers[id];
-  if (nbytes > b.size) fail(K3_ERROR_INVALID_ARGUMENT, "reading " + std::to_string(nbytes) + " bytes from buffer '" + b.name + "' of " + std::to_string(b.size));
+  if (nbytes > b.size)
+    fail(K3_ERROR_INVALID_ARGUMENT, "reading " + std::to_string(nbytes) +
+                                        " bytes from buffer '" + b.name +
+                                        "' of " + std::to_string(b.size));
   std::string err;
-  if (nbytes && !dst) fail(K3_ERROR_INVALID_ARGUMENT, "destination is NULL");
-  if (!be_->download(dst, bufPtr_[id], nbytes, err)) fail(K3_ERROR_DEVICE, "reading buffer '" + b.name + "': " + err);
+  if (nbytes && !dst)
+    fail(K3_ERROR_INVALID_ARGUMENT, "destination is NULL");
+  if (!be_->download(dst, bufPtr_[id], nbytes, err))
+    fail(K3_ERROR_DEVICE, "reading buffer '" + b.name + "': " + err);
 }
 
-}  // namespace rt
-}  // namespace k3
+} // namespace rt
+} // namespace k3

@@ -29,7 +29,8 @@ struct OutputTensor {
 
 class Session {
 public:
-  Session(std::shared_ptr<const artifact::Artifact> art, const std::string &device);
+  Session(std::shared_ptr<const artifact::Artifact> art,
+          const std::string &device);
   ~Session();
   const std::string &deviceName() const { return deviceName_; }
   void loadWeights(const std::vector<std::string> &paths);
@@ -55,11 +56,12 @@ private:
   std::shared_ptr<const artifact::Artifact> art_;
   std::unique_ptr<Backend> be_;
   std::string deviceName_;
-  std::vector<void *> modules_;                 // per object; null if not for this device
-  std::vector<std::vector<void *>> kernels_;    // per entry, per launch
-  std::vector<std::string> unrunnable_;         // per entry; empty if runnable
-  std::vector<std::vector<bool>> entrySyms_;    // per entry: symbols it references
-  std::vector<std::vector<bool>> entryWeights_; // per entry: weights it references
+  std::vector<void *> modules_; // per object; null if not for this device
+  std::vector<std::vector<void *>> kernels_; // per entry, per launch
+  std::vector<std::string> unrunnable_;      // per entry; empty if runnable
+  std::vector<std::vector<bool>> entrySyms_; // per entry: symbols it references
+  std::vector<std::vector<bool>>
+      entryWeights_; // per entry: weights it references
   uint64_t arena_ = 0;
   std::vector<uint64_t> bufPtr_;
   std::vector<uint64_t> ownAllocs_;
@@ -76,15 +78,15 @@ private:
     std::vector<int64_t> symbols;
     void *exec;
   };
-  std::vector<LaunchGraph> graphs_;  // most recent last, at most kMaxGraphs
-  std::vector<int64_t> lastKey_;     // entry, then symbol values, of the last run
+  std::vector<LaunchGraph> graphs_; // most recent last, at most kMaxGraphs
+  std::vector<int64_t> lastKey_; // entry, then symbol values, of the last run
   bool graphsEnabled_ = false;
-  std::string graphsOff_;            // why graphs were turned off, if they were
+  std::string graphsOff_; // why graphs were turned off, if they were
   static constexpr size_t kMaxGraphs = 8;
   size_t graphReplays_ = 0, graphsCaptured_ = 0;
 };
 
-}  // namespace rt
-}  // namespace k3
+} // namespace rt
+} // namespace k3
 
 #endif

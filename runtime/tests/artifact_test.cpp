@@ -15,7 +15,8 @@ Artifact richArtifact() {
   b.addWeight("norm.w", DType::BF16, {16}, WeightInit::constant(1.0));
   b.addWeight("u.w", DType::F16, {2, 3}, WeightInit::uniform(0.5));
   b.addWeight("ids", DType::I32, {}, WeightInit());
-  b.addKernelObject(kTargetCudaSm90a, std::vector<uint8_t>(100, 7), {"kern_a", "kern_b"});
+  b.addKernelObject(kTargetCudaSm90a, std::vector<uint8_t>(100, 7),
+                    {"kern_a", "kern_b"});
   uint32_t e = b.addEntry("decode");
   Launch l;
   l.object = 1;
@@ -23,7 +24,8 @@ Artifact richArtifact() {
   l.grid[0] = DimExpr::symbol(0, 3, 5, 128);
   l.block[0] = DimExpr::constant(256);
   l.sharedMemBytes = DimExpr::constant(100000);
-  l.args = {Arg::buffer(5, 16), Arg::weight(1), Arg::i32(-7), Arg::i64(int64_t(1) << 40), Arg::f32(0.25f), Arg::symbol(1)};
+  l.args = {Arg::buffer(5, 16),         Arg::weight(1),  Arg::i32(-7),
+            Arg::i64(int64_t(1) << 40), Arg::f32(0.25f), Arg::symbol(1)};
   b.addLaunch(e, l);
   return b.artifact();
 }
@@ -36,9 +38,12 @@ std::vector<uint8_t> bytesOf(const Artifact &a) {
 }
 
 void fixChecksum(std::vector<uint8_t> &b) {
-  uint64_t size = b.size(), sum = fnv1a64(b.data() + kHeaderSize, b.size() - kHeaderSize);
-  for (int k = 0; k < 8; ++k) b[16 + k] = uint8_t(size >> (8 * k));
-  for (int k = 0; k < 8; ++k) b[24 + k] = uint8_t(sum >> (8 * k));
+  uint64_t size = b.size(),
+           sum = fnv1a64(b.data() + kHeaderSize, b.size() - kHeaderSize);
+  for (int k = 0; k < 8; ++k)
+    b[16 + k] = uint8_t(size >> (8 * k));
+  for (int k = 0; k < 8; ++k)
+    b[24 + k] = uint8_t(sum >> (8 * k));
 }
 
 std::string readErr(const std::vector<uint8_t> &b) {
@@ -50,7 +55,7 @@ std::string readErr(const std::vector<uint8_t> &b) {
 
 std::string readErr(const Artifact &a) { return readErr(bytesOf(a)); }
 
-}  // namespace
+} // namespace
 
 TEST(Artifact, RoundTrip) {
   Artifact a = richArtifact();
@@ -93,14 +98,20 @@ TEST(Artifact, EmptyArtifact) {
 TEST(Artifact, EvalDim) {
   int64_t sv[2] = {10, 3}, v;
   std::string err;
-  ASSERT_TRUE(evalDim(DimExpr::constant(7), sv, 2, v, err)); EXPECT_EQ(v, 7);
-  ASSERT_TRUE(evalDim(DimExpr::symbol(0, 3, 5, 4), sv, 2, v, err)); EXPECT_EQ(v, 9);  // ceil(35/4)
-  ASSERT_TRUE(evalDim(DimExpr::symbol(1, 1, 1), sv, 2, v, err)); EXPECT_EQ(v, 4);
-  ASSERT_TRUE(evalDim(DimExpr::symbol(0, -1, 3, 2), sv, 2, v, err)); EXPECT_EQ(v, -3);  // ceil(-7/2)
-  EXPECT_FALSE(evalDim(DimExpr::symbol(0, INT64_MAX, INT64_MAX), sv, 2, v, err));
+  ASSERT_TRUE(evalDim(DimExpr::constant(7), sv, 2, v, err));
+  EXPECT_EQ(v, 7);
+  ASSERT_TRUE(evalDim(DimExpr::symbol(0, 3, 5, 4), sv, 2, v, err));
+  EXPECT_EQ(v, 9); // ceil(35/4)
+  ASSERT_TRUE(evalDim(DimExpr::symbol(1, 1, 1), sv, 2, v, err));
+  EXPECT_EQ(v, 4);
+  ASSERT_TRUE(evalDim(DimExpr::symbol(0, -1, 3, 2), sv, 2, v, err));
+  EXPECT_EQ(v, -3); // ceil(-7/2)
+  EXPECT_FALSE(
+      evalDim(DimExpr::symbol(0, INT64_MAX, INT64_MAX), sv, 2, v, err));
   EXPECT_FALSE(evalDim(DimExpr::symbol(5), sv, 2, v, err));
   EXPECT_FALSE(evalDim(DimExpr::symbol(0, 1, 0, 0), sv, 2, v, err));
-  EXPECT_EQ(dimToString(DimExpr::symbol(0, 2, 1, 3), {"n"}), "ceil_div(2*n+1, 3)");
+  EXPECT_EQ(dimToString(DimExpr::symbol(0, 2, 1, 3), {"n"}),
+            "ceil_div(2*n+1, 3)");
 }
 
 TEST(ArtifactErrors, TooSmall) {
@@ -134,7 +145,7 @@ TEST(ArtifactErrors, WrongVersion) {
 
 TEST(ArtifactErrors, NewerMinorVersionAndUnknownSectionAccepted) {
   std::vector<uint8_t> b = bytesOf(richArtifact());
-  b[12] = 3;  // minor 3
+  b[12] = 3; // minor 3
   fixChecksum(b);
   Artifact a;
   std::string err;
@@ -150,7 +161,7 @@ TEST(ArtifactErrors, BadChecksum) {
 
 TEST(ArtifactErrors, SectionOutOfFile) {
   std::vector<uint8_t> b = bytesOf(richArtifact());
-  b[64 + 8 + 5] = 0x7f;  // META offset huge
+  b[64 + 8 + 5] = 0x7f; // META offset huge
   fixChecksum(b);
   std::string e = readErr(b);
   EXPECT_NE(e.find("outside the payload"), std::string::npos) << e;
@@ -159,7 +170,7 @@ TEST(ArtifactErrors, SectionOutOfFile) {
 
 TEST(ArtifactErrors, MissingSection) {
   std::vector<uint8_t> b = bytesOf(richArtifact());
-  b[64] = 'Z';  // rename META -> unknown tag
+  b[64] = 'Z'; // rename META -> unknown tag
   fixChecksum(b);
   std::string e = readErr(b);
   EXPECT_NE(e.find("missing required section 'META'"), std::string::npos) << e;
@@ -170,7 +181,8 @@ TEST(ArtifactErrors, HugeCountRejected) {
   std::vector<uint8_t> b = bytesOf(bld.artifact());
   // SYMS is the 2nd section; its count is the first u32 of its body.
   uint64_t off = 0;
-  for (int k = 0; k < 8; ++k) off |= uint64_t(b[64 + 24 + 8 + k]) << (8 * k);
+  for (int k = 0; k < 8; ++k)
+    off |= uint64_t(b[64 + 24 + 8 + k]) << (8 * k);
   b[off + 3] = 0x7f;
   fixChecksum(b);
   std::string e = readErr(b);
@@ -183,23 +195,29 @@ TEST(ArtifactErrors, OutOfRangeIds) {
     Artifact a = richArtifact();
     a.entries[0].launches[0].args[0].index = 99;
     std::string e = readErr(a);
-    EXPECT_NE(e.find("entries[0].launches[0].args[0]: entry 'forward' launch 0 ('k3t_toy_logits'): buffer id 99 out of range"), std::string::npos) << e;
+    EXPECT_NE(e.find("entries[0].launches[0].args[0]: entry 'forward' launch 0 "
+                     "('k3t_toy_logits'): buffer id 99 out of range"),
+              std::string::npos)
+        << e;
     EXPECT_EQ(e.rfind("offset ", 0), 0u) << e;
   }
   {
     Artifact a = richArtifact();
     a.entries[0].launches[1].object = 5;
-    EXPECT_NE(readErr(a).find("object index 5 out of range"), std::string::npos);
+    EXPECT_NE(readErr(a).find("object index 5 out of range"),
+              std::string::npos);
   }
   {
     Artifact a = richArtifact();
     a.entries[0].launches[0].args[1].index = 42;
-    EXPECT_NE(readErr(a).find("weight index 42 out of range"), std::string::npos);
+    EXPECT_NE(readErr(a).find("weight index 42 out of range"),
+              std::string::npos);
   }
   {
     Artifact a = richArtifact();
     a.entries[0].launches[0].args[6].index = 9;
-    EXPECT_NE(readErr(a).find("symbol index 9 out of range"), std::string::npos);
+    EXPECT_NE(readErr(a).find("symbol index 9 out of range"),
+              std::string::npos);
   }
   {
     Artifact a = richArtifact();
@@ -209,7 +227,8 @@ TEST(ArtifactErrors, OutOfRangeIds) {
   {
     Artifact a = richArtifact();
     a.entries[0].inputs[0].buffer = 77;
-    EXPECT_NE(readErr(a).find("input 'token_ids': buffer id 77 out of range"), std::string::npos);
+    EXPECT_NE(readErr(a).find("input 'token_ids': buffer id 77 out of range"),
+              std::string::npos);
   }
   {
     Artifact a = richArtifact();
@@ -234,27 +253,73 @@ TEST(ArtifactErrors, SemanticChecks) {
     EXPECT_NE(e.find(needle), std::string::npos) << e;
     std::vector<uint8_t> out;
     std::string err;
-    EXPECT_FALSE(serialize(a, out, err));  // the builder refuses too
+    EXPECT_FALSE(serialize(a, out, err)); // the builder refuses too
   };
   Artifact base = richArtifact();
-  { Artifact a = base; a.weights.push_back(a.weights[0]); expectErr(a, "duplicate weight 'embed.W'"); }
-  { Artifact a = base; a.weights[0].shape = {-1}; expectErr(a, "negative dim"); }
-  { Artifact a = base; a.buffers[5].arenaOffset = 8; expectErr(a, "not 16-byte aligned"); }
-  { Artifact a = base; a.buffers[4].perSeqStride = 3; expectErr(a, "not a multiple of the per-sequence stride"); }
-  { Artifact a = base; a.buffers[0].size = 4; expectErr(a, "at the symbols' max bounds"); }
-  { Artifact a = base; a.symbols[0].maxValue = -1; expectErr(a, "negative max"); }
-  { Artifact a = base; a.objects[0].data.clear(); expectErr(a, "empty object data"); }
-  { Artifact a = base; a.metadata.push_back(a.metadata[0]); expectErr(a, "duplicate key"); }
-  { Artifact a = base; a.entries[0].outputs[0].buffer = 0; expectErr(a, "output bound to input buffer"); }
-  { Artifact a = base; a.buffers[0].device = 1; expectErr(a, "device 1 but the launch is on device 0"); }
-  { Artifact a = base; a.weights[0].init.param = -1; expectErr(a, "negative init"); }
+  {
+    Artifact a = base;
+    a.weights.push_back(a.weights[0]);
+    expectErr(a, "duplicate weight 'embed.W'");
+  }
+  {
+    Artifact a = base;
+    a.weights[0].shape = {-1};
+    expectErr(a, "negative dim");
+  }
+  {
+    Artifact a = base;
+    a.buffers[5].arenaOffset = 8;
+    expectErr(a, "not 16-byte aligned");
+  }
+  {
+    Artifact a = base;
+    a.buffers[4].perSeqStride = 3;
+    expectErr(a, "not a multiple of the per-sequence stride");
+  }
+  {
+    Artifact a = base;
+    a.buffers[0].size = 4;
+    expectErr(a, "at the symbols' max bounds");
+  }
+  {
+    Artifact a = base;
+    a.symbols[0].maxValue = -1;
+    expectErr(a, "negative max");
+  }
+  {
+    Artifact a = base;
+    a.objects[0].data.clear();
+    expectErr(a, "empty object data");
+  }
+  {
+    Artifact a = base;
+    a.metadata.push_back(a.metadata[0]);
+    expectErr(a, "duplicate key");
+  }
+  {
+    Artifact a = base;
+    a.entries[0].outputs[0].buffer = 0;
+    expectErr(a, "output bound to input buffer");
+  }
+  {
+    Artifact a = base;
+    a.buffers[0].device = 1;
+    expectErr(a, "device 1 but the launch is on device 0");
+  }
+  {
+    Artifact a = base;
+    a.weights[0].init.param = -1;
+    expectErr(a, "negative init");
+  }
 }
 
 TEST(ArtifactErrors, InvalidEnumBytes) {
   Artifact a = richArtifact();
   a.weights[0].dtype = DType(9);
   std::string e = readErr(a);
-  EXPECT_NE(e.find("weight 'embed.W' dtype: invalid dtype code 9"), std::string::npos) << e;
+  EXPECT_NE(e.find("weight 'embed.W' dtype: invalid dtype code 9"),
+            std::string::npos)
+      << e;
   Artifact b = richArtifact();
   b.entries[0].launches[0].args[0].kind = ArgKind(17);
   e = readErr(b);

@@ -17,7 +17,7 @@ std::string bad(const std::string &s) {
   EXPECT_FALSE(parse(s, v, err)) << "accepted: " << s;
   return err;
 }
-}  // namespace
+} // namespace
 
 TEST(Json, Scalars) {
   EXPECT_EQ(ok("null").type, Type::Null);
@@ -71,10 +71,13 @@ TEST(Json, Errors) {
   EXPECT_NE(bad(R"("\ud800x")").find("high surrogate"), std::string::npos);
   EXPECT_NE(bad("\"\xc0\xaf\"").find("overlong"), std::string::npos);
   EXPECT_NE(bad("\"\xff\"").find("invalid UTF-8 lead byte"), std::string::npos);
-  EXPECT_NE(bad("\"\xe4\xb8\"").find("invalid UTF-8 continuation"), std::string::npos);
+  EXPECT_NE(bad("\"\xe4\xb8\"").find("invalid UTF-8 continuation"),
+            std::string::npos);
   EXPECT_NE(bad("\"\xe4\xb8").find("truncated UTF-8"), std::string::npos);
-  EXPECT_NE(bad("\"\xed\xa0\x80\"").find("invalid UTF-8 code point"), std::string::npos);
-  EXPECT_NE(bad(R"({"a":1,"a":2})").find("duplicate object key \"a\""), std::string::npos);
+  EXPECT_NE(bad("\"\xed\xa0\x80\"").find("invalid UTF-8 code point"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"a":1,"a":2})").find("duplicate object key \"a\""),
+            std::string::npos);
   EXPECT_NE(bad("{} x").find("trailing characters"), std::string::npos);
   EXPECT_NE(bad("{\"a\" 1}").find("expected ':'"), std::string::npos);
   EXPECT_NE(bad("[1 2]").find("expected ',' or ']'"), std::string::npos);

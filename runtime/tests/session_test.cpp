@@ -26,35 +26,45 @@ bool open(const Artifact &a, Handles &h, const char *device = "cpu") {
   std::vector<uint8_t> bytes;
   std::string err;
   EXPECT_TRUE(serialize(a, bytes, err)) << err;
-  EXPECT_EQ(k3_artifact_open_memory(bytes.data(), bytes.size(), &h.art), K3_OK) << k3_last_error();
+  EXPECT_EQ(k3_artifact_open_memory(bytes.data(), bytes.size(), &h.art), K3_OK)
+      << k3_last_error();
   return k3_session_create(h.art, device, &h.s) == K3_OK;
 }
 
 std::vector<float> shiftWeights() {
   const int V = k3test::kToyVocab;
   std::vector<float> w(V * V, 0.f);
-  for (int i = 0; i < V; ++i) w[i * V + (i + 1) % V] = 1.f;
+  for (int i = 0; i < V; ++i)
+    w[i * V + (i + 1) % V] = 1.f;
   return w;
 }
 
-std::string writeShift(const std::string &name, std::vector<int64_t> shape = {16, 16}, const char *tname = "embed.W") {
+std::string writeShift(const std::string &name,
+                       std::vector<int64_t> shape = {16, 16},
+                       const char *tname = "embed.W") {
   std::vector<float> w = shiftWeights();
   std::string path = std::string(K3_TEST_TMPDIR) + "/" + name, err;
   size_t n = 1;
-  for (auto d : shape) n *= size_t(d);
+  for (auto d : shape)
+    n *= size_t(d);
   w.resize(n);
-  EXPECT_TRUE(k3::st::write(path, {{tname, "F32", shape, w.data(), n * 4}}, {}, err)) << err;
+  EXPECT_TRUE(
+      k3::st::write(path, {{tname, "F32", shape, w.data(), n * 4}}, {}, err))
+      << err;
   return path;
 }
 
 // One toy-LM call: tokens for one sequence starting at `pos0`.
-k3_status runToy(k3_session *s, const std::vector<int32_t> &toks, int32_t pos0) {
+k3_status runToy(k3_session *s, const std::vector<int32_t> &toks,
+                 int32_t pos0) {
   int64_t nt = int64_t(toks.size()), ncu = 2;
   std::vector<int32_t> cu = {0, int32_t(toks.size())}, pos(toks.size());
-  for (size_t i = 0; i < toks.size(); ++i) pos[i] = pos0 + int32_t(i);
-  k3_host_tensor in[3] = {{"token_ids", K3_DTYPE_I32, 1, &nt, toks.data(), toks.size() * 4},
-                          {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu.data(), 8},
-                          {"positions", K3_DTYPE_I32, 1, &nt, pos.data(), pos.size() * 4}};
+  for (size_t i = 0; i < toks.size(); ++i)
+    pos[i] = pos0 + int32_t(i);
+  k3_host_tensor in[3] = {
+      {"token_ids", K3_DTYPE_I32, 1, &nt, toks.data(), toks.size() * 4},
+      {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu.data(), 8},
+      {"positions", K3_DTYPE_I32, 1, &nt, pos.data(), pos.size() * 4}};
   k3_symbol_value sv[2] = {{"num_tokens", nt}, {"num_seqs", 1}};
   return k3_session_run(s, "forward", sv, 2, in, 3);
 }
@@ -62,11 +72,13 @@ k3_status runToy(k3_session *s, const std::vector<int32_t> &toks, int32_t pos0) 
 int argmaxRow(const k3_tensor_view &v, int64_t row) {
   const float *p = static_cast<const float *>(v.data) + row * v.shape[1];
   int best = 0;
-  for (int j = 1; j < v.shape[1]; ++j) if (p[j] > p[best]) best = j;
+  for (int j = 1; j < v.shape[1]; ++j)
+    if (p[j] > p[best])
+      best = j;
   return best;
 }
 
-}  // namespace
+} // namespace
 
 TEST(Session, ToyModelPrefillDecodeAndState) {
   Handles h;
@@ -102,47 +114,83 @@ TEST(Session, ToyModelPrefillDecodeAndState) {
   ASSERT_EQ(k3_session_find_output(h.s, "logits", &v), K3_OK);
   EXPECT_EQ(argmaxRow(v, 0), 2);
   EXPECT_NE(k3_session_reset_state(h.s, 2), K3_OK);
-  EXPECT_NE(std::string(k3_last_error()).find("slot 2 out of range"), std::string::npos);
+  EXPECT_NE(std::string(k3_last_error()).find("slot 2 out of range"),
+            std::string::npos);
 }
 
 TEST(Session, RunErrors) {
   Handles h;
   ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();
   EXPECT_EQ(runToy(h.s, {1, 2}, 0), K3_ERROR_WEIGHTS);
-  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' is not loaded"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' is not loaded"),
+            std::string::npos)
+      << k3_last_error();
   ASSERT_EQ(k3_session_init_random_weights(h.s, 1), K3_OK);
   std::vector<int32_t> nine(9, 1);
   EXPECT_EQ(runToy(h.s, nine, 0), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("symbol 'num_tokens' = 9 is outside the compiled range [0, 8]"), std::string::npos) << k3_last_error();
+  EXPECT_NE(
+      std::string(k3_last_error())
+          .find("symbol 'num_tokens' = 9 is outside the compiled range [0, 8]"),
+      std::string::npos)
+      << k3_last_error();
 
   int64_t nt = 2, wrong = 3;
   int32_t toks[3] = {1, 2, 3}, cu[2] = {0, 2};
   float ftoks[2] = {1, 2};
   k3_symbol_value sv[2] = {{"num_tokens", 2}, {"num_seqs", 1}};
   int64_t ncu = 2;
-  k3_host_tensor good[3] = {{"token_ids", K3_DTYPE_I32, 1, &nt, toks, 8}, {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu, 8}, {"positions", K3_DTYPE_I32, 1, &nt, toks, 8}};
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 3), K3_OK) << k3_last_error();
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 1, good, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("needs a value for symbol 'num_seqs'"), std::string::npos) << k3_last_error();
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 2), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("input 'positions' not given"), std::string::npos) << k3_last_error();
+  k3_host_tensor good[3] = {{"token_ids", K3_DTYPE_I32, 1, &nt, toks, 8},
+                            {"cu_seqlens", K3_DTYPE_I32, 1, &ncu, cu, 8},
+                            {"positions", K3_DTYPE_I32, 1, &nt, toks, 8}};
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 3), K3_OK)
+      << k3_last_error();
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 1, good, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(
+      std::string(k3_last_error()).find("needs a value for symbol 'num_seqs'"),
+      std::string::npos)
+      << k3_last_error();
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, good, 2),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("input 'positions' not given"),
+            std::string::npos)
+      << k3_last_error();
   k3_host_tensor bad[3] = {good[0], good[1], good[2]};
-  bad[0].shape = &wrong; bad[0].nbytes = 12;
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("input 'token_ids': shape [3], expected [2] = [num_tokens]"), std::string::npos) << k3_last_error();
+  bad[0].shape = &wrong;
+  bad[0].nbytes = 12;
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(
+      std::string(k3_last_error())
+          .find("input 'token_ids': shape [3], expected [2] = [num_tokens]"),
+      std::string::npos)
+      << k3_last_error();
   bad[0] = {"token_ids", K3_DTYPE_F32, 1, &nt, ftoks, 8};
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("dtype f32, expected i32"), std::string::npos) << k3_last_error();
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("dtype f32, expected i32"),
+            std::string::npos)
+      << k3_last_error();
   bad[0] = {"tokens", K3_DTYPE_I32, 1, &nt, toks, 8};
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("has no input 'tokens'"), std::string::npos) << k3_last_error();
-  bad[0] = good[0]; bad[0].nbytes = 4;
-  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3), K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("has no input 'tokens'"),
+            std::string::npos)
+      << k3_last_error();
+  bad[0] = good[0];
+  bad[0].nbytes = 4;
+  EXPECT_EQ(k3_session_run(h.s, "forward", sv, 2, bad, 3),
+            K3_ERROR_INVALID_ARGUMENT);
   k3_symbol_value unk[1] = {{"batch", 1}};
-  EXPECT_EQ(k3_session_run(h.s, "forward", unk, 1, good, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("unknown symbol 'batch'"), std::string::npos);
-  EXPECT_EQ(k3_session_run(h.s, "nope", sv, 2, good, 3), K3_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(k3_last_error()).find("unknown entry point 'nope' (artifact has: forward)"), std::string::npos);
+  EXPECT_EQ(k3_session_run(h.s, "forward", unk, 1, good, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("unknown symbol 'batch'"),
+            std::string::npos);
+  EXPECT_EQ(k3_session_run(h.s, "nope", sv, 2, good, 3),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error())
+                .find("unknown entry point 'nope' (artifact has: forward)"),
+            std::string::npos);
 }
 
 TEST(Session, WeightErrors) {
@@ -151,18 +199,29 @@ TEST(Session, WeightErrors) {
   std::string mis = writeShift("misshaped.safetensors", {16, 8});
   const char *p1[] = {mis.c_str()};
   EXPECT_EQ(k3_session_load_weights(h.s, p1, 1), K3_ERROR_WEIGHTS);
-  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' has shape [16, 8] in"), std::string::npos) << k3_last_error();
-  EXPECT_NE(std::string(k3_last_error()).find("expects [16, 16]"), std::string::npos);
+  EXPECT_NE(std::string(k3_last_error())
+                .find("weight 'embed.W' has shape [16, 8] in"),
+            std::string::npos)
+      << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("expects [16, 16]"),
+            std::string::npos);
   std::string other = writeShift("othername.safetensors", {16, 16}, "embed.X");
   const char *p2[] = {other.c_str()};
   EXPECT_EQ(k3_session_load_weights(h.s, p2, 1), K3_ERROR_WEIGHTS);
-  EXPECT_NE(std::string(k3_last_error()).find("weight 'embed.W' (f32 [16, 16]) not found"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error())
+                .find("weight 'embed.W' (f32 [16, 16]) not found"),
+            std::string::npos)
+      << k3_last_error();
   std::vector<int32_t> ints(256);
   std::string ip = std::string(K3_TEST_TMPDIR) + "/ints.safetensors", err;
-  ASSERT_TRUE(k3::st::write(ip, {{"embed.W", "I32", {16, 16}, ints.data(), 1024}}, {}, err));
+  ASSERT_TRUE(k3::st::write(
+      ip, {{"embed.W", "I32", {16, 16}, ints.data(), 1024}}, {}, err));
   const char *p3[] = {ip.c_str()};
   EXPECT_EQ(k3_session_load_weights(h.s, p3, 1), K3_ERROR_WEIGHTS);
-  EXPECT_NE(std::string(k3_last_error()).find("cannot convert safetensors dtype I32 to f32"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error())
+                .find("cannot convert safetensors dtype I32 to f32"),
+            std::string::npos)
+      << k3_last_error();
   const char *p4[] = {"/nonexistent/x.safetensors"};
   EXPECT_EQ(k3_session_load_weights(h.s, p4, 1), K3_ERROR_IO);
 }
@@ -176,15 +235,19 @@ TEST(Session, RandomWeightsDeterministic) {
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   double mean = 0, var = 0;
-  for (float x : a) mean += x;
+  for (float x : a)
+    mean += x;
   mean /= 1000;
-  for (float x : a) var += (x - mean) * (x - mean);
+  for (float x : a)
+    var += (x - mean) * (x - mean);
   EXPECT_NEAR(mean, 0.0, 0.06);
   EXPECT_NEAR(std::sqrt(var / 1000), 0.5, 0.05);
   // Element 0 from the documented recipe.
   uint64_t base = k3::splitmix64(42 ^ fnv1a64("blk.0.w", 7));
-  double u0 = double(k3::splitmix64(base + 0) >> 11) * 0x1.0p-53, u1 = double(k3::splitmix64(base + 1) >> 11) * 0x1.0p-53;
-  EXPECT_EQ(a[0], float(0.5 * std::sqrt(-2.0 * std::log(1.0 - u0)) * std::cos(6.283185307179586476925286766559 * u1)));
+  double u0 = double(k3::splitmix64(base + 0) >> 11) * 0x1.0p-53,
+         u1 = double(k3::splitmix64(base + 1) >> 11) * 0x1.0p-53;
+  EXPECT_EQ(a[0], float(0.5 * std::sqrt(-2.0 * std::log(1.0 - u0)) *
+                        std::cos(6.283185307179586476925286766559 * u1)));
   Weight k{"norm", DType::BF16, {4}, WeightInit::constant(1.0), 0};
   uint16_t kb[4];
   k3::randomInit(k, 1, kb, 4);
@@ -192,13 +255,16 @@ TEST(Session, RandomWeightsDeterministic) {
   Weight u{"u", DType::F32, {100}, WeightInit::uniform(0.1), 0};
   std::vector<float> uv(100);
   k3::randomInit(u, 1, uv.data(), 100);
-  for (float x : uv) EXPECT_LE(std::fabs(x), 0.1f);
+  for (float x : uv)
+    EXPECT_LE(std::fabs(x), 0.1f);
 }
 
 TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
   Builder b;
   uint32_t n = b.addSymbol("n", 100);
-  uint32_t obj = b.addKernelObject(kTargetCpuX86_64, k3test::readKernelsSo(), {"k3t_fill", "k3t_axpy_blocked", "k3t_add_i32"});
+  uint32_t obj =
+      b.addKernelObject(kTargetCpuX86_64, k3test::readKernelsSo(),
+                        {"k3t_fill", "k3t_axpy_blocked", "k3t_add_i32"});
   uint32_t x = b.addBuffer("x", BufferKind::Arena, 400, 0);
   uint32_t y = b.addBuffer("y", BufferKind::Arena, 400, 400);
   uint32_t out = b.addBuffer("out", BufferKind::Output, 400);
@@ -208,44 +274,67 @@ TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
   b.addInput(e, "ints", DType::I32, {DimExpr::symbol(n)}, ii);
   b.addOutput(e, "out", DType::F32, {DimExpr::symbol(n)}, out);
   b.addOutput(e, "ints_plus", DType::I32, {DimExpr::symbol(n)}, io);
-  DimExpr one[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
-  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(x), Arg::symbol(n), Arg::f32(2.0f)}, one, one);
-  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(y), Arg::symbol(n), Arg::f32(0.5f)}, one, one);
-  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(y, 8), Arg::i64(1), Arg::f32(100.0f)}, one, one);  // byte offset: y[2]
-  DimExpr grid[3] = {DimExpr::symbol(n, 1, 0, 4), DimExpr::constant(1), DimExpr::constant(1)};
-  DimExpr blk[3] = {DimExpr::constant(4), DimExpr::constant(1), DimExpr::constant(1)};
-  b.addLaunch(e, obj, "k3t_axpy_blocked", {Arg::buffer(out), Arg::buffer(x), Arg::buffer(y), Arg::f32(3.0f), Arg::symbol(n)}, grid, blk);
-  b.addLaunch(e, obj, "k3t_add_i32", {Arg::buffer(io), Arg::buffer(ii), Arg::symbol(n), Arg::i32(-5)}, one, one);
+  DimExpr one[3] = {DimExpr::constant(1), DimExpr::constant(1),
+                    DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_fill",
+              {Arg::buffer(x), Arg::symbol(n), Arg::f32(2.0f)}, one, one);
+  b.addLaunch(e, obj, "k3t_fill",
+              {Arg::buffer(y), Arg::symbol(n), Arg::f32(0.5f)}, one, one);
+  b.addLaunch(e, obj, "k3t_fill",
+              {Arg::buffer(y, 8), Arg::i64(1), Arg::f32(100.0f)}, one,
+              one); // byte offset: y[2]
+  DimExpr grid[3] = {DimExpr::symbol(n, 1, 0, 4), DimExpr::constant(1),
+                     DimExpr::constant(1)};
+  DimExpr blk[3] = {DimExpr::constant(4), DimExpr::constant(1),
+                    DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_axpy_blocked",
+              {Arg::buffer(out), Arg::buffer(x), Arg::buffer(y), Arg::f32(3.0f),
+               Arg::symbol(n)},
+              grid, blk);
+  b.addLaunch(e, obj, "k3t_add_i32",
+              {Arg::buffer(io), Arg::buffer(ii), Arg::symbol(n), Arg::i32(-5)},
+              one, one);
   Handles h;
   ASSERT_TRUE(open(b.artifact(), h)) << k3_last_error();
   for (int64_t count : {int64_t(7), int64_t(100), int64_t(0)}) {
     std::vector<int32_t> ints(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) ints[size_t(i)] = int32_t(i * 3);
-    k3_host_tensor in = {"ints", K3_DTYPE_I32, 1, &count, ints.data(), ints.size() * 4};
+    for (int64_t i = 0; i < count; ++i)
+      ints[size_t(i)] = int32_t(i * 3);
+    k3_host_tensor in = {"ints", K3_DTYPE_I32, 1,
+                         &count, ints.data(),  ints.size() * 4};
     k3_symbol_value sv = {"n", count};
-    ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, &in, 1), K3_OK) << k3_last_error();
+    ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, &in, 1), K3_OK)
+        << k3_last_error();
     k3_tensor_view v;
     ASSERT_EQ(k3_session_find_output(h.s, "out", &v), K3_OK);
     ASSERT_EQ(v.shape[0], count);
     const float *o = static_cast<const float *>(v.data);
-    for (int64_t i = 0; i < count; ++i) EXPECT_EQ(o[i], i == 2 ? 106.0f : 6.5f) << i;
+    for (int64_t i = 0; i < count; ++i)
+      EXPECT_EQ(o[i], i == 2 ? 106.0f : 6.5f) << i;
     ASSERT_EQ(k3_session_find_output(h.s, "ints_plus", &v), K3_OK);
-    for (int64_t i = 0; i < count; ++i) EXPECT_EQ(static_cast<const int32_t *>(v.data)[i], int32_t(i * 3 - 5));
+    for (int64_t i = 0; i < count; ++i)
+      EXPECT_EQ(static_cast<const int32_t *>(v.data)[i], int32_t(i * 3 - 5));
   }
 }
 
 TEST(Session, CudaUnavailableIsReportedCleanly) {
   Handles h;
   bool ok = open(k3test::toyModel(kTargetCudaSm90a).artifact(), h, "cuda:0");
-  if (ok) GTEST_SKIP() << "a CUDA device is present: " << k3_session_device_name(h.s);
+  if (ok)
+    GTEST_SKIP() << "a CUDA device is present: " << k3_session_device_name(h.s);
   std::string e = k3_last_error();
-  // On a GPU machine the fixture's fake "cubin" (an ELF .so) is refused cleanly.
-  if (e.find("cuModuleLoadData (kernel object 0 (cuda-sm_90a)) failed: CUDA_ERROR_INVALID_IMAGE") != std::string::npos)
+  // On a GPU machine the fixture's fake "cubin" (an ELF .so) is refused
+  // cleanly.
+  if (e.find("cuModuleLoadData (kernel object 0 (cuda-sm_90a)) failed: "
+             "CUDA_ERROR_INVALID_IMAGE") != std::string::npos)
     GTEST_SKIP() << e;
-  EXPECT_TRUE(e.find("no CUDA driver") != std::string::npos || e.find("no CUDA device") != std::string::npos) << e;
+  EXPECT_TRUE(e.find("no CUDA driver") != std::string::npos ||
+              e.find("no CUDA device") != std::string::npos)
+      << e;
   Handles h2;
   EXPECT_FALSE(open(k3test::toyModel().artifact(), h2, "cuda:1x"));
-  EXPECT_NE(std::string(k3_last_error()).find("invalid device 'cuda:1x'"), std::string::npos);
+  EXPECT_NE(std::string(k3_last_error()).find("invalid device 'cuda:1x'"),
+            std::string::npos);
   Handles h3;
   EXPECT_FALSE(open(k3test::toyModel().artifact(), h3, "tpu"));
 }
@@ -254,7 +343,10 @@ TEST(Session, WrongTargetForDevice) {
   Handles h;
   EXPECT_FALSE(open(k3test::toyModel(kTargetCudaSm90a).artifact(), h, "cpu"));
   std::string e = k3_last_error();
-  EXPECT_NE(e.find("artifact has no kernels for device cpu (its targets: 'cuda-sm_90a')"), std::string::npos) << e;
+  EXPECT_NE(e.find("artifact has no kernels for device cpu (its targets: "
+                   "'cuda-sm_90a')"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Session, BadKernelObject) {
@@ -262,13 +354,18 @@ TEST(Session, BadKernelObject) {
   b.artifact().objects[0].data = std::vector<uint8_t>(64, 0);
   Handles h;
   EXPECT_FALSE(open(b.artifact(), h));
-  EXPECT_NE(std::string(k3_last_error()).find("is not an ELF shared object"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("is not an ELF shared object"),
+            std::string::npos)
+      << k3_last_error();
   Builder b2 = k3test::toyModel();
   b2.artifact().objects[0].symbols.push_back("k3t_missing");
   b2.artifact().entries[0].launches[1].kernel = "k3t_missing";
   Handles h2;
   EXPECT_FALSE(open(b2.artifact(), h2));
-  EXPECT_NE(std::string(k3_last_error()).find("kernel symbol 'k3t_missing' not found"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error())
+                .find("kernel symbol 'k3t_missing' not found"),
+            std::string::npos)
+      << k3_last_error();
 }
 
 TEST(Session, TwoSessionsShareNothing) {
@@ -290,48 +387,64 @@ TEST(Session, TwoSessionsShareNothing) {
 TEST(Session, CudaFillPtxOnDevice) {
   static const char kPtx[] =
       ".version 8.0\n.target sm_90a\n.address_size 64\n"
-      ".visible .entry k3t_fill(.param .u64 out, .param .u64 n, .param .f32 v) {\n"
-      "  .reg .pred %p<2>; .reg .b32 %r<5>; .reg .b64 %rd<6>; .reg .f32 %f<2>;\n"
-      "  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [n]; ld.param.f32 %f1, [v];\n"
+      ".visible .entry k3t_fill(.param .u64 out, .param .u64 n, .param .f32 v) "
+      "{\n"
+      "  .reg .pred %p<2>; .reg .b32 %r<5>; .reg .b64 %rd<6>; .reg .f32 "
+      "%f<2>;\n"
+      "  ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [n]; ld.param.f32 %f1, "
+      "[v];\n"
       "  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;\n"
       "  mad.lo.s32 %r4, %r1, %r2, %r3; cvt.s64.s32 %rd3, %r4;\n"
       "  setp.ge.s64 %p1, %rd3, %rd2; @%p1 bra DONE;\n"
-      "  cvta.to.global.u64 %rd4, %rd1; shl.b64 %rd5, %rd3, 2; add.s64 %rd4, %rd4, %rd5;\n"
+      "  cvta.to.global.u64 %rd4, %rd1; shl.b64 %rd5, %rd3, 2; add.s64 %rd4, "
+      "%rd4, %rd5;\n"
       "  st.global.f32 [%rd4], %f1;\nDONE:\n  ret;\n}\n";
   Builder b;
   uint32_t n = b.addSymbol("n", 100000);
-  uint32_t obj = b.addKernelObject(kTargetCudaSm90a, std::vector<uint8_t>(kPtx, kPtx + sizeof kPtx - 1), {"k3t_fill"});
+  uint32_t obj = b.addKernelObject(
+      kTargetCudaSm90a, std::vector<uint8_t>(kPtx, kPtx + sizeof kPtx - 1),
+      {"k3t_fill"});
   uint32_t out = b.addBuffer("out", BufferKind::Output, 400000);
   uint32_t e = b.addEntry("main");
   b.addOutput(e, "out", DType::F32, {DimExpr::symbol(n)}, out);
-  DimExpr grid[3] = {DimExpr::symbol(n, 1, 0, 128), DimExpr::constant(1), DimExpr::constant(1)};
-  DimExpr blk[3] = {DimExpr::constant(128), DimExpr::constant(1), DimExpr::constant(1)};
-  b.addLaunch(e, obj, "k3t_fill", {Arg::buffer(out), Arg::symbol(n), Arg::f32(1.5f)}, grid, blk);
+  DimExpr grid[3] = {DimExpr::symbol(n, 1, 0, 128), DimExpr::constant(1),
+                     DimExpr::constant(1)};
+  DimExpr blk[3] = {DimExpr::constant(128), DimExpr::constant(1),
+                    DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_fill",
+              {Arg::buffer(out), Arg::symbol(n), Arg::f32(1.5f)}, grid, blk);
   Handles h;
   if (!open(b.artifact(), h, "cuda:0")) {
     std::string err = k3_last_error();
-    if (err.find("no CUDA") != std::string::npos) GTEST_SKIP() << err;
+    if (err.find("no CUDA") != std::string::npos)
+      GTEST_SKIP() << err;
     FAIL() << err;
   }
   printf("device: %s\n", k3_session_device_name(h.s));
   for (int64_t count : {int64_t(1000), int64_t(99999)}) {
     k3_symbol_value sv = {"n", count};
-    ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, nullptr, 0), K3_OK) << k3_last_error();
+    ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, nullptr, 0), K3_OK)
+        << k3_last_error();
     k3_tensor_view v;
     ASSERT_EQ(k3_session_find_output(h.s, "out", &v), K3_OK);
     ASSERT_EQ(v.shape[0], count);
     const float *o = static_cast<const float *>(v.data);
-    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(o[i], 1.5f) << i;
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_EQ(o[i], 1.5f) << i;
   }
   // Too much dynamic shared memory is refused with the kernel named.
-  b.artifact().entries[0].launches[0].sharedMemBytes = DimExpr::constant(1 << 30);
+  b.artifact().entries[0].launches[0].sharedMemBytes =
+      DimExpr::constant(1 << 30);
   Handles h2;
   ASSERT_TRUE(open(b.artifact(), h2, "cuda:0")) << k3_last_error();
   k3_symbol_value sv = {"n", 10};
   EXPECT_EQ(k3_session_run(h2.s, "main", &sv, 1, nullptr, 0), K3_ERROR_DEVICE);
-  EXPECT_NE(std::string(k3_last_error()).find("k3t_fill"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("k3t_fill"), std::string::npos)
+      << k3_last_error();
   // An out-of-range ordinal is a clean error.
   Handles h3;
   EXPECT_FALSE(open(b.artifact(), h3, "cuda:99"));
-  EXPECT_NE(std::string(k3_last_error()).find("no CUDA device cuda:99"), std::string::npos) << k3_last_error();
+  EXPECT_NE(std::string(k3_last_error()).find("no CUDA device cuda:99"),
+            std::string::npos)
+      << k3_last_error();
 }

@@ -18,8 +18,8 @@ namespace {
 class K3DialectTest : public ::testing::Test {
 protected:
   K3DialectTest() {
-    context.loadDialect<k3::K3Dialect, func::FuncDialect,
-                        tensor::TensorDialect>();
+    context
+        .loadDialect<k3::K3Dialect, func::FuncDialect, tensor::TensorDialect>();
     // Keep diagnostics out of the test log; failures are checked by value.
     context.getDiagEngine().registerHandler([](Diagnostic &) {});
   }

@@ -29,6 +29,7 @@ int main(int argc, char **argv) {
   mlir::registerAllToLLVMIRTranslations(registry);
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "K3 compiler: Kimi-K3-style hybrid models to CPU and sm_90a\n",
+      argc, argv,
+      "K3 compiler: Kimi-K3-style hybrid models to CPU and sm_90a\n",
       registry));
 }

@@ -19,8 +19,8 @@ namespace artifact {
 
 // "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
 constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
-constexpr uint32_t kVersionMajor = 1;  // incompatible changes bump this
-constexpr uint32_t kVersionMinor = 0;  // additive (new optional sections)
+constexpr uint32_t kVersionMajor = 1; // incompatible changes bump this
+constexpr uint32_t kVersionMinor = 0; // additive (new optional sections)
 constexpr size_t kHeaderSize = 64;
 constexpr const char *kCallingConvention = "bare-pointer packed params v1";
 // Metadata keys with a defined meaning (all values are strings).
@@ -37,13 +37,13 @@ constexpr const char *kTargetCudaSm90a = "cuda-sm_90a";
 enum class DType : uint8_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3 };
 constexpr uint8_t kNumDTypes = 4;
 size_t dtypeSize(DType t);
-const char *dtypeName(DType t);  // "bf16", "f16", "f32", "i32"
+const char *dtypeName(DType t); // "bf16", "f16", "f32", "i32"
 bool parseDType(const std::string &s, DType &out);
 
 // A dimension: a constant, or ceil_div(a * sym + b, c) over a runtime symbol.
 constexpr uint32_t kNoSymbol = 0xFFFFFFFFu;
 struct DimExpr {
-  uint32_t sym = kNoSymbol;  // symbol index, or kNoSymbol for a constant
+  uint32_t sym = kNoSymbol; // symbol index, or kNoSymbol for a constant
   int64_t a = 0, b = 0, c = 1;
   static DimExpr constant(int64_t v) { return DimExpr{kNoSymbol, 0, v, 1}; }
   static DimExpr symbol(uint32_t s, int64_t a = 1, int64_t b = 0,
@@ -59,20 +59,26 @@ struct DimExpr {
 // overflow, c <= 0 or a symbol index out of range.
 bool evalDim(const DimExpr &d, const int64_t *symValues, size_t numSymbols,
              int64_t &out, std::string &err);
-std::string dimToString(const DimExpr &d, const std::vector<std::string> &symNames);
+std::string dimToString(const DimExpr &d,
+                        const std::vector<std::string> &symNames);
 
 struct Symbol {
-  std::string name;  // e.g. "num_tokens", "num_seqs"
-  int64_t maxValue = 0;  // inclusive upper bound; values are in [0, max]
+  std::string name;     // e.g. "num_tokens", "num_seqs"
+  int64_t maxValue = 0; // inclusive upper bound; values are in [0, max]
   bool operator==(const Symbol &o) const {
     return name == o.name && maxValue == o.maxValue;
   }
 };
 
-enum class InitKind : uint8_t { Unspecified = 0, Normal = 1, Uniform = 2, Constant = 3 };
+enum class InitKind : uint8_t {
+  Unspecified = 0,
+  Normal = 1,
+  Uniform = 2,
+  Constant = 3
+};
 struct WeightInit {
   InitKind kind = InitKind::Unspecified;
-  double param = 0.0;  // Normal: std; Uniform: half-width; Constant: value
+  double param = 0.0; // Normal: std; Uniform: half-width; Constant: value
   static WeightInit normal(double std) { return {InitKind::Normal, std}; }
   static WeightInit uniform(double a) { return {InitKind::Uniform, a}; }
   static WeightInit constant(double v) { return {InitKind::Constant, v}; }
@@ -82,7 +88,7 @@ struct WeightInit {
 };
 
 struct Weight {
-  std::string name;  // safetensors tensor name
+  std::string name; // safetensors tensor name
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   WeightInit init;
@@ -94,29 +100,29 @@ struct Weight {
 };
 
 struct KernelObject {
-  std::string target;  // "cpu-x86_64" (ELF .so) or "cuda-sm_90a" (cubin)
+  std::string target; // "cpu-x86_64" (ELF .so) or "cuda-sm_90a" (cubin)
   std::vector<uint8_t> data;
-  std::vector<std::string> symbols;  // kernel entry points it defines
+  std::vector<std::string> symbols; // kernel entry points it defines
   bool operator==(const KernelObject &o) const {
     return target == o.target && data == o.data && symbols == o.symbols;
   }
 };
 
 enum class BufferKind : uint8_t {
-  Arena = 0,   // activation scratch at arenaOffset inside the device arena
-  Input = 1,   // bound to an entry input; own allocation
-  Output = 2,  // bound to an entry output; own allocation
-  State = 3,   // persistent across calls; size = perSeqStride * slots
+  Arena = 0,  // activation scratch at arenaOffset inside the device arena
+  Input = 1,  // bound to an entry input; own allocation
+  Output = 2, // bound to an entry output; own allocation
+  State = 3,  // persistent across calls; size = perSeqStride * slots
 };
-constexpr uint32_t kBufferFlagDump = 1u;  // include in --dump output
-constexpr uint64_t kArenaAlignment = 16;  // arenaOffset must be a multiple
+constexpr uint32_t kBufferFlagDump = 1u; // include in --dump output
+constexpr uint64_t kArenaAlignment = 16; // arenaOffset must be a multiple
 
 struct Buffer {
   std::string name;
   BufferKind kind = BufferKind::Arena;
-  uint64_t size = 0;          // bytes, sized for the symbols' max bounds
-  uint64_t arenaOffset = 0;   // Arena only
-  uint64_t perSeqStride = 0;  // State only (0 = not per sequence)
+  uint64_t size = 0;         // bytes, sized for the symbols' max bounds
+  uint64_t arenaOffset = 0;  // Arena only
+  uint64_t perSeqStride = 0; // State only (0 = not per sequence)
   uint32_t device = 0;
   uint32_t flags = 0;
   bool operator==(const Buffer &o) const {
@@ -126,27 +132,68 @@ struct Buffer {
   }
 };
 
-enum class ArgKind : uint8_t { Buffer = 0, Weight = 1, I32 = 2, I64 = 3, F32 = 4, Symbol = 5 };
+enum class ArgKind : uint8_t {
+  Buffer = 0,
+  Weight = 1,
+  I32 = 2,
+  I64 = 3,
+  F32 = 4,
+  Symbol = 5
+};
 struct Arg {
   ArgKind kind = ArgKind::I64;
-  uint32_t index = 0;   // Buffer: buffer id; Weight: manifest index; Symbol: symbol index
-  uint64_t offset = 0;  // Buffer: byte offset into the buffer
-  int64_t imm = 0;      // I32 / I64 immediate
-  float fimm = 0.0f;    // F32 immediate
-  static Arg buffer(uint32_t id, uint64_t off = 0) { Arg r; r.kind = ArgKind::Buffer; r.index = id; r.offset = off; return r; }
-  static Arg weight(uint32_t idx) { Arg r; r.kind = ArgKind::Weight; r.index = idx; return r; }
-  static Arg i32(int32_t v) { Arg r; r.kind = ArgKind::I32; r.imm = v; return r; }
-  static Arg i64(int64_t v) { Arg r; r.kind = ArgKind::I64; r.imm = v; return r; }
-  static Arg f32(float v) { Arg r; r.kind = ArgKind::F32; r.fimm = v; return r; }
-  static Arg symbol(uint32_t s) { Arg r; r.kind = ArgKind::Symbol; r.index = s; return r; }
+  uint32_t index =
+      0; // Buffer: buffer id; Weight: manifest index; Symbol: symbol index
+  uint64_t offset = 0; // Buffer: byte offset into the buffer
+  int64_t imm = 0;     // I32 / I64 immediate
+  float fimm = 0.0f;   // F32 immediate
+  static Arg buffer(uint32_t id, uint64_t off = 0) {
+    Arg r;
+    r.kind = ArgKind::Buffer;
+    r.index = id;
+    r.offset = off;
+    return r;
+  }
+  static Arg weight(uint32_t idx) {
+    Arg r;
+    r.kind = ArgKind::Weight;
+    r.index = idx;
+    return r;
+  }
+  static Arg i32(int32_t v) {
+    Arg r;
+    r.kind = ArgKind::I32;
+    r.imm = v;
+    return r;
+  }
+  static Arg i64(int64_t v) {
+    Arg r;
+    r.kind = ArgKind::I64;
+    r.imm = v;
+    return r;
+  }
+  static Arg f32(float v) {
+    Arg r;
+    r.kind = ArgKind::F32;
+    r.fimm = v;
+    return r;
+  }
+  static Arg symbol(uint32_t s) {
+    Arg r;
+    r.kind = ArgKind::Symbol;
+    r.index = s;
+    return r;
+  }
   bool operator==(const Arg &o) const;
 };
 
 struct Launch {
-  uint32_t object = 0;  // kernel object index
-  std::string kernel;   // symbol name, must be listed by the object
-  DimExpr grid[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
-  DimExpr block[3] = {DimExpr::constant(1), DimExpr::constant(1), DimExpr::constant(1)};
+  uint32_t object = 0; // kernel object index
+  std::string kernel;  // symbol name, must be listed by the object
+  DimExpr grid[3] = {DimExpr::constant(1), DimExpr::constant(1),
+                     DimExpr::constant(1)};
+  DimExpr block[3] = {DimExpr::constant(1), DimExpr::constant(1),
+                      DimExpr::constant(1)};
   DimExpr sharedMemBytes = DimExpr::constant(0);
   uint32_t device = 0;
   std::vector<Arg> args;
@@ -157,16 +204,17 @@ struct TensorSpec {
   std::string name;
   DType dtype = DType::F32;
   std::vector<DimExpr> shape;
-  uint32_t buffer = 0;  // buffer id holding the data (Input/Output/State/Arena)
+  uint32_t buffer = 0; // buffer id holding the data (Input/Output/State/Arena)
   bool operator==(const TensorSpec &o) const {
-    return name == o.name && dtype == o.dtype && shape == o.shape && buffer == o.buffer;
+    return name == o.name && dtype == o.dtype && shape == o.shape &&
+           buffer == o.buffer;
   }
 };
 
 struct Entry {
-  std::string name;  // e.g. "forward"
+  std::string name; // e.g. "forward"
   std::vector<TensorSpec> inputs, outputs;
-  std::vector<Launch> launches;  // executed in order
+  std::vector<Launch> launches; // executed in order
   bool operator==(const Entry &o) const {
     return name == o.name && inputs == o.inputs && outputs == o.outputs &&
            launches == o.launches;
@@ -183,7 +231,7 @@ struct Artifact {
   std::vector<Entry> entries;
 
   const std::string *meta(const std::string &key) const;
-  int findSymbol(const std::string &name) const;  // -1 if absent
+  int findSymbol(const std::string &name) const; // -1 if absent
   int findWeight(const std::string &name) const;
   int findEntry(const std::string &name) const;
   int findBuffer(const std::string &name) const;
@@ -191,23 +239,28 @@ struct Artifact {
 };
 
 // Checks every cross reference and bound (what the reader enforces after
-// decoding). Errors name the field, e.g. "entries[0] 'forward'.launches[2].args[1]: ...".
+// decoding). Errors name the field, e.g. "entries[0]
+// 'forward'.launches[2].args[1]: ...".
 bool validate(const Artifact &a, std::string &err);
 
 // Whole-file I/O shared by the artifact, safetensors and C API code; errors
 // name the path ("<path>: cannot open: <reason>", "<path>: read error").
-bool readWholeFile(const std::string &path, std::vector<uint8_t> &out, std::string &err);
-bool writeWholeFile(const std::string &path, const std::vector<uint8_t> &bytes, std::string &err);
+bool readWholeFile(const std::string &path, std::vector<uint8_t> &out,
+                   std::string &err);
+bool writeWholeFile(const std::string &path, const std::vector<uint8_t> &bytes,
+                    std::string &err);
 
 // FNV-1a 64-bit over [data, data+n).
-uint64_t fnv1a64(const void *data, size_t n, uint64_t seed = 0xcbf29ce484222325ull);
+uint64_t fnv1a64(const void *data, size_t n,
+                 uint64_t seed = 0xcbf29ce484222325ull);
 
 // Encodes a validated artifact into .k3bin bytes. `skipValidation` exists
 // only so tests and fuzzers can produce invalid files for the reader.
 bool serialize(const Artifact &a, std::vector<uint8_t> &out, std::string &err,
                bool skipValidation = false);
 // Decodes and validates. Errors name the file offset and field.
-bool deserialize(const uint8_t *data, size_t size, Artifact &out, std::string &err);
+bool deserialize(const uint8_t *data, size_t size, Artifact &out,
+                 std::string &err);
 bool readFile(const std::string &path, Artifact &out, std::string &err);
 bool writeFile(const std::string &path, const Artifact &a, std::string &err);
 
@@ -215,7 +268,7 @@ bool writeFile(const std::string &path, const Artifact &a, std::string &err);
 // are the indices used in Arg / Launch / TensorSpec.
 class Builder {
 public:
-  Builder();  // sets calling_convention metadata
+  Builder(); // sets calling_convention metadata
   void setMetadata(const std::string &key, const std::string &value);
   uint32_t addSymbol(const std::string &name, int64_t maxValue);
   uint32_t addWeight(const std::string &name, DType dtype,
@@ -234,8 +287,8 @@ public:
   // Returns the launch's index within the entry.
   uint32_t addLaunch(uint32_t entry, Launch launch);
   uint32_t addLaunch(uint32_t entry, uint32_t object, const std::string &kernel,
-                     std::vector<Arg> args,
-                     const DimExpr (&grid)[3], const DimExpr (&block)[3],
+                     std::vector<Arg> args, const DimExpr (&grid)[3],
+                     const DimExpr (&block)[3],
                      DimExpr sharedMemBytes = DimExpr::constant(0),
                      uint32_t device = 0);
 
@@ -248,7 +301,7 @@ private:
   Artifact a_;
 };
 
-}  // namespace artifact
-}  // namespace k3
+} // namespace artifact
+} // namespace k3
 
-#endif  // K3_ARTIFACT_H
+#endif // K3_ARTIFACT_H

@@ -10,21 +10,23 @@
 
 namespace k3 {
 
-uint16_t floatToBf16(float f);  // round to nearest even, NaN stays NaN
+uint16_t floatToBf16(float f); // round to nearest even, NaN stays NaN
 float bf16ToFloat(uint16_t h);
-uint16_t floatToF16(float f);   // round to nearest even, handles subnormals/inf/NaN
+uint16_t
+floatToF16(float f); // round to nearest even, handles subnormals/inf/NaN
 float f16ToFloat(uint16_t h);
 
-uint64_t splitmix64(uint64_t x);  // the finaliser ("mix") of SplitMix64
+uint64_t splitmix64(uint64_t x); // the finaliser ("mix") of SplitMix64
 
 // Fills `out` (numel elements of w.dtype) with w's init recipe for `seed`:
-//   base = splitmix64(seed ^ fnv1a64(w.name)); u_k = (splitmix64(base + k) >> 11) * 2^-53
-//   Normal(std):  element j = std * sqrt(-2 ln(1 - u_{2j})) * cos(2 pi u_{2j+1})
-//   Uniform(a):   element j = a * (2 u_j - 1)
-//   Constant(v):  v;  Unspecified: Normal(0.02) for float dtypes, 0 for i32.
+//   base = splitmix64(seed ^ fnv1a64(w.name)); u_k = (splitmix64(base + k) >>
+//   11) * 2^-53 Normal(std):  element j = std * sqrt(-2 ln(1 - u_{2j})) * cos(2
+//   pi u_{2j+1}) Uniform(a):   element j = a * (2 u_j - 1) Constant(v):  v;
+//   Unspecified: Normal(0.02) for float dtypes, 0 for i32.
 // Values are computed in double, rounded to float, then to the dtype.
-void randomInit(const artifact::Weight &w, uint64_t seed, void *out, size_t numel);
+void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
+                size_t numel);
 
-}  // namespace k3
+} // namespace k3
 
 #endif

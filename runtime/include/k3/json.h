@@ -21,13 +21,14 @@ struct Value {
   Type type = Type::Null;
   bool boolean = false;
   double number = 0.0;
-  bool isInt = false;   // the literal was an integer that fits int64
-  int64_t integer = 0;  // valid when isInt
+  bool isInt = false;  // the literal was an integer that fits int64
+  int64_t integer = 0; // valid when isInt
   std::string str;
   std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;  // in document order
+  std::vector<std::pair<std::string, Value>> object; // in document order
 
-  const Value *get(const std::string &key) const;  // objects only; null if absent
+  const Value *
+  get(const std::string &key) const; // objects only; null if absent
   bool isObject() const { return type == Type::Object; }
   bool isArray() const { return type == Type::Array; }
   bool isString() const { return type == Type::String; }
@@ -45,7 +46,7 @@ std::string quote(const std::string &s);
 // Compact serialization (used by tests and writers).
 std::string dump(const Value &v);
 
-}  // namespace json
-}  // namespace k3
+} // namespace json
+} // namespace k3
 
 #endif

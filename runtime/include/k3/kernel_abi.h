@@ -1,4 +1,5 @@
-/* k3/kernel_abi.h - what a compiled kernel sees ("bare-pointer packed params v1").
+/* k3/kernel_abi.h - what a compiled kernel sees ("bare-pointer packed params
+ * v1").
  *
  * Every kernel, CPU and GPU alike, receives its arguments the way
  * cuLaunchKernel's kernelParams passes them: an array `params` where
@@ -31,7 +32,8 @@ typedef struct k3_cpu_launch_context {
   int64_t grid_dim[3];  /* launch grid */
   int64_t block_dim[3]; /* launch block dims (a hint on CPU, e.g. tile size) */
   int64_t shared_mem_bytes;
-  void *shared_mem;     /* scratch of shared_mem_bytes, private to this block (NULL if 0) */
+  void *shared_mem; /* scratch of shared_mem_bytes, private to this block (NULL
+                       if 0) */
 } k3_cpu_launch_context;
 
 typedef void (*k3_cpu_kernel_fn)(void **params);

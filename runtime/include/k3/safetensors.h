@@ -18,18 +18,19 @@ namespace st {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
-// Element size for a safetensors dtype string ("BF16", "F32", ...), 0 if unknown.
+// Element size for a safetensors dtype string ("BF16", "F32", ...), 0 if
+// unknown.
 size_t dtypeSize(const std::string &dtype);
 // Safetensors dtype string for an artifact dtype.
 const char *dtypeFor(artifact::DType t);
 
 struct TensorInfo {
   std::string name;
-  std::string dtype;           // safetensors spelling, e.g. "BF16"
+  std::string dtype; // safetensors spelling, e.g. "BF16"
   std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0; // data_offsets, relative to the data section
-  const uint8_t *data = nullptr;  // points into the mapping
-  std::string file;            // file it came from (for errors)
+  uint64_t begin = 0, end = 0;   // data_offsets, relative to the data section
+  const uint8_t *data = nullptr; // points into the mapping
+  std::string file;              // file it came from (for errors)
   uint64_t numel() const;
 };
 
@@ -41,7 +42,8 @@ bool parse(const uint8_t *data, size_t size, const std::string &file,
 
 class MappedFile {
 public:
-  static std::shared_ptr<MappedFile> open(const std::string &path, std::string &err);
+  static std::shared_ptr<MappedFile> open(const std::string &path,
+                                          std::string &err);
   ~MappedFile();
   const uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
@@ -63,7 +65,9 @@ public:
   bool addFile(const std::string &path, std::string &err);
   const TensorInfo *find(const std::string &name) const;
   const std::map<std::string, TensorInfo> &tensors() const { return tensors_; }
-  const std::vector<std::pair<std::string, std::string>> &metadata() const { return metadata_; }
+  const std::vector<std::pair<std::string, std::string>> &metadata() const {
+    return metadata_;
+  }
 
 private:
   std::vector<std::shared_ptr<MappedFile>> maps_;
@@ -73,11 +77,12 @@ private:
 
 // Converts tensor `t` into `numel` elements of `dst` at `out`. Supported:
 // BF16/F16/F32/F64 -> bf16/f16/f32 and I32/I64 -> i32 (range-checked).
-bool convert(const TensorInfo &t, artifact::DType dst, void *out, std::string &err);
+bool convert(const TensorInfo &t, artifact::DType dst, void *out,
+             std::string &err);
 
 struct WriteTensor {
   std::string name;
-  std::string dtype;  // safetensors spelling
+  std::string dtype; // safetensors spelling
   std::vector<int64_t> shape;
   const void *data = nullptr;
   size_t nbytes = 0;
@@ -90,7 +95,7 @@ bool serialize(const std::vector<WriteTensor> &tensors,
                const std::vector<std::pair<std::string, std::string>> &metadata,
                std::vector<uint8_t> &out, std::string &err);
 
-}  // namespace st
-}  // namespace k3
+} // namespace st
+} // namespace k3
 
 #endif
