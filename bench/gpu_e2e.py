@@ -27,7 +27,8 @@ BIN = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin"))
 CASES = {"one": [7], "packed": [5, 17, 1, 9], "long": [120, 3]}
 # CUDA artifacts checked: the default, and the tensor-core linear kernels
 # (3xTF32 split, f32-accurate: the same 1e-4 bound).
-CUDA_VARIANTS = {"tiny-cuda": "", "tiny-cuda-mma-linear": "cuda-linear=mma-3xtf32"}
+CUDA_VARIANTS = {"tiny-cuda": "",
+                 "tiny-cuda-mma-linear": "kernel-config=linear.kernel=linear_mma_3xtf32"}
 
 
 def prepare():

@@ -49,7 +49,7 @@ BF16_CASES.append(("random", "many"))
 # Variant -> extra k3-compile options: the split tensor-core form
 # (default: 1 warp per chain block at this shape), with 2 warps per chain
 # block (two value slices of 16 columns per block), the recurrent kernel.
-BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto cuda-kda-mma-warps=2",
+BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2",
                  "recurrent": "kda=recurrent"}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.

@@ -30,21 +30,23 @@ if os.environ.get("K3_BENCH_SHAPES"):  # e.g. "1,8192,96;1,2048,96"
 # Our variants: extra k3-compile options. "mma" is the default CUDA lowering
 # for bf16 (kda=auto: k3-kda-mma-split, a token-parallel operand kernel,
 # then the tensor-core chain; warps per chain block from the shape: 4 at H64,
-# 8 at H96); cuda-kda-mma-warps fixes the chain's warps per
-# block (16 value columns each), cuda-kda-mma-stages its cp.async stages,
-# cuda-kda-operands-blocks-per-sm the operand kernel's register cap;
-# "recurrent" is the recurrent kernel (cuda-kda-recurrent-tile=BV,P,S,C).
+# 8 at H96); kernel-config overrides (k3-select-kernel-config) set the
+# chain's warps per block (kda_mma_recurrence.warps, 16 value columns
+# each), its cp.async stages (kda_mma_recurrence.stages), the operand
+# kernel's register cap (kda_mma_operands.blocks_per_sm); "recurrent" is
+# the recurrent kernel (kda.tile=BVxPxSxC).
 RECURRENT = "kda=recurrent"
-TILES = {"mma": "kda=auto", "mma_occ4": "kda=auto cuda-kda-operands-blocks-per-sm=4",
-         "mma_stages2": "kda=auto cuda-kda-mma-stages=2",
-         "mma_w4": "kda=auto cuda-kda-mma-warps=4",
-         "mma_w8": "kda=auto cuda-kda-mma-warps=8",
+TILES = {"mma": "kda=auto",
+         "mma_occ4": "kda=auto kernel-config=kda_mma_operands.blocks_per_sm=4",
+         "mma_stages2": "kda=auto kernel-config=kda_mma_recurrence.stages=2",
+         "mma_w4": "kda=auto kernel-config=kda_mma_recurrence.warps=4",
+         "mma_w8": "kda=auto kernel-config=kda_mma_recurrence.warps=8",
          "recurrent": RECURRENT}
 # Decode variants: the artifact's decode entry (k3-decode-entry: the
 # recurrent kernel with one-token staging), its prefill entry (16-token
 # staging), and the prefill entry forced to one-token staging.
 DECODE_TILES = {"": RECURRENT, "_prefill_entry": RECURRENT,
-                "_s1": "kda=recurrent cuda-kda-recurrent-tile=32,8,1,4"}
+                "_s1": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
 DECODE_ENTRY = {"": "forward_decode", "_prefill_entry": "forward", "_s1": "forward"}
 VARIANTS = tuple(TILES) + (("chunkwise",) if os.environ.get("K3_BENCH_CHUNKWISE") == "1" else ())
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/CompileCPU.h"
 
+#include "dialects/K3/K3Dialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -77,10 +79,8 @@ mlir::k3::compileKernelsForHost(ModuleOp kernels, StringRef linker,
   for (auto fn : module->getOps<func::FuncOp>()) {
     symbols.push_back(fn.getSymName().str());
     fn.setSymName((fn.getSymName() + "_impl").str());
-    // The planner's annotations mean nothing to LLVM.
-    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
-      fn.removeArgAttr(i, "k3.dims");
-    fn->removeAttr("k3.kernel");
+    // The compiler's annotations mean nothing to LLVM.
+    stripK3Attributes(fn);
   }
 
   PassManager pm(ctx);

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/CompileCUDA.h"
 
+#include "dialects/K3/K3Dialect.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -37,11 +39,8 @@ LogicalResult mlir::k3::compileKernelsForCUDA(gpu::GPUModuleOp kernels,
   symbols.clear();
   for (auto fn : copy.getOps<gpu::GPUFuncOp>()) {
     symbols.push_back(fn.getName().str());
-    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
-      fn.removeArgAttr(i, b.getStringAttr("k3.dims"));
-    for (StringRef a : {"k3.kernel", "k3.phases", "k3.grid", "k3.launch_grid",
-                        "k3.launch_block", "k3.launch_smem"})
-      fn->removeAttr(a);
+    // The compiler's annotations mean nothing to LLVM.
+    stripK3Attributes(fn);
   }
 
   // The toolkit gives ptxas and libdevice (the __nv_* math functions);

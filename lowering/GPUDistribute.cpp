@@ -1,6 +1,9 @@
 //===- GPUDistribute.cpp - loop nests to GPU threads ------------*- C++ -*-===//
 #include "lowering/GPUDistribute.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/SymbolicShape.h"
+
+#include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -48,7 +51,25 @@ static void gridStride(scf::ParallelOp loop) {
   loop.erase();
 }
 
-SmallVector<gpu::GPUFuncOp> mlir::k3::distributeOverThreads(gpu::GPUFuncOp fn) {
+/// The launch of a phase whose loop has `extent` iterations ([symbol, a, b]:
+/// a * symbol + b), or an unknown count (null).
+static LaunchShapeAttr phaseLaunch(MLIRContext *ctx, DenseI64ArrayAttr extent,
+                                   int64_t threads) {
+  SmallVector<int64_t> block = {threads, 1, 1};
+  if (!extent)
+    return LaunchShapeAttr::get(ctx, GridSymbol::device_sm_count,
+                                kGridStrideBlocksPerSM, 0, 1, block, 0);
+  int64_t sym = extent[0], a = extent[1], b = extent[2];
+  if (sym == 0 || a == 0)
+    return LaunchShapeAttr::get(ctx, GridSymbol::none, 0,
+                                std::max<int64_t>(1, b), threads, block, 0);
+  return LaunchShapeAttr::get(
+      ctx, sym == kNumTokens ? GridSymbol::num_tokens : GridSymbol::num_seqs, a,
+      b, threads, block, 0);
+}
+
+SmallVector<gpu::GPUFuncOp>
+mlir::k3::distributeOverThreads(gpu::GPUFuncOp fn, int64_t blockThreads) {
   SmallVector<gpu::GPUFuncOp> phases = {fn};
   size_t numLoops = topLevelLoops(fn).size();
   OpBuilder b(fn);
@@ -64,11 +85,16 @@ SmallVector<gpu::GPUFuncOp> mlir::k3::distributeOverThreads(gpu::GPUFuncOp fn) {
     for (auto [i, loop] : llvm::enumerate(loops))
       if (i != p)
         loop.erase();
-    if (loops.empty())
+    MLIRContext *ctx = fn.getContext();
+    K3Dialect::LaunchShapeAttrHelper launch(ctx);
+    if (loops.empty()) {
+      launch.setAttr(phase, phaseLaunch(ctx, {}, blockThreads));
       continue;
+    }
     scf::ParallelOp mine = loops[p];
-    if (auto extent = mine->getAttrOfType<DenseI64ArrayAttr>(kExtentAttr))
-      phase->setAttr("k3.grid", extent);
+    launch.setAttr(
+        phase, phaseLaunch(ctx, K3Dialect::ExtentAttrHelper(ctx).getAttr(mine),
+                           blockThreads));
     gridStride(mine);
   }
   return phases;

@@ -1,6 +1,8 @@
 //===- KernelBuilder.cpp - building kernel bodies as loop nests -*- C++ -*-===//
 #include "lowering/KernelBuilder.h"
 
+#include "dialects/K3/K3Dialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -172,8 +174,9 @@ void KernelBuilder::parallel(ArrayRef<Value> ubs,
         body(ivs);
       });
   if (extent)
-    par->setAttr(kExtentAttr, b.getDenseI64ArrayAttr(
-                                  {extent->symbol, extent->a, extent->b}));
+    K3Dialect::ExtentAttrHelper(b.getContext())
+        .setAttr(par, b.getDenseI64ArrayAttr(
+                          {extent->symbol, extent->a, extent->b}));
 }
 
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {

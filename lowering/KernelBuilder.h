@@ -134,10 +134,9 @@ private:
   llvm::DenseMap<Value, Linear> forms;
 };
 
-/// Attribute on a kernel's top-level scf.parallel: its iteration count as
-/// [symbol, a, b] meaning a * symbol + b (symbol 0 for a constant). GPU
-/// targets size their grids from it.
-constexpr llvm::StringLiteral kExtentAttr = "k3.extent";
+// A kernel's top-level scf.parallel carries its iteration count as
+// `k3.extent` = [symbol, a, b] meaning a * symbol + b (symbol 0 for a
+// constant); GPU targets size their grids from it.
 
 /// The tensors of one kernel: bare pointers and their symbolic shapes.
 struct KernelOperand {

@@ -2,6 +2,8 @@
 #ifndef K3_LOWERING_MODELFUNCTION_H
 #define K3_LOWERING_MODELFUNCTION_H
 
+#include "dialects/K3/K3Dialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -27,7 +29,7 @@ inline SmallVector<func::FuncOp, 2> modelEntries(ModuleOp module,
   else
     return fns;
   if (auto d = module.lookupSymbol<func::FuncOp>((entry + "_decode").str()))
-    if (d->hasAttr("k3.decode"))
+    if (K3Dialect::DecodeAttrHelper(module.getContext()).isAttrPresent(d))
       fns.push_back(d);
   return fns;
 }

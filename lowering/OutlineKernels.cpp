@@ -1,10 +1,10 @@
 //===- OutlineKernels.cpp - K3 ops to kernels and launches ------*- C++ -*-===//
-#include "lowering/GPUDistribute.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
 #include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
-#include "lowering/cuda/CUDAKernels.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
@@ -17,16 +17,6 @@ namespace mlir::k3 {
 namespace {
 
 constexpr StringLiteral kKernelsModule = "k3_kernels";
-
-/// Ops that compute and therefore become kernels; the rest (weights, state
-/// reads, reshapes, index arithmetic) only name or alias memory.
-bool needsKernel(Operation *op) {
-  if (isa<WeightOp, StateReadOp, StateWriteOp, LaunchOp>(op))
-    return false;
-  if (isa<K3Dialect>(op->getDialect()))
-    return true;
-  return isa<tensor::ExtractSliceOp, tensor::ConcatOp>(op);
-}
 
 Attribute shapeAttr(Builder &b, ArrayRef<int64_t> shape) {
   return b.getDenseI64ArrayAttr(shape);
@@ -45,10 +35,18 @@ std::string kernelStem(Operation *op) {
 
 struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
   using Base::Base;
-  CUDAKernelOptions cudaOptions;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    target = K3Dialect::TargetAttrHelper(ctx).getAttr(module);
+    if (!target)
+      target = CPUTargetAttr::get(ctx);
+    KernelPatternSet set;
+    populateLoopNestKernelPatterns(set);
+    if (isa<GPUTargetAttr>(target))
+      populateCUDAKernelPatterns(set);
+    patterns = &set;
     SmallVector<func::FuncOp, 2> fns = modelEntries(module, entry);
     if (fns.empty())
       return signalPassFailure();
@@ -67,58 +65,24 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     SymbolicShapes shapes;
     if (failed(shapes.analyze(fn)))
       return failure();
-    cudaOptions.kdaMMAWarps = cudaKdaMMAWarps;
-    cudaOptions.smCount = cudaSMCount;
-    cudaOptions.kdaMMAStages = cudaKdaMMAStages;
-    cudaOptions.kdaOperandsBlocksPerSM = cudaKdaOperandsBlocksPerSM;
-    cudaOptions.kdaRecurrentTile = cudaKdaRecurrentTile;
-    cudaOptions.linearKernel = cudaLinear;
-    // A decode entry (k3-decode-entry, attribute k3.decode) runs one token
-    // per sequence: the recurrent KDA kernel stages one token at a time.
-    decodeEntry = fn->hasAttr("k3.decode");
-    cudaOptions.decode = decodeEntry;
-    if (target == "cuda" && failed(cudaOptions.verify(module)))
+    if (failed(getKernelsModule(module)))
       return failure();
-
-    OpBuilder b(module.getContext());
-    if (target != "cpu" && target != "cuda") {
-      module.emitError() << "unknown target '" << target
-                         << "' (expected cpu or cuda)";
-      return failure();
-    }
-    kernels = SymbolTable::lookupSymbolIn(module, kKernelsModule);
-    if (!kernels) {
-      b.setInsertionPointToEnd(module.getBody());
-      if (target == "cuda") {
-        // sm_90a: the Hopper features (wgmma, TMA) need the "a" variant.
-        auto nvvm = NVVM::NVVMTargetAttr::get(
-            module.getContext(), /*optLevel=*/3, "nvptx64-nvidia-cuda",
-            "sm_90a", "+ptx80");
-        kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelsModule,
-                                           b.getArrayAttr({nvvm}));
-        module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                        b.getUnitAttr());
-      } else {
-        kernels =
-            ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
-      }
-      kernels->setAttr("k3.target", b.getStringAttr(target));
-    } else if (auto t = kernels->getAttrOfType<StringAttr>("k3.target");
-               !t || t.getValue() != target) {
-      module.emitError() << "kernels of another target are already outlined";
-      return failure();
-    }
     // Kernels outlined for another entry are shared (same key, same kernel;
     // on the GPU the kernel is the function listing its phases, which are
     // copies carrying the same key).
+    MLIRContext *ctx = module.getContext();
+    K3Dialect::KeyAttrHelper keyAttr(ctx);
+    K3Dialect::PhasesAttrHelper phasesAttr(ctx);
     for (Operation &k : kernels->getRegion(0).front())
-      if (auto key = k.getAttrOfType<StringAttr>("k3.key"))
-        if (target == "cpu" || k.hasAttr("k3.phases"))
+      if (StringAttr key = keyAttr.getAttr(&k))
+        if (!isGPU() || phasesAttr.isAttrPresent(&k))
           cache[key.getValue()] = cast<FunctionOpInterface>(&k);
 
     // Record shapes on the model function before ops are replaced.
+    OpBuilder b(ctx);
     for (BlockArgument arg : fn.getArguments())
-      fn.setArgAttr(arg.getArgNumber(), "k3.dims",
+      fn.setArgAttr(arg.getArgNumber(),
+                    K3Dialect::DimsAttrHelper(ctx).getName(),
                     shapeAttr(b, shapes.lookup(arg)));
 
     SmallVector<Operation *> ops;
@@ -147,7 +111,8 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       if (isa<RankedTensorType>(r.getType()))
         attrs.push_back(shapeAttr(b, shapes.lookup(r)));
     if (!attrs.empty())
-      op->setAttr("k3.shapes", b.getArrayAttr(attrs));
+      K3Dialect::ShapesAttrHelper(op->getContext())
+          .setAttr(op, b.getArrayAttr(attrs));
   }
 
   /// Replaces `op` by a launch of its kernel. For a state write the kernel
@@ -187,7 +152,8 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     SmallVector<Attribute> attrs;
     for (const SymShape &s : outShapes)
       attrs.push_back(shapeAttr(b, s));
-    launch->setAttr("k3.shapes", b.getArrayAttr(attrs));
+    K3Dialect::ShapesAttrHelper(op->getContext())
+        .setAttr(launch, b.getArrayAttr(attrs));
     for (auto [r, s] : llvm::zip(launch.getResults(), outShapes))
       shapes.record(r, s);
     if (isWrite) {
@@ -215,8 +181,6 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     for (auto [t, s] : llvm::zip(outTypes, outShapes))
       os << "|" << cast<RankedTensorType>(t).getElementType() << ":"
          << symShapeToString(s);
-    if (decodeEntry && isa<KDAOp>(op))
-      os << "|decode";
     auto it = cache.find(key);
     if (it != cache.end())
       return it->second;
@@ -241,7 +205,7 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     FunctionType fnType = b.getFunctionType(argTypes, {});
     FunctionOpInterface fn;
     Block *body;
-    if (target == "cuda") {
+    if (isGPU()) {
       auto gfn = gpu::GPUFuncOp::create(b, op->getLoc(), name, fnType);
       gfn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
       fn = gfn;
@@ -251,13 +215,15 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       fn = cfn;
       body = cfn.addEntryBlock();
     }
-    fn->setAttr("k3.kernel", b.getUnitAttr());
-    fn->setAttr("k3.key", b.getStringAttr(key));
+    MLIRContext *ctx = b.getContext();
+    K3Dialect::KernelAttrHelper(ctx).setAttr(fn, b.getUnitAttr());
+    K3Dialect::KeyAttrHelper(ctx).setAttr(fn, b.getStringAttr(key));
+    StringAttr dims = K3Dialect::DimsAttrHelper(ctx).getName();
     unsigned numIn = inputs.size(), numOut = outTypes.size();
     for (unsigned i = 0; i < numIn; ++i)
-      fn.setArgAttr(i, "k3.dims", shapeAttr(b, inShapes[i]));
+      fn.setArgAttr(i, dims, shapeAttr(b, inShapes[i]));
     for (unsigned i = 0; i < numOut; ++i)
-      fn.setArgAttr(numIn + i, "k3.dims", shapeAttr(b, outShapes[i]));
+      fn.setArgAttr(numIn + i, dims, shapeAttr(b, outShapes[i]));
 
     b.setInsertionPointToStart(body);
     Location loc = op->getLoc();
@@ -275,41 +241,61 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       Value base = body->getArgument(numIn + i);
       outs.push_back({base, outShapes[i], kb.view(base, outShapes[i])});
     }
-    if (target == "cuda") {
-      auto gfn = cast<gpu::GPUFuncOp>(fn.getOperation());
-      FailureOr<bool> dedicated =
-          emitDedicatedCUDAKernel(op, gfn, kb, ins, outs, cudaOptions);
-      if (failed(dedicated))
-        return failure();
-      if (*dedicated) {
-        gpu::ReturnOp::create(b, loc);
-        fn->setAttr(
-            "k3.phases",
-            b.getArrayAttr({FlatSymbolRefAttr::get(gfn.getNameAttr())}));
-        cache[key] = fn;
-        return fn;
-      }
-    }
-    if (failed(emitKernelBody(op, kb, ins, outs)))
+    // The op's config names the kernel; the pattern emits its body.
+    KernelConfigAttr config =
+        K3Dialect::KernelConfigAttrHelper(ctx).getAttr(op);
+    if (!config)
+      config =
+          KernelConfigAttr::get(ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
+                                isGPU() ? kLoopNestWarps : 0, 0, 0);
+    const KernelPattern *pattern = patterns->lookup(op, config.getKernel());
+    if (!pattern)
+      return op->emitOpError()
+             << "has no kernel pattern for " << config << " on " << target;
+    // The kernel records the config that built it.
+    K3Dialect::KernelConfigAttrHelper(ctx).setAttr(fn, config);
+    KernelEmission emission{fn, kb, ins, outs, config, target};
+    if (failed(pattern->emit(op, emission)))
       return failure();
-    if (target == "cuda") {
-      gpu::ReturnOp::create(b, loc);
-      // One kernel per parallel phase; the launch lists them in order.
-      SmallVector<Attribute> names;
-      for (gpu::GPUFuncOp phase :
-           distributeOverThreads(cast<gpu::GPUFuncOp>(fn.getOperation())))
-        names.push_back(FlatSymbolRefAttr::get(phase.getNameAttr()));
-      fn->setAttr("k3.phases", b.getArrayAttr(names));
-    } else {
+    if (!isGPU())
       func::ReturnOp::create(b, loc);
-    }
     cache[key] = fn;
     return fn;
   }
 
+  bool isGPU() const { return isa<GPUTargetAttr>(target); }
+
+  /// Finds or creates @k3_kernels for the module's target.
+  LogicalResult getKernelsModule(ModuleOp module) {
+    K3Dialect::TargetAttrHelper targetAttr(module.getContext());
+    kernels = SymbolTable::lookupSymbolIn(module, kKernelsModule);
+    if (kernels) {
+      if (targetAttr.getAttr(kernels) != target)
+        return module.emitError()
+               << "kernels of another target are already outlined";
+      return success();
+    }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    if (auto gpu = dyn_cast<GPUTargetAttr>(target)) {
+      auto nvvm = NVVM::NVVMTargetAttr::get(module.getContext(), /*optLevel=*/3,
+                                            "nvptx64-nvidia-cuda",
+                                            gpu.getChip(), gpu.getFeatures());
+      kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kKernelsModule,
+                                         b.getArrayAttr({nvvm}));
+      module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                      b.getUnitAttr());
+    } else {
+      kernels = ModuleOp::create(b, module.getLoc(), StringRef(kKernelsModule));
+    }
+    targetAttr.setAttr(kernels, target);
+    return success();
+  }
+
+  Attribute target;
+  const KernelPatternSet *patterns = nullptr; // for one run
   Operation *kernels = nullptr;
   llvm::StringMap<FunctionOpInterface> cache;
-  bool decodeEntry = false;
 };
 
 } // namespace

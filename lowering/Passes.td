@@ -1,6 +1,7 @@
 //===- Passes.td - lowerings out of the K3 dialect ---------*- tablegen -*-===//
 //
 // The path from a model function to an artifact:
+//   k3-select-kernel-config  target + a typed kernel config on every op
 //   k3-outline-kernels  ops -> kernels (loop nests) + k3.launch host steps
 //   k3-plan-memory      buffers, liveness, arena offsets
 //   k3-emit-artifact    kernels -> native code / cubins; plan -> .k3bin
@@ -12,14 +13,50 @@
 
 include "mlir/Pass/PassBase.td"
 
+def K3SelectKernelConfig : Pass<"k3-select-kernel-config",
+                                 "::mlir::ModuleOp"> {
+  let summary = "Attach the target and a kernel configuration to every op";
+  let description = [{
+    Sets the module's `k3.target` (`#k3.cpu_target`, or `#k3.gpu_target`
+    with the chip's limits) and attaches `k3.kernel_config =
+    #k3.kernel_config<...>` to every op of the model functions that becomes
+    a kernel: which generator lowers it (the generic loop nest, or a
+    dedicated GPU kernel) and that kernel's tile, warps, stages and blocks
+    per SM, by the rules of lowering/KernelConfigRules.cpp. A config
+    already on an op is kept (written by hand: pinned). `override` entries
+    change a parameter of every op of a kind, for tuning:
+    `<op>.<param>=<value>` with <op> an op name without `k3.`
+    (`kda_mma_recurrence.warps=2`, `kda.tile=32x8x1x4`,
+    `linear.kernel=linear_mma_3xtf32`), or `target.<param>=<value>` for a
+    parameter of the GPU target (`target.sm_count=16`). Every config is
+    checked against its op and the target; `report` prints each one.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"\"",
+           "cpu, cuda (sm_90a: an H200) or a chip name sm_XY; empty: the "
+           "module's k3.target, else cpu">,
+    ListOption<"overrides", "override", "std::string",
+               "<op>.<param>=<value> or target.<param>=<value>, for tuning">,
+    Option<"report", "report", "bool", "false",
+           "Emit a remark with each op's kernel configuration">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Turn each K3 op of the model function into a kernel launch";
   let description = [{
     Analyses the symbolic shapes of the model function `entry` (every
     dynamic size is num_tokens, num_seqs or num_seqs + 1), then replaces
     each computing op by a `k3.launch` of a kernel generated into the
-    nested module `@k3_kernels`: a `func.func` whose body is a loop nest
-    over bare-pointer views (lowering/KernelBuilder.h). Identical ops
+    nested module `@k3_kernels` of the module's `k3.target`: on the CPU a
+    `func.func`, on a GPU a `gpu.func`. The body comes from the kernel
+    pattern that the op's `k3.kernel_config` names (lowering/
+    KernelPatterns.h): a dedicated GPU kernel, or the generic loop nest
+    over bare-pointer views (lowering/KernelBuilder.h), which a GPU runs as
+    one grid-stride kernel per parallel phase. Run
+    k3-select-kernel-config first (ops without a config get the loop nest;
+    a module without a target is compiled for the CPU). Identical ops
     (same kind, attributes, types and symbolic shapes) share one kernel.
     Each `k3.state.write` gets a copy launch into the persistent state, so
     the memory planner can place every other value in the arena. Every
@@ -28,29 +65,6 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
   let options = [
     Option<"entry", "entry", "std::string", "\"forward\"",
            "The model function to compile">,
-    Option<"target", "target", "std::string", "\"cpu\"",
-           "cpu (func.func loop nests) or cuda (gpu.func kernels for sm_90a, "
-           "one per parallel phase, iterations spread over threads)">,
-    Option<"cudaKdaMMAWarps", "cuda-kda-mma-warps", "int64_t", "0",
-           "target=cuda: warps per block of the tensor-core KDA chain "
-           "(16 value columns each; 1, 2, 4, 8; 0: from the shape)">,
-    Option<"cudaSMCount", "cuda-sm-count", "int64_t", "132",
-           "target=cuda: SMs of the target GPU, for shape-dependent "
-           "defaults (132: H100 SXM, H200)">,
-    Option<"cudaKdaMMAStages", "cuda-kda-mma-stages", "int64_t", "3",
-           "target=cuda: cp.async shared-memory stages of the tensor-core "
-           "KDA chain (2..4)">,
-    Option<"cudaKdaOperandsBlocksPerSM", "cuda-kda-operands-blocks-per-sm",
-           "int64_t", "5",
-           "target=cuda: resident blocks per SM the KDA operand kernel's "
-           "registers are capped for (1..16)">,
-    Option<"cudaKdaRecurrentTile", "cuda-kda-recurrent-tile", "std::string",
-           "\"\"",
-           "target=cuda: tile \"BV,P[,S[,C]]\" of the recurrent KDA kernel "
-           "(empty: chosen from K and V)">,
-    Option<"cudaLinear", "cuda-linear", "std::string", "\"generic\"",
-           "target=cuda: k3.linear kernel, generic (loop nest) or mma-3xtf32 "
-           "(tensor cores, f32-accurate split)">,
   ];
   let dependentDialects = [
     "::mlir::k3::K3Dialect", "::mlir::func::FuncDialect",

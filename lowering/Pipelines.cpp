@@ -51,32 +51,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "kda-segments",
       llvm::cl::desc("kda=chunkwise state passing over S segments (0: off)"),
       llvm::cl::init(0)};
-  Option<int64_t> cudaKdaMMAWarps{
-      *this, "cuda-kda-mma-warps",
-      llvm::cl::desc("target=cuda: warps per tensor-core KDA chain block "
-                     "(0: from the shape)"),
-      llvm::cl::init(0)};
-  Option<int64_t> cudaSMCount{
-      *this, "cuda-sm-count",
-      llvm::cl::desc("target=cuda: SMs of the target GPU (shape-dependent "
-                     "defaults)"),
-      llvm::cl::init(132)};
-  Option<int64_t> cudaKdaMMAStages{
-      *this, "cuda-kda-mma-stages",
-      llvm::cl::desc("target=cuda: cp.async stages of the KDA chain"),
-      llvm::cl::init(3)};
-  Option<int64_t> cudaKdaOperandsBlocksPerSM{
-      *this, "cuda-kda-operands-blocks-per-sm",
-      llvm::cl::desc("target=cuda: register cap of the KDA operand kernel"),
-      llvm::cl::init(5)};
-  Option<std::string> cudaKdaRecurrentTile{
-      *this, "cuda-kda-recurrent-tile",
-      llvm::cl::desc("target=cuda: recurrent KDA tile BV,P[,S[,C]]"),
-      llvm::cl::init("")};
-  Option<std::string> cudaLinear{
-      *this, "cuda-linear",
-      llvm::cl::desc("target=cuda: k3.linear kernel, generic or mma-3xtf32"),
-      llvm::cl::init("generic")};
+  ListOption<std::string> kernelConfig{
+      *this, "kernel-config",
+      llvm::cl::desc("Kernel config overrides for tuning, <op>.<param>=<value> "
+                     "or target.<param>=<value> (k3-select-kernel-config's "
+                     "override option)")};
   Option<std::string> ptxOutput{
       *this, "ptx-output",
       llvm::cl::desc("target=cuda: also write the PTX here"),
@@ -94,6 +73,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                       llvm::cl::init(false)};
 };
 
+/// Whether the target option names a GPU (k3-select-kernel-config checks
+/// the name).
+bool isGPU(StringRef target) { return target != "cpu"; }
+
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
@@ -106,7 +89,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3DecodeEntry({o.entry}));
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
-      (o.kda == CompileOptions::KDALowering::Auto && o.target == "cpu");
+      (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));
   if (chunkwise) {
     k3::K3KDAChunkwiseOptions chunk;
     chunk.chunkSize = o.kdaChunkSize;
@@ -116,18 +99,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     tile.mode = o.kdaSolver;
     pm.addPass(k3::createK3TileTriSolve(tile));
   }
-  if (o.kda == CompileOptions::KDALowering::Auto && o.target == "cuda")
+  if (o.kda == CompileOptions::KDALowering::Auto && isGPU(o.target))
     pm.addPass(k3::createK3KDAMMASplit());
-  k3::K3OutlineKernelsOptions outline;
-  outline.entry = o.entry;
-  outline.target = o.target;
-  outline.cudaKdaMMAWarps = o.cudaKdaMMAWarps;
-  outline.cudaSMCount = o.cudaSMCount;
-  outline.cudaKdaMMAStages = o.cudaKdaMMAStages;
-  outline.cudaKdaOperandsBlocksPerSM = o.cudaKdaOperandsBlocksPerSM;
-  outline.cudaKdaRecurrentTile = o.cudaKdaRecurrentTile;
-  outline.cudaLinear = o.cudaLinear;
-  pm.addPass(k3::createK3OutlineKernels(outline));
+  k3::K3SelectKernelConfigOptions select;
+  select.target = o.target;
+  select.overrides.assign(o.kernelConfig.begin(), o.kernelConfig.end());
+  select.report = o.report;
+  pm.addPass(k3::createK3SelectKernelConfig(select));
+  pm.addPass(k3::createK3OutlineKernels({o.entry}));
   pm.addPass(
       k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;
@@ -141,7 +120,6 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
 
 void mlir::k3::registerK3Pipelines() {
   PassPipelineRegistration<CompileOptions>(
-      "k3-compile",
-      "Compile a K3 model description to a .k3bin artifact (CPU target)",
+      "k3-compile", "Compile a K3 model description to a .k3bin artifact",
       buildCompilePipeline);
 }

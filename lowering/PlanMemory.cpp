@@ -93,7 +93,8 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
       // of closed AttnRes blocks before the first block closes.
       if (!isa<LaunchOp, tensor::EmptyOp>(op))
         continue;
-      auto shapesAttr = op.getAttrOfType<ArrayAttr>("k3.shapes");
+      ArrayAttr shapesAttr =
+          K3Dialect::ShapesAttrHelper(op.getContext()).getAttr(&op);
       if (!shapesAttr) {
         op.emitOpError() << "has no k3.shapes (run --k3-outline-kernels)";
         return failure();
@@ -144,24 +145,29 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
       naive += iv->bytes;
     }
 
+    MLIRContext *ctx = module.getContext();
+    K3Dialect::BufferAttrHelper bufferAttr(ctx);
     for (auto &kv : live) {
       Operation *def = kv.first.getDefiningOp();
       unsigned idx = cast<OpResult>(kv.first).getResultNumber();
       SmallVector<Attribute> offsets;
-      if (auto existing = def->getAttrOfType<ArrayAttr>("k3.buffer"))
+      if (ArrayAttr existing = bufferAttr.getAttr(def))
         offsets.assign(existing.begin(), existing.end());
       offsets.resize(def->getNumResults(), b.getI64IntegerAttr(-1));
       offsets[idx] = b.getI64IntegerAttr(kv.second.offset);
-      def->setAttr("k3.buffer", b.getArrayAttr(offsets));
+      bufferAttr.setAttr(def, b.getArrayAttr(offsets));
     }
     // Entries run one at a time and share the arena: its size is the
     // largest plan.
     int64_t shared = arena;
-    if (auto prev = module->getAttrOfType<IntegerAttr>("k3.arena_bytes"))
+    K3Dialect::ArenaBytesAttrHelper arenaAttr(ctx);
+    if (IntegerAttr prev = arenaAttr.getAttr(module))
       shared = std::max(shared, prev.getInt());
-    module->setAttr("k3.arena_bytes", b.getI64IntegerAttr(shared));
-    module->setAttr("k3.max_tokens", b.getI64IntegerAttr(maxTokens));
-    module->setAttr("k3.max_seqs", b.getI64IntegerAttr(maxSeqs));
+    arenaAttr.setAttr(module, b.getI64IntegerAttr(shared));
+    K3Dialect::MaxTokensAttrHelper(ctx).setAttr(module,
+                                                b.getI64IntegerAttr(maxTokens));
+    K3Dialect::MaxSeqsAttrHelper(ctx).setAttr(module,
+                                              b.getI64IntegerAttr(maxSeqs));
     if (report)
       llvm::errs() << "k3-plan-memory: " << live.size()
                    << " activation buffers, arena " << arena

@@ -95,7 +95,9 @@ LogicalResult SymbolicShapes::analyze(func::FuncOp fn) {
     if (!type)
       return fn.emitOpError()
              << "model argument " << arg.getArgNumber() << " must be a tensor";
-    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "k3.name");
+    MLIRContext *ctx = fn.getContext();
+    auto name = fn.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), K3Dialect::NameAttrHelper(ctx).getName());
     int64_t sym = ShapedType::kDynamic;
     if (name && name.getValue() == "token_ids")
       sym = kNumTokens;
@@ -104,7 +106,8 @@ LogicalResult SymbolicShapes::analyze(func::FuncOp fn) {
     else if (name && name.getValue() == "context_lens")
       sym = kNumSeqs;
     else if (auto dims = fn.getArgAttrOfType<DenseI64ArrayAttr>(
-                 arg.getArgNumber(), "k3.dims")) {
+                 arg.getArgNumber(),
+                 K3Dialect::DimsAttrHelper(ctx).getName())) {
       // Explicit symbolic shape (kernel-level test models): -1 = T, -2 = N,
       // -3 = N + 1, as OutlineKernels records them.
       if ((int64_t)dims.size() != type.getRank())

@@ -43,7 +43,8 @@ struct K3DecodeEntryPass : impl::K3DecodeEntryBase<K3DecodeEntryPass> {
     b.setInsertionPointAfter(fn);
     auto decode = cast<func::FuncOp>(b.clone(*fn));
     decode.setSymName(name);
-    decode->setAttr(kDecodeEntryAttr, b.getUnitAttr());
+    K3Dialect::DecodeAttrHelper(b.getContext())
+        .setAttr(decode, b.getUnitAttr());
   }
 };
 

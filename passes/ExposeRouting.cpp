@@ -46,9 +46,11 @@ struct K3ExposeRoutingPass : impl::K3ExposeRoutingBase<K3ExposeRoutingPass> {
     for (auto &[v, name] : exposed) {
       // insertResult keeps the per-result attributes in step with the type.
       unsigned index = fn.getNumResults();
-      if (failed(fn.insertResult(index, v.getType(),
-                                 b.getDictionaryAttr(b.getNamedAttr(
-                                     "k3.name", b.getStringAttr(name)))))) {
+      if (failed(fn.insertResult(
+              index, v.getType(),
+              b.getDictionaryAttr(b.getNamedAttr(
+                  K3Dialect::NameAttrHelper(b.getContext()).getName(),
+                  b.getStringAttr(name)))))) {
         fn.emitOpError() << "cannot add result '" << name << "'";
         return signalPassFailure();
       }

@@ -9,16 +9,13 @@
 
 namespace mlir::k3 {
 
-/// Unit attribute of the decode entry (k3-decode-entry): a copy of the model
-/// function called with one token per sequence, compiled with the
-/// token-by-token KDA form.
-constexpr llvm::StringLiteral kDecodeEntryAttr = "k3.decode";
-
-/// Whether `op` lies in a decode entry, where the KDA rewrites to chunk
-/// forms do not apply.
+/// Whether `op` lies in a decode entry (`k3.decode`, k3-decode-entry: a copy
+/// of the model function called with one token per sequence, compiled with
+/// the token-by-token KDA form), where the KDA rewrites to chunk forms do
+/// not apply.
 inline bool inDecodeEntry(Operation *op) {
   auto fn = op->getParentOfType<func::FuncOp>();
-  return fn && fn->hasAttr(kDecodeEntryAttr);
+  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
 }
 
 #define GEN_PASS_DECL

@@ -7,16 +7,26 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "dialects/K3/K3Dialect.h.inc"
 #include "dialects/K3/K3Enums.h.inc"
 
+// The attributes before the dialect: its discardable-attribute helpers
+// (K3Dialect.td) name them.
 #define GET_ATTRDEF_CLASSES
 #include "dialects/K3/K3Attrs.h.inc"
 
+#include "dialects/K3/K3Dialect.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/K3/K3Ops.h.inc"
+
+namespace mlir::k3 {
+/// Removes every `k3.*` attribute of `fn` and of its arguments (before a
+/// kernel goes to LLVM, to which they mean nothing).
+void stripK3Attributes(FunctionOpInterface fn);
+} // namespace mlir::k3
 
 #endif // K3_DIALECTS_K3_K3DIALECT_H

@@ -31,6 +31,46 @@ def K3_Dialect : Dialect {
   }];
   let cppNamespace = "::mlir::k3";
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+
+  // Every `k3.*` attribute that sits on an op not of this dialect (or on an
+  // argument) and that a pass reads. Code reaches them through the
+  // generated helpers (K3Dialect::<Name>AttrHelper), never by string.
+  let discardableAttrs = (ins
+    // Model description (examples/, k3-import): artifact metadata.
+    "::mlir::StringAttr":$model,
+    "::mlir::IntegerAttr":$vocab_size,
+    "::mlir::IntegerAttr":$hidden_size,
+    "::mlir::IntegerAttr":$max_context,
+    // Names of a model function's inputs and outputs (argument and result
+    // attributes).
+    "::mlir::StringAttr":$name,
+    // k3-decode-entry: the function is the one-token-per-sequence entry.
+    "::mlir::UnitAttr":$decode,
+    // The compilation target of a module (k3-select-kernel-config) and of
+    // the kernels module (k3-outline-kernels).
+    "::mlir::Attribute":$target,
+    // How an op becomes a kernel (k3-select-kernel-config).
+    "::mlir::k3::KernelConfigAttr":$kernel_config,
+    // k3-outline-kernels: kernels, the key identical ops share them by,
+    // each GPU kernel's launches in order, symbolic shapes of values
+    // (`shapes`, per result) and of arguments (`dims`, argument attribute).
+    "::mlir::UnitAttr":$kernel,
+    "::mlir::StringAttr":$key,
+    "::mlir::ArrayAttr":$phases,
+    "::mlir::ArrayAttr":$shapes,
+    "::mlir::DenseI64ArrayAttr":$dims,
+    // The launch of a GPU kernel (kernel patterns, GPU distribution).
+    "::mlir::k3::LaunchShapeAttr":$launch_shape,
+    // A loop nest's extent in one dimension (KernelBuilder views).
+    "::mlir::DenseI64ArrayAttr":$extent,
+    // k3-plan-memory: arena offsets per result, the arena's size, and the
+    // bounds it was planned for.
+    "::mlir::ArrayAttr":$buffer,
+    "::mlir::IntegerAttr":$arena_bytes,
+    "::mlir::IntegerAttr":$max_tokens,
+    "::mlir::IntegerAttr":$max_seqs
+  );
 }
 
 class K3_Op<string mnemonic, list<Trait> traits = []>

@@ -11,6 +11,7 @@
 #define K3_OPS_TD
 
 include "dialects/K3/K3Dialect.td"
+include "dialects/K3/K3KernelAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"

@@ -27,8 +27,10 @@ constexpr llvm::StringLiteral kLaunchGridAttr = "k3.launch_grid";
 constexpr llvm::StringLiteral kLaunchBlockAttr = "k3.launch_block";
 constexpr llvm::StringLiteral kLaunchSmemAttr = "k3.launch_smem";
 
-/// Tuning of the dedicated kernels (k3-outline-kernels / k3-compile
-/// options `cuda-kda-*`; reasoning and measurements in docs/kda-cuda.md).
+/// Tuning of the dedicated kernels, read off each op's #k3.kernel_config by
+/// its pattern (Patterns.cpp); the rules that choose and check the values
+/// are in lowering/KernelConfigRules.cpp (reasoning and measurements in
+/// docs/kda-cuda.md).
 struct CUDAKernelOptions {
   /// Warps per block of the tensor-core KDA chain (16 value columns each):
   /// 1, 2, 4 or 8; 0 chooses from the shape and smCount.
@@ -51,21 +53,7 @@ struct CUDAKernelOptions {
   /// k3.linear: "generic" (the distributed loop nest) or "mma-3xtf32"
   /// (LinearMMA.cpp: tensor cores at f32 accuracy).
   std::string linearKernel = "generic";
-
-  /// A diagnostic for values outside the ranges above, or success.
-  LogicalResult verify(Operation *where) const;
 };
-
-/// Emits a dedicated body for `op` into `fn` at the builder's insertion
-/// point (the entry block, before any terminator) and sets the launch
-/// attributes. Returns false when `op` has no dedicated kernel for these
-/// shapes and types (the generic loop nest is used), true when emitted,
-/// failure with a diagnostic on error.
-FailureOr<bool> emitDedicatedCUDAKernel(Operation *op, gpu::GPUFuncOp fn,
-                                        KernelBuilder &kb,
-                                        ArrayRef<KernelOperand> inputs,
-                                        ArrayRef<KernelOperand> outputs,
-                                        const CUDAKernelOptions &options);
 
 /// The recurrent `k3.kda` with its state columns in registers
 /// (KDARecurrent.cpp); false for shapes it does not cover.

@@ -37,6 +37,9 @@ public:
                       const int64_t block[3], int64_t smem, void **params,
                       size_t numArgs, std::string &err) = 0;
   virtual bool synchronize(std::string &err) = 0;
+  // Streaming multiprocessors (1 on the CPU): the value of the artifact's
+  // `device_sm_count` symbol, which sizes grid-stride grids.
+  virtual int64_t smCount() const { return 1; }
 
   // Launch graphs: between beginCapture and endCapture, launch() records
   // instead of running; endCapture returns an executable graph that

@@ -27,6 +27,7 @@ constexpr CUresult CUDA_SUCCESS = 0;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 struct Driver {
@@ -134,7 +135,7 @@ public:
   Driver d{};
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
-  int ordinal = 0, ccMajor = 0, ccMinor = 0, maxSmemOptin = 0;
+  int ordinal = 0, ccMajor = 0, ccMinor = 0, maxSmemOptin = 0, smCount_ = 0;
   std::unordered_map<void *, int64_t>
       smemGranted; // kernel -> opted-in dynamic shared memory
   std::string devName;
@@ -196,7 +197,10 @@ public:
         !check(d.cuDeviceGetAttribute(
                    &maxSmemOptin,
                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
-               "cuDeviceGetAttribute", "max shared memory", err))
+               "cuDeviceGetAttribute", "max shared memory", err) ||
+        !check(d.cuDeviceGetAttribute(
+                   &smCount_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+               "cuDeviceGetAttribute", "multiprocessor count", err))
       return false;
     if (!check(d.cuDevicePrimaryCtxRetain(&ctx, dev),
                "cuDevicePrimaryCtxRetain", "cuda:" + std::to_string(ord),
@@ -206,6 +210,7 @@ public:
     }
     return check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "", err);
   }
+  int64_t smCount() const override { return smCount_; }
   std::string name() const override {
     return "cuda:" + std::to_string(ordinal) + " (" + devName + ", sm_" +
            std::to_string(ccMajor) + std::to_string(ccMinor) + ")";

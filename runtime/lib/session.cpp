@@ -396,6 +396,9 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
       fail(K3_ERROR_INVALID_ARGUMENT,
            std::string("symbol '") + syms[i].name + "' given twice");
     const Symbol &S = a.symbols[size_t(s)];
+    if (S.name == kSymbolDeviceSMCount)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "symbol '" + S.name + "' is set by the runtime from the device");
     if (syms[i].value < 0 || syms[i].value > S.maxValue)
       fail(K3_ERROR_INVALID_ARGUMENT,
            "symbol '" + S.name + "' = " + std::to_string(syms[i].value) +
@@ -404,6 +407,11 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
     sv[size_t(s)] = syms[i].value;
     given[size_t(s)] = true;
   }
+  for (size_t s = 0; s < a.symbols.size(); ++s)
+    if (a.symbols[s].name == kSymbolDeviceSMCount) {
+      sv[s] = std::min<int64_t>(be_->smCount(), a.symbols[s].maxValue);
+      given[s] = true;
+    }
   for (size_t s = 0; s < a.symbols.size(); ++s)
     if (entrySyms_[size_t(ei)][s] && !given[s])
       fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name +

@@ -7,17 +7,17 @@
 // product an mma.sync with bf16 operands and f32 accumulators). W from the
 // shape: the fewest warps whose H V / (16 W) blocks fit the SMs, so 1 here
 // (4 heads: 32 blocks), 2 on a 16-SM part, 8 for 96 heads.
-// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels="target=cuda cuda-sm-count=16" | FileCheck %s --check-prefix=SMALLGPU
-// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-sm-count=0" 2>&1 | FileCheck %s --check-prefix=BADSMS
-// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.mlir
+// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=target.sm_count=16" --k3-outline-kernels | FileCheck %s --check-prefix=SMALLGPU
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=target.sm_count=0" 2>&1 | FileCheck %s --check-prefix=BADSMS
+// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The tuning options (docs/kda-cuda.md): 2 warps per chain block, 2 stages,
 // the operand kernel capped for 4 blocks per SM.
-// RUN: k3-opt %s --k3-kda-mma-split --k3-outline-kernels="target=cuda cuda-kda-mma-warps=2 cuda-kda-mma-stages=2 cuda-kda-operands-blocks-per-sm=4" | FileCheck %s --check-prefix=TUNED
+// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.warps=2,kda_mma_recurrence.stages=2,kda_mma_operands.blocks_per_sm=4" --k3-outline-kernels | FileCheck %s --check-prefix=TUNED
 // Values outside their ranges are errors, not clamped.
-// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-mma-warps=3" 2>&1 | FileCheck %s --check-prefix=BADWARPS
-// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-mma-stages=5" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
-// RUN: not k3-opt %s --k3-outline-kernels="target=cuda cuda-kda-recurrent-tile=32,x" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.warps=3" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.stages=5" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=32xx" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
@@ -27,17 +27,19 @@
 // channels each, a power of two dividing 6, so that they stay aligned):
 // assembles, and the loads are 4-byte bf16 pairs, not 12-byte vectors.
 // RUN: sed -e 's/128/192/g' -e 's/512xf32/768xf32/g' %s > %t.k192.mlir
-// RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-outline-kernels=target=cuda -o %t.k192.out.mlir
+// RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.k192.out.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k192.out.mlir > %t.k192.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k192.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k192.bin.mlir > %t.k192.ptx
 // RUN: FileCheck %s --check-prefix=K192 --input-file=%t.k192.ptx
 // RUN: %ptxas -arch=sm_90a %t.k192.ptx -o %t.k192.cubin
 
+// The config rules: the operand kernel has 4 warps capped for 5 blocks per
+// SM; the chain takes the fewest warps whose blocks fit the SMs (here 1) and
+// 3 stages.
 // CHECK-LABEL: gpu.func @kda_mma_operands_0(
-// CHECK-SAME: k3.launch_block = array<i64: 128, 1, 1>
-// CHECK-SAME: k3.launch_grid = array<i64: -1, 4, 60, 16>
-// CHECK-SAME: k3.launch_smem = {{[0-9]+}}
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_operands, tile = [16], warps = 4, blocks_per_sm = 5>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 60, grid_divisor = 16, block = [128, 1, 1], dynamic_smem = {{[0-9]+}}>
 // CHECK-SAME: nvvm.minctasm = 5
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: gpu.barrier
@@ -49,8 +51,8 @@
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
-// CHECK-SAME: k3.launch_block = array<i64: 32, 1, 1>
-// CHECK-SAME: k3.launch_grid = array<i64: -2, 32, 0, 1>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 1, stages = 3>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [32, 1, 1]
 // CHECK: gpu.dynamic_shared_memory
 // Three stages: chunks 0 and 1 issued ahead; per chunk one wait (chunk c
 // landed, c + 1 may be pending), one barrier, chunk c + 2 issued, 52 mma.
@@ -69,23 +71,24 @@
 // CHECK-NOT: nvvm.mma.sync
 
 // TUNED-LABEL: gpu.func @kda_mma_operands_0(
+// TUNED-SAME: blocks_per_sm = 4
 // TUNED-SAME: nvvm.minctasm = 4
 // TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
-// TUNED-SAME: k3.launch_block = array<i64: 64, 1, 1>
-// TUNED-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+// TUNED-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 2, stages = 2>
+// TUNED-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 // TUNED: nvvm.cp.async.commit.group
 // TUNED-NOT: nvvm.cp.async.commit.group
 // TUNED: scf.for
 // TUNED: nvvm.cp.async.wait.group 0
 
 // SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
-// SMALLGPU-SAME: k3.launch_block = array<i64: 64, 1, 1>
-// SMALLGPU-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+// SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 32], warps = 2, stages = 3>
+// SMALLGPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 
-// BADWARPS: error: cuda-kda-mma-warps must be 0 (from the shape), 1, 2, 4 or 8, got 3
-// BADSMS: error: cuda-sm-count must be in [1, 1024], got 0
-// BADSTAGES: error: cuda-kda-mma-stages must be in [2, 4], got 5
-// BADTILE: error: cuda-kda-recurrent-tile must be "BV,P[,S[,C]]" with positive BV, P, S and C in {1, 4}, got '32,x'
+// BADWARPS: error: 'k3.kda_mma_recurrence' op kda_mma_chain warps must be 1, 2, 4 or 8, got 3
+// BADSMS: error: sm_count must be in [1, 1024], got 0
+// BADSTAGES: error: 'k3.kda_mma_recurrence' op kda_mma_chain stages must be in [2, 4], got 5
+// BADTILE: error: override kda.tile needs positive sizes joined by x, got '32xx'
 
 // PTX: .entry kda_mma_operands_0
 // PTX: ld.global.v4.b16

@@ -4,7 +4,7 @@
 // columns), groups of 8 lanes owning 4 adjacent columns, the state in
 // registers (16-byte global loads and stores), chunks of 16 tokens staged
 // in shared memory with three barriers per chunk and none per token.
-// RUN: k3-opt %s --k3-outline-kernels=target=cuda -o %t.mlir
+// RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // Its PTX (the device pipeline of CompileCUDA.cpp, format=isa) keeps the
 // column in registers: ptxas reports no spills.
@@ -18,8 +18,9 @@
 
 // CHECK-LABEL: gpu.func @kda_0(
 // CHECK-SAME: workgroup(%{{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: k3.launch_block = array<i64: 64, 1, 1>
-// CHECK-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
+// The tile from K and V: 64 state values per lane, 16 staged tokens.
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 // CHECK-SAME: k3.phases = [@kda_0]
 // CHECK: gpu.thread_id x
 // CHECK: gpu.block_id x

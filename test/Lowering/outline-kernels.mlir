@@ -18,10 +18,10 @@
 // CHECK:         %[[H:.*]] = k3.weight "head"
 // CHECK:         %[[L:.*]] = k3.launch @k3_kernels::@linear_2(%[[B]], %[[H]]) {k3.shapes = [array<i64: -1, 16>]}
 // CHECK:         return %[[L]]
-// CHECK:       module @k3_kernels attributes {k3.target = "cpu"}
-// CHECK:         func.func @embedding_0(%{{.*}}: memref<i32> {k3.dims = array<i64: -1>}, %{{.*}}: memref<bf16> {k3.dims = array<i64: 16, 8>}, %{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: i64, %{{.*}}: i64) attributes {k3.kernel, k3.key = "{{[^"]*}}"}
+// CHECK:       module @k3_kernels attributes {k3.target = #k3.cpu_target}
+// CHECK:         func.func @embedding_0(%{{.*}}: memref<i32> {k3.dims = array<i64: -1>}, %{{.*}}: memref<bf16> {k3.dims = array<i64: 16, 8>}, %{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: i64, %{{.*}}: i64) attributes {k3.kernel, k3.kernel_config = #k3.kernel_config<kernel = loop_nest>, k3.key = "{{[^"]*}}"}
 // CHECK:           scf.parallel
-// CHECK:         func.func @rms_norm_1(%{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: memref<bf16> {k3.dims = array<i64: 8>}, %{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: i64, %{{.*}}: i64) attributes {k3.kernel, k3.key = "{{[^"]*}}"}
+// CHECK:         func.func @rms_norm_1(%{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: memref<bf16> {k3.dims = array<i64: 8>}, %{{.*}}: memref<f32> {k3.dims = array<i64: -1, 8>}, %{{.*}}: i64, %{{.*}}: i64) attributes {k3.kernel, k3.kernel_config = #k3.kernel_config<kernel = loop_nest>, k3.key = "{{[^"]*}}"}
 // CHECK:         func.func @linear_2(
 // CHECK-NOT:     func.func
 module attributes {k3.vocab_size = 16 : i64} {

@@ -30,6 +30,9 @@ constexpr const char *kMetaConfigJson = "config_json";
 constexpr const char *kMetaVocabSize = "vocab_size";
 constexpr const char *kMetaMaxTokens = "max_tokens";
 constexpr const char *kMetaMaxSeqs = "max_seqs";
+// A symbol the runtime sets from the device rather than from the caller:
+// its streaming multiprocessors (1 on the CPU).
+constexpr const char *kSymbolDeviceSMCount = "device_sm_count";
 // Kernel object targets understood by the runtime.
 constexpr const char *kTargetCpuX86_64 = "cpu-x86_64";
 constexpr const char *kTargetCudaSm90a = "cuda-sm_90a";

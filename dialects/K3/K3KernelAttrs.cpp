@@ -1,0 +1,96 @@
+//===- K3KernelAttrs.cpp - targets, kernel configs, launches ----*- C++ -*-===//
+#include "dialects/K3/K3Dialect.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+GPUTargetAttr GPUTargetAttr::getDefault(MLIRContext *ctx, StringRef chip) {
+  // sm_90a: an H200 (H100 SXM has the same SM count and limits).
+  if (chip == "sm_90a" || chip == "sm_90")
+    return GPUTargetAttr::get(ctx, chip, "+ptx80", 132, 232448, 233472, 65536,
+                              255, 1024);
+  return {};
+}
+
+LogicalResult
+GPUTargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      StringRef chip, StringRef features, int64_t smCount,
+                      int64_t smemPerBlock, int64_t smemPerSM,
+                      int64_t registersPerSM, int64_t registersPerThread,
+                      int64_t threadsPerBlock) {
+  if (!chip.starts_with("sm_"))
+    return emitError() << "chip must be an sm_XY name, got '" << chip << "'";
+  auto positive = [&](StringRef what, int64_t v,
+                      int64_t most) -> LogicalResult {
+    if (v < 1 || v > most)
+      return emitError() << what << " must be in [1, " << most << "], got "
+                         << v;
+    return success();
+  };
+  if (failed(positive("sm_count", smCount, 1024)) ||
+      failed(positive("smem_per_block", smemPerBlock, 1 << 24)) ||
+      failed(positive("smem_per_sm", smemPerSM, 1 << 24)) ||
+      failed(positive("registers_per_sm", registersPerSM, 1 << 20)) ||
+      failed(positive("registers_per_thread", registersPerThread, 255)) ||
+      failed(positive("threads_per_block", threadsPerBlock, 1024)))
+    return failure();
+  if (smemPerBlock > smemPerSM)
+    return emitError() << "smem_per_block (" << smemPerBlock
+                       << ") exceeds smem_per_sm (" << smemPerSM << ")";
+  return success();
+}
+
+LogicalResult
+LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        GridSymbol symbol, int64_t scale, int64_t offset,
+                        int64_t divisor, ArrayRef<int64_t> block,
+                        int64_t dynamicSmem) {
+  if (divisor < 1)
+    return emitError() << "grid_divisor must be positive, got " << divisor;
+  if (symbol == GridSymbol::none ? scale != 0 : scale < 1)
+    return emitError() << "grid_scale must be 0 without a symbol and "
+                          "positive with one, got "
+                       << scale;
+  if (block.size() != 3 ||
+      llvm::any_of(block, [](int64_t b) { return b < 1 || b > 1024; }))
+    return emitError() << "block must be three sizes in [1, 1024]";
+  if (block[0] * block[1] * block[2] > 1024)
+    return emitError() << "block has more than 1024 threads";
+  if (dynamicSmem < 0)
+    return emitError() << "dynamic_smem must not be negative";
+  return success();
+}
+
+LogicalResult K3Dialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  // The typed helpers declare each attribute's type; only `target` holds
+  // one of several.
+  if (attr.getName() == TargetAttrHelper(op->getContext()).getName() &&
+      !isa<CPUTargetAttr, GPUTargetAttr>(attr.getValue()))
+    return op->emitError() << attr.getName()
+                           << " must be #k3.cpu_target or #k3.gpu_target";
+  return success();
+}
+
+void mlir::k3::stripK3Attributes(FunctionOpInterface fn) {
+  auto isK3 = [](NamedAttribute a) {
+    return a.getName().strref().starts_with(
+        (K3Dialect::getDialectNamespace() + ".").str());
+  };
+  SmallVector<StringAttr> names;
+  for (NamedAttribute a : fn->getDiscardableAttrs())
+    if (isK3(a))
+      names.push_back(a.getName());
+  for (StringAttr n : names)
+    fn->removeAttr(n);
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
+    names.clear();
+    for (NamedAttribute a : fn.getArgAttrs(i))
+      if (isK3(a))
+        names.push_back(a.getName());
+    for (StringAttr n : names)
+      fn.removeArgAttr(i, n);
+  }
+}

@@ -1,0 +1,180 @@
+//===- K3KernelAttrs.td - targets, kernel configs, launches -*- tablegen -*-===//
+//
+// What the compiler decides about kernels is IR, not string-keyed
+// annotations: the module's target (`#k3.gpu_target`, `#k3.cpu_target`),
+// each op's kernel configuration (`#k3.kernel_config`, attached by
+// k3-select-kernel-config) and each GPU kernel's launch shape
+// (`#k3.launch_shape`, the shape of a gpu.launch_func). Every attribute a
+// pass reads is declared here or as a discardable attribute of the dialect
+// (K3Dialect.td); docs/architecture.md shows where each is made and read.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3_KERNEL_ATTRS_TD
+#define K3_KERNEL_ATTRS_TD
+
+include "dialects/K3/K3Dialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+/// A list of sizes, written `[a, b, c]`.
+defvar K3_SizesParser = [{ [&]() -> ::mlir::FailureOr<::llvm::SmallVector<int64_t>> {
+    ::llvm::SmallVector<int64_t> sizes;
+    if ($_parser.parseCommaSeparatedList(::mlir::AsmParser::Delimiter::Square,
+          [&]() { return $_parser.parseInteger(sizes.emplace_back()); }))
+      return ::mlir::failure();
+    return sizes;
+  }() }];
+defvar K3_SizesPrinter = [{
+    $_printer << '[';
+    ::llvm::interleaveComma($_self, $_printer);
+    $_printer << ']';
+  }];
+class K3_SizesParameter<string desc = "">
+    : ArrayRefParameter<"int64_t", desc> {
+  let parser = K3_SizesParser;
+  let printer = K3_SizesPrinter;
+}
+class K3_OptionalSizesParameter<string desc = "">
+    : OptionalArrayRefParameter<"int64_t", desc> {
+  let parser = K3_SizesParser;
+  let printer = K3_SizesPrinter;
+}
+
+class K3_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<K3_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Targets
+//===----------------------------------------------------------------------===//
+
+def K3_CPUTargetAttr : K3_Attr<"CPUTarget", "cpu_target"> {
+  let summary = "the host CPU: kernels are loop nests compiled by LLVM";
+  let description = [{
+    Kernels become `func.func` loop nests, compiled for the host and linked
+    into a shared object. The artifact's launches run on the calling thread.
+  }];
+  let parameters = (ins);
+  let assemblyFormat = "";
+}
+
+def K3_GPUTargetAttr : K3_Attr<"GPUTarget", "gpu_target"> {
+  let summary = "an NVIDIA GPU: its chip and the limits kernels are sized for";
+  let description = [{
+    `chip` and `features` go to NVVM (`#nvvm.target`). The limits are what
+    k3-select-kernel-config sizes kernels against (warps per block, blocks
+    per SM, shared memory). The defaults are an H200 (sm_90a, 132 SMs,
+    227 KiB of shared memory per block, 64 Ki registers per SM). Sizes that
+    must match the device the artifact runs on (the grid of grid-stride
+    kernels) are not taken from here: the launch refers to the symbol
+    `device_sm_count`, which the runtime reads off the device.
+  }];
+  let parameters = (ins
+    StringRefParameter<"chip, e.g. sm_90a">:$chip,
+    StringRefParameter<"PTX features", "\"+ptx80\"">:$features,
+    DefaultValuedParameter<"int64_t", "132",
+                           "streaming multiprocessors">:$sm_count,
+    DefaultValuedParameter<"int64_t", "232448",
+                           "shared memory per block, opted in">:$smem_per_block,
+    DefaultValuedParameter<"int64_t", "233472",
+                           "shared memory per SM">:$smem_per_sm,
+    DefaultValuedParameter<"int64_t", "65536",
+                           "32-bit registers per SM">:$registers_per_sm,
+    DefaultValuedParameter<"int64_t", "255",
+                           "registers per thread">:$registers_per_thread,
+    DefaultValuedParameter<"int64_t", "1024",
+                           "threads per block">:$threads_per_block
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The defaults of a chip name (sm_90a: an H200); null for an unknown
+    /// chip.
+    static GPUTargetAttr getDefault(::mlir::MLIRContext *ctx,
+                                    ::llvm::StringRef chip);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel configurations
+//===----------------------------------------------------------------------===//
+
+def K3_Kernel_LoopNest : I32EnumAttrCase<"loop_nest", 0>;
+def K3_Kernel_KDARecurrent : I32EnumAttrCase<"kda_recurrent", 1>;
+def K3_Kernel_KDAMMAOperands : I32EnumAttrCase<"kda_mma_operands", 2>;
+def K3_Kernel_KDAMMAChain : I32EnumAttrCase<"kda_mma_chain", 3>;
+def K3_Kernel_LinearMMA3xTF32 : I32EnumAttrCase<"linear_mma_3xtf32", 4>;
+def K3_KernelKind : I32EnumAttr<"KernelKind",
+    "which kernel generator lowers an op",
+    [K3_Kernel_LoopNest, K3_Kernel_KDARecurrent, K3_Kernel_KDAMMAOperands,
+     K3_Kernel_KDAMMAChain, K3_Kernel_LinearMMA3xTF32]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+def K3_KernelKindAttr : EnumAttr<K3_Dialect, K3_KernelKind, "kernel_kind">;
+
+def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
+  let summary = "how one op is lowered to a kernel";
+  let description = [{
+    Attached to each computing op by `k3-select-kernel-config` (or written
+    by hand, which pins it) and read by the kernel patterns:
+    - `kernel`: the generator (`loop_nest`: the generic loop nest, spread
+      over threads on a GPU; the others are dedicated GPU kernels);
+    - `tile`: the kernel's tile, whose meaning each kernel documents
+      (`kda_recurrent`: [value columns per block, state rows per lane,
+      tokens per staged chunk, value columns per lane group]);
+    - `warps`: warps per block;
+    - `stages`: software-pipeline stages (shared-memory buffers in flight);
+    - `blocks_per_sm`: the resident blocks per SM the registers are capped
+      for (`nvvm.minctasm`), 0 for no cap.
+  }];
+  let parameters = (ins
+    "KernelKind":$kernel,
+    K3_OptionalSizesParameter<"tile sizes">:$tile,
+    DefaultValuedParameter<"int64_t", "0">:$warps,
+    DefaultValuedParameter<"int64_t", "0">:$stages,
+    DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Launch shapes
+//===----------------------------------------------------------------------===//
+
+def K3_GridSym_None : I32EnumAttrCase<"none", 0>;
+def K3_GridSym_NumTokens : I32EnumAttrCase<"num_tokens", 1>;
+def K3_GridSym_NumSeqs : I32EnumAttrCase<"num_seqs", 2>;
+def K3_GridSym_DeviceSMCount : I32EnumAttrCase<"device_sm_count", 3>;
+def K3_GridSymbol : I32EnumAttr<"GridSymbol",
+    "the runtime size a grid dimension grows with",
+    [K3_GridSym_None, K3_GridSym_NumTokens, K3_GridSym_NumSeqs,
+     K3_GridSym_DeviceSMCount]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+
+def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
+  let summary = "grid, block and dynamic shared memory of a GPU kernel";
+  let description = [{
+    The launch of a `gpu.func` as `gpu.launch_func` states it, with the
+    grid's x size symbolic: `ceil_div(grid_scale * S + grid_offset,
+    grid_divisor)` blocks, where S is `grid_symbol` (`none`: 0), a runtime
+    size of the call (`num_tokens`, `num_seqs`) or of the device
+    (`device_sm_count`). Grid y and z are 1.
+  }];
+  let parameters = (ins
+    "GridSymbol":$grid_symbol,
+    "int64_t":$grid_scale,
+    "int64_t":$grid_offset,
+    "int64_t":$grid_divisor,
+    K3_SizesParameter<"threads per block in x, y, z">:$block,
+    DefaultValuedParameter<"int64_t", "0">:$dynamic_smem
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // K3_KERNEL_ATTRS_TD

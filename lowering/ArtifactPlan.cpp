@@ -1,0 +1,310 @@
+//===- ArtifactPlan.cpp - an entry's buffers and launches -------*- C++ -*-===//
+#include "lowering/ArtifactPlan.h"
+#include "lowering/ModelFunction.h"
+#include "lowering/SymbolicShape.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::k3;
+namespace art = ::k3::artifact;
+
+namespace {
+
+FailureOr<art::DType> dtypeOf(Operation *where, Type t) {
+  Type e = cast<ShapedType>(t).getElementType();
+  if (e.isBF16())
+    return art::DType::BF16;
+  if (e.isF16())
+    return art::DType::F16;
+  if (e.isF32())
+    return art::DType::F32;
+  if (e.isInteger(32))
+    return art::DType::I32;
+  return where->emitOpError()
+         << "element type " << e << " has no artifact dtype";
+}
+
+art::DimExpr dimExpr(int64_t d) {
+  switch (d) {
+  case kNumTokens:
+    return art::DimExpr::symbol(kSymNumTokens);
+  case kNumSeqs:
+    return art::DimExpr::symbol(kSymNumSeqs);
+  case kNumSeqsPlus1:
+    return art::DimExpr::symbol(kSymNumSeqs, 1, 1, 1);
+  default:
+    return art::DimExpr::constant(d);
+  }
+}
+
+std::vector<art::DimExpr> dimExprs(ArrayRef<int64_t> shape) {
+  std::vector<art::DimExpr> out;
+  for (int64_t d : shape)
+    out.push_back(dimExpr(d));
+  return out;
+}
+
+/// Deterministic random initialisation of a weight, by its role, so that a
+/// random-weight model behaves like a trained one numerically: norms are
+/// ones, biases zeros, projections scaled by 1/sqrt(fan-in).
+art::WeightInit initFor(StringRef name, ArrayRef<int64_t> shape) {
+  if (name.contains("norm"))
+    return art::WeightInit::constant(1.0);
+  if (name.ends_with("e_score_correction_bias"))
+    return art::WeightInit::constant(0.0);
+  if (name.ends_with("A_log") || name.ends_with("dt_bias"))
+    return art::WeightInit::uniform(0.5);
+  if (name.contains("conv1d"))
+    return art::WeightInit::normal(0.5);
+  if (name.contains("embed_tokens"))
+    return art::WeightInit::normal(1.0);
+  if (name.contains("_res_proj"))
+    return art::WeightInit::normal(0.1);
+  return art::WeightInit::normal(1.0 / std::sqrt((double)shape.back()));
+}
+
+/// The symbolic shape of a model argument (`k3.dims`) or op result
+/// (`k3.shapes`), as k3-outline-kernels recorded it.
+SmallVector<int64_t> symbolicShape(Value v) {
+  MLIRContext *ctx = v.getContext();
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto dims = fn.getArgAttrOfType<DenseI64ArrayAttr>(
+        arg.getArgNumber(), K3Dialect::DimsAttrHelper(ctx).getName());
+    return SmallVector<int64_t>(dims.asArrayRef());
+  }
+  ArrayAttr shapes =
+      K3Dialect::ShapesAttrHelper(ctx).getAttr(v.getDefiningOp());
+  unsigned i = cast<OpResult>(v).getResultNumber();
+  return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(shapes[i]).asArrayRef());
+}
+
+/// A GPU kernel's grid.x as the artifact evaluates it.
+art::DimExpr gridOf(LaunchShapeAttr s) {
+  switch (s.getGridSymbol()) {
+  case GridSymbol::none:
+    return art::DimExpr::constant((s.getGridOffset() + s.getGridDivisor() - 1) /
+                                  s.getGridDivisor());
+  case GridSymbol::num_tokens:
+    return art::DimExpr::symbol(kSymNumTokens, s.getGridScale(),
+                                s.getGridOffset(), s.getGridDivisor());
+  case GridSymbol::num_seqs:
+    return art::DimExpr::symbol(kSymNumSeqs, s.getGridScale(),
+                                s.getGridOffset(), s.getGridDivisor());
+  case GridSymbol::device_sm_count:
+    return art::DimExpr::symbol(kSymDeviceSMCount, s.getGridScale(),
+                                s.getGridOffset(), s.getGridDivisor());
+  }
+  llvm_unreachable("grid symbol");
+}
+
+} // namespace
+
+int64_t ArtifactPlanner::bytesOf(Value v, ArrayRef<int64_t> shape) const {
+  int64_t elt =
+      (cast<RankedTensorType>(v.getType()).getElementTypeBitWidth() + 7) / 8;
+  return evalSymNumElements(shape, maxTokens, maxSeqs) * elt;
+}
+
+uint32_t ArtifactPlanner::ioBuffer(const std::string &name,
+                                   art::BufferKind kind, uint64_t bytes,
+                                   uint32_t flags) {
+  if (auto it = ioBuffers.find(name); it != ioBuffers.end()) {
+    const art::Buffer &b = builder.artifact().buffers[it->second];
+    if (b.kind == kind && b.size == bytes)
+      return it->second;
+  }
+  std::string unique = name;
+  for (int i = 2; ioBuffers.count(unique); ++i)
+    unique = name + "#" + std::to_string(i);
+  uint32_t id = builder.addBuffer(unique, kind, bytes, 0, 0, 0, flags);
+  ioBuffers[unique] = id;
+  return id;
+}
+
+uint32_t ArtifactPlanner::stateBuffer(StringRef name, Value v) {
+  auto it = states.find(name);
+  if (it != states.end())
+    return it->second;
+  SmallVector<int64_t> shape = symbolicShape(v);
+  int64_t perSeq = bytesOf(v, ArrayRef<int64_t>(shape).drop_front());
+  uint32_t id =
+      builder.addBuffer(name.str(), art::BufferKind::State, perSeq * maxSeqs, 0,
+                        perSeq, 0, art::kBufferFlagDump);
+  states[name] = id;
+  return id;
+}
+
+FailureOr<uint32_t> ArtifactPlanner::weightBuffer(WeightOp w) {
+  auto it = weights.find(w.getName());
+  if (it != weights.end())
+    return it->second;
+  FailureOr<art::DType> dt = dtypeOf(w, w.getType());
+  if (failed(dt))
+    return failure();
+  auto shape = w.getType().getShape();
+  uint32_t id = builder.addWeight(
+      w.getName().str(), *dt, std::vector<int64_t>(shape.begin(), shape.end()),
+      initFor(w.getName(), shape));
+  weights[w.getName()] = id;
+  return id;
+}
+
+LogicalResult ArtifactPlanner::planInputs(func::FuncOp fn, uint32_t entry,
+                                          Where &where) {
+  StringAttr nameAttr = K3Dialect::NameAttrHelper(fn.getContext()).getName();
+  for (BlockArgument arg : fn.getArguments()) {
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), nameAttr);
+    std::string n =
+        name ? name.str() : "arg" + std::to_string(arg.getArgNumber());
+    SmallVector<int64_t> shape = symbolicShape(arg);
+    FailureOr<art::DType> dt = dtypeOf(fn, arg.getType());
+    if (failed(dt))
+      return failure();
+    uint32_t id = ioBuffer(n, art::BufferKind::Input, bytesOf(arg, shape), 0);
+    builder.addInput(entry, n, *dt, dimExprs(shape), id);
+    where[arg] = art::Arg::buffer(id);
+  }
+  return success();
+}
+
+LogicalResult
+ArtifactPlanner::planOutputs(func::FuncOp fn, uint32_t entry,
+                             llvm::DenseMap<Value, uint32_t> &outputBuffer) {
+  StringAttr nameAttr = K3Dialect::NameAttrHelper(fn.getContext()).getName();
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = fn.getResultAttrOfType<StringAttr>(i, nameAttr);
+    std::string n = name ? name.str() : "output" + std::to_string(i);
+    Value root = bufferRoot(v);
+    SmallVector<int64_t> shape = symbolicShape(root);
+    FailureOr<art::DType> dt = dtypeOf(fn, v.getType());
+    if (failed(dt))
+      return failure();
+    uint32_t id = ioBuffer(n, art::BufferKind::Output, bytesOf(root, shape),
+                           art::kBufferFlagDump);
+    builder.addOutput(entry, n, *dt, dimExprs(symbolicShape(v)), id);
+    outputBuffer[root] = id;
+  }
+  return success();
+}
+
+LogicalResult ArtifactPlanner::planResults(
+    Operation &op, const llvm::DenseMap<Value, uint32_t> &outputBuffer,
+    Where &where) {
+  ArrayAttr planned = K3Dialect::BufferAttrHelper(op.getContext()).getAttr(&op);
+  for (Value r : op.getResults()) {
+    unsigned i = cast<OpResult>(r).getResultNumber();
+    if (auto it = outputBuffer.find(r); it != outputBuffer.end()) {
+      where[r] = art::Arg::buffer(it->second);
+      continue;
+    }
+    if (r.hasOneUse())
+      if (auto w = dyn_cast<StateWriteOp>(*r.getUsers().begin())) {
+        where[r] = art::Arg::buffer(stateBuffer(w.getName(), r));
+        continue;
+      }
+    if (!planned || cast<IntegerAttr>(planned[i]).getInt() < 0)
+      return op.emitOpError() << "result " << i << " has no planned buffer";
+    // An empty tensor (no closed AttnRes block yet) still needs an address;
+    // the artifact format has no empty buffers.
+    uint64_t bytes =
+        std::max<int64_t>(bytesOf(r, symbolicShape(r)), art::kArenaAlignment);
+    uint32_t id = builder.addBuffer("act" + std::to_string(arenaCount++),
+                                    art::BufferKind::Arena, bytes,
+                                    cast<IntegerAttr>(planned[i]).getInt());
+    where[r] = art::Arg::buffer(id);
+  }
+  return success();
+}
+
+FailureOr<std::vector<LaunchRecord>>
+ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
+  LaunchRecord base;
+  for (Value v : launch.getInputs()) {
+    auto it = where.find(bufferRoot(v));
+    if (it == where.end())
+      return launch.emitOpError() << "operand has no buffer";
+    base.args.push_back(it->second);
+  }
+  for (Value r : launch.getResults())
+    base.args.push_back(where.lookup(r));
+  base.args.push_back(art::Arg::symbol(kSymNumTokens));
+  base.args.push_back(art::Arg::symbol(kSymNumSeqs));
+  for (int d = 0; d < 3; ++d)
+    base.grid[d] = base.block[d] = art::DimExpr::constant(1);
+  base.dynamicSharedMemory = art::DimExpr::constant(0);
+
+  std::vector<LaunchRecord> records;
+  Operation *kernel =
+      SymbolTable::lookupNearestSymbolFrom(launch, launch.getKernel());
+  if (!isa<gpu::GPUModuleOp>(kernels)) {
+    base.kernel = launch.getKernel().getLeafReference().str();
+    records.push_back(base);
+    return records;
+  }
+  // On the GPU each parallel phase of the kernel is its own launch.
+  MLIRContext *ctx = launch.getContext();
+  ArrayAttr phases = K3Dialect::PhasesAttrHelper(ctx).getAttr(kernel);
+  if (!phases)
+    return launch.emitOpError() << "kernel has no phases";
+  for (Attribute a : phases) {
+    StringRef name = cast<FlatSymbolRefAttr>(a).getValue();
+    Operation *phase = SymbolTable::lookupSymbolIn(kernels, name);
+    LaunchShapeAttr shape =
+        phase ? K3Dialect::LaunchShapeAttrHelper(ctx).getAttr(phase)
+              : LaunchShapeAttr();
+    if (!shape)
+      return launch.emitOpError()
+             << "kernel phase " << name << " has no #k3.launch_shape";
+    LaunchRecord r = base;
+    r.kernel = name.str();
+    r.grid[0] = gridOf(shape);
+    for (int d = 0; d < 3; ++d)
+      r.block[d] = art::DimExpr::constant(shape.getBlock()[d]);
+    r.dynamicSharedMemory = art::DimExpr::constant(shape.getDynamicSmem());
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
+  uint32_t entry = builder.addEntry(name.str());
+  Where where;
+  llvm::DenseMap<Value, uint32_t> outputBuffer;
+  if (failed(planInputs(fn, entry, where)) ||
+      failed(planOutputs(fn, entry, outputBuffer)))
+    return failure();
+  for (Operation &op : fn.getBody().front()) {
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      FailureOr<uint32_t> id = weightBuffer(w);
+      if (failed(id))
+        return failure();
+      where[w] = art::Arg::weight(*id);
+      continue;
+    }
+    if (auto r = dyn_cast<StateReadOp>(op)) {
+      where[r] = art::Arg::buffer(stateBuffer(r.getName(), r));
+      continue;
+    }
+    // A state write's copy launch already wrote the state buffer.
+    if (!isa<LaunchOp, tensor::EmptyOp>(op))
+      continue;
+    if (failed(planResults(op, outputBuffer, where)))
+      return failure();
+    auto launch = dyn_cast<LaunchOp>(op);
+    if (!launch)
+      continue;
+    FailureOr<std::vector<LaunchRecord>> records = launchRecords(launch, where);
+    if (failed(records))
+      return failure();
+    for (const LaunchRecord &r : *records)
+      builder.addLaunch(entry, objectId, r.kernel, r.args, r.grid, r.block,
+                        r.dynamicSharedMemory);
+  }
+  return success();
+}

@@ -1,0 +1,348 @@
+//===- KernelConfigRules.cpp - default kernel configs per op ---*- C++ -*-===//
+#include "lowering/KernelConfigRules.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+bool mlir::k3::needsKernel(Operation *op) {
+  if (isa<WeightOp, StateReadOp, StateWriteOp, LaunchOp, LayerOp>(op))
+    return false;
+  if (isa<K3Dialect>(op->getDialect()))
+    return true;
+  return isa<tensor::ExtractSliceOp, tensor::ConcatOp>(op);
+}
+
+namespace {
+
+int64_t dimOf(Value v, unsigned i) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(i);
+}
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
+                        ArrayRef<int64_t> tile, int64_t warps,
+                        int64_t stages = 0, int64_t blocksPerSM = 0) {
+  return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM);
+}
+
+//===----------------------------------------------------------------------===//
+// The recurrent KDA kernel (lowering/cuda/KDARecurrent.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The kernel keeps K / P state rows per lane in registers and unrolls over
+/// K: static K, V, H up to 256, f32 state, and the gate's parameters when
+/// the gate is in the op.
+bool kdaRecurrentApplies(KDAOp op) {
+  int64_t kDim = dimOf(op.getQ(), 3), vDim = dimOf(op.getV(), 3),
+          heads = dimOf(op.getQ(), 2);
+  if (kDim <= 0 || vDim <= 0 || heads <= 0 || kDim > 256 || vDim > 256)
+    return false;
+  if (op.getGateKind() && (!op.getALog() || !op.getDtBias()))
+    return false;
+  return true;
+}
+
+/// Measured choices (docs/kda-cuda.md): 64 state values per lane (64 rows of
+/// one column take 254 registers without spills; 128 spill); 16 staged
+/// tokens, the prefill optimum at K = 128, fewer where the staging would
+/// pass 40 KiB or 32 rows in flight per thread (more spill); a decode entry
+/// stages one token (S = 1), so a one-token sequence loads one token, not a
+/// padded chunk.
+KDARecurrentTile chooseKDARecurrentTile(int64_t kDim, int64_t vDim,
+                                        bool decode) {
+  KDARecurrentTile t;
+  t.c = vDim % 4 == 0 ? 4 : 1;
+  t.p = std::max<int64_t>(1, kDim * t.c / 64);
+  t.bv = std::min<int64_t>(t.bv, llvm::PowerOf2Ceil(vDim));
+  t.bv = std::max<int64_t>(t.bv, t.c);
+  // Whole warps: shuffles use the full-warp mask.
+  int64_t groups = t.bv / t.c;
+  if (groups * t.p < 32)
+    t.p = std::min<int64_t>(kDim, 32 / groups);
+  if (decode) {
+    t.s = 1;
+    return t;
+  }
+  int64_t warps = std::max<int64_t>(1, groups * t.p / 32);
+  int64_t rowsPerThread = (kDim + warps * 32 - 1) / (warps * 32);
+  t.s = 16;
+  while (t.s > 1 && (t.stagingWords(kDim, warps) * 4 > 40 * 1024 ||
+                     t.s * rowsPerThread > 32))
+    t.s /= 2;
+  return t;
+}
+
+LogicalResult verifyKDARecurrent(KDAOp op, KernelConfigAttr c) {
+  if (!kdaRecurrentApplies(op))
+    return op.emitOpError() << "kernel kda_recurrent needs static K, V and H "
+                               "up to 256 and the gate's parameters";
+  if (c.getTile().size() != 4)
+    return op.emitOpError()
+           << "kernel kda_recurrent needs tile = [BV, P, S, C], got "
+           << c.getTile().size() << " sizes";
+  KDARecurrentTile t = kdaRecurrentTile(c);
+  int64_t kDim = dimOf(op.getQ(), 3), vDim = dimOf(op.getV(), 3);
+  if (t.c != 1 && t.c != 4)
+    return op.emitOpError() << "kda_recurrent tile C must be 1 or 4";
+  if (!llvm::isPowerOf2_64(t.p) || t.p > 32 || kDim % t.p != 0)
+    return op.emitOpError() << "kda_recurrent tile P must be a power of two "
+                               "up to 32 dividing K = "
+                            << kDim;
+  if (!llvm::isPowerOf2_64(t.bv) || t.bv % t.c != 0 || vDim % t.c != 0)
+    return op.emitOpError() << "kda_recurrent tile BV must be a power of two, "
+                               "and C must divide BV and V";
+  if (kDim / t.p * t.c > 128)
+    return op.emitOpError()
+           << "kda_recurrent tile keeps K / P * C = " << kDim / t.p * t.c
+           << " state values per lane (at most 128)";
+  if (t.s < 1 || t.s > 256)
+    return op.emitOpError() << "kda_recurrent tile S must be in [1, 256]";
+  int64_t threads = t.threads();
+  if (threads % 32 != 0 || threads > 1024)
+    return op.emitOpError() << "kda_recurrent tile gives " << threads
+                            << " threads (whole warps, at most 1024)";
+  if (c.getWarps() != threads / 32)
+    return op.emitOpError() << "kda_recurrent tile gives " << threads / 32
+                            << " warps, the config says " << c.getWarps();
+  // Static shared memory: the 48 KiB that needs no opt-in.
+  if (t.stagingWords(kDim, threads / 32) * 4 > 48 * 1024)
+    return op.emitOpError() << "kda_recurrent staging of S = " << t.s
+                            << " tokens passes 48 KiB of shared memory";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The tensor-core KDA (lowering/cuda/KDAMMAOperands.cpp, KDAMMARecurrence.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Warps per chain block (16 value columns each): the fewest warps whose
+/// blocks for one sequence, H V / (16 W), fit the SMs in one wave, else 8.
+/// A block per SM: two chain blocks on one SM share its tensor cores and
+/// that SM sets the time (B1 T8192 H96: W = 4, 192 blocks, 1.45 ms; W = 8,
+/// 96 blocks, 1.30 ms; H64: W = 4, 128 blocks, 0.84 ms against 1.14 with
+/// W = 8; docs/kda-cuda.md).
+int64_t chooseKDAMMAChainWarps(int64_t heads, int64_t vDim, int64_t smCount) {
+  auto fits = [&](int64_t w) { return (vDim / 16) % w == 0; };
+  for (int64_t w : {1, 2, 4, 8})
+    if (fits(w) && heads * (vDim / 16) / w <= smCount)
+      return w;
+  int64_t w = 8;
+  while (w > 1 && !fits(w))
+    w /= 2;
+  return w;
+}
+
+/// The chain's shared memory: the chunk's packed rows, e^{G_C} and v's tile.
+int64_t chainBytes(int64_t kDim, int64_t warps, int64_t stages) {
+  return stages * kdaMMAChainStageBytes(kDim, warps);
+}
+
+LogicalResult verifyKDAMMAChain(KDAMMARecurrenceOp op, KernelConfigAttr c,
+                                GPUTargetAttr target) {
+  int64_t vDim = dimOf(op.getV(), 3),
+          kDim = 2 * (dimOf(op.getPacked(), 3) - 16) / 5;
+  int64_t w = c.getWarps();
+  if (w != 1 && w != 2 && w != 4 && w != 8)
+    return op.emitOpError()
+           << "kda_mma_chain warps must be 1, 2, 4 or 8, got " << w;
+  if ((vDim / 16) % w != 0)
+    return op.emitOpError() << "kda_mma_chain warps (" << w
+                            << ") must divide V / 16 = " << vDim / 16;
+  if (c.getStages() < 2 || c.getStages() > 4)
+    return op.emitOpError()
+           << "kda_mma_chain stages must be in [2, 4], got " << c.getStages();
+  if (int64_t bytes = chainBytes(kDim, w, c.getStages());
+      bytes > target.getSmemPerBlock())
+    return op.emitOpError() << "kda_mma_chain needs " << bytes
+                            << " bytes of shared memory, the target has "
+                            << target.getSmemPerBlock();
+  return success();
+}
+
+LogicalResult verifyKDAMMAOperands(KDAMMAOperandsOp op, KernelConfigAttr c) {
+  if (c.getWarps() != 4)
+    return op.emitOpError() << "kda_mma_operands has 4 warps (a token each "
+                               "per 16-token window), got "
+                            << c.getWarps();
+  if (c.getBlocksPerSm() < 1 || c.getBlocksPerSm() > 16)
+    return op.emitOpError()
+           << "kda_mma_operands blocks_per_sm must be in [1, 16], got "
+           << c.getBlocksPerSm();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// k3.linear on the tensor cores, 3xTF32 (lowering/cuda/LinearMMA.cpp)
+//===----------------------------------------------------------------------===//
+
+LogicalResult verifyLinearMMA(LinearOp op, KernelConfigAttr c) {
+  int64_t nOut = dimOf(op.getWeight(), 0), nIn = dimOf(op.getWeight(), 1);
+  if (nOut <= 0 || nIn <= 0 || nOut % 32 != 0 || nIn % 32 != 0)
+    return op.emitOpError() << "linear_mma_3xtf32 needs static weight sizes "
+                               "that are multiples of 32, got "
+                            << nOut << " x " << nIn;
+  if (!elementOf(op.getInput()).isF32())
+    return op.emitOpError() << "linear_mma_3xtf32 needs an f32 input";
+  if (c.getTile() != ArrayRef<int64_t>{64, 32, 32})
+    return op.emitOpError() << "linear_mma_3xtf32 has the tile [64, 32, 32]";
+  if (c.getWarps() != 4)
+    return op.emitOpError()
+           << "linear_mma_3xtf32 has 4 warps, got " << c.getWarps();
+  return success();
+}
+
+bool linearMMAApplies(LinearOp op) {
+  int64_t nOut = dimOf(op.getWeight(), 0), nIn = dimOf(op.getWeight(), 1);
+  return nOut > 0 && nIn > 0 && nOut % 32 == 0 && nIn % 32 == 0 &&
+         elementOf(op.getInput()).isF32();
+}
+
+/// The default parameters of kernel `kind` for `op` (which it applies to).
+KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
+                              GPUTargetAttr target, bool decode) {
+  MLIRContext *ctx = op->getContext();
+  switch (kind) {
+  case KernelKind::loop_nest:
+    return config(ctx, kind, {}, kLoopNestWarps);
+  case KernelKind::kda_recurrent: {
+    auto o = cast<KDAOp>(op);
+    KDARecurrentTile t =
+        chooseKDARecurrentTile(dimOf(o.getQ(), 3), dimOf(o.getV(), 3), decode);
+    return config(ctx, kind, {t.bv, t.p, t.s, t.c}, t.threads() / 32);
+  }
+  case KernelKind::kda_mma_operands:
+    // Latency-bound per block (barriers, a 16-step solve): throughput comes
+    // from blocks per SM, so the registers are capped for 5 (85 registers,
+    // no spills, 38.5 KB of shared memory at K = 128).
+    return config(ctx, kind, {16}, 4, 0, 5);
+  case KernelKind::kda_mma_chain: {
+    auto o = cast<KDAMMARecurrenceOp>(op);
+    int64_t w = chooseKDAMMAChainWarps(dimOf(o.getPacked(), 2),
+                                       dimOf(o.getV(), 3), target.getSmCount());
+    // Three stages: chunks c+1, c+2 load while chunk c multiplies.
+    return config(ctx, kind, {16, 16 * w}, w, 3);
+  }
+  case KernelKind::linear_mma_3xtf32:
+    // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
+    return config(ctx, kind, {64, 32, 32}, 4);
+  }
+  llvm_unreachable("kernel kind");
+}
+
+/// The dedicated kernel of `op` by default, else the loop nest. (The
+/// 3xTF32 linear is opt-in: linear.kernel=linear_mma_3xtf32.)
+KernelKind defaultKind(Operation *op) {
+  if (auto o = dyn_cast<KDAOp>(op))
+    return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
+                                  : KernelKind::loop_nest;
+  if (isa<KDAMMAOperandsOp>(op))
+    return KernelKind::kda_mma_operands;
+  if (isa<KDAMMARecurrenceOp>(op))
+    return KernelKind::kda_mma_chain;
+  return KernelKind::loop_nest;
+}
+
+} // namespace
+
+bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
+  if (kind == KernelKind::loop_nest)
+    return true;
+  if (!isa<GPUTargetAttr>(target))
+    return false;
+  switch (kind) {
+  case KernelKind::kda_recurrent:
+    return isa<KDAOp>(op) && kdaRecurrentApplies(cast<KDAOp>(op));
+  case KernelKind::kda_mma_operands:
+    return isa<KDAMMAOperandsOp>(op);
+  case KernelKind::kda_mma_chain:
+    return isa<KDAMMARecurrenceOp>(op);
+  case KernelKind::linear_mma_3xtf32:
+    return isa<LinearOp>(op) && linearMMAApplies(cast<LinearOp>(op));
+  case KernelKind::loop_nest:
+    break;
+  }
+  return true;
+}
+
+KernelConfigAttr mlir::k3::kernelConfigOfKind(Operation *op, KernelKind kind,
+                                              Attribute target, bool decode) {
+  if (auto gpu = dyn_cast<GPUTargetAttr>(target))
+    return configOfKind(op, kind, gpu, decode);
+  return config(op->getContext(), KernelKind::loop_nest, {}, 0);
+}
+
+KDARecurrentTile mlir::k3::kdaRecurrentTile(KernelConfigAttr config) {
+  ArrayRef<int64_t> t = config.getTile();
+  KDARecurrentTile tile;
+  if (t.size() == 4) {
+    tile.bv = t[0];
+    tile.p = t[1];
+    tile.s = t[2];
+    tile.c = t[3];
+  }
+  return tile;
+}
+
+int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
+  // Packed rows of 3K/2 + 16 words, padded by 4 words (conflict-free),
+  // e^{G_C} as K f32, v's 16 rows of 16 W bf16 padded by 16 bytes (ldmatrix
+  // reads 8 rows of a column block without bank conflicts).
+  int64_t rowStride = 3 * kDim / 2 + 16 + 4;
+  return 16 * rowStride * 4 + kDim * 4 + 16 * (16 * warps * 2 + 16);
+}
+
+KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
+                                               bool decode) {
+  return kernelConfigOfKind(op, defaultKind(op), target, decode);
+}
+
+LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
+                                           KernelConfigAttr config,
+                                           Attribute target) {
+  auto gpu = dyn_cast<GPUTargetAttr>(target);
+  KernelKind kind = config.getKernel();
+  if (kind == KernelKind::loop_nest) {
+    if (!gpu)
+      return success();
+    int64_t threads = config.getWarps() * 32;
+    if (threads < 32 || threads > gpu.getThreadsPerBlock())
+      return op->emitOpError()
+             << "loop_nest warps must give 32 to " << gpu.getThreadsPerBlock()
+             << " threads, got " << config.getWarps() << " warps";
+    return success();
+  }
+  if (!gpu)
+    return op->emitOpError() << "kernel " << stringifyKernelKind(kind)
+                             << " exists only for GPU targets";
+  auto wrongOp = [&]() {
+    return op->emitOpError()
+           << "cannot be lowered by kernel " << stringifyKernelKind(kind);
+  };
+  switch (kind) {
+  case KernelKind::kda_recurrent:
+    if (auto o = dyn_cast<KDAOp>(op))
+      return verifyKDARecurrent(o, config);
+    return wrongOp();
+  case KernelKind::kda_mma_operands:
+    if (auto o = dyn_cast<KDAMMAOperandsOp>(op))
+      return verifyKDAMMAOperands(o, config);
+    return wrongOp();
+  case KernelKind::kda_mma_chain:
+    if (auto o = dyn_cast<KDAMMARecurrenceOp>(op))
+      return verifyKDAMMAChain(o, config, gpu);
+    return wrongOp();
+  case KernelKind::linear_mma_3xtf32:
+    if (auto o = dyn_cast<LinearOp>(op))
+      return verifyLinearMMA(o, config);
+    return wrongOp();
+  case KernelKind::loop_nest:
+    break;
+  }
+  return success();
+}

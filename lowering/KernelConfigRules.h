@@ -1,0 +1,60 @@
+//===- KernelConfigRules.h - default kernel configs per op -----*- C++ -*-===//
+//
+// The rules k3-select-kernel-config applies (the compiler's counterpart of
+// IREE's KernelConfig.cpp): for each op and target, the kernel that lowers
+// it and that kernel's tile, warps and stages, and the checks a config
+// given by hand or by an override must pass. Kernels read their config and
+// trust it, so every limit a kernel has is checked here, with the reason.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_KERNELCONFIGRULES_H
+#define K3_LOWERING_KERNELCONFIGRULES_H
+
+#include "dialects/K3/K3Dialect.h"
+
+namespace mlir::k3 {
+
+/// Warps per block of loop-nest kernels on a GPU (256 threads).
+constexpr int64_t kLoopNestWarps = 8;
+
+/// Whether `op` becomes a kernel (computes), rather than naming or aliasing
+/// memory (weights, state reads, reshapes, launches).
+bool needsKernel(Operation *op);
+
+/// The default configuration of `op` on `target` (#k3.cpu_target or
+/// #k3.gpu_target); `decode` when `op` is in a decode entry (one token per
+/// sequence).
+KernelConfigAttr defaultKernelConfig(Operation *op, Attribute target,
+                                     bool decode);
+
+/// Whether kernel `kind` covers `op` (its shapes and types) on `target`.
+bool kernelApplies(Operation *op, KernelKind kind, Attribute target);
+
+/// The default parameters of kernel `kind` for `op`, which it covers.
+KernelConfigAttr kernelConfigOfKind(Operation *op, KernelKind kind,
+                                    Attribute target, bool decode);
+
+/// A diagnostic at `op` when `config` cannot lower it on `target`.
+LogicalResult verifyKernelConfig(Operation *op, KernelConfigAttr config,
+                                 Attribute target);
+
+/// The tile of the recurrent KDA kernel: BV value columns per block, P lanes
+/// per column group (K / P state rows each), S tokens per staged chunk, C
+/// value columns per lane group.
+struct KDARecurrentTile {
+  int64_t bv = 32, p = 8, s = 16, c = 4;
+  /// Shared memory (f32 words) of the chunk staging with `warps` warps.
+  int64_t stagingWords(int64_t kDim, int64_t warps) const {
+    return s * kDim * 4 + s * bv + s * 4 + s * warps * 4;
+  }
+  int64_t threads() const { return bv / c * p; }
+};
+KDARecurrentTile kdaRecurrentTile(KernelConfigAttr config);
+
+/// Dynamic shared memory of the tensor-core KDA chain per stage, for key
+/// and value dimensions and warps.
+int64_t kdaMMAChainStageBytes(int64_t kDim, int64_t warps);
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_KERNELCONFIGRULES_H

@@ -1,0 +1,218 @@
+//===- SelectKernelConfig.cpp - target and kernel configs ------*- C++ -*-===//
+//
+// Sets the module's target and attaches a #k3.kernel_config to every op that
+// becomes a kernel (rules: KernelConfigRules.cpp), applies the tuning
+// overrides, and checks every config against its op and the target.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3SELECTKERNELCONFIG
+#include "lowering/Passes.h.inc"
+
+namespace {
+
+/// One `<scope>.<param>=<value>` entry of the override option.
+struct Override {
+  std::string scope, param, value;
+};
+
+FailureOr<Override> parseOverride(Operation *where, StringRef text) {
+  auto [lhs, value] = text.split('=');
+  auto [scope, param] = lhs.split('.');
+  if (scope.empty() || param.empty() || value.empty())
+    return where->emitError()
+           << "override '" << text
+           << "' must be <op>.<param>=<value> or target.<param>=<value>";
+  return Override{scope.str(), param.str(), value.str()};
+}
+
+FailureOr<int64_t> parseInt(Operation *where, const Override &o) {
+  int64_t v;
+  if (StringRef(o.value).getAsInteger(10, v))
+    return where->emitError() << "override " << o.scope << "." << o.param
+                              << " needs an integer, got '" << o.value << "'";
+  return v;
+}
+
+/// The target named by the option, or the module's, or the CPU.
+FailureOr<Attribute> resolveTarget(ModuleOp module, StringRef option) {
+  MLIRContext *ctx = module.getContext();
+  Attribute existing = K3Dialect::TargetAttrHelper(ctx).getAttr(module);
+  if (option.empty())
+    return existing ? existing : Attribute(CPUTargetAttr::get(ctx));
+  Attribute chosen;
+  if (option == "cpu")
+    chosen = CPUTargetAttr::get(ctx);
+  else
+    chosen =
+        GPUTargetAttr::getDefault(ctx, option == "cuda" ? "sm_90a" : option);
+  if (!chosen)
+    return module.emitError() << "unknown target '" << option
+                              << "' (expected cpu, cuda or sm_90a)";
+  // A target written in the module (its limits) wins over the same kind
+  // named by the option.
+  if (existing && existing.getTypeID() == chosen.getTypeID())
+    return existing;
+  return chosen;
+}
+
+/// `target` with one parameter changed.
+FailureOr<Attribute> overrideTarget(ModuleOp module, Attribute target,
+                                    const Override &o) {
+  auto gpu = dyn_cast<GPUTargetAttr>(target);
+  if (!gpu)
+    return module.emitError()
+           << "override target." << o.param << " needs a GPU target";
+  FailureOr<int64_t> v = parseInt(module, o);
+  if (failed(v))
+    return failure();
+  int64_t sm = gpu.getSmCount(), smemBlock = gpu.getSmemPerBlock(),
+          smemSM = gpu.getSmemPerSm(), regsSM = gpu.getRegistersPerSm(),
+          regsThread = gpu.getRegistersPerThread(),
+          threads = gpu.getThreadsPerBlock();
+  llvm::StringMap<int64_t *> params = {{"sm_count", &sm},
+                                       {"smem_per_block", &smemBlock},
+                                       {"smem_per_sm", &smemSM},
+                                       {"registers_per_sm", &regsSM},
+                                       {"registers_per_thread", &regsThread},
+                                       {"threads_per_block", &threads}};
+  auto it = params.find(o.param);
+  if (it == params.end())
+    return module.emitError() << "unknown target parameter '" << o.param << "'";
+  *it->second = *v;
+  auto emit = [&]() { return module.emitError(); };
+  if (failed(GPUTargetAttr::verify(emit, gpu.getChip(), gpu.getFeatures(), sm,
+                                   smemBlock, smemSM, regsSM, regsThread,
+                                   threads)))
+    return failure();
+  return Attribute(GPUTargetAttr::get(module.getContext(), gpu.getChip(),
+                                      gpu.getFeatures(), sm, smemBlock, smemSM,
+                                      regsSM, regsThread, threads));
+}
+
+/// `c` with its kernel changed to `o.value`'s defaults, where that kernel
+/// covers `op`; others keep `c` (an override names an op kind, some of
+/// whose ops the kernel may not cover).
+FailureOr<KernelConfigAttr> overrideKernel(Operation *op, KernelConfigAttr c,
+                                           const Override &o, Attribute target,
+                                           bool decode) {
+  std::optional<KernelKind> k = symbolizeKernelKind(o.value);
+  if (!k)
+    return op->emitError() << "unknown kernel '" << o.value << "'";
+  if (!kernelApplies(op, *k, target))
+    return c;
+  return kernelConfigOfKind(op, *k, target, decode);
+}
+
+/// `c` with one parameter other than the kernel changed.
+FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
+                                          const Override &o) {
+  SmallVector<int64_t> tile(c.getTile());
+  int64_t warps = c.getWarps(), stages = c.getStages(),
+          blocks = c.getBlocksPerSm();
+  if (o.param == "tile") {
+    tile.clear();
+    for (StringRef part : llvm::split(o.value, 'x')) {
+      int64_t v;
+      if (part.getAsInteger(10, v) || v <= 0)
+        return op->emitError() << "override " << o.scope
+                               << ".tile needs positive sizes joined by x, "
+                                  "got '"
+                               << o.value << "'";
+      tile.push_back(v);
+    }
+    // The recurrent KDA kernel's tile sets its warps.
+    if (c.getKernel() == KernelKind::kda_recurrent && tile.size() == 4) {
+      KDARecurrentTile t{tile[0], tile[1], tile[2], tile[3]};
+      warps = std::max<int64_t>(1, t.threads() / 32);
+    }
+  } else {
+    llvm::StringMap<int64_t *> params = {
+        {"warps", &warps}, {"stages", &stages}, {"blocks_per_sm", &blocks}};
+    auto it = params.find(o.param);
+    if (it == params.end())
+      return op->emitError() << "unknown kernel config parameter '" << o.param
+                             << "' (kernel, tile, warps, stages, "
+                                "blocks_per_sm)";
+    FailureOr<int64_t> v = parseInt(op, o);
+    if (failed(v))
+      return failure();
+    *it->second = *v;
+  }
+  return KernelConfigAttr::get(op->getContext(), c.getKernel(), tile, warps,
+                               stages, blocks);
+}
+
+struct K3SelectKernelConfigPass
+    : impl::K3SelectKernelConfigBase<K3SelectKernelConfigPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    FailureOr<Attribute> target = resolveTarget(module, this->target);
+    if (failed(target))
+      return failure();
+    SmallVector<Override> opOverrides;
+    for (const std::string &text : overrides) {
+      FailureOr<Override> o = parseOverride(module, text);
+      if (failed(o))
+        return failure();
+      if (o->scope == "target") {
+        target = overrideTarget(module, *target, *o);
+        if (failed(target))
+          return failure();
+        continue;
+      }
+      opOverrides.push_back(*o);
+    }
+    K3Dialect::TargetAttrHelper(ctx).setAttr(module, *target);
+
+    K3Dialect::KernelConfigAttrHelper configs(ctx);
+    K3Dialect::DecodeAttrHelper decodeAttr(ctx);
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      bool decode = decodeAttr.isAttrPresent(fn);
+      WalkResult r = fn.walk([&](Operation *op) {
+        if (!needsKernel(op))
+          return WalkResult::advance();
+        KernelConfigAttr c = configs.getAttr(op);
+        if (!c)
+          c = defaultKernelConfig(op, *target, decode);
+        for (const Override &o : opOverrides) {
+          if (o.scope != op->getName().stripDialect() &&
+              o.scope != op->getName().getStringRef())
+            continue;
+          FailureOr<KernelConfigAttr> changed =
+              o.param == "kernel" ? overrideKernel(op, c, o, *target, decode)
+                                  : overrideParam(op, c, o);
+          if (failed(changed))
+            return WalkResult::interrupt();
+          c = *changed;
+        }
+        if (failed(verifyKernelConfig(op, c, *target)))
+          return WalkResult::interrupt();
+        configs.setAttr(op, c);
+        if (report)
+          op->emitRemark() << "kernel config " << c;
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return failure();
+    }
+    return success();
+  }
+};
+
+} // namespace
+} // namespace mlir::k3
