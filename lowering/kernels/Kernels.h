@@ -25,7 +25,9 @@ LogicalResult emitGatedRMSNorm(GatedRMSNormOp, KernelBuilder &, In, Out);
 LogicalResult emitAdd(AddOp, KernelBuilder &, In, Out);
 LogicalResult emitSigmoidGate(SigmoidGateOp, KernelBuilder &, In, Out);
 LogicalResult emitArgmax(ArgmaxOp, KernelBuilder &, In, Out);
-LogicalResult emitCopy(KernelBuilder &, In, Out);
+/// Copies `src` to `dst` (the kernel of a state write).
+LogicalResult emitCopy(KernelBuilder &, const KernelOperand &src,
+                       const KernelOperand &dst);
 LogicalResult emitAttnResPush(AttnResPushOp, KernelBuilder &, In, Out);
 LogicalResult emitExtractSlice(tensor::ExtractSliceOp, KernelBuilder &, In,
                                Out);
