@@ -143,6 +143,9 @@ struct KernelOperand {
   Value base;     // rank-0 memref, the bare pointer
   SymShape shape; // symbolic shape
   Value full;     // `base` viewed at `shape`
+
+  /// False for an absent optional operand (a default-constructed one).
+  explicit operator bool() const { return static_cast<bool>(base); }
 };
 
 /// Emits the body of the kernel that implements `op` (a k3 op or a tensor

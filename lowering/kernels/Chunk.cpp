@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -30,13 +31,14 @@ struct ChunkPos {
   Value row;        // t - cs
 };
 
-ChunkPos chunkOf(KernelBuilder &kb, const KernelOperand *cu, Value t,
+/// `cu` is the optional cu_seqlens operand.
+ChunkPos chunkOf(KernelBuilder &kb, const KernelOperand &cu, Value t,
                  int64_t chunk) {
   ChunkPos p;
   if (cu) {
-    auto [start, n] = emitSequenceOf(kb, cu->full, t);
+    auto [start, n] = emitSequenceOf(kb, cu.full, t);
     p.start = start;
-    p.end = kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))});
+    p.end = kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))});
   } else {
     p.start = kb.idx(0);
     p.end = kb.tokens();
@@ -53,10 +55,10 @@ struct SeqPos {
   Value b, start, end;
 };
 
-SeqPos sequence(KernelBuilder &kb, const KernelOperand *cu, Value n) {
+SeqPos sequence(KernelBuilder &kb, const KernelOperand &cu, Value n) {
   if (cu)
-    return {kb.idx(0), kb.loadIndex(cu->full, {n}),
-            kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})};
+    return {kb.idx(0), kb.loadIndex(cu.full, {n}),
+            kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))})};
   return {n, kb.idx(0), kb.tokens()};
 }
 
@@ -74,12 +76,18 @@ void forTokens(KernelBuilder &kb, const KernelOperand &ref,
 
 LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
                                       In in, Out out) {
-  Value q = in[0].full, k = in[1].full, g = in[2].full, beta = in[3].full;
-  unsigned next = 4;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  const KernelOperand *aLog = op.getALog() ? &in[next++] : nullptr;
-  const KernelOperand *dtBias = op.getDtBias() ? &in[next++] : nullptr;
-  int64_t headDim = in[0].shape[3];
+  auto ops = operandsOf(op, in);
+  KernelOperand qIn = ops.getQ();
+  Value q = qIn.full, k = ops.getK().full, g = ops.getG().full,
+        beta = ops.getBeta().full;
+  KernelOperand cu = ops.getCuSeqlens(), aLog = ops.getALog(),
+                dtBias = ops.getDtBias();
+  Value qScaled = resultOf(out, op.getQScaled()).full,
+        kNorm = resultOf(out, op.getKNorm()).full,
+        gCum = resultOf(out, op.getGCum()).full,
+        kGamma = resultOf(out, op.getKGamma()).full,
+        betaOut = resultOf(out, op.getBetaOut()).full;
+  int64_t headDim = qIn.shape[3];
   Value kDim = kb.idx(headDim);
   double scale = op.getScale().convertToDouble();
   bool l2 = op.getUseQkL2norm();
@@ -87,7 +95,7 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
   std::optional<double> lb;
   if (auto a = op.getLowerBoundAttr())
     lb = a.getValueAsDouble();
-  forTokens(kb, in[0], {}, [&](ValueRange iv) {
+  forTokens(kb, qIn, {}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2];
     ChunkPos p = chunkOf(kb, cu, t, op.getChunkSize());
     auto invNorm = [&](Value x) {
@@ -97,22 +105,22 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
     Value bt = kb.load(beta, {b, t, h});
     if (op.getUseBetaSigmoid())
       bt = kb.sigmoid(bt);
-    kb.store(bt, out[4].full, {b, t, h});
+    kb.store(bt, betaOut, {b, t, h});
     kb.forRange(kDim, [&](Value i) {
       Value kn = kb.mul(kb.load(k, {b, t, h, i}), rk);
-      kb.store(kb.mul(kb.load(q, {b, t, h, i}), rq), out[0].full, {b, t, h, i});
-      kb.store(kn, out[1].full, {b, t, h, i});
+      kb.store(kb.mul(kb.load(q, {b, t, h, i}), rq), qScaled, {b, t, h, i});
+      kb.store(kn, kNorm, {b, t, h, i});
       // In-chunk cumulative log-decay (a GPU computes it as a scan).
       Value G = kb.reduce(p.cs, kb.addi(t, kb.idx(1)), kb.f32(0.0),
                           [&](Value s, Value acc) {
                             Value gi = kb.load(g, {b, s, h, i});
                             if (kind)
-                              gi = emitDecayGate(kb, *kind, lb, aLog->full,
-                                                 dtBias->full, h, i, kDim, gi);
+                              gi = emitDecayGate(kb, *kind, lb, aLog.full,
+                                                 dtBias.full, h, i, kDim, gi);
                             return kb.add(acc, gi);
                           });
-      kb.store(G, out[2].full, {b, t, h, i});
-      kb.store(kb.mul(kn, kb.exp(G)), out[3].full, {b, t, h, i});
+      kb.store(G, gCum, {b, t, h, i});
+      kb.store(kb.mul(kn, kb.exp(G)), kGamma, {b, t, h, i});
     });
   });
   return success();
@@ -120,15 +128,15 @@ LogicalResult k3::emitKDAChunkPrepare(KDAChunkPrepareOp op, KernelBuilder &kb,
 
 LogicalResult k3::emitKDAChunkGram(KDAChunkGramOp op, KernelBuilder &kb, In in,
                                    Out out) {
-  Value x = in[0].full, y = in[1].full, G = in[2].full;
-  unsigned next = 3;
-  const KernelOperand *rs = op.getRowScale() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
+  auto ops = operandsOf(op, in);
+  KernelOperand xIn = ops.getX(), rs = ops.getRowScale(),
+                cu = ops.getCuSeqlens();
+  Value x = xIn.full, y = ops.getY().full, G = ops.getG().full;
   int64_t C = op.getChunkSize(), tile = op.getTileSize();
-  Value kDim = kb.idx(in[0].shape[3]);
+  Value kDim = kb.idx(xIn.shape[3]);
   bool strict = op.getStrict(), unit = op.getUnitDiagonal();
   bool factored = op.getGateLowerBound().has_value();
-  forTokens(kb, in[0], {kb.idx(C)}, [&](ValueRange iv) {
+  forTokens(kb, xIn, {kb.idx(C)}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2], c = iv[3];
     ChunkPos p = chunkOf(kb, cu, t, C);
     Value j = kb.addi(p.cs, c);
@@ -159,7 +167,7 @@ LogicalResult k3::emitKDAChunkGram(KDAChunkGramOp op, KernelBuilder &kb, In in,
                 kb.mul(kb.load(x, {b, t, h, d}), kb.load(y, {b, j, h, d}));
             return kb.fma(xy, e, acc);
           });
-          return rs ? kb.mul(s, kb.load(rs->full, {b, t, h})) : s;
+          return rs ? kb.mul(s, kb.load(rs.full, {b, t, h})) : s;
         },
         [&] { return kb.f32(0.0); });
     if (unit)
@@ -171,15 +179,15 @@ LogicalResult k3::emitKDAChunkGram(KDAChunkGramOp op, KernelBuilder &kb, In in,
 
 LogicalResult k3::emitTriSolve(TriSolveOp op, KernelBuilder &kb, In in,
                                Out out) {
-  Value A = in[0].full, R = in[1].full, X = out[0].full;
-  unsigned next = 2;
-  const KernelOperand *rs = op.getRowScale() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
+  auto ops = operandsOf(op, in);
+  KernelOperand rhsIn = ops.getRhs(), rs = ops.getRowScale(),
+                cu = ops.getCuSeqlens();
+  Value A = ops.getA().full, R = rhsIn.full, X = out[0].full;
   int64_t C = op.getChunkSize();
-  Value dDim = kb.idx(in[1].shape[3]);
+  Value dDim = kb.idx(rhsIn.shape[3]);
   bool blocked = op.getMode() == "blocked";
   int64_t tile = blocked ? int64_t(*op.getTileSize()) : C;
-  forTokens(kb, in[1], {dDim}, [&](ValueRange iv) {
+  forTokens(kb, rhsIn, {dDim}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2], d = iv[3];
     ChunkPos p = chunkOf(kb, cu, t, C);
     kb.ifThen(kb.eqi(p.row, kb.idx(0)), [&] {
@@ -187,7 +195,7 @@ LogicalResult k3::emitTriSolve(TriSolveOp op, KernelBuilder &kb, In in,
       auto tok = [&](Value i) { return kb.addi(p.cs, i); };
       auto rhs = [&](Value i) {
         Value r = kb.load(R, {b, tok(i), h, d});
-        return rs ? kb.mul(r, kb.load(rs->full, {b, tok(i), h})) : r;
+        return rs ? kb.mul(r, kb.load(rs.full, {b, tok(i), h})) : r;
       };
       // sum_{j in [lo, hi)} A_ij X_j
       auto product = [&](Value i, Value lo, Value hi) {
@@ -218,10 +226,11 @@ LogicalResult k3::emitTriSolve(TriSolveOp op, KernelBuilder &kb, In in,
 
 LogicalResult k3::emitTriInverse(TriInverseOp op, KernelBuilder &kb, In in,
                                  Out out) {
-  Value A = in[0].full, Ai = out[0].full;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[1] : nullptr;
+  auto ops = operandsOf(op, in);
+  KernelOperand aIn = ops.getA(), cu = ops.getCuSeqlens();
+  Value A = aIn.full, Ai = out[0].full;
   int64_t C = op.getChunkSize(), tile = op.getTileSize();
-  forTokens(kb, in[0], {}, [&](ValueRange iv) {
+  forTokens(kb, aIn, {}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2];
     ChunkPos p = chunkOf(kb, cu, t, C);
     kb.ifThen(kb.eqi(p.row, kb.idx(0)), [&] {
@@ -282,18 +291,18 @@ LogicalResult k3::emitTriInverse(TriInverseOp op, KernelBuilder &kb, In in,
 
 LogicalResult k3::emitChunkTrilMatmul(ChunkTrilMatmulOp op, KernelBuilder &kb,
                                       In in, Out out) {
-  Value A = in[0].full, X = in[1].full;
-  unsigned next = 2;
-  const KernelOperand *rs = op.getRowScale() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  forTokens(kb, in[1], {kb.idx(in[1].shape[3])}, [&](ValueRange iv) {
+  auto ops = operandsOf(op, in);
+  KernelOperand xIn = ops.getX(), rs = ops.getRowScale(),
+                cu = ops.getCuSeqlens();
+  Value A = ops.getA().full, X = xIn.full;
+  forTokens(kb, xIn, {kb.idx(xIn.shape[3])}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2], d = iv[3];
     ChunkPos p = chunkOf(kb, cu, t, op.getChunkSize());
     Value s = kb.reduce(p.cs, kb.addi(t, kb.idx(1)), kb.f32(0.0),
                         [&](Value j, Value acc) {
                           Value xj = kb.load(X, {b, j, h, d});
                           if (rs)
-                            xj = kb.mul(xj, kb.load(rs->full, {b, j, h}));
+                            xj = kb.mul(xj, kb.load(rs.full, {b, j, h}));
                           Value a = kb.load(A, {b, t, h, kb.subi(j, p.cs)});
                           return kb.fma(a, xj, acc);
                         });
@@ -304,9 +313,10 @@ LogicalResult k3::emitChunkTrilMatmul(ChunkTrilMatmulOp op, KernelBuilder &kb,
 
 LogicalResult k3::emitKDAChunkOutput(KDAChunkOutputOp op, KernelBuilder &kb,
                                      In in, Out out) {
-  Value M = in[0].full, vn = in[1].full, oi = in[2].full;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[3] : nullptr;
-  forTokens(kb, in[1], {kb.idx(in[1].shape[3])}, [&](ValueRange iv) {
+  auto ops = operandsOf(op, in);
+  KernelOperand vNew = ops.getVNew(), cu = ops.getCuSeqlens();
+  Value M = ops.getM().full, vn = vNew.full, oi = ops.getOInter().full;
+  forTokens(kb, vNew, {kb.idx(vNew.shape[3])}, [&](ValueRange iv) {
     Value b = iv[0], t = iv[1], h = iv[2], d = iv[3];
     ChunkPos p = chunkOf(kb, cu, t, op.getChunkSize());
     Value s = kb.reduce(p.cs, kb.addi(t, kb.idx(1)), kb.load(oi, iv),
@@ -364,19 +374,21 @@ static Value numChunks(KernelBuilder &kb, SeqPos sp, int64_t C) {
 
 LogicalResult k3::emitKDAChunkState(KDAChunkStateOp op, KernelBuilder &kb,
                                     In in, Out out) {
-  Value U = in[0].full, W = in[1].full, kn = in[2].full, qs = in[3].full,
-        G = in[4].full;
-  unsigned next = 5;
-  const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
-  const KernelOperand *starts = op.getSegmentStarts() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  Value vnew = out[0].full, oint = out[1].full, fs = out[2].full;
-  int64_t C = op.getChunkSize(), K = in[2].shape[3];
+  auto ops = operandsOf(op, in);
+  KernelOperand kNorm = ops.getKNorm();
+  Value U = ops.getU().full, W = ops.getW().full, kn = kNorm.full,
+        qs = ops.getQScaled().full, G = ops.getG().full;
+  KernelOperand init = ops.getInitialState(), starts = ops.getSegmentStarts(),
+                cu = ops.getCuSeqlens();
+  KernelOperand finalState = resultOf(out, op.getFinalState());
+  Value vnew = resultOf(out, op.getVNew()).full,
+        oint = resultOf(out, op.getOInter()).full, fs = finalState.full;
+  int64_t C = op.getChunkSize(), K = kNorm.shape[3];
   int64_t S = op.getNumSegments() ? int64_t(*op.getNumSegments()) : 1;
   Value kDim = kb.idx(K);
   Value x = kb.scratch(K), tmp = kb.scratch(C);
-  kb.parallel({kb.dim(out[2].shape[0]), kb.idx(S), kb.dim(out[2].shape[1]),
-               kb.dim(out[2].shape[3])},
+  kb.parallel({kb.dim(finalState.shape[0]), kb.idx(S),
+               kb.dim(finalState.shape[1]), kb.dim(finalState.shape[3])},
               [&](ValueRange iv) {
                 Value n = iv[0], s = iv[1], h = iv[2], j = iv[3];
                 SeqPos sp = sequence(kb, cu, n);
@@ -385,8 +397,8 @@ LogicalResult k3::emitKDAChunkState(KDAChunkStateOp op, KernelBuilder &kb,
                 Value c1 =
                     divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
                 kb.forRange(kDim, [&](Value d) {
-                  Value v = starts ? kb.load(starts->full, {n, s, h, d, j})
-                            : init ? kb.load(init->full, {n, h, d, j})
+                  Value v = starts ? kb.load(starts.full, {n, s, h, d, j})
+                            : init ? kb.load(init.full, {n, h, d, j})
                                    : kb.f32(0.0);
                   kb.store(v, x, {d});
                 });
@@ -418,53 +430,59 @@ LogicalResult k3::emitKDAChunkState(KDAChunkStateOp op, KernelBuilder &kb,
 
 LogicalResult k3::emitKDASegmentSummary(KDASegmentSummaryOp op,
                                         KernelBuilder &kb, In in, Out out) {
-  Value U = in[0].full, W = in[1].full, kn = in[2].full, G = in[3].full;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[4] : nullptr;
+  auto ops = operandsOf(op, in);
+  KernelOperand uIn = ops.getU(), kNorm = ops.getKNorm(),
+                cu = ops.getCuSeqlens();
+  Value U = uIn.full, W = ops.getW().full, kn = kNorm.full, G = ops.getG().full;
+  KernelOperand transition = resultOf(out, op.getTransition());
+  Value contribution = resultOf(out, op.getContribution()).full;
   int64_t C = op.getChunkSize(), S = op.getNumSegments();
-  int64_t K = in[2].shape[3], V = in[0].shape[3];
+  int64_t K = kNorm.shape[3], V = uIn.shape[3];
   Value kDim = kb.idx(K);
   Value x = kb.scratch(K), tmp = kb.scratch(C);
-  kb.parallel({kb.dim(out[0].shape[0]), kb.idx(S), kb.dim(out[0].shape[2]),
-               kb.idx(K + V)},
-              [&](ValueRange iv) {
-                Value n = iv[0], s = iv[1], h = iv[2], m = iv[3];
-                SeqPos sp = sequence(kb, cu, n);
-                Value nc = numChunks(kb, sp, C);
-                Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
-                Value c1 =
-                    divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
-                Value isTrans = kb.lti(m, kDim);
-                // Column m of the transition starts at e_m; a contribution
-                // column at 0.
-                kb.forRange(kDim, [&](Value d) {
-                  kb.store(kb.select(kb.andi(isTrans, kb.eqi(d, m)),
-                                     kb.f32(1.0), kb.f32(0.0)),
-                           x, {d});
-                });
-                Value j = kb.select(isTrans, kb.idx(0), kb.subi(m, kDim));
-                walkChunks(
-                    kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
-                    [&](Value i) {
-                      return kb.select(isTrans, kb.f32(0.0),
-                                       kb.load(U, {sp.b, i, h, j}));
-                    },
-                    nullptr, tmp);
-                kb.forRange(kDim, [&](Value d) {
-                  Value v = kb.load(x, {d});
-                  kb.ifThen(isTrans,
-                            [&] { kb.store(v, out[0].full, {n, s, h, d, m}); });
-                  kb.ifThen(kb.notb(isTrans),
-                            [&] { kb.store(v, out[1].full, {n, s, h, d, j}); });
-                });
-              });
+  kb.parallel(
+      {kb.dim(transition.shape[0]), kb.idx(S), kb.dim(transition.shape[2]),
+       kb.idx(K + V)},
+      [&](ValueRange iv) {
+        Value n = iv[0], s = iv[1], h = iv[2], m = iv[3];
+        SeqPos sp = sequence(kb, cu, n);
+        Value nc = numChunks(kb, sp, C);
+        Value c0 = divui(kb, kb.muli(nc, s), kb.idx(S));
+        Value c1 = divui(kb, kb.muli(nc, kb.addi(s, kb.idx(1))), kb.idx(S));
+        Value isTrans = kb.lti(m, kDim);
+        // Column m of the transition starts at e_m; a contribution
+        // column at 0.
+        kb.forRange(kDim, [&](Value d) {
+          kb.store(kb.select(kb.andi(isTrans, kb.eqi(d, m)), kb.f32(1.0),
+                             kb.f32(0.0)),
+                   x, {d});
+        });
+        Value j = kb.select(isTrans, kb.idx(0), kb.subi(m, kDim));
+        walkChunks(
+            kb, sp, h, C, c0, c1, x, kDim, W, kn, G,
+            [&](Value i) {
+              return kb.select(isTrans, kb.f32(0.0),
+                               kb.load(U, {sp.b, i, h, j}));
+            },
+            nullptr, tmp);
+        kb.forRange(kDim, [&](Value d) {
+          Value v = kb.load(x, {d});
+          kb.ifThen(isTrans,
+                    [&] { kb.store(v, transition.full, {n, s, h, d, m}); });
+          kb.ifThen(kb.notb(isTrans),
+                    [&] { kb.store(v, contribution, {n, s, h, d, j}); });
+        });
+      });
   return success();
 }
 
 LogicalResult k3::emitKDASegmentScan(KDASegmentScanOp op, KernelBuilder &kb,
                                      In in, Out out) {
-  Value A = in[0].full, bS = in[1].full, st = out[0].full;
-  const KernelOperand *init = op.getInitialState() ? &in[2] : nullptr;
-  int64_t S = in[1].shape[1], K = in[1].shape[3];
+  auto ops = operandsOf(op, in);
+  KernelOperand contribution = ops.getContribution(),
+                init = ops.getInitialState();
+  Value A = ops.getTransition().full, bS = contribution.full, st = out[0].full;
+  int64_t S = contribution.shape[1], K = contribution.shape[3];
   Value kDim = kb.idx(K);
   kb.parallel(
       {kb.dim(out[0].shape[0]), kb.dim(out[0].shape[2]),
@@ -472,7 +490,7 @@ LogicalResult k3::emitKDASegmentScan(KDASegmentScanOp op, KernelBuilder &kb,
       [&](ValueRange iv) {
         Value n = iv[0], h = iv[1], j = iv[2];
         kb.forRange(kDim, [&](Value d) {
-          Value v = init ? kb.load(init->full, {n, h, d, j}) : kb.f32(0.0);
+          Value v = init ? kb.load(init.full, {n, h, d, j}) : kb.f32(0.0);
           kb.store(v, st, {n, kb.idx(0), h, d, j});
         });
         kb.forRange(kb.idx(1), kb.idx(S), [&](Value s) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -27,10 +28,11 @@ static Value flat(KernelBuilder &kb, const KernelOperand &t) {
   return kb.view(t.base, {numElements(kb, t.shape)});
 }
 
-LogicalResult k3::emitEmbedding(EmbeddingOp, KernelBuilder &kb,
+LogicalResult k3::emitEmbedding(EmbeddingOp op, KernelBuilder &kb,
                                 ArrayRef<KernelOperand> in,
                                 ArrayRef<KernelOperand> out) {
-  Value ids = in[0].full, table = in[1].full, res = out[0].full;
+  auto ops = operandsOf(op, in);
+  Value ids = ops.getIds().full, table = ops.getTable().full, res = out[0].full;
   kb.parallel({kb.dim(out[0].shape[0]), kb.dim(out[0].shape[1])},
               [&](ValueRange iv) {
                 Value row = kb.loadIndex(ids, {iv[0]});
@@ -39,12 +41,14 @@ LogicalResult k3::emitEmbedding(EmbeddingOp, KernelBuilder &kb,
   return success();
 }
 
-LogicalResult k3::emitLinear(LinearOp, KernelBuilder &kb,
+LogicalResult k3::emitLinear(LinearOp op, KernelBuilder &kb,
                              ArrayRef<KernelOperand> in,
                              ArrayRef<KernelOperand> out) {
-  Value x = as2D(kb, in[0]), w = in[1].full, y = as2D(kb, out[0]);
-  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
-  Value nIn = kb.dim(in[1].shape[1]), nOut = kb.dim(in[1].shape[0]);
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), weight = ops.getWeight();
+  Value x = as2D(kb, input), w = weight.full, y = as2D(kb, out[0]);
+  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  Value nIn = kb.dim(weight.shape[1]), nOut = kb.dim(weight.shape[0]);
   kb.parallel({rows, nOut}, [&](ValueRange iv) {
     Value acc = kb.reduce(nIn, kb.f32(0.0), [&](Value i, Value acc) {
       return kb.fma(kb.load(x, {iv[0], i}), kb.load(w, {iv[1], i}), acc);
@@ -75,47 +79,58 @@ static void rmsNormRows(KernelBuilder &kb, Value x, Value gate, Value w,
 LogicalResult k3::emitRMSNorm(RMSNormOp op, KernelBuilder &kb,
                               ArrayRef<KernelOperand> in,
                               ArrayRef<KernelOperand> out) {
-  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
-  rmsNormRows(kb, as2D(kb, in[0]), Value(), in[1].full, as2D(kb, out[0]), rows,
-              in[0].shape.back(), op.getEpsilon().convertToDouble());
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput();
+  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  rmsNormRows(kb, as2D(kb, input), Value(), ops.getWeight().full,
+              as2D(kb, out[0]), rows, input.shape.back(),
+              op.getEpsilon().convertToDouble());
   return success();
 }
 
 LogicalResult k3::emitGatedRMSNorm(GatedRMSNormOp op, KernelBuilder &kb,
                                    ArrayRef<KernelOperand> in,
                                    ArrayRef<KernelOperand> out) {
-  Value rows = numElements(kb, ArrayRef<int64_t>(in[0].shape).drop_back());
-  rmsNormRows(kb, as2D(kb, in[0]), as2D(kb, in[1]), in[2].full,
-              as2D(kb, out[0]), rows, in[0].shape.back(),
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput();
+  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  rmsNormRows(kb, as2D(kb, input), as2D(kb, ops.getGate()),
+              ops.getWeight().full, as2D(kb, out[0]), rows, input.shape.back(),
               op.getEpsilon().convertToDouble());
   return success();
 }
 
-LogicalResult k3::emitAdd(AddOp, KernelBuilder &kb, ArrayRef<KernelOperand> in,
+LogicalResult k3::emitAdd(AddOp op, KernelBuilder &kb,
+                          ArrayRef<KernelOperand> in,
                           ArrayRef<KernelOperand> out) {
-  Value a = flat(kb, in[0]), b = flat(kb, in[1]), y = flat(kb, out[0]);
+  auto ops = operandsOf(op, in);
+  Value a = flat(kb, ops.getLhs()), b = flat(kb, ops.getRhs()),
+        y = flat(kb, out[0]);
   kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
     kb.store(kb.add(kb.load(a, iv), kb.load(b, iv)), y, iv);
   });
   return success();
 }
 
-LogicalResult k3::emitSigmoidGate(SigmoidGateOp, KernelBuilder &kb,
+LogicalResult k3::emitSigmoidGate(SigmoidGateOp op, KernelBuilder &kb,
                                   ArrayRef<KernelOperand> in,
                                   ArrayRef<KernelOperand> out) {
-  Value a = flat(kb, in[0]), g = flat(kb, in[1]), y = flat(kb, out[0]);
+  auto ops = operandsOf(op, in);
+  Value a = flat(kb, ops.getInput()), g = flat(kb, ops.getGate()),
+        y = flat(kb, out[0]);
   kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
     kb.store(kb.mul(kb.load(a, iv), kb.sigmoid(kb.load(g, iv))), y, iv);
   });
   return success();
 }
 
-LogicalResult k3::emitArgmax(ArgmaxOp, KernelBuilder &kb,
+LogicalResult k3::emitArgmax(ArgmaxOp op, KernelBuilder &kb,
                              ArrayRef<KernelOperand> in,
                              ArrayRef<KernelOperand> out) {
-  Value logits = in[0].full, res = out[0].full;
-  Value vocab = kb.dim(in[0].shape[1]);
-  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+  KernelOperand input = operandsOf(op, in).getLogits();
+  Value logits = input.full, res = out[0].full;
+  Value vocab = kb.dim(input.shape[1]);
+  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
     // The first maximum wins, as numpy.argmax.
     Value first = kb.load(logits, {iv[0], kb.idx(0)});
     SmallVector<Value> best = kb.reduceN(
@@ -130,21 +145,24 @@ LogicalResult k3::emitArgmax(ArgmaxOp, KernelBuilder &kb,
   return success();
 }
 
-LogicalResult k3::emitCopy(KernelBuilder &kb, ArrayRef<KernelOperand> in,
-                           ArrayRef<KernelOperand> out) {
-  Value a = flat(kb, in[0]), y = flat(kb, out[0]);
-  kb.parallel({numElements(kb, out[0].shape)},
+LogicalResult k3::emitCopy(KernelBuilder &kb, const KernelOperand &src,
+                           const KernelOperand &dst) {
+  Value a = flat(kb, src), y = flat(kb, dst);
+  kb.parallel({numElements(kb, dst.shape)},
               [&](ValueRange iv) { kb.store(kb.load(a, iv), y, iv); });
   return success();
 }
 
-LogicalResult k3::emitAttnResPush(AttnResPushOp, KernelBuilder &kb,
+LogicalResult k3::emitAttnResPush(AttnResPushOp op, KernelBuilder &kb,
                                   ArrayRef<KernelOperand> in,
                                   ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand blocksIn = ops.getBlocks(), partialIn = ops.getPartial();
   // Closed blocks first, then the partial sum, in one flat copy each.
-  Value blocks = flat(kb, in[0]), partial = flat(kb, in[1]),
+  Value blocks = flat(kb, blocksIn), partial = flat(kb, partialIn),
         y = flat(kb, out[0]);
-  Value nb = numElements(kb, in[0].shape), np = numElements(kb, in[1].shape);
+  Value nb = numElements(kb, blocksIn.shape),
+        np = numElements(kb, partialIn.shape);
   kb.parallel({nb},
               [&](ValueRange iv) { kb.store(kb.load(blocks, iv), y, iv); });
   kb.parallel({np}, [&](ValueRange iv) {
@@ -156,6 +174,9 @@ LogicalResult k3::emitAttnResPush(AttnResPushOp, KernelBuilder &kb,
 LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op, KernelBuilder &kb,
                                    ArrayRef<KernelOperand> in,
                                    ArrayRef<KernelOperand> out) {
+  // An upstream op, outside the K3 adaptors: `in` holds its one tensor
+  // operand, the source (index operands are folded into the shapes).
+  const KernelOperand &source = in[0];
   if (!op.hasUnitStride())
     return op.emitOpError() << "strided slices are not supported by the "
                                "kernel generator";
@@ -173,7 +194,7 @@ LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op, KernelBuilder &kb,
     SmallVector<Value> src;
     for (auto [i, o] : llvm::zip(iv, offsets))
       src.push_back(kb.addi(i, o));
-    kb.store(kb.load(in[0].full, src), out[0].full, iv);
+    kb.store(kb.load(source.full, src), out[0].full, iv);
   });
   return success();
 }
@@ -181,6 +202,7 @@ LogicalResult k3::emitExtractSlice(tensor::ExtractSliceOp op, KernelBuilder &kb,
 LogicalResult k3::emitConcat(tensor::ConcatOp op, KernelBuilder &kb,
                              ArrayRef<KernelOperand> in,
                              ArrayRef<KernelOperand> out) {
+  // An upstream op: `in` holds the concatenated tensors, in order.
   int64_t dim = op.getDim(), offset = 0;
   for (const KernelOperand &src : in) {
     SmallVector<Value> ubs;

@@ -1,5 +1,6 @@
 //===- Dispatch.cpp - choose the kernel emitter of an op --------*- C++ -*-===//
 #include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -22,7 +23,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
         return emitExtractSlice(o, kb, in, out);
       })
       .Case([&](tensor::ConcatOp o) { return emitConcat(o, kb, in, out); })
-      .Case([&](StateWriteOp) { return emitCopy(kb, in, out); })
+      .Case([&](StateWriteOp o) {
+        return emitCopy(kb, operandsOf(o, in).getValue(), out[0]);
+      })
       .Case([&](ShortConvOp o) { return emitShortConv(o, kb, in, out); })
       .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
       .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -20,19 +21,20 @@ using namespace mlir::k3;
 LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
                                 Out out) {
   int64_t ks = op.getKernelSize();
-  unsigned next = 2;
-  const KernelOperand *state = op.getConvState() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  Value x = in[0].full, w = in[1].full, y = out[0].full, fs = out[1].full;
-  Value numTokens = kb.dim(in[0].shape[0]);
-  Value channels = kb.dim(in[0].shape[1]);
-  Value seqs = kb.dim(out[1].shape[0]);
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), state = ops.getConvState(),
+                cu = ops.getCuSeqlens();
+  KernelOperand finalState = resultOf(out, op.getFinalState());
+  Value x = input.full, w = ops.getWeight().full,
+        y = resultOf(out, op.getResult()).full, fs = finalState.full;
+  Value numTokens = kb.dim(input.shape[0]);
+  Value channels = kb.dim(input.shape[1]);
+  Value seqs = kb.dim(finalState.shape[0]);
   Value history = kb.idx(ks - 1);
   kb.parallel({seqs, channels}, [&](ValueRange iv) {
     Value n = iv[0], c = iv[1];
-    Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
-    Value end =
-        cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))}) : numTokens;
+    Value start = cu ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
+    Value end = cu ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))}) : numTokens;
     // Pre-convolution input at token s of this sequence; before the
     // sequence's first token it is the carried state (or zero).
     auto input = [&](Value s) {
@@ -43,7 +45,7 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
             if (!state)
               return kb.f32(0.0);
             Value j = kb.addi(history, kb.subi(s, start));
-            return kb.load(state->full, {n, c, j});
+            return kb.load(state.full, {n, c, j});
           });
     };
     kb.forRange(start, end, [&](Value t) {
@@ -82,9 +84,12 @@ Value mlir::k3::emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t,
 }
 
 LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in, Out out) {
-  Value z = in[0].full, aLog = in[1].full, dtBias = in[2].full, g = out[0].full;
-  int64_t headDim = in[0].shape[2];
-  kb.parallel({kb.dim(in[0].shape[0]), kb.dim(in[0].shape[1]), kb.idx(headDim)},
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput();
+  Value z = input.full, aLog = ops.getALog().full,
+        dtBias = ops.getDtBias().full, g = out[0].full;
+  int64_t headDim = input.shape[2];
+  kb.parallel({kb.dim(input.shape[0]), kb.dim(input.shape[1]), kb.idx(headDim)},
               [&](ValueRange iv) {
                 Value v = emitDecayGate(kb, op.getKind(),
                                         optionalDouble(op.getLowerBoundAttr()),
@@ -97,17 +102,17 @@ LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in, Out out) {
 
 LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
                                    Out out) {
-  Value q = in[0].full, k = in[1].full, v = in[2].full, g = in[3].full,
-        beta = in[4].full;
-  unsigned next = 5;
-  const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  const KernelOperand *aLog = op.getALog() ? &in[next++] : nullptr;
-  const KernelOperand *dtBias = op.getDtBias() ? &in[next++] : nullptr;
-  Value o = out[0].full, fs = out[1].full;
+  auto ops = operandsOf(op, in);
+  KernelOperand qIn = ops.getQ(), vIn = ops.getV();
+  Value q = qIn.full, k = ops.getK().full, v = vIn.full, g = ops.getG().full,
+        beta = ops.getBeta().full;
+  KernelOperand init = ops.getInitialState(), cu = ops.getCuSeqlens(),
+                aLog = ops.getALog(), dtBias = ops.getDtBias();
+  KernelOperand finalState = resultOf(out, op.getFinalState());
+  Value o = resultOf(out, op.getOutput()).full, fs = finalState.full;
 
-  int64_t headDim = in[0].shape[3], valueDim = in[2].shape[3];
-  Value numTokens = kb.dim(in[0].shape[1]);
+  int64_t headDim = qIn.shape[3], valueDim = vIn.shape[3];
+  Value numTokens = kb.dim(qIn.shape[1]);
   Value kDim = kb.idx(headDim);
   double scale = op.getScale().convertToDouble();
   bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
@@ -115,16 +120,17 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
   std::optional<double> lowerBound = optionalDouble(op.getLowerBoundAttr());
 
   kb.parallel(
-      {kb.dim(out[1].shape[0]), kb.dim(out[1].shape[1]), kb.idx(valueDim)},
+      {kb.dim(finalState.shape[0]), kb.dim(finalState.shape[1]),
+       kb.idx(valueDim)},
       [&](ValueRange iv) {
         Value n = iv[0], h = iv[1], j = iv[2];
         Value b = cu ? kb.idx(0) : n;
-        Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
+        Value start = cu ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
         Value end =
-            cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))}) : numTokens;
+            cu ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))}) : numTokens;
         // Column j of this head's state lives in the final-state output.
         kb.forRange(kDim, [&](Value i) {
-          Value s0 = init ? kb.load(init->full, {n, h, i, j}) : kb.f32(0.0);
+          Value s0 = init ? kb.load(init.full, {n, h, i, j}) : kb.f32(0.0);
           kb.store(s0, fs, {n, h, i, j});
         });
         kb.forRange(start, end, [&](Value t) {
@@ -139,8 +145,8 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
           Value pred = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
             Value gi = kb.load(g, {b, t, h, i});
             if (gateKind)
-              gi = emitDecayGate(kb, *gateKind, lowerBound, aLog->full,
-                                 dtBias->full, h, i, kDim, gi);
+              gi = emitDecayGate(kb, *gateKind, lowerBound, aLog.full,
+                                 dtBias.full, h, i, kDim, gi);
             Value s = kb.mul(kb.exp(gi), kb.load(fs, {n, h, i, j}));
             kb.store(s, fs, {n, h, i, j});
             return kb.fma(s, kb.mul(kb.load(k, {b, t, h, i}), rk), acc);

@@ -1,7 +1,9 @@
 //===- Kernels.h - kernel body emitters, one per op -------------*- C++ -*-===//
 //
 // `in` holds the op's tensor operands in order, `out` its results. Each
-// emitter writes every element of every output.
+// emitter writes every element of every output. Emitters of k3 ops name
+// their operands through the op's ODS adaptor (Operands.h: operandsOf) and
+// the results of multi-result ops through its result accessors (resultOf).
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_KERNELS_KERNELS_H
@@ -25,7 +27,9 @@ LogicalResult emitGatedRMSNorm(GatedRMSNormOp, KernelBuilder &, In, Out);
 LogicalResult emitAdd(AddOp, KernelBuilder &, In, Out);
 LogicalResult emitSigmoidGate(SigmoidGateOp, KernelBuilder &, In, Out);
 LogicalResult emitArgmax(ArgmaxOp, KernelBuilder &, In, Out);
-LogicalResult emitCopy(KernelBuilder &, In, Out);
+/// Copies `src` to `dst` (the kernel of a state write).
+LogicalResult emitCopy(KernelBuilder &, const KernelOperand &src,
+                       const KernelOperand &dst);
 LogicalResult emitAttnResPush(AttnResPushOp, KernelBuilder &, In, Out);
 LogicalResult emitExtractSlice(tensor::ExtractSliceOp, KernelBuilder &, In,
                                Out);

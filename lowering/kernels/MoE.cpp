@@ -1,5 +1,6 @@
 //===- MoE.cpp - kernels of MLPs, the MoE router and AttnRes ----*- C++ -*-===//
 #include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -60,25 +61,30 @@ static void gluRow(KernelBuilder &kb, GLUActivation act,
 }
 
 LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
-  int64_t hidden = in[0].shape[1], inter = in[1].shape[0];
-  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), wGate = ops.getWGate();
+  int64_t hidden = input.shape[1], inter = wGate.shape[0];
+  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
     gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-           optionalDouble(op.getLinearBetaAttr()), in[0].full, iv[0],
-           in[1].full, in[2].full, in[3].full, Value(), hidden, inter,
-           out[0].full, Value(), /*accumulate=*/false);
+           optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
+           wGate.full, ops.getWUp().full, ops.getWDown().full, Value(), hidden,
+           inter, out[0].full, Value(), /*accumulate=*/false);
   });
   return success();
 }
 
 LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
                                 Out out) {
-  Value x = in[0].full, w = in[1].full;
-  const KernelOperand *bias = op.getCorrectionBias() ? &in[2] : nullptr;
-  Value idx = out[0].full, wts = out[1].full;
-  int64_t hidden = in[0].shape[1], experts = in[1].shape[0];
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), weight = ops.getWeight(),
+                bias = ops.getCorrectionBias();
+  Value x = input.full, w = weight.full;
+  Value idx = resultOf(out, op.getIndices()).full,
+        wts = resultOf(out, op.getWeights()).full;
+  int64_t hidden = input.shape[1], experts = weight.shape[0];
   int64_t topK = op.getTopK();
   bool softmax = op.getScore() == RouterScore::softmax;
-  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
     Value t = iv[0];
     kb.scope([&] {
       Value scores = kb.scratch(experts);
@@ -111,7 +117,7 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
             [&](Value e, ValueRange acc) -> SmallVector<Value> {
               Value s = kb.load(scores, {e});
               if (bias)
-                s = kb.add(s, kb.load(bias->full, {e}));
+                s = kb.add(s, kb.load(bias.full, {e}));
               Value taken = kb.boolean(false);
               for (int64_t p = 0; p < j; ++p)
                 taken =
@@ -139,18 +145,20 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
 
 LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
                                  Out out) {
-  Value x = in[0].full, idx = in[1].full, wts = in[2].full;
-  int64_t hidden = in[0].shape[1], topK = in[1].shape[1],
-          inter = in[3].shape[1];
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), indices = ops.getIndices(),
+                w1 = ops.getW1();
+  Value x = input.full, idx = indices.full, wts = ops.getWeights().full;
+  int64_t hidden = input.shape[1], topK = indices.shape[1], inter = w1.shape[1];
   Value y = out[0].full;
-  kb.parallel({kb.dim(in[0].shape[0])}, [&](ValueRange iv) {
+  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
     Value t = iv[0];
     for (int64_t j = 0; j < topK; ++j) {
       Value e = kb.loadIndex(idx, {t, kb.idx(j)});
       Value wj = kb.load(wts, {t, kb.idx(j)});
       gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-             optionalDouble(op.getLinearBetaAttr()), x, t, in[3].full,
-             in[4].full, in[5].full, e, hidden, inter, y, wj,
+             optionalDouble(op.getLinearBetaAttr()), x, t, w1.full,
+             ops.getW3().full, ops.getW2().full, e, hidden, inter, y, wj,
              /*accumulate=*/j > 0);
     }
   });
@@ -159,11 +167,14 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
 
 LogicalResult k3::emitAttnResMix(AttnResMixOp op, KernelBuilder &kb, In in,
                                  Out out) {
-  Value blocks = in[0].full, partial = in[1].full, nw = in[2].full,
-        pw = in[3].full, y = out[0].full;
-  int64_t numBlocks = in[0].shape[0], hidden = in[1].shape[1];
+  auto ops = operandsOf(op, in);
+  KernelOperand blocksIn = ops.getBlocks(), partialIn = ops.getPartial();
+  Value blocks = blocksIn.full, partial = partialIn.full,
+        nw = ops.getNormWeight().full, pw = ops.getProjWeight().full,
+        y = out[0].full;
+  int64_t numBlocks = blocksIn.shape[0], hidden = partialIn.shape[1];
   double eps = op.getEpsilon().convertToDouble();
-  kb.parallel({kb.dim(in[1].shape[0])}, [&](ValueRange iv) {
+  kb.parallel({kb.dim(partialIn.shape[0])}, [&](ValueRange iv) {
     Value t = iv[0];
     auto source = [&](int64_t i, Value d) {
       if (i < numBlocks)
