@@ -95,10 +95,14 @@ int32_t sampleToken(const float *logits, int64_t vocab,
          "sampling: vocabulary size " + std::to_string(vocab));
   if (!logits)
     fail(K3_ERROR_INVALID_ARGUMENT, "sampling: logits is NULL");
+  bool anyNan = false; // one vectorisable pass; the column only if needed
   for (int64_t j = 0; j < vocab; ++j)
-    if (std::isnan(logits[j]))
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "logits contain NaN at column " + std::to_string(j));
+    anyNan |= logits[j] != logits[j];
+  if (anyNan)
+    for (int64_t j = 0; j < vocab; ++j)
+      if (std::isnan(logits[j]))
+        fail(K3_ERROR_INVALID_ARGUMENT,
+             "logits contain NaN at column " + std::to_string(j));
   const float *l = logits;
   std::vector<float> penalised;
   if (p.repetition_penalty != 1.0f && numHistory) {
@@ -115,71 +119,102 @@ int32_t sampleToken(const float *logits, int64_t vocab,
     l = penalised.data();
   }
   // Greedy: the first (lowest-id) maximum, as k3-run's argmax always did.
-  int32_t best = 0;
+  // The maximum (a vectorisable reduction: no NaN here), then its first
+  // column.
+  float mx = l[0];
   for (int64_t j = 1; j < vocab; ++j)
-    if (l[j] > l[best])
-      best = int32_t(j);
+    mx = l[j] > mx ? l[j] : mx;
+  int32_t best = 0;
+  while (l[best] != mx)
+    ++best;
   if (p.temperature == 0.0f || p.top_k == 1 || l[best] == -INFINITY)
     return best;
 
   const double lmax = l[best], invT = 1.0 / double(p.temperature);
-  auto weight = [&](float v) { return std::exp((double(v) - lmax) * invT); };
-  std::vector<Cand> c(static_cast<size_t>(vocab));
-  for (int64_t j = 0; j < vocab; ++j)
-    c[size_t(j)] = {l[j], int32_t(j)};
-  // top-k: the k best candidates (ties to the lower id), in id order.
+  // Candidates (ids) and their weights exp((l - lmax) / T) (the best: 1).
+  std::vector<int32_t> ids;
   if (p.top_k > 0 && p.top_k < vocab) {
+    // top-k: the k best (ties to the lower id), in id order.
+    std::vector<Cand> c(static_cast<size_t>(vocab));
+    for (int64_t j = 0; j < vocab; ++j)
+      c[size_t(j)] = {l[j], int32_t(j)};
     std::nth_element(c.begin(), c.begin() + p.top_k, c.end(), better);
-    c.resize(size_t(p.top_k));
-    std::sort(c.begin(), c.end(),
-              [](const Cand &a, const Cand &b) { return a.id < b.id; });
+    for (int32_t i = 0; i < p.top_k; ++i)
+      ids.push_back(c[size_t(i)].id);
+    std::sort(ids.begin(), ids.end());
+  } else {
+    ids.resize(size_t(vocab));
+    for (int64_t j = 0; j < vocab; ++j)
+      ids[size_t(j)] = int32_t(j);
   }
+  std::vector<double> w(ids.size());
   double total = 0;
-  for (const Cand &x : c)
-    total += weight(x.v);
-  // top-p: the shortest prefix of the candidates by descending probability
-  // whose mass reaches top_p; sorted in growing blocks (the nucleus is
-  // usually far smaller than the vocabulary).
-  if (p.top_p < 1.0f) {
-    double want = double(p.top_p) * total, cum = 0;
-    size_t sorted = 0, keep = c.size();
-    for (size_t m = std::min<size_t>(c.size(), 64);;
-         m = std::min(c.size(), m * 4)) {
-      std::partial_sort(c.begin() + long(sorted), c.begin() + long(m), c.end(),
-                        better);
-      for (; sorted < m; ++sorted) {
-        cum += weight(c[sorted].v);
-        if (cum >= want) {
-          keep = sorted + 1;
-          break;
-        }
+  for (size_t i = 0; i < ids.size(); ++i)
+    total += w[i] = std::exp((double(l[ids[i]]) - lmax) * invT);
+  auto keepWhere = [&](auto &&pred) {
+    size_t o = 0;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (pred(i)) {
+        ids[o] = ids[i];
+        w[o++] = w[i];
       }
-      if (keep != c.size() || m == c.size())
+    ids.resize(o);
+    w.resize(o);
+  };
+  // top-p: the shortest prefix of the candidates by descending probability
+  // (ties: lower id first) whose mass reaches top_p. Only candidates of
+  // weight >= eps are sorted, for an eps whose candidates already hold that
+  // mass (then the prefix ends among them); eps = (1 - top_p) * total / n
+  // always qualifies (all below it hold less than 1 - top_p).
+  if (p.top_p < 1.0f) {
+    const double want = double(p.top_p) * total;
+    const double floorEps =
+        (1.0 - double(p.top_p)) * total / double(ids.size());
+    double eps = 0.1;
+    for (;; eps *= 0.01) {
+      if (eps <= floorEps) {
+        eps = floorEps;
+        break;
+      }
+      double mass = 0;
+      for (double x : w)
+        mass += x >= eps ? x : 0.0;
+      if (mass >= want)
         break;
     }
-    c.resize(keep);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (w[i] >= eps)
+        order.push_back(i);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return better({l[ids[a]], ids[a]}, {l[ids[b]], ids[b]});
+    });
+    std::vector<bool> keep(ids.size(), false);
+    double cum = 0;
+    for (size_t i : order) {
+      keep[i] = true;
+      cum += w[i];
+      if (cum >= want)
+        break;
+    }
+    keepWhere([&](size_t i) { return keep[i]; });
   }
   // min-p: relative to the most probable token (weight 1).
-  if (p.min_p > 0.0f) {
-    size_t o = 0;
-    for (size_t i = 0; i < c.size(); ++i)
-      if (weight(c[i].v) >= double(p.min_p))
-        c[o++] = c[i];
-    c.resize(o);
-  }
+  if (p.min_p > 0.0f)
+    keepWhere([&](size_t i) { return w[i] >= double(p.min_p); });
   total = 0;
-  for (const Cand &x : c)
-    total += weight(x.v);
+  for (double x : w)
+    total += x;
   double target = samplingUniform(p.seed, p.stream, step) * total, cum = 0;
-  for (const Cand &x : c) {
-    cum += weight(x.v);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    cum += w[i];
     if (cum > target)
-      return x.id;
+      return ids[i];
   }
   // Rounding left the target past the last positive weight.
-  for (size_t i = c.size(); i-- > 0;)
-    if (weight(c[i].v) > 0)
-      return c[i].id;
+  for (size_t i = ids.size(); i-- > 0;)
+    if (w[i] > 0)
+      return ids[i];
   return best;
 }
 
