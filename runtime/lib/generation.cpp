@@ -109,6 +109,12 @@ Generation::Generation(Session &s, const std::string &entry,
              (n > 1 ? what + ": " : std::string()) + "prompt token " +
                  std::to_string(j) + " = " + std::to_string(r.prompt[j]) +
                  " is out of range for vocab_size " + std::to_string(vocab_));
+    if (maxTokens >= 0 && int64_t(r.prompt_len) > maxTokens)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           (n > 1 ? what + ": prompt has " : std::string("prompt has ")) +
+               std::to_string(r.prompt_len) +
+               " tokens but the artifact was compiled for max_tokens " +
+               std::to_string(maxTokens));
     if (maxLen >= 0 && int64_t(r.prompt_len) + r.max_new_tokens > maxLen)
       fail(K3_ERROR_INVALID_ARGUMENT,
            (n > 1 ? what + ": " : std::string()) + "prompt (" +
