@@ -51,6 +51,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _load(a: argparse.Namespace, need_tokenizer: bool):
     import k3
+    if not Path(a.model).exists():
+        raise k3.K3Error(f"{a.model}: no such model file or checkpoint directory", "IO", 2)
     tok = None
     if a.tokenizer:
         tok = k3.load_tokenizer(a.tokenizer)

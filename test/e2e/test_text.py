@@ -202,3 +202,18 @@ def test_errors(sess, ckpt, work):
     with pytest.raises(k3.K3Error, match="dtype f32, expected i32"):
         sess.run(token_ids=np.array([1.0, 2.0], np.float32), cu_seqlens=np.array([0, 2], np.int32),
                  context_lens=np.array([0], np.int32))
+
+
+def test_progress_line_only_on_a_terminal(capsys, monkeypatch):
+    import time
+    from k3._progress import Progress, enabled
+    monkeypatch.delenv("K3_PROGRESS", raising=False)
+    assert not enabled()  # pytest's stderr is not a terminal
+    with Progress("compiling tiny"):
+        time.sleep(0.15)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("K3_PROGRESS", "1")
+    with Progress("compiling tiny"):
+        time.sleep(0.25)
+    err = capsys.readouterr().err
+    assert "\rcompiling tiny [" in err and " s" in err and err.endswith("\r\033[K")
