@@ -668,21 +668,33 @@ def compile(model: PathLike, output: Optional[PathLike] = None, max_tokens: int 
         opts += " report=1"
     if options:
         opts += " " + options
-    k3opt = find_tool("k3-opt")
     config = model / "config.json" if model.is_dir() else model if model.suffix == ".json" else None
     if config is not None and not config.is_file():
         raise K3Error(f"{model}: checkpoint directory has no config.json", "IO", 2)
+    tool_id = None
     if output is None:
+        # Cached under a key of the model text and the options; the k3-opt
+        # that wrote it is noted beside it (`.k3opt`): another k3-opt
+        # recompiles, no k3-opt at all (a machine with the runtime only)
+        # uses the cached artifact.
         import hashlib
         h = hashlib.sha256((config or model).read_bytes())
         h.update(opts.encode())
-        st = os.stat(k3opt)
-        h.update(f"{k3opt}:{st.st_size}:{st.st_mtime_ns}".encode())
         name = model.name if model.is_dir() else model.stem
         output = _cache_dir() / f"{name}-{h.hexdigest()[:16]}.k3bin"
-        if output.is_file():
+        try:
+            k3opt = find_tool("k3-opt")
+            st = os.stat(k3opt)
+            tool_id = f"{st.st_size}:{st.st_mtime_ns}"
+        except K3Error:
+            if output.is_file():
+                return Artifact(output)
+            raise
+        stamp = output.with_suffix(".k3opt")
+        if output.is_file() and stamp.is_file() and stamp.read_text() == tool_id:
             return Artifact(output)
         output.parent.mkdir(parents=True, exist_ok=True)
+    k3opt = find_tool("k3-opt")
     output = Path(output)
     label = model.name if model.is_dir() else model.stem
     from ._progress import Progress
@@ -701,6 +713,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, max_tokens: int 
     if report and r.stderr:
         print(r.stderr, end="", file=sys.stderr)
     os.replace(tmp, output)
+    if tool_id is not None:
+        output.with_suffix(".k3opt").write_text(tool_id)
     return Artifact(output)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from pathlib import Path
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -87,13 +86,10 @@ def _host_f32(name: str, x: Any, rank: int) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-def _session(H: int, K: int, V: int, scale: float, l2: bool, max_tokens: int, max_seqs: int,
-             device: str):
-    from . import Session, compile, _cache_dir
-    target = "cuda" if device.startswith("cuda") else "cpu"
-    key = (H, K, V, scale, l2, max_tokens, max_seqs, device)
-    if key in _sessions:
-        return _sessions[key]
+def _artifact(H: int, K: int, V: int, scale: float, l2: bool, max_tokens: int, max_seqs: int,
+              target: str):
+    """The one-op KDA artifact for these shapes (compiled once, cached)."""
+    from . import compile, _cache_dir
     text = _MODEL.format(H=H, K=K, V=V, scale=float(scale), l2=", use_qk_l2norm" if l2 else "")
     d = _cache_dir() / "ops"
     d.mkdir(parents=True, exist_ok=True)
@@ -103,11 +99,25 @@ def _session(H: int, K: int, V: int, scale: float, l2: bool, max_tokens: int, ma
         tmp = src.with_name(src.name + f".tmp{os.getpid()}")
         tmp.write_text(text)
         os.replace(tmp, src)
-    art = compile(src, None, max_tokens=max_tokens, max_seqs=max_seqs,
-                  target=None if target == "cpu" else "cuda")
-    s = Session(art, device=device)
-    _sessions[key] = s
-    return s
+    return compile(src, None, max_tokens=max_tokens, max_seqs=max_seqs,
+                   target=None if target == "cpu" else target)
+
+
+def _session(H: int, K: int, V: int, scale: float, l2: bool, max_tokens: int, max_seqs: int,
+             device: str):
+    from . import Session
+    key = (H, K, V, scale, l2, max_tokens, max_seqs, device)
+    if key not in _sessions:
+        target = "cuda" if device.startswith("cuda") else "cpu"
+        _sessions[key] = Session(_artifact(H, K, V, scale, l2, max_tokens, max_seqs, target),
+                                 device=device)
+    return _sessions[key]
+
+
+def bucket(B: int, T: int, N: int) -> Tuple[int, int]:
+    """(max_tokens, max_seqs) of the artifact chunk_kda uses for B*T tokens
+    in N sequences."""
+    return _pow2(B * T, 64), _pow2(N, 1)
 
 
 def chunk_kda(q: Any, k: Any, v: Any, g: Any, beta: Any, scale: Optional[float] = None,
@@ -163,8 +173,7 @@ def chunk_kda(q: Any, k: Any, v: Any, g: Any, beta: Any, scale: Optional[float] 
         raise K3Error(f"chunk_kda: initial_state has shape {list(initial_state.shape)}, expected "
                       f"{[N, H, K, V]}")
     scale = K ** -0.5 if scale is None else float(scale)
-    s = _session(H, K, V, scale, bool(use_qk_l2norm_in_kernel), _pow2(B * T, 64), _pow2(N, 1),
-                 device)
+    s = _session(H, K, V, scale, bool(use_qk_l2norm_in_kernel), *bucket(B, T, N), device)
     if device == "cpu":
         feed = {n: _host_f32(n, x, len(shapes[n])).reshape((1, B * T) + shapes[n][2:])
                 for n, x in args.items()}
