@@ -748,8 +748,9 @@ def load(model: PathLike, device: str = "cpu", max_tokens: int = 4096, max_seqs:
     else:
         src = weights if weights is not None else model if model.is_dir() else None
         if src is None:
-            raise K3Error(f"{model}: give weights= (a checkpoint directory, safetensors file or "
-                          "index) or random_weights=SEED", "WEIGHTS", 6)
+            raise K3Error(f"{model}: no weights: give a checkpoint directory, or weights "
+                          "(a directory, safetensors file or index; k3: --weights) or random "
+                          "weights (random_weights=SEED; k3: --random-weights SEED)", "WEIGHTS", 6)
         with Progress(f"loading weights from {Path(src).name}", progress):
             s.load_weights(src)
     return s

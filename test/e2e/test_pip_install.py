@@ -144,6 +144,8 @@ def test_cli_errors(venv):
         in r.stderr
     r = k3cmd(venv, "run", art, "--random-weights", "1", "--ids", "1", "--top-p", "0")
     assert r.returncode == 1 and "top_p" in r.stderr
+    r = k3cmd(venv, "run", bare / "m.k3bin", "--ids", "1")
+    assert r.returncode == 1 and "no weights" in r.stderr and "--random-weights SEED" in r.stderr
     r = k3cmd(venv, "run", work / "missing-dir", "--prompt", "hi")
     assert r.returncode == 1 and "no such model file or checkpoint directory" in r.stderr
     assert "Traceback" not in r.stderr

@@ -2,10 +2,9 @@
 with `tokenizers` on a few sentences, a tiktoken ranks file written here with
 Kimi-style special tokens, and a checkpoint directory of the tiny model
 (examples/configs/tiny-k3.json = examples/tiny_k3.mlir) with random weights.
-
-Also run as a script by test_pip_install.py (in the fresh venv, where only
-the installed package, numpy and tokenizers are importable):
-    python text_fixtures.py OUT_DIR   -> OUT_DIR/ckpt (config, weights, tokenizer)
+Used by test_text.py and test_pip_install.py; as a script it writes a
+checkpoint directory for trying the text path by hand:
+    python test/e2e/text_fixtures.py OUT_DIR   -> OUT_DIR/ckpt
 """
 import base64
 import json
@@ -80,9 +79,7 @@ def write_checkpoint(d: Path, seed: int = 5, tokenizer: str = "bpe") -> Path:
 
 
 def _write_weights(path: Path, seed: int) -> None:
-    """Weights in a safetensors file (f32), from the oracle's random init
-    when k3ref is importable, else from a plain NumPy writer over the names
-    and shapes of the compiled manifest (the fresh-venv test)."""
+    """The oracle's random weights (python/k3ref), as f32 safetensors."""
     sys.path.insert(0, str(ROOT / "python"))
     from k3ref import model
     from k3ref.examples import tiny_k3_example_config
