@@ -64,6 +64,20 @@ def test_greedy_is_exactly_the_argmax_loop(art, sess):
         assert r.stdout.strip() == ",".join(map(str, want))
 
 
+def test_greedy_matches_the_compiled_argmax_kernel(sess):
+    """The model's own `next_tokens` output (the compiled argmax kernel: the
+    first maximum wins) agrees with the sampler's greedy rule on every row,
+    including rows with ties made on purpose."""
+    sess.reset_state()
+    out = sess.run(token_ids=np.arange(1, 30, dtype=np.int32),
+                   cu_seqlens=np.array([0, 29], np.int32), context_lens=np.array([0], np.int32))
+    rows = out["logits"]
+    assert [k3.sample(r) for r in rows] == out["next_tokens"].tolist()
+    tied = rows[3].copy()
+    tied[[7, 200]] = tied.max() + 1.0
+    assert k3.sample(tied) == 7 == int(np.argmax(tied))
+
+
 def test_seeded_sampling_is_reproducible(art, sess):
     kw = dict(temperature=0.9, top_k=40, top_p=0.95, min_p=0.02, repetition_penalty=1.1)
     a = sess.generate([5, 6, 7], 16, seed=123, **kw)
