@@ -517,10 +517,19 @@ class _Generation:
             r.sampling = params[i]
             r.stop_tokens = stop_arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
             r.num_stop_tokens = stop_arr.size
+        # One generation per session at a time (they share the state slots):
+        # a new one ends a stream still open on the session.
+        prev = getattr(session, "_generation", None)
+        prev = prev() if prev is not None else None
+        if prev is not None:
+            prev.close(superseded=True)
         h = ctypes.c_void_p()
         _capi.check(L.k3_generation_start(session._h, entry.encode(), reqs, self.n,
                                           ctypes.byref(h)))
         self._h = h
+        self._superseded = False
+        import weakref
+        session._generation = weakref.ref(self)
         self.tokens: list[list[int]] = [[] for _ in range(self.n)]
         self.texts: list[str] = ["" for _ in range(self.n)]
         self.prompt_lens = [p.size for p in self._keep]
@@ -537,6 +546,10 @@ class _Generation:
         active = ctypes.c_size_t(1)
         try:
             while active.value:
+                if self._h is None:
+                    raise K3Error("this generation was ended by a newer generate() on the same "
+                                  "session (they share its state); finish one stream first"
+                                  if self._superseded else "generation closed")
                 _capi.check(self.L.k3_generation_step(self._h, out, ctypes.byref(active)))
                 for i in range(self.n):
                     t = out[i]
@@ -579,10 +592,11 @@ class _Generation:
         finally:
             self.close()
 
-    def close(self) -> None:
+    def close(self, superseded: bool = False) -> None:
         if getattr(self, "_h", None):
             self.L.k3_generation_destroy(self._h)
             self._h = None
+            self._superseded = superseded
 
     def __del__(self) -> None:
         self.close()

@@ -119,6 +119,14 @@ def test_stop_tokens_and_streaming(sess):
     assert [t for i, t in pieces if i == 0] == full[:3]
 
 
+def test_a_new_generation_ends_an_open_stream(sess):
+    first = sess.generate([3, 4, 5], 10, stream=True)
+    assert isinstance(next(first), int)
+    assert len(sess.generate([6], 3)) == 3
+    with pytest.raises(k3.K3Error, match="ended by a newer generate"):
+        list(first)
+
+
 def test_sample_matches_the_runtime_sampler():
     logits = np.log(np.array([0.05, 0.5, 0.15, 0.3], np.float32))
     draws = [k3.sample(logits, temperature=1.0, top_p=0.7, seed=3, step=i) for i in range(4000)]
