@@ -8,7 +8,7 @@ from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint3
 from pathlib import Path
 from typing import Optional
 
-API_VERSION = 1
+API_VERSION = 2
 MAX_RANK = 8
 LIB_NAME = "libk3runtime.so"
 
@@ -49,6 +49,29 @@ class BufferInfo(ctypes.Structure):
                 ("per_seq_stride", c_uint64), ("device", c_uint32), ("flags", c_uint32)]
 
 
+class SamplingParams(ctypes.Structure):
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", c_int32), ("top_p", ctypes.c_float),
+                ("min_p", ctypes.c_float), ("repetition_penalty", ctypes.c_float),
+                ("seed", c_uint64), ("stream", c_uint64)]
+
+
+class SequenceRequest(ctypes.Structure):
+    _fields_ = [("prompt", POINTER(c_int32)), ("prompt_len", c_size_t),
+                ("max_new_tokens", c_int64), ("sampling", SamplingParams),
+                ("stop_tokens", POINTER(c_int32)), ("num_stop_tokens", c_size_t)]
+
+
+class DeviceTensorC(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int32),
+                ("shape", POINTER(c_int64)), ("data", c_uint64), ("nbytes", c_size_t)]
+
+
+class DeviceView(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_int), ("rank", c_int32),
+                ("shape", c_int64 * MAX_RANK), ("data", c_uint64), ("nbytes", c_size_t),
+                ("device_type", c_int32), ("device_id", c_int32)]
+
+
 def _candidates() -> list[Path]:
     out: list[Path] = []
     env = os.environ.get("K3_RUNTIME_LIB")
@@ -61,7 +84,11 @@ def _candidates() -> list[Path]:
     k3run = shutil.which("k3-run")
     if k3run:
         prefixes.append(Path(k3run).resolve().parent.parent)
-    for p in prefixes:  # installed (lib/) or a build tree (runtime/)
+    if bin_dir:
+        out += [prefixes[0] / "lib" / LIB_NAME, prefixes[0] / "runtime" / LIB_NAME]
+    # A copy bundled into the installed package (k3/_lib).
+    out.append(Path(__file__).resolve().parent / "_lib" / LIB_NAME)
+    for p in prefixes[1 if bin_dir else 0:]:  # installed (lib/) or a build tree (runtime/)
         out += [p / "lib" / LIB_NAME, p / "runtime" / LIB_NAME]
     # The source tree's builds, newest first (not the sanitizer/fuzzer ones,
     # which cannot be loaded into an uninstrumented python).
@@ -73,8 +100,10 @@ def _candidates() -> list[Path]:
 
 
 def find_runtime_library() -> Path:
-    """Where libk3runtime.so is: $K3_RUNTIME_LIB, $K3_BIN_DIR/../lib, next to
-    k3-run on PATH (../lib), or the newest build*/lib of the source tree."""
+    """Where libk3runtime.so is: $K3_RUNTIME_LIB; $K3_BIN_DIR/../lib (or
+    ../runtime); the copy bundled in the package (k3/_lib); next to k3-run on
+    PATH (../lib, ../runtime); the newest build*/{lib,runtime} of the source
+    tree."""
     tried = _candidates()
     for p in tried:
         if p.is_file():
@@ -127,6 +156,21 @@ def lib() -> ctypes.CDLL:
         "k3_session_find_output": (c_int, [P, c_char_p, POINTER(TensorView)]),
         "k3_session_read_buffer": (c_int, [P, c_size_t, c_void_p, c_size_t]),
         "k3_session_graph_stats": (None, [P, POINTER(c_size_t), POINTER(c_size_t)]),
+        "k3_session_fetch_outputs": (c_int, [P]),
+        "k3_session_run_device": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
+                                          POINTER(DeviceTensorC), c_size_t]),
+        "k3_session_output_device": (c_int, [P, c_char_p, POINTER(DeviceView)]),
+        "k3_sampling_params_init": (None, [POINTER(SamplingParams)]),
+        "k3_sample": (c_int, [c_void_p, c_int64, POINTER(SamplingParams), POINTER(c_int32),
+                              c_size_t, c_uint64, POINTER(c_int32)]),
+        "k3_generation_start": (c_int, [P, c_char_p, POINTER(SequenceRequest), c_size_t,
+                                        POINTER(P)]),
+        "k3_generation_step": (c_int, [P, POINTER(c_int32), POINTER(c_size_t)]),
+        "k3_generation_stop": (c_int, [P, c_size_t]),
+        "k3_generation_finish_reason": (c_int, [P, c_size_t]),
+        "k3_generation_timing": (None, [P, POINTER(ctypes.c_double), POINTER(ctypes.c_double),
+                                        POINTER(c_size_t)]),
+        "k3_generation_destroy": (None, [P]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(L, name)

@@ -28,6 +28,9 @@ public:
   virtual bool download(void *dst, uint64_t src, size_t n,
                         std::string &err) = 0;
   virtual bool zero(uint64_t dst, size_t n, std::string &err) = 0;
+  // Device-to-device copy within this device (external device tensors
+  // bound through k3_session_run_device).
+  virtual bool copy(uint64_t dst, uint64_t src, size_t n, std::string &err) = 0;
   virtual bool loadObject(const artifact::KernelObject &obj, size_t index,
                           void *&module, std::string &err) = 0;
   virtual void unloadObject(void *module) = 0;

@@ -73,6 +73,12 @@ public:
       memcpy(dst, reinterpret_cast<const void *>(src), n);
     return true;
   }
+  bool copy(uint64_t dst, uint64_t src, size_t n, std::string &) override {
+    if (n)
+      memmove(reinterpret_cast<void *>(dst),
+              reinterpret_cast<const void *>(src), n);
+    return true;
+  }
   bool zero(uint64_t dst, size_t n, std::string &) override {
     if (n)
       memset(reinterpret_cast<void *>(dst), 0, n);

@@ -51,6 +51,7 @@ struct Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);
@@ -116,6 +117,7 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) &&
          sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
          sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) &&
+         sym(d, d.cuMemcpyDtoD, "cuMemcpyDtoD_v2", err) &&
          sym(d, d.cuLaunchKernel, "cuLaunchKernel", err) &&
          sym(d, d.cuGetErrorName, "cuGetErrorName", err) &&
          sym(d, d.cuGetErrorString, "cuGetErrorString", err) &&
@@ -264,6 +266,10 @@ public:
   }
   bool download(void *dst, uint64_t src, size_t n, std::string &err) override {
     return !n || check(d.cuMemcpyDtoH(dst, src, n), "cuMemcpyDtoH",
+                       std::to_string(n) + " bytes", err);
+  }
+  bool copy(uint64_t dst, uint64_t src, size_t n, std::string &err) override {
+    return !n || check(d.cuMemcpyDtoD(dst, src, n), "cuMemcpyDtoD",
                        std::to_string(n) + " bytes", err);
   }
   bool zero(uint64_t dst, size_t n, std::string &err) override {

@@ -3,7 +3,9 @@
 #include <memory>
 #include <new>
 
+#include "generation.h"
 #include "k3/k3_runtime.h"
+#include "sampling.h"
 #include "session.h"
 
 using namespace k3;
@@ -14,6 +16,9 @@ struct k3_artifact {
 };
 struct k3_session {
   std::unique_ptr<rt::Session> s;
+};
+struct k3_generation {
+  std::unique_ptr<rt::Generation> g;
 };
 
 namespace {
@@ -312,6 +317,62 @@ k3_status k3_session_find_output(const k3_session *s, const char *name,
   return setError(K3_ERROR_INVALID_ARGUMENT,
                   std::string("no output '") + name + "' from the last run");
 }
+k3_status k3_session_run_device(k3_session *s, const char *entry,
+                                const k3_symbol_value *syms, size_t nsyms,
+                                const k3_device_tensor *inputs,
+                                size_t ninputs) {
+  if (!s || !entry || (ninputs && !inputs))
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_run_device: NULL argument");
+  return guard([&] {
+    std::vector<k3_host_tensor> in(ninputs);
+    for (size_t i = 0; i < ninputs; ++i)
+      in[i] = {inputs[i].name,
+               inputs[i].dtype,
+               inputs[i].rank,
+               inputs[i].shape,
+               reinterpret_cast<const void *>(uintptr_t(inputs[i].data)),
+               inputs[i].nbytes};
+    s->s->run(entry, syms, nsyms, in.data(), in.size(), /*download=*/false,
+              /*inputsOnDevice=*/true);
+  });
+}
+k3_status k3_session_output_device(k3_session *s, const char *name,
+                                   k3_device_view *out) {
+  if (!s || !name || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_output_device: NULL argument");
+  return guard([&] {
+    uint64_t addr;
+    artifact::DType dt;
+    std::vector<int64_t> shape;
+    s->s->outputOnDevice(name, addr, dt, shape);
+    if (shape.size() > K3_MAX_RANK)
+      rt::fail(K3_ERROR_INTERNAL, "output rank above K3_MAX_RANK");
+    memset(out, 0, sizeof *out);
+    for (auto &en : s->s->artifact().entries)
+      for (auto &o : en.outputs)
+        if (o.name == name && !out->name)
+          out->name = o.name.c_str();
+    out->dtype = k3_dtype(dt);
+    out->rank = int32_t(shape.size());
+    size_t n = artifact::dtypeSize(dt);
+    for (size_t i = 0; i < shape.size(); ++i) {
+      out->shape[i] = shape[i];
+      n *= size_t(shape[i]);
+    }
+    out->data = addr;
+    out->nbytes = n;
+    out->device_type = s->s->dlDeviceType();
+    out->device_id = s->s->deviceOrdinal();
+  });
+}
+k3_status k3_session_fetch_outputs(k3_session *s) {
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_fetch_outputs: NULL session");
+  return guard([&] { s->s->fetchOutputs(); });
+}
 k3_status k3_session_read_buffer(k3_session *s, size_t id, void *dst,
                                  size_t nbytes) {
   if (!s)
@@ -319,5 +380,59 @@ k3_status k3_session_read_buffer(k3_session *s, size_t id, void *dst,
                     "k3_session_read_buffer: NULL session");
   return guard([&] { s->s->readBuffer(id, dst, nbytes); });
 }
+
+void k3_sampling_params_init(k3_sampling_params *p) {
+  if (p)
+    *p = rt::defaultSamplingParams();
+}
+k3_status k3_sample(const float *logits, int64_t vocab,
+                    const k3_sampling_params *p, const int32_t *history,
+                    size_t num_history, uint64_t step, int32_t *token) {
+  if (!logits || !p || !token || (num_history && !history))
+    return setError(K3_ERROR_INVALID_ARGUMENT, "k3_sample: NULL argument");
+  return guard([&] {
+    rt::validateSamplingParams(*p, "k3_sample");
+    *token = rt::sampleToken(logits, vocab, *p, history, num_history, step);
+  });
+}
+k3_status k3_generation_start(k3_session *s, const char *entry,
+                              const k3_sequence_request *requests,
+                              size_t num_requests, k3_generation **out) {
+  if (!s || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_generation_start: NULL argument");
+  *out = nullptr;
+  return guard([&] {
+    auto g = std::make_unique<rt::Generation>(*s->s, entry ? entry : "forward",
+                                              requests, num_requests);
+    *out = new k3_generation{std::move(g)};
+  });
+}
+k3_status k3_generation_step(k3_generation *g, int32_t *tokens,
+                             size_t *active) {
+  if (!g)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_generation_step: NULL generation");
+  return guard([&] { g->g->step(tokens, active); });
+}
+k3_status k3_generation_stop(k3_generation *g, size_t i) {
+  if (!g)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_generation_stop: NULL generation");
+  return guard([&] { g->g->stop(i); });
+}
+k3_finish_reason k3_generation_finish_reason(const k3_generation *g, size_t i) {
+  return g ? g->g->finishReason(i) : K3_FINISH_NONE;
+}
+void k3_generation_timing(const k3_generation *g, double *prefill_ms,
+                          double *decode_ms, size_t *decode_steps) {
+  if (prefill_ms)
+    *prefill_ms = g ? g->g->prefillMs : 0;
+  if (decode_ms)
+    *decode_ms = g ? g->g->decodeMs : 0;
+  if (decode_steps)
+    *decode_steps = g ? g->g->decodeSteps : 0;
+}
+void k3_generation_destroy(k3_generation *g) { delete g; }
 
 } // extern "C"

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#include <algorithm>
 #include <cstring>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include "k3/dtype.h"
 #include "k3/safetensors.h"
@@ -71,6 +74,7 @@ void Session::init(const std::string &device) {
       ordinal = atoi(rest.c_str() + 1);
     }
     be_ = createCudaBackend(ordinal, err);
+    ordinal_ = ordinal;
     if (!be_)
       fail(K3_ERROR_NO_DEVICE, err);
   } else {
@@ -255,9 +259,57 @@ bool sameLayout(const std::vector<int64_t> &got,
 }
 } // namespace
 
-void Session::loadWeights(const std::vector<std::string> &paths) {
-  if (paths.empty())
+namespace {
+bool isDirectory(const std::string &p) {
+  struct stat sb;
+  return stat(p.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+bool isFile(const std::string &p) {
+  struct stat sb;
+  return stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+}
+/// The weight files of a checkpoint directory: its
+/// model.safetensors.index.json when present, else every *.safetensors in
+/// it (sorted by name).
+std::vector<std::string> checkpointFiles(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  std::string index = dir + "/model.safetensors.index.json";
+  if (isFile(index))
+    return {index};
+  std::vector<std::string> files;
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0 &&
+          isFile(dir + "/" + n))
+        files.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  } else {
+    fail(K3_ERROR_IO, dir + ": cannot open directory");
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty())
+    fail(K3_ERROR_IO, dir +
+                          ": checkpoint directory has no "
+                          "model.safetensors.index.json and no *.safetensors");
+  return files;
+}
+} // namespace
+
+void Session::loadWeights(const std::vector<std::string> &given) {
+  if (given.empty())
     fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
+  std::vector<std::string> paths;
+  for (auto &p : given) {
+    if (isDirectory(p)) {
+      for (auto &f : checkpointFiles(p))
+        paths.push_back(f);
+    } else {
+      paths.push_back(p);
+    }
+  }
   st::Collection c;
   std::string err, names;
   for (auto &p : paths) {
@@ -361,9 +413,11 @@ void Session::resetState(int64_t slot) {
 }
 
 void Session::run(const std::string &entryName, const k3_symbol_value *syms,
-                  size_t nsyms, const k3_host_tensor *inputs, size_t ninputs) {
+                  size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
+                  bool download, bool inputsOnDevice) {
   const Artifact &a = *art_;
   outputs_.clear();
+  lastEntry_ = -1;
   int ei = a.findEntry(entryName);
   if (ei < 0) {
     std::string list;
@@ -506,12 +560,25 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                " bytes given, shape needs " + std::to_string(bytes));
     if (bytes && !h.data)
       fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': data is NULL");
+    if (inputsOnDevice) {
+      if (!be_->copy(bufPtr_[t.buffer], uint64_t(uintptr_t(h.data)), bytes,
+                     err))
+        fail(K3_ERROR_DEVICE, "copying input '" + t.name + "': " + err);
+    }
     // Token ids index the embedding table: an id outside the vocabulary
-    // would make a kernel read past it, so no call gets that far.
+    // would make a kernel read past it, so no call gets that far (device
+    // token ids are read back for the check: 4 bytes a token).
     if (t.name == "token_ids" && t.dtype == DType::I32) {
       const std::string *vs = a.meta(kMetaVocabSize);
       int64_t vocab = vs ? std::strtoll(vs->c_str(), nullptr, 10) : 0;
+      std::vector<int32_t> hostIds;
       const int32_t *ids = static_cast<const int32_t *>(h.data);
+      if (inputsOnDevice) {
+        hostIds.resize(bytes / 4);
+        if (!be_->download(hostIds.data(), bufPtr_[t.buffer], bytes, err))
+          fail(K3_ERROR_DEVICE, "reading input 'token_ids': " + err);
+        ids = hostIds.data();
+      }
       for (uint64_t i = 0; vocab > 0 && i < bytes / 4; ++i)
         if (ids[i] < 0 || ids[i] >= vocab)
           fail(K3_ERROR_INVALID_ARGUMENT,
@@ -519,7 +586,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                    std::to_string(ids[i]) + " is out of range for vocab_size " +
                    std::to_string(vocab));
     }
-    if (!be_->upload(bufPtr_[t.buffer], h.data, bytes, err))
+    if (!inputsOnDevice && !be_->upload(bufPtr_[t.buffer], h.data, bytes, err))
       fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
   }
   for (size_t k = 0; k < e.inputs.size(); ++k)
@@ -674,17 +741,77 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                       std::chrono::steady_clock::now() - launchStart)
                       .count();
 
+  lastEntry_ = ei;
+  lastOutShapes_ = outShapes;
+  if (download)
+    fetchOutputs();
+}
+
+void Session::fetchOutputs() {
+  if (lastEntry_ < 0 || !outputs_.empty())
+    return;
+  const Entry &e = art_->entries[size_t(lastEntry_)];
+  std::string err;
   for (size_t k = 0; k < e.outputs.size(); ++k) {
     const TensorSpec &t = e.outputs[k];
-    OutputTensor o{t.name, t.dtype, outShapes[k], {}};
+    OutputTensor o{t.name, t.dtype, lastOutShapes_[k], {}};
     uint64_t bytes = dtypeSize(t.dtype);
     for (int64_t d : o.shape)
       bytes *= uint64_t(d);
     o.data.resize(bytes);
-    if (!be_->download(o.data.data(), bufPtr_[t.buffer], bytes, err))
+    if (!be_->download(o.data.data(), bufPtr_[t.buffer], bytes, err)) {
+      outputs_.clear();
       fail(K3_ERROR_DEVICE, "downloading output '" + t.name + "': " + err);
+    }
     outputs_.push_back(std::move(o));
   }
+}
+
+void Session::outputOnDevice(const std::string &name, uint64_t &addr,
+                             DType &dtype, std::vector<int64_t> &shape) {
+  if (lastEntry_ < 0)
+    fail(K3_ERROR_INVALID_ARGUMENT, "no successful run to read outputs from");
+  const Entry &e = art_->entries[size_t(lastEntry_)];
+  for (size_t k = 0; k < e.outputs.size(); ++k)
+    if (e.outputs[k].name == name) {
+      addr = bufPtr_[e.outputs[k].buffer];
+      dtype = e.outputs[k].dtype;
+      shape = lastOutShapes_[k];
+      return;
+    }
+  fail(K3_ERROR_INVALID_ARGUMENT,
+       "entry '" + e.name + "' has no output '" + name + "'");
+}
+
+void Session::readOutput(const std::string &name, uint64_t offset, void *dst,
+                         uint64_t nbytes, DType *dtype,
+                         std::vector<int64_t> *shape) {
+  if (lastEntry_ < 0)
+    fail(K3_ERROR_INVALID_ARGUMENT, "no successful run to read outputs from");
+  const Entry &e = art_->entries[size_t(lastEntry_)];
+  for (size_t k = 0; k < e.outputs.size(); ++k) {
+    const TensorSpec &t = e.outputs[k];
+    if (t.name != name)
+      continue;
+    uint64_t bytes = dtypeSize(t.dtype);
+    for (int64_t d : lastOutShapes_[k])
+      bytes *= uint64_t(d);
+    if (offset > bytes || nbytes > bytes - offset)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "reading " + std::to_string(nbytes) + " bytes at " +
+               std::to_string(offset) + " of output '" + name + "' (" +
+               std::to_string(bytes) + " bytes)");
+    std::string err;
+    if (nbytes && !be_->download(dst, bufPtr_[t.buffer] + offset, nbytes, err))
+      fail(K3_ERROR_DEVICE, "downloading output '" + name + "': " + err);
+    if (dtype)
+      *dtype = t.dtype;
+    if (shape)
+      *shape = lastOutShapes_[k];
+    return;
+  }
+  fail(K3_ERROR_INVALID_ARGUMENT,
+       "entry '" + e.name + "' has no output '" + name + "'");
 }
 
 void Session::readBuffer(size_t id, void *dst, size_t nbytes) {

@@ -36,9 +36,28 @@ public:
   void loadWeights(const std::vector<std::string> &paths);
   void initRandomWeights(uint64_t seed);
   void resetState(int64_t slot);
+  /// Runs an entry; with `download` false the outputs stay on the device
+  /// (outputs() is empty; readOutput copies parts of them).
+  /// With `inputsOnDevice` every input's data is an address on this
+  /// session's device (a host address on the CPU), copied device to device.
   void run(const std::string &entry, const k3_symbol_value *syms, size_t nsyms,
-           const k3_host_tensor *inputs, size_t ninputs);
+           const k3_host_tensor *inputs, size_t ninputs, bool download = true,
+           bool inputsOnDevice = false);
+  /// Device address, dtype and shape of output `name` of the last run.
+  void outputOnDevice(const std::string &name, uint64_t &addr,
+                      artifact::DType &dtype, std::vector<int64_t> &shape);
+  /// 1 (kDLCPU) or 2 (kDLCUDA), and the device ordinal.
+  int dlDeviceType() const { return ordinal_ < 0 ? 1 : 2; }
+  int deviceOrdinal() const { return ordinal_ < 0 ? 0 : ordinal_; }
+  /// Copies `nbytes` from byte `offset` of output `name` of the last
+  /// successful run (e.g. one row of logits); its dtype and shape in
+  /// `dtype`/`shape` when given.
+  void readOutput(const std::string &name, uint64_t offset, void *dst,
+                  uint64_t nbytes, artifact::DType *dtype = nullptr,
+                  std::vector<int64_t> *shape = nullptr);
   const std::vector<OutputTensor> &outputs() const { return outputs_; }
+  /// Downloads the outputs of the last run if it left them on the device.
+  void fetchOutputs();
   /// Wall time of the last run's launches, from the first launch to the
   /// device being idle again (inputs uploaded before, outputs read after).
   double lastLaunchMs() const { return lastLaunchMs_; }
@@ -56,6 +75,7 @@ private:
   std::shared_ptr<const artifact::Artifact> art_;
   std::unique_ptr<Backend> be_;
   std::string deviceName_;
+  int ordinal_ = -1;            // CUDA device ordinal; -1 on the CPU
   std::vector<void *> modules_; // per object; null if not for this device
   std::vector<std::vector<void *>> kernels_; // per entry, per launch
   std::vector<std::string> unrunnable_;      // per entry; empty if runnable
@@ -68,6 +88,8 @@ private:
   std::vector<uint64_t> weightPtr_;
   std::vector<bool> weightLoaded_;
   std::vector<OutputTensor> outputs_;
+  int lastEntry_ = -1; // entry of the last successful run
+  std::vector<std::vector<int64_t>> lastOutShapes_;
   double lastLaunchMs_ = 0.0;
   // Launch graphs: a run repeating the previous run's entry and symbol
   // values (a decode step) is captured once and replayed from then on:

@@ -28,3 +28,11 @@ k3run_test(inputs "output logits: f32 \\[2, 16\\]" ${_k3run} ${_toy} --weights $
 k3run_fail(bad_model "bad magic.*rc=1" ${_k3run} ${_toyw} --random-weights 1 --prompt 1)
 k3run_fail(usage "usage error: unknown option '--frobnicate'.*rc=2" ${_k3run} ${_toy} --frobnicate)
 k3run_fail(no_weights "pass --weights or --random-weights.*rc=2" ${_k3run} ${_toy} --prompt 1)
+# Sampling and generation flags (runtime/lib/sampling.cpp, generation.cpp).
+k3run_test(stop_token "generated: 2,3,4\nstopped at a stop token" ${_k3run} ${_toy} --weights ${_toyw} --prompt 1 --max-new-tokens 10 --stop-token 4)
+k3run_test(batch "generated\\[0\\]: 4,5,6 \\(length\\)\ngenerated\\[1\\]: 8,9,10 \\(length\\)" ${_k3run} ${_toy} --weights ${_toyw} --prompt 1,2,3 --prompt 7 --max-new-tokens 3)
+k3run_test(sampled "generated: [0-9]+,[0-9]+,[0-9]+,[0-9]+\n" ${_k3run} ${_toy} --random-weights 3 --prompt 1,2 --max-new-tokens 4 --temperature 0.9 --top-k 8 --top-p 0.95 --min-p 0.01 --repetition-penalty 1.2 --seed 11)
+k3run_test(greedy_top_k1 "generated: 4,5,6,7,8" ${_k3run} ${_toy} --weights ${_toyw} --prompt 1,2,3 --max-new-tokens 5 --temperature 2 --top-k 1)
+k3run_fail(bad_top_p "top_p = 2.0+ \\(expected in \\(0, 1\\]; 1 is off\\).*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --temperature 1 --top-p 2)
+k3run_fail(top_p_not_a_number "--top-p needs a number, got 'x'.*rc=2" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --top-p x)
+k3run_fail(too_many_prompts "3 sequences but the artifact was compiled for max_seqs 2.*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --prompt 2 --prompt 3)

@@ -1066,12 +1066,15 @@ void Emitter::emit(int64_t L) {
 //===----------------------------------------------------------------------===//
 
 static void usage() {
-  llvm::errs() << "usage: k3-import config.json -o model.mlir [--max-context "
-                  "N] [--name NAME] [--weight-dtype bf16|f32]\n"
-                  "                 [--kda-operand-dtype f32|bf16]\n"
-                  "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear "
-                  "(kimi_linear)\n"
-                  "  Hugging Face config.json as K3 IR (docs/import.md).\n";
+  llvm::errs()
+      << "usage: k3-import config.json|DIR -o model.mlir [--max-context "
+         "N] [--name NAME] [--weight-dtype bf16|f32]\n"
+         "                 [--kda-operand-dtype f32|bf16]\n"
+         "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear "
+         "(kimi_linear)\n"
+         "  Hugging Face config.json as K3 IR (docs/import.md); a "
+         "checkpoint\n  directory DIR stands for DIR/config.json "
+         "(model named after DIR).\n";
 }
 
 int main(int argc, char **argv) {
@@ -1134,6 +1137,21 @@ int main(int argc, char **argv) {
   if (in.empty()) {
     usage();
     return 1;
+  }
+  // A checkpoint directory: its config.json, named after the directory.
+  if (llvm::sys::fs::is_directory(in)) {
+    while (in.size() > 1 && in.back() == '/')
+      in.pop_back();
+    if (name.empty())
+      name = in.substr(in.find_last_of('/') == std::string::npos
+                           ? 0
+                           : in.find_last_of('/') + 1);
+    std::string dir = in;
+    in += "/config.json";
+    if (!llvm::sys::fs::exists(in)) {
+      llvm::errs() << dir << ": checkpoint directory has no config.json\n";
+      return 1;
+    }
   }
   gConfigName = in;
   std::ifstream fs(in, std::ios::binary);

@@ -33,7 +33,20 @@ const char *kUsage =
     "  --prompt \"1,2,3\"           prompt token ids (comma or space "
     "separated)\n"
     "  --prompt-file FILE         prompt token ids from a file\n"
-    "  --max-new-tokens N         tokens to generate greedily (default 16)\n"
+    "  --max-new-tokens N         tokens to generate (default 16)\n"
+    "  --prompt may be repeated: the prompts are generated as one batch\n"
+    "  --temperature T            sampling temperature (default 0: greedy)\n"
+    "  --top-k K                  keep the K most likely tokens (0: off)\n"
+    "  --top-p P                  keep the smallest set of mass >= P (1: "
+    "off)\n"
+    "  --min-p P                  drop tokens below P x the most likely's "
+    "probability (0: off)\n"
+    "  --repetition-penalty R     penalise prompt and generated tokens (1: "
+    "off)\n"
+    "  --seed S                   sampling seed (same seed, same tokens; "
+    "default 0)\n"
+    "  --stop-token ID[,ID...]    stop a sequence after it emits one of these "
+    "(repeatable)\n"
     "  --inputs FILE.safetensors  run --entry once with these named inputs "
     "instead of generating\n"
     "  --symbol NAME=VALUE        runtime symbol value for --inputs mode "
@@ -104,9 +117,24 @@ std::vector<int64_t> parseIds(const std::string &text,
   return ids;
 }
 
+bool parseFloat(const std::string &s, float &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  float v = strtof(s.c_str(), &end);
+  if (errno || *end || !std::isfinite(v))
+    return false;
+  out = v;
+  return true;
+}
+
 struct Options {
-  std::string model, device = "cpu", promptText, promptFile, inputs,
-                     entry = "forward", dump;
+  std::string model, device = "cpu", promptFile, inputs, entry = "forward",
+                     dump;
+  std::vector<std::string> prompts;
+  k3_sampling_params sampling;
+  std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
   bool randomWeights = false, quiet = false, progress = false;
   int repeat = 1;
@@ -117,6 +145,7 @@ struct Options {
 
 Options parseArgs(int argc, char **argv) {
   Options o;
+  k3_sampling_params_init(&o.sampling);
   bool havePrompt = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -142,8 +171,37 @@ Options parseArgs(int argc, char **argv) {
       o.randomWeights = true;
       o.seed = uint64_t(s);
     } else if (a == "--prompt") {
-      o.promptText = value();
+      o.prompts.push_back(value());
       havePrompt = true;
+    } else if (a == "--temperature" || a == "--top-p" || a == "--min-p" ||
+               a == "--repetition-penalty") {
+      std::string v = value();
+      float f;
+      if (!parseFloat(v, f))
+        usageError("%s needs a number, got '%s'", a.c_str(), v.c_str());
+      float &dst = a == "--temperature" ? o.sampling.temperature
+                   : a == "--top-p"     ? o.sampling.top_p
+                   : a == "--min-p"     ? o.sampling.min_p
+                                        : o.sampling.repetition_penalty;
+      dst = f;
+    } else if (a == "--top-k") {
+      std::string v = value();
+      int64_t k;
+      if (!parseInt(v, k) || k < 0 || k > INT32_MAX)
+        usageError("--top-k needs a non-negative integer, got '%s'", v.c_str());
+      o.sampling.top_k = int32_t(k);
+    } else if (a == "--seed") {
+      std::string v = value();
+      int64_t sd;
+      if (!parseInt(v, sd) || sd < 0)
+        usageError("--seed needs a non-negative integer, got '%s'", v.c_str());
+      o.sampling.seed = uint64_t(sd);
+    } else if (a == "--stop-token") {
+      for (int64_t t : parseIds(value(), "--stop-token")) {
+        if (t < 0 || t > INT32_MAX)
+          usageError("--stop-token: %lld is not a token id", (long long)t);
+        o.stopTokens.push_back(int32_t(t));
+      }
     } else if (a == "--prompt-file")
       o.promptFile = value();
     else if (a == "--max-new-tokens") {
@@ -213,13 +271,6 @@ int64_t metaInt(const k3_artifact *a, const char *key, int64_t dflt) {
   return x;
 }
 
-int64_t symbolMax(const k3_artifact *a, const char *name) {
-  for (size_t i = 0; i < k3_artifact_num_symbols(a); ++i)
-    if (!strcmp(k3_artifact_symbol_name(a, i), name))
-      return k3_artifact_symbol_max(a, i);
-  return -1;
-}
-
 // Everything the artifact marks dumpable, plus all outputs, plus final states.
 void dumpAll(k3_session *s, const k3_artifact *a, const std::string &path,
              const std::vector<int32_t> *generated) {
@@ -259,39 +310,6 @@ void dumpAll(k3_session *s, const k3_artifact *a, const std::string &path,
   std::string err;
   if (!k3::st::write(path, ts, meta, err))
     die(err);
-}
-
-int32_t argmaxLast(const k3_tensor_view &v, int64_t vocab) {
-  if (v.rank != 2 || v.shape[1] != vocab)
-    die("output 'logits' has rank " + std::to_string(v.rank) + " / last dim " +
-        std::to_string(v.rank ? v.shape[v.rank - 1] : 0) +
-        ", expected [num_tokens, " + std::to_string(vocab) + "]");
-  if (v.shape[0] < 1)
-    die("output 'logits' has no rows");
-  size_t row = size_t(v.shape[0] - 1) * size_t(vocab);
-  int32_t best = 0;
-  float bestV = -INFINITY;
-  for (int64_t j = 0; j < vocab; ++j) {
-    float f;
-    size_t k = row + size_t(j);
-    if (v.dtype == K3_DTYPE_F32)
-      f = static_cast<const float *>(v.data)[k];
-    else if (v.dtype == K3_DTYPE_BF16)
-      f = k3::bf16ToFloat(static_cast<const uint16_t *>(v.data)[k]);
-    else if (v.dtype == K3_DTYPE_F16)
-      f = k3::f16ToFloat(static_cast<const uint16_t *>(v.data)[k]);
-    else
-      die("output 'logits' has dtype " + std::string(k3_dtype_name(v.dtype)) +
-          ", expected a float dtype");
-    if (std::isnan(f))
-      die("output 'logits' contains NaN at row " +
-          std::to_string(v.shape[0] - 1) + " column " + std::to_string(j));
-    if (f > bestV) {
-      bestV = f;
-      best = int32_t(j);
-    }
-  }
-  return best;
 }
 
 } // namespace
@@ -409,150 +427,109 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // Generation mode.
-  std::vector<int64_t> prompt;
+  // Generation mode: the runtime's generation loop (k3_generation_*):
+  // packed prefill of every prompt, then decode steps through
+  // <entry>_decode when the artifact has it, sampling on the host.
+  std::vector<std::vector<int32_t>> prompts;
+  auto addPrompt = [&](const std::vector<int64_t> &ids) {
+    if (ids.empty())
+      usageError("the prompt is empty");
+    std::vector<int32_t> p;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] > INT32_MAX)
+        die("prompt token " + std::to_string(i) + " = " +
+            std::to_string(ids[i]) + " is out of range for vocab_size " +
+            std::to_string(metaInt(art, k3::artifact::kMetaVocabSize, -1)));
+      p.push_back(int32_t(ids[i]));
+    }
+    prompts.push_back(std::move(p));
+  };
   if (!o.promptFile.empty()) {
     std::ifstream f(o.promptFile);
     if (!f)
       die(o.promptFile + ": cannot open prompt file");
     std::stringstream ss;
     ss << f.rdbuf();
-    prompt = parseIds(ss.str(), o.promptFile);
-  } else {
-    prompt = parseIds(o.promptText, "--prompt");
+    addPrompt(parseIds(ss.str(), o.promptFile));
   }
-  if (prompt.empty())
-    usageError("the prompt is empty");
-  int64_t vocab = metaInt(art, k3::artifact::kMetaVocabSize, -1);
-  if (vocab <= 0)
-    die(o.model + ": artifact metadata has no valid 'vocab_size'");
-  for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || prompt[i] >= vocab)
-      die("prompt token " + std::to_string(i) + " = " +
-          std::to_string(prompt[i]) + " is out of range for vocab_size " +
-          std::to_string(vocab));
-  int64_t maxTokens = symbolMax(art, "num_tokens");
-  if (maxTokens < 0)
-    maxTokens = metaInt(art, k3::artifact::kMetaMaxTokens, -1);
-  if (maxTokens >= 0 && int64_t(prompt.size()) > maxTokens)
-    die("prompt has " + std::to_string(prompt.size()) +
-        " tokens but the artifact was compiled for max_tokens " +
-        std::to_string(maxTokens));
-  int64_t maxLen = metaInt(art, "max_seq_len", -1);
-  if (maxLen >= 0 && int64_t(prompt.size()) + o.maxNew > maxLen)
-    die("prompt (" + std::to_string(prompt.size()) + ") + --max-new-tokens (" +
-        std::to_string(o.maxNew) + ") exceeds max_seq_len " +
-        std::to_string(maxLen));
-
-  // Inputs k3-run knows how to provide, by name.
-  static const char *known[] = {"token_ids", "cu_seqlens", "positions",
-                                "seq_slots", "context_lens"};
-  for (size_t i = 0; i < k3_artifact_entry_num_inputs(art, entryIdx); ++i) {
-    k3_tensor_spec sp;
-    check(k3_artifact_entry_input(art, entryIdx, i, &sp),
-          "reading entry inputs");
-    bool ok = false;
-    for (auto *k : known)
-      ok |= !strcmp(sp.name, k);
-    if (!ok)
-      die("entry '" + o.entry + "' input '" + sp.name +
-          "' is not one k3-run can provide for generation (token_ids, "
-          "cu_seqlens, positions, seq_slots, context_lens); use --inputs");
-    if (sp.dtype != K3_DTYPE_I32)
-      die("entry '" + o.entry + "' input '" + sp.name + "' has dtype " +
-          k3_dtype_name(sp.dtype) + ", k3-run provides i32");
+  for (auto &text : o.prompts)
+    addPrompt(parseIds(text, "--prompt"));
+  std::vector<k3_sequence_request> reqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    k3_sequence_request &r = reqs[i];
+    r.prompt = prompts[i].data();
+    r.prompt_len = prompts[i].size();
+    r.max_new_tokens = o.maxNew;
+    r.sampling = o.sampling;
+    r.sampling.stream = i;
+    r.stop_tokens = o.stopTokens.data();
+    r.num_stop_tokens = o.stopTokens.size();
   }
-  bool hasNumSeqs = symbolMax(art, "num_seqs") >= 0;
-  // Steps after the prompt (one token) go through the decode entry when the
-  // artifact has one (k3-decode-entry: the token-by-token KDA form).
   std::string decodeEntry = o.entry;
-  size_t decodeIdx = entryIdx;
   for (size_t i = 0; i < k3_artifact_num_entries(art); ++i)
-    if (o.entry + "_decode" == k3_artifact_entry_name(art, i)) {
+    if (o.entry + "_decode" == k3_artifact_entry_name(art, i))
       decodeEntry = o.entry + "_decode";
-      decodeIdx = i;
-    }
 
-  check(k3_session_reset_state(s, -1), "resetting state");
-  std::vector<int32_t> generated;
-  int64_t position = 0;
-  auto step = [&](const std::vector<int64_t> &toks,
-                  const std::string &entryName, size_t entryIdx) {
-    // context_lens: tokens each sequence already holds in its decode state.
-    std::vector<int32_t> ids(toks.begin(), toks.end()), pos(toks.size()),
-        cu = {0, int32_t(toks.size())}, slots = {0}, ctx = {int32_t(position)};
+  k3_generation *g = nullptr;
+  check(k3_generation_start(s, o.entry.c_str(), reqs.data(), reqs.size(), &g),
+        "generation");
+  std::vector<std::vector<int32_t>> generated(reqs.size());
+  std::vector<int32_t> toks(reqs.size());
+  size_t active = 1, total = 0;
+  bool showProgress = (o.progress || isatty(2)) && !o.quiet;
+  double t1 = now(), lastShown = t1;
+  while (active) {
+    check(k3_generation_step(g, toks.data(), &active),
+          ("running '" + o.entry + "'").c_str());
     for (size_t i = 0; i < toks.size(); ++i)
-      pos[i] = int32_t(position + int64_t(i));
-    int64_t nt = int64_t(toks.size()), ns = 1, ncu = 2;
-    std::vector<k3_host_tensor> in;
-    for (size_t i = 0; i < k3_artifact_entry_num_inputs(art, entryIdx); ++i) {
-      k3_tensor_spec sp;
-      k3_artifact_entry_input(art, entryIdx, i, &sp);
-      std::string n = sp.name;
-      if (n == "token_ids")
-        in.push_back(
-            {sp.name, K3_DTYPE_I32, 1, &nt, ids.data(), ids.size() * 4});
-      else if (n == "positions")
-        in.push_back(
-            {sp.name, K3_DTYPE_I32, 1, &nt, pos.data(), pos.size() * 4});
-      else if (n == "cu_seqlens")
-        in.push_back(
-            {sp.name, K3_DTYPE_I32, 1, &ncu, cu.data(), cu.size() * 4});
-      else if (n == "seq_slots")
-        in.push_back(
-            {sp.name, K3_DTYPE_I32, 1, &ns, slots.data(), slots.size() * 4});
-      else if (n == "context_lens")
-        in.push_back(
-            {sp.name, K3_DTYPE_I32, 1, &ns, ctx.data(), ctx.size() * 4});
-    }
-    std::vector<k3_symbol_value> sv = {{"num_tokens", nt}};
-    if (hasNumSeqs)
-      sv.push_back({"num_seqs", ns});
-    check(k3_session_run(s, entryName.c_str(), sv.data(), sv.size(), in.data(),
-                         in.size()),
-          ("running '" + entryName + "'").c_str());
-    position += nt;
-    k3_tensor_view v;
-    check(k3_session_find_output(s, "logits", &v),
-          ("entry '" + entryName + "'").c_str());
-    return argmaxLast(v, vocab);
-  };
-
-  double t0 = now();
-  double prefillTime = 0, decodeTime = 0;
-  int64_t decodeSteps = 0;
-  if (o.maxNew > 0) {
-    generated.push_back(step(prompt, o.entry, entryIdx));
-    prefillTime = now() - t0;
-    bool showProgress = o.progress || isatty(2);
-    double lastShown = now();
-    double t1 = now();
-    while (int64_t(generated.size()) < o.maxNew) {
-      generated.push_back(step({generated.back()}, decodeEntry, decodeIdx));
-      ++decodeSteps;
-      double t = now();
-      if (showProgress && !o.quiet && t - lastShown > 0.25) {
-        fprintf(stderr, "\rdecode %lld/%lld tokens (%.1f tok/s)",
-                (long long)generated.size(), (long long)o.maxNew,
-                double(decodeSteps) / (t - t1));
-        lastShown = t;
+      if (toks[i] >= 0) {
+        generated[i].push_back(toks[i]);
+        ++total;
       }
+    double t = now();
+    if (showProgress && t - lastShown > 0.25) {
+      double dms;
+      size_t steps;
+      k3_generation_timing(g, nullptr, &dms, &steps);
+      fprintf(stderr, "\rdecode %zu/%lld tokens (%.1f tok/s)", total,
+              (long long)(o.maxNew * int64_t(reqs.size())),
+              dms > 0 ? double(steps * reqs.size()) / (dms / 1e3) : 0.0);
+      lastShown = t;
     }
-    decodeTime = now() - t1;
-    if (showProgress && !o.quiet && lastShown > t1)
-      fprintf(stderr, "\r\033[K");
   }
-  std::string ids;
-  for (size_t i = 0; i < generated.size(); ++i)
-    ids += (i ? "," : "") + std::to_string(generated[i]);
+  if (showProgress && lastShown > t1)
+    fprintf(stderr, "\r\033[K");
+  double prefillMs, decodeMs;
+  size_t decodeSteps;
+  k3_generation_timing(g, &prefillMs, &decodeMs, &decodeSteps);
+  auto idList = [](const std::vector<int32_t> &v) {
+    std::string r;
+    for (size_t i = 0; i < v.size(); ++i)
+      r += (i ? "," : "") + std::to_string(v[i]);
+    return r;
+  };
+  size_t promptTokens = 0;
+  for (auto &p : prompts)
+    promptTokens += p.size();
   if (o.quiet) {
-    printf("%s\n", ids.c_str());
+    for (auto &v : generated)
+      printf("%s\n", idList(v).c_str());
   } else {
     printf("device: %s\n", k3_session_device_name(s));
-    printf("generated: %s\n", ids.c_str());
-    printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", prompt.size(),
-           prefillTime * 1e3,
-           prefillTime > 0 ? double(prompt.size()) / prefillTime : 0.0);
+    static const char *why[] = {"", "length", "stop token", "stopped"};
+    for (size_t i = 0; i < generated.size(); ++i) {
+      if (generated.size() == 1)
+        printf("generated: %s\n", idList(generated[i]).c_str());
+      else
+        printf("generated[%zu]: %s (%s)\n", i, idList(generated[i]).c_str(),
+               why[k3_generation_finish_reason(g, i)]);
+    }
+    if (generated.size() == 1 &&
+        k3_generation_finish_reason(g, 0) == K3_FINISH_STOP_TOKEN)
+      printf("stopped at a stop token\n");
+    printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", promptTokens,
+           prefillMs,
+           prefillMs > 0 ? double(promptTokens) / (prefillMs / 1e3) : 0.0);
     size_t captured = 0, replayed = 0;
     k3_session_graph_stats(s, &captured, &replayed);
     std::string how =
@@ -561,13 +538,19 @@ int main(int argc, char **argv) {
       how += ", " + std::to_string(replayed) + " steps replayed from " +
              std::to_string(captured) + " launch graph" +
              (captured == 1 ? "" : "s");
+    size_t decoded = total - std::min(total, reqs.size());
     printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n",
-           (long long)decodeSteps, decodeTime * 1e3,
-           decodeTime > 0 ? double(decodeSteps) / decodeTime : 0.0,
+           (long long)(reqs.size() == 1 ? decodeSteps : decoded), decodeMs,
+           decodeMs > 0 ? double(reqs.size() == 1 ? decodeSteps : decoded) /
+                              (decodeMs / 1e3)
+                        : 0.0,
            how.c_str());
   }
-  if (!o.dump.empty())
-    dumpAll(s, art, o.dump, &generated);
+  k3_generation_destroy(g);
+  if (!o.dump.empty()) {
+    check(k3_session_fetch_outputs(s), "reading outputs for --dump");
+    dumpAll(s, art, o.dump, &generated[0]);
+  }
   k3_session_destroy(s);
   k3_artifact_close(art);
   return 0;

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define K3_RUNTIME_API_VERSION 1
+#define K3_RUNTIME_API_VERSION 2
 #define K3_MAX_RANK 8
 
 typedef enum k3_status {
@@ -106,9 +106,10 @@ k3_status k3_session_create(const k3_artifact *a, const char *device,
 void k3_session_destroy(k3_session *s);
 const char *k3_session_device_name(const k3_session *s);
 
-/* Each path is a .safetensors file or a sharded index (*.json with a
- * weight_map). Every manifest weight must be found with the manifest's
- * shape; float dtypes are converted to the manifest dtype. */
+/* Each path is a .safetensors file, a sharded index (*.json with a
+ * weight_map), or a checkpoint directory (its model.safetensors.index.json,
+ * else every *.safetensors in it). Every manifest weight must be found with the
+ * manifest's shape; float dtypes are converted to the manifest dtype. */
 k3_status k3_session_load_weights(k3_session *s, const char *const *paths,
                                   size_t num_paths);
 /* Deterministic init from each weight's recipe (docs/runtime.md). */
@@ -162,9 +163,115 @@ k3_status k3_session_output(const k3_session *s, size_t i, k3_tensor_view *out);
 k3_status k3_session_find_output(const k3_session *s, const char *name,
                                  k3_tensor_view *out);
 
+/* ---- device tensors (DLPack; docs/runtime.md, "Device tensors") ------- */
+/* An input already on the session's device: `data` is a device address
+ * (CUdeviceptr on CUDA, a host address on the CPU), contiguous, row-major.
+ * k3_session_run_device copies each into the plan's input buffer device to
+ * device (no host copy; token_ids are also read back to check them against
+ * the vocabulary), runs, and leaves the outputs on the device: read them
+ * with k3_session_output_device (valid until the next run). The caller
+ * orders its own work before the call (e.g. synchronizes its stream). */
+typedef struct k3_device_tensor {
+  const char *name;
+  k3_dtype dtype;
+  int32_t rank;
+  const int64_t *shape;
+  uint64_t data;
+  size_t nbytes;
+} k3_device_tensor;
+k3_status k3_session_run_device(k3_session *s, const char *entry,
+                                const k3_symbol_value *symbols,
+                                size_t num_symbols,
+                                const k3_device_tensor *inputs,
+                                size_t num_inputs);
+typedef struct k3_device_view {
+  const char *name;
+  k3_dtype dtype;
+  int32_t rank;
+  int64_t shape[K3_MAX_RANK];
+  uint64_t data; /* device address of the session's output buffer */
+  size_t nbytes;
+  int32_t device_type; /* DLPack's DLDeviceType: 1 = kDLCPU, 2 = kDLCUDA */
+  int32_t device_id;
+} k3_device_view;
+k3_status k3_session_output_device(k3_session *s, const char *name,
+                                   k3_device_view *out);
+
+/* Downloads the outputs of the last run when it left them on the device (a
+ * generation step samples from the logits rows it needs only); afterwards
+ * k3_session_output/find_output see them. */
+k3_status k3_session_fetch_outputs(k3_session *s);
+
 /* Copies the raw bytes of a plan buffer (e.g. persistent state) to host. */
 k3_status k3_session_read_buffer(k3_session *s, size_t buffer_id, void *dst,
                                  size_t nbytes);
+
+/* ---- sampling and generation (docs/runtime.md, "Sampling") ----------- */
+/* Per-sequence sampling settings. k3_sampling_params_init gives greedy
+ * decoding (temperature 0: argmax, the lowest id among equal maxima) with
+ * every filter off. The random number for step t of a sequence is
+ * Philox4x32-10 keyed by `seed` at counter (t, stream): it depends on
+ * nothing else in the batch. */
+typedef struct k3_sampling_params {
+  float temperature;        /* 0: greedy */
+  int32_t top_k;            /* 0: off */
+  float top_p;              /* 1: off; in (0, 1] */
+  float min_p;              /* 0: off; in [0, 1] */
+  float repetition_penalty; /* 1: off; > 0 (prompt and generated ids) */
+  uint64_t seed;
+  uint64_t stream; /* RNG stream, e.g. the sequence's index */
+} k3_sampling_params;
+void k3_sampling_params_init(k3_sampling_params *p);
+
+/* Samples one token from a row of float logits; `history` (prompt and
+ * generated ids) feeds the repetition penalty; `step` is the index of the
+ * token in the sequence's output (the RNG counter). */
+k3_status k3_sample(const float *logits, int64_t vocab,
+                    const k3_sampling_params *p, const int32_t *history,
+                    size_t num_history, uint64_t step, int32_t *token);
+
+/* One sequence of a generation. */
+typedef struct k3_sequence_request {
+  const int32_t *prompt;
+  size_t prompt_len;
+  int64_t max_new_tokens;
+  k3_sampling_params sampling;
+  const int32_t *stop_tokens; /* EOS and other stop ids: the sequence ends
+                                 after emitting one of them */
+  size_t num_stop_tokens;
+} k3_sequence_request;
+
+typedef enum k3_finish_reason {
+  K3_FINISH_NONE = 0,   /* still generating */
+  K3_FINISH_LENGTH = 1, /* max_new_tokens reached */
+  K3_FINISH_STOP_TOKEN = 2,
+  K3_FINISH_CALLER = 3 /* k3_generation_stop (e.g. a stop string) */
+} k3_finish_reason;
+
+/* A generation over a session: up to max_seqs prompts of different lengths,
+ * each in its own state slot (sequence i in slot i) with its own sampling
+ * settings. The session's state is reset when it starts; the session must
+ * outlive it and must not run anything else meanwhile. `entry` is the
+ * prefill entry (NULL: "forward"); decode steps go through "<entry>_decode"
+ * when the artifact has it. The requests' arrays are copied. */
+typedef struct k3_generation k3_generation;
+k3_status k3_generation_start(k3_session *s, const char *entry,
+                              const k3_sequence_request *requests,
+                              size_t num_requests, k3_generation **out);
+/* One step: the packed prefill of every prompt on the first call, then one
+ * decode step of all sequences. tokens[i] (num_requests entries) receives
+ * sequence i's new token, or -1 when it had already finished; *active the
+ * number of sequences still generating afterwards (0: done, further steps
+ * do nothing). */
+k3_status k3_generation_step(k3_generation *g, int32_t *tokens, size_t *active);
+/* Ends sequence i now (finish reason K3_FINISH_CALLER). */
+k3_status k3_generation_stop(k3_generation *g, size_t i);
+k3_finish_reason k3_generation_finish_reason(const k3_generation *g, size_t i);
+/* Milliseconds spent in the session runs of the prefill / of all decode
+ * steps so far, and the number of decode steps. */
+void k3_generation_timing(const k3_generation *g, double *prefill_ms,
+                          double *decode_ms, size_t *decode_steps);
+void k3_generation_destroy(k3_generation *g);
 
 #ifdef __cplusplus
 }
