@@ -317,6 +317,38 @@ TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
   }
 }
 
+// `device_sm_count` is the device's, set by the runtime (1 on the CPU), and
+// a caller may not set it.
+TEST(Session, DeviceSMCountSymbolComesFromTheDevice) {
+  Builder b;
+  uint32_t n = b.addSymbol("n", 8);
+  uint32_t sm = b.addSymbol(kSymbolDeviceSMCount, 1024);
+  uint32_t obj = b.addKernelObject(kTargetCpuX86_64, k3test::readKernelsSo(),
+                                   {"k3t_fill"});
+  uint32_t out = b.addBuffer("out", BufferKind::Output, 32);
+  uint32_t e = b.addEntry("main");
+  b.addOutput(e, "out", DType::F32, {DimExpr::symbol(n)}, out);
+  DimExpr one[3] = {DimExpr::constant(1), DimExpr::constant(1),
+                    DimExpr::constant(1)};
+  b.addLaunch(e, obj, "k3t_fill",
+              {Arg::buffer(out), Arg::symbol(sm), Arg::f32(2.0f)}, one, one);
+  Handles h;
+  ASSERT_TRUE(open(b.artifact(), h)) << k3_last_error();
+  k3_symbol_value sv = {"n", 4};
+  ASSERT_EQ(k3_session_run(h.s, "main", &sv, 1, nullptr, 0), K3_OK)
+      << k3_last_error();
+  k3_tensor_view v;
+  ASSERT_EQ(k3_session_find_output(h.s, "out", &v), K3_OK);
+  const float *o = static_cast<const float *>(v.data);
+  EXPECT_EQ(o[0], 2.0f);
+  EXPECT_EQ(o[1], 0.0f);
+  k3_symbol_value both[2] = {{"n", 4}, {kSymbolDeviceSMCount, 132}};
+  EXPECT_EQ(k3_session_run(h.s, "main", both, 2, nullptr, 0),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k3_last_error()).find("set by the runtime"),
+            std::string::npos);
+}
+
 TEST(Session, CudaUnavailableIsReportedCleanly) {
   Handles h;
   bool ok = open(k3test::toyModel(kTargetCudaSm90a).artifact(), h, "cuda:0");
