@@ -47,6 +47,15 @@ struct KernelEmission {
                  int64_t smem = 0) const;
 };
 
+/// Global memory a kernel needs beyond its op's results (partial results
+/// passed between the phases of a loop nest, split-K partial sums): an
+/// extra result of the launch, planned in the arena like an activation and
+/// used by nothing else. `shape` is symbolic (SymbolicShape.h).
+struct KernelWorkspace {
+  Type elementType;
+  SymShape shape;
+};
+
 /// Lowers ops of one name (or, for the fallback, every op) with one kind of
 /// kernel.
 class KernelPattern {
@@ -60,7 +69,15 @@ public:
   KernelKind getKind() const { return kind; }
 
   /// Emits the body of `op`'s kernel; failure with a diagnostic at `op`.
+  /// The workspace comes after the op's results in `e.outputs`.
   virtual LogicalResult emit(Operation *op, KernelEmission &e) const = 0;
+
+  /// The workspace `op`'s kernel needs, given its operands' shapes.
+  virtual SmallVector<KernelWorkspace>
+  workspace(Operation *op, KernelConfigAttr config,
+            ArrayRef<SymShape> inputShapes) const {
+    return {};
+  }
 
 private:
   std::string rootName;

@@ -138,9 +138,25 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
         outShapes.push_back(shapes.lookup(r));
       }
     }
+    unsigned numResults = outTypes.size();
 
-    FailureOr<FunctionOpInterface> kernel =
-        getOrCreateKernel(op, inputs, inShapes, outTypes, outShapes, b);
+    // The op's config names the kernel; its pattern emits the body and may
+    // ask for workspace, extra results of the launch that only it uses.
+    FailureOr<std::pair<const KernelPattern *, KernelConfigAttr>> chosen =
+        choosePattern(op);
+    if (failed(chosen))
+      return failure();
+    auto [pattern, config] = *chosen;
+    for (const KernelWorkspace &w : pattern->workspace(op, config, inShapes)) {
+      SmallVector<int64_t> dims;
+      for (int64_t d : w.shape)
+        dims.push_back(d < 0 ? ShapedType::kDynamic : d);
+      outTypes.push_back(RankedTensorType::get(dims, w.elementType));
+      outShapes.push_back(w.shape);
+    }
+
+    FailureOr<FunctionOpInterface> kernel = getOrCreateKernel(
+        op, inputs, inShapes, outTypes, outShapes, pattern, config, b);
     if (failed(kernel))
       return failure();
 
@@ -160,15 +176,34 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       op->setOperand(0, launch.getResult(0));
       return success();
     }
-    op->replaceAllUsesWith(launch.getResults());
+    op->replaceAllUsesWith(launch.getResults().take_front(numResults));
     op->erase();
     return success();
+  }
+
+  /// The pattern that lowers `op` with its config (the loop nest when it
+  /// has none).
+  FailureOr<std::pair<const KernelPattern *, KernelConfigAttr>>
+  choosePattern(Operation *op) {
+    MLIRContext *ctx = op->getContext();
+    KernelConfigAttr config =
+        K3Dialect::KernelConfigAttrHelper(ctx).getAttr(op);
+    if (!config)
+      config =
+          KernelConfigAttr::get(ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
+                                isGPU() ? kLoopNestWarps : 0, 0, 0);
+    const KernelPattern *pattern = patterns->lookup(op, config.getKernel());
+    if (!pattern)
+      return op->emitOpError()
+             << "has no kernel pattern for " << config << " on " << target;
+    return std::make_pair(pattern, config);
   }
 
   FailureOr<FunctionOpInterface>
   getOrCreateKernel(Operation *op, ArrayRef<Value> inputs,
                     ArrayRef<SymShape> inShapes, ArrayRef<Type> outTypes,
-                    ArrayRef<SymShape> outShapes, OpBuilder &b) {
+                    ArrayRef<SymShape> outShapes, const KernelPattern *pattern,
+                    KernelConfigAttr config, OpBuilder &b) {
     // Identical ops share a kernel: key on kind, attributes and signature.
     std::string key;
     llvm::raw_string_ostream os(key);
@@ -241,17 +276,6 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       Value base = body->getArgument(numIn + i);
       outs.push_back({base, outShapes[i], kb.view(base, outShapes[i])});
     }
-    // The op's config names the kernel; the pattern emits its body.
-    KernelConfigAttr config =
-        K3Dialect::KernelConfigAttrHelper(ctx).getAttr(op);
-    if (!config)
-      config =
-          KernelConfigAttr::get(ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
-                                isGPU() ? kLoopNestWarps : 0, 0, 0);
-    const KernelPattern *pattern = patterns->lookup(op, config.getKernel());
-    if (!pattern)
-      return op->emitOpError()
-             << "has no kernel pattern for " << config << " on " << target;
     // The kernel records the config that built it.
     K3Dialect::KernelConfigAttrHelper(ctx).setAttr(fn, config);
     KernelEmission emission{fn, kb, ins, outs, config, target};

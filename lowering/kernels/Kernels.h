@@ -11,6 +11,7 @@
 
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelPatterns.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -61,6 +62,11 @@ LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);
 LogicalResult emitMoERouter(MoERouterOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEExperts(MoEExpertsOp, KernelBuilder &, In, Out);
 LogicalResult emitAttnResMix(AttnResMixOp, KernelBuilder &, In, Out);
+
+/// Workspace the loop nest of `op` needs (MoE.cpp: the MLPs' activated
+/// channels, the router's scores), given its operands' shapes.
+SmallVector<KernelWorkspace> loopNestWorkspace(Operation *op,
+                                               ArrayRef<SymShape> inShapes);
 
 /// The GLU activation of gate `a` and up `u` (f32), shared by MLPs and
 /// experts: SiLU(a) * u, or SiTU (K3-SPEC.md §4).

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/GPUDistribute.h"
 #include "lowering/KernelPatterns.h"
+#include "lowering/kernels/Kernels.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -15,6 +16,12 @@ namespace {
 
 struct LoopNestPattern : KernelPattern {
   LoopNestPattern() : KernelPattern("", KernelKind::loop_nest) {}
+
+  SmallVector<KernelWorkspace>
+  workspace(Operation *op, KernelConfigAttr,
+            ArrayRef<SymShape> inputShapes) const override {
+    return loopNestWorkspace(op, inputShapes);
+  }
 
   LogicalResult emit(Operation *op, KernelEmission &e) const override {
     if (failed(emitKernelBody(op, e.kb, e.inputs, e.outputs)))

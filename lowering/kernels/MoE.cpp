@@ -21,124 +21,150 @@ Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
   return kb.mul(gate, u);
 }
 
-/// One GLU MLP applied to row `t` of `x`, accumulated as
-/// y[t, :] = base + weight * W_down act(W_gate x, W_up x); `expert` selects
+/// The gate and up projections of row `t` of `x` for intermediate channel
+/// `i`, activated: act(W_gate[i] . x_t, W_up[i] . x_t); `expert` selects
 /// the slice of stacked weights (or is null for plain 2-D weights).
-static void gluRow(KernelBuilder &kb, GLUActivation act,
-                   std::optional<double> beta, std::optional<double> lbeta,
-                   Value x, Value t, Value wGate, Value wUp, Value wDown,
-                   Value expert, int64_t hidden, int64_t inter, Value y,
-                   Value weight, bool accumulate) {
+static Value gluChannel(KernelBuilder &kb, GLUActivation act,
+                        std::optional<double> beta, std::optional<double> lbeta,
+                        Value x, Value t, Value wGate, Value wUp, Value expert,
+                        Value i, int64_t hidden) {
   auto widx = [&](Value r, Value c) -> SmallVector<Value> {
     if (expert)
       return {expert, r, c};
     return {r, c};
   };
-  kb.scope([&] {
-    Value h = kb.scratch(inter);
-    kb.forRange(kb.idx(inter), [&](Value i) {
-      SmallVector<Value> dots =
-          kb.reduceN(kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
-                     [&](Value d, ValueRange acc) -> SmallVector<Value> {
-                       Value xv = kb.load(x, {t, d});
-                       return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
-                               kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
-                     });
-      kb.store(emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]), h,
-               {i});
-    });
-    kb.forRange(kb.idx(hidden), [&](Value d) {
-      Value a = kb.reduce(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
-        return kb.fma(kb.load(wDown, widx(d, i)), kb.load(h, {i}), acc);
-      });
-      if (weight)
-        a = kb.mul(a, weight);
-      if (accumulate)
-        a = kb.add(a, kb.load(y, {t, d}));
-      kb.store(a, y, {t, d});
-    });
+  SmallVector<Value> dots =
+      kb.reduceN(kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
+                 [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                   Value xv = kb.load(x, {t, d});
+                   return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
+                           kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
+                 });
+  return emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]);
+}
+
+/// sum_i W_down[d, i] h[hIdx..., i] over the `inter` channels.
+static Value downRow(KernelBuilder &kb, Value wDown, Value expert, Value d,
+                     Value h, ArrayRef<Value> hIdx, int64_t inter) {
+  return kb.reduce(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
+    SmallVector<Value> w = {d, i}, hi(hIdx);
+    if (expert)
+      w.insert(w.begin(), expert);
+    hi.push_back(i);
+    return kb.fma(kb.load(wDown, w), kb.load(h, hi), acc);
   });
 }
+
+// MLPs and experts run in two phases, each parallel over all its outputs (a
+// launch each on a GPU): the activated gate/up channels into a workspace,
+// then the down projection. One thread per token doing both, as before,
+// left a decode step with a single thread for a whole MoE layer.
 
 LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   auto ops = operandsOf(op, in);
   KernelOperand input = ops.getInput(), wGate = ops.getWGate();
   int64_t hidden = input.shape[1], inter = wGate.shape[0];
-  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
-    gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-           optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
-           wGate.full, ops.getWUp().full, ops.getWDown().full, Value(), hidden,
-           inter, out[0].full, Value(), /*accumulate=*/false);
+  Value tokens = kb.dim(input.shape[0]);
+  Value y = out[0].full, h = out[1].full;
+  kb.parallel({tokens, kb.idx(inter)}, [&](ValueRange iv) {
+    kb.store(
+        gluChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+                   optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
+                   wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
+        h, iv);
+  });
+  kb.parallel({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
+    kb.store(
+        downRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter), y,
+        iv);
   });
   return success();
+}
+
+/// Phase 1 of the router: score[t, e] (logit, or its sigmoid) into the
+/// workspace, parallel over (token, expert).
+static void routerScores(MoERouterOp op, KernelBuilder &kb, Value x, Value w,
+                         Value scores, Value tokens, int64_t experts,
+                         int64_t hidden) {
+  bool softmax = op.getScore() == RouterScore::softmax;
+  kb.parallel({tokens, kb.idx(experts)}, [&](ValueRange iv) {
+    Value l = kb.reduce(kb.idx(hidden), kb.f32(0.0), [&](Value d, Value a) {
+      return kb.fma(kb.load(x, {iv[0], d}), kb.load(w, {iv[1], d}), a);
+    });
+    kb.store(softmax ? l : kb.sigmoid(l), scores, iv);
+  });
+}
+
+/// Softmax of token `t`'s row of scores, in place.
+static void routerSoftmax(KernelBuilder &kb, Value scores, Value t,
+                          int64_t experts) {
+  auto at = [&](Value e) -> SmallVector<Value> { return {t, e}; };
+  Value m =
+      kb.reduce(kb.idx(experts), kb.f32(-INFINITY), [&](Value e, Value a) {
+        return kb.maxf(a, kb.load(scores, at(e)));
+      });
+  Value z = kb.reduce(kb.idx(experts), kb.f32(0.0), [&](Value e, Value a) {
+    Value p = kb.exp(kb.sub(kb.load(scores, at(e)), m));
+    kb.store(p, scores, at(e));
+    return kb.add(a, p);
+  });
+  kb.forRange(kb.idx(experts), [&](Value e) {
+    kb.store(kb.div(kb.load(scores, at(e)), z), scores, at(e));
+  });
+}
+
+/// Top-k of token `t` on the biased scores; strictly greater, so ties go to
+/// the lower expert id. Weights are the unbiased scores, renormalised and
+/// scaled as the op says.
+static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
+                       KernelOperand bias, Value idx, Value wts, Value t,
+                       int64_t experts) {
+  int64_t topK = op.getTopK();
+  auto at = [&](Value e) -> SmallVector<Value> { return {t, e}; };
+  Value total = kb.f32(0.0);
+  for (int64_t j = 0; j < topK; ++j) {
+    SmallVector<Value> best = kb.reduceN(
+        kb.idx(0), kb.idx(experts), {kb.f32(-INFINITY), kb.idx(0)},
+        [&](Value e, ValueRange acc) -> SmallVector<Value> {
+          Value s = kb.load(scores, at(e));
+          if (bias)
+            s = kb.add(s, kb.load(bias.full, {e}));
+          Value taken = kb.boolean(false);
+          for (int64_t p = 0; p < j; ++p)
+            taken = kb.ori(taken, kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
+          Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
+          return {kb.select(better, s, acc[0]), kb.select(better, e, acc[1])};
+        });
+    kb.storeIndex(best[1], idx, {t, kb.idx(j)});
+    Value wj = kb.load(scores, at(best[1]));
+    kb.store(wj, wts, {t, kb.idx(j)});
+    total = kb.add(total, wj);
+  }
+  double factor = op.getRoutedScalingFactor().convertToDouble();
+  for (int64_t j = 0; j < topK; ++j) {
+    Value wj = kb.load(wts, {t, kb.idx(j)});
+    if (op.getRenormalize())
+      wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
+    kb.store(kb.mul(wj, kb.f32(factor)), wts, {t, kb.idx(j)});
+  }
 }
 
 LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
                                 Out out) {
   auto ops = operandsOf(op, in);
-  KernelOperand input = ops.getInput(), weight = ops.getWeight(),
-                bias = ops.getCorrectionBias();
-  Value x = input.full, w = weight.full;
+  KernelOperand input = ops.getInput(), weight = ops.getWeight();
   Value idx = resultOf(out, op.getIndices()).full,
         wts = resultOf(out, op.getWeights()).full;
+  Value scores = out[op->getNumResults()].full; // workspace [T, E]
   int64_t hidden = input.shape[1], experts = weight.shape[0];
-  int64_t topK = op.getTopK();
-  bool softmax = op.getScore() == RouterScore::softmax;
-  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
-    Value t = iv[0];
-    kb.scope([&] {
-      Value scores = kb.scratch(experts);
-      kb.forRange(kb.idx(experts), [&](Value e) {
-        Value l = kb.reduce(kb.idx(hidden), kb.f32(0.0), [&](Value d, Value a) {
-          return kb.fma(kb.load(x, {t, d}), kb.load(w, {e, d}), a);
-        });
-        kb.store(softmax ? l : kb.sigmoid(l), scores, {e});
-      });
-      if (softmax) {
-        Value m = kb.reduce(
-            kb.idx(experts), kb.f32(-INFINITY),
-            [&](Value e, Value a) { return kb.maxf(a, kb.load(scores, {e})); });
-        Value z =
-            kb.reduce(kb.idx(experts), kb.f32(0.0), [&](Value e, Value a) {
-              Value p = kb.exp(kb.sub(kb.load(scores, {e}), m));
-              kb.store(p, scores, {e});
-              return kb.add(a, p);
-            });
-        kb.forRange(kb.idx(experts), [&](Value e) {
-          kb.store(kb.div(kb.load(scores, {e}), z), scores, {e});
-        });
-      }
-      // Top-k on the biased scores; strictly greater, so ties go to the
-      // lower expert id. Weights are the unbiased scores.
-      Value total = kb.f32(0.0);
-      for (int64_t j = 0; j < topK; ++j) {
-        SmallVector<Value> best = kb.reduceN(
-            kb.idx(0), kb.idx(experts), {kb.f32(-INFINITY), kb.idx(0)},
-            [&](Value e, ValueRange acc) -> SmallVector<Value> {
-              Value s = kb.load(scores, {e});
-              if (bias)
-                s = kb.add(s, kb.load(bias.full, {e}));
-              Value taken = kb.boolean(false);
-              for (int64_t p = 0; p < j; ++p)
-                taken =
-                    kb.ori(taken, kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
-              Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
-              return {kb.select(better, s, acc[0]),
-                      kb.select(better, e, acc[1])};
-            });
-        kb.storeIndex(best[1], idx, {t, kb.idx(j)});
-        Value wj = kb.load(scores, {best[1]});
-        kb.store(wj, wts, {t, kb.idx(j)});
-        total = kb.add(total, wj);
-      }
-      double factor = op.getRoutedScalingFactor().convertToDouble();
-      for (int64_t j = 0; j < topK; ++j) {
-        Value wj = kb.load(wts, {t, kb.idx(j)});
-        if (op.getRenormalize())
-          wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
-        kb.store(kb.mul(wj, kb.f32(factor)), wts, {t, kb.idx(j)});
-      }
-    });
+  Value tokens = kb.dim(input.shape[0]);
+  routerScores(op, kb, input.full, weight.full, scores, tokens, experts,
+               hidden);
+  kb.parallel({tokens}, [&](ValueRange iv) {
+    if (op.getScore() == RouterScore::softmax)
+      routerSoftmax(kb, scores, iv[0], experts);
+    routerTopK(op, kb, scores, ops.getCorrectionBias(), idx, wts, iv[0],
+               experts);
   });
   return success();
 }
@@ -150,19 +176,54 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
                 w1 = ops.getW1();
   Value x = input.full, idx = indices.full, wts = ops.getWeights().full;
   int64_t hidden = input.shape[1], topK = indices.shape[1], inter = w1.shape[1];
-  Value y = out[0].full;
-  kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
-    Value t = iv[0];
+  Value tokens = kb.dim(input.shape[0]);
+  Value y = out[0].full, h = out[1].full;
+  // h[t, j, i]: channel i of the j-th chosen expert of token t.
+  kb.parallel({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
+    Value e = kb.loadIndex(idx, {iv[0], iv[1]});
+    kb.store(gluChannel(kb, op.getActivation(),
+                        optionalDouble(op.getBetaAttr()),
+                        optionalDouble(op.getLinearBetaAttr()), x, iv[0],
+                        w1.full, ops.getW3().full, e, iv[2], hidden),
+             h, iv);
+  });
+  // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
+  kb.parallel({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
+    Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
-      Value e = kb.loadIndex(idx, {t, kb.idx(j)});
-      Value wj = kb.load(wts, {t, kb.idx(j)});
-      gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-             optionalDouble(op.getLinearBetaAttr()), x, t, w1.full,
-             ops.getW3().full, ops.getW2().full, e, hidden, inter, y, wj,
-             /*accumulate=*/j > 0);
+      Value jj = kb.idx(j);
+      Value e = kb.loadIndex(idx, {t, jj});
+      Value a = kb.mul(downRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
+                       kb.load(wts, {t, jj}));
+      acc = j == 0 ? a : kb.add(a, acc);
     }
+    kb.store(acc, y, {t, d});
   });
   return success();
+}
+
+/// Workspace of the two-phase MLPs and the router (f32).
+SmallVector<KernelWorkspace>
+mlir::k3::loopNestWorkspace(Operation *op, ArrayRef<SymShape> inShapes) {
+  Type f32 = Float32Type::get(op->getContext());
+  auto shapes = [&](auto typed) {
+    return
+        typename decltype(typed)::template GenericAdaptor<ArrayRef<SymShape>>(
+            inShapes, typed);
+  };
+  if (auto o = dyn_cast<GLUMLPOp>(op)) {
+    auto s = shapes(o);
+    return {{f32, SymShape{s.getInput()[0], s.getWGate()[0]}}};
+  }
+  if (auto o = dyn_cast<MoEExpertsOp>(op)) {
+    auto s = shapes(o);
+    return {{f32, SymShape{s.getInput()[0], s.getIndices()[1], s.getW1()[1]}}};
+  }
+  if (auto o = dyn_cast<MoERouterOp>(op)) {
+    auto s = shapes(o);
+    return {{f32, SymShape{s.getInput()[0], s.getWeight()[0]}}};
+  }
+  return {};
 }
 
 LogicalResult k3::emitAttnResMix(AttnResMixOp op, KernelBuilder &kb, In in,

@@ -45,13 +45,15 @@ KernelOperands<OpTy> operandsOf(OpTy op, ArrayRef<KernelOperand> in) {
 }
 
 /// The kernel output that holds result `r` (an ODS result accessor's value,
-/// `op.getFinalState()`); empty for an absent optional result.
+/// `op.getFinalState()`); empty for an absent optional result. The op's
+/// results come first in `out`, then the kernel's workspace, if any
+/// (KernelPatterns.h).
 inline KernelOperand resultOf(ArrayRef<KernelOperand> out, Value r) {
   if (!r)
     return {};
   auto res = cast<OpResult>(r);
   Operation *op = res.getOwner();
-  if (out.size() != op->getNumResults())
+  if (out.size() < op->getNumResults())
     reportKernelArity(op, "results", out.size(), op->getNumResults());
   return out[res.getResultNumber()];
 }
