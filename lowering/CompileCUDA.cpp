@@ -21,8 +21,9 @@ using namespace mlir;
 namespace {
 constexpr const char *kDevicePipeline =
     "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "convert-nvgpu-to-nvvm,"
     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
-    "canonicalize,cse,reconcile-unrealized-casts)";
+    "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts)";
 } // namespace
 
 LogicalResult mlir::k3::compileKernelsForCUDA(gpu::GPUModuleOp kernels,

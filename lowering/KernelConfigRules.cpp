@@ -197,6 +197,41 @@ LogicalResult verifyLinearMMA(LinearOp op, KernelConfigAttr c) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// k3.linear with TMA and wgmma (lowering/cuda/LinearWGMMA.cpp)
+//===----------------------------------------------------------------------===//
+
+/// bf16 activations and weights (wgmma's bf16 operands come straight from
+/// TMA tiles), a 2-D input, whole 128 x 64 weight tiles.
+bool linearWGMMAApplies(LinearOp op) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  int64_t nOut = dimOf(op.getWeight(), 0), nIn = dimOf(op.getWeight(), 1);
+  Type out = cast<RankedTensorType>(op.getResult().getType()).getElementType();
+  return in.getRank() == 2 && in.getElementType().isBF16() &&
+         elementOf(op.getWeight()).isBF16() && (out.isF32() || out.isBF16()) &&
+         nOut > 0 && nIn > 0 && nOut % 128 == 0 && nIn % 64 == 0;
+}
+
+LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
+                                GPUTargetAttr target) {
+  if (!linearWGMMAApplies(op))
+    return op.emitOpError() << "linear_tma_wgmma needs a 2-D bf16 input, a "
+                               "bf16 weight whose sizes are multiples of 128 "
+                               "x 64, and an f32 or bf16 result";
+  if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
+    return op.emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
+                               "and one warpgroup (4 warps)";
+  if (c.getStages() < 2 || c.getStages() > 6)
+    return op.emitOpError()
+           << "linear_tma_wgmma stages must be in [2, 6], got " << c.getStages();
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
+      bytes > target.getSmemPerBlock())
+    return op.emitOpError() << "linear_tma_wgmma needs " << bytes
+                            << " bytes of shared memory, the target has "
+                            << target.getSmemPerBlock();
+  return success();
+}
+
 bool linearMMAApplies(LinearOp op) {
   int64_t nOut = dimOf(op.getWeight(), 0), nIn = dimOf(op.getWeight(), 1);
   return nOut > 0 && nIn > 0 && nOut % 32 == 0 && nIn % 32 == 0 &&
@@ -231,6 +266,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::linear_mma_3xtf32:
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
     return config(ctx, kind, {64, 32, 32}, 4);
+  case KernelKind::linear_tma_wgmma:
+    // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
+    // bf16), one warpgroup, 4 TMA stages in flight (128 KiB).
+    return config(ctx, kind, {128, 128, 64}, 4, 4);
   }
   llvm_unreachable("kernel kind");
 }
@@ -264,6 +303,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<KDAMMARecurrenceOp>(op);
   case KernelKind::linear_mma_3xtf32:
     return isa<LinearOp>(op) && linearMMAApplies(cast<LinearOp>(op));
+  case KernelKind::linear_tma_wgmma:
+    return isa<LinearOp>(op) && linearWGMMAApplies(cast<LinearOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -287,6 +328,13 @@ KDARecurrentTile mlir::k3::kdaRecurrentTile(KernelConfigAttr config) {
     tile.c = t[3];
   }
   return tile;
+}
+
+int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages) {
+  // Per stage a 128 x 64 bf16 tile of x and of W (16 KiB each); 1 KiB to
+  // align the tiles to the 128-byte swizzle's 1024-byte pattern. The
+  // epilogue reuses the stages for the 128 x 128 f32 tile (64 KiB).
+  return std::max<int64_t>(stages * 32768, 65536) + 1024;
 }
 
 int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
@@ -340,6 +388,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::linear_mma_3xtf32:
     if (auto o = dyn_cast<LinearOp>(op))
       return verifyLinearMMA(o, config);
+    return wrongOp();
+  case KernelKind::linear_tma_wgmma:
+    if (auto o = dyn_cast<LinearOp>(op))
+      return verifyLinearWGMMA(o, config, gpu);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

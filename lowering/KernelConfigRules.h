@@ -51,6 +51,9 @@ struct KDARecurrentTile {
 };
 KDARecurrentTile kdaRecurrentTile(KernelConfigAttr config);
 
+/// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
+int64_t linearWGMMASharedBytes(int64_t stages);
+
 /// Dynamic shared memory of the tensor-core KDA chain per stage, for key
 /// and value dimensions and warps.
 int64_t kdaMMAChainStageBytes(int64_t kDim, int64_t warps);

@@ -62,6 +62,9 @@ def K3_Dialect : Dialect {
     "::mlir::DenseI64ArrayAttr":$dims,
     // The launch of a GPU kernel (kernel patterns, GPU distribution).
     "::mlir::k3::LaunchShapeAttr":$launch_shape,
+    // The TMA tensor maps a GPU kernel takes after its sizes
+    // (#k3.tensor_map each, in parameter order).
+    "::mlir::ArrayAttr":$tensor_maps,
     // A loop nest's extent in one dimension (KernelBuilder views).
     "::mlir::DenseI64ArrayAttr":$extent,
     // k3-plan-memory: arena offsets per result, the arena's size, and the

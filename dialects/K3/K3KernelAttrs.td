@@ -106,10 +106,12 @@ def K3_Kernel_KDARecurrent : I32EnumAttrCase<"kda_recurrent", 1>;
 def K3_Kernel_KDAMMAOperands : I32EnumAttrCase<"kda_mma_operands", 2>;
 def K3_Kernel_KDAMMAChain : I32EnumAttrCase<"kda_mma_chain", 3>;
 def K3_Kernel_LinearMMA3xTF32 : I32EnumAttrCase<"linear_mma_3xtf32", 4>;
+def K3_Kernel_LinearTMAWGMMA : I32EnumAttrCase<"linear_tma_wgmma", 5>;
 def K3_KernelKind : I32EnumAttr<"KernelKind",
     "which kernel generator lowers an op",
     [K3_Kernel_LoopNest, K3_Kernel_KDARecurrent, K3_Kernel_KDAMMAOperands,
-     K3_Kernel_KDAMMAChain, K3_Kernel_LinearMMA3xTF32]> {
+     K3_Kernel_KDAMMAChain, K3_Kernel_LinearMMA3xTF32,
+     K3_Kernel_LinearTMAWGMMA]> {
   let cppNamespace = "::mlir::k3";
   let genSpecializedAttr = 0;
 }
@@ -175,6 +177,41 @@ def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// TMA tensor maps
+//===----------------------------------------------------------------------===//
+
+def K3_Swizzle_None : I32EnumAttrCase<"none", 0>;
+def K3_Swizzle_32B : I32EnumAttrCase<"swizzle_32b", 1>;
+def K3_Swizzle_64B : I32EnumAttrCase<"swizzle_64b", 2>;
+def K3_Swizzle_128B : I32EnumAttrCase<"swizzle_128b", 3>;
+def K3_TensorMapSwizzle : I32EnumAttr<"TensorMapSwizzle",
+    "shared-memory swizzle of a TMA box",
+    [K3_Swizzle_None, K3_Swizzle_32B, K3_Swizzle_64B, K3_Swizzle_128B]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+
+def K3_TensorMapAttr : K3_Attr<"TensorMap", "tensor_map"> {
+  let summary = "a TMA tensor map a GPU kernel takes as a parameter";
+  let description = [{
+    The kernel's extra parameter (after `num_tokens`, `num_seqs`, in the
+    order of the kernel's `k3.tensor_maps`) is the device address of a
+    CUtensorMap over its operand `operand` (an index into the kernel's
+    tensor arguments), which the runtime encodes per call: the operand's
+    symbolic shape, innermost dimension first, row-major strides, this
+    `box` (elements per dimension, innermost first), `swizzle`, L2
+    promotion to 256 bytes and zero fill out of bounds (a partial tile
+    reads zeros).
+  }];
+  let parameters = (ins
+    "int64_t":$operand,
+    K3_SizesParameter<"box sizes, innermost first">:$box,
+    "TensorMapSwizzle":$swizzle
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif // K3_KERNEL_ATTRS_TD

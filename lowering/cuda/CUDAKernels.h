@@ -11,6 +11,7 @@
 
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelPatterns.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -83,6 +84,9 @@ FailureOr<bool> emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
                                   ArrayRef<KernelOperand> inputs,
                                   ArrayRef<KernelOperand> outputs,
                                   const CUDAKernelOptions &options);
+
+/// k3.linear with TMA and wgmma (LinearWGMMA.cpp).
+void populateLinearWGMMAPattern(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

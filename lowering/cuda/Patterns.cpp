@@ -37,6 +37,7 @@ CUDAKernelOptions optionsFor(const KernelEmission &e) {
   case KernelKind::linear_mma_3xtf32:
     o.linearKernel = "mma-3xtf32";
     break;
+  case KernelKind::linear_tma_wgmma:
   case KernelKind::loop_nest:
     break;
   }
@@ -107,4 +108,5 @@ struct LinearMMAPattern : OpKernelPattern<LinearOp> {
 void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   patterns.add<KDARecurrentPattern, KDAMMAOperandsPattern, KDAMMAChainPattern,
                LinearMMAPattern>();
+  populateLinearWGMMAPattern(patterns);
 }

@@ -1,0 +1,350 @@
+//===- LinearWGMMA.cpp - k3.linear with TMA and wgmma -----------*- C++ -*-===//
+//
+// y = x W^T for bf16 x [T, K] and W [N, K] on Hopper (config kernel
+// `linear_tma_wgmma`): a block of one warpgroup per 128 x 128 output tile.
+// Thread 0 streams 128 x 64 tiles of x and W into `stages` shared-memory
+// buffers with TMA (128-byte swizzle, zero fill past the last token), each
+// stage completing an mbarrier; the warpgroup multiplies every landed stage
+// with wgmma (m64n128k16, both operands K-major from shared memory, f32
+// accumulators in registers: two m64 halves), then thread 0 refills that
+// stage with the tile `stages` steps ahead. The accumulators go through
+// shared memory so that the rows past the last token are not written.
+//
+// Everything is built from upstream nvgpu ops on typed values
+// (tensormap descriptors, mbarrier groups, warpgroup descriptors and
+// accumulators); the runtime encodes the two tensor maps per call
+// (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
+//
+// Not yet measured on a GPU (docs/gemm.md): it is opt-in,
+// kernel-config=linear.kernel=linear_tma_wgmma.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+constexpr int64_t kTileM = 128, kTileN = 128, kTileK = 64, kWgmmaK = 16;
+constexpr int64_t kThreads = 128;
+/// Bytes of one 128 x 64 bf16 tile, and of one stage (x and W).
+constexpr int64_t kTileBytes = kTileM * kTileK * 2, kStageBytes = 2 * kTileBytes;
+
+/// The kernel's typed building blocks: shared-memory tiles, TMA, mbarriers
+/// and warpgroup products, each an nvgpu op.
+struct WGMMAEmitter {
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  int64_t stages;
+
+  MLIRContext *ctx() { return b.getContext(); }
+  Attribute workgroup() {
+    return gpu::AddressSpaceAttr::get(ctx(), gpu::AddressSpace::Workgroup);
+  }
+  Value idx(int64_t v) { return kb.idx(v); }
+  Value divuIdx(Value a, int64_t c) {
+    return arith::DivUIOp::create(b, loc, a, idx(c));
+  }
+  Value remuIdx(Value a, int64_t c) {
+    return arith::RemUIOp::create(b, loc, a, idx(c));
+  }
+
+  MemRefType tileType(ArrayRef<int64_t> shape, Type elem) {
+    return MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},
+                           workgroup());
+  }
+  /// The tensor map type of a 128 x 64 bf16 tile.
+  nvgpu::TensorMapDescriptorType tensorMapType() {
+    return nvgpu::TensorMapDescriptorType::get(
+        ctx(), tileType({kTileM, kTileK}, b.getBF16Type()),
+        nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+        nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  }
+  nvgpu::MBarrierGroupType barrierType() {
+    return nvgpu::MBarrierGroupType::get(ctx(), workgroup(), stages);
+  }
+  nvgpu::WarpgroupAccumulatorType accumulatorType() {
+    return nvgpu::WarpgroupAccumulatorType::get(
+        ctx(), VectorType::get({64, kTileN}, b.getF32Type()));
+  }
+
+  /// A kernel parameter (an !llvm.ptr to a CUtensorMap) as a descriptor.
+  Value tensorMap(Value pointer) {
+    return UnrealizedConversionCastOp::create(b, loc, tensorMapType(), pointer)
+        .getResult(0);
+  }
+
+  /// `bytes` of dynamic shared memory from the first 1024-byte boundary
+  /// (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma
+  /// address it from an aligned base).
+  Value alignedBase(Value smem) {
+    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
+    Value rem = arith::RemUIOp::create(b, loc, addr, idx(1024));
+    return arith::RemUIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, idx(1024), rem), idx(1024));
+  }
+  /// A typed view of shared memory at byte `offset`.
+  Value view(Value smem, Value offset, MemRefType type) {
+    return memref::ViewOp::create(b, loc, type, smem, offset, ValueRange{});
+  }
+  /// The x or W tile (`which` 0 or 1) of stage `stage`.
+  Value stageTile(Value smem, Value base, Value stage, int64_t which) {
+    Value off = kb.addi(base, kb.addi(kb.muli(stage, idx(kStageBytes)),
+                                      idx(which * kTileBytes)));
+    return view(smem, off, tileType({kTileM, kTileK}, b.getBF16Type()));
+  }
+
+  /// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
+  /// expecting their bytes.
+  void issueLoads(Value bars, Value tmX, Value tmW, Value smem, Value base,
+                  Value stage, Value kt, Value row0, Value col0) {
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(kStageBytes),
+                                            stage, Value());
+    Value k0 = kb.muli(kt, idx(kTileK));
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 0),
+                                  bars, tmX, ValueRange{k0, row0}, stage,
+                                  Value(), Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 1),
+                                  bars, tmW, ValueRange{k0, col0}, stage,
+                                  Value(), Value());
+  }
+
+  /// The wgmma descriptor of rows [r0, r0 + rows) and k-columns [k0, k0 +
+  /// 16) of a stage tile, as the operand type `asType`.
+  Value descriptor(Value tile, Value tm, int64_t r0, int64_t rows, int64_t k0,
+                   MemRefType asType) {
+    auto strided = MemRefType::get(
+        {rows, kWgmmaK}, b.getBF16Type(),
+        StridedLayoutAttr::get(ctx(), r0 * kTileK + k0, {kTileK, 1}),
+        workgroup());
+    Value sub = memref::SubViewOp::create(
+        b, loc, strided, tile, ValueRange{}, ValueRange{}, ValueRange{},
+        b.getDenseI64ArrayAttr({r0, k0}),
+        b.getDenseI64ArrayAttr({rows, kWgmmaK}),
+        b.getDenseI64ArrayAttr({1, 1}));
+    auto type = nvgpu::WarpgroupMatrixDescriptorType::get(ctx(), asType);
+    return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, sub, tm);
+  }
+
+  /// acc[h] += x_tile[64 h .. 64 h + 64, :] W_tile^T for one landed stage:
+  /// four k-steps of 16, both halves; no waits between the products (one
+  /// drain at the end of the stage).
+  SmallVector<Value> multiplyStage(Value xTile, Value wTile, Value tmX,
+                                   Value tmW, ValueRange acc) {
+    SmallVector<Value> out(acc);
+    MemRefType aType = tileType({64, kWgmmaK}, b.getBF16Type());
+    MemRefType bType = tileType({kWgmmaK, kTileN}, b.getBF16Type());
+    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWgmmaK);
+    for (int64_t k = 0; k < kTileK; k += kWgmmaK) {
+      // W's tile is [N][K] (K contiguous): a K-major B operand.
+      Value dB = descriptor(wTile, tmW, 0, kTileN, k, bType);
+      for (int64_t h = 0; h < 2; ++h) {
+        Value dA = descriptor(xTile, tmX, 64 * h, 64, k, aType);
+        out[h] = nvgpu::WarpgroupMmaOp::create(b, loc, accumulatorType(), dA,
+                                               dB, noWait, UnitAttr(),
+                                               UnitAttr(), out[h]);
+      }
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    return out;
+  }
+};
+
+/// The whole kernel for one op; its steps are the methods.
+class LinearWGMMAKernel {
+public:
+  LinearWGMMAKernel(LinearOp op, KernelOperands<LinearOp> ops,
+                    KernelEmission &e)
+      : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()),
+        kb(e.kb), em{b, loc, kb, e.config.getStages()} {}
+
+  LogicalResult emit() {
+    KernelOperand x = ops.getInput(), w = ops.getWeight();
+    nOut = w.shape[0];
+    nIn = w.shape[1];
+    rows = kb.dim(x.shape[0]);
+    auto form = kb.linearForm(rows);
+    if (!form)
+      return op.emitOpError() << "linear_tma_wgmma needs a row count linear "
+                                 "in one runtime size";
+    addTensorMapParameters();
+    int64_t nb = nOut / kTileN;
+    // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
+    // last row tile stay idle).
+    e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {kThreads, 1, 1},
+                linearWGMMASharedBytes(em.stages));
+    auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
+    fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
+    nTile = kb.muli(em.remuIdx(bid, nb), em.idx(kTileN));
+    kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
+    return success();
+  }
+
+private:
+  /// The tensor maps of x and W, after the sizes: parameters the runtime
+  /// fills with each call's CUtensorMap addresses.
+  void addTensorMapParameters() {
+    auto fn = e.fn;
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    unsigned n = fn.getNumArguments();
+    // Appending to a kernel's own signature cannot fail.
+    (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
+    (void)fn.insertArgument(n + 1, ptr, DictionaryAttr(), loc);
+    Block &entry = fn.getFunctionBody().front();
+    xMapArg = entry.getArgument(n);
+    wMapArg = entry.getArgument(n + 1);
+    SmallVector<int64_t> box = {kTileK, kTileM};
+    auto map = [&](int64_t operand) -> Attribute {
+      return TensorMapAttr::get(b.getContext(), operand, box,
+                                TensorMapSwizzle::swizzle_128b);
+    };
+    K3Dialect::TensorMapsAttrHelper(b.getContext())
+        .setAttr(fn, b.getArrayAttr({map(0), map(1)}));
+  }
+
+  void body() {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value first = kb.eqi(tid, em.idx(0));
+    smem = dynamicSharedMemory();
+    base = em.alignedBase(smem);
+    tmX = em.tensorMap(xMapArg);
+    tmW = em.tensorMap(wMapArg);
+    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    for (int64_t s = 0; s < em.stages; ++s)
+      nvgpu::MBarrierInitOp::create(b, loc, bars, em.idx(1), em.idx(s), first);
+    nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
+    nvgpu::TmaPrefetchOp::create(b, loc, tmW, first);
+    gpu::BarrierOp::create(b, loc);
+    int64_t steps = nIn / kTileK;
+    kb.ifThen(first, [&] {
+      for (int64_t s = 0; s < std::min(em.stages, steps); ++s)
+        em.issueLoads(bars, tmX, tmW, smem, base, em.idx(s), em.idx(s), mTile,
+                      nTile);
+    });
+    SmallVector<Value> acc = mainLoop(first, steps);
+    epilogue(tid, acc);
+  }
+
+  /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
+  SmallVector<Value> mainLoop(Value first, int64_t steps) {
+    Value init =
+        nvgpu::WarpgroupMmaInitAccumulatorOp::create(b, loc, em.accumulatorType());
+    auto loop = scf::ForOp::create(b, loc, em.idx(0), em.idx(steps),
+                                   em.idx(1), ValueRange{init, init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    Value round = em.divuIdx(kt, em.stages);
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(),
+        arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                   em.remuIdx(round, 2)));
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
+                                           em.idx(10000000), stage);
+    SmallVector<Value> acc = em.multiplyStage(
+        em.stageTile(smem, base, stage, 0), em.stageTile(smem, base, stage, 1),
+        tmX, tmW, loop.getRegionIterArgs());
+    // Every warp is done with the stage before thread 0 overwrites it.
+    gpu::BarrierOp::create(b, loc);
+    Value next = kb.addi(kt, em.idx(em.stages));
+    kb.ifThen(kb.andi(first, kb.lti(next, em.idx(steps))), [&] {
+      em.issueLoads(bars, tmX, tmW, smem, base, stage, next, mTile, nTile);
+    });
+    scf::YieldOp::create(b, loc, acc);
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// Accumulators to a 128 x 128 f32 tile in shared memory (reusing the
+  /// stages), then each in-range row to y, 4 columns per lane.
+  void epilogue(Value tid, ArrayRef<Value> acc) {
+    gpu::BarrierOp::create(b, loc);
+    MemRefType tileTy = em.tileType({kTileM, kTileN}, b.getF32Type());
+    Value tile = em.view(smem, base, tileTy);
+    for (int64_t h = 0; h < 2; ++h) {
+      auto half = MemRefType::get(
+          {64, kTileN}, b.getF32Type(),
+          StridedLayoutAttr::get(b.getContext(), 64 * h * kTileN, {kTileN, 1}),
+          em.workgroup());
+      Value sub = memref::SubViewOp::create(
+          b, loc, half, tile, ValueRange{}, ValueRange{}, ValueRange{},
+          b.getDenseI64ArrayAttr({64 * h, 0}),
+          b.getDenseI64ArrayAttr({64, kTileN}), b.getDenseI64ArrayAttr({1, 1}));
+      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[h], sub);
+    }
+    gpu::BarrierOp::create(b, loc);
+    Value y = kb.view(e.outputs[0].base, {rows, em.idx(nOut)});
+    Type outElem = cast<MemRefType>(y.getType()).getElementType();
+    Value warp = em.divuIdx(tid, 32), col = kb.muli(em.remuIdx(tid, 32),
+                                                     em.idx(4));
+    auto loop = scf::ForOp::create(b, loc, warp, em.idx(kTileM), em.idx(4));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value r = loop.getInductionVar(), row = kb.addi(mTile, r);
+    kb.ifThen(kb.lti(row, rows), [&] {
+      auto v4 = VectorType::get({4}, b.getF32Type());
+      Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
+      if (!outElem.isF32())
+        v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
+      vector::StoreOp::create(b, loc, v, y,
+                              ValueRange{row, kb.addi(nTile, col)});
+    });
+  }
+
+  Value dynamicSharedMemory() {
+    return gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface{}, em.workgroup()));
+  }
+
+  LinearOp op;
+  KernelOperands<LinearOp> ops;
+  KernelEmission &e;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  WGMMAEmitter em;
+  int64_t nOut = 0, nIn = 0;
+  Value rows, mTile, nTile, xMapArg, wMapArg, smem, base, tmX, tmW, bars;
+};
+
+struct LinearWGMMAPattern : OpKernelPattern<LinearOp> {
+  LinearWGMMAPattern() : OpKernelPattern(KernelKind::linear_tma_wgmma) {}
+  LogicalResult emit(LinearOp op, Adaptor operands,
+                     KernelEmission &e) const override {
+    if (failed(LinearWGMMAKernel(op, operands, e).emit()))
+      return failure();
+    auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
+    gpu::ReturnOp::create(e.kb.builder(), op.getLoc());
+    K3Dialect::PhasesAttrHelper(op.getContext())
+        .setAttr(fn, ArrayAttr::get(op.getContext(),
+                                    {FlatSymbolRefAttr::get(fn.getNameAttr())}));
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateLinearWGMMAPattern(KernelPatternSet &patterns) {
+  patterns.add<LinearWGMMAPattern>();
+}
