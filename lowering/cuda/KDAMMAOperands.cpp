@@ -22,13 +22,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"
-#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/LegacyMMA.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::legacy;
 
 namespace {
 constexpr int64_t kChunk = 16, kMid = 7, kWarps = 4;

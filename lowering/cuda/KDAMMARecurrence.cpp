@@ -25,12 +25,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"
-#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/LegacyMMA.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::legacy;
 
 namespace {
 constexpr int64_t kChunk = 16;

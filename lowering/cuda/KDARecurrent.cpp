@@ -34,7 +34,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/cuda/CUDAKernels.h"
-#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/LegacyMMA.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -48,6 +48,7 @@
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::legacy;
 
 namespace {
 

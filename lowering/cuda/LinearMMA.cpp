@@ -1,12 +1,12 @@
-//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate -*- C++
-//-*-===//
+//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate ------===//
 //
 // `y[r, o] = sum_i x[r, i] w[o, i]` with f32 activations on the tensor cores
 // at f32 accuracy: the error-compensated "3xTF32" split. Each f32 operand is
 // a = a_hi + a_lo with a_hi = a rounded down to tf32 (the low 13 mantissa
 // bits cleared) and a_lo = a - a_hi (exact in f32, then itself cut to tf32);
 // a b ~ a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first, with
-// f32 accumulation (mma.sync.m16n8k8.tf32): a relative error near f32's
+// f32 accumulation (k3gpu.mma_sync m16n8k8 tf32, fragments vector<4x1xf32>
+// and vector<2x1xf32>): a relative error near f32's
 // instead of tf32's 2^-11. bf16/f16 weights are exact in tf32, so b_lo = 0
 // and two products suffice.
 //
@@ -83,20 +83,31 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
   Value wm = kb.muli(em.divu(warp, 2), kb.idx(32));
   Value wn = kb.muli(em.remu(warp, 2), kb.idx(16));
 
+  // The 3xTF32 split: hi = f with the low 13 mantissa bits cleared, lo =
+  // (f - hi) likewise (tf32 operands are f32 values whose low bits the
+  // tensor cores ignore; they are cleared so that the split is exact).
   Type i32 = b.getI32Type();
   Value mask = arith::ConstantOp::create(
       b, loc, b.getI32IntegerAttr(int32_t(0xFFFFE000u)));
   auto hiBits = [&](Value f) {
     Value bits = arith::BitcastOp::create(b, loc, i32, f);
-    return arith::AndIOp::create(b, loc, bits, mask).getResult();
+    Value hi = arith::AndIOp::create(b, loc, bits, mask);
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), hi).getResult();
   };
   auto split = [&](Value f) -> std::pair<Value, Value> {
     Value hi = hiBits(f);
-    Value hiF = arith::BitcastOp::create(b, loc, b.getF32Type(), hi);
-    return {hi, hiBits(kb.sub(f, hiF))};
+    return {hi, hiBits(kb.sub(f, hi))};
+  };
+  // tf32 fragments: A vector<4x1xf32>, B vector<2x1xf32>.
+  auto frag = [&](ArrayRef<Value> regs) {
+    SmallVector<Value> rows;
+    for (Value r : regs)
+      rows.push_back(vector::FromElementsOp::create(
+          b, loc, VectorType::get({1}, b.getF32Type()), r));
+    return em.stack(rows);
   };
   auto mma = [&](ArrayRef<Value> a, ArrayRef<Value> bb, const Acc &c) {
-    return em.mmaSync(a, bb, c, 8, NVVM::MMATypes::tf32);
+    return em.mma(frag(a), frag(bb), c);
   };
 
   SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));

@@ -20,17 +20,17 @@
 // CHECK-SAME: k3.launch_grid = array<i64: -1, 2, 126, 64>
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: scf.for
-// CHECK-COUNT-32: nvvm.mma.sync
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-COUNT-32: k3gpu.mma_sync {{.*}} : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
+// CHECK-NOT: k3gpu.mma_sync
 // CHECK: scf.yield
 // f32 weight [32, 64]: three products (48 per K step).
 // CHECK-LABEL: gpu.func @linear_1(
 // CHECK: scf.for
-// CHECK-COUNT-48: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK-COUNT-48: k3gpu.mma_sync {{.*}} : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
 // CHECK: scf.yield
 // 40 outputs (not a multiple of 32): the loop nest.
 // CHECK-LABEL: gpu.func @linear_2(
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-NOT: k3gpu.mma_sync
 // CHECK: gpu.return
 
 // BAD: error: cuda-linear must be generic or mma-3xtf32, got 'wmma'
