@@ -21,6 +21,7 @@
 // (vector loads, ldmatrix, approximate reciprocal; docs/kda-cuda.md).
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/DecayGate.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/LegacyMMA.h"
 
@@ -263,11 +264,12 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
         Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
         em.sts(qe, sQ, at);
         em.sts(ke, sK, at);
-        // lb * sigmoid(A (g + dt_bias)) * log2(e).
-        Value u = kb.mul(gateA, kb.add(tl.g[e], dtb[e]));
-        Value sig =
-            em.rcpApprox(kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
-        Value lgt = kb.mul(kb.f32(lowerBound * log2e), sig);
+        // lb * sigmoid(A (g + dt_bias)) * log2(e), the reciprocal by the
+        // special-function unit.
+        Value lgt =
+            emitGateLogDecay(kb, DecayGateKind::lower_bounded_sigmoid,
+                             lowerBound, gateA, kb.add(tl.g[e], dtb[e]),
+                             {log2e, [&](Value x) { return em.rcpApprox(x); }});
         em.sts(kb.select(valid, lgt, zero), sG, at);
       }
       Value nq = kb.f32(scale), nk = kb.f32(1.0);

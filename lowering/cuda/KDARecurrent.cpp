@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
+#include "lowering/DecayGate.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/LegacyMMA.h"
 
@@ -329,16 +330,10 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
       Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
       for (int64_t e = 0; e < E; ++e) {
         Value z = rg[s * E + e];
-        Value lgt;
-        if (!gateKind) {
-          lgt = z;
-        } else {
-          Value u = kb.add(z, dtb[e]);
-          if (*gateKind == DecayGateKind::lower_bounded_sigmoid)
-            lgt = kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(gateA, u)));
-          else
-            lgt = kb.neg(kb.mul(gateA, kb.softplus(u)));
-        }
+        Value lgt = z;
+        if (gateKind)
+          lgt = emitGateLogDecay(kb, *gateKind, lowerBound, gateA,
+                                 kb.add(z, dtb[e]));
         Value a = kb.exp(lgt);
         Value qe = rq[s * E + e], ke = rk[s * E + e];
         if (stageOk[e]) {
