@@ -23,6 +23,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
@@ -185,6 +186,43 @@ struct MMAEmitter {
     Value v = vector::FromElementsOp::create(b, loc, vt, vals);
     auto st = vector::StoreOp::create(b, loc, v, mem, at);
     st.setAlignment(vals.size() * 4);
+  }
+
+  /// The bare pointer `base` viewed row-major at `sizes` with its static
+  /// sizes and strides in the type (KernelBuilder::view's are dynamic):
+  /// vector loads and nvgpu copies need a unit innermost stride.
+  Value contiguousView(Value base, ArrayRef<Value> sizes) {
+    const int64_t rank = sizes.size();
+    SmallVector<int64_t> shape(rank), strides(rank);
+    SmallVector<OpFoldResult> sizeOfr(rank), strideOfr(rank);
+    int64_t stride = 1;
+    Value strideV = kb.idx(1);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      std::optional<int64_t> c = getConstantIntValue(sizes[i]);
+      shape[i] = c ? *c : ShapedType::kDynamic;
+      strides[i] = stride;
+      sizeOfr[i] = c ? OpFoldResult(b.getIndexAttr(*c)) : sizes[i];
+      strideOfr[i] = stride != ShapedType::kDynamic
+                         ? OpFoldResult(b.getIndexAttr(stride))
+                         : OpFoldResult(strideV);
+      strideV = kb.muli(strideV, sizes[i]);
+      stride = c && stride != ShapedType::kDynamic ? stride * *c
+                                                   : ShapedType::kDynamic;
+    }
+    auto baseType = cast<MemRefType>(base.getType());
+    // Static strides are the row-major ones: the identity layout.
+    MemRefLayoutAttrInterface layout;
+    if (llvm::is_contained(strides, ShapedType::kDynamic))
+      layout = StridedLayoutAttr::get(b.getContext(), 0, strides);
+    auto type = MemRefType::get(shape, baseType.getElementType(), layout);
+    return memref::ReinterpretCastOp::create(
+        b, loc, type, base, b.getIndexAttr(0), sizeOfr, strideOfr);
+  }
+  Value contiguousView(const KernelOperand &x) {
+    SmallVector<Value> sizes;
+    for (int64_t d : x.shape)
+      sizes.push_back(kb.dim(d));
+    return contiguousView(x.base, sizes);
   }
 
   /// The kernel's dynamic shared memory as bytes (the launch states its

@@ -23,7 +23,7 @@
 // CHECK-SAME: k3.phases = [@kda_0]
 // CHECK: gpu.thread_id x
 // CHECK: gpu.block_id x
-// CHECK: llvm.load {{.*}} {alignment = 16 : i64} : !llvm.ptr<1> -> vector<4xf32>
+// CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x4x128x128xf32>, vector<4xf32>
 // CHECK: scf.for
 // CHECK: gpu.barrier
 // CHECK: gpu.shuffle xor
@@ -35,7 +35,7 @@
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK: scf.yield
-// CHECK: llvm.store {{.*}} {alignment = 16 : i64} : vector<4xf32>, !llvm.ptr<1>
+// CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<?x4x128x128xf32>, vector<4xf32>
 // CHECK-NOT: gpu.func @kda_0__1
 
 // PTX: .shared .align {{[0-9]+}} .b8 __wg_kda_0
