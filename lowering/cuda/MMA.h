@@ -156,6 +156,26 @@ struct MMAEmitter {
     Value r = ldmatrix4(tile, at, /*transpose=*/fromKN);
     return {rows(r, 0, 2), rows(r, 2, 2)};
   }
+  /// Element `half` (0: the low one) of a bf16 pair (a fragment row), as
+  /// f32: bf16 is f32's upper 16 bits, so a shift or a mask of the pair's
+  /// 32-bit word.
+  Value unpackBF16(Value pair, int half) {
+    Value word =
+        extract(vector::BitCastOp::create(
+                    b, loc, VectorType::get({1}, b.getI32Type()), pair),
+                {0});
+    Value bits =
+        half == 0 ? arith::ShLIOp::create(b, loc, word,
+                                          arith::ConstantOp::create(
+                                              b, loc, b.getI32IntegerAttr(16)))
+                        .getResult()
+                  : arith::AndIOp::create(
+                        b, loc, word,
+                        arith::ConstantOp::create(
+                            b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
+                        .getResult();
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+  }
   /// 1 / x by the special-function unit (k3gpu.rcp_approx, ~1 ulp): the
   /// IEEE division's slow path is a call per element.
   Value rcpApprox(Value x) {
@@ -223,6 +243,14 @@ struct MMAEmitter {
     for (int64_t d : x.shape)
       sizes.push_back(kb.dim(d));
     return contiguousView(x.base, sizes);
+  }
+
+  /// `i` (a shared-memory offset) through 32 bits, as the pre-port
+  /// kernels' i32 offsets on one shared pointer: LLVM may then compute it,
+  /// and what it is made of, in 32-bit registers.
+  Value narrow(Value i) {
+    Value i32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), i);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
   }
 
   /// The kernel's dynamic shared memory as bytes (the launch states its

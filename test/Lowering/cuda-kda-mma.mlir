@@ -52,31 +52,41 @@
 // CHECK-SAME: k3.launch_block = array<i64: 32, 1, 1>
 // CHECK-SAME: k3.launch_grid = array<i64: -2, 32, 0, 1>
 // CHECK: gpu.dynamic_shared_memory
-// Three stages: chunks 0 and 1 issued ahead; per chunk one wait (chunk c
-// landed, c + 1 may be pending), one barrier, chunk c + 2 issued, 52 mma.
-// CHECK: nvvm.cp.async.shared.global {{.*}} cache = cg
-// CHECK: nvvm.cp.async.commit.group
-// CHECK: nvvm.cp.async.commit.group
+// Three stages: chunks 0 and 1 issued ahead (a group each: 16-byte copies
+// of packed rows and v, zero-filled past the sequence); per chunk one wait
+// (chunk c landed, c + 1 may be pending), one barrier, chunk c + 2 issued,
+// 52 mma (32 with the state, v^T's tile by ldmatrix.trans, then 20).
+// CHECK: nvgpu.device_async_copy {{.*}}, 4, %{{.*}} {bypassL1} : memref<?xi32> to memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: gpu.barrier
-// CHECK: nvvm.cp.async.shared.global
-// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK-NOT: gpu.barrier
-// CHECK-COUNT-52: nvvm.mma.sync
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-NOT: gpu.barrier
+// CHECK: k3gpu.mma_sync {{.*}} : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-31: k3gpu.mma_sync
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK-COUNT-20: k3gpu.mma_sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-NOT: k3gpu.mma_sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // TUNED-LABEL: gpu.func @kda_mma_operands_0(
 // TUNED-SAME: nvvm.minctasm = 4
 // TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
 // TUNED-SAME: k3.launch_block = array<i64: 64, 1, 1>
 // TUNED-SAME: k3.launch_grid = array<i64: -2, 16, 0, 1>
-// TUNED: nvvm.cp.async.commit.group
-// TUNED-NOT: nvvm.cp.async.commit.group
+// TUNED: nvgpu.device_async_create_group {k3.all_issued}
+// TUNED-NOT: nvgpu.device_async_create_group
 // TUNED: scf.for
-// TUNED: nvvm.cp.async.wait.group 0
+// TUNED: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
 // SMALLGPU-SAME: k3.launch_block = array<i64: 64, 1, 1>
