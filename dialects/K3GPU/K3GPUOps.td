@@ -13,9 +13,10 @@
 //    operands as f32 vectors with an attribute; this op covers exactly the
 //    two shapes the kernels use, bf16 m16n8k16 and tf32 m16n8k8, with f32
 //    accumulators.
-//  - k3gpu.ballot: the gpu dialect has no warp vote; a ballot and a
+//  - k3gpu.ballot_count: the gpu dialect has no warp vote; a ballot and a
 //    population count is one round of a 32-ary search (gpu.subgroup_reduce
-//    would be a reduction tree or REDUX, not VOTE).
+//    would be a reduction tree or REDUX, not VOTE), and math.ctpop has no
+//    lowering in convert-gpu-to-nvvm.
 //  - k3gpu.rcp_approx: the scalar rcp.approx.ftz.f32 (nvgpu.rcp takes
 //    vectors only); the IEEE division's slow path is a call per element.
 //
@@ -83,14 +84,15 @@ def K3GPU_MmaSyncOp : K3GPU_Op<"mma_sync", [Pure,
   let hasVerifier = 1;
 }
 
-def K3GPU_BallotOp : K3GPU_Op<"ballot", []> {
-  let summary = "the warp's predicates as a bit mask (vote.sync.ballot)";
+def K3GPU_BallotCountOp : K3GPU_Op<"ballot_count", []> {
+  let summary = "how many lanes of the warp hold a true predicate";
   let description = [{
-    Bit l of the result is `pred` of lane l; every lane of the warp must
-    execute it (full-warp member mask).
+    popc(vote.sync.ballot(pred)): the number of lanes whose `pred` is true,
+    the same in every lane; every lane of the warp must execute it
+    (full-warp member mask).
 
     ```mlir
-    %mask = k3gpu.ballot %pred : i32
+    %n = k3gpu.ballot_count %pred : i32
     ```
   }];
   let arguments = (ins I1:$pred);

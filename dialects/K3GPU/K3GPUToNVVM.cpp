@@ -83,17 +83,18 @@ struct MmaSyncOpLowering : ConvertOpToLLVMPattern<MmaSyncOp> {
   }
 };
 
-struct BallotOpLowering : ConvertOpToLLVMPattern<BallotOp> {
+struct BallotCountOpLowering : ConvertOpToLLVMPattern<BallotCountOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult
-  matchAndRewrite(BallotOp op, OpAdaptor adaptor,
+  matchAndRewrite(BallotCountOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Type i32 = rewriter.getI32Type();
     Value all = LLVM::ConstantOp::create(rewriter, loc, i32,
                                          rewriter.getI32IntegerAttr(-1));
-    rewriter.replaceOpWithNewOp<NVVM::VoteSyncOp>(
-        op, i32, all, adaptor.getPred(), NVVM::VoteSyncKind::ballot);
+    Value mask = NVVM::VoteSyncOp::create(
+        rewriter, loc, i32, all, adaptor.getPred(), NVVM::VoteSyncKind::ballot);
+    rewriter.replaceOpWithNewOp<LLVM::CtPopOp>(op, i32, mask);
     return success();
   }
 };
@@ -137,7 +138,7 @@ struct ConvertK3GPUToNVVMPass
 
 void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<MmaSyncOpLowering, BallotOpLowering, RcpApproxOpLowering>(
+  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering>(
       converter);
 }
 

@@ -25,9 +25,10 @@ func.func @mma_tf32(%a: vector<4x1xf32>, %b: vector<2x1xf32>,
 
 // CHECK-LABEL: func @ballot
 // CHECK: %[[ALL:.*]] = llvm.mlir.constant(-1 : i32) : i32
-// CHECK: nvvm.vote.sync ballot %[[ALL]], %{{.*}} -> i32
+// CHECK: %[[MASK:.*]] = nvvm.vote.sync ballot %[[ALL]], %{{.*}} -> i32
+// CHECK: llvm.intr.ctpop(%[[MASK]]) : (i32) -> i32
 func.func @ballot(%p: i1) -> i32 {
-  %m = k3gpu.ballot %p : i32
+  %m = k3gpu.ballot_count %p : i32
   return %m : i32
 }
 

@@ -40,12 +40,19 @@
 // CHECK-SAME: k3.launch_smem = {{[0-9]+}}
 // CHECK-SAME: nvvm.minctasm = 5
 // CHECK: gpu.dynamic_shared_memory
+// The 32-ary search over cu_seqlens: a ballot count per round.
+// CHECK: scf.while
+// CHECK: k3gpu.ballot_count
+// The channels' loads: a lane's 4 bf16 channels in one 8-byte load.
+// CHECK: vector.load {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
 // CHECK: gpu.barrier
+// CHECK: k3gpu.rcp_approx
 // CHECK: gpu.shuffle xor
 // CHECK: gpu.barrier
 // CHECK: gpu.barrier
 // CHECK: gpu.barrier
-// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: k3gpu.mma_sync {{.*}} : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(

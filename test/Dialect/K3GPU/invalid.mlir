@@ -52,6 +52,6 @@ func.func @f16(%a: vector<4x2xf16>, %b: vector<2x2xf16>,
 
 func.func @ballot_i64(%p: i1) -> i64 {
   // expected-error @+1 {{result #0 must be 32-bit signless integer}}
-  %m = k3gpu.ballot %p : i64
+  %m = k3gpu.ballot_count %p : i64
   return %m : i64
 }

@@ -20,9 +20,9 @@ func.func @mma_tf32(%a: vector<4x1xf32>, %b: vector<2x1xf32>,
 }
 
 // CHECK-LABEL: func @ballot
-// CHECK: k3gpu.ballot %{{.*}} : i32
+// CHECK: k3gpu.ballot_count %{{.*}} : i32
 func.func @ballot(%p: i1) -> i32 {
-  %m = k3gpu.ballot %p : i32
+  %m = k3gpu.ballot_count %p : i32
   return %m : i32
 }
 
