@@ -4,6 +4,9 @@
 // CUDA runner library, which Debian does not ship and the runtime must not
 // link. The artifact's plan is the host orchestration instead.
 //
+// The dedicated kernels (cuda/) are built from nvgpu and k3gpu ops: their
+// conversions run before convert-gpu-to-nvvm lowers the rest.
+//
 //===----------------------------------------------------------------------===//
 #include "lowering/CompileCUDA.h"
 
@@ -21,7 +24,7 @@ using namespace mlir;
 namespace {
 constexpr const char *kDevicePipeline =
     "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-    "convert-nvgpu-to-nvvm,"
+    "convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,"
     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
     "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts)";
 } // namespace

@@ -7,6 +7,7 @@
 // the chain over chunks reads only prepared operands (docs/kda-cuda.md).
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/K3/DecayGate.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -28,7 +29,9 @@ bool covered(KDAOp op) {
       !op.getLowerBoundAttr() || !op.getALog())
     return false;
   double lb = op.getLowerBoundAttr().getValueAsDouble();
-  if (!(lb >= -5.5 && lb <= 0.0))
+  // Every valid gate (DecayGate.h: the operand kernel's middle-token
+  // factorisation keeps |lb| <= 5.5 in range, and [-5, 0) is inside it).
+  if (!isValidGateLowerBound(lb))
     return false;
   for (Value x : {op.getQ(), op.getK(), op.getV()})
     if (!tensorType(x).getElementType().isBF16())

@@ -113,7 +113,7 @@ def K3KDAMMASplit : Pass<"k3-kda-mma-split"> {
     the 16 x 16 products and solves of every 16-token chunk, packed per
     token) and `k3.kda_mma_recurrence` (the serial chain over chunks, all
     products on `mma.sync`). Covered: bf16 q, k, v; the in-op lower-bounded
-    sigmoid gate with lower_bound in [-5.5, 0]; K a multiple of 64 up to
+    sigmoid gate (every valid lower_bound, [-5, 0)); K a multiple of 64 up to
     256; V a multiple of 16; f32 state; cu_seqlens or batch 1. Other
     k3.kda ops are left alone (the recurrent kernel runs them). bf16
     operands are what the tensor cores multiply, so the result matches the

@@ -6,6 +6,7 @@
 // both sides are static.
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/K3/DecayGate.h"
 #include "dialects/K3/K3Dialect.h"
 
 #include "llvm/Support/MathExtras.h"
@@ -330,9 +331,10 @@ LogicalResult KDAMMAOperandsOp::verify() {
     return emitOpError() << "expects 5K/2 + 16 = " << 5 * k / 2 + 16
                          << " words per token in 'packed', got " << words;
   double lb = getLowerBound().convertToDouble();
-  if (!(lb >= -5.5 && lb <= 0.0))
-    return emitOpError() << "expects lower_bound in [-5.5, 0] (the in-chunk "
-                            "decay products must stay in the f32 range), got "
+  if (!isValidGateLowerBound(lb))
+    return emitOpError() << "expects lower_bound in [-5, 0) (the gate's range; "
+                            "the in-chunk decay products stay in the f32 "
+                            "range for |lb| <= 5.5), got "
                          << lb;
   int64_t b = rt(getQ()).getDimSize(0);
   if (!getCuSeqlens() && b != 1)

@@ -287,8 +287,9 @@ def K3_KDAMMAOperandsOp : K3_Op<"kda_mma_operands", [Pure]> {
     | [3K/2 + 16, 5K/2 + 16) | e^{G_C} as f32, on the chunk's last row only |
 
     with `L[t][s] = beta_t k_t . (e^{G_t - G_s} k_s)` for s < t. Requires
-    the lower-bounded sigmoid gate with `lower_bound` in [-5.5, 0] (the
-    in-chunk decay products stay inside the f32 range), K a multiple of 64
+    the lower-bounded sigmoid gate with `lower_bound` in the gate's range
+    [-5, 0) (dialects/K3/DecayGate.h; the in-chunk decay products stay
+    inside the f32 range up to |lb| = 5.5), K a multiple of 64
     up to 256, and cu_seqlens or B = 1.
   }];
   let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,

@@ -5,6 +5,7 @@
 // Dynamic dimensions are compared only where both sides are static.
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/K3/DecayGate.h"
 #include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -130,15 +131,14 @@ LogicalResult verifyGLUActivation(Operation *op, GLUActivation act,
   return success();
 }
 
-/// K3's gate lower bound lives in [-5, 0): the chunkwise kernels rely on it
-/// to keep in-tile decay ratios inside f32/bf16 range (seed §5.4).
+/// K3's gate lower bound lives in [-5, 0) (DecayGate.h says why).
 LogicalResult verifyDecayGate(Operation *op, DecayGateKind kind,
                               std::optional<double> lowerBound) {
   if (kind == DecayGateKind::lower_bounded_sigmoid) {
     if (!lowerBound)
       return op->emitOpError()
              << "lower_bounded_sigmoid gate requires 'lower_bound'";
-    if (!(*lowerBound >= -5.0 && *lowerBound < 0.0))
+    if (!isValidGateLowerBound(*lowerBound))
       return op->emitOpError()
              << "expects 'lower_bound' in [-5, 0), got " << *lowerBound;
     return success();

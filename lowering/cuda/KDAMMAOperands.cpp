@@ -1,5 +1,4 @@
-//===- KDAMMAOperands.cpp - state-independent KDA chunk operands -*- C++
-//-*-===//
+//===- KDAMMAOperands.cpp - state-independent KDA chunk operands -------===//
 //
 // The token-parallel half of the tensor-core KDA (k3.kda_mma_operands): one
 // block of 4 warps per 16-token window; for every chunk that starts in the
@@ -20,7 +19,13 @@
 // search, the window's loads issued together) and instructions cheap
 // (vector loads, ldmatrix, approximate reciprocal; docs/kda-cuda.md).
 //
+// Built from typed values: shared memory as workgroup memref views,
+// vector.load for the channel loads, nvgpu.ldmatrix and k3gpu.mma_sync for
+// the products, k3gpu.ballot for the search, the gate from DecayGate.h;
+// the phases are OperandsKernel's member functions.
+//
 //===----------------------------------------------------------------------===//
+#include "lowering/DecayGate.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 
@@ -33,7 +38,7 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kChunk = 16, kMid = 7, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
-} // namespace
+constexpr double kLog2e = 1.4426950408889634;
 
 /// For x0 <= x1: the numbers of entries of cu[0..N] that are <= x0 and
 /// <= x1 (cu non-decreasing, cu[0] = 0 <= x0). A 32-ary search for both
@@ -42,9 +47,9 @@ constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
 /// interval by 32: a single round up to 31 sequences. (A binary search per
 /// key cost log2(N + 1) dependent loads each, most of the block's latency
 /// before its first token's loads.)
-static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
-                                            Value lane, Value cu, Value numSeqs,
-                                            Value x0, Value x1) {
+std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
+                                     Value lane, Value cu, Value numSeqs,
+                                     Value x0, Value x1) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   Type idx = b.getIndexType();
@@ -76,11 +81,9 @@ static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
       Value v = kb.loadIndex(cu, {kb.minsi(i, numSeqs)});
       Value le = kb.ori(kb.eqi(lane, kb.idx(0)),
                         kb.andi(kb.lti(i, hi), kb.notb(kb.lti(x, v))));
-      Value all = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
-      Value mask = NVVM::VoteSyncOp::create(b, loc, b.getI32Type(), all, le,
-                                            NVVM::VoteSyncKind::ballot);
       Value c = arith::IndexCastOp::create(
-          b, loc, idx, LLVM::CtPopOp::create(b, loc, b.getI32Type(), mask));
+          b, loc, idx,
+          k3gpu::BallotCountOp::create(b, loc, b.getI32Type(), le));
       return {kb.addi(lo, kb.muli(kb.subi(c, kb.idx(1)), step)),
               kb.minsi(kb.addi(lo, kb.muli(c, step)), hi)};
     };
@@ -92,96 +95,128 @@ static std::pair<Value, Value> countAtMost2(KernelBuilder &kb, MMAEmitter &em,
           kb.addi(loop.getResult(2), kb.idx(1))};
 }
 
-FailureOr<bool>
-mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
-                                 KernelBuilder &kb, ArrayRef<KernelOperand> in,
-                                 ArrayRef<KernelOperand> out,
-                                 const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[4] : nullptr;
-  const KernelOperand &aLog = in[cu ? 5 : 4], &dtBias = in[cu ? 6 : 5];
-  const int64_t kDim = in[0].shape[3], heads = in[0].shape[2];
-  if (kDim <= 0 || heads <= 0)
-    return op.emitOpError() << "needs static head count and key dimension";
-  const int64_t CPL = kDim / 32, R = 3 * kDim / 2; // R: word of P's row
-  const double scale = op.getScale().convertToDouble();
-  const double lowerBound = op.getLowerBound().convertToDouble();
-  const bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
+/// One token's raw loads (P1), issued before the barrier.
+struct TokenLoads {
+  Value row, valid, tok, beta;
+  SmallVector<Value> q, k, g;
+};
 
-  // H blocks per 16-token window (a few past the last window stay idle).
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {kNumTokens, heads, (kChunk - 1) * heads, kChunk}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
-  // The kernel is latency-bound per block (barriers, a 16-step solve):
-  // throughput comes from blocks per SM, so cap the registers for
-  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 85
-  // registers, no spills, 38.5 KB of shared memory each at K = 128, which
-  // also caps an H200 SM at 5 blocks).
-  int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
-  fn->setAttr("nvvm.maxntid",
-              b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
-  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
+/// The kernel body: per chunk that starts in the block's window, the
+/// phases P1 (loads, gates, norms), P2 (cumulative decay), P3 (decayed
+/// operands), the two products and the solve, five barriers apart.
+class OperandsKernel {
+public:
+  OperandsKernel(KDAMMAOperandsOp op, KernelBuilder &kb,
+                 ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, a(in, op),
+        packed(out[0].full) {
+    kDim = in[0].shape[3];
+    heads = in[0].shape[2];
+    CPL = kDim / 32;
+    R = 3 * kDim / 2;
+    pow2Part = CPL & -CPL;
+    scale = op.getScale().convertToDouble();
+    lowerBound = op.getLowerBound().convertToDouble();
+    l2 = op.getUseQkL2norm();
+    sigmoidBeta = op.getUseBetaSigmoid();
+    opStride = kDim / 2 + 4;
+  }
 
-  // Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
-  // [16][K] f32 with their per-token norm factors [16][2] (held here, not
-  // in registers across barriers: registers set how many blocks share an
-  // SM), beta [16], L [16][17] f32, and the intra-chunk factors
-  // q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4], and
-  // per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K] (every region 16-byte
-  // aligned for the vector loads).
-  const int64_t opStride = kDim / 2 + 4, lStride = 20; // rows 16-byte aligned
-  const int64_t offQ = kChunk * kDim * 4, offK = offQ + kChunk * kDim * 4;
-  const int64_t offNorm = offK + kChunk * kDim * 4;
-  const int64_t offBeta = offNorm + kChunk * 2 * 4, offL = offBeta + kChunk * 4;
-  const int64_t offOps = offL + kChunk * lStride * 4;
-  const int64_t offChan = offOps + 3 * kChunk * opStride * 4;
-  const int64_t total = offChan + 3 * kDim * 4;
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(total));
-  MMAEmitter em{b, loc, kb};
-  Value smem = em.dynamicSharedMemory();
-  auto viewAs = [&](Type elem, int64_t off, int64_t count) {
-    return em.sharedView(smem, elem, kb.idx(off), count);
-  };
-  Value sG = viewAs(b.getF32Type(), 0, kChunk * kDim);
-  Value sQ = viewAs(b.getF32Type(), offQ, kChunk * kDim);
-  Value sK = viewAs(b.getF32Type(), offK, kChunk * kDim);
-  Value sNorm = viewAs(b.getF32Type(), offNorm, kChunk * 2);
-  Value sBeta = viewAs(b.getF32Type(), offBeta, kChunk);
-  Value sL = viewAs(b.getF32Type(), offL, kChunk * lStride);
-  // Per channel: G_m, 2^{G_m}, 2^{G_C - G_m}.
-  Value sChan = viewAs(b.getF32Type(), offChan, 3 * kDim);
-  enum { kQM, kKMM, kKM };
-  Value sOp[3];
-  for (int i = 0; i < 3; ++i)
-    sOp[i] = viewAs(b.getI32Type(), offOps + i * kChunk * opStride * 4,
-                    kChunk * opStride);
+  /// Shared memory bytes (every region 16-byte aligned for vector loads).
+  int64_t layout() {
+    offQ = kChunk * kDim * 4;
+    offK = offQ + kChunk * kDim * 4;
+    offNorm = offK + kChunk * kDim * 4;
+    offBeta = offNorm + kChunk * 2 * 4;
+    offL = offBeta + kChunk * 4;
+    offOps = offL + kChunk * kLStride * 4;
+    offChan = offOps + 3 * kChunk * opStride * 4;
+    return offChan + 3 * kDim * 4;
+  }
 
-  Value beta = in[3].full;
-  Value packed = out[0].full;
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-  Value gq = em.divu(lane, 4), tig = em.remu(lane, 4);
-  Value tig2 = kb.muli(tig, kb.idx(2));
-  Value ch0 = kb.muli(lane, kb.idx(CPL));
-  Value numTokens = kb.dim(in[0].shape[1]);
-  Value head = em.remu(bid, heads);
-  Value w0 = kb.muli(em.divu(bid, heads), kb.idx(kChunk));
-  Value w1 = kb.minsi(kb.addi(w0, kb.idx(kChunk)), numTokens);
+  void emit() {
+    views();
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    lane = em.remu(tid, 32);
+    warp = em.divu(tid, 32);
+    gq = em.divu(lane, 4);
+    tig = em.remu(lane, 4);
+    tig2 = kb.muli(tig, kb.idx(2));
+    ch0 = kb.muli(lane, kb.idx(CPL));
+    Value numTokens = kb.dim(a.getQ().shape[1]);
+    Value head = em.remu(bid, heads);
+    w0 = kb.muli(em.divu(bid, heads), kb.idx(kChunk));
+    w1 = kb.minsi(kb.addi(w0, kb.idx(kChunk)), numTokens);
+    for (int i = 0; i < 3; ++i)
+      gIn[i] = flatView(i == 0 ? a.getQ() : i == 1 ? a.getK() : a.getG());
 
-  // Lane's CPL channels (ch0 = lane * CPL, contiguous) of token `tok`,
-  // head hh of input `which` (q, k or g) as f32, in vector loads of up to
-  // 16 bytes: the rows are K-element aligned and buffers 256-byte aligned.
-  // A load covers a power of two of channels dividing CPL, so that it is
-  // aligned to its size (K = 192: CPL = 6, loads of 2).
-  const int64_t pow2Part = CPL & -CPL;
-  Value inPtr[3];
-  for (int i = 0; i < 3; ++i)
-    inPtr[i] = em.pointer(em.addressOf(in[i].base), 1);
-  auto loadChannels = [&](int which, Value tok, Value hh) {
-    Type elem = cast<MemRefType>(in[which].full.getType()).getElementType();
+    // The chunks that start in this window: one per overlapping sequence.
+    auto perChunk = [&](Value start, Value end) {
+      Value off = kb.maxsi(kb.subi(w0, start), kb.idx(0));
+      Value chunks = em.divu(kb.addi(off, kb.idx(kChunk - 1)), kChunk);
+      Value t0 = kb.addi(start, kb.muli(chunks, kb.idx(kChunk)));
+      kb.ifThen(kb.lti(t0, kb.minsi(w1, end)), [&] { perHead(head, t0, end); });
+    };
+    KernelOperand cu = a.getCuSeqlens();
+    if (cu.base) {
+      Value numSeqs = kb.subi(kb.dim(cu.shape[0]), kb.idx(1));
+      auto [atW0, atW1] = countAtMost2(kb, em, lane, cu.full, numSeqs, w0,
+                                       kb.subi(w1, kb.idx(1)));
+      Value sLo = kb.subi(atW0, kb.idx(1));
+      Value sHi = kb.minsi(atW1, numSeqs);
+      kb.forRange(kb.maxsi(sLo, kb.idx(0)), sHi, [&](Value s) {
+        perChunk(kb.loadIndex(cu.full, {s}),
+                 kb.loadIndex(cu.full, {kb.addi(s, kb.idx(1))}));
+      });
+    } else {
+      perChunk(kb.idx(0), numTokens);
+    }
+  }
+
+private:
+  static constexpr int64_t kLStride = 20; // L's rows 16-byte aligned
+
+  /// Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
+  /// [16][K] f32 with their per-token norm factors [16][2] (held here, not
+  /// in registers across barriers: registers set how many blocks share an
+  /// SM), beta [16], L [16][20] f32, and the intra-chunk factors
+  /// q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4], and
+  /// per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K].
+  void views() {
+    Value smem = em.dynamicSharedMemory();
+    auto viewAs = [&](Type elem, int64_t off, ArrayRef<int64_t> shape) {
+      return em.sharedView(smem, elem, kb.idx(off), shape);
+    };
+    Type f32 = b.getF32Type();
+    sG = viewAs(f32, 0, {kChunk * kDim});
+    sQ = viewAs(f32, offQ, {kChunk * kDim});
+    sK = viewAs(f32, offK, {kChunk * kDim});
+    sNorm = viewAs(f32, offNorm, {kChunk * 2});
+    sBeta = viewAs(f32, offBeta, {kChunk});
+    sL = viewAs(f32, offL, {kChunk * kLStride});
+    sChan = viewAs(f32, offChan, {3 * kDim});
+    for (int i = 0; i < 3; ++i) {
+      int64_t off = offOps + i * kChunk * opStride * 4;
+      sOp[i] = viewAs(b.getI32Type(), off, {kChunk * opStride});
+      sOpTile[i] = viewAs(b.getBF16Type(), off, {kChunk, 2 * opStride});
+    }
+  }
+
+  Value flatView(const KernelOperand &x) {
+    Value size = kb.idx(1);
+    for (int64_t d : x.shape)
+      size = kb.muli(size, kb.dim(d));
+    return em.contiguousView(x.base, {size});
+  }
+
+  /// Lane's CPL channels (ch0 = lane * CPL, contiguous) of token `tok`,
+  /// head hh of input `which` (q, k or g) as f32, in vector loads of up to
+  /// 16 bytes: the rows are K-element aligned and buffers 256-byte aligned.
+  /// A load covers a power of two of channels dividing CPL, so that it is
+  /// aligned to its size (K = 192: CPL = 6, loads of 2).
+  SmallVector<Value> loadChannels(int which, Value tok, Value hh) {
+    Type elem = cast<MemRefType>(gIn[which].getType()).getElementType();
     const int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
     const int64_t perLoad = std::min<int64_t>(pow2Part, 16 / bytes);
     Value first = kb.addi(
@@ -189,53 +224,33 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
     SmallVector<Value> vals;
     for (int64_t e = 0; e < CPL; e += perLoad)
       llvm::append_range(
-          vals,
-          em.loadVector(
-              em.offsetPointer(inPtr[which], kb.muli(kb.addi(first, kb.idx(e)),
-                                                     kb.idx(bytes))),
-              elem, perLoad));
+          vals, em.loadVector(gIn[which], kb.addi(first, kb.idx(e)), perLoad));
     return vals;
-  };
-  Value smemPtr = em.pointer(em.addressOf(smem), 3);
-  auto smemAt = [&](Value bytes) { return em.offsetPointer(smemPtr, bytes); };
-  // CPL consecutive f32 of shared memory at float index i (16-byte aligned
-  // for CPL >= 4).
-  auto ldsChannels = [&](int64_t offBytes, Value i) {
+  }
+  /// CPL consecutive f32 of a shared view at index i (16-byte aligned for
+  /// CPL >= 4).
+  SmallVector<Value> ldsChannels(Value view, Value i) {
     const int64_t perLoad = std::min<int64_t>(pow2Part, 4);
     SmallVector<Value> vals;
     for (int64_t e = 0; e < CPL; e += perLoad)
       llvm::append_range(vals,
-                         em.loadVector(smemAt(kb.addi(kb.idx(offBytes + 4 * e),
-                                                      kb.muli(i, kb.idx(4)))),
-                                       b.getF32Type(), perLoad));
+                         em.loadVector(view, kb.addi(i, kb.idx(e)), perLoad));
     return vals;
-  };
+  }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  Value tokenRow(Value i) { return kb.addi(kb.muli(warp, kb.idx(kTPW)), i); }
 
-  // One chunk of head hh: tokens [t0, min(t0 + 16, end)).
-  auto perHead = [&](Value hh, Value t0, Value end) {
-    Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
+  /// One chunk of head hh: tokens [t0, min(t0 + 16, end)).
+  void perHead(Value hh, Value t0, Value end) {
+    count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
     Value last = kb.subi(end, kb.idx(1));
-    Value gateA = kb.exp(kb.load(aLog.full, {hh}));
+    Value gateA = kb.exp(kb.load(a.getALog().full, {hh}));
     SmallVector<Value> dtb(CPL);
     for (int64_t e = 0; e < CPL; ++e)
-      dtb[e] = kb.load(dtBias.full, {kb.addi(kb.muli(hh, kb.idx(kDim)),
-                                             kb.addi(ch0, kb.idx(e)))});
-    // P1: loads, gates, norms (warp w: tokens 4w..4w+3, lane: CPL
-    // channels). The log decay is kept in log2 units (exponentials are
-    // then single ex2 instructions); q and k go to shared memory masked,
-    // their norm factors beside them. The four tokens' loads are issued
-    // together, before the barrier that guards shared memory: one round
-    // of memory latency per block, not four.
-    Value zero = kb.f32(0.0);
-    const double log2e = 1.4426950408889634;
-    auto exp2 = [&](Value x) { return math::Exp2Op::create(b, loc, x); };
-    auto tokenRow = [&](Value i) {
-      return kb.addi(kb.muli(warp, kb.idx(kTPW)), i);
-    };
-    struct TokenLoads {
-      Value row, valid, tok, beta;
-      SmallVector<Value> q, k, g;
-    };
+      dtb[e] = kb.load(a.getDtBias().full, {kb.addi(kb.muli(hh, kb.idx(kDim)),
+                                                    kb.addi(ch0, kb.idx(e)))});
+    // P1: the four tokens' loads are issued together, before the barrier
+    // that guards shared memory: one round of memory latency per block.
     SmallVector<TokenLoads> toks;
     for (int64_t i = 0; i < kTPW; ++i) {
       TokenLoads tl;
@@ -245,48 +260,65 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
       tl.q = loadChannels(0, tl.tok, hh);
       tl.k = loadChannels(1, tl.tok, hh);
       tl.g = loadChannels(2, tl.tok, hh);
-      tl.beta = kb.load(beta, {kb.idx(0), tl.tok, hh});
+      tl.beta = kb.load(a.getBeta().full, {kb.idx(0), tl.tok, hh});
       toks.push_back(std::move(tl));
     }
     gpu::BarrierOp::create(b, loc);
-
-    for (const TokenLoads &tl : toks) {
-      Value row = tl.row, valid = tl.valid;
-      Value sqq = zero, skk = zero;
-      Value rowBase = kb.muli(row, kb.idx(kDim));
-      for (int64_t e = 0; e < CPL; ++e) {
-        Value qe = kb.select(valid, tl.q[e], zero);
-        Value ke = kb.select(valid, tl.k[e], zero);
-        sqq = kb.fma(qe, qe, sqq);
-        skk = kb.fma(ke, ke, skk);
-        Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
-        em.sts(qe, sQ, at);
-        em.sts(ke, sK, at);
-        // lb * sigmoid(A (g + dt_bias)) * log2(e).
-        Value u = kb.mul(gateA, kb.add(tl.g[e], dtb[e]));
-        Value sig =
-            em.rcpApprox(kb.add(kb.f32(1.0), exp2(kb.mul(u, kb.f32(-log2e)))));
-        Value lgt = kb.mul(kb.f32(lowerBound * log2e), sig);
-        em.sts(kb.select(valid, lgt, zero), sG, at);
-      }
-      Value nq = kb.f32(scale), nk = kb.f32(1.0);
-      if (l2) {
-        nq = kb.mul(nq, kb.rsqrt(kb.add(em.warpSum(sqq), kb.f32(1e-6))));
-        nk = kb.rsqrt(kb.add(em.warpSum(skk), kb.f32(1e-6)));
-      }
-      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
-        Value bt = tl.beta;
-        if (sigmoidBeta)
-          bt = kb.sigmoid(bt);
-        em.sts(kb.select(valid, bt, zero), sBeta, row);
-        Value n2 = kb.muli(row, kb.idx(2));
-        em.sts(nq, sNorm, n2);
-        em.sts(nk, sNorm, kb.addi(n2, kb.idx(1)));
-      });
-    }
+    for (const TokenLoads &tl : toks)
+      gatesAndNorms(tl, gateA, dtb);
     gpu::BarrierOp::create(b, loc);
+    cumulativeDecay(hh, t0);
+    gpu::BarrierOp::create(b, loc);
+    decayedOperands(hh, t0);
+    gpu::BarrierOp::create(b, loc);
+    products(hh, t0);
+    gpu::BarrierOp::create(b, loc);
+    solve(hh, t0);
+  }
 
-    // P2: cumulative decay per channel; e^{G_C} on the last row.
+  /// P1 (warp w: tokens 4w..4w+3, lane: CPL channels): the log decay in
+  /// log2 units (exponentials are then single ex2 instructions); q and k
+  /// to shared memory masked, their norm factors beside them.
+  void gatesAndNorms(const TokenLoads &tl, Value gateA, ArrayRef<Value> dtb) {
+    Value zero = kb.f32(0.0);
+    Value row = tl.row, valid = tl.valid;
+    Value sqq = zero, skk = zero;
+    Value rowBase = kb.muli(row, kb.idx(kDim));
+    for (int64_t e = 0; e < CPL; ++e) {
+      Value qe = kb.select(valid, tl.q[e], zero);
+      Value ke = kb.select(valid, tl.k[e], zero);
+      sqq = kb.fma(qe, qe, sqq);
+      skk = kb.fma(ke, ke, skk);
+      Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
+      em.sts(qe, sQ, at);
+      em.sts(ke, sK, at);
+      // lb * sigmoid(A (g + dt_bias)) * log2(e), the reciprocal by the
+      // special-function unit.
+      Value lgt =
+          emitGateLogDecay(kb, DecayGateKind::lower_bounded_sigmoid, lowerBound,
+                           gateA, kb.add(tl.g[e], dtb[e]),
+                           {kLog2e, [&](Value x) { return em.rcpApprox(x); }});
+      em.sts(kb.select(valid, lgt, zero), sG, at);
+    }
+    Value nq = kb.f32(scale), nk = kb.f32(1.0);
+    if (l2) {
+      nq = kb.mul(nq, kb.rsqrt(kb.add(em.warpSum(sqq), kb.f32(1e-6))));
+      nk = kb.rsqrt(kb.add(em.warpSum(skk), kb.f32(1e-6)));
+    }
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+      Value bt = tl.beta;
+      if (sigmoidBeta)
+        bt = kb.sigmoid(bt);
+      em.sts(kb.select(valid, bt, zero), sBeta, row);
+      Value n2 = kb.muli(row, kb.idx(2));
+      em.sts(nq, sNorm, n2);
+      em.sts(nk, sNorm, kb.addi(n2, kb.idx(1)));
+    });
+  }
+
+  /// P2: cumulative decay per channel (a thread per channel); e^{G_C} on
+  /// the last row.
+  void cumulativeDecay(Value hh, Value t0) {
     Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
     for (int64_t c0 = 0; c0 < kDim; c0 += kThreads) {
       Value c = kb.addi(kb.idx(c0), tid);
@@ -311,32 +343,32 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
         em.sts(exp2(kb.sub(run, gm)), sChan, kb.addi(kb.idx(2 * kDim), c));
         Value bits =
             arith::BitcastOp::create(b, loc, b.getI32Type(), exp2(run));
-        memref::StoreOp::create(
-            b, loc, bits, packed,
-            ValueRange{kb.idx(0), lastRow, hh, kb.addi(kb.idx(R + 16), c)});
+        em.sts(bits, packed,
+               {kb.idx(0), lastRow, hh, kb.addi(kb.idx(R + 16), c)});
       };
       if (c0 + kThreads > kDim)
         kb.ifThen(kb.lti(c, kb.idx(kDim)), body);
       else
         body();
     }
-    gpu::BarrierOp::create(b, loc);
+  }
 
-    // P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
-    // rows (valid tokens), the intra-chunk factors to shared memory.
+  /// P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
+  /// rows (valid tokens), the intra-chunk factors to shared memory.
+  void decayedOperands(Value hh, Value t0) {
     // The lane's channels' G_m, 2^{G_m}, 2^{G_C - G_m}: token-independent.
-    SmallVector<Value> gmC = ldsChannels(offChan, ch0),
-                       e2Gm = ldsChannels(offChan, kb.addi(ch0, kb.idx(kDim))),
+    SmallVector<Value> gmC = ldsChannels(sChan, ch0),
+                       e2Gm = ldsChannels(sChan, kb.addi(ch0, kb.idx(kDim))),
                        e2Tail =
-                           ldsChannels(offChan, kb.addi(ch0, kb.idx(2 * kDim)));
+                           ldsChannels(sChan, kb.addi(ch0, kb.idx(2 * kDim)));
     kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
       Value t = tokenRow(i);
       Value valid = kb.lti(t, count);
       Value at = kb.addi(kb.muli(t, kb.idx(kDim)), ch0);
       Value n2 = kb.muli(t, kb.idx(2));
       Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
-      SmallVector<Value> rG = ldsChannels(0, at), rQ = ldsChannels(offQ, at),
-                         rK = ldsChannels(offK, at);
+      SmallVector<Value> rG = ldsChannels(sG, at), rQ = ldsChannels(sQ, at),
+                         rK = ldsChannels(sK, at);
       SmallVector<std::array<Value, 6>> vals(CPL);
       for (int64_t e = 0; e < CPL; ++e) {
         // e^{G-Gm}, e^{Gm-G}; e^G = e^{G-Gm} e^{Gm}, e^{Gc-G} = e^{Gc-Gm}
@@ -353,38 +385,39 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
       for (int64_t e = 0; e < CPL; e += 2) {
         Value wIdx = em.divu(kb.addi(ch0, kb.idx(e)), 2);
         for (int x = 0; x < 3; ++x)
-          em.sts(em.pack(vals[e][3 + x], vals[e + 1][3 + x]), sOp[x],
+          em.sts(em.packWord(vals[e][3 + x], vals[e + 1][3 + x]), sOp[x],
                  kb.addi(rowW, wIdx));
         kb.ifThen(valid, [&] {
           for (int x = 0; x < 3; ++x)
-            memref::StoreOp::create(
-                b, loc, em.pack(vals[e][x], vals[e + 1][x]), packed,
-                ValueRange{kb.idx(0), tok, hh,
-                           kb.addi(kb.idx(x * kDim / 2), wIdx)});
+            em.sts(em.packWord(vals[e][x], vals[e + 1][x]), packed,
+                   {kb.idx(0), tok, hh, kb.addi(kb.idx(x * kDim / 2), wIdx)});
         });
       }
     });
-    gpu::BarrierOp::create(b, loc);
+  }
 
-    // Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
-    // Fragments by ldmatrix (rows of opStride words: 16-byte aligned,
-    // conflict-free).
-    Value offA = em.ldmatrixOffsetA(lane, opStride * 4);
-    Value offB = em.ldmatrixOffsetB(lane, opStride * 4);
-    auto opAddr = [&](int x, Value laneOff, int64_t ks) {
-      return smemAt(kb.addi(
-          laneOff, kb.idx(offOps + x * kChunk * opStride * 4 + 32 * ks)));
-    };
-    auto product = [&](int aOp) {
-      std::array<Acc, 2> acc = {em.zero(), em.zero()};
-      for (int64_t ks = 0; ks < kDim / 16; ++ks) {
-        FragA a = em.loadA(opAddr(aOp, offA, ks));
-        auto bf = em.loadB2(opAddr(kKM, offB, ks), /*fromKN=*/false);
-        for (int64_t nt = 0; nt < 2; ++nt)
-          acc[nt] = em.mma(a, bf[nt], acc[nt]);
-      }
-      return acc;
-    };
+  /// The 16 x 16 product of factor `aOp` with (k e^{Gm-G})^T, k = K:
+  /// fragments by ldmatrix (rows of opStride words: 16-byte aligned,
+  /// conflict-free).
+  std::array<Acc, 2> product(int aOp) {
+    std::array<Value, 2> posA = em.ldmatrixLaneA(lane),
+                         posB = em.ldmatrixLaneB(lane);
+    std::array<Acc, 2> acc = {em.zero(), em.zero()};
+    for (int64_t ks = 0; ks < kDim / 16; ++ks) {
+      FragA fa = em.ldmatrix4(
+          sOpTile[aOp], {posA[0], kb.addi(posA[1], kb.idx(16 * ks))}, false);
+      auto bf =
+          em.loadB2(sOpTile[kKM], {posB[0], kb.addi(posB[1], kb.idx(16 * ks))},
+                    /*fromKN=*/false);
+      for (int64_t nt = 0; nt < 2; ++nt)
+        acc[nt] = em.mma(fa, bf[nt], acc[nt]);
+    }
+    return acc;
+  }
+
+  /// Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
+  void products(Value hh, Value t0) {
+    Value zero = kb.f32(0.0);
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
       auto acc = product(kKMM);
       for (int64_t nt = 0; nt < 2; ++nt)
@@ -394,7 +427,7 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
           // Stored negated: the solve's updates are then plain FMAs.
           Value lv = kb.select(
               kb.lti(s, t), kb.mul(kb.neg(em.lds(sBeta, t)), acc[nt][c]), zero);
-          em.sts(lv, sL, kb.addi(kb.muli(t, kb.idx(lStride)), s));
+          em.sts(lv, sL, kb.addi(kb.muli(t, kb.idx(kLStride)), s));
         }
     });
     kb.ifThen(kb.eqi(warp, kb.idx(1)), [&] {
@@ -409,25 +442,25 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
           }
           Value word = kb.addi(kb.idx(R + 8 + 4 * nt), tig);
           kb.ifThen(kb.lti(t, count), [&] {
-            memref::StoreOp::create(
-                b, loc, em.pack(sc[0], sc[1]), packed,
-                ValueRange{kb.idx(0), kb.addi(t0, t), hh, word});
+            em.sts(em.packWord(sc[0], sc[1]), packed,
+                   {kb.idx(0), kb.addi(t0, t), hh, word});
           });
         }
     });
-    gpu::BarrierOp::create(b, loc);
+  }
 
-    // Warp 0: T = (I + L)^-1 by columns (lane j < 16), P = T Diag(beta);
-    // even lanes write the pair (j, j + 1) of each row.
+  /// Warp 0: T = (I + L)^-1 by columns (lane j < 16), P = T Diag(beta);
+  /// even lanes write the pair (j, j + 1) of each row.
+  void solve(Value hh, Value t0) {
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
       Value j = em.remu(lane, kChunk);
       SmallVector<Value> x(kChunk);
       for (int64_t i = 0; i < kChunk; ++i) {
-        Value xi = kb.select(kb.eqi(j, kb.idx(i)), kb.f32(1.0), zero);
+        Value xi = kb.select(kb.eqi(j, kb.idx(i)), kb.f32(1.0), kb.f32(0.0));
         // Row i of -L (a broadcast read), four words per load.
         for (int64_t m0 = 0; m0 < i; m0 += 4) {
-          SmallVector<Value> l = em.loadVector(
-              smemAt(kb.idx(offL + 4 * (i * lStride + m0))), b.getF32Type(), 4);
+          SmallVector<Value> l =
+              em.loadVector(sL, kb.idx(i * kLStride + m0), 4);
           for (int64_t m = m0; m < std::min<int64_t>(i, m0 + 4); ++m)
             xi = math::FmaOp::create(b, loc, l[m - m0], x[m], xi);
         }
@@ -441,37 +474,59 @@ mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
       Value even = kb.eqi(em.remu(lane, 2), kb.idx(0));
       Value store = kb.andi(even, kb.lti(lane, kb.idx(kChunk)));
       for (int64_t i = 0; i < kChunk; ++i) {
-        Value p = kb.mul(x[i], bj);
-        Value pNext = em.shuffleXor(p, 1);
+        Value pv = kb.mul(x[i], bj);
+        Value pNext = em.shuffleXor(pv, 1);
         kb.ifThen(kb.andi(store, kb.lti(kb.idx(i), count)), [&] {
-          memref::StoreOp::create(
-              b, loc, em.pack(p, pNext), packed,
-              ValueRange{kb.idx(0), kb.addi(t0, kb.idx(i)), hh,
-                         kb.addi(kb.idx(R), em.divu(j, 2))});
+          em.sts(em.packWord(pv, pNext), packed,
+                 {kb.idx(0), kb.addi(t0, kb.idx(i)), hh,
+                  kb.addi(kb.idx(R), em.divu(j, 2))});
         });
       }
     });
-  };
-
-  // The chunks that start in this window: one per overlapping sequence.
-  auto perChunk = [&](Value start, Value end) {
-    Value off = kb.maxsi(kb.subi(w0, start), kb.idx(0));
-    Value chunks = em.divu(kb.addi(off, kb.idx(kChunk - 1)), kChunk);
-    Value t0 = kb.addi(start, kb.muli(chunks, kb.idx(kChunk)));
-    kb.ifThen(kb.lti(t0, kb.minsi(w1, end)), [&] { perHead(head, t0, end); });
-  };
-  if (cu) {
-    Value numSeqs = kb.subi(kb.dim(cu->shape[0]), kb.idx(1));
-    auto [atW0, atW1] = countAtMost2(kb, em, lane, cu->full, numSeqs, w0,
-                                     kb.subi(w1, kb.idx(1)));
-    Value sLo = kb.subi(atW0, kb.idx(1));
-    Value sHi = kb.minsi(atW1, numSeqs);
-    kb.forRange(kb.maxsi(sLo, kb.idx(0)), sHi, [&](Value s) {
-      perChunk(kb.loadIndex(cu->full, {s}),
-               kb.loadIndex(cu->full, {kb.addi(s, kb.idx(1))}));
-    });
-  } else {
-    perChunk(kb.idx(0), numTokens);
   }
+
+  enum { kQM, kKMM, kKM };
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  KDAMMAOperandsOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
+  Value packed;
+  int64_t kDim, heads, CPL, R, pow2Part, opStride;
+  double scale, lowerBound;
+  bool l2, sigmoidBeta;
+  int64_t offQ, offK, offNorm, offBeta, offL, offOps, offChan;
+  Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3];
+  Value gIn[3];
+  Value tid, lane, warp, gq, tig, tig2, ch0, w0, w1, count;
+};
+} // namespace
+
+FailureOr<bool>
+mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
+                                 KernelBuilder &kb, ArrayRef<KernelOperand> in,
+                                 ArrayRef<KernelOperand> out,
+                                 const CUDAKernelOptions &options) {
+  OpBuilder &b = kb.builder();
+  const int64_t kDim = in[0].shape[3], heads = in[0].shape[2];
+  if (kDim <= 0 || heads <= 0)
+    return op.emitOpError() << "needs static head count and key dimension";
+  // H blocks per 16-token window (a few past the last window stay idle).
+  fn->setAttr(kLaunchGridAttr,
+              b.getDenseI64ArrayAttr(
+                  {kNumTokens, heads, (kChunk - 1) * heads, kChunk}));
+  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
+  // The kernel is latency-bound per block (barriers, a 16-step solve):
+  // throughput comes from blocks per SM, so cap the registers for
+  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 85
+  // registers, no spills, 38.5 KB of shared memory each at K = 128, which
+  // also caps an H200 SM at 5 blocks).
+  int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
+  fn->setAttr("nvvm.maxntid",
+              b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
+  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
+  OperandsKernel kernel(op, kb, in, out);
+  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(kernel.layout()));
+  kernel.emit();
   return true;
 }

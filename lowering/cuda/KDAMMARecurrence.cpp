@@ -16,7 +16,8 @@
 // An accumulator of S^T, r^T or delta^T (rows = value columns) is already
 // the A fragment of the next product (tiles n, n + 1 -> one 16 x 16 block),
 // so the chain never leaves registers. The chunk's operands (16 packed
-// rows, e^{G_C}, v's slice) move into shared memory with cp.async, three
+// rows, e^{G_C}, v's slice) move into shared memory with cp.async
+// (nvgpu.device_async_copy into typed views of the stage), three
 // stages by default: chunks c + 1 and c + 2 are in flight while chunk c
 // multiplies, one barrier per chunk. B fragments come by ldmatrix (.trans
 // where a pair runs along tokens: k e^{G_C - G} and v). Rows past the
@@ -35,45 +36,28 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kChunk = 16;
 
-/// cp.async of 16 bytes global -> shared; `valid` false: zero-filled
-/// (source size 0).
-void copy16(OpBuilder &b, Location loc, Value dstShared, Value srcGlobal,
-            Value valid) {
-  Value size = arith::SelectOp::create(
-      b, loc, valid, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(16)),
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-  NVVM::CpAsyncOp::create(b, loc, dstShared, srcGlobal, b.getI32IntegerAttr(16),
-                          NVVM::LoadCacheModifierKindAttr::get(
-                              b.getContext(), NVVM::LoadCacheModifierKind::CG),
-                          size);
-}
-} // namespace
+/// The chain's static shape.
+struct ChainPlan {
+  int64_t words, heads, vDim, kDim;
+  int64_t R;        // word of P in a packed row
+  int64_t rowWords; // words staged per row
+  int64_t RS;       // staged row stride in words: conflict-free
+  int64_t NT, KS;
+  int64_t warps, BV, threads, nvb, stages;
+  // A stage: the rows [16][RS] i32, e^{G_C} [K] f32, v's tile [16][vStride
+  // bytes] bf16.
+  int64_t rowsBytes, egcBytes, vStride, stageBytes;
+};
 
-FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
-    KDAMMARecurrenceOp op, gpu::GPUFuncOp fn, KernelBuilder &kb,
-    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
-    const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  unsigned next = 2;
-  const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  const int64_t words = in[0].shape[3], heads = in[0].shape[2];
-  const int64_t vDim = in[1].shape[3], kDim = out[1].shape[2];
-  if (heads <= 0 || vDim <= 0 || kDim <= 0)
-    return op.emitOpError() << "needs static heads, key and value dimensions";
-  const int64_t R = 3 * kDim / 2;  // word of P in a packed row
-  const int64_t rowWords = R + 16; // words staged per row
-  const int64_t RS = rowWords + 4; // staged row stride: conflict-free
-  const int64_t NT = kDim / 8, KS = kDim / 16;
-
-  // Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
-  // where the value dimension has fewer 16-column tiles. From the shape
-  // (0): the fewest warps whose blocks for one sequence, H V / (16 W), fit
-  // the GPU's SMs in one wave, else 8. A block per SM: two chain blocks on
-  // one SM share its tensor cores and that SM sets the time (B1 T8192
-  // H96: W = 4, 192 blocks, 1.45 ms; W = 8, 96 blocks, 1.30 ms; H64: W = 4,
-  // 128 blocks, 0.84 ms against 1.14 with W = 8; docs/kda-cuda.md).
+/// Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
+/// where the value dimension has fewer 16-column tiles. From the shape
+/// (0): the fewest warps whose blocks for one sequence, H V / (16 W), fit
+/// the GPU's SMs in one wave, else 8. A block per SM: two chain blocks on
+/// one SM share its tensor cores and that SM sets the time (B1 T8192
+/// H96: W = 4, 192 blocks, 1.45 ms; W = 8, 96 blocks, 1.30 ms; H64: W = 4,
+/// 128 blocks, 0.84 ms against 1.14 with W = 8; docs/kda-cuda.md).
+int64_t chooseWarps(int64_t heads, int64_t vDim,
+                    const CUDAKernelOptions &options) {
   auto fits = [&](int64_t w) { return (vDim / 16) % w == 0; };
   int64_t warps = options.kdaMMAWarps;
   if (warps == 0) {
@@ -86,103 +70,216 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
   }
   while (warps > 1 && !fits(warps))
     warps /= 2;
-  const int64_t BV = 16 * warps, threads = 32 * warps, nvb = vDim / BV;
-  // Shared-memory stages: chunks c+1 .. c+stages-1 are in flight while
-  // chunk c multiplies (cuda-kda-mma-stages, 2..4).
-  const int64_t stages = options.kdaMMAStages;
+  return warps;
+}
 
-  const int64_t rowsBytes = kChunk * RS * 4, egcBytes = kDim * 4;
+ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+                   const CUDAKernelOptions &options) {
+  ChainPlan p;
+  p.words = in[0].shape[3];
+  p.heads = in[0].shape[2];
+  p.vDim = in[1].shape[3];
+  p.kDim = out[1].shape[2];
+  p.R = 3 * p.kDim / 2;
+  p.rowWords = p.R + 16;
+  p.RS = p.rowWords + 4;
+  p.NT = p.kDim / 8;
+  p.KS = p.kDim / 16;
+  p.warps = chooseWarps(p.heads, p.vDim, options);
+  p.BV = 16 * p.warps;
+  p.threads = 32 * p.warps;
+  p.nvb = p.vDim / p.BV;
+  // Chunks c+1 .. c+stages-1 are in flight while chunk c multiplies
+  // (cuda-kda-mma-stages, 2..4).
+  p.stages = options.kdaMMAStages;
+  p.rowsBytes = kChunk * p.RS * 4;
+  p.egcBytes = p.kDim * 4;
   // v's rows padded by 16 bytes: ldmatrix reads 8 rows of a column block
   // without bank conflicts.
-  const int64_t vStride = BV * 2 + 16;
-  const int64_t vBytes = kChunk * vStride;
-  const int64_t stageBytes = rowsBytes + egcBytes + vBytes;
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(stages * stageBytes));
-  Value numSeqs = kb.dim(out[1].shape[0]);
-  auto nForm = kb.linearForm(numSeqs);
-  if (!nForm)
-    return op.emitOpError() << "needs a sequence count linear in N";
-  int64_t per = heads * nvb;
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
+  p.vStride = p.BV * 2 + 16;
+  p.stageBytes = p.rowsBytes + p.egcBytes + kChunk * p.vStride;
+  return p;
+}
 
-  MMAEmitter em{b, loc, kb};
-  Value smem = em.dynamicSharedMemory();
-  Value o = out[0].full;
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value vb = em.remu(bid, nvb), hn = em.divu(bid, nvb);
-  Value h = em.remu(hn, heads), n = em.divu(hn, heads);
-  Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-  Value gq = em.divu(lane, 4), tig = em.remu(lane, 4);
-  Value tig2 = kb.muli(tig, kb.idx(2));
-  Value vcol0 = kb.addi(kb.muli(vb, kb.idx(BV)), kb.muli(warp, kb.idx(16)));
-  Value vRow[2] = {kb.addi(vcol0, gq), kb.addi(vcol0, kb.addi(gq, kb.idx(8)))};
+/// A thread's share of a chunk's 16-byte copies: slot p0 + tid is (row of
+/// the chunk, 16-byte column), at element `src` of the source from the
+/// chunk's first token and `dst` of the stage's region (elements). The same
+/// for every chunk: computed once, so that a chunk's issue is an add and a
+/// select per piece.
+struct Piece {
+  Value row, src, dst;
+  int64_t p0;
+};
 
-  Value bIdx = cu ? kb.idx(0) : n;
-  Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
-  Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
-                 : kb.dim(in[0].shape[1]);
-  Value numChunks =
-      em.divu(kb.addi(kb.subi(end, start), kb.idx(kChunk - 1)), kChunk);
+/// One stage's operands, typed views of the dynamic shared memory.
+struct Stage {
+  Value rows; // [16][2 RS] bf16: the packed rows, as ldmatrix reads them
+  Value egc;  // [K] f32: e^{G_C}
+  Value v;    // [16][vStride / 2] bf16: v's tile
+};
 
-  auto kCol = [&](int64_t nt, int64_t c) {
-    return kb.addi(kb.idx(8 * nt + c % 2), tig2);
-  };
-  SmallVector<Value> acc0;
-  for (int64_t nt = 0; nt < NT; ++nt)
-    for (int64_t c = 0; c < 4; ++c)
-      acc0.push_back(init
-                         ? kb.load(init->full, {n, h, kCol(nt, c), vRow[c / 2]})
-                         : kb.f32(0.0));
+class ChainKernel {
+public:
+  ChainKernel(KDAMMARecurrenceOp op, KernelBuilder &kb, const ChainPlan &p,
+              ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, p(p),
+        a(in, op), out(out) {}
 
-  // Issues chunk c's copies into stage c % stages (every thread a share).
-  // Each thread's pieces (row, 16-byte column) do not depend on the chunk:
-  // their offsets are computed once, here, so that a chunk's issue is an
-  // add and a select per piece.
-  Value packedPtr = em.pointer(em.addressOf(in[0].base), 1);
-  Value vPtr = em.pointer(em.addressOf(in[1].base), 1);
-  Value smemPtr = em.pointer(em.addressOf(smem), 3);
-  const int64_t rowBytes = heads * words * 4; // token to token, packed
-  const int64_t vRowBytes = heads * vDim * 2;
-  auto tokenIndex = [&](Value t, Value tokens) { // (bIdx, t, h)
-    return kb.addi(kb.muli(kb.addi(kb.muli(bIdx, tokens), t), kb.idx(heads)),
-                   h);
-  };
-  struct Piece {
-    Value row, src, dst; // row of the chunk, byte offsets
-    int64_t p0;          // first piece index of this slot
-  };
-  auto slots = [&](int64_t total, int64_t perRow, int64_t srcRowBytes,
-                   int64_t dstRowBytes) {
-    SmallVector<Piece> out;
-    for (int64_t p0 = 0; p0 < total; p0 += threads) {
-      Value p = kb.addi(kb.idx(p0), tid);
-      Value r = em.divu(p, perRow), q = em.remu(p, perRow);
-      out.push_back(
-          {r, kb.addi(kb.muli(r, kb.idx(srcRowBytes)), kb.muli(q, kb.idx(16))),
-           kb.addi(kb.muli(r, kb.idx(dstRowBytes)), kb.muli(q, kb.idx(16))),
-           p0});
+  void emit() {
+    smem = em.dynamicSharedMemory();
+    // The stages as the copies write them: 32-bit words and bf16.
+    const int64_t total = p.stages * p.stageBytes;
+    all32 = em.sharedView(smem, b.getI32Type(), kb.idx(0), {total / 4});
+    all16 = em.sharedView(smem, b.getBF16Type(), kb.idx(0), {total / 2});
+    positions();
+    SmallVector<Value> acc0 = initialState();
+    copySlots();
+    for (int64_t c0 = 0; c0 < p.stages - 1; ++c0) {
+      kb.ifThen(kb.lti(kb.idx(c0), numChunks), [&] { issue(kb.idx(c0)); });
+      group = commit();
     }
-    return out;
-  };
-  const int64_t rowPieces = rowWords / 4, vPieces = BV / 8;
-  SmallVector<Piece> rowSlots =
-      slots(kChunk * rowPieces, rowPieces, rowBytes, RS * 4);
-  SmallVector<Piece> egcSlots = slots(kDim / 4, kDim / 4, 0, 0);
-  SmallVector<Piece> vSlots =
-      slots(kChunk * vPieces, vPieces, vRowBytes, vStride);
-  Value vCol0Bytes = kb.muli(vb, kb.idx(BV * 2));
-  auto issue = [&](Value c) {
+    // Lane positions of the ldmatrix reads inside a stage.
+    laneA = em.ldmatrixLaneA(lane);
+    laneB = em.ldmatrixLaneB(lane);
+    auto chunks =
+        scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1), acc0);
+    {
+      OpBuilder::InsertionGuard lg(b);
+      b.setInsertionPointToStart(chunks.getBody());
+      scf::YieldOp::create(
+          b, loc, chunk(chunks.getInductionVar(), chunks.getRegionIterArgs()));
+    }
+    wait(0);
+    for (int64_t nt = 0; nt < p.NT; ++nt)
+      for (int64_t c = 0; c < 4; ++c)
+        kb.store(chunks.getResult(4 * nt + c), out[1].full,
+                 {n, h, kCol(nt, c), vRow[c / 2]});
+  }
+
+private:
+  /// The block's (sequence, head, value slice), the lane's rows of S^T and
+  /// the sequence's chunks.
+  void positions() {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    vb = em.remu(bid, p.nvb);
+    Value hn = em.divu(bid, p.nvb);
+    h = em.remu(hn, p.heads);
+    n = em.divu(hn, p.heads);
+    lane = em.remu(tid, 32);
+    warp = em.divu(tid, 32);
+    Value gq = em.divu(lane, 4);
+    tig = em.remu(lane, 4);
+    tig2 = kb.muli(tig, kb.idx(2));
+    Value vcol0 = kb.addi(kb.muli(vb, kb.idx(p.BV)), kb.muli(warp, kb.idx(16)));
+    vRow[0] = kb.addi(vcol0, gq);
+    vRow[1] = kb.addi(vcol0, kb.addi(gq, kb.idx(8)));
+
+    KernelOperand cu = a.getCuSeqlens();
+    bIdx = cu.base ? kb.idx(0) : n;
+    start = cu.base ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
+    end = cu.base ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))})
+                  : kb.dim(a.getPacked().shape[1]);
+    numChunks =
+        em.divu(kb.addi(kb.subi(end, start), kb.idx(kChunk - 1)), kChunk);
+  }
+
+  /// Channel of accumulator element c of N tile nt.
+  Value kCol(int64_t nt, int64_t c) {
+    return kb.addi(kb.idx(8 * nt + c % 2), tig2);
+  }
+
+  /// S^T's accumulators (N tile nt: channels 8 nt..8 nt + 7).
+  SmallVector<Value> initialState() {
+    KernelOperand init = a.getInitialState();
+    SmallVector<Value> acc0;
+    for (int64_t nt = 0; nt < p.NT; ++nt)
+      for (int64_t c = 0; c < 4; ++c)
+        acc0.push_back(
+            init.base ? kb.load(init.full, {n, h, kCol(nt, c), vRow[c / 2]})
+                      : kb.f32(0.0));
+    return acc0;
+  }
+
+  /// Each thread's pieces of the three copies, and the global sources as
+  /// flat arrays (token-major: a piece's offset from the chunk's first
+  /// token is the same for every chunk).
+  void copySlots() {
+    auto slots = [&](int64_t total, int64_t perRow, int64_t elemBytes,
+                     int64_t srcRow, int64_t dstRow) {
+      SmallVector<Piece> ps;
+      for (int64_t p0 = 0; p0 < total; p0 += p.threads) {
+        Value q = kb.addi(kb.idx(p0), tid);
+        Value r = em.divu(q, perRow), c = em.remu(q, perRow);
+        Value src = kb.addi(kb.muli(r, kb.idx(srcRow)),
+                            kb.muli(c, kb.idx(16 / elemBytes)));
+        Value dst = kb.addi(kb.muli(r, kb.idx(dstRow)),
+                            kb.muli(c, kb.idx(16 / elemBytes)));
+        ps.push_back({r, src, dst, p0});
+      }
+      return ps;
+    };
+    rowSlots = slots(kChunk * (p.rowWords / 4), p.rowWords / 4, 4,
+                     p.heads * p.words, p.RS);
+    egcSlots = slots(p.kDim / 4, p.kDim / 4, 4, 0, 0);
+    vSlots = slots(kChunk * (p.BV / 8), p.BV / 8, 2, p.heads * p.vDim,
+                   p.vStride / 2);
+    auto flat = [&](const KernelOperand &x) {
+      Value size = kb.idx(1);
+      for (int64_t d : x.shape)
+        size = kb.muli(size, kb.dim(d));
+      return em.contiguousView(x.base, {size});
+    };
+    gPacked = flat(a.getPacked());
+    gV = flat(a.getV());
+    vCol0 = kb.muli(vb, kb.idx(p.BV));
+  }
+  /// Element (bIdx, t, h, 0) of a [B][T][H][width] source.
+  Value tokenAt(Value t, Value tokens, int64_t width) {
+    return kb.muli(
+        kb.addi(kb.muli(kb.addi(kb.muli(bIdx, tokens), t), kb.idx(p.heads)), h),
+        kb.idx(width));
+  }
+
+  /// Chunk c's stage (c % stages).
+  Stage stage(Value c) {
+    Value off = kb.muli(em.remu(c, p.stages), kb.idx(p.stageBytes));
+    Value egcOff = kb.addi(off, kb.idx(p.rowsBytes));
+    Value vOff = kb.addi(off, kb.idx(p.rowsBytes + p.egcBytes));
+    Type bf16 = b.getBF16Type(), f32 = b.getF32Type();
+    return {em.sharedView(smem, bf16, off, {kChunk, 2 * p.RS}),
+            em.sharedView(smem, f32, egcOff, {p.kDim}),
+            em.sharedView(smem, bf16, vOff, {kChunk, p.vStride / 2})};
+  }
+
+  /// cp.async of 16 bytes (`elems` elements), zero-filled unless `valid`
+  /// (source size 0; null: always valid).
+  void copy16(Value dst, ValueRange dstAt, Value src, ValueRange srcAt,
+              int64_t elems, Value valid) {
+    Value srcElems =
+        valid ? kb.select(valid, kb.idx(elems), kb.idx(0)) : kb.idx(elems);
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, dstAt,
+        src, srcAt, b.getIndexAttr(elems), srcElems, b.getUnitAttr());
+  }
+
+  /// Issues chunk c's copies into its stage (every thread a share).
+  void issue(Value c) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
-    Value stage = kb.muli(em.remu(c, stages), kb.idx(stageBytes));
+    // Destinations: element offsets into the whole shared memory, narrowed
+    // to 32 bits after the stage's offset is added (MMAEmitter::narrow):
+    // the pieces' own offsets then stay 32-bit registers across the loop.
+    Value st = em.remu(c, p.stages);
+    auto dstAt = [&](const Piece &pc, int64_t elemBytes, int64_t region) {
+      Value first = kb.addi(kb.muli(st, kb.idx(p.stageBytes / elemBytes)),
+                            kb.idx(region / elemBytes));
+      return em.narrow(kb.addi(first, pc.dst));
+    };
     auto each = [&](ArrayRef<Piece> ps, int64_t total,
                     const std::function<void(const Piece &)> &body) {
       for (const Piece &pc : ps) {
-        if (pc.p0 + threads > total)
+        if (pc.p0 + p.threads > total)
           kb.ifThen(kb.lti(kb.addi(kb.idx(pc.p0), tid), kb.idx(total)),
                     [&] { body(pc); });
         else
@@ -190,151 +287,190 @@ FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
       }
     };
     // Rows past the sequence read row t0 (in bounds) with source size 0.
-    Value rowsAt =
-        kb.muli(tokenIndex(t0, kb.dim(in[0].shape[1])), kb.idx(words * 4));
-    each(rowSlots, kChunk * rowPieces, [&](const Piece &pc) {
+    Value rowsAt = tokenAt(t0, kb.dim(a.getPacked().shape[1]), p.words);
+    each(rowSlots, kChunk * (p.rowWords / 4), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(rowsAt, kb.select(ok, pc.src, kb.idx(0)));
-      copy16(b, loc, em.offsetPointer(smemPtr, kb.addi(stage, pc.dst)),
-             em.offsetPointer(packedPtr, src), ok);
+      copy16(all32, dstAt(pc, 4, 0), gPacked, src, 4, ok);
     });
     Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
-    Value egcAt = kb.addi(
-        kb.muli(tokenIndex(lastRow, kb.dim(in[0].shape[1])), kb.idx(words * 4)),
-        kb.idx((R + 16) * 4));
-    each(egcSlots, kDim / 4, [&](const Piece &pc) {
-      copy16(b, loc,
-             em.offsetPointer(
-                 smemPtr, kb.addi(stage, kb.addi(kb.idx(rowsBytes), pc.src))),
-             em.offsetPointer(packedPtr, kb.addi(egcAt, pc.src)),
-             kb.boolean(true));
+    Value egcAt =
+        kb.addi(tokenAt(lastRow, kb.dim(a.getPacked().shape[1]), p.words),
+                kb.idx(p.R + 16));
+    each(egcSlots, p.kDim / 4, [&](const Piece &pc) {
+      copy16(all32, dstAt(pc, 4, p.rowsBytes), gPacked, kb.addi(egcAt, pc.src),
+             4, Value());
     });
-    Value vAt = kb.addi(
-        kb.muli(kb.muli(tokenIndex(t0, kb.dim(in[1].shape[1])), kb.idx(vDim)),
-                kb.idx(2)),
-        vCol0Bytes);
-    each(vSlots, kChunk * vPieces, [&](const Piece &pc) {
+    Value vAt = kb.addi(tokenAt(t0, kb.dim(a.getV().shape[1]), p.vDim), vCol0);
+    each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
-      copy16(b, loc,
-             em.offsetPointer(
-                 smemPtr,
-                 kb.addi(stage, kb.addi(kb.idx(rowsBytes + egcBytes), pc.dst))),
-             em.offsetPointer(vPtr, src), ok);
+      copy16(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8, ok);
     });
-  };
-  auto commit = [&] { NVVM::CpAsyncCommitGroupOp::create(b, loc); };
-
-  for (int64_t c0 = 0; c0 < stages - 1; ++c0) {
-    kb.ifThen(kb.lti(kb.idx(c0), numChunks), [&] { issue(kb.idx(c0)); });
-    commit();
+  }
+  /// Closes the group of the copies issued since the last one (the
+  /// copies sit in scf.if regions, so the group names no tokens: groups
+  /// are counted, not named, by cp.async). The unit attribute keeps the
+  /// op parseable: MLIR 22 prints a token-less create_group so that the
+  /// next line's result is read back as its token.
+  Value commit() {
+    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    auto group =
+        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
+    group->setAttr("k3.all_issued", b.getUnitAttr());
+    return group;
+  }
+  /// Waits until at most `pending` groups are in flight. The count is
+  /// what waits (cp.async.wait_group); the token, the prologue's last
+  /// group, only places the wait after the prologue's commits.
+  void wait(int32_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
+                                     b.getI32IntegerAttr(pending));
   }
 
-  // Lane byte offsets of the ldmatrix reads inside a stage.
-  Value laneRowsB = em.ldmatrixOffsetB(lane, RS * 4);
-  Value laneRowsA = em.ldmatrixOffsetA(lane, RS * 4);
-  Value laneV = kb.addi(
-      kb.idx(rowsBytes + egcBytes),
-      kb.addi(em.ldmatrixOffsetB(lane, vStride), kb.muli(warp, kb.idx(32))));
-  auto chunks =
-      scf::ForOp::create(b, loc, kb.idx(0), numChunks, kb.idx(1), acc0);
-  {
-    OpBuilder::InsertionGuard lg(b);
-    b.setInsertionPointToStart(chunks.getBody());
-    Value c = chunks.getInductionVar();
-    ValueRange it = chunks.getRegionIterArgs();
+  /// One chunk: its operands landed, the next stage's copies issued, the
+  /// products; returns S^T's accumulators after it.
+  SmallVector<Value> chunk(Value c, ValueRange it) {
     // Chunk c has landed (only chunk c + 1's group may be pending), and
     // after the barrier every warp is done with chunk c - 1, whose stage
     // then takes chunk c + stages - 1: one barrier per chunk.
-    NVVM::CpAsyncWaitGroupOp::create(b, loc,
-                                     b.getI32IntegerAttr(int32_t(stages - 2)));
+    wait(int32_t(p.stages - 2));
     gpu::BarrierOp::create(b, loc);
-    Value cNext = kb.addi(c, kb.idx(stages - 1));
+    Value cNext = kb.addi(c, kb.idx(p.stages - 1));
     kb.ifThen(kb.lti(cNext, numChunks), [&] { issue(cNext); });
     commit();
 
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
-    Value stageOff = kb.muli(em.remu(c, stages), kb.idx(stageBytes));
-    // Fragments by ldmatrix: lane pointers into this stage's rows
-    // ([token][word], B operands of N = tokens), v's tile ([token][column])
-    // and kg ([token = K][channel = N], transposed).
-    Value rowsB = em.offsetPointer(smemPtr, kb.addi(stageOff, laneRowsB));
-    auto rowsAt = [&](int64_t word) {
-      return em.offsetPointer(rowsB, kb.idx(4 * word));
-    };
-    Value rowsA = em.offsetPointer(smemPtr, kb.addi(stageOff, laneRowsA));
-    Value egc = em.offsetPointer(smemPtr, kb.addi(stageOff, kb.idx(rowsBytes)));
-
-    SmallVector<FragA> aS(KS);
-    for (int64_t ks = 0; ks < KS; ++ks)
+    Stage s = stage(c);
+    SmallVector<FragA> aS(p.KS);
+    for (int64_t ks = 0; ks < p.KS; ++ks)
       aS[ks] = em.accToA(
           {it[8 * ks + 0], it[8 * ks + 1], it[8 * ks + 2], it[8 * ks + 3]},
           {it[8 * ks + 4], it[8 * ks + 5], it[8 * ks + 6], it[8 * ks + 7]});
-    Acc pS[2] = {em.zero(), em.zero()}, oT[2] = {em.zero(), em.zero()};
-    for (int64_t ks = 0; ks < KS; ++ks) {
-      auto bKe = em.loadB2(rowsAt(kDim / 2 + 8 * ks), /*fromKN=*/false);
-      auto bQg = em.loadB2(rowsAt(8 * ks), /*fromKN=*/false);
+    auto [pS, oT] = stateProducts(s, aS);
+    FragA aD = delta(s, pS);
+    output(s, aD, oT, t0, count);
+    return nextState(s, aD, it);
+  }
+
+  /// B fragments from the rows ([token][word]: N = tokens) at word `word`.
+  std::array<FragB, 2> rowsB(const Stage &s, int64_t word) {
+    return em.loadB2(s.rows, {laneB[0], kb.addi(laneB[1], kb.idx(2 * word))},
+                     /*fromKN=*/false);
+  }
+
+  /// S0^T (k e^G)^T and S0^T (q e^G)^T, k = K.
+  std::pair<std::array<Acc, 2>, std::array<Acc, 2>>
+  stateProducts(const Stage &s, ArrayRef<FragA> aS) {
+    std::array<Acc, 2> pS = {em.zero(), em.zero()}, oT = {em.zero(), em.zero()};
+    for (int64_t ks = 0; ks < p.KS; ++ks) {
+      auto bKe = rowsB(s, p.kDim / 2 + 8 * ks);
+      auto bQg = rowsB(s, 8 * ks);
       for (int64_t nt = 0; nt < 2; ++nt) {
         pS[nt] = em.mma(aS[ks], bKe[nt], pS[nt]);
         oT[nt] = em.mma(aS[ks], bQg[nt], oT[nt]);
       }
     }
+    return {pS, oT};
+  }
 
+  /// delta^T = (v^T - S0^T (k e^G)^T) P^T, as the A fragment of the next
+  /// products.
+  FragA delta(const Stage &s, const std::array<Acc, 2> &pS) {
     // v^T's tile in accumulator layout (rows = value columns, cols =
-    // tokens): ldmatrix.trans of [token][column] gives register j the bf16
+    // tokens): ldmatrix.trans of [token][column] gives row j the bf16
     // pair (tokens 2 tig, +1 of block j / 2; column g + 8 (j % 2)).
-    auto vPairs =
-        em.ldmatrix4(em.offsetPointer(smemPtr, kb.addi(stageOff, laneV)),
-                     /*transpose=*/true);
+    Value vPairs = em.ldmatrix4(
+        s.v, {laneB[0], kb.addi(laneB[1], kb.muli(warp, kb.idx(16)))},
+        /*transpose=*/true);
     Acc r[2];
     for (int64_t nt = 0; nt < 2; ++nt)
       for (int64_t e = 0; e < 4; ++e) {
-        Value vv = em.unpackBF16(vPairs[2 * nt + e / 2], e % 2);
+        Value vv = em.unpackBF16(em.extract(vPairs, {2 * nt + e / 2}), e % 2);
         r[nt][e] = kb.sub(vv, pS[nt][e]);
       }
     FragA aR = em.accToA(r[0], r[1]);
-    auto bP = em.loadB2(rowsAt(R), /*fromKN=*/false);
-    auto bAqk = em.loadB2(rowsAt(R + 8), /*fromKN=*/false);
+    auto bP = rowsB(s, p.R);
     Acc dT[2];
     for (int64_t nt = 0; nt < 2; ++nt)
       dT[nt] = em.mma(aR, bP[nt], em.zero());
-    FragA aD = em.accToA(dT[0], dT[1]);
+    return em.accToA(dT[0], dT[1]);
+  }
+
+  /// o^T += delta^T Aqk^T, stored for the chunk's tokens.
+  void output(const Stage &s, FragA aD, std::array<Acc, 2> oT, Value t0,
+              Value count) {
+    auto bAqk = rowsB(s, p.R + 8);
     for (int64_t nt = 0; nt < 2; ++nt) {
       oT[nt] = em.mma(aD, bAqk[nt], oT[nt]);
       for (int64_t e = 0; e < 4; ++e) {
         Value t = kb.addi(tig2, kb.idx(8 * nt + e % 2));
         kb.ifThen(kb.lti(t, count), [&] {
-          kb.store(oT[nt][e], o, {bIdx, kb.addi(t0, t), h, vRow[e / 2]});
+          kb.store(oT[nt][e], out[0].full,
+                   {bIdx, kb.addi(t0, t), h, vRow[e / 2]});
         });
       }
     }
+  }
 
-    // S^T = S0^T e^{G_C} + delta^T kg: B = kg (k = token, n = K) from
-    // [token][channel] rows, two N tiles per ldmatrix.trans.
-    SmallVector<Value> nextAcc;
-    for (int64_t nt = 0; nt < NT; nt += 2) {
-      auto bK = em.loadB2(em.offsetPointer(rowsA, kb.idx(4 * (kDim + 4 * nt))),
-                          /*fromKN=*/true);
+  /// S^T = S0^T e^{G_C} + delta^T kg: B = kg (k = token, n = K) from
+  /// [token][channel] rows, two N tiles per ldmatrix.trans.
+  SmallVector<Value> nextState(const Stage &s, FragA aD, ValueRange it) {
+    SmallVector<Value> next;
+    for (int64_t nt = 0; nt < p.NT; nt += 2) {
+      auto bK = em.loadB2(
+          s.rows, {laneA[0], kb.addi(laneA[1], kb.idx(2 * (p.kDim + 4 * nt)))},
+          /*fromKN=*/true);
       for (int64_t x = 0; x < 2; ++x) {
         int64_t n8 = nt + x;
-        SmallVector<Value> d = em.loadVector(
-            em.offsetPointer(
-                egc, kb.addi(kb.idx(4 * 8 * n8), kb.muli(tig2, kb.idx(4)))),
-            b.getF32Type(), 2);
+        SmallVector<Value> d =
+            em.loadVector(s.egc, {kb.addi(kb.idx(8 * n8), tig2)}, 2);
         Acc acc{kb.mul(it[4 * n8 + 0], d[0]), kb.mul(it[4 * n8 + 1], d[1]),
                 kb.mul(it[4 * n8 + 2], d[0]), kb.mul(it[4 * n8 + 3], d[1])};
         acc = em.mma(aD, bK[x], acc);
-        nextAcc.append(acc.begin(), acc.end());
+        next.append(acc.begin(), acc.end());
       }
     }
-    scf::YieldOp::create(b, loc, nextAcc);
+    return next;
   }
-  NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0));
 
-  for (int64_t nt = 0; nt < NT; ++nt)
-    for (int64_t c = 0; c < 4; ++c)
-      kb.store(chunks.getResult(4 * nt + c), out[1].full,
-               {n, h, kCol(nt, c), vRow[c / 2]});
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  const ChainPlan &p;
+  KDAMMARecurrenceOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
+  ArrayRef<KernelOperand> out;
+  Value smem, all32, all16, group;
+  Value tid, vb, h, n, lane, warp, tig, tig2, vRow[2];
+  Value bIdx, start, end, numChunks;
+  SmallVector<Piece> rowSlots, egcSlots, vSlots;
+  Value gPacked, gV, vCol0;
+  std::array<Value, 2> laneA, laneB;
+};
+} // namespace
+
+FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
+    KDAMMARecurrenceOp op, gpu::GPUFuncOp fn, KernelBuilder &kb,
+    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+    const CUDAKernelOptions &options) {
+  OpBuilder &b = kb.builder();
+  const int64_t heads = in[0].shape[2], vDim = in[1].shape[3],
+                kDim = out[1].shape[2];
+  if (heads <= 0 || vDim <= 0 || kDim <= 0)
+    return op.emitOpError() << "needs static heads, key and value dimensions";
+  ChainPlan p = makePlan(in, out, options);
+  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(p.stages * p.stageBytes));
+  Value numSeqs = kb.dim(out[1].shape[0]);
+  auto nForm = kb.linearForm(numSeqs);
+  if (!nForm)
+    return op.emitOpError() << "needs a sequence count linear in N";
+  int64_t per = p.heads * p.nvb;
+  fn->setAttr(kLaunchGridAttr,
+              b.getDenseI64ArrayAttr(
+                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
+  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({p.threads, 1, 1}));
+  ChainKernel(op, kb, p, in, out).emit();
   return true;
 }

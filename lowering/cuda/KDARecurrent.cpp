@@ -27,17 +27,22 @@
 // Three barriers per chunk instead of one per token; decode (one token per
 // sequence) is one chunk: the state's 16-byte loads are issued first.
 //
+// Built from typed values: the staging is a workgroup memref of f32, the
+// state's 16-byte moves are vector.load/vector.store on its row-major view,
+// the operands come by name through the op's adaptor; the steps above are
+// the member functions of RecurrentKernel.
+//
 // Supported: static K, V <= 256 with K divisible by P, any float q/k/v/g/
 // beta/o, f32 state, optional initial state and cu_seqlens, in-op gates or
 // a plain log-decay g. Anything else falls back to the generic loop nest.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
+#include "lowering/DecayGate.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -110,8 +115,7 @@ KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override,
   return t;
 }
 
-/// The fragment-free part of MMAEmitter (shared-memory access, shuffles,
-/// global pointers, vector loads) plus what this kernel adds.
+/// Warp helpers of MMAEmitter plus what this kernel adds.
 struct Emitter : MMAEmitter {
   Value divu(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
   Value remu(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
@@ -125,24 +129,399 @@ struct Emitter : MMAEmitter {
       v = kb.add(v, shuffleXor(v, off));
     return v;
   }
+};
 
-  /// The global address of f32 element `elem` of the buffer `base`.
-  Value globalPtr(Value base, Value elem) {
-    return pointer(kb.addi(addressOf(base), kb.muli(elem, kb.idx(4))), 1);
+/// The kernel's static shape: the tile and what follows from it.
+struct Plan {
+  int64_t kDim, vDim, heads;
+  int64_t P, BV, S, C;
+  int64_t KS, G, threads, warps, nvb, E;
+  bool stageGuard;
+  // Shared memory words: the chunk's {a, k, q, pad} per (token, row), its v
+  // columns [S][BV], per-token scalars [S][4], per-warp partials [S][w][4].
+  int64_t words, vBase, tokBase, partBase;
+};
+
+/// The plan for these shapes and options, or nothing when the kernel does
+/// not cover them.
+std::optional<Plan> makePlan(ArrayRef<KernelOperand> in,
+                             ArrayRef<KernelOperand> out,
+                             const KernelOperand *init,
+                             const CUDAKernelOptions &options) {
+  Plan p;
+  // Static K, V and H: the columns live in registers, unrolled over K.
+  p.kDim = in[0].shape[3];
+  p.vDim = in[2].shape[3];
+  p.heads = in[0].shape[2];
+  if (p.kDim <= 0 || p.vDim <= 0 || p.heads <= 0 || p.kDim > 256 ||
+      p.vDim > 256)
+    return std::nullopt;
+  if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
+    return std::nullopt;
+  if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
+    return std::nullopt;
+  KDATile tile =
+      chooseTile(p.kDim, p.vDim, options.kdaRecurrentTile, options.decode);
+  p.P = tile.p;
+  p.BV = tile.bv;
+  p.S = tile.s;
+  p.C = tile.c;
+  if (!llvm::isPowerOf2_64(p.P) || p.P > 32 || p.kDim % p.P != 0 ||
+      !llvm::isPowerOf2_64(p.BV) || p.BV % p.C != 0 || p.vDim % p.C != 0 ||
+      p.kDim / p.P * p.C > 128 || p.S < 1 || p.S > 256)
+    return std::nullopt;
+  p.KS = p.kDim / p.P; // rows per lane
+  p.G = p.BV / p.C;    // lane groups per block
+  p.threads = p.G * p.P;
+  if (p.threads % 32 != 0 || p.threads > 1024)
+    return std::nullopt;
+  p.warps = p.threads / 32;
+  p.nvb = (p.vDim + p.BV - 1) / p.BV;         // value slices per head
+  p.E = (p.kDim + p.threads - 1) / p.threads; // staged rows per thread
+  p.stageGuard = p.kDim % p.threads != 0;
+  p.words = smemWords(p.kDim, p.BV, p.S, p.warps);
+  if (p.words * 4 > 48 * 1024)
+    return std::nullopt;
+  p.vBase = p.S * p.kDim * 4;
+  p.tokBase = p.vBase + p.S * p.BV;
+  p.partBase = p.tokBase + p.S * 4;
+  return p;
+}
+
+/// The kernel body, in the steps the file header describes.
+class RecurrentKernel {
+public:
+  RecurrentKernel(KDAOp op, KernelBuilder &kb, const Plan &p,
+                  ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+                  Value smem)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{{b, loc, kb}}, p(p),
+        a(in, op), out(out), smem(smem) {
+    init = a.getInitialState();
+    cu = a.getCuSeqlens();
+    scale = op.getScale().convertToDouble();
+    l2 = op.getUseQkL2norm();
+    sigmoidBeta = op.getUseBetaSigmoid();
+    gateKind = op.getGateKind();
+    if (auto lb = op.getLowerBoundAttr())
+      lowerBound = lb.getValueAsDouble();
   }
-  /// Four f32 at element `elem` (a multiple of 4) of `base`: one 16-byte load.
-  SmallVector<Value> load4(Value base, Value elem) {
-    return loadVector(globalPtr(base, elem), b.getF32Type(), 4);
+
+  void emit() {
+    positions();
+    SmallVector<Value> s0 = loadState();
+    gateTerms();
+    auto chunks = scf::ForOp::create(b, loc, start, end, kb.idx(p.S), s0);
+    {
+      OpBuilder::InsertionGuard lg(b);
+      b.setInsertionPointToStart(chunks.getBody());
+      Value t0 = chunks.getInductionVar();
+      // The previous chunk's steps are done with the staging.
+      gpu::BarrierOp::create(b, loc);
+      stageChunk(t0);
+      gpu::BarrierOp::create(b, loc);
+      tokenScalars(t0);
+      gpu::BarrierOp::create(b, loc);
+      scf::YieldOp::create(b, loc, steps(t0, chunks.getRegionIterArgs()));
+    }
+    storeState(chunks.getResults());
   }
-  void store4(ArrayRef<Value> vals, Value base, Value elem) {
-    auto vt = VectorType::get({4}, b.getF32Type());
-    Value v = LLVM::PoisonOp::create(b, loc, vt);
-    for (int c = 0; c < 4; ++c)
-      v = LLVM::InsertElementOp::create(
-          b, loc, v, vals[c],
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(c)));
-    LLVM::StoreOp::create(b, loc, v, globalPtr(base, elem), 16);
+
+private:
+  /// The block's (sequence, head, value slice), the lane's group and
+  /// columns, and the sequence's tokens.
+  void positions() {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    this->tid = tid;
+    vb = em.remu(bid, kb.idx(p.nvb));
+    Value hn = em.divu(bid, kb.idx(p.nvb));
+    h = em.remu(hn, kb.idx(p.heads));
+    n = em.divu(hn, kb.idx(p.heads));
+    pLane = em.remu(tid, kb.idx(p.P));
+    Value grp = em.divu(tid, kb.idx(p.P));
+    jl = kb.muli(grp, kb.idx(p.C)); // first column, in the block
+    j = kb.addi(kb.muli(vb, kb.idx(p.BV)), jl);
+    jActive = kb.lti(j, kb.idx(p.vDim));
+    jc = kb.minsi(j, kb.idx(p.vDim - p.C));
+    lane = em.remu(tid, kb.idx(32));
+    warp = em.divu(tid, kb.idx(32));
+
+    bIdx = cu.base ? kb.idx(0) : n;
+    start = cu.base ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
+    end = cu.base ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))})
+                  : kb.dim(a.getQ().shape[1]);
+    last = kb.maxsi(kb.subi(end, kb.idx(1)), start);
   }
+
+  /// The columns' initial rows, S[c * KS + r] (16-byte vector loads when
+  /// C = 4).
+  SmallVector<Value> loadState() {
+    rowIdx.assign(p.KS, Value());
+    if (init.base && p.C == 4)
+      initRows = em.contiguousView(init);
+    SmallVector<Value> s0(p.KS * p.C);
+    for (int64_t r = 0; r < p.KS; ++r) {
+      rowIdx[r] = kb.addi(kb.idx(r * p.P), pLane);
+      for (int64_t c = 0; c < p.C; ++c)
+        s0[c * p.KS + r] = kb.f32(0.0);
+      if (!init.base)
+        continue;
+      if (p.C == 4) {
+        auto vals = em.loadVector(initRows, {n, h, rowIdx[r], jc}, 4);
+        for (int64_t c = 0; c < p.C; ++c)
+          s0[c * p.KS + r] = vals[c];
+      } else {
+        s0[r] = kb.load(init.full, {n, h, rowIdx[r], jc});
+      }
+    }
+    return s0;
+  }
+
+  /// The rows this thread stages, and their token-independent gate terms.
+  void gateTerms() {
+    stageRow.assign(p.E, Value());
+    stageOk.assign(p.E, Value());
+    dtb.assign(p.E, Value());
+    if (gateKind)
+      gateA = kb.exp(kb.load(a.getALog().full, {h}));
+    for (int64_t e = 0; e < p.E; ++e) {
+      Value i = kb.addi(kb.idx(e * p.threads), tid);
+      stageOk[e] = p.stageGuard ? kb.lti(i, kb.idx(p.kDim)) : Value();
+      stageRow[e] = p.stageGuard ? kb.minsi(i, kb.idx(p.kDim - 1)) : i;
+      if (gateKind)
+        dtb[e] = kb.load(a.getDtBias().full,
+                         {kb.addi(kb.muli(h, kb.idx(p.kDim)), stageRow[e])});
+    }
+  }
+
+  /// A. Every load of the chunk first (tokens past the end repeat the last
+  /// one), then the gates, the staging and the partial sums.
+  void stageChunk(Value t0) {
+    SmallVector<Value> tokOf(p.S);
+    for (int64_t s = 0; s < p.S; ++s)
+      tokOf[s] = kb.minsi(kb.addi(t0, kb.idx(s)), last);
+    const int64_t S = p.S, E = p.E;
+    SmallVector<Value> rq(S * E), rk(S * E), rg(S * E);
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t e = 0; e < E; ++e) {
+        SmallVector<Value, 4> at{bIdx, tokOf[s], h, stageRow[e]};
+        rq[s * E + e] = kb.load(a.getQ().full, at);
+        rk[s * E + e] = kb.load(a.getK().full, at);
+        rg[s * E + e] = kb.load(a.getG().full, at);
+      }
+    stageValues(t0);
+    for (int64_t s = 0; s < S; ++s)
+      stageToken(s, ArrayRef(rq).slice(s * E, E), ArrayRef(rk).slice(s * E, E),
+                 ArrayRef(rg).slice(s * E, E));
+  }
+
+  /// The chunk's v columns, [S][BV] at vBase.
+  void stageValues(Value t0) {
+    const int64_t SBV = p.S * p.BV;
+    const int64_t VE = (SBV + p.threads - 1) / p.threads;
+    SmallVector<Value> rv(VE), vAt(VE), vOk(VE);
+    for (int64_t m = 0; m < VE; ++m) {
+      Value e = kb.addi(kb.idx(m * p.threads), tid);
+      vOk[m] = SBV % p.threads != 0 ? kb.lti(e, kb.idx(SBV)) : Value();
+      Value ec = vOk[m] ? kb.minsi(e, kb.idx(SBV - 1)) : e;
+      Value s = em.divu(ec, kb.idx(p.BV));
+      Value col = kb.minsi(
+          kb.addi(kb.muli(vb, kb.idx(p.BV)), em.remu(ec, kb.idx(p.BV))),
+          kb.idx(p.vDim - 1));
+      Value ts = kb.minsi(kb.addi(t0, s), last);
+      rv[m] = kb.load(a.getV().full, {bIdx, ts, h, col});
+      vAt[m] = kb.addi(kb.idx(p.vBase), ec);
+    }
+    for (int64_t m = 0; m < VE; ++m) {
+      if (vOk[m])
+        kb.ifThen(vOk[m], [&] { em.sts(rv[m], smem, vAt[m]); });
+      else
+        em.sts(rv[m], smem, vAt[m]);
+    }
+  }
+
+  /// Token s's decays, k and q rows to shared memory, and the warp's
+  /// partials of |q|^2, |k|^2, q.k.
+  void stageToken(int64_t s, ArrayRef<Value> rq, ArrayRef<Value> rk,
+                  ArrayRef<Value> rg) {
+    Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
+    for (int64_t e = 0; e < p.E; ++e) {
+      Value lgt = rg[e];
+      if (gateKind)
+        lgt = emitGateLogDecay(kb, *gateKind, lowerBound, gateA,
+                               kb.add(rg[e], dtb[e]));
+      Value dec = kb.exp(lgt);
+      Value qe = rq[e], ke = rk[e];
+      if (stageOk[e]) {
+        qe = kb.select(stageOk[e], qe, kb.f32(0.0));
+        ke = kb.select(stageOk[e], ke, kb.f32(0.0));
+      }
+      if (l2) {
+        sq = em.fma(qe, qe, sq);
+        sk = em.fma(ke, ke, sk);
+      }
+      qk = em.fma(qe, ke, qk);
+      Value at = kb.muli(kb.addi(kb.idx(s * p.kDim), stageRow[e]), kb.idx(4));
+      auto write = [&] {
+        em.sts(dec, smem, at);
+        em.sts(ke, smem, kb.addi(at, kb.idx(1)));
+        em.sts(qe, smem, kb.addi(at, kb.idx(2)));
+      };
+      if (stageOk[e])
+        kb.ifThen(stageOk[e], write);
+      else
+        write();
+    }
+    int64_t width = std::min<int64_t>(p.threads, 32);
+    SmallVector<Value> sums;
+    if (l2)
+      sums = {em.groupSum(sq, width), em.groupSum(sk, width),
+              em.groupSum(qk, width)};
+    else
+      sums = {kb.f32(0.0), kb.f32(0.0), em.groupSum(qk, width)};
+    Value pb =
+        kb.addi(kb.idx(p.partBase + s * p.warps * 4), kb.muli(warp, kb.idx(4)));
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+      for (int c = 0; c < 3; ++c)
+        em.sts(sums[c], smem, kb.addi(pb, kb.idx(c)));
+    });
+  }
+
+  /// B. One thread per token: {scale rq, rk, scale rq rk q.k, beta}.
+  void tokenScalars(Value t0) {
+    for (int64_t s0i = 0; s0i < p.S; s0i += p.threads) {
+      Value s = kb.addi(kb.idx(s0i), tid);
+      auto body = [&] {
+        Value pb = kb.addi(kb.idx(p.partBase), kb.muli(s, kb.idx(p.warps * 4)));
+        SmallVector<Value> sum(3, kb.f32(0.0));
+        for (int64_t w = 0; w < p.warps; ++w)
+          for (int c = 0; c < 3; ++c)
+            sum[c] =
+                kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
+        Value nq = l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
+        Value nk = l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
+        Value ts = kb.minsi(kb.addi(t0, s), last);
+        Value bt = kb.load(a.getBeta().full, {bIdx, ts, h});
+        if (sigmoidBeta)
+          bt = kb.sigmoid(bt);
+        Value tb = kb.addi(kb.idx(p.tokBase), kb.muli(s, kb.idx(4)));
+        em.sts(kb.mul(kb.f32(scale), nq), smem, tb);
+        em.sts(nk, smem, kb.addi(tb, kb.idx(1)));
+        em.sts(kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2])), smem,
+               kb.addi(tb, kb.idx(2)));
+        em.sts(bt, smem, kb.addi(tb, kb.idx(3)));
+      };
+      if (s0i + p.threads > p.S)
+        kb.ifThen(kb.lti(s, kb.idx(p.S)), body);
+      else
+        body();
+    }
+  }
+
+  /// C. The chunk's steps, in registers; returns the state after them.
+  ValueRange steps(Value t0, ValueRange st) {
+    Value count = kb.minsi(kb.subi(end, t0), kb.idx(p.S));
+    auto loop =
+        scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1), ValueRange(st));
+    OpBuilder::InsertionGuard sg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value s = loop.getInductionVar();
+    Value tb = kb.addi(kb.idx(p.tokBase), kb.muli(s, kb.idx(4)));
+    TokenStep t;
+    t.srq = em.lds(smem, tb);
+    t.nk = em.lds(smem, kb.addi(tb, kb.idx(1)));
+    t.skq = em.lds(smem, kb.addi(tb, kb.idx(2)));
+    t.bt = em.lds(smem, kb.addi(tb, kb.idx(3)));
+    Value vAt0 =
+        kb.addi(kb.addi(kb.idx(p.vBase), kb.muli(s, kb.idx(p.BV))), jl);
+    for (int64_t c = 0; c < p.C; ++c)
+      t.v.push_back(em.lds(smem, kb.addi(vAt0, kb.idx(c))));
+    scf::YieldOp::create(b, loc, step(t, s, t0, loop.getRegionIterArgs()));
+    return loop.getResults();
+  }
+
+  struct TokenStep {
+    Value srq, nk, skq, bt;
+    SmallVector<Value> v;
+  };
+
+  /// One token's update of the lane's state `it`; stores o.
+  SmallVector<Value> step(const TokenStep &t, Value s, Value t0,
+                          ValueRange it) {
+    const int64_t KS = p.KS, C = p.C;
+    Value base = kb.muli(kb.addi(kb.muli(s, kb.idx(p.kDim)), pLane), kb.idx(4));
+    const int64_t acc = std::min<int64_t>(std::max<int64_t>(1, 4 / C), KS);
+    SmallVector<Value> pAcc(C * acc, kb.f32(0.0)), oAcc(C * acc, kb.f32(0.0));
+    SmallVector<Value> sd(KS * C), kr(KS);
+    for (int64_t r = 0; r < KS; ++r) {
+      Value at = kb.addi(base, kb.idx(r * p.P * 4));
+      Value dec = em.lds(smem, at);
+      kr[r] = em.lds(smem, kb.addi(at, kb.idx(1)));
+      Value qr = em.lds(smem, kb.addi(at, kb.idx(2)));
+      for (int64_t c = 0; c < C; ++c) {
+        Value &pa = pAcc[c * acc + r % acc], &oa = oAcc[c * acc + r % acc];
+        sd[c * KS + r] = kb.mul(dec, it[c * KS + r]);
+        pa = em.fma(sd[c * KS + r], kr[r], pa);
+        oa = em.fma(sd[c * KS + r], qr, oa);
+      }
+    }
+    SmallVector<Value> yields(KS * C);
+    for (int64_t c = 0; c < C; ++c) {
+      Value pred = pAcc[c * acc], oq = oAcc[c * acc];
+      for (int64_t x = 1; x < acc; ++x) {
+        pred = kb.add(pred, pAcc[c * acc + x]);
+        oq = kb.add(oq, oAcc[c * acc + x]);
+      }
+      pred = em.groupSum(pred, p.P);
+      Value u = kb.mul(t.bt, kb.sub(t.v[c], kb.mul(t.nk, pred)));
+      Value uk = kb.mul(u, t.nk);
+      for (int64_t r = 0; r < KS; ++r)
+        yields[c * KS + r] = em.fma(kr[r], uk, sd[c * KS + r]);
+      oq = em.groupSum(oq, p.P);
+      Value ot = em.fma(t.srq, oq, kb.mul(u, t.skq));
+      kb.ifThen(kb.andi(jActive, kb.eqi(pLane, kb.idx(0))), [&] {
+        kb.store(ot, out[0].full,
+                 {bIdx, kb.addi(t0, s), h, kb.addi(j, kb.idx(c))});
+      });
+    }
+    return yields;
+  }
+
+  /// The final state (16-byte vector stores when C = 4).
+  void storeState(ValueRange fin) {
+    Value finalRows = p.C == 4 ? em.contiguousView(out[1]) : Value();
+    kb.ifThen(jActive, [&] {
+      for (int64_t r = 0; r < p.KS; ++r) {
+        if (p.C == 4) {
+          SmallVector<Value> vals;
+          for (int64_t c = 0; c < p.C; ++c)
+            vals.push_back(fin[c * p.KS + r]);
+          em.storeVector(vals, finalRows, {n, h, rowIdx[r], jc});
+        } else {
+          kb.store(fin[r], out[1].full, {n, h, rowIdx[r], j});
+        }
+      }
+    });
+  }
+
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  Emitter em;
+  const Plan &p;
+  KDAOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
+  ArrayRef<KernelOperand> out;
+  Value smem;
+  KernelOperand init, cu;
+  double scale;
+  bool l2, sigmoidBeta;
+  std::optional<DecayGateKind> gateKind;
+  std::optional<double> lowerBound;
+  // positions()
+  Value tid, vb, h, n, pLane, jl, j, jActive, jc, lane, warp;
+  Value bIdx, start, end, last;
+  SmallVector<Value> rowIdx, stageRow, stageOk, dtb;
+  Value gateA, initRows;
 };
 
 } // namespace
@@ -151,45 +530,13 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
     KDAOp op, gpu::GPUFuncOp fn, KernelBuilder &kb, ArrayRef<KernelOperand> in,
     ArrayRef<KernelOperand> out, const CUDAKernelOptions &options) {
   OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  MLIRContext *ctx = b.getContext();
-
-  unsigned next = 5;
-  const KernelOperand *init = op.getInitialState() ? &in[next++] : nullptr;
-  const KernelOperand *cu = op.getCuSeqlens() ? &in[next++] : nullptr;
-  const KernelOperand *aLog = op.getALog() ? &in[next++] : nullptr;
-  const KernelOperand *dtBias = op.getDtBias() ? &in[next++] : nullptr;
-  auto gateKind = op.getGateKind();
-  if (gateKind && (!aLog || !dtBias))
+  KDAOp::GenericAdaptor<ArrayRef<KernelOperand>> a(in, op);
+  KernelOperand init = a.getInitialState();
+  if (op.getGateKind() && (!op.getALog() || !op.getDtBias()))
     return false;
-
-  // Static K, V and H: the columns live in registers, unrolled over K.
-  const int64_t kDim = in[0].shape[3], vDim = in[2].shape[3],
-                heads = in[0].shape[2];
-  if (kDim <= 0 || vDim <= 0 || heads <= 0 || kDim > 256 || vDim > 256)
-    return false;
-  if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
-    return false;
-  if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
-    return false;
-  KDATile tile =
-      chooseTile(kDim, vDim, options.kdaRecurrentTile, options.decode);
-  const int64_t P = tile.p, BV = tile.bv, S = tile.s, C = tile.c;
-  if (!llvm::isPowerOf2_64(P) || P > 32 || kDim % P != 0 ||
-      !llvm::isPowerOf2_64(BV) || BV % C != 0 || vDim % C != 0 ||
-      kDim / P * C > 128 || S < 1 || S > 256)
-    return false;
-  const int64_t KS = kDim / P; // rows per lane
-  const int64_t G = BV / C;    // lane groups per block
-  const int64_t threads = G * P;
-  if (threads % 32 != 0 || threads > 1024)
-    return false;
-  const int64_t warps = threads / 32;
-  const int64_t nvb = (vDim + BV - 1) / BV;         // value slices per head
-  const int64_t E = (kDim + threads - 1) / threads; // staged rows per thread
-  const bool stageGuard = kDim % threads != 0;
-  const int64_t words = smemWords(kDim, BV, S, warps);
-  if (words * 4 > 48 * 1024)
+  std::optional<Plan> p =
+      makePlan(in, out, init.base ? &init : nullptr, options);
+  if (!p)
     return false;
 
   // The grid: N * H * nvb blocks, N = the final state's leading dimension.
@@ -197,282 +544,19 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
   auto nForm = kb.linearForm(numSeqs);
   if (!nForm)
     return false;
-  int64_t per = heads * nvb;
+  int64_t per = p->heads * p->nvb;
   fn->setAttr(kLaunchGridAttr,
               b.getDenseI64ArrayAttr(
                   {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({threads, 1, 1}));
+  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({p->threads, 1, 1}));
   fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(0));
 
-  // Shared memory: the chunk's {a, k, q, pad} per (token, row), its v
-  // columns [S][BV], per-token scalars [S][4], per-warp partials [S][w][4].
-  const int64_t vBase = S * kDim * 4;
-  const int64_t tokBase = vBase + S * BV;
-  const int64_t partBase = tokBase + S * 4;
-  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto smemType =
-      MemRefType::get({words}, b.getF32Type(), MemRefLayoutAttrInterface{}, wg);
-  Value smem = fn.addWorkgroupAttribution(smemType, loc);
-
-  Emitter em{{b, loc, kb}};
-  Value q = in[0].full, k = in[1].full, v = in[2].full, g = in[3].full,
-        beta = in[4].full, o = out[0].full;
-  double scale = op.getScale().convertToDouble();
-  bool l2 = op.getUseQkL2norm(), sigmoidBeta = op.getUseBetaSigmoid();
-  std::optional<double> lowerBound;
-  if (auto lb = op.getLowerBoundAttr())
-    lowerBound = lb.getValueAsDouble();
-
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value vb = em.remu(bid, kb.idx(nvb));
-  Value hn = em.divu(bid, kb.idx(nvb));
-  Value h = em.remu(hn, kb.idx(heads));
-  Value n = em.divu(hn, kb.idx(heads));
-  Value pLane = em.remu(tid, kb.idx(P));
-  Value grp = em.divu(tid, kb.idx(P));
-  Value jl = kb.muli(grp, kb.idx(C)); // first column, in the block
-  Value j = kb.addi(kb.muli(vb, kb.idx(BV)), jl);
-  Value jActive = kb.lti(j, kb.idx(vDim));
-  Value jc = kb.minsi(j, kb.idx(vDim - C));
-  Value lane = em.remu(tid, kb.idx(32));
-  Value warp = em.divu(tid, kb.idx(32));
-
-  Value bIdx = cu ? kb.idx(0) : n;
-  Value start = cu ? kb.loadIndex(cu->full, {n}) : kb.idx(0);
-  Value end = cu ? kb.loadIndex(cu->full, {kb.addi(n, kb.idx(1))})
-                 : kb.dim(in[0].shape[1]);
-  Value last = kb.maxsi(kb.subi(end, kb.idx(1)), start);
-
-  // The columns' initial rows (16-byte loads when C = 4): S[c * KS + r].
-  SmallVector<Value> rowIdx(KS);
-  SmallVector<Value> s0(KS * C);
-  Value stateRow0 =
-      kb.muli(kb.addi(kb.muli(n, kb.idx(heads)), h), kb.idx(kDim));
-  auto stateElem = [&](int64_t r) {
-    return kb.addi(kb.muli(kb.addi(stateRow0, rowIdx[r]), kb.idx(vDim)), jc);
-  };
-  for (int64_t r = 0; r < KS; ++r) {
-    rowIdx[r] = kb.addi(kb.idx(r * P), pLane);
-    for (int64_t c = 0; c < C; ++c)
-      s0[c * KS + r] = kb.f32(0.0);
-    if (!init)
-      continue;
-    if (C == 4) {
-      auto vals = em.load4(init->base, stateElem(r));
-      for (int64_t c = 0; c < C; ++c)
-        s0[c * KS + r] = vals[c];
-    } else {
-      s0[r] = kb.load(init->full, {n, h, rowIdx[r], jc});
-    }
-  }
-
-  // Rows this thread stages, and their token-independent gate terms.
-  SmallVector<Value> stageRow(E), stageOk(E), dtb(E);
-  Value gateA;
-  if (gateKind)
-    gateA = kb.exp(kb.load(aLog->full, {h}));
-  for (int64_t e = 0; e < E; ++e) {
-    Value i = kb.addi(kb.idx(e * threads), tid);
-    stageOk[e] = stageGuard ? kb.lti(i, kb.idx(kDim)) : Value();
-    stageRow[e] = stageGuard ? kb.minsi(i, kb.idx(kDim - 1)) : i;
-    if (gateKind)
-      dtb[e] = kb.load(dtBias->full,
-                       {kb.addi(kb.muli(h, kb.idx(kDim)), stageRow[e])});
-  }
-
-  auto chunks = scf::ForOp::create(b, loc, start, end, kb.idx(S), s0);
-  {
-    OpBuilder::InsertionGuard lg(b);
-    b.setInsertionPointToStart(chunks.getBody());
-    Value t0 = chunks.getInductionVar();
-    ValueRange st = chunks.getRegionIterArgs();
-    Value count = kb.minsi(kb.subi(end, t0), kb.idx(S));
-    // The previous chunk's steps are done with the staging.
-    gpu::BarrierOp::create(b, loc);
-
-    // A. Every load of the chunk first (tokens past the end repeat the
-    // last one), then the gates, the staging and the partial sums.
-    SmallVector<Value> tokOf(S);
-    for (int64_t s = 0; s < S; ++s)
-      tokOf[s] = kb.minsi(kb.addi(t0, kb.idx(s)), last);
-    SmallVector<Value> rq(S * E), rk(S * E), rg(S * E);
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t e = 0; e < E; ++e) {
-        rq[s * E + e] = kb.load(q, {bIdx, tokOf[s], h, stageRow[e]});
-        rk[s * E + e] = kb.load(k, {bIdx, tokOf[s], h, stageRow[e]});
-        rg[s * E + e] = kb.load(g, {bIdx, tokOf[s], h, stageRow[e]});
-      }
-    const int64_t VE = (S * BV + threads - 1) / threads;
-    SmallVector<Value> rv(VE), vAt(VE), vOk(VE);
-    for (int64_t m = 0; m < VE; ++m) {
-      Value e = kb.addi(kb.idx(m * threads), tid);
-      vOk[m] = (S * BV) % threads != 0 ? kb.lti(e, kb.idx(S * BV)) : Value();
-      Value ec = vOk[m] ? kb.minsi(e, kb.idx(S * BV - 1)) : e;
-      Value s = em.divu(ec, kb.idx(BV));
-      Value col =
-          kb.minsi(kb.addi(kb.muli(vb, kb.idx(BV)), em.remu(ec, kb.idx(BV))),
-                   kb.idx(vDim - 1));
-      Value ts = kb.minsi(kb.addi(t0, s), last);
-      rv[m] = kb.load(v, {bIdx, ts, h, col});
-      vAt[m] = kb.addi(kb.idx(vBase), ec);
-    }
-    for (int64_t m = 0; m < VE; ++m) {
-      if (vOk[m])
-        kb.ifThen(vOk[m], [&] { em.sts(rv[m], smem, vAt[m]); });
-      else
-        em.sts(rv[m], smem, vAt[m]);
-    }
-    int64_t width = std::min<int64_t>(threads, 32);
-    for (int64_t s = 0; s < S; ++s) {
-      Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
-      for (int64_t e = 0; e < E; ++e) {
-        Value z = rg[s * E + e];
-        Value lgt;
-        if (!gateKind) {
-          lgt = z;
-        } else {
-          Value u = kb.add(z, dtb[e]);
-          if (*gateKind == DecayGateKind::lower_bounded_sigmoid)
-            lgt = kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(gateA, u)));
-          else
-            lgt = kb.neg(kb.mul(gateA, kb.softplus(u)));
-        }
-        Value a = kb.exp(lgt);
-        Value qe = rq[s * E + e], ke = rk[s * E + e];
-        if (stageOk[e]) {
-          qe = kb.select(stageOk[e], qe, kb.f32(0.0));
-          ke = kb.select(stageOk[e], ke, kb.f32(0.0));
-        }
-        if (l2) {
-          sq = em.fma(qe, qe, sq);
-          sk = em.fma(ke, ke, sk);
-        }
-        qk = em.fma(qe, ke, qk);
-        Value at = kb.muli(kb.addi(kb.idx(s * kDim), stageRow[e]), kb.idx(4));
-        auto write = [&] {
-          em.sts(a, smem, at);
-          em.sts(ke, smem, kb.addi(at, kb.idx(1)));
-          em.sts(qe, smem, kb.addi(at, kb.idx(2)));
-        };
-        if (stageOk[e])
-          kb.ifThen(stageOk[e], write);
-        else
-          write();
-      }
-      SmallVector<Value> sums;
-      if (l2)
-        sums = {em.groupSum(sq, width), em.groupSum(sk, width),
-                em.groupSum(qk, width)};
-      else
-        sums = {kb.f32(0.0), kb.f32(0.0), em.groupSum(qk, width)};
-      Value pb =
-          kb.addi(kb.idx(partBase + s * warps * 4), kb.muli(warp, kb.idx(4)));
-      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
-        for (int c = 0; c < 3; ++c)
-          em.sts(sums[c], smem, kb.addi(pb, kb.idx(c)));
-      });
-    }
-    gpu::BarrierOp::create(b, loc);
-
-    // B. One thread per token: {scale rq, rk, scale rq rk q.k, beta}.
-    for (int64_t s0i = 0; s0i < S; s0i += threads) {
-      Value s = kb.addi(kb.idx(s0i), tid);
-      auto body = [&] {
-        Value pb = kb.addi(kb.idx(partBase), kb.muli(s, kb.idx(warps * 4)));
-        SmallVector<Value> sum(3, kb.f32(0.0));
-        for (int64_t w = 0; w < warps; ++w)
-          for (int c = 0; c < 3; ++c)
-            sum[c] =
-                kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
-        Value nq = l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
-        Value nk = l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
-        Value ts = kb.minsi(kb.addi(t0, s), last);
-        Value bt = kb.load(beta, {bIdx, ts, h});
-        if (sigmoidBeta)
-          bt = kb.sigmoid(bt);
-        Value tb = kb.addi(kb.idx(tokBase), kb.muli(s, kb.idx(4)));
-        em.sts(kb.mul(kb.f32(scale), nq), smem, tb);
-        em.sts(nk, smem, kb.addi(tb, kb.idx(1)));
-        em.sts(kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2])), smem,
-               kb.addi(tb, kb.idx(2)));
-        em.sts(bt, smem, kb.addi(tb, kb.idx(3)));
-      };
-      if (s0i + threads > S)
-        kb.ifThen(kb.lti(s, kb.idx(S)), body);
-      else
-        body();
-    }
-    gpu::BarrierOp::create(b, loc);
-
-    // C. The chunk's steps, in registers.
-    auto steps =
-        scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1), ValueRange(st));
-    {
-      OpBuilder::InsertionGuard sg(b);
-      b.setInsertionPointToStart(steps.getBody());
-      Value s = steps.getInductionVar();
-      ValueRange it = steps.getRegionIterArgs();
-      Value tb = kb.addi(kb.idx(tokBase), kb.muli(s, kb.idx(4)));
-      Value srq = em.lds(smem, tb);
-      Value nk = em.lds(smem, kb.addi(tb, kb.idx(1)));
-      Value skq = em.lds(smem, kb.addi(tb, kb.idx(2)));
-      Value bt = em.lds(smem, kb.addi(tb, kb.idx(3)));
-      Value vAt0 = kb.addi(kb.addi(kb.idx(vBase), kb.muli(s, kb.idx(BV))), jl);
-      SmallVector<Value> vv(C);
-      for (int64_t c = 0; c < C; ++c)
-        vv[c] = em.lds(smem, kb.addi(vAt0, kb.idx(c)));
-
-      Value base = kb.muli(kb.addi(kb.muli(s, kb.idx(kDim)), pLane), kb.idx(4));
-      const int64_t acc = std::min<int64_t>(std::max<int64_t>(1, 4 / C), KS);
-      SmallVector<Value> pAcc(C * acc, kb.f32(0.0)), oAcc(C * acc, kb.f32(0.0));
-      SmallVector<Value> sd(KS * C), kr(KS);
-      for (int64_t r = 0; r < KS; ++r) {
-        Value at = kb.addi(base, kb.idx(r * P * 4));
-        Value a = em.lds(smem, at);
-        kr[r] = em.lds(smem, kb.addi(at, kb.idx(1)));
-        Value qr = em.lds(smem, kb.addi(at, kb.idx(2)));
-        for (int64_t c = 0; c < C; ++c) {
-          Value &pa = pAcc[c * acc + r % acc], &oa = oAcc[c * acc + r % acc];
-          sd[c * KS + r] = kb.mul(a, it[c * KS + r]);
-          pa = em.fma(sd[c * KS + r], kr[r], pa);
-          oa = em.fma(sd[c * KS + r], qr, oa);
-        }
-      }
-      SmallVector<Value> yields(KS * C);
-      for (int64_t c = 0; c < C; ++c) {
-        Value pred = pAcc[c * acc], oq = oAcc[c * acc];
-        for (int64_t x = 1; x < acc; ++x) {
-          pred = kb.add(pred, pAcc[c * acc + x]);
-          oq = kb.add(oq, oAcc[c * acc + x]);
-        }
-        pred = em.groupSum(pred, P);
-        Value u = kb.mul(bt, kb.sub(vv[c], kb.mul(nk, pred)));
-        Value uk = kb.mul(u, nk);
-        for (int64_t r = 0; r < KS; ++r)
-          yields[c * KS + r] = em.fma(kr[r], uk, sd[c * KS + r]);
-        oq = em.groupSum(oq, P);
-        Value ot = em.fma(srq, oq, kb.mul(u, skq));
-        kb.ifThen(kb.andi(jActive, kb.eqi(pLane, kb.idx(0))), [&] {
-          kb.store(ot, o, {bIdx, kb.addi(t0, s), h, kb.addi(j, kb.idx(c))});
-        });
-      }
-      scf::YieldOp::create(b, loc, yields);
-    }
-    scf::YieldOp::create(b, loc, steps.getResults());
-  }
-
-  kb.ifThen(jActive, [&] {
-    for (int64_t r = 0; r < KS; ++r) {
-      if (C == 4) {
-        SmallVector<Value> vals;
-        for (int64_t c = 0; c < C; ++c)
-          vals.push_back(chunks.getResult(c * KS + r));
-        em.store4(vals, out[1].base, stateElem(r));
-      } else {
-        kb.store(chunks.getResult(r), out[1].full, {n, h, rowIdx[r], j});
-      }
-    }
-  });
+  // The chunk's staging: a static workgroup buffer of f32 words.
+  auto wg =
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto smemType = MemRefType::get({p->words}, b.getF32Type(),
+                                  MemRefLayoutAttrInterface{}, wg);
+  Value smem = fn.addWorkgroupAttribution(smemType, kb.getLoc());
+  RecurrentKernel(op, kb, *p, in, out, smem).emit();
   return true;
 }

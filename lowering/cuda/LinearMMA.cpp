@@ -1,12 +1,12 @@
-//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate -*- C++
-//-*-===//
+//===- LinearMMA.cpp - k3.linear on the tensor cores, f32-accurate ------===//
 //
 // `y[r, o] = sum_i x[r, i] w[o, i]` with f32 activations on the tensor cores
 // at f32 accuracy: the error-compensated "3xTF32" split. Each f32 operand is
 // a = a_hi + a_lo with a_hi = a rounded down to tf32 (the low 13 mantissa
 // bits cleared) and a_lo = a - a_hi (exact in f32, then itself cut to tf32);
 // a b ~ a_lo b_hi + a_hi b_lo + a_hi b_hi, the small terms first, with
-// f32 accumulation (mma.sync.m16n8k8.tf32): a relative error near f32's
+// f32 accumulation (k3gpu.mma_sync m16n8k8 tf32, fragments vector<4x1xf32>
+// and vector<2x1xf32>): a relative error near f32's
 // instead of tf32's 2^-11. bf16/f16 weights are exact in tf32, so b_lo = 0
 // and two products suffice.
 //
@@ -32,83 +32,55 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kBM = 64, kBN = 32, kBK = 32, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kStride = kBK + 4;
-} // namespace
 
-FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
-                                            KernelBuilder &kb,
-                                            ArrayRef<KernelOperand> in,
-                                            ArrayRef<KernelOperand> out,
-                                            const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  const int64_t nOut = in[1].shape[0], nIn = in[1].shape[1];
-  if (nOut <= 0 || nIn <= 0 || nOut % kBN != 0 || nIn % kBK != 0)
-    return false;
-  auto elem = [](Value m) {
-    return cast<MemRefType>(m.getType()).getElementType();
-  };
-  if (!elem(in[0].base).isF32())
-    return false;
-  const bool wSplit = elem(in[1].base).isF32(); // bf16/f16: exact in tf32
+/// The kernel body: per K step, stage the tiles, then the warp's 2 x 2
+/// fragments of 3xTF32 products; the C fragments stored at the end.
+class LinearKernel {
+public:
+  LinearKernel(KernelBuilder &kb, ArrayRef<KernelOperand> in,
+               ArrayRef<KernelOperand> out, Value rows, bool wSplit)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, rows(rows),
+        wSplit(wSplit), nOut(in[1].shape[0]), nIn(in[1].shape[1]) {
+    Value smem = em.dynamicSharedMemory();
+    xs = em.sharedView(smem, b.getF32Type(), kb.idx(0), {kBM * kStride});
+    ws = em.sharedView(smem, b.getF32Type(), kb.idx(kBM * kStride * 4),
+                       {kBN * kStride});
+    x = kb.view(in[0].base, {rows, kb.idx(nIn)});
+    w = in[1].full;
+    y = kb.view(out[0].base, {rows, kb.idx(nOut)});
+  }
 
-  // Rows: every leading dimension of x, as one linear size.
-  Value rows = kb.idx(1);
-  for (int64_t d : ArrayRef<int64_t>(in[0].shape).drop_back())
-    rows = kb.muli(rows, kb.dim(d));
-  auto form = kb.linearForm(rows);
-  if (!form)
-    return false;
-  const int64_t nb = nOut / kBN;
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {form->symbol, form->a * nb, (form->b + kBM - 1) * nb, kBM}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
-  const int64_t smemBytes = (kBM + kBN) * kStride * 4;
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
+  void emit() {
+    const int64_t nb = nOut / kBN;
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    n0 = kb.muli(em.remu(bid, nb), kb.idx(kBN));
+    m0 = kb.muli(em.divu(bid, nb), kb.idx(kBM));
+    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+    gq = em.divu(lane, 4);
+    tig = em.remu(lane, 4);
+    wm = kb.muli(em.divu(warp, 2), kb.idx(32));
+    wn = kb.muli(em.remu(warp, 2), kb.idx(16));
+    mask = arith::ConstantOp::create(b, loc,
+                                     b.getI32IntegerAttr(int32_t(0xFFFFE000u)));
 
-  MMAEmitter em{b, loc, kb};
-  Value smem = em.dynamicSharedMemory();
-  Value xs = em.sharedView(smem, b.getF32Type(), kb.idx(0), kBM * kStride);
-  Value ws = em.sharedView(smem, b.getF32Type(), kb.idx(kBM * kStride * 4),
-                           kBN * kStride);
-  Value x = kb.view(in[0].base, {rows, kb.idx(nIn)});
-  Value w = in[1].full;
-  Value y = kb.view(out[0].base, {rows, kb.idx(nOut)});
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value n0 = kb.muli(em.remu(bid, nb), kb.idx(kBN));
-  Value m0 = kb.muli(em.divu(bid, nb), kb.idx(kBM));
-  Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-  Value gq = em.divu(lane, 4), tig = em.remu(lane, 4);
-  Value wm = kb.muli(em.divu(warp, 2), kb.idx(32));
-  Value wn = kb.muli(em.remu(warp, 2), kb.idx(16));
+    SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));
+    auto kLoop =
+        scf::ForOp::create(b, loc, kb.idx(0), kb.idx(nIn), kb.idx(kBK), acc0);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(kLoop.getBody());
+      gpu::BarrierOp::create(b, loc);
+      stage(kLoop.getInductionVar());
+      gpu::BarrierOp::create(b, loc);
+      scf::YieldOp::create(b, loc, multiply(kLoop.getRegionIterArgs()));
+    }
+    store(kLoop.getResults());
+  }
 
-  Type i32 = b.getI32Type();
-  Value mask = arith::ConstantOp::create(
-      b, loc, b.getI32IntegerAttr(int32_t(0xFFFFE000u)));
-  auto hiBits = [&](Value f) {
-    Value bits = arith::BitcastOp::create(b, loc, i32, f);
-    return arith::AndIOp::create(b, loc, bits, mask).getResult();
-  };
-  auto split = [&](Value f) -> std::pair<Value, Value> {
-    Value hi = hiBits(f);
-    Value hiF = arith::BitcastOp::create(b, loc, b.getF32Type(), hi);
-    return {hi, hiBits(kb.sub(f, hiF))};
-  };
-  auto mma = [&](ArrayRef<Value> a, ArrayRef<Value> bb, const Acc &c) {
-    return em.mmaSync(a, bb, c, 8, NVVM::MMATypes::tf32);
-  };
-
-  SmallVector<Value> acc0(2 * 2 * 4, kb.f32(0.0));
-  auto kLoop =
-      scf::ForOp::create(b, loc, kb.idx(0), kb.idx(nIn), kb.idx(kBK), acc0);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(kLoop.getBody());
-    Value k0 = kLoop.getInductionVar();
-    ValueRange it = kLoop.getRegionIterArgs();
-    gpu::BarrierOp::create(b, loc);
-    // Stage x[m0.., k0..] (rows past the end: 0) and w[n0.., k0..] as f32.
+private:
+  /// Stages x[m0.., k0..] (rows past the end: 0) and w[n0.., k0..] as f32.
+  void stage(Value k0) {
     SmallVector<std::pair<Value, Value>> staged;
     for (int64_t p = 0; p < kBM * kBK / kThreads; ++p) {
       Value e = kb.addi(kb.idx(p * kThreads), tid);
@@ -128,8 +100,34 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
       em.sts(kb.load(w, {kb.addi(n0, r), kb.addi(k0, c)}), ws,
              kb.addi(kb.muli(r, kb.idx(kStride)), c));
     }
-    gpu::BarrierOp::create(b, loc);
+  }
 
+  /// The 3xTF32 split: hi = f with the low 13 mantissa bits cleared, lo =
+  /// (f - hi) likewise (tf32 operands are f32 values whose low bits the
+  /// tensor cores ignore; they are cleared so that the split is exact).
+  Value hiBits(Value f) {
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), f);
+    Value hi = arith::AndIOp::create(b, loc, bits, mask);
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), hi);
+  }
+  std::pair<Value, Value> split(Value f) {
+    Value hi = hiBits(f);
+    return {hi, hiBits(kb.sub(f, hi))};
+  }
+  /// tf32 fragments: A vector<4x1xf32>, B vector<2x1xf32>.
+  Value frag(ArrayRef<Value> regs) {
+    SmallVector<Value> rs;
+    for (Value r : regs)
+      rs.push_back(vector::FromElementsOp::create(
+          b, loc, VectorType::get({1}, b.getF32Type()), r));
+    return em.stack(rs);
+  }
+  Acc mma(ArrayRef<Value> a, ArrayRef<Value> bb, const Acc &c) {
+    return em.mma(frag(a), frag(bb), c);
+  }
+
+  /// The K step's products on the warp's 2 x 2 accumulators `it`.
+  SmallVector<Value> multiply(ValueRange it) {
     SmallVector<Acc> acc(4);
     for (int64_t i = 0; i < 4; ++i)
       acc[i] = {it[4 * i], it[4 * i + 1], it[4 * i + 2], it[4 * i + 3]};
@@ -165,21 +163,68 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
     SmallVector<Value> next;
     for (const Acc &c : acc)
       next.append(c.begin(), c.end());
-    scf::YieldOp::create(b, loc, next);
+    return next;
   }
 
-  // C fragment: (row g, cols 2 tig, +1) and (row g + 8, same cols).
-  Value tig2 = kb.muli(tig, kb.idx(2));
-  for (int64_t mt = 0; mt < 2; ++mt)
-    for (int64_t nt = 0; nt < 2; ++nt)
-      for (int64_t c = 0; c < 4; ++c) {
-        Value row = kb.addi(
-            m0, kb.addi(wm, kb.addi(gq, kb.idx(16 * mt + 8 * (c / 2)))));
-        Value colv =
-            kb.addi(n0, kb.addi(wn, kb.addi(tig2, kb.idx(8 * nt + c % 2))));
-        Value v = kLoop.getResult((mt * 2 + nt) * 4 + c);
-        kb.ifThen(kb.lti(row, rows), [&] { kb.store(v, y, {row, colv}); });
-      }
+  /// C fragment: (row g, cols 2 tig, +1) and (row g + 8, same cols).
+  void store(ValueRange result) {
+    Value tig2 = kb.muli(tig, kb.idx(2));
+    for (int64_t mt = 0; mt < 2; ++mt)
+      for (int64_t nt = 0; nt < 2; ++nt)
+        for (int64_t c = 0; c < 4; ++c) {
+          Value row = kb.addi(
+              m0, kb.addi(wm, kb.addi(gq, kb.idx(16 * mt + 8 * (c / 2)))));
+          Value colv =
+              kb.addi(n0, kb.addi(wn, kb.addi(tig2, kb.idx(8 * nt + c % 2))));
+          Value v = result[(mt * 2 + nt) * 4 + c];
+          kb.ifThen(kb.lti(row, rows), [&] { kb.store(v, y, {row, colv}); });
+        }
+  }
+
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  Value rows;
+  bool wSplit;
+  int64_t nOut, nIn;
+  Value xs, ws, x, w, y;
+  Value tid, n0, m0, gq, tig, wm, wn, mask;
+};
+} // namespace
+
+FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
+                                            KernelBuilder &kb,
+                                            ArrayRef<KernelOperand> in,
+                                            ArrayRef<KernelOperand> out,
+                                            const CUDAKernelOptions &options) {
+  OpBuilder &b = kb.builder();
+  const int64_t nOut = in[1].shape[0], nIn = in[1].shape[1];
+  if (nOut <= 0 || nIn <= 0 || nOut % kBN != 0 || nIn % kBK != 0)
+    return false;
+  auto elem = [](Value m) {
+    return cast<MemRefType>(m.getType()).getElementType();
+  };
+  if (!elem(in[0].base).isF32())
+    return false;
+  const bool wSplit = elem(in[1].base).isF32(); // bf16/f16: exact in tf32
+
+  // Rows: every leading dimension of x, as one linear size.
+  Value rows = kb.idx(1);
+  for (int64_t d : ArrayRef<int64_t>(in[0].shape).drop_back())
+    rows = kb.muli(rows, kb.dim(d));
+  auto form = kb.linearForm(rows);
+  if (!form)
+    return false;
+  const int64_t nb = nOut / kBN;
+  fn->setAttr(kLaunchGridAttr,
+              b.getDenseI64ArrayAttr(
+                  {form->symbol, form->a * nb, (form->b + kBM - 1) * nb, kBM}));
+  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
+  const int64_t smemBytes = (kBM + kBN) * kStride * 4;
+  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
+  LinearKernel(kb, in, out, rows, wSplit).emit();
+  (void)op;
   (void)options;
   return true;
 }

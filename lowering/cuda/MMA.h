@@ -1,36 +1,47 @@
-//===- MMA.h - warp-level tensor-core fragments for emitters ----*- C++ -*-===//
+//===- MMA.h - warp-level tensor-core tiles for the CUDA emitters -*- C++
+//-*-===//
 //
-// Building blocks of the dedicated kernels that multiply on the tensor cores
-// with `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` (nvvm.mma.sync:
-// MLIR 22's nvgpu.mma.sync cannot lower bf16 operands, "failed to deduce
-// operand PTX types"). Fragments are per-lane register values in PTX's
-// layout; g = lane / 4 and tig = lane % 4 below.
+// Building blocks of the dedicated kernels that multiply on the tensor
+// cores, on typed values: shared memory as memrefs in the workgroup address
+// space (views of the dynamic shared memory), fragments as vectors in
+// nvgpu's convention (A vector<4x2xbf16>, B vector<2x2xbf16>, accumulator
+// vector<2x2xf32>; tf32: A vector<4x1xf32>, B vector<2x1xf32>), loaded by
+// nvgpu.ldmatrix and multiplied by k3gpu.mma_sync (MLIR 22's nvgpu.mma.sync
+// cannot lower bf16 operands, "failed to deduce operand PTX types"). No
+// NVVM or LLVM ops here: those come from the conversions
+// (convert-nvgpu-to-nvvm, convert-k3gpu-to-nvvm). g = lane / 4 and
+// tig = lane % 4 below.
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_MMA_H
 #define K3_LOWERING_CUDA_MMA_H
 
+#include "dialects/K3GPU/K3GPUDialect.h"
 #include "lowering/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <array>
 
 namespace mlir::k3 {
 
-/// A 16 x 8 f32 accumulator fragment: c0, c1 at (row g, cols 2 tig, +1),
-/// c2, c3 at (row g + 8, same cols), g = lane / 4, tig = lane % 4.
+/// The four f32 elements of a 16 x 8 accumulator fragment: c0, c1 at (row
+/// g, cols 2 tig, +1), c2, c3 at (row g + 8, same cols). Kept as scalars
+/// between products (loop-carried values stay scalar registers); each
+/// k3gpu.mma_sync sees them as its vector<2x2xf32>.
 using Acc = std::array<Value, 4>;
-/// A 16 x 16 bf16 A fragment (four bf16 pairs packed in i32): a0 (row g,
-/// cols 2 tig, +1), a1 (row g + 8), a2 (row g, cols + 8), a3 (row g + 8,
-/// cols + 8).
-using FragA = std::array<Value, 4>;
-/// A 16 x 8 bf16 B fragment: b0 (k rows 2 tig, +1; col g), b1 (k rows + 8).
-using FragB = std::array<Value, 2>;
+/// A 16 x 16 bf16 A fragment, vector<4x2xbf16>: rows a0 (row g, cols
+/// 2 tig, +1), a1 (row g + 8), a2 (row g, cols + 8), a3 (row g + 8, cols
+/// + 8).
+using FragA = Value;
+/// A 16 x 8 bf16 B fragment, vector<2x2xbf16>: b0 (k rows 2 tig, +1; col
+/// g), b1 (k rows + 8).
+using FragB = Value;
 
 struct MMAEmitter {
   OpBuilder &b;
@@ -52,181 +63,194 @@ struct MMAEmitter {
       v = kb.add(v, shuffleXor(v, off));
     return v;
   }
-  void syncWarp() {
-    Value all = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
-    NVVM::SyncWarpOp::create(b, loc, all);
-  }
 
-  Value lds(Value mem, Value i) {
-    return memref::LoadOp::create(b, loc, mem, ValueRange{i});
+  Value lds(Value mem, ValueRange i) {
+    return memref::LoadOp::create(b, loc, mem, i);
   }
-  void sts(Value v, Value mem, Value i) {
-    memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
+  void sts(Value v, Value mem, ValueRange i) {
+    memref::StoreOp::create(b, loc, v, mem, i);
   }
   Value bf16(Value f) {
     return arith::TruncFOp::create(b, loc, b.getBF16Type(), f);
   }
-  /// Two f32 rounded to bf16 and packed little-endian (lo first) in an i32.
-  Value pack(Value lo, Value hi) {
-    auto vt = VectorType::get({2}, b.getBF16Type());
-    Value v = LLVM::PoisonOp::create(b, loc, vt);
-    Value parts[2] = {bf16(lo), bf16(hi)};
-    for (int i = 0; i < 2; ++i)
-      v = LLVM::InsertElementOp::create(
-          b, loc, v, parts[i],
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
-    return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
+  /// Element i of a 1-D vector, or (i, j) of a 2-D one.
+  Value extract(Value v, ArrayRef<int64_t> pos) {
+    return vector::ExtractOp::create(b, loc, v, pos);
   }
-  /// Two bf16 values packed little-endian (lo first) in an i32.
-  Value packBF16(Value lo, Value hi) {
-    auto vt = VectorType::get({2}, b.getBF16Type());
-    Value v = LLVM::PoisonOp::create(b, loc, vt);
-    Value parts[2] = {lo, hi};
-    for (int i = 0; i < 2; ++i)
-      v = LLVM::InsertElementOp::create(
-          b, loc, v, parts[i],
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
-    return LLVM::BitcastOp::create(b, loc, b.getI32Type(), v);
+  /// Rows (1-D vectors of one type) stacked into a 2-D vector.
+  Value stack(ArrayRef<Value> rows) {
+    auto row = cast<VectorType>(rows[0].getType());
+    auto ty = VectorType::get({int64_t(rows.size()), row.getDimSize(0)},
+                              row.getElementType());
+    Value v = arith::ConstantOp::create(b, loc, ty, b.getZeroAttr(ty));
+    for (auto [i, r] : llvm::enumerate(rows))
+      v = vector::InsertOp::create(b, loc, r, v, int64_t(i));
+    return v;
+  }
+  /// Rows [first, first + n) of a 2-D vector.
+  Value rows(Value v, int64_t first, int64_t n) {
+    SmallVector<Value> rs;
+    for (int64_t i = 0; i < n; ++i)
+      rs.push_back(extract(v, {first + i}));
+    return stack(rs);
+  }
+  /// Two f32 rounded to bf16, lo first: a row of a bf16 fragment.
+  Value pair(Value lo, Value hi) {
+    return vector::FromElementsOp::create(b, loc,
+                                          VectorType::get({2}, b.getBF16Type()),
+                                          ValueRange{bf16(lo), bf16(hi)});
+  }
+  /// The same pair as the 32-bit word packed storage holds (lo in the low
+  /// half).
+  Value packWord(Value lo, Value hi) {
+    Value w = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair(lo, hi));
+    return extract(w, {0});
   }
   /// The A fragment of a 16 x 16 block held as two accumulators (cols
   /// 0..7, 8..15).
   FragA accToA(const Acc &lo, const Acc &hi) {
-    return {pack(lo[0], lo[1]), pack(lo[2], lo[3]), pack(hi[0], hi[1]),
-            pack(hi[2], hi[3])};
+    return stack({pair(lo[0], lo[1]), pair(lo[2], lo[3]), pair(hi[0], hi[1]),
+                  pair(hi[2], hi[3])});
   }
   Acc zero() { return {kb.f32(0), kb.f32(0), kb.f32(0), kb.f32(0)}; }
 
-  /// D = A B + C on the tensor cores.
-  Acc mma(const FragA &a, const FragB &bf, const Acc &c) {
-    return mmaSync(a, bf, c, 16, NVVM::MMATypes::bf16);
-  }
-  /// D = A B + C for m16n8k`k` with `type` operands (A: 4 and B: 2 32-bit
-  /// registers for bf16 k = 16 and tf32 k = 8), f32 accumulators.
-  Acc mmaSync(ArrayRef<Value> a, ArrayRef<Value> bf, const Acc &c, int64_t k,
-              NVVM::MMATypes type) {
-    MLIRContext *ctx = b.getContext();
-    Type f32 = b.getF32Type();
-    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {f32, f32, f32, f32});
-    auto op = NVVM::MmaOp::create(
-        b, loc, resTy, ValueRange(a), ValueRange(bf), ValueRange(c), {16, 8, k},
-        std::nullopt, std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    Acc d;
-    for (int64_t i = 0; i < 4; ++i)
-      d[i] = LLVM::ExtractValueOp::create(b, loc, op.getResult(), i);
-    return d;
+  /// D = A B + C on the tensor cores (k3gpu.mma_sync: bf16 m16n8k16 or
+  /// tf32 m16n8k8, from A's type).
+  Acc mma(Value a, Value bf, const Acc &c) {
+    auto row = [&](Value x, Value y) {
+      return vector::FromElementsOp::create(
+          b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{x, y});
+    };
+    Value cv = stack({row(c[0], c[1]), row(c[2], c[3])});
+    Value d = k3gpu::MmaSyncOp::create(b, loc, cv.getType(), a, bf, cv);
+    return {extract(d, {0, 0}), extract(d, {0, 1}), extract(d, {1, 0}),
+            extract(d, {1, 1})};
   }
 
-  /// The byte address of a memref's first element, as an index (for
-  /// address arithmetic the memref views cannot express: vector loads,
-  /// ldmatrix, cp.async).
-  Value addressOf(Value mem) {
-    return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, mem);
+  /// nvgpu.ldmatrix x4 (m8n8, b16) of a bf16 tile view: lane l gives the
+  /// (row, col) of row l % 8 of matrix l / 8 and receives, in row j of the
+  /// result, matrix j's pair at (row l / 4, cols 2 (l % 4), +1)
+  /// (transposed: (rows 2 (l % 4), +1, col l / 4)).
+  Value ldmatrix4(Value tile, ValueRange at, bool transpose) {
+    auto ty = VectorType::get({4, 2}, b.getBF16Type());
+    return nvgpu::LdMatrixOp::create(b, loc, ty, tile, at, transpose, 4);
   }
-  /// An LLVM pointer in address space `space` (1 global, 3 shared) to the
-  /// byte address `addr` (an index).
-  Value pointer(Value addr, unsigned space) {
-    Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-    auto gen = LLVM::LLVMPointerType::get(b.getContext());
-    Value p = LLVM::IntToPtrOp::create(b, loc, gen, i);
-    return LLVM::AddrSpaceCastOp::create(
-        b, loc, LLVM::LLVMPointerType::get(b.getContext(), space), p);
+  /// The lane's (row, col) in a 16 x 16 tile for ldmatrix4 of an A
+  /// fragment (rows = M, cols = K) or of two B fragments from a [K][N]
+  /// tile (transposed): matrix j is (rows 8 (j % 2), cols 8 (j / 2)).
+  std::array<Value, 2> ldmatrixLaneA(Value lane) {
+    return {kb.addi(remu(lane, 8), kb.muli(remu(divu(lane, 8), 2), kb.idx(8))),
+            kb.muli(divu(lane, 16), kb.idx(8))};
   }
-  /// `ptr` + `bytes` (an index). Shared-memory offsets are 32-bit, so that
-  /// constant parts fold into the instructions' immediate offsets instead
-  /// of each taking a 64-bit register pair.
-  Value offsetPointer(Value ptr, Value bytes) {
-    auto pt = cast<LLVM::LLVMPointerType>(ptr.getType());
-    Type it = pt.getAddressSpace() == 3 ? b.getI32Type() : b.getI64Type();
-    Value off = arith::IndexCastOp::create(b, loc, it, bytes);
-    return LLVM::GEPOp::create(b, loc, pt, b.getI8Type(), ptr,
-                               ArrayRef<LLVM::GEPArg>{off});
+  /// The same for two B fragments (N tiles 0-7, 8-15) from a [N][K] tile:
+  /// matrix j is (rows 8 (j / 2), cols 8 (j % 2)).
+  std::array<Value, 2> ldmatrixLaneB(Value lane) {
+    return {kb.addi(remu(lane, 8), kb.muli(divu(lane, 16), kb.idx(8))),
+            kb.muli(remu(divu(lane, 8), 2), kb.idx(8))};
   }
-  /// `n` consecutive elements of `elem` at `ptr`, in one vector load
-  /// aligned to its size (the caller guarantees the alignment), each
-  /// widened to f32 unless it is an integer.
-  SmallVector<Value> loadVector(Value ptr, Type elem, int64_t n) {
+  /// B fragments of N tiles 0-7 and 8-15: from a [N][K] tile (lane
+  /// position from ldmatrixLaneB) or, transposed, a [K][N] tile
+  /// (ldmatrixLaneA).
+  std::array<FragB, 2> loadB2(Value tile, ValueRange at, bool fromKN) {
+    Value r = ldmatrix4(tile, at, /*transpose=*/fromKN);
+    return {rows(r, 0, 2), rows(r, 2, 2)};
+  }
+  /// Element `half` (0: the low one) of a bf16 pair (a fragment row), as
+  /// f32: bf16 is f32's upper 16 bits, so a shift or a mask of the pair's
+  /// 32-bit word.
+  Value unpackBF16(Value pair, int half) {
+    Value word =
+        extract(vector::BitCastOp::create(
+                    b, loc, VectorType::get({1}, b.getI32Type()), pair),
+                {0});
+    Value bits =
+        half == 0 ? arith::ShLIOp::create(b, loc, word,
+                                          arith::ConstantOp::create(
+                                              b, loc, b.getI32IntegerAttr(16)))
+                        .getResult()
+                  : arith::AndIOp::create(
+                        b, loc, word,
+                        arith::ConstantOp::create(
+                            b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
+                        .getResult();
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+  }
+  /// 1 / x by the special-function unit (k3gpu.rcp_approx, ~1 ulp): the
+  /// IEEE division's slow path is a call per element.
+  Value rcpApprox(Value x) {
+    return k3gpu::RcpApproxOp::create(b, loc, x.getType(), x);
+  }
+
+  /// `n` consecutive elements at `at` of `mem` (the innermost dimension),
+  /// in one vector load aligned to its size (the caller guarantees the
+  /// alignment), each widened to f32 unless it is an integer.
+  SmallVector<Value> loadVector(Value mem, ValueRange at, int64_t n) {
+    Type elem = cast<MemRefType>(mem.getType()).getElementType();
     auto vt = VectorType::get({n}, elem);
-    unsigned bytes = n * elem.getIntOrFloatBitWidth() / 8;
-    Value v = LLVM::LoadOp::create(b, loc, vt, ptr, bytes);
+    auto ld = vector::LoadOp::create(b, loc, vt, mem, at);
+    ld.setAlignment(n * elem.getIntOrFloatBitWidth() / 8);
     SmallVector<Value> out;
     for (int64_t i = 0; i < n; ++i) {
-      Value e = LLVM::ExtractElementOp::create(
-          b, loc, v, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(i)));
+      Value e = extract(ld, {i});
       if (isa<FloatType>(elem) && !elem.isF32())
         e = arith::ExtFOp::create(b, loc, b.getF32Type(), e);
       out.push_back(e);
     }
     return out;
   }
-  /// ldmatrix.sync.aligned.m8n8.x4(.trans).b16: four 8 x 8 bf16 matrices;
-  /// lane l gives the shared-memory pointer of row l % 8 of matrix l / 8 and
-  /// receives, in register j, matrix j's pair at (row l / 4, cols
-  /// 2 (l % 4), +1) (transposed: (rows 2 (l % 4), +1, col l / 4)).
-  std::array<Value, 4> ldmatrix4(Value sharedPtr, bool transpose) {
-    MLIRContext *ctx = b.getContext();
-    Type i32 = b.getI32Type();
-    auto resTy = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
-    auto op = NVVM::LdMatrixOp::create(
-        b, loc, resTy, sharedPtr, b.getI32IntegerAttr(4),
-        NVVM::MMALayoutAttr::get(ctx, transpose ? NVVM::MMALayout::col
-                                                : NVVM::MMALayout::row),
-        NVVM::LdStMatrixShapeAttr::get(ctx, 8, 8),
-        NVVM::LdStMatrixEltTypeAttr::get(ctx, NVVM::LdStMatrixEltType::B16));
-    std::array<Value, 4> r;
-    for (int64_t i = 0; i < 4; ++i)
-      r[i] = LLVM::ExtractValueOp::create(b, loc, op.getResult(), i);
-    return r;
+  /// Stores f32 `vals` to consecutive elements at `at` of `mem` in one
+  /// vector store aligned to its size.
+  void storeVector(ArrayRef<Value> vals, Value mem, ValueRange at) {
+    auto vt = VectorType::get({int64_t(vals.size())}, b.getF32Type());
+    Value v = vector::FromElementsOp::create(b, loc, vt, vals);
+    auto st = vector::StoreOp::create(b, loc, v, mem, at);
+    st.setAlignment(vals.size() * 4);
   }
-  /// Lane's byte offset in a 16 x 16 tile of 16-bit elements (rows
-  /// `strideBytes` apart) for ldmatrix4 of an A fragment (rows = M, cols =
-  /// K) or of two B fragments from a [K][N] tile (transpose): matrix j of
-  /// lane l / 8 is (rows 8 (j % 2), cols 8 (j / 2)).
-  Value ldmatrixOffsetA(Value lane, int64_t strideBytes) {
-    Value row =
-        kb.addi(remu(lane, 8), kb.muli(remu(divu(lane, 8), 2), kb.idx(8)));
-    return kb.addi(kb.muli(row, kb.idx(strideBytes)),
-                   kb.muli(divu(lane, 16), kb.idx(16)));
+
+  /// The bare pointer `base` viewed row-major at `sizes` with its static
+  /// sizes and strides in the type (KernelBuilder::view's are dynamic):
+  /// vector loads and nvgpu copies need a unit innermost stride.
+  Value contiguousView(Value base, ArrayRef<Value> sizes) {
+    const int64_t rank = sizes.size();
+    SmallVector<int64_t> shape(rank), strides(rank);
+    SmallVector<OpFoldResult> sizeOfr(rank), strideOfr(rank);
+    int64_t stride = 1;
+    Value strideV = kb.idx(1);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      std::optional<int64_t> c = getConstantIntValue(sizes[i]);
+      shape[i] = c ? *c : ShapedType::kDynamic;
+      strides[i] = stride;
+      sizeOfr[i] = c ? OpFoldResult(b.getIndexAttr(*c)) : sizes[i];
+      strideOfr[i] = stride != ShapedType::kDynamic
+                         ? OpFoldResult(b.getIndexAttr(stride))
+                         : OpFoldResult(strideV);
+      strideV = kb.muli(strideV, sizes[i]);
+      stride = c && stride != ShapedType::kDynamic ? stride * *c
+                                                   : ShapedType::kDynamic;
+    }
+    auto baseType = cast<MemRefType>(base.getType());
+    // Static strides are the row-major ones: the identity layout.
+    MemRefLayoutAttrInterface layout;
+    if (llvm::is_contained(strides, ShapedType::kDynamic))
+      layout = StridedLayoutAttr::get(b.getContext(), 0, strides);
+    auto type = MemRefType::get(shape, baseType.getElementType(), layout);
+    return memref::ReinterpretCastOp::create(
+        b, loc, type, base, b.getIndexAttr(0), sizeOfr, strideOfr);
   }
-  /// The same for two B fragments (N tiles 0-7, 8-15) from a [N][K] tile:
-  /// matrix j is (rows 8 (j / 2), cols 8 (j % 2)).
-  Value ldmatrixOffsetB(Value lane, int64_t strideBytes) {
-    Value row = kb.addi(remu(lane, 8), kb.muli(divu(lane, 16), kb.idx(8)));
-    return kb.addi(kb.muli(row, kb.idx(strideBytes)),
-                   kb.muli(remu(divu(lane, 8), 2), kb.idx(16)));
+  Value contiguousView(const KernelOperand &x) {
+    SmallVector<Value> sizes;
+    for (int64_t d : x.shape)
+      sizes.push_back(kb.dim(d));
+    return contiguousView(x.base, sizes);
   }
-  /// A fragment of the 16 x 16 tile whose lane pointer is `ptr` (tile
-  /// start + ldmatrixOffsetA).
-  FragA loadA(Value ptr) {
-    auto r = ldmatrix4(ptr, /*transpose=*/false);
-    return {r[0], r[1], r[2], r[3]};
-  }
-  /// B fragments of N tiles 0-7 and 8-15: from a [N][K] tile (lane pointer
-  /// from ldmatrixOffsetB) or, transposed, a [K][N] tile (ldmatrixOffsetA).
-  std::array<FragB, 2> loadB2(Value ptr, bool fromKN) {
-    auto r = ldmatrix4(ptr, /*transpose=*/fromKN);
-    return {FragB{r[0], r[1]}, FragB{r[2], r[3]}};
-  }
-  /// Half `half` (0: low) of a packed bf16 pair, as f32 (bf16 is f32's
-  /// upper 16 bits).
-  Value unpackBF16(Value pair, int half) {
-    Value bits =
-        half == 0 ? arith::ShLIOp::create(b, loc, pair,
-                                          arith::ConstantOp::create(
-                                              b, loc, b.getI32IntegerAttr(16)))
-                        .getResult()
-                  : arith::AndIOp::create(
-                        b, loc, pair,
-                        arith::ConstantOp::create(
-                            b, loc, b.getI32IntegerAttr(int32_t(0xffff0000u))))
-                        .getResult();
-    return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
-  }
-  /// 1 / x by the special-function unit (rcp.approx.ftz.f32, ~1 ulp):
-  /// the IEEE division's slow path is a call per element.
-  Value rcpApprox(Value x) {
-    return NVVM::RcpApproxFtzF32Op::create(b, loc, b.getF32Type(), x);
+
+  /// `i` (a shared-memory offset) through 32 bits, as the pre-port
+  /// kernels' i32 offsets on one shared pointer: LLVM may then compute it,
+  /// and what it is made of, in 32-bit registers.
+  Value narrow(Value i) {
+    Value i32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), i);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
   }
 
   /// The kernel's dynamic shared memory as bytes (the launch states its
@@ -239,11 +263,12 @@ struct MMAEmitter {
         MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                         MemRefLayoutAttrInterface{}, wg));
   }
-  /// `count` elements of `elem` at byte `offset` of the shared memory.
-  Value sharedView(Value smem, Type elem, Value offset, int64_t count) {
+  /// A [shape] array of `elem` at byte `offset` of the shared memory.
+  Value sharedView(Value smem, Type elem, Value offset,
+                   ArrayRef<int64_t> shape) {
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
-    auto ty = MemRefType::get({count}, elem, MemRefLayoutAttrInterface{}, wg);
+    auto ty = MemRefType::get(shape, elem, MemRefLayoutAttrInterface{}, wg);
     return memref::ViewOp::create(b, loc, ty, smem, offset, ValueRange{})
         .getResult();
   }

@@ -12,6 +12,7 @@
 // chunkwise form replaces it where tensor cores pay (k3-kda-chunkwise).
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/DecayGate.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -69,9 +70,7 @@ Value mlir::k3::emitDecayGate(KernelBuilder &kb, DecayGateKind kind,
                               Value z) {
   Value a = kb.exp(kb.load(aLog, {h}));
   Value u = kb.add(z, kb.load(dtBias, {kb.addi(kb.muli(h, headDim), i)}));
-  if (kind == DecayGateKind::lower_bounded_sigmoid)
-    return kb.mul(kb.f32(*lowerBound), kb.sigmoid(kb.mul(a, u)));
-  return kb.neg(kb.mul(a, kb.softplus(u)));
+  return emitGateLogDecay(kb, kind, lowerBound, a, u);
 }
 
 Value mlir::k3::emitInvL2Norm(KernelBuilder &kb, Value x, Value b, Value t,

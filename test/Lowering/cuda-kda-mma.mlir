@@ -19,7 +19,7 @@
 // RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.stages=5" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=32xx" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
-// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -29,7 +29,7 @@
 // RUN: sed -e 's/128/192/g' -e 's/512xf32/768xf32/g' %s > %t.k192.mlir
 // RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.k192.out.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k192.out.mlir > %t.k192.gpu.mlir
-// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k192.bin.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k192.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k192.bin.mlir > %t.k192.ptx
 // RUN: FileCheck %s --check-prefix=K192 --input-file=%t.k192.ptx
 // RUN: %ptxas -arch=sm_90a %t.k192.ptx -o %t.k192.cubin
@@ -42,33 +42,50 @@
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 60, grid_divisor = 16, block = [128, 1, 1], dynamic_smem = {{[0-9]+}}>
 // CHECK-SAME: nvvm.minctasm = 5
 // CHECK: gpu.dynamic_shared_memory
+// The 32-ary search over cu_seqlens: a ballot count per round.
+// CHECK: scf.while
+// CHECK: k3gpu.ballot_count
+// The channels' loads: a lane's 4 bf16 channels in one 8-byte load.
+// CHECK: vector.load {{.*}} {alignment = 8 : i64} : memref<?xbf16>, vector<4xbf16>
 // CHECK: gpu.barrier
+// CHECK: k3gpu.rcp_approx
 // CHECK: gpu.shuffle xor
 // CHECK: gpu.barrier
 // CHECK: gpu.barrier
 // CHECK: gpu.barrier
-// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK: k3gpu.mma_sync {{.*}} : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 1, stages = 3>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [32, 1, 1]
 // CHECK: gpu.dynamic_shared_memory
-// Three stages: chunks 0 and 1 issued ahead; per chunk one wait (chunk c
-// landed, c + 1 may be pending), one barrier, chunk c + 2 issued, 52 mma.
-// CHECK: nvvm.cp.async.shared.global {{.*}} cache = cg
-// CHECK: nvvm.cp.async.commit.group
-// CHECK: nvvm.cp.async.commit.group
+// Three stages: chunks 0 and 1 issued ahead (a group each: 16-byte copies
+// of packed rows and v, zero-filled past the sequence); per chunk one wait
+// (chunk c landed, c + 1 may be pending), one barrier, chunk c + 2 issued,
+// 52 mma (32 with the state, v^T's tile by ldmatrix.trans, then 20).
+// CHECK: nvgpu.device_async_copy {{.*}}, 4, %{{.*}} {bypassL1} : memref<?xi32> to memref<{{[0-9]+}}xi32, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: gpu.barrier
-// CHECK: nvvm.cp.async.shared.global
-// CHECK: nvvm.cp.async.commit.group
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK-NOT: gpu.barrier
-// CHECK-COUNT-52: nvvm.mma.sync
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
+// CHECK-NOT: gpu.barrier
+// CHECK: k3gpu.mma_sync {{.*}} : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-31: k3gpu.mma_sync
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK-COUNT-20: k3gpu.mma_sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-NOT: k3gpu.mma_sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // TUNED-LABEL: gpu.func @kda_mma_operands_0(
 // TUNED-SAME: blocks_per_sm = 4
@@ -76,10 +93,10 @@
 // TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
 // TUNED-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 2, stages = 2>
 // TUNED-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
-// TUNED: nvvm.cp.async.commit.group
-// TUNED-NOT: nvvm.cp.async.commit.group
+// TUNED: nvgpu.device_async_create_group {k3.all_issued}
+// TUNED-NOT: nvgpu.device_async_create_group
 // TUNED: scf.for
-// TUNED: nvvm.cp.async.wait.group 0
+// TUNED: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
 // SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 32], warps = 2, stages = 3>

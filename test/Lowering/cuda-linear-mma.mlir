@@ -8,7 +8,7 @@
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=wmma" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
-// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -20,18 +20,18 @@
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 126, grid_divisor = 64, block = [128, 1, 1]
 // CHECK: gpu.dynamic_shared_memory
 // CHECK: scf.for
-// CHECK-COUNT-32: nvvm.mma.sync
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-COUNT-32: k3gpu.mma_sync {{.*}} : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
+// CHECK-NOT: k3gpu.mma_sync
 // CHECK: scf.yield
 // f32 weight [32, 64]: three products (48 per K step).
 // CHECK-LABEL: gpu.func @linear_1(
 // CHECK: scf.for
-// CHECK-COUNT-48: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
+// CHECK-COUNT-48: k3gpu.mma_sync {{.*}} : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
 // CHECK: scf.yield
 // 40 outputs (not a multiple of 32): the loop nest.
 // CHECK-LABEL: gpu.func @linear_2(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = loop_nest, warps = 8>
-// CHECK-NOT: nvvm.mma.sync
+// CHECK-NOT: k3gpu.mma_sync
 // CHECK: gpu.return
 
 // BAD: error: unknown kernel 'wmma'

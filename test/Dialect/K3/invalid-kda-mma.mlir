@@ -16,7 +16,7 @@ func.func @words(%q: tensor<1x?x2x128xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor
 
 func.func @bound(%q: tensor<1x?x2x128xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
     %a: tensor<2xf32>, %d: tensor<256xf32>) {
-  // expected-error @+1 {{expects lower_bound in [-5.5, 0] (the in-chunk decay products must stay in the f32 range), got -6}}
+  // expected-error @+1 {{expects lower_bound in [-5, 0) (the gate's range; the in-chunk decay products stay in the f32 range for |lb| <= 5.5), got -6}}
   %p = k3.kda_mma_operands %q, %q, %q, %b cu_seqlens(%cu) gate_params(%a, %d)
       {scale = 0.1 : f64, lower_bound = -6.0 : f64}
       : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2xbf16>,

@@ -1,0 +1,118 @@
+//===- K3GPUOps.td - tile-level GPU ops upstream lacks -----*- tablegen -*-===//
+//
+// The `k3gpu` dialect: the few warp-level operations the dedicated CUDA
+// kernels (lowering/cuda/) need and MLIR 22's gpu and nvgpu dialects do
+// not provide, on the same typed values as nvgpu (fragments as vectors in
+// nvgpu's convention). Everything else the kernels use is upstream:
+// nvgpu.ldmatrix, nvgpu.device_async_copy, vector.load/store on
+// workgroup memrefs, gpu.shuffle, gpu.barrier.
+//
+// Rationale, op by op:
+//  - k3gpu.mma_sync: nvgpu.mma.sync cannot lower bf16 operands in MLIR 22
+//    ("failed to deduce operand PTX types"), and its tf32 form needs the
+//    operands as f32 vectors with an attribute; this op covers exactly the
+//    two shapes the kernels use, bf16 m16n8k16 and tf32 m16n8k8, with f32
+//    accumulators.
+//  - k3gpu.ballot_count: the gpu dialect has no warp vote; a ballot and a
+//    population count is one round of a 32-ary search (gpu.subgroup_reduce
+//    would be a reduction tree or REDUX, not VOTE), and math.ctpop has no
+//    lowering in convert-gpu-to-nvvm.
+//  - k3gpu.rcp_approx: the scalar rcp.approx.ftz.f32 (nvgpu.rcp takes
+//    vectors only); the IEEE division's slow path is a call per element.
+//
+// Each op lowers to NVVM by one pattern (K3GPUToNVVM.cpp,
+// populateK3GPUToNVVMConversionPatterns; pass convert-k3gpu-to-nvvm).
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3GPU_OPS
+#define K3GPU_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def K3GPU_Dialect : Dialect {
+  let name = "k3gpu";
+  let cppNamespace = "::mlir::k3gpu";
+  let summary = "Warp-level GPU operations the K3 CUDA kernels need beyond "
+                "upstream gpu and nvgpu";
+  let dependentDialects = [
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::vector::VectorDialect",
+    "::mlir::gpu::GPUDialect"
+  ];
+}
+
+class K3GPU_Op<string mnemonic, list<Trait> traits = []>
+    : Op<K3GPU_Dialect, mnemonic, traits>;
+
+def K3GPU_MmaSyncOp : K3GPU_Op<"mma_sync", [Pure,
+    AllTypesMatch<["matrixC", "res"]>]> {
+  let summary = "warp-level D = A B + C on the tensor cores (bf16 or tf32)";
+  let description = [{
+    `mma.sync.aligned.row.col` with f32 accumulators, on fragments in
+    nvgpu's convention (per lane: row i of a vector<Rx2> is a register of
+    two 16-bit elements, or of one 32-bit element):
+
+     - bf16 m16n8k16: A vector<4x2xbf16>, B vector<2x2xbf16>;
+     - tf32 m16n8k8: A vector<4x1xf32>, B vector<2x1xf32> (the f32 bits are
+       read as tf32: the low 13 mantissa bits are ignored);
+
+    C and the result: vector<2x2xf32>. With g = lane / 4 and t = lane % 4,
+    A's rows are (row g, row g + 8, row g with k + 8, row g + 8 with k + 8;
+    k pair 2 t, 2 t + 1) for bf16, B's rows (k 2 t, 2 t + 1, col g; k + 8),
+    C's rows (row g, row g + 8; cols 2 t, 2 t + 1); the PTX ISA's
+    "Matrix fragments for mma.m16n8k16" gives the full layout.
+
+    ```mlir
+    %d = k3gpu.mma_sync %a, %b, %c
+        : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[2], [BF16, F32]>:$matrixA,
+                       VectorOfRankAndType<[2], [BF16, F32]>:$matrixB,
+                       VectorOfRankAndType<[2], [F32]>:$matrixC);
+  let results = (outs VectorOfRankAndType<[2], [F32]>:$res);
+  let assemblyFormat = [{
+    $matrixA `,` $matrixB `,` $matrixC attr-dict
+    `:` type($matrixA) `,` type($matrixB) `->` type($res)
+  }];
+  let extraClassDeclaration = [{
+    /// K of the m16n8k`K` shape: 16 for bf16, 8 for tf32.
+    int64_t getK() {
+      return getMatrixA().getType().getElementType().isBF16() ? 16 : 8;
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def K3GPU_BallotCountOp : K3GPU_Op<"ballot_count", []> {
+  let summary = "how many lanes of the warp hold a true predicate";
+  let description = [{
+    popc(vote.sync.ballot(pred)): the number of lanes whose `pred` is true,
+    the same in every lane; every lane of the warp must execute it
+    (full-warp member mask).
+
+    ```mlir
+    %n = k3gpu.ballot_count %pred : i32
+    ```
+  }];
+  let arguments = (ins I1:$pred);
+  let results = (outs I32:$res);
+  let assemblyFormat = "$pred attr-dict `:` type($res)";
+}
+
+def K3GPU_RcpApproxOp : K3GPU_Op<"rcp_approx", [Pure,
+    AllTypesMatch<["in", "res"]>]> {
+  let summary = "1 / x by the special-function unit (rcp.approx.ftz.f32)";
+  let description = [{
+    About 1 ulp; subnormal inputs and results flush to zero.
+
+    ```mlir
+    %r = k3gpu.rcp_approx %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$in);
+  let results = (outs F32:$res);
+  let assemblyFormat = "$in attr-dict `:` type($res)";
+}
+
+#endif // K3GPU_OPS

@@ -1,0 +1,151 @@
+//===- K3GPUToNVVM.cpp - k3gpu ops to NVVM ----------------------*- C++ -*-===//
+//
+// One ConvertOpToLLVMPattern per k3gpu op, in the style of MLIR's
+// NVGPUToNVVM.cpp: fragments arrive as LLVM arrays of vectors (a
+// vector<4x2xbf16> is !llvm.array<4 x vector<2xbf16>>), each row is one
+// 32-bit register of the instruction.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/K3GPU/K3GPUDialect.h"
+
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::k3gpu;
+
+namespace {
+
+/// The rows of a converted 2-D fragment, each bitcast to `rowType`.
+SmallVector<Value> fragmentRows(OpBuilder &b, Location loc, Value array,
+                                int64_t rows, Type rowType) {
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < rows; ++i) {
+    Value r = LLVM::ExtractValueOp::create(b, loc, array, i);
+    if (r.getType() != rowType)
+      r = LLVM::BitcastOp::create(b, loc, rowType, r);
+    out.push_back(r);
+  }
+  return out;
+}
+
+struct MmaSyncOpLowering : ConvertOpToLLVMPattern<MmaSyncOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(MmaSyncOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type i32 = rewriter.getI32Type(), f32 = rewriter.getF32Type();
+    const bool bf16 = op.getMatrixA().getType().getElementType().isBF16();
+    NVVM::MMATypes type = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::tf32;
+    // Operand registers: a bf16 pair or a tf32 as one i32.
+    SmallVector<Value> a =
+        fragmentRows(rewriter, loc, adaptor.getMatrixA(), 4, i32);
+    SmallVector<Value> b =
+        fragmentRows(rewriter, loc, adaptor.getMatrixB(), 2, i32);
+    SmallVector<Value> c;
+    for (Value row : fragmentRows(rewriter, loc, adaptor.getMatrixC(), 2,
+                                  VectorType::get({2}, f32)))
+      for (int64_t j = 0; j < 2; ++j)
+        c.push_back(LLVM::ExtractElementOp::create(
+            rewriter, loc, row,
+            LLVM::ConstantOp::create(rewriter, loc, i32,
+                                     rewriter.getI32IntegerAttr(j))));
+    auto resTy =
+        LLVM::LLVMStructType::getLiteral(op.getContext(), {f32, f32, f32, f32});
+    auto mma = NVVM::MmaOp::create(
+        rewriter, loc, resTy, a, b, c, {16, 8, op.getK()}, std::nullopt,
+        std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    // The four f32 results back into the accumulator's two rows.
+    Type resultType = getTypeConverter()->convertType(op.getType());
+    Value result = LLVM::PoisonOp::create(rewriter, loc, resultType);
+    auto rowTy = VectorType::get({2}, f32);
+    for (int64_t i = 0; i < 2; ++i) {
+      Value row = LLVM::PoisonOp::create(rewriter, loc, rowTy);
+      for (int64_t j = 0; j < 2; ++j)
+        row = LLVM::InsertElementOp::create(
+            rewriter, loc, row,
+            LLVM::ExtractValueOp::create(rewriter, loc, mma.getResult(),
+                                         2 * i + j),
+            LLVM::ConstantOp::create(rewriter, loc, i32,
+                                     rewriter.getI32IntegerAttr(j)));
+      result = LLVM::InsertValueOp::create(rewriter, loc, result, row, i);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct BallotCountOpLowering : ConvertOpToLLVMPattern<BallotCountOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(BallotCountOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type i32 = rewriter.getI32Type();
+    Value all = LLVM::ConstantOp::create(rewriter, loc, i32,
+                                         rewriter.getI32IntegerAttr(-1));
+    Value mask = NVVM::VoteSyncOp::create(
+        rewriter, loc, i32, all, adaptor.getPred(), NVVM::VoteSyncKind::ballot);
+    rewriter.replaceOpWithNewOp<LLVM::CtPopOp>(op, i32, mask);
+    return success();
+  }
+};
+
+struct RcpApproxOpLowering : ConvertOpToLLVMPattern<RcpApproxOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(RcpApproxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<NVVM::RcpApproxFtzF32Op>(
+        op, rewriter.getF32Type(), adaptor.getIn());
+    return success();
+  }
+};
+
+struct ConvertK3GPUToNVVMPass
+    : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
+  StringRef getArgument() const override { return "convert-k3gpu-to-nvvm"; }
+  StringRef getDescription() const override {
+    return "Lower the k3gpu dialect's ops to NVVM";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<NVVM::NVVMDialect, LLVM::LLVMDialect>();
+  }
+  void runOnOperation() override {
+    LLVMTypeConverter converter(&getContext());
+    RewritePatternSet patterns(&getContext());
+    populateK3GPUToNVVMConversionPatterns(converter, patterns);
+    LLVMConversionTarget target(getContext());
+    target.addLegalDialect<NVVM::NVVMDialect>();
+    target.addIllegalDialect<K3GPUDialect>();
+    target.addLegalOp<UnrealizedConversionCastOp>();
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void k3gpu::populateK3GPUToNVVMConversionPatterns(
+    const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering>(
+      converter);
+}
+
+std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {
+  return std::make_unique<ConvertK3GPUToNVVMPass>();
+}
+
+void k3gpu::registerConvertK3GPUToNVVMPass() {
+  PassRegistration<ConvertK3GPUToNVVMPass>();
+}

@@ -1,0 +1,40 @@
+// RUN: k3-opt %s --convert-k3gpu-to-nvvm | FileCheck %s
+// Each k3gpu op becomes its NVVM instruction; the fragment rows become the
+// instruction's 32-bit registers.
+
+// CHECK-LABEL: func @mma_bf16
+// CHECK-COUNT-4: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
+// CHECK-COUNT-2: llvm.bitcast %{{.*}} : vector<2xbf16> to i32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+func.func @mma_bf16(%a: vector<4x2xbf16>, %b: vector<2x2xbf16>,
+                    %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// CHECK-LABEL: func @mma_tf32
+// CHECK-COUNT-6: llvm.bitcast %{{.*}} : vector<1xf32> to i32
+// CHECK: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 8>
+func.func @mma_tf32(%a: vector<4x1xf32>, %b: vector<2x1xf32>,
+                    %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// CHECK-LABEL: func @ballot
+// CHECK: %[[ALL:.*]] = llvm.mlir.constant(-1 : i32) : i32
+// CHECK: %[[MASK:.*]] = nvvm.vote.sync ballot %[[ALL]], %{{.*}} -> i32
+// CHECK: llvm.intr.ctpop(%[[MASK]]) : (i32) -> i32
+func.func @ballot(%p: i1) -> i32 {
+  %m = k3gpu.ballot_count %p : i32
+  return %m : i32
+}
+
+// CHECK-LABEL: func @rcp
+// CHECK: nvvm.rcp.approx.ftz.f %{{.*}} : f32
+func.func @rcp(%x: f32) -> f32 {
+  %r = k3gpu.rcp_approx %x : f32
+  return %r : f32
+}

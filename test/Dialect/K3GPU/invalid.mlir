@@ -1,0 +1,57 @@
+// RUN: k3-opt %s -split-input-file -verify-diagnostics
+
+func.func @mixed(%a: vector<4x2xbf16>, %b: vector<2x1xf32>,
+                 %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  // expected-error @+1 {{A and B need the same element type}}
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xbf16>, vector<2x1xf32> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// -----
+
+func.func @bad_a(%a: vector<2x2xbf16>, %b: vector<2x2xbf16>,
+                 %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  // expected-error @+1 {{needs A 'vector<4x2xbf16>' and B 'vector<2x2xbf16>'}}
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<2x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// -----
+
+func.func @bad_tf32(%a: vector<4x2xf32>, %b: vector<2x2xf32>,
+                    %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  // expected-error @+1 {{needs A 'vector<4x1xf32>' and B 'vector<2x1xf32>'}}
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xf32>, vector<2x2xf32> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// -----
+
+func.func @bad_c(%a: vector<4x2xbf16>, %b: vector<2x2xbf16>,
+                 %c: vector<4x1xf32>) -> vector<4x1xf32> {
+  // expected-error @+1 {{needs C vector<2x2xf32>}}
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xbf16>, vector<2x2xbf16> -> vector<4x1xf32>
+  return %d : vector<4x1xf32>
+}
+
+// -----
+
+func.func @f16(%a: vector<4x2xf16>, %b: vector<2x2xf16>,
+               %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  // expected-error @+1 {{operand #0 must be vector of bfloat16 type or 32-bit float values of ranks 2}}
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xf16>, vector<2x2xf16> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// -----
+
+func.func @ballot_i64(%p: i1) -> i64 {
+  // expected-error @+1 {{result #0 must be 32-bit signless integer}}
+  %m = k3gpu.ballot_count %p : i64
+  return %m : i64
+}

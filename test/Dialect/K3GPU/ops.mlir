@@ -1,0 +1,34 @@
+// RUN: k3-opt %s | k3-opt | FileCheck %s
+// RUN: k3-opt %s --mlir-print-op-generic | k3-opt | FileCheck %s
+
+// CHECK-LABEL: func @mma_bf16
+// CHECK: k3gpu.mma_sync %{{.*}}, %{{.*}}, %{{.*}} : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+func.func @mma_bf16(%a: vector<4x2xbf16>, %b: vector<2x2xbf16>,
+                    %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x2xbf16>, vector<2x2xbf16> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// CHECK-LABEL: func @mma_tf32
+// CHECK: k3gpu.mma_sync %{{.*}}, %{{.*}}, %{{.*}} : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
+func.func @mma_tf32(%a: vector<4x1xf32>, %b: vector<2x1xf32>,
+                    %c: vector<2x2xf32>) -> vector<2x2xf32> {
+  %d = k3gpu.mma_sync %a, %b, %c
+      : vector<4x1xf32>, vector<2x1xf32> -> vector<2x2xf32>
+  return %d : vector<2x2xf32>
+}
+
+// CHECK-LABEL: func @ballot
+// CHECK: k3gpu.ballot_count %{{.*}} : i32
+func.func @ballot(%p: i1) -> i32 {
+  %m = k3gpu.ballot_count %p : i32
+  return %m : i32
+}
+
+// CHECK-LABEL: func @rcp
+// CHECK: k3gpu.rcp_approx %{{.*}} : f32
+func.func @rcp(%x: f32) -> f32 {
+  %r = k3gpu.rcp_approx %x : f32
+  return %r : f32
+}
