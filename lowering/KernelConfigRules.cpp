@@ -222,8 +222,8 @@ LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
     return op.emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
                                "and one warpgroup (4 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
-    return op.emitOpError()
-           << "linear_tma_wgmma stages must be in [2, 6], got " << c.getStages();
+    return op.emitOpError() << "linear_tma_wgmma stages must be in [2, 6], got "
+                            << c.getStages();
   if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
       bytes > target.getSmemPerBlock())
     return op.emitOpError() << "linear_tma_wgmma needs " << bytes

@@ -65,6 +65,11 @@ def K3_Dialect : Dialect {
     // The TMA tensor maps a GPU kernel takes after its sizes
     // (#k3.tensor_map each, in parameter order).
     "::mlir::ArrayAttr":$tensor_maps,
+    // On an nvgpu.device_async_create_group that names no tokens (its copies
+    // sit in branches): the group holds every copy issued since the last.
+    // (MLIR 22 prints a token-less group in a form that does not parse
+    // back; an attribute ends the operand list.)
+    "::mlir::UnitAttr":$all_issued,
     // A loop nest's extent in one dimension (KernelBuilder views).
     "::mlir::DenseI64ArrayAttr":$extent,
     // k3-plan-memory: arena offsets per result, the arena's size, and the

@@ -27,7 +27,9 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/DecayGate.h"
 #include "lowering/cuda/CUDAKernels.h"
+
 #include "lowering/cuda/MMA.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -502,31 +504,25 @@ private:
 };
 } // namespace
 
-FailureOr<bool>
-mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op, gpu::GPUFuncOp fn,
-                                 KernelBuilder &kb, ArrayRef<KernelOperand> in,
-                                 ArrayRef<KernelOperand> out,
-                                 const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
+LogicalResult mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
+                                               const KernelEmission &e) {
+  OpBuilder &b = e.kb.builder();
+  ArrayRef<KernelOperand> in = e.inputs, out = e.outputs;
   const int64_t kDim = in[0].shape[3], heads = in[0].shape[2];
   if (kDim <= 0 || heads <= 0)
     return op.emitOpError() << "needs static head count and key dimension";
-  // H blocks per 16-token window (a few past the last window stay idle).
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {kNumTokens, heads, (kChunk - 1) * heads, kChunk}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
   // The kernel is latency-bound per block (barriers, a 16-step solve):
-  // throughput comes from blocks per SM, so cap the registers for
-  // cuda-kda-operands-blocks-per-sm resident blocks (default 5: 85
-  // registers, no spills, 38.5 KB of shared memory each at K = 128, which
-  // also caps an H200 SM at 5 blocks).
-  int64_t blocksPerSM = options.kdaOperandsBlocksPerSM;
-  fn->setAttr("nvvm.maxntid",
+  // throughput comes from blocks per SM, so the registers are capped for
+  // the config's blocks_per_sm resident blocks (KernelConfigRules.cpp).
+  Operation *fn = e.fn;
+  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
               b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
-  fn->setAttr("nvvm.minctasm", b.getI32IntegerAttr(int32_t(blocksPerSM)));
-  OperandsKernel kernel(op, kb, in, out);
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(kernel.layout()));
+  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+              b.getI32IntegerAttr(int32_t(e.config.getBlocksPerSm())));
+  OperandsKernel kernel(op, e.kb, in, out);
+  // H blocks per 16-token window (a few past the last window stay idle).
+  e.setLaunch(GridSymbol::num_tokens, heads, (kChunk - 1) * heads, kChunk,
+              {kThreads, 1, 1}, kernel.layout());
   kernel.emit();
-  return true;
+  return success();
 }

@@ -49,32 +49,10 @@ struct ChainPlan {
   int64_t rowsBytes, egcBytes, vStride, stageBytes;
 };
 
-/// Warps per block (16 value columns each): cuda-kda-mma-warps, fewer
-/// where the value dimension has fewer 16-column tiles. From the shape
-/// (0): the fewest warps whose blocks for one sequence, H V / (16 W), fit
-/// the GPU's SMs in one wave, else 8. A block per SM: two chain blocks on
-/// one SM share its tensor cores and that SM sets the time (B1 T8192
-/// H96: W = 4, 192 blocks, 1.45 ms; W = 8, 96 blocks, 1.30 ms; H64: W = 4,
-/// 128 blocks, 0.84 ms against 1.14 with W = 8; docs/kda-cuda.md).
-int64_t chooseWarps(int64_t heads, int64_t vDim,
-                    const CUDAKernelOptions &options) {
-  auto fits = [&](int64_t w) { return (vDim / 16) % w == 0; };
-  int64_t warps = options.kdaMMAWarps;
-  if (warps == 0) {
-    warps = 8;
-    for (int64_t w : {1, 2, 4, 8})
-      if (fits(w) && heads * (vDim / 16) / w <= options.smCount) {
-        warps = w;
-        break;
-      }
-  }
-  while (warps > 1 && !fits(warps))
-    warps /= 2;
-  return warps;
-}
-
+/// The plan for the config's warps and stages (chosen and checked by
+/// k3-select-kernel-config: KernelConfigRules.cpp).
 ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
-                   const CUDAKernelOptions &options) {
+                   KernelConfigAttr config) {
   ChainPlan p;
   p.words = in[0].shape[3];
   p.heads = in[0].shape[2];
@@ -85,13 +63,12 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
   p.RS = p.rowWords + 4;
   p.NT = p.kDim / 8;
   p.KS = p.kDim / 16;
-  p.warps = chooseWarps(p.heads, p.vDim, options);
+  p.warps = config.getWarps();
   p.BV = 16 * p.warps;
   p.threads = 32 * p.warps;
   p.nvb = p.vDim / p.BV;
-  // Chunks c+1 .. c+stages-1 are in flight while chunk c multiplies
-  // (cuda-kda-mma-stages, 2..4).
-  p.stages = options.kdaMMAStages;
+  // Chunks c+1 .. c+stages-1 are in flight while chunk c multiplies.
+  p.stages = config.getStages();
   p.rowsBytes = kChunk * p.RS * 4;
   p.egcBytes = p.kDim * 4;
   // v's rows padded by 16 bytes: ldmatrix reads 8 rows of a column block
@@ -317,7 +294,8 @@ private:
     auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     auto group =
         nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
-    group->setAttr("k3.all_issued", b.getUnitAttr());
+    K3Dialect::AllIssuedAttrHelper(b.getContext())
+        .setAttr(group, b.getUnitAttr());
     return group;
   }
   /// Waits until at most `pending` groups are in flight. The count is
@@ -451,26 +429,22 @@ private:
 };
 } // namespace
 
-FailureOr<bool> mlir::k3::emitKDAMMARecurrenceCUDA(
-    KDAMMARecurrenceOp op, gpu::GPUFuncOp fn, KernelBuilder &kb,
-    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
-    const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
+LogicalResult mlir::k3::emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
+                                                 const KernelEmission &e) {
+  KernelBuilder &kb = e.kb;
+  ArrayRef<KernelOperand> in = e.inputs, out = e.outputs;
   const int64_t heads = in[0].shape[2], vDim = in[1].shape[3],
                 kDim = out[1].shape[2];
   if (heads <= 0 || vDim <= 0 || kDim <= 0)
     return op.emitOpError() << "needs static heads, key and value dimensions";
-  ChainPlan p = makePlan(in, out, options);
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(p.stages * p.stageBytes));
+  ChainPlan p = makePlan(in, out, e.config);
   Value numSeqs = kb.dim(out[1].shape[0]);
   auto nForm = kb.linearForm(numSeqs);
   if (!nForm)
     return op.emitOpError() << "needs a sequence count linear in N";
-  int64_t per = p.heads * p.nvb;
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({p.threads, 1, 1}));
+  // A block per (sequence, head, 16 W value columns).
+  e.setLaunch(*nForm, p.heads * p.nvb, 0, 1, {p.threads, 1, 1},
+              p.stages * p.stageBytes);
   ChainKernel(op, kb, p, in, out).emit();
-  return true;
+  return success();
 }

@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/DecayGate.h"
+#include "lowering/KernelConfigRules.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 
@@ -56,63 +57,9 @@ using namespace mlir::k3;
 
 namespace {
 
-/// The tile: BV value columns per block, C adjacent columns and P lanes
-/// per lane group, S tokens per staged chunk.
-struct KDATile {
-  int64_t bv = 32, p = 8, s = 16, c = 4;
-};
-
 /// Shared memory words (f32) of the chunk staging.
 int64_t smemWords(int64_t kDim, int64_t bv, int64_t s, int64_t warps) {
   return s * kDim * 4 + s * bv + s * 4 + s * warps * 4;
-}
-
-/// cuda-kda-recurrent-tile="BV,P[,S[,C]]" overrides the tile (verified
-/// by CUDAKernelOptions::verify).
-KDATile chooseTile(int64_t kDim, int64_t vDim, const std::string &override,
-                   bool decode) {
-  KDATile t;
-  t.c = vDim % 4 == 0 ? 4 : 1;
-  // 64 state values per lane (measured 2026-11-29: 64 rows of one column
-  // take 254 registers without spills; 128 spill).
-  t.p = std::max<int64_t>(1, kDim * t.c / 64);
-  // A decode entry stages one token per chunk (S = 1): a one-token
-  // sequence then loads and gates one token, not a padded chunk of 16.
-  t.s = decode ? 1 : 0;
-  if (!override.empty()) {
-    long bv = 0, p = 0, s = 0, c = 0;
-    int got = std::sscanf(override.c_str(), "%ld,%ld,%ld,%ld", &bv, &p, &s, &c);
-    if (got >= 2 && bv > 0 && p > 0) {
-      t.bv = bv;
-      t.p = p;
-    }
-    if (got >= 3 && s > 0)
-      t.s = s;
-    if (got >= 4 && (c == 1 || c == 4) && vDim % c == 0)
-      t.c = c;
-  }
-  t.bv = std::min<int64_t>(t.bv, llvm::PowerOf2Ceil(vDim));
-  t.bv = std::max<int64_t>(t.bv, t.c);
-  // Whole warps: shuffles use the full-warp mask.
-  int64_t groups = t.bv / t.c;
-  if (groups * t.p < 32)
-    t.p = std::min<int64_t>(kDim, 32 / groups);
-  if (t.s == 0) {
-    // The largest chunk whose staging fits the 48 KiB of static shared
-    // memory (with room to spare for more blocks per SM).
-    int64_t warps = std::max<int64_t>(1, groups * t.p / 32);
-    int64_t rowsPerThread = (kDim + warps * 32 - 1) / (warps * 32);
-    // 16 tokens per chunk is the measured prefill optimum at K = 128;
-    // more staged tokens spill at small K (32 did at K = 16 with the in-op
-    // gate: 212 bytes).
-    t.s = 16;
-    // At most 32 staged rows (96 loads of q, k, g) in flight per thread,
-    // beside the state: more spill.
-    while (t.s > 1 && (smemWords(kDim, t.bv, t.s, warps) * 4 > 40 * 1024 ||
-                       t.s * rowsPerThread > 32))
-      t.s /= 2;
-  }
-  return t;
 }
 
 /// Warp helpers of MMAEmitter plus what this kernel adds.
@@ -142,12 +89,13 @@ struct Plan {
   int64_t words, vBase, tokBase, partBase;
 };
 
-/// The plan for these shapes and options, or nothing when the kernel does
-/// not cover them.
+/// The plan for these shapes and the config's tile (chosen and checked by
+/// k3-select-kernel-config: KernelConfigRules.cpp), or nothing when the
+/// kernel does not cover them.
 std::optional<Plan> makePlan(ArrayRef<KernelOperand> in,
                              ArrayRef<KernelOperand> out,
                              const KernelOperand *init,
-                             const CUDAKernelOptions &options) {
+                             KernelConfigAttr config) {
   Plan p;
   // Static K, V and H: the columns live in registers, unrolled over K.
   p.kDim = in[0].shape[3];
@@ -160,8 +108,7 @@ std::optional<Plan> makePlan(ArrayRef<KernelOperand> in,
     return std::nullopt;
   if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
     return std::nullopt;
-  KDATile tile =
-      chooseTile(p.kDim, p.vDim, options.kdaRecurrentTile, options.decode);
+  KDARecurrentTile tile = kdaRecurrentTile(config);
   p.P = tile.p;
   p.BV = tile.bv;
   p.S = tile.s;
@@ -526,30 +473,24 @@ private:
 
 } // namespace
 
-FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
-    KDAOp op, gpu::GPUFuncOp fn, KernelBuilder &kb, ArrayRef<KernelOperand> in,
-    ArrayRef<KernelOperand> out, const CUDAKernelOptions &options) {
+LogicalResult mlir::k3::emitKDARecurrentCUDA(KDAOp op,
+                                             const KernelEmission &e) {
+  KernelBuilder &kb = e.kb;
   OpBuilder &b = kb.builder();
+  ArrayRef<KernelOperand> in = e.inputs, out = e.outputs;
+  FunctionOpInterface fnOp = e.fn;
+  auto fn = cast<gpu::GPUFuncOp>(fnOp.getOperation());
   KDAOp::GenericAdaptor<ArrayRef<KernelOperand>> a(in, op);
   KernelOperand init = a.getInitialState();
-  if (op.getGateKind() && (!op.getALog() || !op.getDtBias()))
-    return false;
   std::optional<Plan> p =
-      makePlan(in, out, init.base ? &init : nullptr, options);
-  if (!p)
-    return false;
-
-  // The grid: N * H * nvb blocks, N = the final state's leading dimension.
+      makePlan(in, out, init.base ? &init : nullptr, e.config);
   Value numSeqs = kb.dim(out[1].shape[0]);
   auto nForm = kb.linearForm(numSeqs);
-  if (!nForm)
-    return false;
-  int64_t per = p->heads * p->nvb;
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {nForm->symbol, nForm->a * per, nForm->b * per, 1}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({p->threads, 1, 1}));
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(0));
+  if (!p || !nForm)
+    return op.emitOpError() << "kernel kda_recurrent does not cover this op ("
+                            << e.config << ")";
+  // The grid: N * H * nvb blocks, N = the final state's leading dimension.
+  e.setLaunch(*nForm, p->heads * p->nvb, 0, 1, {p->threads, 1, 1});
 
   // The chunk's staging: a static workgroup buffer of f32 words.
   auto wg =
@@ -558,5 +499,5 @@ FailureOr<bool> mlir::k3::emitKDARecurrentCUDA(
                                   MemRefLayoutAttrInterface{}, wg);
   Value smem = fn.addWorkgroupAttribution(smemType, kb.getLoc());
   RecurrentKernel(op, kb, *p, in, out, smem).emit();
-  return true;
+  return success();
 }

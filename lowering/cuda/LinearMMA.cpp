@@ -193,20 +193,15 @@ private:
 };
 } // namespace
 
-FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
-                                            KernelBuilder &kb,
-                                            ArrayRef<KernelOperand> in,
-                                            ArrayRef<KernelOperand> out,
-                                            const CUDAKernelOptions &options) {
-  OpBuilder &b = kb.builder();
-  const int64_t nOut = in[1].shape[0], nIn = in[1].shape[1];
-  if (nOut <= 0 || nIn <= 0 || nOut % kBN != 0 || nIn % kBK != 0)
-    return false;
+LogicalResult mlir::k3::emitLinearMMACUDA(LinearOp op,
+                                          const KernelEmission &e) {
+  KernelBuilder &kb = e.kb;
+  ArrayRef<KernelOperand> in = e.inputs, out = e.outputs;
+  // Shapes and types: checked by the config (KernelConfigRules.cpp).
+  const int64_t nOut = in[1].shape[0];
   auto elem = [](Value m) {
     return cast<MemRefType>(m.getType()).getElementType();
   };
-  if (!elem(in[0].base).isF32())
-    return false;
   const bool wSplit = elem(in[1].base).isF32(); // bf16/f16: exact in tf32
 
   // Rows: every leading dimension of x, as one linear size.
@@ -215,16 +210,13 @@ FailureOr<bool> mlir::k3::emitLinearMMACUDA(LinearOp op, gpu::GPUFuncOp fn,
     rows = kb.muli(rows, kb.dim(d));
   auto form = kb.linearForm(rows);
   if (!form)
-    return false;
+    return op.emitOpError() << "linear_mma_3xtf32 needs a row count linear "
+                               "in one runtime size";
+  // ceil(rows / 64) row tiles x nOut / 32 column tiles (a few idle blocks
+  // past the last row tile).
   const int64_t nb = nOut / kBN;
-  fn->setAttr(kLaunchGridAttr,
-              b.getDenseI64ArrayAttr(
-                  {form->symbol, form->a * nb, (form->b + kBM - 1) * nb, kBM}));
-  fn->setAttr(kLaunchBlockAttr, b.getDenseI64ArrayAttr({kThreads, 1, 1}));
-  const int64_t smemBytes = (kBM + kBN) * kStride * 4;
-  fn->setAttr(kLaunchSmemAttr, b.getI64IntegerAttr(smemBytes));
+  e.setLaunch(*form, nb, (kBM - 1) * nb, kBM, {kThreads, 1, 1},
+              (kBM + kBN) * kStride * 4);
   LinearKernel(kb, in, out, rows, wSplit).emit();
-  (void)op;
-  (void)options;
-  return true;
+  return success();
 }

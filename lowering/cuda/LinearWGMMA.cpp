@@ -41,7 +41,8 @@ namespace {
 constexpr int64_t kTileM = 128, kTileN = 128, kTileK = 64, kWgmmaK = 16;
 constexpr int64_t kThreads = 128;
 /// Bytes of one 128 x 64 bf16 tile, and of one stage (x and W).
-constexpr int64_t kTileBytes = kTileM * kTileK * 2, kStageBytes = 2 * kTileBytes;
+constexpr int64_t kTileBytes = kTileM * kTileK * 2,
+                  kStageBytes = 2 * kTileBytes;
 
 /// The kernel's typed building blocks: shared-memory tiles, TMA, mbarriers
 /// and warpgroup products, each an nvgpu op.
@@ -117,12 +118,12 @@ struct WGMMAEmitter {
     nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(kStageBytes),
                                             stage, Value());
     Value k0 = kb.muli(kt, idx(kTileK));
-    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 0),
-                                  bars, tmX, ValueRange{k0, row0}, stage,
-                                  Value(), Value());
-    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 1),
-                                  bars, tmW, ValueRange{k0, col0}, stage,
-                                  Value(), Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 0), bars,
+                                  tmX, ValueRange{k0, row0}, stage, Value(),
+                                  Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 1), bars,
+                                  tmW, ValueRange{k0, col0}, stage, Value(),
+                                  Value());
   }
 
   /// The wgmma descriptor of rows [r0, r0 + rows) and k-columns [k0, k0 +
@@ -171,8 +172,8 @@ class LinearWGMMAKernel {
 public:
   LinearWGMMAKernel(LinearOp op, KernelOperands<LinearOp> ops,
                     KernelEmission &e)
-      : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()),
-        kb(e.kb), em{b, loc, kb, e.config.getStages()} {}
+      : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()), kb(e.kb),
+        em{b, loc, kb, e.config.getStages()} {}
 
   LogicalResult emit() {
     KernelOperand x = ops.getInput(), w = ops.getWeight();
@@ -246,10 +247,10 @@ private:
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
   SmallVector<Value> mainLoop(Value first, int64_t steps) {
-    Value init =
-        nvgpu::WarpgroupMmaInitAccumulatorOp::create(b, loc, em.accumulatorType());
-    auto loop = scf::ForOp::create(b, loc, em.idx(0), em.idx(steps),
-                                   em.idx(1), ValueRange{init, init});
+    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType());
+    auto loop = scf::ForOp::create(b, loc, em.idx(0), em.idx(steps), em.idx(1),
+                                   ValueRange{init, init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
@@ -294,8 +295,8 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value y = kb.view(e.outputs[0].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
-    Value warp = em.divuIdx(tid, 32), col = kb.muli(em.remuIdx(tid, 32),
-                                                     em.idx(4));
+    Value warp = em.divuIdx(tid, 32),
+          col = kb.muli(em.remuIdx(tid, 32), em.idx(4));
     auto loop = scf::ForOp::create(b, loc, warp, em.idx(kTileM), em.idx(4));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -337,8 +338,9 @@ struct LinearWGMMAPattern : OpKernelPattern<LinearOp> {
     auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
     gpu::ReturnOp::create(e.kb.builder(), op.getLoc());
     K3Dialect::PhasesAttrHelper(op.getContext())
-        .setAttr(fn, ArrayAttr::get(op.getContext(),
-                                    {FlatSymbolRefAttr::get(fn.getNameAttr())}));
+        .setAttr(fn,
+                 ArrayAttr::get(op.getContext(),
+                                {FlatSymbolRefAttr::get(fn.getNameAttr())}));
     return success();
   }
 };
