@@ -21,6 +21,8 @@ typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
+constexpr unsigned CU_EVENT_DEFAULT = 0; // timing enabled
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -64,6 +66,11 @@ struct Driver {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
@@ -129,7 +136,12 @@ bool loadDriver(Driver &d, std::string &err) {
              err) &&
          sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) &&
          sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
-         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err);
+         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err) &&
+         sym(d, d.cuEventCreate, "cuEventCreate", err) &&
+         sym(d, d.cuEventRecord, "cuEventRecord", err) &&
+         sym(d, d.cuEventSynchronize, "cuEventSynchronize", err) &&
+         sym(d, d.cuEventElapsedTime, "cuEventElapsedTime", err) &&
+         sym(d, d.cuEventDestroy, "cuEventDestroy_v2", err);
 }
 
 class CudaBackend : public Backend {
@@ -381,6 +393,35 @@ public:
   }
   void destroyGraph(void *graph) override {
     d.cuGraphExecDestroy(static_cast<CUgraphExec>(graph));
+  }
+  // Timing marks: CUDA events recorded on the stream the launches use (the
+  // legacy default stream; marks are never recorded while capturing).
+  const char *clockName() const override { return "CUDA events"; }
+  bool createMark(void *&mark, std::string &err) override {
+    CUevent e = nullptr;
+    if (!check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate", "", err))
+      return false;
+    mark = e;
+    return true;
+  }
+  bool recordMark(void *mark, std::string &err) override {
+    return check(d.cuEventRecord(static_cast<CUevent>(mark), nullptr),
+                 "cuEventRecord", "", err);
+  }
+  bool markElapsedMs(void *start, void *end, double &ms,
+                     std::string &err) override {
+    float f = 0.f;
+    if (!check(d.cuEventSynchronize(static_cast<CUevent>(end)),
+               "cuEventSynchronize", "", err) ||
+        !check(d.cuEventElapsedTime(&f, static_cast<CUevent>(start),
+                                    static_cast<CUevent>(end)),
+               "cuEventElapsedTime", "", err))
+      return false;
+    ms = f;
+    return true;
+  }
+  void destroyMark(void *mark) override {
+    d.cuEventDestroy(static_cast<CUevent>(mark));
   }
   bool synchronize(std::string &err) override {
     return check(d.cuCtxSynchronize(), "cuCtxSynchronize",
