@@ -40,8 +40,8 @@ mkdir -p "$OUT"
 export K3_BIN_DIR=${K3_BIN_DIR:-$PWD/build/bin}
 export K3_RUNTIME_LIB=${K3_RUNTIME_LIB:-$PWD/build/runtime/libk3runtime.so}
 export FLASHKDA_DIR=${FLASHKDA_DIR:-/tmp/k3-flashkda}
-if [ -z "${K3_COMMIT:-}" ] && [ -f bench/COMMIT ]; then
-  K3_COMMIT=$(cat bench/COMMIT)
+if [ -z "${K3_COMMIT:-}" ] && [ -f out/bench/COMMIT ]; then
+  K3_COMMIT=$(cat out/bench/COMMIT)
 fi
 export K3_COMMIT=${K3_COMMIT:-unknown}
 STAGES=("$@")

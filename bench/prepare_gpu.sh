@@ -12,8 +12,8 @@
 #                   NVIDIA+cutlass; skipped when .anchors is already there)
 #   out/profile-gpu CUDA artifacts and prompts for bench/profile_gpu.sh
 #   build/bin/k3-run, build/runtime/libk3runtime.so (the Python bindings)
-# and bench/COMMIT (untracked, not ignored: travels with the working tree,
-# which reaches the GPU machine without .git) for the results' commit field.
+# and out/bench/COMMIT (carried with out/bench: the working tree reaches the
+# GPU machine without .git) for the results' commit field.
 # Optional old-vs-new comparison (issue 13): K3_BASELINE_K3OPT=/path/to/the
 # baseline commit's k3-opt compiles the same artifacts into out/bench-baseline
 # (carry it too; gpu_session.sh then times both on the same tensors).
@@ -29,10 +29,6 @@ PY=${PYTHON:-.venv/bin/python}
 for f in build/bin/k3-opt build/bin/k3-run build/runtime/libk3runtime.so; do
   [ -e "$f" ] || { echo "prepare_gpu: $f missing: build first (ninja -C build)" >&2; exit 1; }
 done
-git rev-parse HEAD > bench/COMMIT
-if ! git diff --quiet HEAD -- . ':!bench/COMMIT' 2>/dev/null; then
-  echo "$(cat bench/COMMIT)+dirty" > bench/COMMIT
-fi
 
 # Anchors (sources only; FlashKDA is built on the GPU machine by gpu_session.sh).
 M=${K3_ANCHOR_MIRROR:-/work/.mirror}
@@ -57,6 +53,8 @@ fi
 
 rm -f out/bench/*.k3bin
 "$PY" bench/kda_forward.py prepare
+git rev-parse HEAD >out/bench/COMMIT
+git diff --quiet HEAD -- . || echo "$(cat out/bench/COMMIT)+dirty" >out/bench/COMMIT
 if [ -n "${K3_BASELINE_K3OPT:-}" ]; then
   rm -rf out/bench-baseline
   K3_BENCH_BASELINE=out/bench-baseline "$PY" bench/kda_forward.py prepare-baseline

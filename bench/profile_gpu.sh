@@ -21,7 +21,7 @@ R=bench/results/profile-gpu
 mkdir -p "$R"
 [ -d "$W" ] || { echo "profile_gpu: $W missing (bench/prepare_gpu.sh)" >&2; exit 2; }
 GPU=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
-COMMIT=${K3_COMMIT:-$(cat bench/COMMIT 2>/dev/null || echo unknown)}
+COMMIT=${K3_COMMIT:-$(cat out/bench/COMMIT 2>/dev/null || echo unknown)}
 status=0
 one() { # one ARTIFACT T
   local a=$1 t=$2 f="$R/$1-T$2.txt"

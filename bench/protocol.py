@@ -15,7 +15,7 @@
   docs/benchmarks.md is generated from those files
   (bench/make_benchmarks_md.py).
 
-The commit comes from $K3_COMMIT, else bench/COMMIT (written by
+The commit comes from $K3_COMMIT, else out/bench/COMMIT (written by
 bench/prepare_gpu.sh: the device machine gets a copy of the working tree
 without .git), else ``git rev-parse`` when there is a .git.
 """
@@ -78,7 +78,7 @@ def k3_times(session, entry: str, warmup: int = WARMUP, reps: int = REPS, **inpu
 def commit() -> str:
     if os.environ.get("K3_COMMIT"):
         return os.environ["K3_COMMIT"]
-    f = ROOT / "bench" / "COMMIT"
+    f = ROOT / "out" / "bench" / "COMMIT"
     if f.is_file():
         return f.read_text().strip()
     try:
