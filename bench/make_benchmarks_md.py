@@ -153,8 +153,9 @@ def render(results: Path = ROOT / "bench" / "results", root: Path = ROOT) -> str
             lines.append(f"Earlier run: [`{rel}`](../{rel})")
         if older:
             lines.append("")
-    for sub, what in (("profile-gpu", "GPU"), ("profile-cpu", "CPU, this project's 2-core development machine")):
-        prof = sorted((results / sub).glob("*.txt")) if (results / sub).is_dir() else []
+    for sub, what in (("profile-gpu", "GPU"), ("profile-cpu", "CPU, this project's 2-core development machine"),
+                      ("plans", "CUDA launch plans, k3-run --plan")):
+        prof = sorted((results / sub).rglob("*.txt")) if (results / sub).is_dir() else []
         if prof:
             lines += [f"## Per-kernel profiles ({sub})", "",
                       f"`k3-run --profile` outputs ({what}), read in [profile.md](profile.md): " +

@@ -62,6 +62,8 @@ const char *kUsage =
     "  --profile                  time every kernel launch (CUDA events; the "
     "host clock on the CPU; launch graphs off) and print a table per phase: "
     "prefill and decode steps, or the --inputs runs\n"
+    "  --plan                     print each entry's launches (kernel, grid x "
+    "block as expressions of the symbols) and exit; needs no device\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -139,7 +141,8 @@ struct Options {
   k3_sampling_params sampling;
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
-  bool randomWeights = false, quiet = false, progress = false, profile = false;
+  bool randomWeights = false, quiet = false, progress = false, profile = false,
+       plan = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
@@ -229,6 +232,8 @@ Options parseArgs(int argc, char **argv) {
       o.quiet = true;
     else if (a == "--profile")
       o.profile = true;
+    else if (a == "--plan")
+      o.plan = true;
     else if (a == "--repeat") {
       std::string v = value();
       int64_t r;
@@ -254,7 +259,7 @@ Options parseArgs(int argc, char **argv) {
     usageError("--prompt and --prompt-file are mutually exclusive");
   if (!o.inputs.empty() && (havePrompt || !o.promptFile.empty()))
     usageError("--inputs and --prompt are mutually exclusive");
-  if (o.inputs.empty() && !havePrompt && o.promptFile.empty())
+  if (o.inputs.empty() && !havePrompt && o.promptFile.empty() && !o.plan)
     usageError("give --prompt, --prompt-file or --inputs");
   return o;
 }
@@ -368,8 +373,41 @@ void printProfile(const char *phase, size_t runs, const char *runWord,
 
 } // namespace
 
+// --plan: every entry's launches in order, with their grid and block as
+// expressions of the symbols (what the runtime evaluates per run).
+int printPlan(const std::string &path) {
+  k3::artifact::Artifact A;
+  std::string err;
+  if (!k3::artifact::readFile(path, A, err))
+    die(err);
+  std::vector<std::string> names;
+  for (auto &sym : A.symbols)
+    names.push_back(sym.name);
+  auto dims = [&](const k3::artifact::DimExpr *d) {
+    std::string r;
+    for (int i = 0; i < 3; ++i)
+      r += (i ? ", " : "") + k3::artifact::dimToString(d[i], names);
+    return "[" + r + "]";
+  };
+  for (auto &sym : A.symbols)
+    printf("symbol %s <= %lld\n", sym.name.c_str(), (long long)sym.maxValue);
+  for (auto &e : A.entries) {
+    printf("entry %s: %zu launches\n", e.name.c_str(), e.launches.size());
+    for (size_t i = 0; i < e.launches.size(); ++i) {
+      const k3::artifact::Launch &l = e.launches[i];
+      printf("  %3zu %-40s grid %s block %s smem %s (%s)\n", i,
+             l.kernel.c_str(), dims(l.grid).c_str(), dims(l.block).c_str(),
+             k3::artifact::dimToString(l.sharedMemBytes, names).c_str(),
+             A.objects[l.object].target.c_str());
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
+  if (o.plan)
+    return printPlan(o.model);
   k3_artifact *art = nullptr;
   check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
   size_t entryIdx = SIZE_MAX;
