@@ -200,7 +200,7 @@ def prefill_oracle(torch, x, lens):
 
 
 def errors(o, s, ref):
-    eo, es = protocol.rel_err(o.float(), ref[0]), protocol.rel_err(s.float(), ref[1])
+    eo, es = protocol.rel_err(o, ref[0]), protocol.rel_err(s, ref[1])
     return {"err_vs_oracle": {"o": eo, "final_state": es},
             "check": "ok" if max(eo, es) <= ERR_BOUND else f"FAIL (bound {ERR_BOUND:g})"}
 

@@ -608,12 +608,13 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   key.insert(key.end(), sv.begin(), sv.end());
   void *replay = nullptr;
   bool capture = false;
-  // Timing marks: 0 and 1 around the whole entry (time()); 2 + k before
-  // the k-th launch and after it (profiling: one mark between two launches
-  // ends the first and starts the second).
+  // Timing marks: 0 and 1 around the whole entry (time()); a pair around
+  // each profiled launch, 2 + 2k and 3 + 2k for the k-th (a pair, not one
+  // mark between two launches, so that the device waiting for the host
+  // between two launches is counted for neither).
   const bool profile = profiling_, timed = timing_;
   if (profile || timed)
-    ensureMarks(3 + e.launches.size());
+    ensureMarks(2 + 2 * e.launches.size());
   auto mark = [&](size_t i) {
     if (!be_->recordMark(marks_[i], err))
       fail(K3_ERROR_DEVICE, "entry '" + e.name + "': timing mark: " + err);
@@ -707,15 +708,15 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
         }
         params[ai] = &slot;
       }
-      if (profile && profiled.empty())
-        mark(2);
+      if (profile)
+        mark(2 + 2 * profiled.size());
       if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem,
                        params.data(), l.args.size(), err))
         fail(K3_ERROR_DEVICE, where() + ": " + err);
       if (profile) {
+        mark(3 + 2 * profiled.size());
         profiled.push_back(
             {li, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}});
-        mark(2 + profiled.size());
       }
     }
   };
@@ -777,7 +778,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   if (profile) {
     for (size_t k = 0; k < profiled.size(); ++k) {
       double ms = 0;
-      if (!be_->markElapsedMs(marks_[2 + k], marks_[3 + k], ms, err))
+      if (!be_->markElapsedMs(marks_[2 + 2 * k], marks_[3 + 2 * k], ms, err))
         fail(K3_ERROR_DEVICE, "entry '" + e.name + "': profiling: " + err);
       const Profiled &p = profiled[k];
       const std::string &kname = e.launches[p.launch].kernel;

@@ -98,3 +98,45 @@ def test_make_benchmarks_md(tmp_path):
     assert "B1 T8192 H96" in md and "FAILED" in md and "1.100" in md
     assert "kda_forward-nvidia-h200-20261202T010000Z.json" in md
     assert "deadbeef" in md and "NVIDIA H200" in md
+
+
+def test_kda_forward_rows(tmp_path, monkeypatch):
+    """bench/kda_forward.py's per-variant logic with stand-ins for the GPU
+    session: a check failure, a crash and a missing artifact are FAILED rows;
+    with a baseline both are timed and the row carries the ratio."""
+    import kda_forward as kf
+    ref = (np.ones((1, 4, 2, 3)), np.ones((1, 2, 3, 3)))
+
+    class Fake:
+        def __init__(self, path, entry="forward"):
+            if "missing" in str(path):
+                raise FileNotFoundError(f"{path}: artifact missing")
+            self.path = str(path)
+
+        def outputs(self, torch, ins):
+            if "crash" in self.path:
+                raise RuntimeError("device error: illegal address")
+            bad = "wrong" in self.path
+            return ref[0] * (2.0 if bad else 1.0), ref[1]
+
+        def times(self, ins):
+            return [2.0 if "base" in self.path else 1.0] * protocol.REPS
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(kf, "Ours", Fake)
+    res = protocol.Results("unit")
+    ident = {"case": "c", "variant": "mma"}
+    kf.run_ours(res, None, "new.k3bin", None, {}, ref, ident)
+    kf.run_ours(res, None, "wrong.k3bin", None, {}, ref, ident)
+    kf.run_ours(res, None, "crash.k3bin", None, {}, ref, ident)
+    kf.run_ours(res, None, "new.k3bin", "base/new.k3bin", {}, ref, ident)
+    kf.run_ours(res, None, "new.k3bin", "missing/new.k3bin", {}, ref, ident)
+    st = [(r["impl"], r["status"]) for r in res.rows]
+    assert st == [("k3", "ok"), ("k3", "FAILED"), ("k3", "FAILED"), ("k3", "ok"), ("k3-baseline", "ok"),
+                  ("k3-baseline", "FAILED"), ("k3", "ok")], st
+    assert res.rows[0]["median_ms"] == 1.0 and res.rows[0]["err_vs_oracle"]["o"] == 0.0
+    assert "numerics" in res.rows[1]["error"] and "illegal address" in res.rows[2]["error"]
+    assert res.rows[3]["ratio_vs_baseline"] == 0.5 and res.rows[3]["reps"] == 3 * protocol.REPS
+    assert "missing" in res.rows[5]["error"]
