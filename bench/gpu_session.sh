@@ -30,9 +30,11 @@
 # Prerequisites missing stop the script (exit 2). A failing stage does not
 # stop the later ones, but the exit status is 1. Everything a stage writes
 # (bench/results/*.json and profile-gpu/*.txt, logs) is bundled into
-# $OUT/<stage>.tgz (the device tool returns at most 8 files): extract it in
-# the repository root here (tar xzf ...), then commit bench/results and run
-# bench/make_benchmarks_md.py.
+# $OUT/<stage>.tgz (the device tool returns at most 8 files). Here, in the
+# repository root: `tar xzf STAGE.tgz bench/results` (the logs are under
+# logs/ in the same archive: `tar xzf STAGE.tgz -C /tmp logs`), then
+# `python3 bench/make_benchmarks_md.py` and commit bench/results and
+# docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/k3-gpu-out}
@@ -61,7 +63,8 @@ if [ -n "${K3_BENCH_BASELINE:-}" ] || [ -d out/bench-baseline ]; then
 fi
 
 status=0
-LOGS=$(mktemp -d /tmp/k3-gpu-logs.XXXXXX)
+LOGS=$(mktemp -d /tmp/k3-gpu-logs.XXXXXX)/logs # "logs/" inside each bundle
+mkdir -p "$LOGS"
 STAMP=$(mktemp /tmp/k3-gpu-stamp.XXXXXX) # files newer than this are the stage's
 step() { # step NAME CMD...: runs CMD, logs to $LOGS/NAME.log, records a failure
   local name=$1
@@ -79,7 +82,8 @@ bundle() { # bundle STAGE: results written since the stage began, and its logs
   local list
   list=$(find bench/results -newer "$STAMP" -type f 2>/dev/null || true)
   # shellcheck disable=SC2086
-  tar czf "$OUT/$1.tgz" $list -C "$LOGS" . && echo "bundled $OUT/$1.tgz: $(echo $list | wc -w) result files"
+  tar czf "$OUT/$1.tgz" $list -C "$(dirname "$LOGS")" logs &&
+    echo "bundled $OUT/$1.tgz: $(echo $list | wc -w) result files"
   rm -f "$LOGS"/*.log "$LOGS/FAILED"
   touch "$STAMP"
 }

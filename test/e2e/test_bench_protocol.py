@@ -140,3 +140,11 @@ def test_kda_forward_rows(tmp_path, monkeypatch):
     assert "numerics" in res.rows[1]["error"] and "illegal address" in res.rows[2]["error"]
     assert res.rows[3]["ratio_vs_baseline"] == 0.5 and res.rows[3]["reps"] == 3 * protocol.REPS
     assert "missing" in res.rows[5]["error"]
+
+
+def test_benchmarks_md_is_generated():
+    """docs/benchmarks.md is bench/make_benchmarks_md.py's output for the
+    committed results (run it after adding results)."""
+    import make_benchmarks_md as mk
+    assert mk.render() == (ROOT / "docs" / "benchmarks.md").read_text(), \
+        "docs/benchmarks.md is stale: python3 bench/make_benchmarks_md.py"
