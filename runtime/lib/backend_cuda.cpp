@@ -3,6 +3,7 @@
 // points below are used; their types are declared here (matching cuda.h).
 #include <cstring>
 #include <dlfcn.h>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -96,6 +97,26 @@ bool sym(Driver &d, F &fp, const char *name, std::string &err) {
   return true;
 }
 
+// Events (profiling and timing marks) are optional: a driver without them
+// still runs everything else, and createMark says what is missing.
+// cuEventElapsedTime_v2 (CUDA 12.8+) is preferred, the original otherwise.
+bool loadEvents(Driver &d) {
+  auto opt = [&](auto &fp, const char *name) {
+    fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(
+        dlsym(d.lib, name));
+  };
+  opt(d.cuEventCreate, "cuEventCreate");
+  opt(d.cuEventRecord, "cuEventRecord");
+  opt(d.cuEventSynchronize, "cuEventSynchronize");
+  opt(d.cuEventElapsedTime, "cuEventElapsedTime_v2");
+  if (!d.cuEventElapsedTime)
+    opt(d.cuEventElapsedTime, "cuEventElapsedTime");
+  opt(d.cuEventDestroy, "cuEventDestroy_v2");
+  if (!d.cuEventDestroy)
+    opt(d.cuEventDestroy, "cuEventDestroy");
+  return true;
+}
+
 bool loadDriver(Driver &d, std::string &err) {
   d.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!d.lib) {
@@ -136,12 +157,7 @@ bool loadDriver(Driver &d, std::string &err) {
              err) &&
          sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) &&
          sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
-         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err) &&
-         sym(d, d.cuEventCreate, "cuEventCreate", err) &&
-         sym(d, d.cuEventRecord, "cuEventRecord", err) &&
-         sym(d, d.cuEventSynchronize, "cuEventSynchronize", err) &&
-         sym(d, d.cuEventElapsedTime, "cuEventElapsedTime", err) &&
-         sym(d, d.cuEventDestroy, "cuEventDestroy_v2", err);
+         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err) && loadEvents(d);
 }
 
 class CudaBackend : public Backend {
@@ -398,6 +414,14 @@ public:
   // legacy default stream; marks are never recorded while capturing).
   const char *clockName() const override { return "CUDA events"; }
   bool createMark(void *&mark, std::string &err) override {
+    if (!d.cuEventCreate || !d.cuEventRecord || !d.cuEventSynchronize ||
+        !d.cuEventElapsedTime || !d.cuEventDestroy) {
+      err = "profiling and timing need the driver's cuEvent functions "
+            "(cuEventCreate, cuEventRecord, cuEventSynchronize, "
+            "cuEventElapsedTime[_v2], cuEventDestroy_v2): libcuda.so.1 lacks "
+            "some";
+      return false;
+    }
     CUevent e = nullptr;
     if (!check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate", "", err))
       return false;
