@@ -6,14 +6,17 @@
 # build/runtime/libk3runtime.so [out/bench-baseline]).
 #
 #   bash bench/gpu_session.sh STAGE...      (default: all, in this order)
-#   check     the GPU test that fails loudly: the CUDA KDA kernels against
+#   check     the runtime's CUDA unit test (PTX launch, CUDA-event profiling
+#             and timing), then the GPU test that fails loudly: the CUDA KDA kernels against
 #             the f64 oracle on the awkward shapes (gpu_kda_check.py
 #             check-bf16), the default model (gpu_e2e.py check), and
 #             compute-sanitizer memcheck + racecheck on the tensor-core kernel;
 #             FlashKDA builds in the background meanwhile (waited for);
 #   flashkda  waits for (or runs) FlashKDA's build, in $FLASHKDA_DIR
 #             (default /tmp/k3-flashkda: outside the carried .anchors, which
-#             the next call would replace; /tmp stays while the machine does);
+#             the next call would replace; /tmp stays while the machine does;
+#             the sources come from .anchors/anchors.tgz, unpacked to
+#             $ANCHORS_DIR, default /tmp/k3-anchors);
 #   bench-a   bench/kda_forward.py on ANCHORS.md's B1 shapes (T8192 H96/H64,
 #             T32768 H96, T2048 H96);
 #   bench-b   ... on its packed shapes (B8 T4096 H32, 8x1024 H96, 32x512 H32,
@@ -42,6 +45,20 @@ mkdir -p "$OUT"
 export K3_BIN_DIR=${K3_BIN_DIR:-$PWD/build/bin}
 export K3_RUNTIME_LIB=${K3_RUNTIME_LIB:-$PWD/build/runtime/libk3runtime.so}
 export FLASHKDA_DIR=${FLASHKDA_DIR:-/tmp/k3-flashkda}
+# The anchors' sources: .anchors/anchors.tgz (bench/prepare_gpu.sh) unpacked
+# once to $ANCHORS_DIR, or an unpacked .anchors/{fla,flashkda}.
+if [ -z "${ANCHORS_DIR:-}" ]; then
+  if [ -f .anchors/anchors.tgz ]; then
+    ANCHORS_DIR=/tmp/k3-anchors
+    if [ ! -d "$ANCHORS_DIR/fla" ]; then
+      mkdir -p "$ANCHORS_DIR"
+      tar xzf .anchors/anchors.tgz -C "$ANCHORS_DIR"
+    fi
+  else
+    ANCHORS_DIR=$PWD/.anchors
+  fi
+fi
+export ANCHORS_DIR
 if [ -z "${K3_COMMIT:-}" ] && [ -f out/bench/COMMIT ]; then
   K3_COMMIT=$(cat out/bench/COMMIT)
 fi
@@ -88,11 +105,12 @@ bundle() { # bundle STAGE: results written since the stage began, and its logs
   touch "$STAMP"
 }
 flashkda_start() {
-  if [ -n "$(find "$FLASHKDA_DIR" -maxdepth 2 -name '*.so' 2>/dev/null | head -1)" ] || [ ! -d .anchors/flashkda ]; then
+  if [ -n "$(find "$FLASHKDA_DIR" -maxdepth 2 -name '*.so' 2>/dev/null | head -1)" ] ||
+    [ ! -d "$ANCHORS_DIR/flashkda" ]; then
     return 0
   fi
   mkdir -p "$FLASHKDA_DIR"
-  cp -a .anchors/flashkda/. "$FLASHKDA_DIR/"
+  cp -a "$ANCHORS_DIR/flashkda/." "$FLASHKDA_DIR/"
   (cd "$FLASHKDA_DIR" && FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=4 MAX_JOBS=16 \
      python3 setup.py build_ext --inplace >"$FLASHKDA_DIR/build.log" 2>&1) &
   echo $! >"$FLASHKDA_DIR/build.pid"
@@ -121,6 +139,9 @@ for stage in "${STAGES[@]}"; do
   case $stage in
   check)
     flashkda_start
+    if [ -x out/gpu/k3-runtime-tests ]; then
+      step runtime-cuda out/gpu/k3-runtime-tests --gtest_filter=Session.CudaFillPtxOnDevice
+    fi
     step kda_check python3 bench/gpu_kda_check.py check-bf16
     if [ -d out/gpu ]; then
       step e2e python3 bench/gpu_e2e.py check

@@ -4,12 +4,14 @@
 # the device tool carries (64 MiB in all; the size is printed at the end):
 #   out/bench       KDA benchmark artifacts (bench/kda_forward.py prepare)
 #   out/kda_check   bf16 KDA cases and f64 references (bench/gpu_kda_check.py)
-#   out/gpu         the default model, its inputs and oracle (bench/gpu_e2e.py)
-#   .anchors        fla's package, FlashKDA's sources with the CUTLASS headers
-#                   it builds against (from git mirrors: K3_ANCHOR_MIRROR,
-#                   default /work/.mirror, as the session's fetch tool leaves
-#                   them: fla-org+flash-linear-attention, MoonshotAI+FlashKDA,
-#                   NVIDIA+cutlass; skipped when .anchors is already there)
+#   out/gpu         the default model, its inputs and oracle (bench/gpu_e2e.py),
+#                   and the runtime's GoogleTest binary (its CUDA test)
+#   .anchors        anchors.tgz: fla's package, FlashKDA's sources with the
+#                   CUTLASS headers it builds against (from git mirrors:
+#                   K3_ANCHOR_MIRROR, default /work/.mirror, as the session's
+#                   fetch tool leaves them: fla-org+flash-linear-attention,
+#                   MoonshotAI+FlashKDA, NVIDIA+cutlass; assembled once in
+#                   out/anchors-src)
 #   out/profile-gpu CUDA artifacts and prompts for bench/profile_gpu.sh
 #   build/bin/k3-run, build/runtime/libk3runtime.so (the Python bindings)
 # and out/bench/COMMIT (carried with out/bench: the working tree reaches the
@@ -26,30 +28,35 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=/work/main/.venv/bin/python
-for f in build/bin/k3-opt build/bin/k3-run build/runtime/libk3runtime.so; do
+for f in build/bin/k3-opt build/bin/k3-run build/runtime/libk3runtime.so build/runtime/tests/k3-runtime-tests; do
   [ -e "$f" ] || { echo "prepare_gpu: $f missing: build first (ninja -C build)" >&2; exit 1; }
 done
 
-# Anchors (sources only; FlashKDA is built on the GPU machine by gpu_session.sh).
+# Anchors (sources only; FlashKDA is built on the GPU machine by gpu_session.sh),
+# assembled in out/anchors-src and carried compressed as .anchors/anchors.tgz
+# (about 4 MiB instead of 35); gpu_session.sh unpacks it to $ANCHORS_DIR.
 M=${K3_ANCHOR_MIRROR:-/work/.mirror}
-if [ ! -d .anchors/fla ] || [ ! -d .anchors/flashkda/csrc ]; then
+A=out/anchors-src
+if [ ! -d "$A/fla" ] || [ ! -d "$A/flashkda/csrc" ]; then
   for r in fla-org+flash-linear-attention MoonshotAI+FlashKDA NVIDIA+cutlass; do
     [ -d "$M/$r/repo" ] || { echo "prepare_gpu: no mirror $M/$r/repo (fetch github:${r/+//} first)" >&2; exit 1; }
   done
-  rm -rf .anchors && mkdir -p .anchors/flashkda/cutlass
-  git -C "$M/fla-org+flash-linear-attention/repo" archive HEAD fla | tar -x -C .anchors
-  git -C "$M/MoonshotAI+FlashKDA/repo" archive HEAD | tar -x -C .anchors/flashkda
-  rm -rf .anchors/flashkda/docs .anchors/flashkda/benchmarks
+  rm -rf "$A" && mkdir -p "$A/flashkda/cutlass"
+  git -C "$M/fla-org+flash-linear-attention/repo" archive HEAD fla | tar -x -C "$A"
+  git -C "$M/MoonshotAI+FlashKDA/repo" archive HEAD | tar -x -C "$A/flashkda"
+  rm -rf "$A/flashkda/docs" "$A/flashkda/benchmarks"
   # The CUTLASS commit FlashKDA pins as its submodule; only the headers it uses.
   C=$(git -C "$M/MoonshotAI+FlashKDA/repo" ls-tree HEAD cutlass | awk '{print $3}')
   git -C "$M/NVIDIA+cutlass/repo" archive "$C" include tools/util/include examples/common 2>/dev/null |
-    tar -x -C .anchors/flashkda/cutlass
+    tar -x -C "$A/flashkda/cutlass"
   {
     echo "fla $(git -C "$M/fla-org+flash-linear-attention/repo" rev-parse HEAD)"
     echo "flashkda $(git -C "$M/MoonshotAI+FlashKDA/repo" rev-parse HEAD)"
     echo "cutlass $C"
-  } > .anchors/VERSIONS
+  } >"$A/VERSIONS"
 fi
+rm -rf .anchors && mkdir -p .anchors
+tar czf .anchors/anchors.tgz -C "$A" fla flashkda VERSIONS
 
 rm -f out/bench/*.k3bin
 "$PY" bench/kda_forward.py prepare
@@ -69,6 +76,8 @@ c.OUT.mkdir(parents=True, exist_ok=True)
 c.prepare_bf16(model)
 PYEOF
 "$PY" bench/gpu_e2e.py prepare
+# The runtime's CUDA unit test (device PTX, CUDA-event profiling and timing).
+cp build/runtime/tests/k3-runtime-tests out/gpu/
 # Per-kernel profiles on the GPU (bench/profile_gpu.sh, issue 14): the scaled
 # Kimi-Linear of docs/profile.md and the 4-layer cut at real width.
 P=out/profile-gpu
