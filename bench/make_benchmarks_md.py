@@ -29,8 +29,14 @@ timing API (`k3.Session.time`: two CUDA events around the entry), the
 anchors (fla, FlashKDA, torch) through `torch.cuda.Event` in the same
 process on the same device tensors; every configuration checked against
 the f64 oracle at its own shape before it is timed; a crash or a failed
-check is a FAILED row. How to run: `bash bench/prepare_gpu.sh` here, then
-`bash bench/gpu_session.sh` on the GPU machine (see its header). No test
+check is a FAILED row. How to run: `bash bench/prepare_gpu.sh` here, then on
+the GPU machine `bash bench/gpu_session.sh STAGE` for the stages `check`,
+`bench-a`, `bench-b`, `bench-c`, `profile` (one device-tool call each; see
+the script's header), then extract the returned bundles' `bench/results`
+here and rerun `bench/make_benchmarks_md.py`. Old-vs-new comparisons:
+`K3_BASELINE_K3OPT=<old k3-opt> bash bench/prepare_gpu.sh` compiles the
+baseline artifacts into `out/bench-baseline`; carried, every row of ours
+gets `ratio_vs_baseline` (same process, same tensors, interleaved). No test
 asserts a time.
 """
 
