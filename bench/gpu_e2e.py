@@ -58,6 +58,8 @@ def prepare():
 
 
 def check():
+    import protocol
+    res = protocol.Results("gpu_e2e")  # raw results under bench/results (no timing: checks only)
     ok = True
     for (variant, name) in [(v, c) for v in CUDA_VARIANTS for c in CASES]:
         dump = OUT / f"dump_{name}.safetensors"
@@ -67,12 +69,16 @@ def check():
                            capture_output=True, text=True)
         if r.returncode != 0:
             print(f"{variant} {name}: k3-run failed: {r.stderr.strip()}")
+            res.failed(f"k3-run failed: {r.stderr.strip()}", case=name, impl="k3", variant=variant)
             ok = False
             continue
         got = read_tensor(dump, "logits").astype(np.float64)
         ref = np.load(OUT / f"ref_{name}.npy")
         err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
         ok &= err <= 1e-4
+        res.add(case=name, impl="k3", variant=variant, tokens=int(ref.shape[0]),
+                err_vs_oracle={"logits": float(err)}, bound=1e-4,
+                status="ok" if err <= 1e-4 else "FAILED")
         print(f"{variant} {name}: tokens {ref.shape[0]}, normwise relative error of logits vs oracle {err:.2e}"
               f" {'ok' if err <= 1e-4 else 'FAIL'}")
     # Greedy generation: CPU, CUDA (decode steps replayed from a launch graph, a CUDA graph there
@@ -93,6 +99,9 @@ def check():
     graphs = "replayed from 1 launch graph" in lines["cuda"]
     print(f"decode through a CUDA graph: {'yes' if graphs else 'NO'}")
     ok &= graphs
+    res.add(case="greedy decode cpu vs cuda (graphs on, off)", impl="k3", variant="tiny-cuda",
+            status="ok" if same and graphs else "FAILED", identical=bool(same), cuda_graph=graphs)
+    res.write()
     print("ALL OK" if ok else "FAILURES")
     return 0 if ok else 1
 

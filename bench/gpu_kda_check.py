@@ -132,6 +132,9 @@ def prepare_bf16(model):
     print(f"prepared {len(BF16_CASES)} bf16 cases in {OUT}")
 
 
+RESULTS = None  # a protocol.Results while check_bf16 runs: one row per case and variant
+
+
 def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
     """k3-run `artifact` on cuda:0 with `inputs`; o and final_state against
     the reference `ref` (npz with o, s; computed in f64, stored f32 for the
@@ -143,16 +146,23 @@ def run_and_compare(artifact, inputs, ref, tol, label, worst, key):
                        capture_output=True, text=True)
     if r.returncode != 0:
         print(f"{label}: k3-run failed: {r.stderr.strip()}")
+        if RESULTS is not None:
+            RESULTS.failed(f"k3-run failed: {r.stderr.strip()}", case=label, impl="k3", variant=key)
         return 1
     failures = 0
+    errs = {}
     for tensor, k in (("o", "o"), ("final_state", "s")):
         got, want = read_tensor(dump, tensor).astype(np.float64), ref[k]
         err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
         bad = not np.all(np.isfinite(got)) or err > tol
         failures += bad
+        errs[tensor] = err if np.all(np.isfinite(got)) else float("inf")
         worst[key] = max(worst.get(key, 0.0), err)
         if bad or os.environ.get("K3_CHECK_VERBOSE") == "1":
             print(f"{'FAIL ' if bad else ''}{label} {tensor}: {err:.2e}")
+    if RESULTS is not None:
+        RESULTS.add(case=label, impl="k3", variant=key, err_vs_oracle=errs, bound=tol,
+                    status="FAILED" if failures else "ok")
     dump.unlink()
     return failures
 
@@ -173,6 +183,17 @@ def check():
 
 
 def check_bf16():
+    global RESULTS
+    import protocol
+    RESULTS = protocol.Results("kda_check_bf16")
+    try:
+        return _check_bf16()
+    finally:
+        RESULTS.write()
+        RESULTS = None
+
+
+def _check_bf16():
     cases = json.loads((OUT / "cases_bf16.json").read_text())
     worst, failures = {}, 0
     for i, (regime, lens) in enumerate(cases):

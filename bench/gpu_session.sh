@@ -1,54 +1,190 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: correctness first, then timing.
-#   1. builds FlashKDA in .anchors/flashkda (in the background, ~2 min),
-#   2. the bf16 KDA kernels against the f64 oracle (bench/gpu_kda_check.py),
-#      the default model against it (bench/gpu_e2e.py, with out/gpu),
-#   3. compute-sanitizer memcheck + racecheck on the tensor-core kernel
-#      (bf16 check case K3_SANITIZER_CASE, default 17: varlen),
-#   4. bench/kda_forward.py run: ours beside fla and FlashKDA, same inputs.
-# Prepare here with bench/prepare_gpu.sh; carry: .anchors out/kda_check
-# out/bench out/gpu build/bin/k3-run (see docs/benchmarks.md).
-# Results land in $OUT (kda_forward.json, logs).
-set -uo pipefail
+# The GPU machine's side of the benchmark protocol (bench/protocol.py,
+# issue 18): correctness first, then timing. Prepare here with
+# bench/prepare_gpu.sh; carry what it prints (.anchors out/bench
+# out/kda_check out/gpu out/profile-gpu build/bin/k3-run
+# build/runtime/libk3runtime.so [out/bench-baseline]).
+#
+#   bash bench/gpu_session.sh STAGE...      (default: all, in this order)
+#   check     the runtime's CUDA unit test (PTX launch, CUDA-event profiling
+#             and timing), then the GPU test that fails loudly: the CUDA KDA kernels against
+#             the f64 oracle on the awkward shapes (gpu_kda_check.py
+#             check-bf16), the default model (gpu_e2e.py check), and
+#             compute-sanitizer memcheck + racecheck on the tensor-core kernel;
+#             FlashKDA builds in the background meanwhile (waited for);
+#   flashkda  waits for (or runs) FlashKDA's build, in $FLASHKDA_DIR
+#             (default /tmp/k3-flashkda: outside the carried .anchors, which
+#             the next call would replace; /tmp stays while the machine does;
+#             the sources come from .anchors/anchors.tgz, unpacked to
+#             $ANCHORS_DIR, default /tmp/k3-anchors);
+#   bench-a   bench/kda_forward.py on ANCHORS.md's B1 shapes (T8192 H96/H64,
+#             T32768 H96, T2048 H96);
+#   bench-b   ... on its packed shapes (B8 T4096 H32, 8x1024 H96, 32x512 H32,
+#             2x16384 H64);
+#   bench-c   ... on issue 18's awkward shapes and the decode shapes;
+#             every case is checked against the f64 oracle, then ours beside
+#             fla and FlashKDA (and beside out/bench-baseline when carried),
+#             CUDA events, median of >= 20; a crash or failed check is a
+#             FAILED row (fla autotunes each new shape: about a minute each,
+#             hence three stages, each under the device tool's 10 minutes);
+#   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
+#             real-width Kimi-Linear cuts (issue 14);
+#   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
+# Prerequisites missing stop the script (exit 2). A failing stage does not
+# stop the later ones, but the exit status is 1. Everything a stage writes
+# (bench/results/*.json and profile-gpu/*.txt, logs) is bundled into
+# $OUT/<stage>.tgz (the device tool returns at most 8 files). Here, in the
+# repository root: `tar xzf STAGE.tgz bench/results` (the logs are under
+# logs/ in the same archive: `tar xzf STAGE.tgz -C /tmp logs`), then
+# `python3 bench/make_benchmarks_md.py` and commit bench/results and
+# docs/benchmarks.md.
+set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/k3-gpu-out}
 mkdir -p "$OUT"
 export K3_BIN_DIR=${K3_BIN_DIR:-$PWD/build/bin}
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+export K3_RUNTIME_LIB=${K3_RUNTIME_LIB:-$PWD/build/runtime/libk3runtime.so}
+export FLASHKDA_DIR=${FLASHKDA_DIR:-/tmp/k3-flashkda}
+# The anchors' sources: .anchors/anchors.tgz (bench/prepare_gpu.sh) unpacked
+# once to $ANCHORS_DIR, or an unpacked .anchors/{fla,flashkda}.
+if [ -z "${ANCHORS_DIR:-}" ]; then
+  if [ -f .anchors/anchors.tgz ]; then
+    ANCHORS_DIR=/tmp/k3-anchors
+    if [ ! -d "$ANCHORS_DIR/fla" ]; then
+      mkdir -p "$ANCHORS_DIR"
+      tar xzf .anchors/anchors.tgz -C "$ANCHORS_DIR"
+    fi
+  else
+    ANCHORS_DIR=$PWD/.anchors
+  fi
+fi
+export ANCHORS_DIR
+if [ -z "${K3_COMMIT:-}" ] && [ -f out/bench/COMMIT ]; then
+  K3_COMMIT=$(cat out/bench/COMMIT)
+fi
+export K3_COMMIT=${K3_COMMIT:-unknown}
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(all)
+[ "${STAGES[*]}" != all ] || STAGES=(check flashkda bench-a bench-b bench-c profile ncu)
 
-if [ -d .anchors/flashkda ] && [ -z "$(find .anchors/flashkda -maxdepth 2 -name '*.so' | head -1)" ]; then
-  (cd .anchors/flashkda && FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=4 MAX_JOBS=16 \
-     python3 setup.py build_ext --inplace >"$OUT/flashkda-build.log" 2>&1) &
-  BUILD=$!
+# Prerequisites: anything missing stops here.
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+for f in "$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB" out/bench out/kda_check/cases_bf16.json; do
+  [ -e "$f" ] || { echo "gpu_session: $f missing (run bench/prepare_gpu.sh and carry its paths)" >&2; exit 2; }
+done
+python3 -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.version.cuda)"
+if [ -n "${K3_BENCH_BASELINE:-}" ] || [ -d out/bench-baseline ]; then
+  export K3_BENCH_BASELINE=${K3_BENCH_BASELINE:-$PWD/out/bench-baseline}
+  [ -d "$K3_BENCH_BASELINE" ] || { echo "gpu_session: baseline $K3_BENCH_BASELINE missing" >&2; exit 2; }
+  echo "baseline artifacts: $K3_BENCH_BASELINE"
 fi
 
 status=0
-python3 bench/gpu_kda_check.py check-bf16 2>&1 | tee "$OUT/check.log" || status=1
-# The default model (and its tensor-core linear variant) vs the f64 oracle.
-if [ -d out/gpu ]; then
-  python3 bench/gpu_e2e.py check 2>&1 | tee "$OUT/e2e.log" || status=1
-fi
-CS=/usr/local/cuda/bin/compute-sanitizer
-if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
-  for tool in memcheck racecheck; do
-    $CS --tool $tool --error-exitcode 9 "$K3_BIN_DIR/k3-run" out/kda_check/bf16_mma.k3bin --device cuda:0 \
-      --inputs out/kda_check/in_bf16_${K3_SANITIZER_CASE:-17}.safetensors --quiet >"$OUT/sanitizer-$tool.log" 2>&1
-    echo "compute-sanitizer $tool: rc=$? $(tail -1 "$OUT/sanitizer-$tool.log")"
-  done
-fi
-if [ -n "${BUILD:-}" ]; then
-  wait "$BUILD" || { echo "FlashKDA build failed:"; tail -20 "$OUT/flashkda-build.log"; }
-  find .anchors/flashkda -maxdepth 2 -name '*.so' -exec cp {} "$OUT/" \; -print
-fi
-K3_BENCH_KEEP_INPUTS=1 python3 bench/kda_forward.py run 2>&1 | tee "$OUT/kda_forward.log" || status=1
-cp out/bench/kda_forward.json "$OUT/" 2>/dev/null || true
-# 5. Nsight Compute on our main kernels (B1 T8192 H96; K3_NCU_VARIANT picks
-#    the bench variant, default the default lowering "mma").
-NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-if [ -x "$NCU" ] && [ -f out/bench/in_8192_96.safetensors ] && [ "${K3_SKIP_NCU:-0}" != 1 ]; then
-  timeout 240 "$NCU" --kernel-name regex:kda --launch-count 3 --section SpeedOfLight --section Occupancy \
-    --section LaunchStats --section WarpStateStats "$K3_BIN_DIR/k3-run" out/bench/kda_h96_${K3_NCU_VARIANT:-mma}.k3bin --device cuda:0 \
-    --inputs out/bench/in_8192_96.safetensors --quiet >"$OUT/ncu.txt" 2>&1
-  echo "ncu: rc=$?"; grep -E "kda_|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\) Throughput|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -40
-fi
+LOGS=$(mktemp -d /tmp/k3-gpu-logs.XXXXXX)/logs # "logs/" inside each bundle
+mkdir -p "$LOGS"
+STAMP=$(mktemp /tmp/k3-gpu-stamp.XXXXXX) # files newer than this are the stage's
+step() { # step NAME CMD...: runs CMD, logs to $LOGS/NAME.log, records a failure
+  local name=$1
+  shift
+  echo "== $name: $*"
+  if "$@" 2>&1 | tee "$LOGS/$name.log"; then
+    echo "== $name: ok"
+  else
+    echo "== $name: FAILED"
+    echo "$name" >>"$LOGS/FAILED"
+    status=1
+  fi
+}
+bundle() { # bundle STAGE: results written since the stage began, and its logs
+  local list
+  list=$(find bench/results -newer "$STAMP" -type f 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  tar czf "$OUT/$1.tgz" $list -C "$(dirname "$LOGS")" logs &&
+    echo "bundled $OUT/$1.tgz: $(echo $list | wc -w) result files"
+  rm -f "$LOGS"/*.log "$LOGS/FAILED"
+  touch "$STAMP"
+}
+flashkda_start() {
+  if [ -n "$(find "$FLASHKDA_DIR" -maxdepth 2 -name '*.so' 2>/dev/null | head -1)" ] ||
+    [ ! -d "$ANCHORS_DIR/flashkda" ]; then
+    return 0
+  fi
+  mkdir -p "$FLASHKDA_DIR"
+  cp -a "$ANCHORS_DIR/flashkda/." "$FLASHKDA_DIR/"
+  (cd "$FLASHKDA_DIR" && FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=4 MAX_JOBS=16 \
+     python3 setup.py build_ext --inplace >"$FLASHKDA_DIR/build.log" 2>&1) &
+  echo $! >"$FLASHKDA_DIR/build.pid"
+}
+flashkda_wait() {
+  if [ -f "$FLASHKDA_DIR/build.pid" ]; then
+    local pid
+    pid=$(cat "$FLASHKDA_DIR/build.pid")
+    while kill -0 "$pid" 2>/dev/null; do sleep 5; done
+    rm -f "$FLASHKDA_DIR/build.pid"
+  fi
+  if [ -z "$(find "$FLASHKDA_DIR" -maxdepth 2 -name '*.so' 2>/dev/null | head -1)" ]; then
+    echo "FlashKDA build failed or missing (its rows will be FAILED):"
+    tail -20 "$FLASHKDA_DIR/build.log" 2>/dev/null || true
+    return 1
+  fi
+}
+bench() { # bench STAGE CASES [SKIP_DECODE] [DECODE_ONLY]: kda_forward.py on the cases (exact labels, ';'-separated)
+  local stage=$1
+  flashkda_wait || true
+  step "$stage" env K3_BENCH_CASES="$2" K3_BENCH_SKIP_DECODE="${3:-1}" K3_BENCH_DECODE_ONLY="${4:-0}" \
+    K3_RESULTS_TAG="$stage" python3 bench/kda_forward.py run
+}
+
+for stage in "${STAGES[@]}"; do
+  case $stage in
+  check)
+    flashkda_start
+    if [ -x out/gpu/k3-runtime-tests ]; then
+      step runtime-cuda out/gpu/k3-runtime-tests --gtest_filter=Session.CudaFillPtxOnDevice
+    fi
+    step kda_check python3 bench/gpu_kda_check.py check-bf16
+    if [ -d out/gpu ]; then
+      step e2e python3 bench/gpu_e2e.py check
+    fi
+    CS=/usr/local/cuda/bin/compute-sanitizer
+    if [ -x "$CS" ] && [ "${K3_SKIP_SANITIZER:-0}" != 1 ]; then
+      for tool in memcheck racecheck; do
+        step "sanitizer-$tool" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+          out/kda_check/bf16_mma.k3bin --device cuda:0 \
+          --inputs "out/kda_check/in_bf16_${K3_SANITIZER_CASE:-17}.safetensors" --quiet
+      done
+    fi
+    # The build must end inside this call (the device tool may end what the
+    # command leaves running).
+    flashkda_wait || true
+    ;;
+  flashkda)
+    flashkda_start
+    flashkda_wait || { echo flashkda >>"$LOGS/FAILED"; status=1; }
+    ;;
+  bench-a) bench bench-a "B1 T8192 H96;B1 T8192 H64;B1 T32768 H96;B1 T2048 H96" ;;
+  bench-b) bench bench-b "B8 T4096 H32;8x1024 packed H96;32x512 packed H32;2x16384 packed H64" ;;
+  bench-c) bench bench-c "varlen [1,63,64,65,300,507] H64;T1000 H96 (not a multiple of 64);B1 T2048 H96 gates at -5" 0 ;;
+  bench-decode) bench bench-decode "none" 0 1 ;;
+  profile) step profile bash bench/profile_gpu.sh ;;
+  ncu)
+    NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    if [ -x "$NCU" ]; then
+      K3_BENCH_ANCHORS=0 K3_BENCH_SKIP_DECODE=1 K3_BENCH_CASES="B1 T8192 H96" \
+        K3_BENCH_VARIANTS=${K3_NCU_VARIANT:-mma} K3_RESULTS_DIR="$LOGS/ncu-results" \
+        timeout 500 "$NCU" --kernel-name regex:kda_mma --launch-count 3 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section WarpStateStats \
+        python3 bench/kda_forward.py run >"$LOGS/ncu.log" 2>&1 || echo "ncu: rc=$? (not counted)"
+      grep -E "kda_|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\) Throughput|Warp Cycles Per Issued" \
+        "$LOGS/ncu.log" | head -40 || true
+    fi
+    ;;
+  *)
+    echo "gpu_session: unknown stage '$stage'" >&2
+    exit 2
+    ;;
+  esac
+  bundle "$stage"
+done
+echo "gpu_session: $([ $status = 0 ] && echo ALL OK || echo FAILURES) (bundles in $OUT)"
 exit $status

@@ -228,6 +228,59 @@ class Session:
                     found[d.sym] = (n - d.b) // d.a
         return found
 
+    # -- profiling and timing ----------------------------------------------
+    @property
+    def profiling(self) -> bool:
+        """Per-kernel profiling (docs/runtime.md "Profiling and timing"):
+        while True every launch is timed (CUDA events; the host clock on the
+        CPU) and launch graphs are off. Setting it True starts an empty
+        profile."""
+        return getattr(self, "_profiling", False)
+
+    @profiling.setter
+    def profiling(self, on: bool) -> None:
+        _capi.check(_capi.lib().k3_session_set_profiling(self._h, 1 if on else 0))
+        self._profiling = bool(on)
+
+    def reset_profile(self) -> None:
+        _capi.check(_capi.lib().k3_session_reset_profile(self._h))
+
+    @property
+    def clock(self) -> str:
+        """What profiles and time() measure with: "CUDA events" or "host steady_clock"."""
+        return _capi.lib().k3_session_clock_name(self._h).decode()
+
+    def profile(self, entry: Optional[str] = None) -> list[dict]:
+        """Per-kernel aggregates of the profile so far, for one entry or all:
+        dicts with entry, kernel, calls, runs (profiled runs of the entry),
+        total_ms, min_ms, max_ms, share (of the selection's total; they sum
+        to 1), grid and block (of the first launch), dims_varied; sorted by
+        total_ms, largest first. Turns profiling on if it was off (the
+        profile is then empty)."""
+        if not self.profiling:
+            self.profiling = True
+        L = _capi.lib()
+        n = L.k3_session_profile_snapshot(self._h, entry.encode() if entry else None)
+        rows = []
+        for i in range(n):
+            p = _capi.KernelProfile()
+            _capi.check(L.k3_session_profile_kernel(self._h, i, ctypes.byref(p)))
+            rows.append({"entry": p.entry.decode(), "kernel": p.kernel.decode(), "calls": p.calls,
+                         "runs": p.runs, "total_ms": p.total_ms, "min_ms": p.min_ms,
+                         "max_ms": p.max_ms, "share": p.share, "grid": tuple(p.grid),
+                         "block": tuple(p.block), "dims_varied": bool(p.dims_varied)})
+        return rows
+
+    def time(self, entry: str = "forward", symbols: Optional[Mapping[str, int]] = None,
+             warmup: int = 5, reps: int = 20, **inputs: object) -> list[float]:
+        """Runs ``entry`` warmup + reps times with the same inputs (as run():
+        numpy arrays, or DLPack device tensors on a CUDA session) and returns
+        the milliseconds of each of the last ``reps`` runs: the whole entry
+        between two CUDA events (device time) on the GPU, the host clock on
+        the CPU; input copies are outside. Outputs stay on the device (read
+        them with run(), or ``outputs="dlpack"`` views after a run)."""
+        return self._call(entry, symbols, None, inputs, (int(warmup), int(reps)))
+
     def run(self, entry: str = "forward", symbols: Optional[Mapping[str, int]] = None,
             outputs: Optional[str] = None, **inputs: object) -> dict:
         """Runs an entry with inputs by name; returns every output.
@@ -245,6 +298,10 @@ class Session:
         ``outputs="dlpack"`` (the default for device inputs) returns
         ``k3.dlpack.DeviceTensor`` views of the output buffers on the
         session's device, valid until the next run."""
+        return self._call(entry, symbols, outputs, inputs, None)
+
+    def _call(self, entry, symbols, outputs, inputs, timing):
+        """run() (timing None) or time() (timing = (warmup, reps))."""
         from . import dlpack
         if outputs not in (None, "numpy", "dlpack"):
             raise K3Error(f"outputs={outputs!r}: expected 'numpy' or 'dlpack'")
@@ -259,7 +316,7 @@ class Session:
                                   f"{declared[name].dtype}")
         on_device = {n: f for n, f in foreign.items() if f.device_type != dlpack.kDLCPU}
         if on_device:
-            return self._run_device(entry, info, symbols, inputs, on_device, outputs)
+            return self._run_device(entry, info, symbols, inputs, on_device, outputs, timing)
         inputs = {n: (foreign[n].numpy() if n in foreign else a) for n, a in inputs.items()}
         arrays: dict[str, np.ndarray] = {}
         for t in info.inputs:
@@ -293,6 +350,11 @@ class Session:
                               f"(expected {next(t.dtype for t in info.inputs if t.name == name)})")
             ht[i] = _capi.HostTensor(name.encode(), code, a.ndim, shp,
                                      a.ctypes.data_as(ctypes.c_void_p), a.nbytes)
+        if timing is not None:
+            ms = (ctypes.c_double * max(timing[1], 1))()
+            _capi.check(L.k3_session_time(self._h, entry.encode(), sv, len(syms), ht, len(arrays),
+                                          timing[0], timing[1], ms))
+            return list(ms)[:timing[1]]
         _capi.check(L.k3_session_run(self._h, entry.encode(), sv, len(syms), ht, len(arrays)))
         if outputs == "dlpack":
             return self._device_outputs(info)
@@ -322,7 +384,8 @@ class Session:
                                        int(v.device_type), int(v.device_id), int(v.nbytes))
         return out
 
-    def _run_device(self, entry: str, info: EntryInfo, symbols, inputs, on_device, outputs):
+    def _run_device(self, entry: str, info: EntryInfo, symbols, inputs, on_device, outputs,
+                    timing=None):
         """All inputs on the session's CUDA device: k3_session_run_device."""
         if not self.device.startswith("cuda"):
             n, f = next(iter(on_device.items()))
@@ -352,6 +415,12 @@ class Session:
         for i, ((n, f), shp) in enumerate(zip(on_device.items(), shapes)):
             dt[i] = _capi.DeviceTensorC(n.encode(), _K3_DTYPES[f.dtype], len(f.shape), shp,
                                         f.ptr, f.nbytes)
+        if timing is not None:
+            ms = (ctypes.c_double * max(timing[1], 1))()
+            _capi.check(_capi.lib().k3_session_time_device(self._h, entry.encode(), sv, len(syms),
+                                                           dt, len(on_device), timing[0], timing[1],
+                                                           ms))
+            return list(ms)[:timing[1]]
         _capi.check(_capi.lib().k3_session_run_device(self._h, entry.encode(), sv, len(syms),
                                                       dt, len(on_device)))
         if outputs == "numpy":

@@ -8,7 +8,7 @@ from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint3
 from pathlib import Path
 from typing import Optional
 
-API_VERSION = 2
+API_VERSION = 3
 MAX_RANK = 8
 LIB_NAME = "libk3runtime.so"
 
@@ -47,6 +47,13 @@ class TensorSpec(ctypes.Structure):
 class BufferInfo(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("kind", c_int), ("size", c_uint64),
                 ("per_seq_stride", c_uint64), ("device", c_uint32), ("flags", c_uint32)]
+
+
+class KernelProfile(ctypes.Structure):
+    _fields_ = [("entry", c_char_p), ("kernel", c_char_p), ("calls", c_uint64), ("runs", c_uint64),
+                ("total_ms", ctypes.c_double), ("min_ms", ctypes.c_double),
+                ("max_ms", ctypes.c_double), ("share", ctypes.c_double),
+                ("grid", c_int64 * 3), ("block", c_int64 * 3), ("dims_varied", c_int32)]
 
 
 class SamplingParams(ctypes.Structure):
@@ -160,6 +167,17 @@ def lib() -> ctypes.CDLL:
         "k3_session_run_device": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
                                           POINTER(DeviceTensorC), c_size_t]),
         "k3_session_output_device": (c_int, [P, c_char_p, POINTER(DeviceView)]),
+        "k3_session_set_profiling": (c_int, [P, c_int]),
+        "k3_session_reset_profile": (c_int, [P]),
+        "k3_session_clock_name": (c_char_p, [P]),
+        "k3_session_profile_snapshot": (c_size_t, [P, c_char_p]),
+        "k3_session_profile_kernel": (c_int, [P, c_size_t, POINTER(KernelProfile)]),
+        "k3_session_time": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
+                                    POINTER(HostTensor), c_size_t, c_int32, c_int32,
+                                    POINTER(ctypes.c_double)]),
+        "k3_session_time_device": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
+                                           POINTER(DeviceTensorC), c_size_t, c_int32, c_int32,
+                                           POINTER(ctypes.c_double)]),
         "k3_sampling_params_init": (None, [POINTER(SamplingParams)]),
         "k3_sample": (c_int, [c_void_p, c_int64, POINTER(SamplingParams), POINTER(c_int32),
                               c_size_t, c_uint64, POINTER(c_int32)]),

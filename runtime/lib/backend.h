@@ -2,6 +2,7 @@
 #ifndef K3_RT_BACKEND_H
 #define K3_RT_BACKEND_H
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,6 +63,33 @@ public:
     return false;
   }
   virtual void destroyGraph(void *graph) {}
+
+  // Timing marks (profiling, k3_session_time): recordMark puts a mark in the
+  // launch order; markElapsedMs waits for `end` and returns the time between
+  // two recorded marks. Never recorded while capturing a launch graph.
+  // Default (the CPU, where a launch returns when its kernel is done): the
+  // host's steady clock when recorded. CUDA: a cuEvent pair on the stream.
+  virtual const char *clockName() const { return "host steady_clock"; }
+  virtual bool createMark(void *&mark, std::string &err) {
+    mark = new std::chrono::steady_clock::time_point();
+    return true;
+  }
+  virtual bool recordMark(void *mark, std::string &err) {
+    *static_cast<std::chrono::steady_clock::time_point *>(mark) =
+        std::chrono::steady_clock::now();
+    return true;
+  }
+  virtual bool markElapsedMs(void *start, void *end, double &ms,
+                             std::string &err) {
+    using TP = std::chrono::steady_clock::time_point;
+    ms = std::chrono::duration<double, std::milli>(*static_cast<TP *>(end) -
+                                                   *static_cast<TP *>(start))
+             .count();
+    return true;
+  }
+  virtual void destroyMark(void *mark) {
+    delete static_cast<std::chrono::steady_clock::time_point *>(mark);
+  }
 };
 
 std::unique_ptr<Backend> createCpuBackend(std::string &err);

@@ -3,6 +3,7 @@
 // points below are used; their types are declared here (matching cuda.h).
 #include <cstring>
 #include <dlfcn.h>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,8 @@ typedef struct CUstream_st *CUstream;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
+constexpr unsigned CU_EVENT_DEFAULT = 0; // timing enabled
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -64,6 +67,11 @@ struct Driver {
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
   CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
@@ -86,6 +94,26 @@ bool sym(Driver &d, F &fp, const char *name, std::string &err) {
           " (driver too old?)";
     return false;
   }
+  return true;
+}
+
+// Events (profiling and timing marks) are optional: a driver without them
+// still runs everything else, and createMark says what is missing.
+// cuEventElapsedTime_v2 (CUDA 12.8+) is preferred, the original otherwise.
+bool loadEvents(Driver &d) {
+  auto opt = [&](auto &fp, const char *name) {
+    fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(
+        dlsym(d.lib, name));
+  };
+  opt(d.cuEventCreate, "cuEventCreate");
+  opt(d.cuEventRecord, "cuEventRecord");
+  opt(d.cuEventSynchronize, "cuEventSynchronize");
+  opt(d.cuEventElapsedTime, "cuEventElapsedTime_v2");
+  if (!d.cuEventElapsedTime)
+    opt(d.cuEventElapsedTime, "cuEventElapsedTime");
+  opt(d.cuEventDestroy, "cuEventDestroy_v2");
+  if (!d.cuEventDestroy)
+    opt(d.cuEventDestroy, "cuEventDestroy");
   return true;
 }
 
@@ -129,7 +157,7 @@ bool loadDriver(Driver &d, std::string &err) {
              err) &&
          sym(d, d.cuGraphLaunch, "cuGraphLaunch", err) &&
          sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
-         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err);
+         sym(d, d.cuGraphDestroy, "cuGraphDestroy", err) && loadEvents(d);
 }
 
 class CudaBackend : public Backend {
@@ -381,6 +409,43 @@ public:
   }
   void destroyGraph(void *graph) override {
     d.cuGraphExecDestroy(static_cast<CUgraphExec>(graph));
+  }
+  // Timing marks: CUDA events recorded on the stream the launches use (the
+  // legacy default stream; marks are never recorded while capturing).
+  const char *clockName() const override { return "CUDA events"; }
+  bool createMark(void *&mark, std::string &err) override {
+    if (!d.cuEventCreate || !d.cuEventRecord || !d.cuEventSynchronize ||
+        !d.cuEventElapsedTime || !d.cuEventDestroy) {
+      err = "profiling and timing need the driver's cuEvent functions "
+            "(cuEventCreate, cuEventRecord, cuEventSynchronize, "
+            "cuEventElapsedTime[_v2], cuEventDestroy_v2): libcuda.so.1 lacks "
+            "some";
+      return false;
+    }
+    CUevent e = nullptr;
+    if (!check(d.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate", "", err))
+      return false;
+    mark = e;
+    return true;
+  }
+  bool recordMark(void *mark, std::string &err) override {
+    return check(d.cuEventRecord(static_cast<CUevent>(mark), nullptr),
+                 "cuEventRecord", "", err);
+  }
+  bool markElapsedMs(void *start, void *end, double &ms,
+                     std::string &err) override {
+    float f = 0.f;
+    if (!check(d.cuEventSynchronize(static_cast<CUevent>(end)),
+               "cuEventSynchronize", "", err) ||
+        !check(d.cuEventElapsedTime(&f, static_cast<CUevent>(start),
+                                    static_cast<CUevent>(end)),
+               "cuEventElapsedTime", "", err))
+      return false;
+    ms = f;
+    return true;
+  }
+  void destroyMark(void *mark) override {
+    d.cuEventDestroy(static_cast<CUevent>(mark));
   }
   bool synchronize(std::string &err) override {
     return check(d.cuCtxSynchronize(), "cuCtxSynchronize",

@@ -1,4 +1,5 @@
 // C API wrappers: exceptions never cross this boundary.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -16,6 +17,7 @@ struct k3_artifact {
 };
 struct k3_session {
   std::unique_ptr<rt::Session> s;
+  std::vector<rt::KernelProfile> profile; // k3_session_profile_snapshot
 };
 struct k3_generation {
   std::unique_ptr<rt::Generation> g;
@@ -236,7 +238,7 @@ k3_status k3_session_create(const k3_artifact *a, const char *device,
   *out = nullptr;
   return guard([&] {
     auto s = std::make_unique<rt::Session>(a->art, device);
-    *out = new k3_session{std::move(s)};
+    *out = new k3_session{std::move(s), {}};
   });
 }
 void k3_session_destroy(k3_session *s) { delete s; }
@@ -335,6 +337,89 @@ k3_status k3_session_run_device(k3_session *s, const char *entry,
                inputs[i].nbytes};
     s->s->run(entry, syms, nsyms, in.data(), in.size(), /*download=*/false,
               /*inputsOnDevice=*/true);
+  });
+}
+
+k3_status k3_session_set_profiling(k3_session *s, int enabled) {
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_set_profiling: NULL session");
+  return guard([&] { s->s->setProfiling(enabled != 0); });
+}
+k3_status k3_session_reset_profile(k3_session *s) {
+  if (!s)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_reset_profile: NULL session");
+  return guard([&] { s->s->resetProfile(); });
+}
+const char *k3_session_clock_name(const k3_session *s) {
+  return s && s->s ? s->s->clockName() : "";
+}
+size_t k3_session_profile_snapshot(k3_session *s, const char *entry) {
+  if (!s)
+    return 0;
+  s->profile = s->s->profile(entry ? entry : "");
+  return s->profile.size();
+}
+k3_status k3_session_profile_kernel(const k3_session *s, size_t i,
+                                    k3_kernel_profile *out) {
+  if (!s || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_profile_kernel: NULL argument");
+  if (i >= s->profile.size())
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "profile row " + std::to_string(i) + " out of range (" +
+                        std::to_string(s->profile.size()) +
+                        " kernels in the snapshot)");
+  const rt::KernelProfile &k = s->profile[i];
+  memset(out, 0, sizeof *out);
+  out->entry = k.entry.c_str();
+  out->kernel = k.kernel.c_str();
+  out->calls = k.calls;
+  out->runs = k.runs;
+  out->total_ms = k.totalMs;
+  out->min_ms = k.minMs;
+  out->max_ms = k.maxMs;
+  out->share = k.share;
+  for (int d = 0; d < 3; ++d) {
+    out->grid[d] = k.grid[d];
+    out->block[d] = k.block[d];
+  }
+  out->dims_varied = k.dimsVaried ? 1 : 0;
+  return K3_OK;
+}
+k3_status k3_session_time(k3_session *s, const char *entry,
+                          const k3_symbol_value *syms, size_t nsyms,
+                          const k3_host_tensor *inputs, size_t ninputs,
+                          int32_t warmup, int32_t reps, double *ms) {
+  if (!s || !entry || !ms || (ninputs && !inputs))
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_time: NULL argument");
+  return guard([&] {
+    std::vector<double> t =
+        s->s->time(entry, syms, nsyms, inputs, ninputs, warmup, reps, false);
+    std::copy(t.begin(), t.end(), ms);
+  });
+}
+k3_status k3_session_time_device(k3_session *s, const char *entry,
+                                 const k3_symbol_value *syms, size_t nsyms,
+                                 const k3_device_tensor *inputs, size_t ninputs,
+                                 int32_t warmup, int32_t reps, double *ms) {
+  if (!s || !entry || !ms || (ninputs && !inputs))
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_time_device: NULL argument");
+  return guard([&] {
+    std::vector<k3_host_tensor> in(ninputs);
+    for (size_t i = 0; i < ninputs; ++i)
+      in[i] = {inputs[i].name,
+               inputs[i].dtype,
+               inputs[i].rank,
+               inputs[i].shape,
+               reinterpret_cast<const void *>(uintptr_t(inputs[i].data)),
+               inputs[i].nbytes};
+    std::vector<double> t = s->s->time(entry, syms, nsyms, in.data(), in.size(),
+                                       warmup, reps, /*inputsOnDevice=*/true);
+    std::copy(t.begin(), t.end(), ms);
   });
 }
 k3_status k3_session_output_device(k3_session *s, const char *name,

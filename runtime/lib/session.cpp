@@ -202,6 +202,9 @@ Session::~Session() { cleanup(); }
 void Session::cleanup() {
   if (!be_)
     return;
+  for (void *m : marks_)
+    be_->destroyMark(m);
+  marks_.clear();
   for (LaunchGraph &g : graphs_)
     be_->destroyGraph(g.exec);
   graphs_.clear();
@@ -605,7 +608,24 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   key.insert(key.end(), sv.begin(), sv.end());
   void *replay = nullptr;
   bool capture = false;
-  if (graphsEnabled_) {
+  // Timing marks: 0 and 1 around the whole entry (time()); a pair around
+  // each profiled launch, 2 + 2k and 3 + 2k for the k-th (a pair, not one
+  // mark between two launches, so that the device waiting for the host
+  // between two launches is counted for neither).
+  const bool profile = profiling_, timed = timing_;
+  if (profile || timed)
+    ensureMarks(2 + 2 * e.launches.size());
+  auto mark = [&](size_t i) {
+    if (!be_->recordMark(marks_[i], err))
+      fail(K3_ERROR_DEVICE, "entry '" + e.name + "': timing mark: " + err);
+  };
+  struct Profiled {
+    size_t launch;
+    int64_t grid[3], block[3];
+  };
+  std::vector<Profiled> profiled;
+  // Profiling times each launch on its own: no launch graphs meanwhile.
+  if (graphsEnabled_ && !profile) {
     for (size_t gi = 0; gi < graphs_.size() && !replay; ++gi)
       if (graphs_[gi].entry == ei && graphs_[gi].symbols == sv)
         replay = graphs_[gi].exec;
@@ -688,9 +708,16 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
         }
         params[ai] = &slot;
       }
+      if (profile)
+        mark(2 + 2 * profiled.size());
       if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem,
                        params.data(), l.args.size(), err))
         fail(K3_ERROR_DEVICE, where() + ": " + err);
+      if (profile) {
+        mark(3 + 2 * profiled.size());
+        profiled.push_back(
+            {li, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}});
+      }
     }
   };
   if (replay) {
@@ -727,15 +754,56 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
       // capturing in this session (the failure would repeat).
       graphsEnabled_ = false;
       graphsOff_ = "capturing a launch graph: " + err;
+      if (timed)
+        mark(0);
       launchAll();
     }
   } else {
+    if (timed)
+      mark(0);
     launchAll();
   }
-  if (replay && !be_->launchGraph(replay, err))
-    fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
+  if (replay) {
+    if (timed)
+      mark(0);
+    if (!be_->launchGraph(replay, err))
+      fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
+  }
+  if (timed)
+    mark(1);
   if (!be_->synchronize(err))
     fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
+  if (timed && !be_->markElapsedMs(marks_[0], marks_[1], lastTimedMs_, err))
+    fail(K3_ERROR_DEVICE, "entry '" + e.name + "': timing: " + err);
+  if (profile) {
+    for (size_t k = 0; k < profiled.size(); ++k) {
+      double ms = 0;
+      if (!be_->markElapsedMs(marks_[2 + 2 * k], marks_[3 + 2 * k], ms, err))
+        fail(K3_ERROR_DEVICE, "entry '" + e.name + "': profiling: " + err);
+      const Profiled &p = profiled[k];
+      const std::string &kname = e.launches[p.launch].kernel;
+      KernelProfile &kp = profile_[{ei, kname}];
+      bool sameDims = true;
+      for (int d = 0; d < 3; ++d)
+        sameDims &= kp.grid[d] == p.grid[d] && kp.block[d] == p.block[d];
+      if (kp.calls == 0) {
+        kp.entry = e.name;
+        kp.kernel = kname;
+        kp.minMs = kp.maxMs = ms;
+        for (int d = 0; d < 3; ++d) {
+          kp.grid[d] = p.grid[d];
+          kp.block[d] = p.block[d];
+        }
+      } else {
+        kp.dimsVaried |= !sameDims;
+        kp.minMs = std::min(kp.minMs, ms);
+        kp.maxMs = std::max(kp.maxMs, ms);
+      }
+      ++kp.calls;
+      kp.totalMs += ms;
+    }
+    ++profileRuns_[ei];
+  }
   lastKey_ = key; // only a run that got this far counts as the previous one
   lastLaunchMs_ = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - launchStart)
@@ -745,6 +813,70 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   lastOutShapes_ = outShapes;
   if (download)
     fetchOutputs();
+}
+
+void Session::ensureMarks(size_t n) {
+  std::string err;
+  while (marks_.size() < n) {
+    void *m = nullptr;
+    if (!be_->createMark(m, err))
+      fail(K3_ERROR_DEVICE, "creating a timing mark: " + err);
+    marks_.push_back(m);
+  }
+}
+
+void Session::setProfiling(bool on) {
+  if (on && !profiling_)
+    resetProfile();
+  profiling_ = on;
+}
+
+void Session::resetProfile() {
+  profile_.clear();
+  profileRuns_.clear();
+}
+
+std::vector<KernelProfile> Session::profile(const std::string &entry) const {
+  std::vector<KernelProfile> out;
+  double total = 0;
+  for (auto &kv : profile_) {
+    if (!entry.empty() && kv.second.entry != entry)
+      continue;
+    out.push_back(kv.second);
+    auto r = profileRuns_.find(kv.first.first);
+    out.back().runs = r == profileRuns_.end() ? 0 : r->second;
+    total += kv.second.totalMs;
+  }
+  for (KernelProfile &k : out)
+    k.share = total > 0 ? k.totalMs / total : 1.0 / double(out.size());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const KernelProfile &a, const KernelProfile &b) {
+                     return a.totalMs > b.totalMs;
+                   });
+  return out;
+}
+
+std::vector<double> Session::time(const std::string &entry,
+                                  const k3_symbol_value *syms, size_t nsyms,
+                                  const k3_host_tensor *inputs, size_t ninputs,
+                                  int warmup, int reps, bool inputsOnDevice) {
+  if (warmup < 0 || reps < 1)
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "timing needs warmup >= 0 and reps >= 1 (got warmup " +
+             std::to_string(warmup) + ", reps " + std::to_string(reps) + ")");
+  struct Off {
+    bool &flag;
+    ~Off() { flag = false; }
+  } off{timing_};
+  timing_ = true;
+  std::vector<double> ms;
+  for (int i = 0; i < warmup + reps; ++i) {
+    run(entry, syms, nsyms, inputs, ninputs, /*download=*/false,
+        inputsOnDevice);
+    if (i >= warmup)
+      ms.push_back(lastTimedMs_);
+  }
+  return ms;
 }
 
 void Session::fetchOutputs() {

@@ -2,8 +2,10 @@
 #ifndef K3_RT_SESSION_H
 #define K3_RT_SESSION_H
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -25,6 +27,18 @@ struct OutputTensor {
   artifact::DType dtype;
   std::vector<int64_t> shape;
   std::vector<uint8_t> data;
+};
+
+// Per-kernel aggregate of a profile (profiling on): every launch of `kernel`
+// in runs of `entry`.
+struct KernelProfile {
+  std::string entry, kernel;
+  uint64_t calls = 0;
+  uint64_t runs = 0; // profiled runs of the entry
+  double totalMs = 0, minMs = 0, maxMs = 0;
+  double share = 0; // of the total of the selection it was queried with
+  int64_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}; // of the first launch
+  bool dimsVaried = false; // a later launch had another grid or block
 };
 
 class Session {
@@ -68,6 +82,26 @@ public:
   size_t graphReplays() const { return graphReplays_; }
   const artifact::Artifact &artifact() const { return *art_; }
 
+  /// Profiling: each launch is timed between two marks (CUDA events; the
+  /// host clock on the CPU) and aggregated per entry and kernel. Launch
+  /// graphs are neither captured nor replayed while profiling (each launch
+  /// needs its own marks). Turning it on starts an empty profile.
+  void setProfiling(bool on);
+  bool profiling() const { return profiling_; }
+  void resetProfile();
+  /// Aggregates for `entry` (all entries when empty), sorted by total time,
+  /// descending; shares of their sum.
+  std::vector<KernelProfile> profile(const std::string &entry) const;
+  const char *clockName() const { return be_->clockName(); }
+  /// Runs `entry` warmup + reps times (outputs stay on the device) and
+  /// returns the time of each of the last `reps` runs: marks around the
+  /// launches of the whole entry (device time from CUDA events; the host
+  /// clock on the CPU); input copies are outside.
+  std::vector<double> time(const std::string &entry,
+                           const k3_symbol_value *syms, size_t nsyms,
+                           const k3_host_tensor *inputs, size_t ninputs,
+                           int warmup, int reps, bool inputsOnDevice);
+
 private:
   void init(const std::string &device);
   void cleanup();
@@ -106,6 +140,14 @@ private:
   std::string graphsOff_; // why graphs were turned off, if they were
   static constexpr size_t kMaxGraphs = 8;
   size_t graphReplays_ = 0, graphsCaptured_ = 0;
+  // Profiling and timing (setProfiling, time).
+  void ensureMarks(size_t n);
+  std::vector<void *> marks_; // backend marks, reused from run to run
+  bool profiling_ = false;
+  bool timing_ = false;    // time() is running: mark the whole entry
+  double lastTimedMs_ = 0; // the whole entry, between two marks
+  std::map<std::pair<int, std::string>, KernelProfile> profile_;
+  std::map<int, uint64_t> profileRuns_; // per entry
 };
 
 } // namespace rt

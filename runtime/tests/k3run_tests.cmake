@@ -36,3 +36,8 @@ k3run_test(greedy_top_k1 "generated: 4,5,6,7,8" ${_k3run} ${_toy} --weights ${_t
 k3run_fail(bad_top_p "top_p = 2.0+ \\(expected in \\(0, 1\\]; 1 is off\\).*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --temperature 1 --top-p 2)
 k3run_fail(top_p_not_a_number "--top-p needs a number, got 'x'.*rc=2" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --top-p x)
 k3run_fail(too_many_prompts "3 sequences but the artifact was compiled for max_seqs 2.*rc=1" ${_k3run} ${_toy} --random-weights 1 --prompt 1 --prompt 2 --prompt 3)
+# --profile: every launched kernel, with its launch count, per phase.
+k3run_test(profile "generated: 4,5,6,7,8\n.*profile: prefill \\('forward'\\): 1 run, 2 launches.*\n  k3t_toy_[a-z]+ +1 .*\n  k3t_toy_[a-z]+ +1 .*profile: decode \\('forward'\\): 4 steps, 8 launches.*\n  k3t_toy_[a-z]+ +4 .*\n  k3t_toy_[a-z]+ +4 " ${_k3run} ${_toy} --weights ${_toyw} --prompt 1,2,3 --max-new-tokens 5 --profile)
+k3run_test(profile_inputs "profile: forward: 3 runs, 6 launches.*\n  k3t_toy_logits +3 .*2x1x1 x 1x1x1" ${_k3run} ${_toy} --weights ${_toyw} --inputs ${_toyw}.inputs.safetensors --profile --repeat 3)
+# --plan: the launches of every entry, no device needed.
+k3run_test(plan "symbol num_tokens <= 8\n.*entry forward: 2 launches\n +0 k3t_toy_logits +grid \\[num_tokens, 1, 1\\] block \\[1, 1, 1\\].*\n +1 k3t_toy_state +grid \\[1, 1, 1\\]" ${_k3run} ${_toy} --plan)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "fixtures/toy_model.h"
@@ -259,7 +260,10 @@ TEST(Session, RandomWeightsDeterministic) {
     EXPECT_LE(std::fabs(x), 0.1f);
 }
 
-TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
+namespace {
+// Entry "main": three k3t_fill launches (1 block), k3t_axpy_blocked over
+// ceil(n / 4) blocks of 4 (an empty grid when n = 0), one k3t_add_i32.
+Artifact blockedArtifact() {
   Builder b;
   uint32_t n = b.addSymbol("n", 100);
   uint32_t obj =
@@ -294,8 +298,24 @@ TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
   b.addLaunch(e, obj, "k3t_add_i32",
               {Arg::buffer(io), Arg::buffer(ii), Arg::symbol(n), Arg::i32(-5)},
               one, one);
+  return b.artifact();
+}
+
+// Runs "main" of blockedArtifact() with n = count.
+k3_status runBlocked(k3_session *s, int64_t count, std::vector<int32_t> &ints) {
+  ints.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    ints[size_t(i)] = int32_t(i * 3);
+  k3_host_tensor in = {"ints", K3_DTYPE_I32, 1,
+                       &count, ints.data(),  ints.size() * 4};
+  k3_symbol_value sv = {"n", count};
+  return k3_session_run(s, "main", &sv, 1, &in, 1);
+}
+} // namespace
+
+TEST(Session, BlockedLaunchesImmediatesAndEmptyGrid) {
   Handles h;
-  ASSERT_TRUE(open(b.artifact(), h)) << k3_last_error();
+  ASSERT_TRUE(open(blockedArtifact(), h)) << k3_last_error();
   for (int64_t count : {int64_t(7), int64_t(100), int64_t(0)}) {
     std::vector<int32_t> ints(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i)
@@ -464,6 +484,27 @@ TEST(Session, CudaFillPtxOnDevice) {
     for (int64_t i = 0; i < count; ++i)
       ASSERT_EQ(o[i], 1.5f) << i;
   }
+  // Profiling with CUDA events, and the timing API (device time).
+  EXPECT_STREQ(k3_session_clock_name(h.s), "CUDA events");
+  ASSERT_EQ(k3_session_set_profiling(h.s, 1), K3_OK);
+  {
+    k3_symbol_value sv = {"n", 99999};
+    std::vector<double> ms(5, -1.0);
+    ASSERT_EQ(k3_session_time(h.s, "main", &sv, 1, nullptr, 0, 2, 5, ms.data()),
+              K3_OK)
+        << k3_last_error();
+    for (double t : ms)
+      EXPECT_GT(t, 0.0);
+    ASSERT_EQ(k3_session_profile_snapshot(h.s, "main"), 1u);
+    k3_kernel_profile p;
+    ASSERT_EQ(k3_session_profile_kernel(h.s, 0, &p), K3_OK);
+    EXPECT_STREQ(p.kernel, "k3t_fill");
+    EXPECT_EQ(p.calls, 7u);
+    EXPECT_EQ(p.runs, 7u);
+    EXPECT_GT(p.min_ms, 0.0);
+    EXPECT_NEAR(p.share, 1.0, 1e-12);
+    ASSERT_EQ(k3_session_set_profiling(h.s, 0), K3_OK);
+  }
   // Too much dynamic shared memory is refused with the kernel named.
   b.artifact().entries[0].launches[0].sharedMemBytes =
       DimExpr::constant(1 << 30);
@@ -479,4 +520,111 @@ TEST(Session, CudaFillPtxOnDevice) {
   EXPECT_NE(std::string(k3_last_error()).find("no CUDA device cuda:99"),
             std::string::npos)
       << k3_last_error();
+}
+
+TEST(Session, ProfileCountsEveryLaunchedKernel) {
+  Handles h;
+  ASSERT_TRUE(open(blockedArtifact(), h)) << k3_last_error();
+  EXPECT_STREQ(k3_session_clock_name(h.s), "host steady_clock");
+  std::vector<int32_t> ints;
+  // Not profiling: nothing recorded.
+  ASSERT_EQ(runBlocked(h.s, 5, ints), K3_OK) << k3_last_error();
+  EXPECT_EQ(k3_session_profile_snapshot(h.s, nullptr), 0u);
+  ASSERT_EQ(k3_session_set_profiling(h.s, 1), K3_OK);
+  // n = 7 and n = 8: axpy over 2 blocks both times; n = 0: its grid is
+  // empty, so it is not launched (and not counted). Repeating n = 8 would
+  // replay a launch graph when not profiling.
+  for (int64_t n : {int64_t(7), int64_t(8), int64_t(8), int64_t(0)})
+    ASSERT_EQ(runBlocked(h.s, n, ints), K3_OK) << k3_last_error();
+  size_t captured = 0, replayed = 0;
+  k3_session_graph_stats(h.s, &captured, &replayed);
+  EXPECT_EQ(captured, 0u) << "launch graphs must be off while profiling";
+  EXPECT_EQ(replayed, 0u);
+  ASSERT_EQ(k3_session_profile_snapshot(h.s, "main"), 3u);
+  std::map<std::string, k3_kernel_profile> byName;
+  double share = 0, prev = 1e300;
+  for (size_t i = 0; i < 3; ++i) {
+    k3_kernel_profile p;
+    ASSERT_EQ(k3_session_profile_kernel(h.s, i, &p), K3_OK);
+    EXPECT_STREQ(p.entry, "main");
+    EXPECT_EQ(p.runs, 4u);
+    EXPECT_LE(p.total_ms, prev) << "sorted by total time";
+    prev = p.total_ms;
+    EXPECT_GE(p.min_ms, 0.0);
+    EXPECT_LE(p.min_ms, p.max_ms);
+    EXPECT_LE(p.max_ms, p.total_ms + 1e-12);
+    share += p.share;
+    byName[p.kernel] = p;
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  ASSERT_EQ(byName.count("k3t_fill"), 1u);
+  EXPECT_EQ(byName["k3t_fill"].calls, 12u);
+  EXPECT_EQ(byName["k3t_add_i32"].calls, 4u);
+  const k3_kernel_profile &axpy = byName["k3t_axpy_blocked"];
+  EXPECT_EQ(axpy.calls, 3u);
+  EXPECT_EQ(axpy.grid[0], 2);
+  EXPECT_EQ(axpy.block[0], 4);
+  EXPECT_EQ(axpy.dims_varied, 0);
+  // n = 100: 25 blocks, another grid.
+  ASSERT_EQ(runBlocked(h.s, 100, ints), K3_OK);
+  ASSERT_EQ(k3_session_profile_snapshot(h.s, nullptr), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    k3_kernel_profile p;
+    ASSERT_EQ(k3_session_profile_kernel(h.s, i, &p), K3_OK);
+    if (std::string(p.kernel) == "k3t_axpy_blocked") {
+      EXPECT_EQ(p.calls, 4u);
+      EXPECT_EQ(p.dims_varied, 1);
+    }
+  }
+  k3_kernel_profile p;
+  EXPECT_NE(k3_session_profile_kernel(h.s, 3, &p), K3_OK);
+  EXPECT_EQ(k3_session_profile_snapshot(h.s, "other"), 0u);
+  // Results are still right while profiling.
+  k3_tensor_view v;
+  ASSERT_EQ(k3_session_find_output(h.s, "out", &v), K3_OK);
+  EXPECT_EQ(static_cast<const float *>(v.data)[3], 6.5f);
+  // Reset, and turning profiling off stops recording.
+  ASSERT_EQ(k3_session_reset_profile(h.s), K3_OK);
+  EXPECT_EQ(k3_session_profile_snapshot(h.s, nullptr), 0u);
+  ASSERT_EQ(k3_session_set_profiling(h.s, 0), K3_OK);
+  ASSERT_EQ(runBlocked(h.s, 5, ints), K3_OK);
+  EXPECT_EQ(k3_session_profile_snapshot(h.s, nullptr), 0u);
+}
+
+TEST(Session, TimeRunsAnEntryWarmupPlusRepsTimes) {
+  Handles h;
+  ASSERT_TRUE(open(blockedArtifact(), h)) << k3_last_error();
+  ASSERT_EQ(k3_session_set_profiling(h.s, 1), K3_OK);
+  int64_t count = 9;
+  std::vector<int32_t> ints(9, 1);
+  k3_host_tensor in = {"ints", K3_DTYPE_I32, 1, &count, ints.data(), 36};
+  k3_symbol_value sv = {"n", count};
+  std::vector<double> ms(4, -1.0);
+  ASSERT_EQ(k3_session_time(h.s, "main", &sv, 1, &in, 1, 2, 4, ms.data()),
+            K3_OK)
+      << k3_last_error();
+  for (double t : ms)
+    EXPECT_GE(t, 0.0);
+  ASSERT_EQ(k3_session_profile_snapshot(h.s, nullptr), 3u);
+  k3_kernel_profile p;
+  ASSERT_EQ(k3_session_profile_kernel(h.s, 0, &p), K3_OK);
+  EXPECT_EQ(p.runs, 6u); // 2 warm-ups + 4 timed runs
+  // Outputs stay on the device; fetch them.
+  ASSERT_EQ(k3_session_fetch_outputs(h.s), K3_OK);
+  k3_tensor_view v;
+  ASSERT_EQ(k3_session_find_output(h.s, "ints_plus", &v), K3_OK);
+  EXPECT_EQ(static_cast<const int32_t *>(v.data)[0], -4);
+  EXPECT_EQ(k3_session_time(h.s, "main", &sv, 1, &in, 1, 0, 0, ms.data()),
+            K3_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(k3_session_time(h.s, "nope", &sv, 1, &in, 1, 0, 1, ms.data()),
+            K3_ERROR_INVALID_ARGUMENT);
+  // Without profiling, repeated runs go through a launch graph: still timed.
+  ASSERT_EQ(k3_session_set_profiling(h.s, 0), K3_OK);
+  ASSERT_EQ(k3_session_time(h.s, "main", &sv, 1, &in, 1, 1, 3, ms.data()),
+            K3_OK);
+  size_t captured = 0, replayed = 0;
+  k3_session_graph_stats(h.s, &captured, &replayed);
+  EXPECT_GE(replayed, 1u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_GE(ms[i], 0.0);
 }

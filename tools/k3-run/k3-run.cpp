@@ -57,8 +57,14 @@ const char *kUsage =
     "  --progress                 show a progress line even when stderr is not "
     "a terminal\n"
     "  --quiet                    print only the generated ids\n"
-    "  --repeat N                 with --inputs: run N times, print the median "
-    "launch time\n"
+    "  --repeat N                 with --inputs: run N times; print the "
+    "median, "
+    "min and max launch time of the last N-1 (CUDA events on the GPU)\n"
+    "  --profile                  time every kernel launch (CUDA events; the "
+    "host clock on the CPU; launch graphs off) and print a table per phase: "
+    "prefill and decode steps, or the --inputs runs\n"
+    "  --plan                     print each entry's launches (kernel, grid x "
+    "block as expressions of the symbols) and exit; needs no device\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -136,7 +142,8 @@ struct Options {
   k3_sampling_params sampling;
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
-  bool randomWeights = false, quiet = false, progress = false;
+  bool randomWeights = false, quiet = false, progress = false, profile = false,
+       plan = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
@@ -224,6 +231,10 @@ Options parseArgs(int argc, char **argv) {
       o.dump = value();
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--profile")
+      o.profile = true;
+    else if (a == "--plan")
+      o.plan = true;
     else if (a == "--repeat") {
       std::string v = value();
       int64_t r;
@@ -249,7 +260,7 @@ Options parseArgs(int argc, char **argv) {
     usageError("--prompt and --prompt-file are mutually exclusive");
   if (!o.inputs.empty() && (havePrompt || !o.promptFile.empty()))
     usageError("--inputs and --prompt are mutually exclusive");
-  if (o.inputs.empty() && !havePrompt && o.promptFile.empty())
+  if (o.inputs.empty() && !havePrompt && o.promptFile.empty() && !o.plan)
     usageError("give --prompt, --prompt-file or --inputs");
   return o;
 }
@@ -312,10 +323,92 @@ void dumpAll(k3_session *s, const k3_artifact *a, const std::string &path,
     die(err);
 }
 
+struct ProfileRow {
+  std::string kernel;
+  uint64_t calls;
+  double totalMs, minMs, maxMs, share;
+  std::string dims;
+};
+
+// The session's profile (every entry) as rows, then an empty profile.
+std::vector<ProfileRow> takeProfile(k3_session *s) {
+  std::vector<ProfileRow> rows;
+  size_t n = k3_session_profile_snapshot(s, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    k3_kernel_profile p;
+    check(k3_session_profile_kernel(s, i, &p), "reading the profile");
+    char dims[160];
+    snprintf(dims, sizeof dims, "%lldx%lldx%lld x %lldx%lldx%lld%s",
+             (long long)p.grid[0], (long long)p.grid[1], (long long)p.grid[2],
+             (long long)p.block[0], (long long)p.block[1],
+             (long long)p.block[2], p.dims_varied ? " (varies)" : "");
+    rows.push_back(
+        {p.kernel, p.calls, p.total_ms, p.min_ms, p.max_ms, p.share, dims});
+  }
+  check(k3_session_reset_profile(s), "resetting the profile");
+  return rows;
+}
+
+// Sorted by total time (the runtime sorts): kernel, calls, total ms, share,
+// min/max of one launch, grid x block of its first launch.
+void printProfile(const char *phase, size_t runs, const char *runWord,
+                  const char *clock, const std::vector<ProfileRow> &rows) {
+  double total = 0;
+  uint64_t calls = 0;
+  size_t width = 6;
+  for (auto &r : rows) {
+    total += r.totalMs;
+    calls += r.calls;
+    width = std::max(width, r.kernel.size());
+  }
+  printf("profile: %s: %zu %s%s, %llu launches, %.3f ms in kernels (%s)\n",
+         phase, runs, runWord, runs == 1 ? "" : "s", (unsigned long long)calls,
+         total, clock);
+  printf("  %-*s %7s %12s %7s %10s %10s  %s\n", int(width), "kernel", "calls",
+         "total ms", "%", "min ms", "max ms", "grid x block");
+  for (auto &r : rows)
+    printf("  %-*s %7llu %12.4f %6.2f%% %10.4f %10.4f  %s\n", int(width),
+           r.kernel.c_str(), (unsigned long long)r.calls, r.totalMs,
+           100.0 * r.share, r.minMs, r.maxMs, r.dims.c_str());
+}
+
 } // namespace
+
+// --plan: every entry's launches in order, with their grid and block as
+// expressions of the symbols (what the runtime evaluates per run).
+int printPlan(const std::string &path) {
+  k3::artifact::Artifact A;
+  std::string err;
+  if (!k3::artifact::readFile(path, A, err))
+    die(err);
+  std::vector<std::string> names;
+  for (auto &sym : A.symbols)
+    names.push_back(sym.name);
+  auto dims = [&](const k3::artifact::DimExpr *d) {
+    std::string r;
+    for (int i = 0; i < 3; ++i)
+      r += (i ? ", " : "") + k3::artifact::dimToString(d[i], names);
+    return "[" + r + "]";
+  };
+  for (auto &sym : A.symbols)
+    printf("symbol %s <= %lld\n", sym.name.c_str(), (long long)sym.maxValue);
+  for (auto &e : A.entries) {
+    printf("entry %s: %zu launches\n", e.name.c_str(), e.launches.size());
+    for (size_t i = 0; i < e.launches.size(); ++i) {
+      const k3::artifact::Launch &l = e.launches[i];
+      printf("  %3zu %-40s grid %s block %s smem %s (%s)\n", i,
+             l.kernel.c_str(), dims(l.grid).c_str(), dims(l.block).c_str(),
+             k3::artifact::dimToString(l.sharedMemBytes, names).c_str(),
+             A.objects[l.object].target.c_str());
+    }
+  }
+  return 0;
+}
 
 int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
+  if (o.plan)
+    return printPlan(o.model);
   k3_artifact *art = nullptr;
   check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
   size_t entryIdx = SIZE_MAX;
@@ -340,6 +433,9 @@ int main(int argc, char **argv) {
         "the artifact needs %zu weights: pass --weights or --random-weights",
         k3_artifact_num_weights(art));
   }
+
+  if (o.profile)
+    check(k3_session_set_profiling(s, 1), "--profile");
 
   if (!o.inputs.empty()) {
     // One call with named inputs from a safetensors file.
@@ -393,20 +489,25 @@ int main(int argc, char **argv) {
                          ins.size()),
           ("running '" + o.entry + "'").c_str());
     double dt = now() - t0;
-    // --repeat: time the launches again (inputs re-uploaded untimed).
-    std::vector<double> launchMs = {k3_session_last_launch_ms(s)};
-    for (int r = 1; r < o.repeat; ++r) {
-      check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(),
-                           ins.size()),
-            ("running '" + o.entry + "'").c_str());
-      launchMs.push_back(k3_session_last_launch_ms(s));
-    }
+    // --repeat N: the first run is the warm-up; the other N-1 are timed by
+    // the runtime's timing API (CUDA events around the entry on the GPU, the
+    // host clock on the CPU; inputs copied outside the marks).
     if (o.repeat > 1) {
-      std::vector<double> warm(launchMs.begin() + 1, launchMs.end());
-      std::sort(warm.begin(), warm.end());
-      printf("launch time: median %.4f ms, min %.4f ms over %zu warm runs\n",
-             warm[warm.size() / 2], warm.front(), warm.size());
+      std::vector<double> ms(size_t(o.repeat - 1));
+      check(k3_session_time(s, o.entry.c_str(), sv.data(), sv.size(),
+                            ins.data(), ins.size(), 0, o.repeat - 1, ms.data()),
+            ("timing '" + o.entry + "'").c_str());
+      check(k3_session_fetch_outputs(s), "reading outputs");
+      std::sort(ms.begin(), ms.end());
+      size_t n = ms.size();
+      double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+      printf("launch time: median %.4f ms, min %.4f ms, max %.4f ms over %zu "
+             "timed runs after 1 warm-up (%s)\n",
+             median, ms.front(), ms.back(), n, k3_session_clock_name(s));
     }
+    if (o.profile)
+      printProfile(o.entry.c_str(), size_t(o.repeat), "run",
+                   k3_session_clock_name(s), takeProfile(s));
     if (!o.quiet) {
       printf("ran '%s' on %s in %.3f ms\n", o.entry.c_str(),
              k3_session_device_name(s), dt * 1e3);
@@ -478,9 +579,14 @@ int main(int argc, char **argv) {
   size_t active = 1, total = 0;
   bool showProgress = (o.progress || isatty(2)) && !o.quiet;
   double t1 = now(), lastShown = t1;
+  // --profile: the first step is the prefill; the others are decode steps.
+  std::vector<ProfileRow> prefillProfile;
+  size_t steps = 0;
   while (active) {
     check(k3_generation_step(g, toks.data(), &active),
           ("running '" + o.entry + "'").c_str());
+    if (o.profile && steps++ == 0)
+      prefillProfile = takeProfile(s);
     for (size_t i = 0; i < toks.size(); ++i)
       if (toks[i] >= 0) {
         generated[i].push_back(toks[i]);
@@ -545,6 +651,14 @@ int main(int argc, char **argv) {
                               (decodeMs / 1e3)
                         : 0.0,
            how.c_str());
+  }
+  if (o.profile) {
+    size_t decodeRuns = 0;
+    k3_generation_timing(g, nullptr, nullptr, &decodeRuns);
+    printProfile(("prefill ('" + o.entry + "')").c_str(), 1, "run",
+                 k3_session_clock_name(s), prefillProfile);
+    printProfile(("decode ('" + decodeEntry + "')").c_str(), decodeRuns, "step",
+                 k3_session_clock_name(s), takeProfile(s));
   }
   k3_generation_destroy(g);
   if (!o.dump.empty()) {

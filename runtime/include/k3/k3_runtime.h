@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define K3_RUNTIME_API_VERSION 2
+#define K3_RUNTIME_API_VERSION 3
 #define K3_MAX_RANK 8
 
 typedef enum k3_status {
@@ -205,6 +205,54 @@ k3_status k3_session_fetch_outputs(k3_session *s);
 /* Copies the raw bytes of a plan buffer (e.g. persistent state) to host. */
 k3_status k3_session_read_buffer(k3_session *s, size_t buffer_id, void *dst,
                                  size_t nbytes);
+
+/* ---- profiling and timing (docs/runtime.md, "Profiling and timing") -- */
+/* Profiling: while on, each kernel launch is timed between two marks (a pair
+ * of CUDA events on CUDA, resolved when the run ends; the host's steady
+ * clock around the kernel call on the CPU) and aggregated per entry and
+ * kernel. Launch graphs are neither captured nor replayed while profiling
+ * (every launch needs its own events), so decode steps run launch by launch.
+ * Turning profiling on starts an empty profile. */
+k3_status k3_session_set_profiling(k3_session *s, int enabled);
+k3_status k3_session_reset_profile(k3_session *s);
+/* What the marks are: "CUDA events" or "host steady_clock". */
+const char *k3_session_clock_name(const k3_session *s);
+
+typedef struct k3_kernel_profile {
+  const char *entry;  /* entry point the launches belong to */
+  const char *kernel; /* kernel symbol */
+  uint64_t calls;     /* launches (empty grids are not launched) */
+  uint64_t runs;      /* profiled runs of the entry */
+  double total_ms, min_ms, max_ms;
+  double share; /* total_ms over the sum of the queried selection, in [0, 1] */
+  int64_t grid[3], block[3]; /* of the first launch */
+  int32_t dims_varied;       /* 1: a later launch had another grid or block */
+} k3_kernel_profile;
+/* Takes a snapshot of the profile of `entry` (NULL or "": every entry),
+ * sorted by total time, descending, and returns its number of kernels;
+ * k3_session_profile_kernel reads row i of the snapshot (strings valid until
+ * the next snapshot or k3_session_destroy). */
+size_t k3_session_profile_snapshot(k3_session *s, const char *entry);
+k3_status k3_session_profile_kernel(const k3_session *s, size_t i,
+                                    k3_kernel_profile *out);
+
+/* Benchmark timing: runs `entry` warmup + reps times (as k3_session_run,
+ * outputs left on the device) and writes the time of each of the last
+ * `reps` runs to ms[0..reps): marks around the launches of the whole entry
+ * (device time between two CUDA events on CUDA; the host clock on the CPU);
+ * input copies are outside the marks. Launch graphs apply as in any run
+ * (K3_LAUNCH_GRAPHS=0 times launch by launch). */
+k3_status k3_session_time(k3_session *s, const char *entry,
+                          const k3_symbol_value *symbols, size_t num_symbols,
+                          const k3_host_tensor *inputs, size_t num_inputs,
+                          int32_t warmup, int32_t reps, double *ms);
+/* The same with inputs on the device (as k3_session_run_device). */
+k3_status k3_session_time_device(k3_session *s, const char *entry,
+                                 const k3_symbol_value *symbols,
+                                 size_t num_symbols,
+                                 const k3_device_tensor *inputs,
+                                 size_t num_inputs, int32_t warmup,
+                                 int32_t reps, double *ms);
 
 /* ---- sampling and generation (docs/runtime.md, "Sampling") ----------- */
 /* Per-sequence sampling settings. k3_sampling_params_init gives greedy
