@@ -8,6 +8,7 @@
 #include <string>
 
 #include "k3/artifact.h"
+#include "tensor_map.h"
 
 namespace k3 {
 namespace rt {
@@ -62,6 +63,19 @@ public:
     return false;
   }
   virtual void destroyGraph(void *graph) {}
+
+  // TMA tensor maps (ArgKind::TensorMap): whether this device can encode
+  // them (`why` explains a refusal), and encoding one CUtensorMap into
+  // `out` (host memory, kTensorMapBytes, 128-byte aligned).
+  virtual bool supportsTensorMaps(std::string &why) const {
+    why = "tensor maps need a CUDA device (this is " + name() + ")";
+    return false;
+  }
+  virtual bool encodeTensorMap(const TensorMapParams &p, void *out,
+                               std::string &err) {
+    err = "tensor maps need a CUDA device (this is " + name() + ")";
+    return false;
+  }
 };
 
 std::unique_ptr<Backend> createCpuBackend(std::string &err);
