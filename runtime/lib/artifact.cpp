@@ -1423,16 +1423,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
       size_t cut = p.find_last_of(".[");
       if (cut == std::string::npos || cut == 0)
         break;
-      if (p[cut] == '[') {
-        p = p.substr(0, cut);
-        auto it2 = where.find(p);
-        if (it2 != where.end()) {
-          off = it2->second;
-          found = true;
-        }
-        break;
-      }
-      p = p.substr(0, cut);
+      p = p.substr(0, cut); // up one level: "x.f" -> "x", "x[3]" -> "x"
     }
     err = (found ? "offset " + std::to_string(off) + ": " : std::string()) +
           ve.path + ": " + ve.msg;

@@ -131,7 +131,8 @@ void TensorMapSlots::release(Backend &be) {
 
 uint64_t TensorMapSlots::address(size_t entry, size_t launch,
                                  size_t arg) const {
-  uint64_t aligned = (base_ + kTensorMapAlign - 1) & ~uint64_t(kTensorMapAlign - 1);
+  uint64_t aligned =
+      (base_ + kTensorMapAlign - 1) & ~uint64_t(kTensorMapAlign - 1);
   for (uint32_t i = first_[entry][launch]; i < first_[entry][launch + 1]; ++i)
     if (slots_[i].arg == arg)
       return aligned + uint64_t(i) * kTensorMapBytes;
@@ -163,10 +164,9 @@ void TensorMapSlots::refresh(Backend &be, const Artifact &a, size_t entry,
     for (uint32_t i = lo; i < hi; ++i) {
       Slot &s = slots_[i];
       const TensorMapSpec &t = a.tensorMaps[s.map];
-      std::string what = "entry '" + e.name + "' launch " +
-                         std::to_string(li) + " ('" + l.kernel + "') arg " +
-                         std::to_string(s.arg) + ": tensor map " +
-                         std::to_string(s.map);
+      std::string what = "entry '" + e.name + "' launch " + std::to_string(li) +
+                         " ('" + l.kernel + "') arg " + std::to_string(s.arg) +
+                         ": tensor map " + std::to_string(s.map);
       uint64_t addr, bytes;
       if (t.source.kind == ArgKind::Buffer) {
         addr = bufPtr[t.source.index] + t.source.offset;
