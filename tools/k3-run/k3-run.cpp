@@ -59,6 +59,8 @@ const char *kUsage =
     "  --quiet                    print only the generated ids\n"
     "  --repeat N                 with --inputs: run N times, print the median "
     "launch time\n"
+    "  --describe                 print the artifact (symbols, tensor maps, "
+    "launches and their arguments) and exit\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -136,7 +138,8 @@ struct Options {
   k3_sampling_params sampling;
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
-  bool randomWeights = false, quiet = false, progress = false;
+  bool randomWeights = false, quiet = false, progress = false,
+       describe = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
@@ -231,7 +234,9 @@ Options parseArgs(int argc, char **argv) {
         usageError("--repeat needs an integer in [1, 100000], got '%s'",
                    v.c_str());
       o.repeat = int(r);
-    } else if (a == "--progress")
+    } else if (a == "--describe")
+      o.describe = true;
+    else if (a == "--progress")
       o.progress = true;
     else if (a.size() > 1 && a[0] == '-')
       usageError("unknown option '%s'", a.c_str());
@@ -243,6 +248,8 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.model.empty())
     usageError("no model .k3bin given");
+  if (o.describe)
+    return o;
   if (!o.weights.empty() && o.randomWeights)
     usageError("--weights and --random-weights are mutually exclusive");
   if (havePrompt && !o.promptFile.empty())
@@ -316,6 +323,14 @@ void dumpAll(k3_session *s, const k3_artifact *a, const std::string &path,
 
 int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
+  if (o.describe) {
+    k3::artifact::Artifact A;
+    std::string err;
+    if (!k3::artifact::readFile(o.model, A, err))
+      die(err);
+    fputs(k3::artifact::describe(A).c_str(), stdout);
+    return 0;
+  }
   k3_artifact *art = nullptr;
   check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
   size_t entryIdx = SIZE_MAX;
