@@ -138,8 +138,7 @@ struct Options {
   k3_sampling_params sampling;
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
-  bool randomWeights = false, quiet = false, progress = false,
-       describe = false;
+  bool randomWeights = false, quiet = false, progress = false, describe = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
