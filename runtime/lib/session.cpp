@@ -633,12 +633,13 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   for (auto &t : e.outputs)
     outShapes.push_back(evalShape(t, "output"));
 
-  // Launches, in order: replayed from a launch graph when this entry ran
-  // with these symbol values before, captured into one when the previous
-  // run had the same key (a decode loop's second step), else one by one.
   // Tensor maps for these symbol values, uploaded before any launch reads
   // them (graph replays included: a graph's kernels read the slots).
   tensorMaps_.refresh(*be_, a, size_t(ei), sv, bufPtr_, weightPtr_);
+
+  // Launches, in order: replayed from a launch graph when this entry ran
+  // with these symbol values before, captured into one when the previous
+  // run had the same key (a decode loop's second step), else one by one.
   auto launchStart = std::chrono::steady_clock::now();
   std::vector<int64_t> key{int64_t(ei)};
   key.insert(key.end(), sv.begin(), sv.end());
