@@ -122,6 +122,7 @@ def parse(data: bytes) -> tuple[list[WeightInfo], list[EntryInfo]]:
                 dim(cur)
             for _ in range(cur.take("I")):
                 kind = cur.take("B")
-                cur.take({0: "IQ", 1: "I", 2: "i", 3: "q", 4: "I", 5: "I"}[kind])
+                # 6: tensor map id (1.1); the TMAP section itself is not needed here
+                cur.take({0: "IQ", 1: "I", 2: "i", 3: "q", 4: "I", 5: "I", 6: "I"}[kind])
         entries.append(EntryInfo(name, ins, outs, nl))
     return weights, entries

@@ -19,7 +19,7 @@ constexpr uint32_t tag(const char (&s)[5]) {
 constexpr uint32_t kTagMeta = tag("META"), kTagSyms = tag("SYMS"),
                    kTagWght = tag("WGHT"), kTagKobj = tag("KOBJ"),
                    kTagBufs = tag("BUFS"), kTagEntr = tag("ENTR"),
-                   kTagBlob = tag("BLOB");
+                   kTagBlob = tag("BLOB"), kTagTmap = tag("TMAP");
 constexpr size_t kSectionEntrySize = 24;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxDevices = 64;
@@ -195,6 +195,178 @@ bool checkDim(const DimExpr &d, size_t nsyms, std::string &msg) {
   return true;
 }
 
+// Every rule of cuTensorMapEncodeTiled that holds whatever the symbol
+// values: rank, dims/strides/box counts, box sizes, the 16-byte rules,
+// swizzle span, enum ranges, the source, and (when every dim grows with the
+// symbols) the described bytes fit the source at the symbols' max bounds.
+bool validateTensorMaps(const Artifact &a, const std::vector<int64_t> &symMax,
+                        VErr &e) {
+  auto fail = [&](std::string path, std::string msg) {
+    e.path = std::move(path);
+    e.msg = std::move(msg);
+    return false;
+  };
+  std::string msg;
+  for (size_t i = 0; i < a.tensorMaps.size(); ++i) {
+    const TensorMapSpec &t = a.tensorMaps[i];
+    std::string p = "tensor_maps[" + std::to_string(i) + "]";
+    std::string n = "tensor map " + std::to_string(i);
+    uint64_t srcBytes = 0;
+    std::string srcName;
+    if (t.source.kind == ArgKind::Buffer) {
+      if (t.source.index >= a.buffers.size())
+        return fail(p + ".source",
+                    n + ": buffer id " + std::to_string(t.source.index) +
+                        " out of range (" + std::to_string(a.buffers.size()) +
+                        " buffers)");
+      const Buffer &b = a.buffers[t.source.index];
+      srcName = "buffer '" + b.name + "'";
+      if (t.source.offset >= b.size)
+        return fail(p + ".source", n + ": byte offset " +
+                                       std::to_string(t.source.offset) +
+                                       " outside " + srcName + " (" +
+                                       std::to_string(b.size) + " bytes)");
+      if (t.source.offset % 16)
+        return fail(p + ".source",
+                    n + ": byte offset " + std::to_string(t.source.offset) +
+                        " into " + srcName +
+                        " is not a multiple of 16 (TMA needs a 16-byte "
+                        "aligned global address)");
+      srcBytes = b.size - t.source.offset;
+    } else if (t.source.kind == ArgKind::Weight) {
+      if (t.source.index >= a.weights.size())
+        return fail(p + ".source",
+                    n + ": weight index " + std::to_string(t.source.index) +
+                        " out of range (" + std::to_string(a.weights.size()) +
+                        " weights)");
+      const Weight &w = a.weights[t.source.index];
+      srcName = "weight '" + w.name + "'";
+      if (t.source.offset != 0)
+        return fail(p + ".source", n + ": a weight source has no offset");
+      srcBytes = dtypeSize(w.dtype);
+      for (int64_t d : w.shape)
+        srcBytes *= uint64_t(d);
+    } else {
+      return fail(p + ".source",
+                  n + ": source must be a buffer or weight argument (kind " +
+                      std::to_string(int(t.source.kind)) + ")");
+    }
+    n += " (" + srcName + ")";
+    if (uint8_t(t.dtype) >= kNumDTypes)
+      return fail(p, n + ": invalid dtype " + std::to_string(int(t.dtype)));
+    size_t es = dtypeSize(t.dtype);
+    if (t.rank < 1 || t.rank > kMaxTensorMapRank)
+      return fail(p,
+                  n + ": rank " + std::to_string(t.rank) + " is outside 1..5");
+    if (t.dims.size() != t.rank || t.strides.size() != t.rank - 1 ||
+        t.box.size() != t.rank)
+      return fail(p, n + ": rank " + std::to_string(t.rank) + " needs " +
+                         std::to_string(t.rank) + " dims, " +
+                         std::to_string(t.rank - 1) + " strides and " +
+                         std::to_string(t.rank) + " box sizes (has " +
+                         std::to_string(t.dims.size()) + ", " +
+                         std::to_string(t.strides.size()) + ", " +
+                         std::to_string(t.box.size()) + ")");
+    if (t.interleave != 0)
+      return fail(p, n + ": interleave " + std::to_string(t.interleave) +
+                         " is not supported (only 0, none)");
+    if (t.swizzle > 3)
+      return fail(p, n + ": swizzle " + std::to_string(t.swizzle) +
+                         " is not one of 0 none, 1 32B, 2 64B, 3 128B");
+    if (t.l2Promotion > 3)
+      return fail(p, n + ": l2 promotion " + std::to_string(t.l2Promotion) +
+                         " is not one of 0 none, 1 64B, 2 128B, 3 256B");
+    if (t.oobFill > 1)
+      return fail(p, n + ": oob fill " + std::to_string(t.oobFill) +
+                         " is not one of 0 zeros, 1 NaN");
+    if (t.oobFill == 1 && t.dtype == DType::I32)
+      return fail(p, n + ": NaN out-of-bounds fill needs a float dtype");
+    for (uint32_t k = 0; k < t.rank; ++k) {
+      std::string bp = p + ".box[" + std::to_string(k) + "]";
+      if (t.box[k] < 1 || t.box[k] > kMaxTensorMapBox)
+        return fail(bp, n + ": box size " + std::to_string(t.box[k]) +
+                            " is outside 1..256");
+    }
+    uint64_t innerBytes = uint64_t(t.box[0]) * es;
+    if (innerBytes % 16)
+      return fail(p + ".box[0]", n + ": innermost box " +
+                                     std::to_string(t.box[0]) + " x " +
+                                     std::to_string(es) +
+                                     " bytes = " + std::to_string(innerBytes) +
+                                     " bytes is not a multiple of 16");
+    if (t.swizzle) {
+      uint64_t span = uint64_t(16) << t.swizzle;
+      if (innerBytes > span)
+        return fail(p + ".box[0]",
+                    n + ": innermost box of " + std::to_string(innerBytes) +
+                        " bytes exceeds the " + std::to_string(span) +
+                        "-byte swizzle span");
+    }
+    bool monotone = true;
+    for (int isStride = 0; isStride < 2; ++isStride) {
+      const auto &list = isStride ? t.strides : t.dims;
+      for (size_t k = 0; k < list.size(); ++k) {
+        const DimExpr &d = list[k];
+        std::string dp =
+            p + (isStride ? ".strides[" : ".dims[") + std::to_string(k) + "]";
+        if (!checkDim(d, a.symbols.size(), msg))
+          return fail(dp, n + ": " + msg);
+        if (d.a < 0)
+          monotone = false;
+        if (!d.isConstant())
+          continue;
+        if (!isStride && (d.b < 1 || d.b > (int64_t(1) << 32)))
+          return fail(dp, n + ": dim " + std::to_string(d.b) +
+                              " is outside 1..2^32");
+        if (isStride && (d.b <= 0 || d.b % 16 || d.b >= (int64_t(1) << 40)))
+          return fail(dp, n + ": stride " + std::to_string(d.b) +
+                              " bytes is not a positive multiple of 16 below "
+                              "2^40");
+      }
+    }
+    bool allConstant = true;
+    for (auto &d : t.dims)
+      allConstant &= d.isConstant();
+    for (auto &d : t.strides)
+      allConstant &= d.isConstant();
+    if (allConstant) {
+      uint64_t dv[kMaxTensorMapRank], sv[kMaxTensorMapRank] = {};
+      for (uint32_t k = 0; k < t.rank; ++k)
+        dv[k] = uint64_t(t.dims[k].b);
+      for (uint32_t k = 0; k + 1 < t.rank; ++k)
+        sv[k] = uint64_t(t.strides[k].b);
+      if (!checkTensorMapValues(t, dv, sv, n, msg))
+        return fail(p, msg);
+    }
+    if (monotone) { // the described bytes at the max bounds fit the source
+      unsigned __int128 extent = 0;
+      int64_t dv[kMaxTensorMapRank], sv[kMaxTensorMapRank];
+      for (uint32_t k = 0; k < t.rank; ++k) {
+        std::string e2;
+        if (!evalDim(t.dims[k], symMax.data(), symMax.size(), dv[k], e2) ||
+            (k > 0 && !evalDim(t.strides[k - 1], symMax.data(), symMax.size(),
+                               sv[k], e2)))
+          return fail(p, n + ": " + e2);
+        if (dv[k] < 1)
+          dv[k] = 1; // a zero dim is encoded as 1 (see the runtime)
+      }
+      extent = (unsigned __int128)uint64_t(dv[0]) * es;
+      for (uint32_t k = 1; k < t.rank; ++k)
+        extent += (unsigned __int128)uint64_t(sv[k] < 0 ? 0 : sv[k]) *
+                  uint64_t(dv[k] - 1);
+      if (extent > srcBytes)
+        return fail(p, n + ": describes " +
+                           (extent > (unsigned __int128)(uint64_t(1) << 62)
+                                ? std::string("too many")
+                                : std::to_string(uint64_t(extent))) +
+                           " bytes at the symbols' max bounds but the source "
+                           "has " +
+                           std::to_string(srcBytes));
+    }
+  }
+  return true;
+}
+
 bool validateImpl(const Artifact &a, VErr &e) {
   auto fail = [&](std::string path, std::string msg) {
     e.path = std::move(path);
@@ -313,8 +485,10 @@ bool validateImpl(const Artifact &a, VErr &e) {
       return fail(p, n + ": per-sequence stride set on a non-state buffer");
     }
   }
-  seen.clear();
   std::string msg;
+  if (!validateTensorMaps(a, symMax, e))
+    return false;
+  seen.clear();
   for (size_t ei = 0; ei < a.entries.size(); ++ei) {
     const Entry &en = a.entries[ei];
     std::string p = "entries[" + std::to_string(ei) + "]";
@@ -457,6 +631,24 @@ bool validateImpl(const Artifact &a, VErr &e) {
         case ArgKind::I64:
         case ArgKind::F32:
           break;
+        case ArgKind::TensorMap: {
+          if (g.index >= a.tensorMaps.size())
+            return fail(ap, ln + ": tensor map id " + std::to_string(g.index) +
+                                " out of range (" +
+                                std::to_string(a.tensorMaps.size()) +
+                                " tensor maps)");
+          const Arg &src = a.tensorMaps[g.index].source;
+          uint32_t dev = src.kind == ArgKind::Buffer
+                             ? a.buffers[src.index].device
+                             : a.weights[src.index].device;
+          if (dev != l.device)
+            return fail(ap, ln + ": tensor map " + std::to_string(g.index) +
+                                " describes a tensor on device " +
+                                std::to_string(dev) +
+                                " but the launch is on device " +
+                                std::to_string(l.device));
+          break;
+        }
         default:
           return fail(ap,
                       ln + ": invalid arg kind " + std::to_string(int(g.kind)));
@@ -543,6 +735,40 @@ std::string dimToString(const DimExpr &d,
   return s;
 }
 
+bool checkTensorMapValues(const TensorMapSpec &t, const uint64_t *dims,
+                          const uint64_t *strides, const std::string &what,
+                          std::string &err) {
+  uint64_t es = dtypeSize(t.dtype);
+  for (uint32_t k = 0; k < t.rank; ++k)
+    if (dims[k] < 1 || dims[k] > (uint64_t(1) << 32)) {
+      err = what + ": dim " + std::to_string(k) + " = " +
+            std::to_string(dims[k]) + " is outside 1..2^32";
+      return false;
+    }
+  for (uint32_t k = 0; k + 1 < t.rank; ++k) {
+    uint64_t s = strides[k];
+    if (s == 0 || s % 16 || s >= (uint64_t(1) << 40)) {
+      err = what + ": stride " + std::to_string(k + 1) + " = " +
+            std::to_string(s) +
+            " bytes is not a positive multiple of 16 below 2^40";
+      return false;
+    }
+    // dims <= 2^32 and strides < 2^40: the products below fit in 128 bits.
+    unsigned __int128 inner = k == 0
+                                  ? (unsigned __int128)dims[0] * es
+                                  : (unsigned __int128)strides[k - 1] * dims[k];
+    if (s < inner) {
+      err = what + ": stride " + std::to_string(k + 1) + " = " +
+            std::to_string(s) + " bytes is smaller than the " +
+            std::to_string(uint64_t(inner)) + " bytes of dim " +
+            std::to_string(k) + (k == 0 ? "" : " with its stride") +
+            " (tensor rows would overlap)";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Arg::operator==(const Arg &o) const {
   if (kind != o.kind)
     return false;
@@ -551,6 +777,7 @@ bool Arg::operator==(const Arg &o) const {
     return index == o.index && offset == o.offset;
   case ArgKind::Weight:
   case ArgKind::Symbol:
+  case ArgKind::TensorMap:
     return index == o.index;
   case ArgKind::I32:
   case ArgKind::I64:
@@ -572,7 +799,7 @@ bool Artifact::operator==(const Artifact &o) const {
   return versionMajor == o.versionMajor && versionMinor == o.versionMinor &&
          metadata == o.metadata && symbols == o.symbols &&
          weights == o.weights && objects == o.objects && buffers == o.buffers &&
-         entries == o.entries;
+         entries == o.entries && tensorMaps == o.tensorMaps;
 }
 const std::string *Artifact::meta(const std::string &key) const {
   for (auto &kv : metadata)
@@ -733,6 +960,7 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
             break;
           case ArgKind::Weight:
           case ArgKind::Symbol:
+          case ArgKind::TensorMap:
             o.u32(g.index);
             break;
           case ArgKind::I32:
@@ -752,6 +980,34 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
       }
     }
     secs.push_back({kTagEntr, std::move(o)});
+  }
+  if (!a.tensorMaps.empty()) { // optional (1.1): only written when used
+    Out o;
+    o.u32(uint32_t(a.tensorMaps.size()));
+    for (auto &t : a.tensorMaps) {
+      o.u8(uint8_t(t.source.kind));
+      o.u32(t.source.index);
+      o.u64(t.source.offset);
+      o.u8(uint8_t(t.dtype));
+      o.u8(t.swizzle);
+      o.u8(t.interleave);
+      o.u8(t.l2Promotion);
+      o.u8(t.oobFill);
+      o.u8(0);
+      o.u8(0);
+      o.u8(0);
+      o.u32(t.rank);
+      o.u32(uint32_t(t.dims.size()));
+      for (auto &d : t.dims)
+        o.dim(d);
+      o.u32(uint32_t(t.strides.size()));
+      for (auto &d : t.strides)
+        o.dim(d);
+      o.u32(uint32_t(t.box.size()));
+      for (uint32_t b : t.box)
+        o.u32(b);
+    }
+    secs.push_back({kTagTmap, std::move(o)});
   }
   secs.push_back({kTagBlob, std::move(blob)});
 
@@ -870,7 +1126,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
                               ") outside the payload [" +
                               std::to_string(tableEnd) + ", " +
                               std::to_string(size) + ")");
-    bool isKnown = false;
+    bool isKnown = tg == kTagTmap; // optional
     for (uint32_t k : known)
       isKnown |= (k == tg);
     if (!isKnown)
@@ -1079,6 +1335,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
             break;
           case ArgKind::Weight:
           case ArgKind::Symbol:
+          case ArgKind::TensorMap:
             A.index = c.u32();
             break;
           case ArgKind::I32:
@@ -1107,6 +1364,49 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
     if (!finish(c))
       return false;
   }
+  if (secs[kTagTmap].present) {
+    Cursor c = cur(kTagTmap, "tensor map count");
+    uint32_t n = c.count(32);
+    for (uint32_t i = 0; i < n && c.ok(); ++i) {
+      std::string tp = "tensor_maps[" + std::to_string(i) + "]";
+      where[tp] = c.pos;
+      TensorMapSpec t;
+      c.what = tp + " source";
+      uint8_t k = c.u8();
+      t.source.kind = ArgKind(k);
+      t.source.index = c.u32();
+      t.source.offset = c.u64();
+      c.what = tp + " dtype";
+      t.dtype = c.dtype();
+      c.what = tp + " modes";
+      t.swizzle = c.u8();
+      t.interleave = c.u8();
+      t.l2Promotion = c.u8();
+      t.oobFill = c.u8();
+      c.what = tp + " padding";
+      if (c.le(3) != 0 && c.ok()) {
+        c.pos -= 3;
+        c.fail("not zero");
+      }
+      c.what = tp + " rank";
+      t.rank = c.u32();
+      c.what = tp + " dims";
+      uint32_t nd = c.count(28, kMaxTensorMapRank);
+      for (uint32_t d = 0; d < nd && c.ok(); ++d)
+        t.dims.push_back(c.dim());
+      c.what = tp + " strides";
+      uint32_t ns = c.count(28, kMaxTensorMapRank);
+      for (uint32_t d = 0; d < ns && c.ok(); ++d)
+        t.strides.push_back(c.dim());
+      c.what = tp + " box";
+      uint32_t nb = c.count(4, kMaxTensorMapRank);
+      for (uint32_t d = 0; d < nb && c.ok(); ++d)
+        t.box.push_back(c.u32());
+      a.tensorMaps.push_back(std::move(t));
+    }
+    if (!finish(c))
+      return false;
+  }
   VErr ve;
   if (!validateImpl(a, ve)) {
     // Find the closest enclosing record with a known offset.
@@ -1123,16 +1423,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
       size_t cut = p.find_last_of(".[");
       if (cut == std::string::npos || cut == 0)
         break;
-      if (p[cut] == '[') {
-        p = p.substr(0, cut);
-        auto it2 = where.find(p);
-        if (it2 != where.end()) {
-          off = it2->second;
-          found = true;
-        }
-        break;
-      }
-      p = p.substr(0, cut);
+      p = p.substr(0, cut); // up one level: "x.f" -> "x", "x[3]" -> "x"
     }
     err = (found ? "offset " + std::to_string(off) + ": " : std::string()) +
           ve.path + ": " + ve.msg;
@@ -1194,6 +1485,99 @@ bool writeFile(const std::string &path, const Artifact &a, std::string &err) {
   return serialize(a, bytes, err) && writeWholeFile(path, bytes, err);
 }
 
+// ---------------------------------------------------------------- describe
+namespace {
+std::string argToString(const Arg &g, const Artifact &a) {
+  switch (g.kind) {
+  case ArgKind::Buffer:
+    return "buffer " +
+           (g.index < a.buffers.size() ? "'" + a.buffers[g.index].name + "'"
+                                       : std::to_string(g.index)) +
+           (g.offset ? " + " + std::to_string(g.offset) : "");
+  case ArgKind::Weight:
+    return "weight " + (g.index < a.weights.size()
+                            ? "'" + a.weights[g.index].name + "'"
+                            : std::to_string(g.index));
+  case ArgKind::I32:
+    return "i32 " + std::to_string(g.imm);
+  case ArgKind::I64:
+    return "i64 " + std::to_string(g.imm);
+  case ArgKind::F32: {
+    char buf[48];
+    snprintf(buf, sizeof buf, "f32 %g", double(g.fimm));
+    return buf;
+  }
+  case ArgKind::Symbol:
+    return "symbol " + (g.index < a.symbols.size() ? a.symbols[g.index].name
+                                                   : std::to_string(g.index));
+  case ArgKind::TensorMap:
+    return "tensor map " + std::to_string(g.index);
+  }
+  return "invalid arg kind " + std::to_string(int(g.kind));
+}
+} // namespace
+
+std::string describe(const Artifact &a) {
+  std::vector<std::string> sn;
+  for (auto &s : a.symbols)
+    sn.push_back(s.name);
+  auto dims = [&](const std::vector<DimExpr> &v) {
+    std::string r = "[";
+    for (size_t i = 0; i < v.size(); ++i)
+      r += (i ? ", " : "") + dimToString(v[i], sn);
+    return r + "]";
+  };
+  std::string o = "k3bin " + std::to_string(a.versionMajor) + "." +
+                  std::to_string(a.versionMinor) + "\n";
+  for (auto &kv : a.metadata)
+    if (kv.first != kMetaConfigJson)
+      o += "meta " + kv.first + " = " + kv.second + "\n";
+  for (auto &s : a.symbols)
+    o += "symbol " + s.name + " <= " + std::to_string(s.maxValue) + "\n";
+  for (size_t i = 0; i < a.objects.size(); ++i)
+    o += "object " + std::to_string(i) + ": " + a.objects[i].target + ", " +
+         std::to_string(a.objects[i].data.size()) + " bytes, " +
+         std::to_string(a.objects[i].symbols.size()) + " kernels\n";
+  o += std::to_string(a.weights.size()) + " weights, " +
+       std::to_string(a.buffers.size()) + " buffers\n";
+  for (size_t i = 0; i < a.tensorMaps.size(); ++i) {
+    const TensorMapSpec &t = a.tensorMaps[i];
+    std::string box = "[";
+    for (size_t k = 0; k < t.box.size(); ++k)
+      box += (k ? ", " : "") + std::to_string(t.box[k]);
+    static const char *sw[4] = {"none", "32B", "64B", "128B"};
+    static const char *l2[4] = {"none", "64B", "128B", "256B"};
+    o += "tensor map " + std::to_string(i) + ": " + argToString(t.source, a) +
+         ", " + dtypeName(t.dtype) + " dims " + dims(t.dims) +
+         " byte strides " + dims(t.strides) + " box " + box + "] swizzle " +
+         (t.swizzle < 4 ? sw[t.swizzle] : "?") + " l2 " +
+         (t.l2Promotion < 4 ? l2[t.l2Promotion] : "?") + " oob " +
+         (t.oobFill ? "nan" : "zero") + "\n";
+  }
+  for (auto &e : a.entries) {
+    o += "entry " + e.name + ": " + std::to_string(e.inputs.size()) +
+         " inputs, " + std::to_string(e.outputs.size()) + " outputs, " +
+         std::to_string(e.launches.size()) + " launches\n";
+    for (auto &t : e.inputs)
+      o += "  input " + t.name + ": " + dtypeName(t.dtype) + " " +
+           dims(t.shape) + "\n";
+    for (auto &t : e.outputs)
+      o += "  output " + t.name + ": " + dtypeName(t.dtype) + " " +
+           dims(t.shape) + "\n";
+    for (size_t li = 0; li < e.launches.size(); ++li) {
+      const Launch &l = e.launches[li];
+      std::vector<DimExpr> g(l.grid, l.grid + 3), b(l.block, l.block + 3);
+      o += "  launch " + std::to_string(li) + ": " + l.kernel + " (object " +
+           std::to_string(l.object) + ") grid " + dims(g) + " block " +
+           dims(b) + " smem " + dimToString(l.sharedMemBytes, sn) + "\n";
+      for (size_t ai = 0; ai < l.args.size(); ++ai)
+        o += "    arg " + std::to_string(ai) + ": " +
+             argToString(l.args[ai], a) + "\n";
+    }
+  }
+  return o;
+}
+
 // ---------------------------------------------------------------- Builder
 Builder::Builder() {
   a_.metadata.push_back({kMetaCallingConvention, kCallingConvention});
@@ -1229,6 +1613,10 @@ uint32_t Builder::addBuffer(const std::string &name, BufferKind kind,
   a_.buffers.push_back(
       {name, kind, size, arenaOffset, perSeqStride, device, flags});
   return uint32_t(a_.buffers.size() - 1);
+}
+uint32_t Builder::addTensorMap(TensorMapSpec spec) {
+  a_.tensorMaps.push_back(std::move(spec));
+  return uint32_t(a_.tensorMaps.size() - 1);
 }
 uint32_t Builder::addEntry(const std::string &name) {
   Entry e;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "k3/artifact.h"
+#include "tensor_map.h"
 
 namespace k3 {
 namespace rt {
@@ -89,6 +90,18 @@ public:
   }
   virtual void destroyMark(void *mark) {
     delete static_cast<std::chrono::steady_clock::time_point *>(mark);
+  }
+  // TMA tensor maps (ArgKind::TensorMap): whether this device can encode
+  // them (`why` explains a refusal), and encoding one CUtensorMap into
+  // `out` (host memory, kTensorMapBytes, 128-byte aligned).
+  virtual bool supportsTensorMaps(std::string &why) const {
+    why = "tensor maps need a CUDA device (this is " + name() + ")";
+    return false;
+  }
+  virtual bool encodeTensorMap(const TensorMapParams &p, void *out,
+                               std::string &err) {
+    err = "tensor maps need a CUDA device (this is " + name() + ")";
+    return false;
   }
 };
 

@@ -32,6 +32,18 @@ constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+// Tensor maps (cuda.h, CUDA 12+/13): CUtensorMap is 16 u64 ("opaque"),
+// 64-byte aligned; the enums are passed as int.
+typedef unsigned long long cuuint64_t;
+typedef unsigned int cuuint32_t;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_INT32 = 3;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7;
+constexpr int CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9;
+// CU_TENSOR_MAP_INTERLEAVE_NONE = 0; CU_TENSOR_MAP_SWIZZLE_{NONE,32B,64B,128B}
+// = 0..3; CU_TENSOR_MAP_L2_PROMOTION_{NONE,L2_64B,L2_128B,L2_256B} = 0..3;
+// CU_TENSOR_MAP_FLOAT_OOB_FILL_{NONE,NAN_REQUEST_ZERO_FMA} = 0..1: the spec's
+// codes are these values.
 
 struct Driver {
   void *lib = nullptr;
@@ -72,6 +84,11 @@ struct Driver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  // Optional (null on drivers without it): tensor maps are then refused.
+  CUresult (*cuTensorMapEncodeTiled)(void *, int, cuuint32_t, void *,
+                                     const cuuint64_t *, const cuuint64_t *,
+                                     const cuuint32_t *, const cuuint32_t *,
+                                     int, int, int, int);
   CUresult (*cuGetErrorName)(CUresult, const char **);
   CUresult (*cuGetErrorString)(CUresult, const char **);
 
@@ -125,6 +142,9 @@ bool loadDriver(Driver &d, std::string &err) {
           (e ? e : "not found") + ")";
     return false;
   }
+  d.cuTensorMapEncodeTiled =
+      reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
+          dlsym(d.lib, "cuTensorMapEncodeTiled"));
   return sym(d, d.cuInit, "cuInit", err) &&
          sym(d, d.cuDriverGetVersion, "cuDriverGetVersion", err) &&
          sym(d, d.cuDeviceGetCount, "cuDeviceGetCount", err) &&
@@ -446,6 +466,73 @@ public:
   }
   void destroyMark(void *mark) override {
     d.cuEventDestroy(static_cast<CUevent>(mark));
+  }
+  bool supportsTensorMaps(std::string &why) const override {
+    if (!d.cuTensorMapEncodeTiled) {
+      why = "libcuda.so.1 lacks cuTensorMapEncodeTiled (driver older than "
+            "CUDA 12)";
+      return false;
+    }
+    if (ccMajor < 9) {
+      why = "tensor maps need compute capability 9.0 or newer but " + name() +
+            " has " + std::to_string(ccMajor) + "." + std::to_string(ccMinor);
+      return false;
+    }
+    return true;
+  }
+  bool encodeTensorMap(const TensorMapParams &p, void *out,
+                       std::string &err) override {
+    std::string why;
+    if (!supportsTensorMaps(why)) {
+      err = why;
+      return false;
+    }
+    if (reinterpret_cast<uintptr_t>(out) % kTensorMapAlign) {
+      err = "tensor map destination is not 64-byte aligned";
+      return false;
+    }
+    int dt;
+    switch (p.dtype) {
+    case artifact::DType::BF16:
+      dt = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      break;
+    case artifact::DType::F16:
+      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      break;
+    case artifact::DType::F32:
+      dt = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+      break;
+    case artifact::DType::I32:
+      dt = CU_TENSOR_MAP_DATA_TYPE_INT32;
+      break;
+    default:
+      err = "tensor map dtype not supported";
+      return false;
+    }
+    cuuint64_t dims[artifact::kMaxTensorMapRank] = {};
+    cuuint64_t strides[artifact::kMaxTensorMapRank] = {};
+    cuuint32_t box[artifact::kMaxTensorMapRank] = {};
+    cuuint32_t elementStrides[artifact::kMaxTensorMapRank] = {1, 1, 1, 1, 1};
+    for (uint32_t k = 0; k < p.rank; ++k) {
+      dims[k] = p.dims[k];
+      box[k] = p.box[k];
+      if (k + 1 < p.rank)
+        strides[k] = p.strides[k];
+    }
+    memset(out, 0, kTensorMapBytes);
+    std::string what = "rank " + std::to_string(p.rank) + ", dims [";
+    for (uint32_t k = 0; k < p.rank; ++k)
+      what += (k ? ", " : "") + std::to_string(p.dims[k]);
+    what += "], box [";
+    for (uint32_t k = 0; k < p.rank; ++k)
+      what += (k ? ", " : "") + std::to_string(p.box[k]);
+    what += "]";
+    return check(d.cuTensorMapEncodeTiled(
+                     out, dt, p.rank,
+                     reinterpret_cast<void *>(uintptr_t(p.address)), dims,
+                     strides, box, elementStrides, int(p.interleave),
+                     int(p.swizzle), int(p.l2Promotion), int(p.oobFill)),
+                 "cuTensorMapEncodeTiled", what, err);
   }
   bool synchronize(std::string &err) override {
     return check(d.cuCtxSynchronize(), "cuCtxSynchronize",

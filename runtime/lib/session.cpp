@@ -123,6 +123,31 @@ void Session::init(const std::string &device) {
   entryWeights_.assign(a.entries.size(),
                        std::vector<bool>(a.weights.size(), false));
   size_t runnable = 0;
+  std::string tensorMapRefusal; // the first launch refused for its tensor maps
+  auto noteTensorMaps = [&](const Artifact &art, size_t ei, size_t li,
+                            std::vector<bool> &syms, std::vector<bool> &weights,
+                            std::string &unrunnable, std::string &refusal) {
+    const Launch &l = art.entries[ei].launches[li];
+    for (size_t ai = 0; ai < l.args.size(); ++ai) {
+      if (l.args[ai].kind != ArgKind::TensorMap)
+        continue;
+      const TensorMapSpec &t = art.tensorMaps[l.args[ai].index];
+      for (auto &d : t.dims)
+        noteDim(d, syms);
+      for (auto &d : t.strides)
+        noteDim(d, syms);
+      if (t.source.kind == ArgKind::Weight)
+        weights[t.source.index] = true;
+      std::string why;
+      if (unrunnable.empty() && !be_->supportsTensorMaps(why)) {
+        unrunnable = "entry '" + art.entries[ei].name + "' launch " +
+                     std::to_string(li) + " ('" + l.kernel + "') arg " +
+                     std::to_string(ai) + " is a TMA tensor map: " + why;
+        if (refusal.empty())
+          refusal = unrunnable;
+      }
+    }
+  };
   for (size_t ei = 0; ei < a.entries.size(); ++ei) {
     const Entry &e = a.entries[ei];
     for (auto &t : e.inputs)
@@ -144,6 +169,8 @@ void Session::init(const std::string &device) {
         if (g.kind == ArgKind::Weight)
           entryWeights_[ei][g.index] = true;
       }
+      noteTensorMaps(a, ei, li, entrySyms_[ei], entryWeights_[ei],
+                     unrunnable_[ei], tensorMapRefusal);
       void *fn = nullptr;
       if (!modules_[l.object]) {
         if (unrunnable_[ei].empty())
@@ -161,6 +188,8 @@ void Session::init(const std::string &device) {
     if (unrunnable_[ei].empty())
       ++runnable;
   }
+  if (!a.entries.empty() && runnable == 0 && !tensorMapRefusal.empty())
+    fail(K3_ERROR_NO_DEVICE, tensorMapRefusal);
   if (!a.entries.empty() && runnable == 0) {
     std::string targets;
     for (auto &o : a.objects)
@@ -193,6 +222,12 @@ void Session::init(const std::string &device) {
   }
   weightPtr_.assign(a.weights.size(), 0);
   weightLoaded_.assign(a.weights.size(), false);
+  tensorMaps_.plan(a);
+  std::string noMaps;
+  if (tensorMaps_.count() && be_->supportsTensorMaps(noMaps) &&
+      !tensorMaps_.allocate(*be_, err))
+    fail(K3_ERROR_DEVICE, "allocating " + std::to_string(tensorMaps_.count()) +
+                              " tensor-map slots: " + err);
   const char *g = std::getenv("K3_LAUNCH_GRAPHS");
   graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
 }
@@ -208,6 +243,7 @@ void Session::cleanup() {
   for (LaunchGraph &g : graphs_)
     be_->destroyGraph(g.exec);
   graphs_.clear();
+  tensorMaps_.release(*be_);
   for (uint64_t &p : weightPtr_)
     if (p) {
       be_->release(p);
@@ -600,6 +636,10 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
   for (auto &t : e.outputs)
     outShapes.push_back(evalShape(t, "output"));
 
+  // Tensor maps for these symbol values, uploaded before any launch reads
+  // them (graph replays included: a graph's kernels read the slots).
+  tensorMaps_.refresh(*be_, a, size_t(ei), sv, bufPtr_, weightPtr_);
+
   // Launches, in order: replayed from a launch graph when this entry ran
   // with these symbol values before, captured into one when the previous
   // run had the same key (a decode loop's second step), else one by one.
@@ -705,6 +745,9 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
           memcpy(&slot, &v, 8);
           break;
         }
+        case ArgKind::TensorMap: // u64 device address of the CUtensorMap
+          slot = tensorMaps_.address(size_t(ei), li, ai);
+          break;
         }
         params[ai] = &slot;
       }

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "k3/artifact.h"
 #include "k3/k3_runtime.h"
+#include "tensor_map.h"
 
 namespace k3 {
 namespace rt {
@@ -120,6 +121,7 @@ private:
   std::vector<uint64_t> bufPtr_;
   std::vector<uint64_t> ownAllocs_;
   std::vector<uint64_t> weightPtr_;
+  TensorMapSlots tensorMaps_; // device slots of TensorMap arguments
   std::vector<bool> weightLoaded_;
   std::vector<OutputTensor> outputs_;
   int lastEntry_ = -1; // entry of the last successful run
@@ -127,7 +129,8 @@ private:
   double lastLaunchMs_ = 0.0;
   // Launch graphs: a run repeating the previous run's entry and symbol
   // values (a decode step) is captured once and replayed from then on:
-  // every kernel argument is a fixed buffer, weight or symbol, so the same
+  // every kernel argument is a fixed buffer, weight, symbol or tensor-map
+  // slot (whose contents are refreshed before each run), so the same
   // key means the same launches. K3_LAUNCH_GRAPHS=0 turns this off.
   struct LaunchGraph {
     int entry;

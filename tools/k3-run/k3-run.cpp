@@ -65,6 +65,8 @@ const char *kUsage =
     "prefill and decode steps, or the --inputs runs\n"
     "  --plan                     print each entry's launches (kernel, grid x "
     "block as expressions of the symbols) and exit; needs no device\n"
+    "  --describe                 print the artifact (symbols, tensor maps, "
+    "launches and their arguments) and exit\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -143,7 +145,7 @@ struct Options {
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
   bool randomWeights = false, quiet = false, progress = false, profile = false,
-       plan = false;
+       plan = false, describe = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
@@ -242,7 +244,9 @@ Options parseArgs(int argc, char **argv) {
         usageError("--repeat needs an integer in [1, 100000], got '%s'",
                    v.c_str());
       o.repeat = int(r);
-    } else if (a == "--progress")
+    } else if (a == "--describe")
+      o.describe = true;
+    else if (a == "--progress")
       o.progress = true;
     else if (a.size() > 1 && a[0] == '-')
       usageError("unknown option '%s'", a.c_str());
@@ -254,6 +258,8 @@ Options parseArgs(int argc, char **argv) {
   }
   if (o.model.empty())
     usageError("no model .k3bin given");
+  if (o.describe)
+    return o;
   if (!o.weights.empty() && o.randomWeights)
     usageError("--weights and --random-weights are mutually exclusive");
   if (havePrompt && !o.promptFile.empty())
@@ -409,6 +415,14 @@ int main(int argc, char **argv) {
   Options o = parseArgs(argc, argv);
   if (o.plan)
     return printPlan(o.model);
+  if (o.describe) {
+    k3::artifact::Artifact A;
+    std::string err;
+    if (!k3::artifact::readFile(o.model, A, err))
+      die(err);
+    fputs(k3::artifact::describe(A).c_str(), stdout);
+    return 0;
+  }
   k3_artifact *art = nullptr;
   check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
   size_t entryIdx = SIZE_MAX;

@@ -20,7 +20,7 @@ namespace artifact {
 // "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
 constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
 constexpr uint32_t kVersionMajor = 1; // incompatible changes bump this
-constexpr uint32_t kVersionMinor = 0; // additive (new optional sections)
+constexpr uint32_t kVersionMinor = 1; // additive (new optional sections)
 constexpr size_t kHeaderSize = 64;
 constexpr const char *kCallingConvention = "bare-pointer packed params v1";
 // Metadata keys with a defined meaning (all values are strings).
@@ -141,7 +141,8 @@ enum class ArgKind : uint8_t {
   I32 = 2,
   I64 = 3,
   F32 = 4,
-  Symbol = 5
+  Symbol = 5,
+  TensorMap = 6 // index: a TensorMapSpec in Artifact::tensorMaps (1.1)
 };
 struct Arg {
   ArgKind kind = ArgKind::I64;
@@ -187,8 +188,50 @@ struct Arg {
     r.index = s;
     return r;
   }
+  // A CUtensorMap encoded by the runtime from Artifact::tensorMaps[id]; the
+  // kernel receives the u64 device address of the 64-byte aligned map.
+  static Arg tensorMap(uint32_t id) {
+    Arg r;
+    r.kind = ArgKind::TensorMap;
+    r.index = id;
+    return r;
+  }
   bool operator==(const Arg &o) const;
 };
+
+// A TMA tensor map (CUDA CUtensorMap, cuTensorMapEncodeTiled) over a global
+// tensor, encoded by the runtime for each run's symbol values and passed to
+// kernels through ArgKind::TensorMap arguments.
+constexpr uint32_t kMaxTensorMapRank = 5;
+constexpr uint32_t kMaxTensorMapBox = 256;
+struct TensorMapSpec {
+  Arg source; // Arg::buffer(id, byteOffset) or Arg::weight(index)
+  DType dtype = DType::BF16; // bf16, f16, f32 or i32
+  uint32_t rank = 0;         // 1..5
+  // rank sizes in elements, innermost (contiguous) first, as CUDA orders them
+  std::vector<DimExpr> dims;
+  // rank-1 byte strides of dims 1..rank-1 (multiples of 16)
+  std::vector<DimExpr> strides;
+  std::vector<uint32_t> box; // rank box sizes in elements, each 1..256
+  uint8_t swizzle = 0;       // 0 none, 1 32B, 2 64B, 3 128B
+  uint8_t interleave = 0;    // 0 none (the only value accepted for now)
+  uint8_t l2Promotion = 0;   // 0 none, 1 64B, 2 128B, 3 256B
+  uint8_t oobFill = 0;       // 0 zeros, 1 NaN (float dtypes only)
+  bool operator==(const TensorMapSpec &o) const {
+    return source == o.source && dtype == o.dtype && rank == o.rank &&
+           dims == o.dims && strides == o.strides && box == o.box &&
+           swizzle == o.swizzle && interleave == o.interleave &&
+           l2Promotion == o.l2Promotion && oobFill == o.oobFill;
+  }
+};
+
+// cuTensorMapEncodeTiled's rules on evaluated values: dims[k] in 1..2^32,
+// strides multiples of 16 below 2^40, strides[0] >= dims[0] * element size
+// and strides[k] >= strides[k-1] * dims[k] (dims and strides as in the spec:
+// rank dims, rank-1 strides). `what` prefixes the error.
+bool checkTensorMapValues(const TensorMapSpec &t, const uint64_t *dims,
+                          const uint64_t *strides, const std::string &what,
+                          std::string &err);
 
 struct Launch {
   uint32_t object = 0; // kernel object index
@@ -232,6 +275,7 @@ struct Artifact {
   std::vector<KernelObject> objects;
   std::vector<Buffer> buffers;
   std::vector<Entry> entries;
+  std::vector<TensorMapSpec> tensorMaps; // section TMAP (1.1, optional)
 
   const std::string *meta(const std::string &key) const;
   int findSymbol(const std::string &name) const; // -1 if absent
@@ -245,6 +289,10 @@ struct Artifact {
 // decoding). Errors name the field, e.g. "entries[0]
 // 'forward'.launches[2].args[1]: ...".
 bool validate(const Artifact &a, std::string &err);
+
+// A human-readable listing (symbols, buffers, weights, tensor maps, every
+// entry's launches and arguments): what `k3-run --describe` prints.
+std::string describe(const Artifact &a);
 
 // Whole-file I/O shared by the artifact, safetensors and C API code; errors
 // name the path ("<path>: cannot open: <reason>", "<path>: read error").
@@ -283,6 +331,8 @@ public:
                      uint64_t arenaOffset = 0, uint64_t perSeqStride = 0,
                      uint32_t device = 0, uint32_t flags = 0);
   uint32_t addEntry(const std::string &name);
+  // Returns the id for Arg::tensorMap.
+  uint32_t addTensorMap(TensorMapSpec spec);
   void addInput(uint32_t entry, const std::string &name, DType dtype,
                 std::vector<DimExpr> shape, uint32_t buffer);
   void addOutput(uint32_t entry, const std::string &name, DType dtype,
