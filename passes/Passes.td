@@ -140,4 +140,28 @@ def K3ExposeRouting : Pass<"k3-expose-routing", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }
 
+def K3LastTokenLogits : Pass<"k3-last-token-logits", "::mlir::ModuleOp"> {
+  let summary = "Compute the LM head only for each sequence's last token";
+  let description = [{
+    In prefill only the last token of each sequence needs logits: the
+    runtime samples from them. In the model function `entry` this pass
+    finds the `logits` result (result attribute `k3.name = "logits"`),
+    walks back through the row-wise ops that produce it (`k3.linear`, the
+    LM head; `k3.rms_norm`, the final norm), inserts `k3.last_tokens`
+    (with the function's `cu_seqlens` argument) before them and recomputes
+    them on the `[N, D]` rows. A returned `k3.argmax` of the logits
+    (`next_tokens`) follows. The entry's outputs become `logits [N, V]` and
+    `next_tokens [N]`; other outputs keep their T rows. Decode entries
+    (`k3.decode`) are left alone: they have one token per sequence.
+
+    k3-compile runs it with `logits=last` (the default); `logits=all` keeps
+    `[T, V]` (checks against the oracle on every token).
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "The model function">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // K3_PASSES_TD

@@ -229,7 +229,8 @@ def _attn(cfg, weights, i, x, cu_seqlens, lstate, kda_core, dumps):
 
 def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
             return_state: bool = False, dumps: Optional[dict] = None,
-            kda_core: str = "recurrent", forced_routing: Optional[dict] = None):
+            kda_core: str = "recurrent", forced_routing: Optional[dict] = None,
+            logits: str = "all"):
     """Decoder forward (K3-SPEC §7).
 
     ids: ``[T]`` packed token ids; cu_seqlens ``[N+1]`` or None.
@@ -242,8 +243,13 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
     ``layers.{i}.attn_out``, ``layers.{i}.mlp_in``, ``layers.{i}.mlp_out``,
     ``layers.{i}.router_indices``, ``final_hidden``, ...).
     forced_routing: optional ``{layer_idx: indices [T, k]}``.
-    Returns logits ``[T, vocab]``, or ``(logits, new_state)`` with return_state.
+    logits: ``"all"`` gives ``[T, vocab]``; ``"last"`` only each sequence's
+    last token, ``[N, vocab]`` (what k3-compile's ``logits=last`` computes:
+    the rows are selected before the final norm and the head).
+    Returns logits, or ``(logits, new_state)`` with return_state.
     """
+    if logits not in ("all", "last"):
+        raise ValueError(f"logits must be 'all' or 'last', got {logits!r}")
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     T = ids.shape[0]
     eps = cfg.rms_norm_eps
@@ -286,13 +292,15 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
             dumps["attn_res_blocks"] = list(ar.blocks)
         h = ar.mix(_get(weights, "model.output_attn_res_norm.weight"),
                    _get(weights, "model.output_attn_res_proj.weight"), eps)
+    if logits == "last":
+        h = ops.last_tokens(h, cu_seqlens if cu_seqlens is not None else [0, T])
     hn = ops.rms_norm(h, _get(weights, "model.norm.weight"), eps)
     if dumps is not None:
         dumps["final_hidden"] = hn
     head = (_get(weights, "model.embed_tokens.weight") if cfg.tie_word_embeddings
             else _get(weights, "lm_head.weight"))
-    logits = ops.linear(hn, head)
-    return (logits, new_state) if return_state else logits
+    out = ops.linear(hn, head)
+    return (out, new_state) if return_state else out
 
 
 def greedy_generate(cfg, weights, prompt_ids, n_new, kda_core="recurrent"):

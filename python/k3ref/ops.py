@@ -75,6 +75,19 @@ def embedding(ids, table):
     return _a(table)[np.asarray(ids, dtype=np.int64)]
 
 
+def last_tokens(x, cu_seqlens):
+    """The row of each sequence's last token: ``x[cu[n+1] - 1]`` for
+    ``x [T, D]`` and ``cu_seqlens [N+1]`` (k3.last_tokens); an empty
+    sequence gives zeros."""
+    x = np.asarray(x)
+    cu = np.asarray(cu_seqlens, dtype=np.int64)
+    out = np.zeros((len(cu) - 1,) + x.shape[1:], dtype=x.dtype)
+    for n in range(len(cu) - 1):
+        if cu[n + 1] > cu[n]:
+            out[n] = x[cu[n + 1] - 1]
+    return out
+
+
 def rms_norm(x, w, eps):
     """RMSNorm over the last axis: w ⊙ x/√(mean(x²)+eps) (K3-SPEC header)."""
     x = _a(x)
