@@ -79,6 +79,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "next_tokens [N] (k3-last-token-logits)"),
           clEnumValN(Logits::All, "all",
                      "every token: logits [T, V], next_tokens [T] (checks)"))};
+  Option<bool> fuseAddRMSNorm{
+      *this, "fuse-add-rms-norm",
+      llvm::cl::desc("Fuse residual adds with the RMSNorm of their sum "
+                     "(k3-fuse-add-rms-norm)"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -101,6 +106,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // sequence already.
   if (o.logits == CompileOptions::Logits::Last)
     pm.addPass(k3::createK3LastTokenLogits({o.entry}));
+  // After the head moved: the final norm then reads k3.last_tokens.
+  if (o.fuseAddRMSNorm)
+    pm.addPass(k3::createK3FuseAddRMSNorm());
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

@@ -164,4 +164,21 @@ def K3LastTokenLogits : Pass<"k3-last-token-logits", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }
 
+def K3FuseAddRMSNorm : Pass<"k3-fuse-add-rms-norm"> {
+  let summary = "Fuse a residual add with the RMSNorm of its sum";
+  let description = [{
+    Rewrites `h = k3.add(x, r)` followed by `y = k3.rms_norm(h, w)` into
+    `h, y = k3.add_rms_norm(x, r, w)`: one kernel reads x and r once,
+    stores h (the residual stream's next value) and normalises it from the
+    same row. Every other use of the add takes `h` from the fused op. It
+    fires only where the norm reads the add's result directly (the
+    pre-norm residual of plain decoder layers, e.g. Kimi Linear); with
+    Block AttnRes the norm reads `k3.attn_res_mix` and nothing changes.
+    The norm's weight must be a `k3.weight` or an argument, so that the
+    fused op can take the add's place. When an add feeds several norms,
+    the first one in the block is fused.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 #endif // K3_PASSES_TD

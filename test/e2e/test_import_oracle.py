@@ -282,3 +282,32 @@ def test_bf16_kda_operands(tmp_path, name, seed):
                         ",".join(map(str, prompt)), "--max-new-tokens", "6"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "through 'forward_decode'" in r.stdout
+
+
+@pytest.mark.parametrize("name,fused", [("tiny-kimi-linear", 7), ("tiny-k3", 0)])
+def test_fused_add_rms_norm(tmp_path, name, fused):
+    """k3-fuse-add-rms-norm (on by default): Kimi Linear's pre-norm residuals
+    (4 layers: 3 input norms after the previous layer's add, 4 post-attention
+    norms; the final norm reads k3.last_tokens) become k3.add_rms_norm; K3's
+    Block AttnRes norms read k3.attn_res_mix and stay. Fused and unfused
+    artifacts agree, and both match the oracle on every token."""
+    cpath = config_path(name, tmp_path)
+    mlir = tmp_path / "m.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
+    ir = subprocess.run([f"{BIN}/k3-opt", str(mlir), "--k3-inline-layers", "--cse",
+                         "--k3-last-token-logits", "--k3-fuse-add-rms-norm"],
+                        capture_output=True, text=True, check=True).stdout
+    assert ir.count("k3.add_rms_norm") == fused
+    cfg = oracle_config(json.loads(cpath.read_text()))
+    weights = rounded_weights(cfg, 9)
+    wfile = tmp_path / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    inp = packed(cfg, [5, 17, 1, 9], seed=8)
+    outs = []
+    for flag in (1, 0):
+        art = tmp_path / f"m{flag}.k3bin"
+        subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=160 "
+                        f"max-seqs=4 logits=all fuse-add-rms-norm={flag}", "-o", os.devnull], check=True)
+        outs.append(run(tmp_path, art, [wfile], inp, f"fuse{flag}"))
+        check(outs[-1], cfg, weights, inp)
+    assert rel_err(outs[0]["logits"], outs[1]["logits"]) <= 1e-6
