@@ -84,6 +84,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Fuse residual adds with the RMSNorm of their sum "
                      "(k3-fuse-add-rms-norm)"),
       llvm::cl::init(true)};
+  Option<std::string> activationDType{
+      *this, "activation-dtype",
+      llvm::cl::desc("Precision policy: f32 | bf16 activations between "
+                     "kernels (default: the model's k3.activation_dtype, "
+                     "else f32; k3-activation-precision)"),
+      llvm::cl::init("")};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -109,6 +115,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the head moved: the final norm then reads k3.last_tokens.
   if (o.fuseAddRMSNorm)
     pm.addPass(k3::createK3FuseAddRMSNorm());
+  // After the fusions (their ops are retyped too), before the KDA rewrites
+  // (whose chunk ops keep f32 intermediates).
+  pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

@@ -181,4 +181,29 @@ def K3FuseAddRMSNorm : Pass<"k3-fuse-add-rms-norm"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3ActivationPrecision : Pass<"k3-activation-precision", "::mlir::ModuleOp"> {
+  let summary = "Apply the precision policy: bf16 activations between kernels";
+  let description = [{
+    Reads the module's `k3.activation_dtype` (`activation-dtype=f32|bf16`
+    overrides it and records the choice on the module; neither: f32). With
+    bf16 it retypes, in every model function, the activations that pass
+    between kernels to bf16: the results of embedding, norms (plain, gated,
+    fused with the residual add), linear projections, residual adds, gates,
+    the short convolutions' outputs, the KDA and attention outputs, MLPs and
+    experts, AttnRes mixes and block lists, last-token selections, and the
+    reshapes, slices and concatenations of those. Kernels widen on load and
+    compute in f32, so RMSNorm and softmax statistics and every
+    accumulation stay f32. What must stay f32 keeps its type: decode state
+    (convolution and KDA states, the latent cache), the router's scores and
+    weights, an unfused KDA log-decay (`k3.kda_gate`), values returned from
+    the model function (the logits) and what `k3.argmax` reads. Run after
+    the graph fusions and before the KDA rewrites (docs/precision.md).
+  }];
+  let options = [
+    Option<"activationDType", "activation-dtype", "std::string", "\"\"",
+           "f32 | bf16; empty: the module's k3.activation_dtype, else f32">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // K3_PASSES_TD

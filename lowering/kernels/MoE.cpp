@@ -23,12 +23,13 @@ Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
 
 /// One GLU MLP applied to row `t` of `x`, accumulated as
 /// y[t, :] = base + weight * W_down act(W_gate x, W_up x); `expert` selects
-/// the slice of stacked weights (or is null for plain 2-D weights).
+/// the slice of stacked weights (or is null for plain 2-D weights). With
+/// `rowBuffer`, `y` is one f32 row [hidden] instead.
 static void gluRow(KernelBuilder &kb, GLUActivation act,
                    std::optional<double> beta, std::optional<double> lbeta,
                    Value x, Value t, Value wGate, Value wUp, Value wDown,
                    Value expert, int64_t hidden, int64_t inter, Value y,
-                   Value weight, bool accumulate) {
+                   Value weight, bool accumulate, bool rowBuffer = false) {
   auto widx = [&](Value r, Value c) -> SmallVector<Value> {
     if (expert)
       return {expert, r, c};
@@ -53,9 +54,12 @@ static void gluRow(KernelBuilder &kb, GLUActivation act,
       });
       if (weight)
         a = kb.mul(a, weight);
+      // `y` is the output [T, hidden], or one f32 row [hidden].
+      SmallVector<Value> at =
+          rowBuffer ? SmallVector<Value>{d} : SmallVector<Value>{t, d};
       if (accumulate)
-        a = kb.add(a, kb.load(y, {t, d}));
-      kb.store(a, y, {t, d});
+        a = kb.add(a, kb.load(y, at));
+      kb.store(a, y, at);
     });
   });
 }
@@ -151,16 +155,27 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   Value x = input.full, idx = indices.full, wts = ops.getWeights().full;
   int64_t hidden = input.shape[1], topK = indices.shape[1], inter = w1.shape[1];
   Value y = out[0].full;
+  // The sum over the chosen experts accumulates in f32: with a narrower
+  // output (bf16 activations) in an f32 row, stored once.
+  bool narrow =
+      !cast<MemRefType>(y.getType()).getElementType().isF32() && topK > 1;
   kb.parallel({kb.dim(input.shape[0])}, [&](ValueRange iv) {
     Value t = iv[0];
-    for (int64_t j = 0; j < topK; ++j) {
-      Value e = kb.loadIndex(idx, {t, kb.idx(j)});
-      Value wj = kb.load(wts, {t, kb.idx(j)});
-      gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-             optionalDouble(op.getLinearBetaAttr()), x, t, w1.full,
-             ops.getW3().full, ops.getW2().full, e, hidden, inter, y, wj,
-             /*accumulate=*/j > 0);
-    }
+    kb.scope([&] {
+      Value acc = narrow ? kb.scratch(hidden) : Value();
+      for (int64_t j = 0; j < topK; ++j) {
+        Value e = kb.loadIndex(idx, {t, kb.idx(j)});
+        Value wj = kb.load(wts, {t, kb.idx(j)});
+        gluRow(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+               optionalDouble(op.getLinearBetaAttr()), x, t, w1.full,
+               ops.getW3().full, ops.getW2().full, e, hidden, inter,
+               narrow ? acc : y, wj, /*accumulate=*/j > 0,
+               /*rowBuffer=*/narrow);
+      }
+      if (narrow)
+        kb.forRange(kb.idx(hidden),
+                    [&](Value d) { kb.store(kb.load(acc, {d}), y, {t, d}); });
+    });
   });
   return success();
 }
