@@ -41,7 +41,7 @@ def prepare():
     for name, target, extra in [("tiny-cpu", "cpu", "")] + [(n, "cuda", o) for n, o in CUDA_VARIANTS.items()]:
         subprocess.run([str(BIN / "k3-opt"), str(ROOT / "examples/tiny_k3.mlir"),
                         f"--k3-compile=target={target} {extra} output={OUT}/{name}.k3bin "
-                        "max-tokens=256 max-seqs=4", "-o", os.devnull], check=True)
+                        "max-tokens=256 max-seqs=4 logits=all", "-o", os.devnull], check=True)
     cfg = tiny_k3_example_config()
     weights = rounded_weights(cfg, seed=3)
     model.save_safetensors(OUT / "weights.safetensors",

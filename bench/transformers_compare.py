@@ -224,7 +224,7 @@ def main():
     if r.returncode != 0:
         subprocess.run([f"{args.bin}/k3-import", str(own_json), "-o", str(mlir), "--weight-dtype", "f32"],
                        check=True)
-    subprocess.run([f"{args.bin}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=64 max-seqs=4",
+    subprocess.run([f"{args.bin}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=64 max-seqs=4 logits=all",
                     "-o", os.devnull], check=True)
 
     cfg = k3model.Config.from_hf(own)

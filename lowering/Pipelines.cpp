@@ -69,6 +69,27 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Also compile <entry>_decode (one token per sequence, "
                      "token-by-token KDA) when the model has KDA"),
       llvm::cl::init(true)};
+  enum class Logits { Last, All };
+  Option<Logits> logits{
+      *this, "logits", llvm::cl::desc("Which tokens of a prefill get logits"),
+      llvm::cl::init(Logits::Last),
+      llvm::cl::values(
+          clEnumValN(Logits::Last, "last",
+                     "the last token of each sequence: logits [N, V], "
+                     "next_tokens [N] (k3-last-token-logits)"),
+          clEnumValN(Logits::All, "all",
+                     "every token: logits [T, V], next_tokens [T] (checks)"))};
+  Option<bool> fuseAddRMSNorm{
+      *this, "fuse-add-rms-norm",
+      llvm::cl::desc("Fuse residual adds with the RMSNorm of their sum "
+                     "(k3-fuse-add-rms-norm)"),
+      llvm::cl::init(true)};
+  Option<std::string> activationDType{
+      *this, "activation-dtype",
+      llvm::cl::desc("Precision policy: f32 | bf16 activations between "
+                     "kernels (default: the model's k3.activation_dtype, "
+                     "else f32; k3-activation-precision)"),
+      llvm::cl::init("")};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -87,6 +108,16 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // Before the KDA rewrites, which leave the decode entry alone.
   if (o.decodeEntry)
     pm.addPass(k3::createK3DecodeEntry({o.entry}));
+  // After the decode entry is cloned: a decode step has one token per
+  // sequence already.
+  if (o.logits == CompileOptions::Logits::Last)
+    pm.addPass(k3::createK3LastTokenLogits({o.entry}));
+  // After the head moved: the final norm then reads k3.last_tokens.
+  if (o.fuseAddRMSNorm)
+    pm.addPass(k3::createK3FuseAddRMSNorm());
+  // After the fusions (their ops are retyped too), before the KDA rewrites
+  // (whose chunk ops keep f32 intermediates).
+  pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

@@ -227,6 +227,16 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         s[2] = lookup(p.getPartial())[1];
         return set(p, s, op);
       })
+      .Case<LastTokensOp>([&](LastTokensOp l) -> LogicalResult {
+        SymShape s = fromType(l.getType());
+        s[0] = kNumSeqs;
+        return set(l, s, op);
+      })
+      .Case<AddRMSNormOp>([&](AddRMSNormOp a) -> LogicalResult {
+        if (failed(same(a.getSum(), a.getInput())))
+          return failure();
+        return same(a.getResult(), a.getInput());
+      })
       .Case<ArgmaxOp>([&](ArgmaxOp a) -> LogicalResult {
         return leading(a.getResult(), a.getLogits(), 1);
       })

@@ -140,4 +140,70 @@ def K3ExposeRouting : Pass<"k3-expose-routing", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }
 
+def K3LastTokenLogits : Pass<"k3-last-token-logits", "::mlir::ModuleOp"> {
+  let summary = "Compute the LM head only for each sequence's last token";
+  let description = [{
+    In prefill only the last token of each sequence needs logits: the
+    runtime samples from them. In the model function `entry` this pass
+    finds the `logits` result (result attribute `k3.name = "logits"`),
+    walks back through the row-wise ops that produce it (`k3.linear`, the
+    LM head; `k3.rms_norm`, the final norm), inserts `k3.last_tokens`
+    (with the function's `cu_seqlens` argument) before them and recomputes
+    them on the `[N, D]` rows. A returned `k3.argmax` of the logits
+    (`next_tokens`) follows. The entry's outputs become `logits [N, V]` and
+    `next_tokens [N]`; other outputs keep their T rows. Decode entries
+    (`k3.decode`) are left alone: they have one token per sequence.
+
+    k3-compile runs it with `logits=last` (the default); `logits=all` keeps
+    `[T, V]` (checks against the oracle on every token).
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"forward\"",
+           "The model function">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
+}
+
+def K3FuseAddRMSNorm : Pass<"k3-fuse-add-rms-norm"> {
+  let summary = "Fuse a residual add with the RMSNorm of its sum";
+  let description = [{
+    Rewrites `h = k3.add(x, r)` followed by `y = k3.rms_norm(h, w)` into
+    `h, y = k3.add_rms_norm(x, r, w)`: one kernel reads x and r once,
+    stores h (the residual stream's next value) and normalises it from the
+    same row. Every other use of the add takes `h` from the fused op. It
+    fires only where the norm reads the add's result directly (the
+    pre-norm residual of plain decoder layers, e.g. Kimi Linear); with
+    Block AttnRes the norm reads `k3.attn_res_mix` and nothing changes.
+    The norm's weight must be a `k3.weight` or an argument, so that the
+    fused op can take the add's place. When an add feeds several norms,
+    the first one in the block is fused.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
+def K3ActivationPrecision : Pass<"k3-activation-precision", "::mlir::ModuleOp"> {
+  let summary = "Apply the precision policy: bf16 activations between kernels";
+  let description = [{
+    Reads the module's `k3.activation_dtype` (`activation-dtype=f32|bf16`
+    overrides it and records the choice on the module; neither: f32). With
+    bf16 it retypes, in every model function, the activations that pass
+    between kernels to bf16: the results of embedding, norms (plain, gated,
+    fused with the residual add), linear projections, residual adds, gates,
+    the short convolutions' outputs, the KDA and attention outputs, MLPs and
+    experts, AttnRes mixes and block lists, last-token selections, and the
+    reshapes, slices and concatenations of those. Kernels widen on load and
+    compute in f32, so RMSNorm and softmax statistics and every
+    accumulation stay f32. What must stay f32 keeps its type: decode state
+    (convolution and KDA states, the latent cache), the router's scores and
+    weights, an unfused KDA log-decay (`k3.kda_gate`), values returned from
+    the model function (the logits) and what `k3.argmax` reads. Run after
+    the graph fusions and before the KDA rewrites (docs/precision.md).
+  }];
+  let options = [
+    Option<"activationDType", "activation-dtype", "std::string", "\"\"",
+           "f32 | bf16; empty: the module's k3.activation_dtype, else f32">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // K3_PASSES_TD

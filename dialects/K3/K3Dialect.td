@@ -42,6 +42,10 @@ def K3_Dialect : Dialect {
     "::mlir::IntegerAttr":$vocab_size,
     "::mlir::IntegerAttr":$hidden_size,
     "::mlir::IntegerAttr":$max_context,
+    // The precision policy (k3-import --activation-dtype, k3-compile
+    // activation-dtype; applied by k3-activation-precision): the storage
+    // type of activations between kernels. On the module.
+    "::mlir::k3::ActivationDTypeAttr":$activation_dtype,
     // Names of a model function's inputs and outputs (argument and result
     // attributes).
     "::mlir::StringAttr":$name,
@@ -117,5 +121,27 @@ def K3_RouterScore : I32EnumAttr<"RouterScore",
   let genSpecializedAttr = 0;
 }
 def K3_RouterScoreAttr : EnumAttr<K3_Dialect, K3_RouterScore, "router_score">;
+
+def K3_ActivationDType_F32 : I32EnumAttrCase<"f32", 0>;
+def K3_ActivationDType_BF16 : I32EnumAttrCase<"bf16", 1>;
+def K3_ActivationDType : I32EnumAttr<"ActivationDType",
+    "storage type of activations between kernels (the precision policy)",
+    [K3_ActivationDType_F32, K3_ActivationDType_BF16]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+def K3_ActivationDTypeAttr
+    : EnumAttr<K3_Dialect, K3_ActivationDType, "activation_dtype"> {
+  let summary = "the precision policy of a model: f32 or bf16 activations";
+  let description = [{
+    On the model's module as `k3.activation_dtype =
+    #k3<activation_dtype bf16>`: activations are stored in bf16 between
+    kernels (kernels widen on load, compute in f32, narrow on store), while
+    what must stay f32 stays f32: decode state (KDA recurrent and
+    convolution states, the MLA latent cache), router scores and weights,
+    an unfused KDA log-decay, and the logits. `k3-activation-precision`
+    applies it (docs/precision.md).
+  }];
+}
 
 #endif // K3_DIALECT_TD

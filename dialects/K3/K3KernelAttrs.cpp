@@ -1,6 +1,7 @@
 //===- K3KernelAttrs.cpp - targets, kernel configs, launches ----*- C++ -*-===//
 #include "dialects/K3/K3Dialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 
 using namespace mlir;
@@ -71,6 +72,16 @@ LogicalResult K3Dialect::verifyOperationAttribute(Operation *op,
       !isa<CPUTargetAttr, GPUTargetAttr>(attr.getValue()))
     return op->emitError() << attr.getName()
                            << " must be #k3.cpu_target or #k3.gpu_target";
+  if (attr.getName() == ActivationDtypeAttrHelper(op->getContext()).getName()) {
+    if (!isa<ActivationDTypeAttr>(attr.getValue()))
+      return op->emitError() << attr.getName()
+                             << " must be #k3<activation_dtype f32> or "
+                                "#k3<activation_dtype bf16>, got "
+                             << attr.getValue();
+    if (!isa<ModuleOp>(op))
+      return op->emitError()
+             << attr.getName() << " belongs on the model's module";
+  }
   return success();
 }
 

@@ -475,5 +475,6 @@ def K3_ArgmaxOp : K3_Op<"argmax", [Pure]> {
 }
 
 include "dialects/K3/K3ChunkOps.td"
+include "dialects/K3/K3FusedOps.td"
 
 #endif // K3_OPS_TD

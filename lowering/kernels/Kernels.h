@@ -36,6 +36,10 @@ LogicalResult emitExtractSlice(tensor::ExtractSliceOp, KernelBuilder &, In,
                                Out);
 LogicalResult emitConcat(tensor::ConcatOp, KernelBuilder &, In, Out);
 
+// Fused.cpp (graph-level fusions, K3FusedOps.td)
+LogicalResult emitLastTokens(LastTokensOp, KernelBuilder &, In, Out);
+LogicalResult emitAddRMSNorm(AddRMSNormOp, KernelBuilder &, In, Out);
+
 // KDA.cpp
 LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);

@@ -73,6 +73,11 @@ class Config:
     # ("bf16": rounded there, as k3-import --kda-operand-dtype bf16 compiles
     # it); None keeps them exact.
     kda_operand_dtype: Optional[str] = None
+    # The precision policy (docs/precision.md): "bf16" rounds every
+    # activation passed between kernels to bf16 where the compiled model
+    # stores it (k3-compile activation-dtype=bf16); None / "f32" keeps
+    # them exact. Logits, router scores, decode state stay exact.
+    activation_dtype: Optional[str] = None
     tie_word_embeddings: bool = False
 
     # -- layer classification ------------------------------------------------
@@ -209,9 +214,10 @@ def _mlp(cfg, weights, i, x, forced_routing, dumps):
             dumps[f"layers.{i}.router_weights"] = wts
         return y
     p = f"model.layers.{i}.mlp."
-    return ops.glu_mlp(x, _get(weights, p + "gate_proj.weight"), _get(weights, p + "up_proj.weight"),
-                       _get(weights, p + "down_proj.weight"), cfg.hidden_act,
-                       cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
+    return ops.act(ops.glu_mlp(x, _get(weights, p + "gate_proj.weight"),
+                               _get(weights, p + "up_proj.weight"),
+                               _get(weights, p + "down_proj.weight"), cfg.hidden_act,
+                               cfg.activation_situ_beta, cfg.activation_situ_linear_beta))
 
 
 def _attn(cfg, weights, i, x, cu_seqlens, lstate, kda_core, dumps):
@@ -229,7 +235,8 @@ def _attn(cfg, weights, i, x, cu_seqlens, lstate, kda_core, dumps):
 
 def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
             return_state: bool = False, dumps: Optional[dict] = None,
-            kda_core: str = "recurrent", forced_routing: Optional[dict] = None):
+            kda_core: str = "recurrent", forced_routing: Optional[dict] = None,
+            logits: str = "all"):
     """Decoder forward (K3-SPEC §7).
 
     ids: ``[T]`` packed token ids; cu_seqlens ``[N+1]`` or None.
@@ -242,14 +249,34 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
     ``layers.{i}.attn_out``, ``layers.{i}.mlp_in``, ``layers.{i}.mlp_out``,
     ``layers.{i}.router_indices``, ``final_hidden``, ...).
     forced_routing: optional ``{layer_idx: indices [T, k]}``.
-    Returns logits ``[T, vocab]``, or ``(logits, new_state)`` with return_state.
+    logits: ``"all"`` gives ``[T, vocab]``; ``"last"`` only each sequence's
+    last token, ``[N, vocab]`` (what k3-compile's ``logits=last`` computes:
+    the rows are selected before the final norm and the head).
+    Returns logits, or ``(logits, new_state)`` with return_state.
     """
+    if logits not in ("all", "last"):
+        raise ValueError(f"logits must be 'all' or 'last', got {logits!r}")
+    policy = getattr(cfg, "activation_dtype", None) or "f32"
+    if policy not in ("f32", "bf16"):
+        raise ValueError(f"activation_dtype must be 'f32' or 'bf16', got {policy!r}")
+    saved = ops._ACT_BF16
+    ops._ACT_BF16 = policy == "bf16"
+    try:
+        return _forward(cfg, weights, ids, cu_seqlens, state, return_state, dumps, kda_core,
+                        forced_routing, logits)
+    finally:
+        ops._ACT_BF16 = saved
+
+
+def _forward(cfg, weights, ids, cu_seqlens, state, return_state, dumps, kda_core,
+             forced_routing, logits):
+    R = ops.act
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     T = ids.shape[0]
     eps = cfg.rms_norm_eps
     state = state or {}
     new_state = {}
-    h = ops.embedding(ids, _get(weights, "model.embed_tokens.weight"))
+    h = R(ops.embedding(ids, _get(weights, "model.embed_tokens.weight")))
     if dumps is not None:
         dumps["embed"] = h
     use_ar = cfg.attn_res_block_size is not None
@@ -261,20 +288,20 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
                             _get(weights, p + "self_attention_res_proj.weight"), eps)
         else:
             x = h
-        xin = ops.rms_norm(x, _get(weights, p + "input_layernorm.weight"), eps)
+        xin = R(ops.rms_norm(x, _get(weights, p + "input_layernorm.weight"), eps))
         a, new_state[i] = _attn(cfg, weights, i, xin, cu_seqlens, state.get(i), kda_core, dumps)
         if use_ar:
             ar.add(a)
             y = ar.mix(_get(weights, p + "mlp_res_norm.weight"), _get(weights, p + "mlp_res_proj.weight"), eps)
         else:
-            h = h + a
+            h = R(h + a)
             y = h
-        yin = ops.rms_norm(y, _get(weights, p + "post_attention_layernorm.weight"), eps)
+        yin = R(ops.rms_norm(y, _get(weights, p + "post_attention_layernorm.weight"), eps))
         m = _mlp(cfg, weights, i, yin, forced_routing, dumps)
         if use_ar:
             ar.add(m)
         else:
-            h = h + m
+            h = R(h + m)
         if dumps is not None:
             dumps[f"layers.{i}.attn_in"] = xin
             dumps[f"layers.{i}.attn_out"] = a
@@ -286,13 +313,15 @@ def forward(cfg: Config, weights: dict, ids, cu_seqlens=None, state=None,
             dumps["attn_res_blocks"] = list(ar.blocks)
         h = ar.mix(_get(weights, "model.output_attn_res_norm.weight"),
                    _get(weights, "model.output_attn_res_proj.weight"), eps)
-    hn = ops.rms_norm(h, _get(weights, "model.norm.weight"), eps)
+    if logits == "last":
+        h = ops.last_tokens(h, cu_seqlens if cu_seqlens is not None else [0, T])
+    hn = R(ops.rms_norm(h, _get(weights, "model.norm.weight"), eps))
     if dumps is not None:
         dumps["final_hidden"] = hn
     head = (_get(weights, "model.embed_tokens.weight") if cfg.tie_word_embeddings
             else _get(weights, "lm_head.weight"))
-    logits = ops.linear(hn, head)
-    return (logits, new_state) if return_state else logits
+    out = ops.linear(hn, head)
+    return (out, new_state) if return_state else out
 
 
 def greedy_generate(cfg, weights, prompt_ids, n_new, kda_core="recurrent"):

@@ -33,6 +33,23 @@ def _a(x):
     return np.asarray(x, dtype=f64)
 
 
+# The precision policy (docs/precision.md): with bf16 activations the
+# compiled model stores every activation passed between kernels in bf16.
+# model.forward turns this on for Config.activation_dtype == "bf16"; the
+# layer functions round their kernels' outputs with act() at the same places.
+_ACT_BF16 = False
+
+
+def act(x):
+    """An activation as stored between kernels: rounded to bf16 (round to
+    nearest even, as the kernels' f32 -> bf16 store) under the bf16 policy,
+    else unchanged."""
+    if not _ACT_BF16:
+        return x
+    import ml_dtypes
+    return np.asarray(x, dtype=np.float32).astype(ml_dtypes.bfloat16).astype(f64)
+
+
 def sigmoid(x):
     """Numerically stable logistic σ(x) = 1/(1+e^{-x}) in float64."""
     x = _a(x)
@@ -73,6 +90,19 @@ def l2_normalize(x, eps: float = 1e-6):
 def embedding(ids, table):
     """Token embedding lookup, ``table[ids]`` with no scaling (K3-SPEC §7)."""
     return _a(table)[np.asarray(ids, dtype=np.int64)]
+
+
+def last_tokens(x, cu_seqlens):
+    """The row of each sequence's last token: ``x[cu[n+1] - 1]`` for
+    ``x [T, D]`` and ``cu_seqlens [N+1]`` (k3.last_tokens); an empty
+    sequence gives zeros."""
+    x = np.asarray(x)
+    cu = np.asarray(cu_seqlens, dtype=np.int64)
+    out = np.zeros((len(cu) - 1,) + x.shape[1:], dtype=x.dtype)
+    for n in range(len(cu) - 1):
+        if cu[n + 1] > cu[n]:
+            out[n] = x[cu[n + 1] - 1]
+    return out
 
 
 def rms_norm(x, w, eps):
@@ -561,20 +591,20 @@ def gated_mla(x, w, cfg, cu_seqlens=None, latent_cache=None, cache_lens=None):
     H = cfg.num_attention_heads
     nope, rope, vd, r = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim, cfg.kv_lora_rank
     if cfg.q_lora_rank is not None:
-        cq = rms_norm(linear(x, w["q_a_proj"]), w["q_a_layernorm"], 1e-6)
-        qf = linear(cq, w["q_b_proj"])
+        cq = act(rms_norm(act(linear(x, w["q_a_proj"])), w["q_a_layernorm"], 1e-6))
+        qf = act(linear(cq, w["q_b_proj"]))
     else:
-        qf = linear(x, w["q_proj"])
+        qf = act(linear(x, w["q_proj"]))
     q = qf.reshape(T, H, nope + rope)
-    ckv = linear(x, w["kv_a_proj_with_mqa"])
-    latent = np.concatenate([rms_norm(ckv[:, :r], w["kv_a_layernorm"], 1e-6), ckv[:, r:r + rope]],
-                            axis=-1)
+    ckv = act(linear(x, w["kv_a_proj_with_mqa"]))
+    latent = np.concatenate([act(rms_norm(ckv[:, :r], w["kv_a_layernorm"], 1e-6)),
+                             ckv[:, r:r + rope]], axis=-1)
     o, cache = latent_attention(q, latent, w["kv_b_proj"], H, nope, rope, vd, r,
                                 (nope + rope) ** -0.5, latent_cache, cache_lens, cu_seqlens)
-    o = o.reshape(T, H * vd)
+    o = act(o.reshape(T, H * vd))
     if cfg.mla_use_output_gate:
-        o = o * sigmoid(linear(x, w["g_proj"]))
-    return linear(o, w["o_proj"]), cache
+        o = act(o * sigmoid(act(linear(x, w["g_proj"]))))
+    return act(linear(o, w["o_proj"])), cache
 
 
 # ----------------------------------------------------------------------------
@@ -596,32 +626,33 @@ def kda_layer(x, w, cfg, cu_seqlens=None, state=None, core: str = "recurrent", d
     T = x.shape[0]
     H, d = cfg.kda_num_heads, cfg.kda_head_dim
     st = state or {}
-    qc, sq = short_conv(linear(x, w["q_proj"]), w["q_conv1d"], st.get("conv_q"), cu_seqlens)
-    kc, sk = short_conv(linear(x, w["k_proj"]), w["k_conv1d"], st.get("conv_k"), cu_seqlens)
-    vc, sv = short_conv(linear(x, w["v_proj"]), w["v_conv1d"], st.get("conv_v"), cu_seqlens)
+    qc, sq = short_conv(act(linear(x, w["q_proj"])), w["q_conv1d"], st.get("conv_q"), cu_seqlens)
+    kc, sk = short_conv(act(linear(x, w["k_proj"])), w["k_conv1d"], st.get("conv_k"), cu_seqlens)
+    vc, sv = short_conv(act(linear(x, w["v_proj"])), w["v_conv1d"], st.get("conv_v"), cu_seqlens)
+    qc, kc, vc = act(qc), act(kc), act(vc)
     if getattr(cfg, "kda_operand_dtype", None) == "bf16":
         import ml_dtypes
         qc, kc, vc = (a.astype(ml_dtypes.bfloat16).astype(np.float64) for a in (qc, kc, vc))
-    f = linear(linear(x, w["f_a_proj"]), w["f_b_proj"]).reshape(T, H, d)
+    f = act(linear(act(linear(x, w["f_a_proj"])), w["f_b_proj"])).reshape(T, H, d)
     if cfg.gate_lower_bound is not None:
         g = kda_gate_lower_bounded(f, w["A_log"], w["dt_bias"], cfg.gate_lower_bound)
     else:
         g = kda_gate_softplus(f, w["A_log"], w["dt_bias"])
-    beta = sigmoid(linear(x, w["b_proj"]))
+    beta = sigmoid(act(linear(x, w["b_proj"])))
     fn = {"recurrent": kda_recurrent, "chunk": kda_chunkwise, "segment": kda_segment_scan}[core]
     o, S = fn(qc.reshape(1, T, H, d), kc.reshape(1, T, H, d), vc.reshape(1, T, H, d),
               g[None], beta[None], d ** -0.5, initial_state=st.get("recurrent"),
               cu_seqlens=cu_seqlens if cu_seqlens is not None else np.array([0, T]),
               use_qk_l2norm=True)
-    o = o[0]
+    o = act(o[0])
     if cfg.use_full_rank_gate:
-        z = linear(x, w["g_proj"])
+        z = act(linear(x, w["g_proj"]))
     else:
-        z = linear(linear(x, w["g_a_proj"]), w["g_b_proj"])
-    on = gated_rms_norm(o, z.reshape(T, H, d), w["o_norm"], cfg.rms_norm_eps)
+        z = act(linear(act(linear(x, w["g_a_proj"])), w["g_b_proj"]))
+    on = act(gated_rms_norm(o, z.reshape(T, H, d), w["o_norm"], cfg.rms_norm_eps))
     if dumps is not None:
         dumps.update(q=qc, k=kc, v=vc, g=g, beta=beta, core_out=o, gated=on)
-    y = linear(on.reshape(T, H * d), w["o_proj"])
+    y = act(linear(on.reshape(T, H * d), w["o_proj"]))
     return y, dict(conv_q=sq, conv_k=sk, conv_v=sv, recurrent=S)
 
 
@@ -717,12 +748,12 @@ def latent_moe(x, w, cfg, forced_indices=None):
     idx, wts = moe_router(x, w["gate.weight"], w.get("gate.e_score_correction_bias"),
                           cfg.num_experts_per_token, cfg.moe_router_activation_func,
                           cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices)
-    ell = linear(x, w["routed_expert_down_proj.weight"])
-    r = moe_experts(ell, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
-                    cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
+    ell = act(linear(x, w["routed_expert_down_proj.weight"]))
+    r = act(moe_experts(ell, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
+                        cfg.activation_situ_beta, cfg.activation_situ_linear_beta))
     if cfg.latent_moe_use_norm:
-        r = rms_norm(r, w["routed_expert_norm.weight"], cfg.rms_norm_eps)
-    return linear(r, w["routed_expert_up_proj.weight"]), idx, wts
+        r = act(rms_norm(r, w["routed_expert_norm.weight"], cfg.rms_norm_eps))
+    return act(linear(r, w["routed_expert_up_proj.weight"])), idx, wts
 
 
 def moe_block(x, w, cfg, forced_indices=None):
@@ -743,12 +774,13 @@ def moe_block(x, w, cfg, forced_indices=None):
         idx, wts = moe_router(x, w["gate.weight"], w.get("gate.e_score_correction_bias"),
                               cfg.num_experts_per_token, cfg.moe_router_activation_func,
                               cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices)
-        y = moe_experts(x, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
-                        cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
+        y = act(moe_experts(x, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
+                            cfg.activation_situ_beta, cfg.activation_situ_linear_beta))
     if cfg.num_shared_experts:
-        y = y + glu_mlp(x, w["shared_experts.gate_proj.weight"], w["shared_experts.up_proj.weight"],
-                        w["shared_experts.down_proj.weight"], cfg.hidden_act,
-                        cfg.activation_situ_beta, cfg.activation_situ_linear_beta)
+        y = act(y + act(glu_mlp(x, w["shared_experts.gate_proj.weight"],
+                                w["shared_experts.up_proj.weight"],
+                                w["shared_experts.down_proj.weight"], cfg.hidden_act,
+                                cfg.activation_situ_beta, cfg.activation_situ_linear_beta)))
     return y, idx, wts
 
 
@@ -785,15 +817,15 @@ class AttnResState:
         self.block_size = block_size
 
     def pre_attn(self, i, norm_w, proj_w, eps):
-        x = self.partial if not self.blocks else attn_res_mix(self.blocks, self.partial,
-                                                              norm_w, proj_w, eps)
+        x = self.partial if not self.blocks else act(attn_res_mix(self.blocks, self.partial,
+                                                                  norm_w, proj_w, eps))
         if i % self.block_size == 0:
             self.blocks.append(self.partial)
             self.partial = None
         return x
 
     def add(self, out):
-        self.partial = out if self.partial is None else self.partial + out
+        self.partial = out if self.partial is None else act(self.partial + out)
 
     def mix(self, norm_w, proj_w, eps):
-        return attn_res_mix(self.blocks, self.partial, norm_w, proj_w, eps)
+        return act(attn_res_mix(self.blocks, self.partial, norm_w, proj_w, eps))

@@ -87,6 +87,22 @@ def test_model_kda_cores_agree(cw, core):
     assert rel_err(model.forward(cfg, W, ids, kda_core=core), model.forward(cfg, W, ids)) < 1e-10
 
 
+def test_last_token_logits(cw):
+    """logits="last" (k3-compile's default) is the last row of each sequence
+    of logits="all"; an empty sequence gives zeros."""
+    cfg, W = cw
+    cu = np.array([0, 5, 6, 13], np.int32)
+    ids = np.random.default_rng(4).integers(0, cfg.vocab_size, 13)
+    full = model.forward(cfg, W, ids, cu_seqlens=cu)
+    last = model.forward(cfg, W, ids, cu_seqlens=cu, logits="last")
+    assert last.shape == (3, cfg.vocab_size)
+    assert rel_err(last, full[cu[1:] - 1]) <= 1e-12
+    assert np.array_equal(ops.last_tokens(np.arange(6.0).reshape(3, 2), [0, 2, 2, 3]),
+                          [[2.0, 3.0], [0.0, 0.0], [4.0, 5.0]])
+    with pytest.raises(ValueError, match="logits must be"):
+        model.forward(cfg, W, ids, cu_seqlens=cu, logits="first")
+
+
 def test_greedy_generate_matches_full_forward_argmax():
     cfg = model.tiny_k3_config()
     W = model.random_weights(cfg, 3)

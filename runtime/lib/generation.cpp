@@ -3,6 +3,8 @@
 // sequence (one token each) through <entry>_decode when the artifact has it.
 // The last row of each sequence's logits is copied to the host and sampled
 // there (sampling.cpp); the rest of the logits output stays on the device.
+// An artifact compiled with logits=last (the default) has only those rows:
+// its entry declares logits as [num_seqs, vocab_size].
 #include "generation.h"
 
 #include <chrono>
@@ -72,6 +74,13 @@ Generation::Generation(Session &s, const std::string &entry,
     if (!logits)
       fail(K3_ERROR_INVALID_ARGUMENT,
            "entry '" + e.name + "' has no output 'logits'");
+  }
+  int nsSym = a.findSymbol("num_seqs");
+  for (int k = 0; k < 2; ++k) {
+    const Entry &e = a.entries[size_t(k == 0 ? entryIdx_ : decodeIdx_)];
+    for (const TensorSpec &t : e.outputs)
+      if (t.name == "logits" && !t.shape.empty() && nsSym >= 0)
+        lastRowsOnly_[k] = t.shape[0] == DimExpr::symbol(uint32_t(nsSym));
   }
   vocab_ = metaInt(a, kMetaVocabSize);
   if (vocab_ <= 0)
@@ -150,8 +159,9 @@ int32_t Generation::sampleRow(Seq &q, uint64_t row) {
   // The row's dtype and the output's shape first (a zero-byte read).
   s_.readOutput("logits", 0, nullptr, 0, &dt, &shape);
   if (shape.size() != 2 || shape[1] != vocab_)
-    fail(K3_ERROR_FORMAT, "output 'logits' is not [num_tokens, vocab_size " +
-                              std::to_string(vocab_) + "]");
+    fail(K3_ERROR_FORMAT,
+         "output 'logits' is not [num_tokens or num_seqs, vocab_size " +
+             std::to_string(vocab_) + "]");
   if (int64_t(row) >= shape[0])
     fail(K3_ERROR_INTERNAL,
          "logits row " + std::to_string(row) + " out of range");
@@ -259,9 +269,10 @@ void Generation::step(int32_t *tokens, size_t *active) {
   runStep(prefill);
   started_ = true;
   uint64_t row = 0;
+  bool perSeq = lastRowsOnly_[prefill ? 0 : 1];
   for (size_t i = 0; i < n; ++i) {
     Seq &q = seqs_[i];
-    row += prefill ? q.prompt.size() : 1;
+    row += prefill && !perSeq ? q.prompt.size() : 1;
     if (q.reason != K3_FINISH_NONE)
       continue;
     int32_t t = sampleRow(q, row - 1);

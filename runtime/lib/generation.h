@@ -37,6 +37,9 @@ private:
   std::string entry_, decode_;
   int entryIdx_, decodeIdx_;
   bool hasNumSeqs_;
+  // Per entry (prefill, decode): logits has one row per sequence, its last
+  // token (k3-compile logits=last), instead of one per token.
+  bool lastRowsOnly_[2] = {false, false};
   int64_t vocab_;
   std::vector<Seq> seqs_;
   bool started_ = false;

@@ -24,10 +24,12 @@ pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) n
 @pytest.fixture(scope="module")
 def tiny_k3(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_k3")
+    # The default (logits=last: each sequence's last token) and logits=all.
     art = d / "tiny.k3bin"
-    subprocess.run([f"{BIN}/k3-opt", str(ROOT / "examples/tiny_k3.mlir"),
-                    f"--k3-compile=output={art} max-tokens=256 max-seqs=4",
-                    "-o", os.devnull], check=True)
+    for path, extra in ((art, ""), (d / "tiny_all.k3bin", " logits=all")):
+        subprocess.run([f"{BIN}/k3-opt", str(ROOT / "examples/tiny_k3.mlir"),
+                        f"--k3-compile=output={path} max-tokens=256 max-seqs=4" + extra,
+                        "-o", os.devnull], check=True)
     cfg = tiny_k3_example_config()
     weights = rounded_weights(cfg, seed=3)
     wfile = d / "weights.safetensors"
@@ -45,17 +47,23 @@ def run(d, art, wfile, inputs, tag):
     return model.load_safetensors(outfile)
 
 
+@pytest.mark.parametrize("logits", ["last", "all"])
 @pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9], [64, 3], [1, 1, 1]])
-def test_prefill_matches_oracle(tiny_k3, lens):
+def test_prefill_matches_oracle(tiny_k3, lens, logits):
+    """logits=last: [N, V], the last token of each sequence; all: [T, V]."""
     d, art, cfg, weights, wfile = tiny_k3
+    if logits == "all":
+        art = d / "tiny_all.k3bin"
     rng = np.random.default_rng(len(lens) * 100 + sum(lens))
     ids = rng.integers(0, cfg.vocab_size, sum(lens)).astype(np.int32)
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     out = run(d, art, wfile, {"token_ids": ids, "cu_seqlens": cu,
                               "context_lens": np.zeros(len(lens), np.int32)},
-              "p" + "_".join(map(str, lens)))
-    ref = model.forward(cfg, weights, ids, cu_seqlens=cu)
+              logits + "_p" + "_".join(map(str, lens)))
+    ref = model.forward(cfg, weights, ids, cu_seqlens=cu, logits=logits)
+    assert ref.shape[0] == (len(lens) if logits == "last" else sum(lens))
     assert out["logits"].shape == ref.shape
+    assert out["next_tokens"].shape == ref.shape[:1]
     err = rel_err(out["logits"], ref)
     assert err <= 1e-4, f"normwise relative error {err:.3e}"
     # Greedy choices agree wherever the oracle's top two are not a near-tie.
@@ -64,11 +72,16 @@ def test_prefill_matches_oracle(tiny_k3, lens):
     assert np.array_equal(out["next_tokens"][clear], ref.argmax(axis=1)[clear])
 
 
-def test_decode_continues_prefill(tiny_k3, tmp_path):
+@pytest.mark.parametrize("logits", ["last", "all"])
+def test_decode_continues_prefill(tiny_k3, tmp_path, logits):
     """Prefill T tokens, then teacher-forced decode of N more, one k3-run call
     per step carrying the decode state, equals prefill of T + N (k3-run's own
-    generation loop, compared against the oracle's greedy generation)."""
+    generation loop, compared against the oracle's greedy generation). The
+    runtime samples row n of a logits=last prefill, the sequence's last
+    token's row of a logits=all one."""
     d, art, cfg, weights, wfile = tiny_k3
+    if logits == "all":
+        art = d / "tiny_all.k3bin"
     prompt = [11, 42, 7, 200, 3, 99, 150, 21, 5]
     r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(wfile), "--prompt",
                         ",".join(map(str, prompt)), "--max-new-tokens", "6", "--quiet"],
@@ -99,7 +112,9 @@ def test_routing_choice_and_replay(tiny_k3, tmp_path):
     chosen = {i: out[f"model.layers.{i}.block_sparse_moe.router_indices"] for i in moe_layers}
     assert all(c.shape == (len(ids), cfg.num_experts_per_token) for c in chosen.values())
 
-    replay = model.forward(cfg, weights, ids, cu_seqlens=cu, forced_routing=chosen)
+    # The default logits=last: routing is per token, logits per sequence.
+    replay = model.forward(cfg, weights, ids, cu_seqlens=cu, forced_routing=chosen, logits="last")
+    assert out["logits"].shape == (len(lens), cfg.vocab_size)
     assert rel_err(out["logits"], replay) <= 1e-4
 
     dumps = {}

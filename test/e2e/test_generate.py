@@ -69,9 +69,12 @@ def test_greedy_matches_the_compiled_argmax_kernel(sess):
     first maximum wins) agrees with the sampler's greedy rule on every row,
     including rows with ties made on purpose."""
     sess.reset_state()
+    # logits=last (the default): one row per sequence.
     out = sess.run(token_ids=np.arange(1, 30, dtype=np.int32),
-                   cu_seqlens=np.array([0, 29], np.int32), context_lens=np.array([0], np.int32))
+                   cu_seqlens=np.array([0, 3, 10, 11, 29], np.int32),
+                   context_lens=np.zeros(4, np.int32))
     rows = out["logits"]
+    assert rows.shape == (4, 256)
     assert [k3.sample(r) for r in rows] == out["next_tokens"].tolist()
     tied = rows[3].copy()
     tied[[7, 200]] = tied.max() + 1.0

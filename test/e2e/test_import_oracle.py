@@ -92,12 +92,15 @@ def config_path(name, tmp):
     return CONFIGS / f"{name}.json"
 
 
-def build(name, tmp):
-    """Import and compile a config; returns (config dict, artifact path)."""
+def build(name, tmp, logits="all"):
+    """Import and compile a config; returns (config dict, artifact path).
+    logits="all" (every token's logits: the oracle checks each) or "last"
+    (k3-compile's default: each sequence's last token)."""
     cpath = config_path(name, tmp)
     mlir, art = tmp / f"{name}.mlir", tmp / f"{name}.k3bin"
     subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
-    subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=160 max-seqs=4",
+    subprocess.run([f"{BIN}/k3-opt", str(mlir),
+                    f"--k3-compile=output={art} max-tokens=160 max-seqs=4 logits={logits}",
                     "-o", os.devnull], check=True)
     return json.loads(cpath.read_text()), art
 
@@ -121,8 +124,8 @@ def packed(cfg, lens, seed):
     return {"token_ids": ids, "cu_seqlens": cu, "context_lens": np.zeros(len(lens), np.int32)}
 
 
-def check(out, cfg, weights, inp):
-    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"])
+def check(out, cfg, weights, inp, logits="all"):
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"], logits=logits)
     assert out["logits"].shape == ref.shape
     err = rel_err(out["logits"], ref)
     # Seeds are fixed; with these weights no router choice is a near-tie between
@@ -226,8 +229,9 @@ def test_checkpoint_layouts_of_kimi_linear(tmp_path):
                                               ("tiny-kimi-linear", 22, "")])
 def test_sharded_checkpoint(tmp_path, name, seed, prefix):
     """A bf16/F32 sharded checkpoint under the checkpoint names (K3: every name
-    under `language_model.`; experts one tensor per expert) loads and runs."""
-    cdict, art = build(name, tmp_path)
+    under `language_model.`; experts one tensor per expert) loads and runs.
+    Compiled with the default logits=last: one row per sequence."""
+    cdict, art = build(name, tmp_path, logits="last")
     cfg = oracle_config(cdict)
     weights = rounded_weights(cfg, seed)
     ckpt = tmp_path / "ckpt"
@@ -240,7 +244,8 @@ def test_sharded_checkpoint(tmp_path, name, seed, prefix):
     assert f"{prefix}model.layers.1.block_sparse_moe.experts.0.w1.weight" in wm
     inp = packed(cfg, [6, 11], seed=4)
     out = run(tmp_path, art, [index], inp, "ckpt")
-    check(out, cfg, weights, inp)
+    assert out["logits"].shape == (2, cfg.vocab_size) and out["next_tokens"].shape == (2,)
+    check(out, cfg, weights, inp, logits="last")
     # The same checkpoint through k3-run's generation loop.
     r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(index), "--prompt", "3,1,4,1,5",
                         "--max-new-tokens", "3", "--quiet"], capture_output=True, text=True)
@@ -268,7 +273,8 @@ def test_bf16_kda_operands(tmp_path, name, seed):
                     "-o", os.devnull], check=True)
     inp = packed(cfg, [5, 17, 1, 9], seed=21)
     out = run(tmp_path, art, [wfile], inp, "bf16")
-    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"])
+    # The default logits=last: each sequence's last token.
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"], logits="last")
     err = rel_err(out["logits"], ref)
     assert err <= 1e-4, f"normwise relative error {err:.3e}"
     prompt = [3, 1, 4, 1, 5, 9, 2, 6]
@@ -276,3 +282,32 @@ def test_bf16_kda_operands(tmp_path, name, seed):
                         ",".join(map(str, prompt)), "--max-new-tokens", "6"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "through 'forward_decode'" in r.stdout
+
+
+@pytest.mark.parametrize("name,fused", [("tiny-kimi-linear", 7), ("tiny-k3", 0)])
+def test_fused_add_rms_norm(tmp_path, name, fused):
+    """k3-fuse-add-rms-norm (on by default): Kimi Linear's pre-norm residuals
+    (4 layers: 3 input norms after the previous layer's add, 4 post-attention
+    norms; the final norm reads k3.last_tokens) become k3.add_rms_norm; K3's
+    Block AttnRes norms read k3.attn_res_mix and stay. Fused and unfused
+    artifacts agree, and both match the oracle on every token."""
+    cpath = config_path(name, tmp_path)
+    mlir = tmp_path / "m.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
+    ir = subprocess.run([f"{BIN}/k3-opt", str(mlir), "--k3-inline-layers", "--cse",
+                         "--k3-last-token-logits", "--k3-fuse-add-rms-norm"],
+                        capture_output=True, text=True, check=True).stdout
+    assert ir.count("k3.add_rms_norm") == fused
+    cfg = oracle_config(json.loads(cpath.read_text()))
+    weights = rounded_weights(cfg, 9)
+    wfile = tmp_path / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    inp = packed(cfg, [5, 17, 1, 9], seed=8)
+    outs = []
+    for flag in (1, 0):
+        art = tmp_path / f"m{flag}.k3bin"
+        subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=160 "
+                        f"max-seqs=4 logits=all fuse-add-rms-norm={flag}", "-o", os.devnull], check=True)
+        outs.append(run(tmp_path, art, [wfile], inp, f"fuse{flag}"))
+        check(outs[-1], cfg, weights, inp)
+    assert rel_err(outs[0]["logits"], outs[1]["logits"]) <= 1e-6

@@ -35,8 +35,10 @@ def rel_err(got, ref):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("py_api")
+    # Every token's logits (these tests compare prefill rows with decode
+    # steps); test_last_token_logits checks the default, logits=last.
     art = k3.compile(ROOT / "examples/tiny_k3.mlir", d / "tiny.k3bin",
-                     max_tokens=MAX_TOKENS, max_seqs=MAX_SEQS)
+                     max_tokens=MAX_TOKENS, max_seqs=MAX_SEQS, options="logits=all")
     cfg = tiny_k3_example_config()
     weights = {}
     for name, w in model.random_weights(cfg, 5).items():
@@ -129,6 +131,38 @@ def test_decode_entry_matches_oracle(tiny):
     got = prompt_then_decode(session(tiny), ids, T)
     ref = model.forward(cfg, weights, ids)
     assert rel_err(got, ref[T - 1:T + N]) <= 1e-4
+
+
+def test_last_token_logits(tiny, tmp_path):
+    """The default logits=last: the prefill entry returns one row per
+    sequence (its last token), the decode entry one per token (= sequence);
+    the rows equal the logits=all artifact's last rows and the oracle's, and
+    batched generation samples the right row of each sequence."""
+    _, cfg, weights, wfile = tiny
+    art = k3.compile(ROOT / "examples/tiny_k3.mlir", tmp_path / "last.k3bin",
+                     max_tokens=MAX_TOKENS, max_seqs=MAX_SEQS)
+    fwd, dec = art.entry("forward"), art.entry("forward_decode")
+    assert str(fwd.outputs[0].shape[0]) == "num_seqs"
+    assert fwd.outputs[0].shape_for({"num_tokens": 7, "num_seqs": 2}) == (2, 256)
+    assert fwd.outputs[1].shape_for({"num_tokens": 7, "num_seqs": 2}) == (2,)
+    assert dec.outputs[0].shape_for({"num_tokens": 2, "num_seqs": 2}) == (2, 256)
+    s = k3.Session(art)
+    s.load_weights([wfile])
+    seqs = [[5, 17, 1, 9, 200, 3], [7], [40, 41, 42]]
+    lens = [len(q) for q in seqs]
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    ids = np.concatenate(seqs).astype(np.int32)
+    out = s.run(token_ids=ids, cu_seqlens=cu, context_lens=np.zeros(3, np.int32))
+    assert out["logits"].shape == (3, 256) and out["next_tokens"].shape == (3,)
+    s_all = session(tiny)
+    full = prefill(s_all, [np.asarray(q, np.int32) for q in seqs])
+    assert rel_err(out["logits"], np.stack([f[-1] for f in full])) <= 1e-6
+    ref = model.forward(cfg, weights, ids, cu_seqlens=cu, logits="last")
+    assert rel_err(out["logits"], ref) <= 1e-4
+    s.reset_state()
+    s_all.reset_state()
+    assert s.generate(seqs, 5) == s_all.generate(seqs, 5)
+    assert s.generate(seqs[0], 5) == model.greedy_generate(cfg, weights, seqs[0], 5)
 
 
 def test_launch_graphs_replay_decode(tiny, monkeypatch):

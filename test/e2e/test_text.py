@@ -198,7 +198,7 @@ def test_errors(sess, ckpt, work):
         k3.load(work / "missing-dir")
     out = sess.run(token_ids=np.array([1, 2], np.int32), cu_seqlens=np.array([0, 2], np.int32),
                    context_lens=np.array([0], np.int32))
-    assert out["logits"].shape == (2, 256)
+    assert out["logits"].shape == (1, 256)  # logits=last: one row per sequence
     with pytest.raises(k3.K3Error, match="dtype f32, expected i32"):
         sess.run(token_ids=np.array([1.0, 2.0], np.float32), cu_seqlens=np.array([0, 2], np.int32),
                  context_lens=np.array([0], np.int32))

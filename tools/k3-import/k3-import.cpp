@@ -1069,7 +1069,8 @@ static void usage() {
   llvm::errs()
       << "usage: k3-import config.json|DIR -o model.mlir [--max-context "
          "N] [--name NAME] [--weight-dtype bf16|f32]\n"
-         "                 [--kda-operand-dtype f32|bf16]\n"
+         "                 [--kda-operand-dtype f32|bf16] "
+         "[--activation-dtype f32|bf16]\n"
          "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear "
          "(kimi_linear)\n"
          "  Hugging Face config.json as K3 IR (docs/import.md); a "
@@ -1081,6 +1082,7 @@ int main(int argc, char **argv) {
   std::string in, out = "-", name;
   int64_t maxContext = -1;
   bool f32Weights = false, bf16KdaOperands = false;
+  std::string activationDType;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1110,6 +1112,13 @@ int main(int argc, char **argv) {
         return 1;
       }
       bf16KdaOperands = v == "bf16";
+    } else if (a == "--activation-dtype") {
+      activationDType = next();
+      if (activationDType != "bf16" && activationDType != "f32") {
+        llvm::errs() << "k3-import: --activation-dtype: '" << activationDType
+                     << "' is not f32 or bf16\n";
+        return 1;
+      }
     } else if (a == "--max-context") {
       std::string v = next();
       char *end = nullptr;
@@ -1255,6 +1264,12 @@ int main(int argc, char **argv) {
                                   b.getI64IntegerAttr(cfg.hidden));
   module->getOperation()->setAttr("k3.max_context",
                                   b.getI64IntegerAttr(maxContext));
+  // The precision policy, applied by k3-compile (k3-activation-precision).
+  if (!activationDType.empty())
+    K3Dialect::ActivationDtypeAttrHelper(&ctx).setAttr(
+        *module, ActivationDTypeAttr::get(&ctx, activationDType == "bf16"
+                                                    ? ActivationDType::bf16
+                                                    : ActivationDType::f32));
   Emitter(ctx, cfg, *module, f32Weights, bf16KdaOperands).emit(maxContext);
   if (failed(verify(*module))) {
     llvm::errs() << in

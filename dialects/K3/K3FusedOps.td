@@ -1,0 +1,63 @@
+//===- K3FusedOps.td - graph-level fusions -----------------*- tablegen -*-===//
+//
+// Ops that graph passes create, not model descriptions: the selection of
+// each sequence's last token before the LM head (k3-last-token-logits) and
+// RMSNorm fused with the residual add before it (k3-fuse-add-rms-norm).
+// Verifiers in K3FusedOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3_FUSED_OPS_TD
+#define K3_FUSED_OPS_TD
+
+def K3_LastTokensOp : K3_Op<"last_tokens", [Pure]> {
+  let summary = "the row of each sequence's last token";
+  let description = [{
+    For packed activations `input [T, D]` and `cu_seqlens [N + 1]`:
+    `result[n, :] = input[cu_seqlens[n + 1] - 1, :]`, one row per sequence
+    (`[N, D]`); an empty sequence gives a row of zeros.
+
+    `k3-last-token-logits` puts it before the final norm and the LM head:
+    in prefill only the last token of each sequence needs logits (the
+    runtime samples from them), so the head runs on N rows instead of T.
+
+    ```mlir
+    %last = k3.last_tokens %h, %cu_seqlens
+        : (tensor<?x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$cu_seqlens);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cu_seqlens attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_AddRMSNormOp : K3_Op<"add_rms_norm", [Pure]> {
+  let summary = "residual add fused with the RMSNorm of its sum";
+  let description = [{
+    `sum = input + residual` and `result = weight * sum / sqrt(mean(sum^2)
+    + epsilon)` over the last dimension, in one pass over the row: the sum
+    is stored once (the residual stream's next value) and normalised from
+    registers (f32 statistics, as `k3.rms_norm`).
+
+    `k3-fuse-add-rms-norm` forms it from `k3.add` followed by `k3.rms_norm`
+    of the sum, the pre-norm residual of every decoder layer.
+
+    ```mlir
+    %h, %y = k3.add_rms_norm %x, %r, %w {epsilon = 1.0e-5 : f64}
+        : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xbf16>)
+        -> (tensor<?x64xf32>, tensor<?x64xf32>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$residual,
+                       K3_FloatTensor:$weight, F64Attr:$epsilon);
+  let results = (outs K3_FloatTensor:$sum, K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // K3_FUSED_OPS_TD

@@ -1,0 +1,65 @@
+//===- Fused.cpp - kernels of the graph-level fusions -----------*- C++ -*-===//
+//
+// k3.last_tokens (the rows the LM head needs) and k3.add_rms_norm (the
+// residual add and the RMSNorm of its sum in one pass over each row).
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+LogicalResult k3::emitLastTokens(LastTokensOp op, KernelBuilder &kb,
+                                 ArrayRef<KernelOperand> in,
+                                 ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  Value x = ops.getInput().full, cu = ops.getCuSeqlens().full, y = out[0].full;
+  kb.parallel({kb.dim(out[0].shape[0]), kb.dim(out[0].shape[1])},
+              [&](ValueRange iv) {
+                Value start = kb.loadIndex(cu, {iv[0]});
+                Value end = kb.loadIndex(cu, {kb.addi(iv[0], kb.idx(1))});
+                // An empty sequence has no last token: a row of zeros (the
+                // clamped load stays in bounds).
+                Value row = kb.maxsi(kb.subi(end, kb.idx(1)), kb.idx(0));
+                Value v = kb.load(x, {row, iv[1]});
+                Value nonEmpty = kb.lti(start, end);
+                kb.store(kb.select(nonEmpty, v, kb.f32(0.0)), y, iv);
+              });
+  return success();
+}
+
+LogicalResult k3::emitAddRMSNorm(AddRMSNormOp op, KernelBuilder &kb,
+                                 ArrayRef<KernelOperand> in,
+                                 ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput();
+  KernelOperand sumOut = resultOf(out, op.getSum()),
+                resOut = resultOf(out, op.getResult());
+  int64_t n = input.shape.back();
+  Value rows = kb.idx(1);
+  for (int64_t d : ArrayRef<int64_t>(input.shape).drop_back())
+    rows = kb.muli(rows, kb.dim(d));
+  Value cols = kb.dim(n);
+  Value x = kb.view(input.base, {rows, cols}),
+        r = kb.view(ops.getResidual().base, {rows, cols}),
+        s = kb.view(sumOut.base, {rows, cols}),
+        y = kb.view(resOut.base, {rows, cols}), w = ops.getWeight().full;
+  double eps = op.getEpsilon().convertToDouble();
+  kb.parallel({rows}, [&](ValueRange iv) {
+    // The sum is stored in its own type and normalised as stored, so the
+    // fused kernel computes what k3.add then k3.rms_norm compute.
+    Value ss = kb.reduce(cols, kb.f32(0.0), [&](Value i, Value acc) {
+      kb.store(kb.add(kb.load(x, {iv[0], i}), kb.load(r, {iv[0], i})), s,
+               {iv[0], i});
+      Value v = kb.load(s, {iv[0], i});
+      return kb.fma(v, v, acc);
+    });
+    Value inv = kb.rsqrt(kb.add(kb.div(ss, kb.f32(n)), kb.f32(eps)));
+    kb.forRange(cols, [&](Value i) {
+      Value v = kb.mul(kb.mul(kb.load(s, {iv[0], i}), inv), kb.load(w, {i}));
+      kb.store(v, y, {iv[0], i});
+    });
+  });
+  return success();
+}

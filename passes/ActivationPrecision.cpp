@@ -1,0 +1,130 @@
+//===- ActivationPrecision.cpp - the precision policy -----------*- C++ -*-===//
+//
+// bf16 activations halve the bytes every kernel reads and writes between
+// launches; kernels widen on load and compute in f32 (KernelBuilder), so
+// only the storage between kernels changes. What must stay f32 (decode
+// state, router scores and weights, the log-decay, the logits) keeps its
+// type. docs/precision.md.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3ACTIVATIONPRECISION
+#include "passes/Passes.h.inc"
+
+namespace {
+
+bool isF32Tensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getElementType().isF32();
+}
+
+void setElementType(Value v, Type elt) {
+  v.setType(cast<RankedTensorType>(v.getType()).clone(elt));
+}
+
+/// The results of `op` that are activations passed to the next kernel.
+SmallVector<Value> activationResults(Operation *op) {
+  return llvm::TypeSwitch<Operation *, SmallVector<Value>>(op)
+      .Case<EmbeddingOp, RMSNormOp, GatedRMSNormOp, LinearOp, AddOp,
+            SigmoidGateOp, CausalAttentionOp, GLUMLPOp, MoEExpertsOp,
+            AttnResMixOp, AttnResPushOp, LastTokensOp, tensor::EmptyOp>(
+          [](Operation *o) { return SmallVector<Value>{o->getResult(0)}; })
+      .Case([](AddRMSNormOp o) {
+        return SmallVector<Value>{o.getSum(), o.getResult()};
+      })
+      // The output, not the state each of them returns.
+      .Case([](ShortConvOp o) { return SmallVector<Value>{o.getResult()}; })
+      .Case([](KDAOp o) { return SmallVector<Value>{o.getOutput()}; })
+      .Case(
+          [](LatentAttentionOp o) { return SmallVector<Value>{o.getResult()}; })
+      .Default([](Operation *) { return SmallVector<Value>{}; });
+}
+
+/// Whether `v` must stay f32: a model output (the logits), what argmax or
+/// a state write reads.
+bool mustStayF32(Value v) {
+  for (Operation *user : v.getUsers())
+    if (isa<func::ReturnOp, ArgmaxOp, StateWriteOp>(user))
+      return true;
+  return false;
+}
+
+struct K3ActivationPrecisionPass
+    : impl::K3ActivationPrecisionBase<K3ActivationPrecisionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run()))
+      signalPassFailure();
+  }
+
+  LogicalResult run() {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    K3Dialect::ActivationDtypeAttrHelper policy(ctx);
+    if (!activationDType.empty()) {
+      std::optional<ActivationDType> d =
+          symbolizeActivationDType(activationDType);
+      if (!d)
+        return module.emitError()
+               << "k3-activation-precision: activation-dtype must be f32 or "
+                  "bf16, got '"
+               << activationDType << "'";
+      policy.setAttr(module, ActivationDTypeAttr::get(ctx, *d));
+    }
+    ActivationDTypeAttr attr = policy.getAttr(module);
+    if (!attr || attr.getValue() == ActivationDType::f32)
+      return success();
+    Type bf16 = BFloat16Type::get(ctx);
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      WalkResult r = fn.walk([&](Operation *op) -> WalkResult {
+        if (isa<LayerOp>(op)) {
+          op->emitOpError() << "k3-activation-precision runs after "
+                               "k3-inline-layers";
+          return WalkResult::interrupt();
+        }
+        // Reshapes, slices and concatenations keep their source's type.
+        if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+                tensor::ExtractSliceOp, tensor::ConcatOp>(op)) {
+          Value src = op->getOperand(0);
+          auto srcType = cast<RankedTensorType>(src.getType());
+          Value res = op->getResult(0);
+          if (isF32Tensor(res) && srcType.getElementType().isBF16()) {
+            if (mustStayF32(res))
+              return op->emitOpError()
+                     << "k3-activation-precision: a bf16 activation "
+                        "reshaped into a value that must stay f32";
+            setElementType(res, bf16);
+          }
+          if (auto cat = dyn_cast<tensor::ConcatOp>(op))
+            for (Value in : cat.getInputs())
+              if (cast<RankedTensorType>(in.getType()).getElementType() !=
+                  cast<RankedTensorType>(res.getType()).getElementType())
+                return op->emitOpError()
+                       << "k3-activation-precision: concatenates values of "
+                          "different precision";
+          return WalkResult::advance();
+        }
+        for (Value v : activationResults(op))
+          if (isF32Tensor(v) && !mustStayF32(v))
+            setElementType(v, bf16);
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return failure();
+      auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+      fn.setType(
+          FunctionType::get(ctx, fn.getArgumentTypes(), ret.getOperandTypes()));
+    }
+    return success();
+  }
+};
+
+} // namespace
+} // namespace mlir::k3

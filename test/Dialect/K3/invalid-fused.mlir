@@ -1,0 +1,70 @@
+// RUN: k3-opt %s -split-input-file -verify-diagnostics
+
+// Verifier diagnostics of the ops graph passes create (K3FusedOps.td):
+// k3.last_tokens and k3.add_rms_norm.
+
+func.func @last_tokens_rows(%x: tensor<?x8xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{'k3.last_tokens' op expects one result row per sequence: 'cu_seqlens' has 3 offsets (2 sequences) but 'result' has 3 rows}}
+  %r = k3.last_tokens %x, %cu : (tensor<?x8xf32>, tensor<3xi32>) -> tensor<3x8xf32>
+  return
+}
+
+// -----
+
+func.func @last_tokens_width(%x: tensor<?x8xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.last_tokens' op row size mismatch: 'input' dimension 1 is 8 but 'result' dimension 1 is 4}}
+  %r = k3.last_tokens %x, %cu : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @last_tokens_rank(%x: tensor<?x2x8xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.last_tokens' op expects 'input' to have rank 2, got 3}}
+  %r = k3.last_tokens %x, %cu : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @last_tokens_dtype(%x: tensor<?x8xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.last_tokens' op expects 'result' to have the element type of 'input' ('f32'), got 'bf16'}}
+  %r = k3.last_tokens %x, %cu : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xbf16>
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_residual(%x: tensor<?x8xf32>, %r: tensor<?x4xf32>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'k3.add_rms_norm' op shape mismatch: 'input' dimension 1 is 8 but 'residual' dimension 1 is 4}}
+  %h, %y = k3.add_rms_norm %x, %r, %w {epsilon = 1.0e-5 : f64}
+      : (tensor<?x8xf32>, tensor<?x4xf32>, tensor<8xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_weight(%x: tensor<?x8xf32>, %w: tensor<4xbf16>) {
+  // expected-error @+1 {{'k3.add_rms_norm' op normalised size mismatch: 'input' dimension 1 is 8 but 'weight' dimension 0 is 4}}
+  %h, %y = k3.add_rms_norm %x, %x, %w {epsilon = 1.0e-5 : f64}
+      : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<4xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_eps(%x: tensor<?x8xf32>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'k3.add_rms_norm' op expects 'epsilon' to be positive, got 0}}
+  %h, %y = k3.add_rms_norm %x, %x, %w {epsilon = 0.0 : f64}
+      : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_rms_norm_sum(%x: tensor<?x8xf32>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'k3.add_rms_norm' op shape mismatch: 'input' dimension 1 is 8 but 'sum' dimension 1 is 6}}
+  %h, %y = k3.add_rms_norm %x, %x, %w {epsilon = 1.0e-5 : f64}
+      : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xbf16>) -> (tensor<?x6xf32>, tensor<?x8xf32>)
+  return
+}

@@ -1,0 +1,47 @@
+// RUN: k3-opt %s --k3-activation-precision 2>&1 | FileCheck %s
+// RUN: k3-opt %s --k3-activation-precision=activation-dtype=f32 2>&1 | FileCheck %s --check-prefix=F32
+// RUN: not k3-opt %s --k3-activation-precision=activation-dtype=f16 2>&1 | FileCheck %s --check-prefix=BAD
+
+// With k3.activation_dtype = bf16 the activations between kernels become
+// bf16; decode state, the router's weights and the logits stay f32.
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME:    -> tensor<?x16xf32>
+// CHECK:         k3.embedding {{.*}} -> tensor<?x8xbf16>
+// CHECK:         k3.add_rms_norm {{.*}} -> (tensor<?x8xbf16>, tensor<?x8xbf16>)
+// CHECK:         k3.short_conv {{.*}} -> (tensor<?x8xbf16>, tensor<?x8x3xf32>)
+// CHECK:         k3.state.write "conv", %{{.*}} : tensor<?x8x3xf32>
+// CHECK:         tensor.expand_shape {{.*}} into tensor<?x2x4xbf16>
+// CHECK:         k3.moe_router {{.*}} -> (tensor<?x2xi32>, tensor<?x2xf32>)
+// CHECK:         k3.linear {{.*}} -> tensor<?x16xf32>
+// activation-dtype=f32 overrides the module's policy: activations stay f32
+// (weights keep their own types).
+// F32: module attributes {k3.activation_dtype = #k3<activation_dtype f32>}
+// F32-LABEL: func.func @layer
+// F32-NOT:     -> tensor<?x8xbf16>
+// F32:         return
+// BAD: error: k3-activation-precision: activation-dtype must be f32 or bf16, got 'f16'
+module attributes {k3.activation_dtype = #k3<activation_dtype bf16>} {
+func.func @layer(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> tensor<?x16xf32> {
+  %c0 = arith.constant 0 : index
+  %e = k3.weight "embed" : tensor<16x8xbf16>
+  %x = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  %w = k3.weight "norm" : tensor<8xbf16>
+  %h, %y = k3.add_rms_norm %x, %x, %w {epsilon = 1.0e-5 : f64}
+      : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xbf16>) -> (tensor<?x8xf32>, tensor<?x8xf32>)
+  %cw = k3.weight "conv.weight" : tensor<8x1x4xf32>
+  %s = k3.state.read "conv" : tensor<?x8x3xf32>
+  %c, %s1 = k3.short_conv %y, %cw state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x8xf32>, tensor<8x1x4xf32>, tensor<?x8x3xf32>, tensor<?xi32>) -> (tensor<?x8xf32>, tensor<?x8x3xf32>)
+  k3.state.write "conv", %s1 : tensor<?x8x3xf32>
+  %T = tensor.dim %c, %c0 : tensor<?x8xf32>
+  %c3 = tensor.expand_shape %c [[0], [1, 2]] output_shape [%T, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+  %rw = k3.weight "router" : tensor<4x8xbf16>
+  %idx, %wts = k3.moe_router sigmoid %h, %rw {top_k = 2 : i64, renormalize, routed_scaling_factor = 1.0 : f64}
+      : (tensor<?x8xf32>, tensor<4x8xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  %hw = k3.weight "head" : tensor<16x8xbf16>
+  %l = k3.linear %h, %hw : (tensor<?x8xf32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
+  return %l : tensor<?x16xf32>
+}
+}
+
