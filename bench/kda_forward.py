@@ -150,18 +150,26 @@ def compile_model(k3opt, src, out, options, max_tokens, max_seqs):
                     f"max-tokens={max_tokens} max-seqs={max_seqs}", "-o", os.devnull], check=True)
 
 
-def prepare(out=OUT, k3opt=BIN / "k3-opt"):
-    """Every artifact `run` uses, written to `out` by `k3opt`."""
+def prepare(out=OUT, k3opt=BIN / "k3-opt", defaults_only=False):
+    """Every artifact `run` uses, written to `out` by `k3opt`. A baseline
+    (another commit's k3-opt, whose tuning options may be spelled
+    differently) gets the default variants only: those it can compile with
+    the same options."""
     out.mkdir(parents=True, exist_ok=True)
+    tuned = lambda opts: defaults_only and "kernel-config" in opts  # noqa: E731
     for H in sorted({h for _, _, h, _ in PREFILL}):
         src = out / f"kda_h{H}.mlir"
         src.write_text(MODEL.format(H=H, HD=H * D))
         for variant in VARIANTS:
+            if tuned(TILES[variant]):
+                continue
             compile_model(k3opt, src, out / artifact_name(H, variant), TILES[variant], MAX_TOKENS, MAX_SEQS)
     for H in sorted({h for _, h in DECODE}):
         src = out / f"kda_decode_h{H}.mlir"
         src.write_text(DECODE_MODEL.format(H=H))
         for variant, tile in DECODE_TILES.items():
+            if tuned(tile):
+                continue
             compile_model(k3opt, src, out / decode_artifact_name(H, variant), tile, DECODE_MAX_SEQS,
                           DECODE_MAX_SEQS)
     print(f"prepared {out}")
@@ -444,5 +452,5 @@ if __name__ == "__main__":
         if not k3opt:
             sys.exit("prepare-baseline: set K3_BASELINE_K3OPT to the baseline commit's k3-opt")
         sys.exit(prepare(Path(os.environ.get("K3_BENCH_BASELINE", ROOT / "out" / "bench-baseline")),
-                         Path(k3opt)))
+                         Path(k3opt), defaults_only=True))
     sys.exit(run())

@@ -222,6 +222,52 @@ LogicalResult ArtifactPlanner::planResults(
   return success();
 }
 
+FailureOr<std::vector<art::Arg>>
+ArtifactPlanner::tensorMapArgs(LaunchOp launch, Operation *phase,
+                               ArrayRef<art::Arg> args) {
+  std::vector<art::Arg> out;
+  ArrayAttr maps =
+      K3Dialect::TensorMapsAttrHelper(launch.getContext()).getAttr(phase);
+  if (!maps)
+    return out;
+  SmallVector<Value> operands(launch.getInputs());
+  llvm::append_range(operands, launch.getResults());
+  for (Attribute a : maps) {
+    auto map = cast<TensorMapAttr>(a);
+    int64_t i = map.getOperand();
+    if (i < 0 || i >= (int64_t)operands.size())
+      return launch.emitOpError()
+             << "tensor map of operand " << i << " out of range";
+    Value v = bufferRoot(operands[i]);
+    SmallVector<int64_t> shape = symbolicShape(v);
+    FailureOr<art::DType> dt = dtypeOf(launch, v.getType());
+    if (failed(dt))
+      return failure();
+    art::TensorMapSpec spec;
+    spec.source = args[i];
+    spec.dtype = *dt;
+    spec.rank = shape.size();
+    // Innermost first; row-major byte strides, which need static inner
+    // dimensions.
+    int64_t stride = art::dtypeSize(*dt);
+    for (int64_t d = shape.size() - 1; d >= 0; --d) {
+      spec.dims.push_back(dimExpr(shape[d]));
+      if (d + 1 < (int64_t)shape.size())
+        spec.strides.push_back(art::DimExpr::constant(stride));
+      if (d > 0 && shape[d] < 0)
+        return launch.emitOpError() << "tensor map of operand " << i
+                                    << " needs static inner dimensions";
+      stride *= shape[d];
+    }
+    for (int64_t b : map.getBox())
+      spec.box.push_back(b);
+    spec.swizzle = static_cast<uint8_t>(map.getSwizzle());
+    spec.l2Promotion = 3; // 256 bytes
+    out.push_back(art::Arg::tensorMap(builder.addTensorMap(std::move(spec))));
+  }
+  return out;
+}
+
 FailureOr<std::vector<LaunchRecord>>
 ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
   LaunchRecord base;
@@ -263,6 +309,11 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
              << "kernel phase " << name << " has no #k3.launch_shape";
     LaunchRecord r = base;
     r.kernel = name.str();
+    FailureOr<std::vector<art::Arg>> maps =
+        tensorMapArgs(launch, phase, base.args);
+    if (failed(maps))
+      return failure();
+    llvm::append_range(r.args, *maps);
     r.grid[0] = gridOf(shape);
     for (int d = 0; d < 3; ++d)
       r.block[d] = art::DimExpr::constant(shape.getBlock()[d]);

@@ -66,6 +66,11 @@ private:
   /// on a GPU.
   FailureOr<std::vector<LaunchRecord>> launchRecords(LaunchOp launch,
                                                      const Where &where);
+  /// The tensor-map arguments a GPU kernel takes after its sizes
+  /// (`k3.tensor_maps`), over the launch's operand arguments `args`.
+  FailureOr<std::vector<::k3::artifact::Arg>>
+  tensorMapArgs(LaunchOp launch, Operation *phase,
+                ArrayRef<::k3::artifact::Arg> args);
   int64_t bytesOf(Value v, ArrayRef<int64_t> shape) const;
 
   ::k3::artifact::Builder &builder;

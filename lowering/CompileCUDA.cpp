@@ -23,8 +23,10 @@ using namespace mlir;
 
 namespace {
 constexpr const char *kDevicePipeline =
-    "gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,"
-    "convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,"
+    // nvgpu before scf-to-cf: the nvgpu types of loop-carried values
+    // (warpgroup accumulators) convert with the structured loops.
+    "gpu.module(expand-strided-metadata,lower-affine,"
+    "convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,"
     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
     "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts)";
 } // namespace

@@ -621,13 +621,16 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       *this, getKernelAttr());
   if (!fn)
     return emitOpError() << "kernel " << getKernelAttr() << " not found";
-  size_t expected = getInputs().size() + getNumResults() + 2;
+  // Then one parameter per TMA tensor map the kernel declares.
+  ArrayAttr maps = K3Dialect::TensorMapsAttrHelper(getContext()).getAttr(fn);
+  size_t expected =
+      getInputs().size() + getNumResults() + 2 + (maps ? maps.size() : 0);
   if (fn.getNumArguments() != expected)
     return emitOpError() << "kernel " << getKernelAttr() << " takes "
                          << fn.getNumArguments() << " arguments, expected "
                          << expected
                          << " (inputs, outputs, num_tokens, "
-                            "num_seqs)";
+                            "num_seqs, tensor maps)";
   return success();
 }
 

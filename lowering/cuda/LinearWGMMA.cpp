@@ -22,6 +22,7 @@
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
 #include "lowering/kernels/Operands.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -293,7 +294,8 @@ private:
       nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[h], sub);
     }
     gpu::BarrierOp::create(b, loc);
-    Value y = kb.view(e.outputs[0].base, {rows, em.idx(nOut)});
+    MMAEmitter mma{b, loc, kb};
+    Value y = mma.contiguousView(e.outputs[0].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
     Value warp = em.divuIdx(tid, 32),
           col = kb.muli(em.remuIdx(tid, 32), em.idx(4));
