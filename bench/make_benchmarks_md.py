@@ -55,6 +55,8 @@ def fmt_range(r: dict) -> str:
 
 def fmt_err(r: dict) -> str:
     e = r.get("err_vs_oracle")
+    if isinstance(e, (int, float)):
+        return f"{e:.1e}"
     if not isinstance(e, dict):
         return ""
     return ", ".join(f"{v:.1e}" for v in e.values())
@@ -63,6 +65,14 @@ def fmt_err(r: dict) -> str:
 def label(r: dict) -> str:
     v = r.get("variant")
     return f"{r.get('impl', '?')} {v}" if v else str(r.get("impl", "?"))
+
+
+def case_label(r: dict) -> str:
+    """The case, with its token count where cases repeat over T (gemm)."""
+    case, shape = str(r.get("case", "")), r.get("shape")
+    if isinstance(shape, dict) and "T" in shape and "N" in shape:
+        return f"{case} T{shape['T']}"
+    return case
 
 
 def extra(r: dict) -> str:
@@ -110,7 +120,7 @@ def full_table(rows: list[dict]) -> list[str]:
     out = ["| case | implementation | median ms | min–max ms | error vs f64 (o, state) | | status |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        out.append("| " + " | ".join([str(r.get("case", "")), label(r), fmt_ms(r), fmt_range(r),
+        out.append("| " + " | ".join([case_label(r), label(r), fmt_ms(r), fmt_range(r),
                                       fmt_err(r), extra(r), r.get("status", "ok")]) + " |")
     return out
 
