@@ -8,6 +8,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <tuple>
 
 #include "k3/dtype.h"
 #include "k3/safetensors.h"
@@ -892,10 +893,15 @@ std::vector<KernelProfile> Session::profile(const std::string &entry) const {
   }
   for (KernelProfile &k : out)
     k.share = total > 0 ? k.totalMs / total : 1.0 / double(out.size());
-  std::stable_sort(out.begin(), out.end(),
-                   [](const KernelProfile &a, const KernelProfile &b) {
-                     return a.totalMs > b.totalMs;
-                   });
+  // Largest first; ties in (entry, kernel) order, as the map keeps them
+  // (std::sort with a total order: stable_sort's temporary buffer is
+  // deprecated under clang 22 with libstdc++ 12).
+  std::sort(out.begin(), out.end(),
+            [](const KernelProfile &a, const KernelProfile &b) {
+              if (a.totalMs != b.totalMs)
+                return a.totalMs > b.totalMs;
+              return std::tie(a.entry, a.kernel) < std::tie(b.entry, b.kernel);
+            });
   return out;
 }
 
