@@ -1,6 +1,8 @@
 //===- KernelPatterns.cpp - pattern lookup and launch shapes ---*- C++ -*-===//
 #include "lowering/KernelPatterns.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
 using namespace mlir;
 using namespace mlir::k3;
 
@@ -38,4 +40,14 @@ void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
     sym = GridSymbol::none;
   int64_t offset = form.b * perUnit + extra;
   setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem);
+}
+
+void KernelEmission::finishSinglePhase(Location loc) const {
+  FunctionOpInterface f = fn;
+  auto gpuFn = cast<gpu::GPUFuncOp>(f.getOperation());
+  gpu::ReturnOp::create(kb.builder(), loc);
+  MLIRContext *ctx = f.getContext();
+  K3Dialect::PhasesAttrHelper(ctx).setAttr(
+      gpuFn,
+      ArrayAttr::get(ctx, {FlatSymbolRefAttr::get(gpuFn.getNameAttr())}));
 }

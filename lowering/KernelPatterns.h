@@ -45,6 +45,9 @@ struct KernelEmission {
   void setLaunch(const KernelBuilder::Linear &form, int64_t perUnit,
                  int64_t extra, int64_t divisor, ArrayRef<int64_t> block,
                  int64_t smem = 0) const;
+  /// Ends a single-phase GPU kernel whose body was emitted: its return, and
+  /// the kernel itself as its one launch (`k3.phases`).
+  void finishSinglePhase(Location loc) const;
 };
 
 /// Global memory a kernel needs beyond its op's results (partial results

@@ -57,11 +57,6 @@ using namespace mlir::k3;
 
 namespace {
 
-/// Shared memory words (f32) of the chunk staging.
-int64_t smemWords(int64_t kDim, int64_t bv, int64_t s, int64_t warps) {
-  return s * kDim * 4 + s * bv + s * 4 + s * warps * 4;
-}
-
 /// Warp helpers of MMAEmitter plus what this kernel adds.
 struct Emitter : MMAEmitter {
   Value divu(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
@@ -126,7 +121,7 @@ std::optional<Plan> makePlan(ArrayRef<KernelOperand> in,
   p.nvb = (p.vDim + p.BV - 1) / p.BV;         // value slices per head
   p.E = (p.kDim + p.threads - 1) / p.threads; // staged rows per thread
   p.stageGuard = p.kDim % p.threads != 0;
-  p.words = smemWords(p.kDim, p.BV, p.S, p.warps);
+  p.words = tile.stagingWords(p.kDim, p.warps);
   if (p.words * 4 > 48 * 1024)
     return std::nullopt;
   p.vBase = p.S * p.kDim * 4;

@@ -337,12 +337,7 @@ struct LinearWGMMAPattern : OpKernelPattern<LinearOp> {
                      KernelEmission &e) const override {
     if (failed(LinearWGMMAKernel(op, operands, e).emit()))
       return failure();
-    auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
-    gpu::ReturnOp::create(e.kb.builder(), op.getLoc());
-    K3Dialect::PhasesAttrHelper(op.getContext())
-        .setAttr(fn,
-                 ArrayAttr::get(op.getContext(),
-                                {FlatSymbolRefAttr::get(fn.getNameAttr())}));
+    e.finishSinglePhase(op.getLoc());
     return success();
   }
 };

@@ -12,17 +12,11 @@ using namespace mlir::k3;
 
 namespace {
 
-/// A single-phase GPU kernel: the body, its return, and itself as its one
-/// launch.
-template <typename OpTy>
-LogicalResult finish(OpTy op, KernelEmission &e, LogicalResult emitted) {
+/// The emitted body of a single-phase GPU kernel, then its end.
+LogicalResult finish(Operation *op, KernelEmission &e, LogicalResult emitted) {
   if (failed(emitted))
     return failure();
-  auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
-  gpu::ReturnOp::create(e.kb.builder(), op.getLoc());
-  K3Dialect::PhasesAttrHelper(op.getContext())
-      .setAttr(fn, ArrayAttr::get(op.getContext(),
-                                  {FlatSymbolRefAttr::get(fn.getNameAttr())}));
+  e.finishSinglePhase(op->getLoc());
   return success();
 }
 
