@@ -4,6 +4,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -35,17 +38,43 @@ KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
 // The recurrent KDA kernel (lowering/cuda/KDARecurrent.cpp)
 //===----------------------------------------------------------------------===//
 
-/// The kernel keeps K / P state rows per lane in registers and unrolls over
-/// K: static K, V, H up to 256, f32 state, and the gate's parameters when
-/// the gate is in the op.
-bool kdaRecurrentApplies(KDAOp op) {
-  int64_t kDim = dimOf(op.getQ(), 3), vDim = dimOf(op.getV(), 3),
-          heads = dimOf(op.getQ(), 2);
-  if (kDim <= 0 || vDim <= 0 || heads <= 0 || kDim > 256 || vDim > 256)
-    return false;
-  if (op.getGateKind() && (!op.getALog() || !op.getDtBias()))
-    return false;
-  return true;
+/// Why `t` is not a tile of the recurrent kernel for K and V ("" when it
+/// is): one list of rules for the verifier and for the default choice.
+std::string kdaRecurrentTileProblem(const KDARecurrentTile &t, int64_t kDim,
+                                    int64_t vDim) {
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  if (t.c != 1 && t.c != 4)
+    os << "kda_recurrent tile C must be 1 or 4";
+  else if (!llvm::isPowerOf2_64(t.p) || t.p > 32 || kDim % t.p != 0)
+    os << "kda_recurrent tile P must be a power of two up to 32 dividing K = "
+       << kDim;
+  else if (!llvm::isPowerOf2_64(t.bv) || t.bv % t.c != 0 || vDim % t.c != 0)
+    os << "kda_recurrent tile BV must be a power of two, and C must divide "
+          "BV and V";
+  else if (kDim / t.p * t.c > 128)
+    os << "kda_recurrent tile keeps K / P * C = " << kDim / t.p * t.c
+       << " state values per lane (at most 128)";
+  else if (t.s < 1 || t.s > 256)
+    os << "kda_recurrent tile S must be in [1, 256]";
+  else if (t.threads() % 32 != 0 || t.threads() > 1024)
+    os << "kda_recurrent tile gives " << t.threads()
+       << " threads (whole warps, at most 1024)";
+  // Static shared memory: the 48 KiB that needs no opt-in.
+  else if (t.stagingWords(kDim, t.threads() / 32) * 4 > 48 * 1024)
+    os << "kda_recurrent staging of S = " << t.s
+       << " tokens passes 48 KiB of shared memory";
+  return msg;
+}
+
+/// The largest power of two up to `cap` dividing `n`, at most `want`
+/// rounded up to a power of two.
+int64_t powerOf2Divisor(int64_t n, int64_t want, int64_t cap) {
+  int64_t p =
+      std::min<int64_t>(llvm::PowerOf2Ceil(std::max<int64_t>(1, want)), cap);
+  while (p > 1 && n % p != 0)
+    p /= 2;
+  return p;
 }
 
 /// Measured choices (docs/kda-cuda.md): 64 state values per lane (64 rows of
@@ -53,18 +82,23 @@ bool kdaRecurrentApplies(KDAOp op) {
 /// tokens, the prefill optimum at K = 128, fewer where the staging would
 /// pass 40 KiB or 32 rows in flight per thread (more spill); a decode entry
 /// stages one token (S = 1), so a one-token sequence loads one token, not a
-/// padded chunk.
+/// padded chunk. P is a power of two dividing K (K = 192: P = 16, 48 values
+/// per lane); where four columns per lane would pass 64 values, one column.
 KDARecurrentTile chooseKDARecurrentTile(int64_t kDim, int64_t vDim,
                                         bool decode) {
   KDARecurrentTile t;
   t.c = vDim % 4 == 0 ? 4 : 1;
-  t.p = std::max<int64_t>(1, kDim * t.c / 64);
+  t.p = powerOf2Divisor(kDim, (kDim * t.c + 63) / 64, 32);
+  if (t.c == 4 && kDim / t.p * t.c > 64) {
+    t.c = 1;
+    t.p = powerOf2Divisor(kDim, (kDim + 63) / 64, 32);
+  }
   t.bv = std::min<int64_t>(t.bv, llvm::PowerOf2Ceil(vDim));
   t.bv = std::max<int64_t>(t.bv, t.c);
   // Whole warps: shuffles use the full-warp mask.
   int64_t groups = t.bv / t.c;
   if (groups * t.p < 32)
-    t.p = std::min<int64_t>(kDim, 32 / groups);
+    t.p = powerOf2Divisor(kDim, 32 / groups, 32);
   if (decode) {
     t.s = 1;
     return t;
@@ -78,42 +112,42 @@ KDARecurrentTile chooseKDARecurrentTile(int64_t kDim, int64_t vDim,
   return t;
 }
 
+/// The kernel keeps K / P state rows per lane in registers and unrolls over
+/// K: static K, V, H up to 256, f32 state, the gate's parameters when the
+/// gate is in the op, and a tile that the rules above accept (K = 20 with
+/// V = 4 has no whole-warp tile: the loop nest runs it).
+bool kdaRecurrentApplies(KDAOp op) {
+  int64_t kDim = dimOf(op.getQ(), 3), vDim = dimOf(op.getV(), 3),
+          heads = dimOf(op.getQ(), 2);
+  if (kDim <= 0 || vDim <= 0 || heads <= 0 || kDim > 256 || vDim > 256)
+    return false;
+  if (op.getGateKind() && (!op.getALog() || !op.getDtBias()))
+    return false;
+  for (bool decode : {false, true})
+    if (!kdaRecurrentTileProblem(chooseKDARecurrentTile(kDim, vDim, decode),
+                                 kDim, vDim)
+             .empty())
+      return false;
+  return true;
+}
+
 LogicalResult verifyKDARecurrent(KDAOp op, KernelConfigAttr c) {
   if (!kdaRecurrentApplies(op))
     return op.emitOpError() << "kernel kda_recurrent needs static K, V and H "
-                               "up to 256 and the gate's parameters";
+                               "up to 256, the gate's parameters and a "
+                               "whole-warp tile";
   if (c.getTile().size() != 4)
     return op.emitOpError()
            << "kernel kda_recurrent needs tile = [BV, P, S, C], got "
            << c.getTile().size() << " sizes";
   KDARecurrentTile t = kdaRecurrentTile(c);
-  int64_t kDim = dimOf(op.getQ(), 3), vDim = dimOf(op.getV(), 3);
-  if (t.c != 1 && t.c != 4)
-    return op.emitOpError() << "kda_recurrent tile C must be 1 or 4";
-  if (!llvm::isPowerOf2_64(t.p) || t.p > 32 || kDim % t.p != 0)
-    return op.emitOpError() << "kda_recurrent tile P must be a power of two "
-                               "up to 32 dividing K = "
-                            << kDim;
-  if (!llvm::isPowerOf2_64(t.bv) || t.bv % t.c != 0 || vDim % t.c != 0)
-    return op.emitOpError() << "kda_recurrent tile BV must be a power of two, "
-                               "and C must divide BV and V";
-  if (kDim / t.p * t.c > 128)
-    return op.emitOpError()
-           << "kda_recurrent tile keeps K / P * C = " << kDim / t.p * t.c
-           << " state values per lane (at most 128)";
-  if (t.s < 1 || t.s > 256)
-    return op.emitOpError() << "kda_recurrent tile S must be in [1, 256]";
-  int64_t threads = t.threads();
-  if (threads % 32 != 0 || threads > 1024)
-    return op.emitOpError() << "kda_recurrent tile gives " << threads
-                            << " threads (whole warps, at most 1024)";
-  if (c.getWarps() != threads / 32)
-    return op.emitOpError() << "kda_recurrent tile gives " << threads / 32
+  if (std::string problem =
+          kdaRecurrentTileProblem(t, dimOf(op.getQ(), 3), dimOf(op.getV(), 3));
+      !problem.empty())
+    return op.emitOpError() << problem;
+  if (c.getWarps() != t.threads() / 32)
+    return op.emitOpError() << "kda_recurrent tile gives " << t.threads() / 32
                             << " warps, the config says " << c.getWarps();
-  // Static shared memory: the 48 KiB that needs no opt-in.
-  if (t.stagingWords(kDim, threads / 32) * 4 > 48 * 1024)
-    return op.emitOpError() << "kda_recurrent staging of S = " << t.s
-                            << " tokens passes 48 KiB of shared memory";
   return success();
 }
 
@@ -157,6 +191,10 @@ LogicalResult verifyKDAMMAChain(KDAMMARecurrenceOp op, KernelConfigAttr c,
   if (c.getStages() < 2 || c.getStages() > 4)
     return op.emitOpError()
            << "kda_mma_chain stages must be in [2, 4], got " << c.getStages();
+  if (c.getBlocksPerSm() < 0 || c.getBlocksPerSm() > 16)
+    return op.emitOpError()
+           << "kda_mma_chain blocks_per_sm must be in [0, 16], got "
+           << c.getBlocksPerSm();
   if (int64_t bytes = chainBytes(kDim, w, c.getStages());
       bytes > target.getSmemPerBlock())
     return op.emitOpError() << "kda_mma_chain needs " << bytes
@@ -260,16 +298,19 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     auto o = cast<KDAMMARecurrenceOp>(op);
     int64_t w = chooseKDAMMAChainWarps(dimOf(o.getPacked(), 2),
                                        dimOf(o.getV(), 3), target.getSmCount());
-    // Three stages: chunks c+1, c+2 load while chunk c multiplies.
-    return config(ctx, kind, {16, 16 * w}, w, 3);
+    // Three stages: chunks c+1, c+2 load while chunk c multiplies. One
+    // block per SM (the state lives in registers): ptxas may spend up to
+    // 255 registers per thread, which it uses to hoist the ldmatrix loads.
+    return config(ctx, kind, {16, 16 * w}, w, 3, 1);
   }
   case KernelKind::linear_mma_3xtf32:
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
     return config(ctx, kind, {64, 32, 32}, 4);
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
-    // bf16), one warpgroup, 4 TMA stages in flight (128 KiB).
-    return config(ctx, kind, {128, 128, 64}, 4, 4);
+    // bf16), one warpgroup, 4 TMA stages in flight (128 KiB: one block
+    // per SM).
+    return config(ctx, kind, {128, 128, 64}, 4, 4, 1);
   }
   llvm_unreachable("kernel kind");
 }

@@ -2,6 +2,7 @@
 #include "lowering/KernelPatterns.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -27,6 +28,27 @@ void KernelEmission::setLaunch(GridSymbol sym, int64_t scale, int64_t offset,
   auto shape = LaunchShapeAttr::get(f.getContext(), sym, scale, offset, divisor,
                                     block, smem);
   K3Dialect::LaunchShapeAttrHelper(f.getContext()).setAttr(f, shape);
+  setLaunchBounds(block);
+}
+
+void KernelEmission::setLaunchBounds(ArrayRef<int64_t> block) const {
+  if (!config || config.getBlocksPerSm() <= 0)
+    return;
+  // ptxas sizes the register budget from these: without them it guesses,
+  // and at 4 warps it picked 168 registers and a schedule that waits on
+  // each ldmatrix (the H64 chain ran 38% slower than with 188 and the
+  // loads hoisted; bench/results/2026-12-01-chain-launch-bounds.md).
+  FunctionOpInterface fnOp = fn;
+  Operation *f = fnOp.getOperation();
+  Builder b(f->getContext());
+  SmallVector<int32_t, 3> threads;
+  for (int64_t d : block)
+    threads.push_back(int32_t(d));
+  threads.resize(3, 1);
+  f->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+             b.getDenseI32ArrayAttr(threads));
+  f->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+             b.getI32IntegerAttr(int32_t(config.getBlocksPerSm())));
 }
 
 void KernelEmission::setLaunch(const KernelBuilder::Linear &form,

@@ -37,7 +37,7 @@ struct KernelEmission {
 
   /// Sets the GPU kernel's launch: grid.x = ceil_div(scale * sym + offset,
   /// divisor) blocks of `block` threads, `smem` bytes of dynamic shared
-  /// memory.
+  /// memory; and its launch bounds (setLaunchBounds).
   void setLaunch(GridSymbol sym, int64_t scale, int64_t offset, int64_t divisor,
                  ArrayRef<int64_t> block, int64_t smem = 0) const;
   /// The same with the grid's size a KernelBuilder::Linear form (a * symbol
@@ -45,6 +45,10 @@ struct KernelEmission {
   void setLaunch(const KernelBuilder::Linear &form, int64_t perUnit,
                  int64_t extra, int64_t divisor, ArrayRef<int64_t> block,
                  int64_t smem = 0) const;
+  /// Where the config caps resident blocks (blocks_per_sm > 0), tells ptxas
+  /// the block size (`nvvm.maxntid`) and that many blocks per SM
+  /// (`nvvm.minctasm`), from which it sizes the register budget.
+  void setLaunchBounds(ArrayRef<int64_t> block) const;
   /// Ends a single-phase GPU kernel whose body was emitted: its return, and
   /// the kernel itself as its one launch (`k3.phases`).
   void finishSinglePhase(Location loc) const;

@@ -506,19 +506,13 @@ private:
 
 LogicalResult mlir::k3::emitKDAMMAOperandsCUDA(KDAMMAOperandsOp op,
                                                const KernelEmission &e) {
-  OpBuilder &b = e.kb.builder();
   ArrayRef<KernelOperand> in = e.inputs, out = e.outputs;
   const int64_t kDim = in[0].shape[3], heads = in[0].shape[2];
   if (kDim <= 0 || heads <= 0)
     return op.emitOpError() << "needs static head count and key dimension";
   // The kernel is latency-bound per block (barriers, a 16-step solve):
-  // throughput comes from blocks per SM, so the registers are capped for
-  // the config's blocks_per_sm resident blocks (KernelConfigRules.cpp).
-  Operation *fn = e.fn;
-  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-              b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
-  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-              b.getI32IntegerAttr(int32_t(e.config.getBlocksPerSm())));
+  // throughput comes from blocks per SM, so setLaunch caps the registers
+  // for the config's blocks_per_sm resident blocks (KernelConfigRules.cpp).
   OperandsKernel kernel(op, e.kb, in, out);
   // H blocks per 16-token window (a few past the last window stay idle).
   e.setLaunch(GridSymbol::num_tokens, heads, (kChunk - 1) * heads, kChunk,

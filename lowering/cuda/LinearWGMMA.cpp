@@ -191,9 +191,6 @@ public:
     // last row tile stay idle).
     e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {kThreads, 1, 1},
                 linearWGMMASharedBytes(em.stages));
-    auto fn = cast<gpu::GPUFuncOp>(e.fn.getOperation());
-    fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
-                b.getDenseI32ArrayAttr({int32_t(kThreads), 1, 1}));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
     nTile = kb.muli(em.remuIdx(bid, nb), em.idx(kTileN));

@@ -58,8 +58,11 @@
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 1, stages = 3>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 1, stages = 3, blocks_per_sm = 1>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [32, 1, 1]
+// One block per SM: the launch bounds let ptxas spend up to 255 registers
+// (with fewer it serialised the ldmatrix loads; KernelPatterns.cpp).
+// CHECK-SAME: nvvm.maxntid = array<i32: 32, 1, 1>, nvvm.minctasm = 1
 // CHECK: gpu.dynamic_shared_memory
 // Three stages: chunks 0 and 1 issued ahead (a group each: 16-byte copies
 // of packed rows and v, zero-filled past the sequence); per chunk one wait
@@ -91,7 +94,7 @@
 // TUNED-SAME: blocks_per_sm = 4
 // TUNED-SAME: nvvm.minctasm = 4
 // TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
-// TUNED-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 2, stages = 2>
+// TUNED-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 2, stages = 2, blocks_per_sm = 1>
 // TUNED-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 // TUNED: nvgpu.device_async_create_group {k3.all_issued}
 // TUNED-NOT: nvgpu.device_async_create_group
@@ -99,7 +102,7 @@
 // TUNED: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
-// SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 32], warps = 2, stages = 3>
+// SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 32], warps = 2, stages = 3, blocks_per_sm = 1>
 // SMALLGPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 
 // BADWARPS: error: 'k3.kda_mma_recurrence' op kda_mma_chain warps must be 1, 2, 4 or 8, got 3

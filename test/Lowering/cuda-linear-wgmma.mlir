@@ -19,9 +19,9 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4>{{.*}}tensor<256x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 1>{{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>{{.*}}tensor<256x512xf32>
-// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2>
+// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 1>
 // BADSTAGES: error: 'k3.linear' op linear_tma_wgmma stages must be in [2, 6], got 7
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 132096 bytes of shared memory, the target has 65536
 
