@@ -229,6 +229,19 @@ def check():
 
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "interop.json").write_text(json.dumps(results, indent=1, default=str))
+    # The raw record: bench/results/gpu_interop-<gpu>-<date>.json, with the
+    # GPU, driver, date and commit (bench/protocol.py's environment).
+    sys.path.insert(0, str(ROOT / "bench"))
+    import protocol
+    env = protocol.environment()
+    gpu = "".join(c if c.isalnum() else "-" for c in env.get("gpu", "gpu")).strip("-").lower()
+    stamp = env["date"].replace(":", "").replace("-", "")
+    folder = Path(os.environ.get("K3_RESULTS_DIR", ROOT / "bench" / "results"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"gpu_interop-{gpu}-{stamp}.json"
+    path.write_text(json.dumps({"check": "gpu_interop", "environment": env, "all_passed": ok,
+                                "checks": results}, indent=1, default=str))
+    print(f"wrote {path}")
     print(("all checks passed" if ok else "SOME CHECKS FAILED") + f" ({len(results)} checks)")
     return 0 if ok else 1
 

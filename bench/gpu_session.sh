@@ -27,6 +27,9 @@
 #             CUDA events, median of >= 20; a crash or failed check is a
 #             FAILED row (fla autotunes each new shape: about a minute each,
 #             hence three stages, each under the device tool's 10 minutes);
+#   old-vs-new  ours beside out/bench-baseline on bench-a's shapes, all
+#             variants and the decode shapes, no anchors (issue 13);
+#   interop   bench/gpu_interop.py check (issue 22; carry out/gpu_interop);
 #   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
 #             real-width Kimi-Linear cuts (issue 14);
 #   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
@@ -166,6 +169,19 @@ for stage in "${STAGES[@]}"; do
   bench-b) bench bench-b "B8 T4096 H32;8x1024 packed H96;32x512 packed H32;2x16384 packed H64" ;;
   bench-c) bench bench-c "varlen [1,63,64,65,300,507] H64;T1000 H96 (not a multiple of 64);B1 T2048 H96 gates at -5" 0 ;;
   bench-decode) bench bench-decode "none" 0 1 ;;
+  old-vs-new)
+    # Issue 13: ours beside out/bench-baseline (the previous kernels) on
+    # bench-a's shapes, every variant and the decode shapes, no anchors.
+    [ -n "${K3_BENCH_BASELINE:-}" ] || { echo "old-vs-new: carry out/bench-baseline" >&2; exit 2; }
+    step old-vs-new env K3_BENCH_ANCHORS=0 K3_RESULTS_TAG=old-vs-new K3_BENCH_SKIP_DECODE=0 \
+      K3_BENCH_CASES="B1 T8192 H96;B1 T8192 H64;B1 T32768 H96;B1 T2048 H96" \
+      python3 bench/kda_forward.py run
+    ;;
+  interop)
+    # Issue 22: DLPack without copies, sampling statistics, CUDA generation,
+    # k3.ops.chunk_kda (carry out/gpu_interop); its JSON goes to bench/results.
+    step interop python3 bench/gpu_interop.py check
+    ;;
   profile) step profile bash bench/profile_gpu.sh ;;
   ncu)
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
