@@ -1,15 +1,27 @@
-"""k3.linear on the GPU (issue 14): the TMA + wgmma kernel
-(lowering/cuda/LinearWGMMA.cpp, config kernel linear_tma_wgmma) beside
-cuBLAS (torch.matmul) on the same device tensors, after a check against an
-f64 reference, by the protocol of bench/protocol.py.
+"""k3.linear on the GPU (issue 14): our generated kernels beside cuBLAS
+(torch.matmul) on the same device tensors, each case checked against an
+f64 reference first, by the protocol of bench/protocol.py.
 
-    .venv/bin/python bench/gemm.py prepare     # here: one artifact per shape
+    .venv/bin/python bench/gemm.py prepare     # here: two artifacts per shape
     python3 bench/gemm.py run                  # on the GPU machine
 
-Shapes: projections of Kimi-Linear-48B (hidden 2304; 32 heads x 128) and
-of K3 (hidden 7168), y[T, N] = x[T, K] W[N, K]^T with bf16 x and W, f32 y,
-at T in {128, 1024, 4096}. (Skinny decode shapes, T <= 64, need a GEMV or
-split-K kernel: not built yet.)
+Shapes: the k3.linear projections of Kimi-Linear-48B (hidden 2304; KDA and
+MLA with 32 heads; the LM head) and of K3 (hidden 7168; 96 heads; q_lora
+1536, kv_lora 512), from their configs (bench/configs/, ../shared/K3-SPEC.md),
+y[T, N] = x[T, K] W[N, K]^T with bf16 x and W and f32 y, at T in {1, 16,
+128, 1024, 8192}. (The MoE experts and the GLU MLPs are their own ops, not
+k3.linear: bench/moe.py's.)
+
+Two artifacts per shape: `prefill` is what k3-compile chooses for a prefill
+entry (the TMA + wgmma kernel where N % 128 = 0 and K % 64 = 0, else the
+GEMV) and `gemv` the GEMV that a decode entry uses (kernel linear_gemv). The
+GEMV runs at T <= 128 only: it reads the weights once per 4 tokens, so at
+T = 8192 it would take seconds per call and say nothing new.
+
+The check: f32 sums of exact bf16 products, against float64, normwise over
+the checked rows (all rows up to T = 1024; beyond, the first and last 64,
+which cover the first and last tiles), bound 1e-5. Large K3 shapes at
+T = 8192 allocate y of several GB; the H200 has room.
 """
 from __future__ import annotations
 
@@ -25,10 +37,29 @@ import protocol  # noqa: E402
 
 OUT = ROOT / "out" / "gemm"
 K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
-TOKENS = (128, 1024, 4096)
-# (name, N, K)
-SHAPES = (("kl-qkv", 4096, 2304), ("kl-o", 2304, 4096),
-          ("kl-mlp-up", 9216, 2304), ("k3-q", 7168, 7168))
+TOKENS = (1, 16, 128, 1024, 8192)
+GEMV_MAX_TOKENS = 128
+# (name, N, K): every k3.linear of the two models' layers.
+SHAPES = (
+    ("kl-kda-qkv", 4096, 2304),      # q, k, v projections (32 x 128), each
+    ("kl-kda-gate-a", 128, 2304),    # f_a / g_a low-rank down
+    ("kl-kda-gate-b", 4096, 128),    # f_b / g_b up
+    ("kl-kda-o", 2304, 4096),
+    ("kl-mla-q", 6144, 2304),        # 32 x (128 + 64)
+    ("kl-mla-kv-a", 576, 2304),      # c_kv 512 + k_pe 64
+    ("kl-mla-kv-b", 8192, 512),      # 32 x (128 + 128)
+    ("kl-lm-head", 163840, 2304),
+    ("k3-kda-qkv", 12288, 7168),     # 96 x 128
+    ("k3-kda-o", 7168, 12288),
+    ("k3-mla-q-a", 1536, 7168),
+    ("k3-mla-q-b", 18432, 1536),     # 96 x 192
+    ("k3-mla-kv-a", 576, 7168),
+    ("k3-mla-kv-b", 24576, 512),     # 96 x 256
+)
+if os.environ.get("K3_GEMM_SHAPES"):  # e.g. "kl-kda-qkv,k3-kda-o"
+    keep = os.environ["K3_GEMM_SHAPES"].split(",")
+    SHAPES = tuple(s for s in SHAPES if s[0] in keep)
+VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}xf32> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>
@@ -38,16 +69,36 @@ MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = 
 """
 
 
+def artifact(name: str, variant: str) -> Path:
+    return OUT / f"{name}.{variant}.k3bin"
+
+
 def prepare() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for name, n, k in SHAPES:
         src = OUT / f"{name}.mlir"
         src.write_text(MODEL.format(N=n, K=k))
-        opts = (f"target=cuda output={OUT / name}.k3bin max-tokens={max(TOKENS)} "
-                "max-seqs=1 decode-entry=0 kernel-config=linear.kernel=linear_tma_wgmma")
-        subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", "/dev/null"],
-                       check=True)
+        for variant, extra in VARIANTS.items():
+            opts = (f"target=cuda output={artifact(name, variant)} max-tokens={max(TOKENS)} "
+                    f"max-seqs=1 decode-entry=0 report=1 {extra}")
+            subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
+                           check=True, stderr=subprocess.DEVNULL)
     return 0
+
+
+def kernel_of(path: Path) -> str:
+    """The kernel the artifact launches (k3-run --plan's first launch)."""
+    k3run = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-run"
+    plan = subprocess.run([str(k3run), str(path), "--plan"], capture_output=True, text=True).stdout
+    for line in plan.splitlines():
+        parts = line.split()
+        if len(parts) > 1 and parts[0].isdigit():
+            return parts[1]
+    return "?"
+
+
+def checked_rows(t: int) -> list[int]:
+    return list(range(t)) if t <= 1024 else list(range(64)) + list(range(t - 64, t))
 
 
 def run() -> int:
@@ -61,39 +112,56 @@ def run() -> int:
         w = (torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16)
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))
-        session = None
-        try:
-            session = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
-            session.load_weights(str(wfile))
-        except Exception as e:  # noqa: BLE001
-            for t in TOKENS:
-                res.failed(f"{type(e).__name__}: {e}", case=name, impl="k3", shape={"T": t, "N": n, "K": k})
-            continue
+        sessions = {}
+        for variant in VARIANTS:
+            try:
+                s = k3.Session(str(artifact(name, variant)), device="cuda:0")
+                s.load_weights(str(wfile))
+                sessions[variant] = s
+            except Exception as e:  # noqa: BLE001
+                for t in TOKENS:
+                    res.failed(f"{type(e).__name__}: {e}", case=name, impl="k3", variant=variant,
+                               shape={"T": t, "N": n, "K": k})
         for t in TOKENS:
             x = torch.randn(t, k, device=dev, generator=g).to(torch.bfloat16)
-            ref = x.double() @ w.double().T
+            rows = torch.tensor(checked_rows(t), device=dev)
+            ref = x[rows].double() @ w.double().T
             shape = {"T": t, "N": n, "K": k}
             flop = 2.0 * t * n * k
+            wbytes = 2.0 * n * k
 
-            def ours():
+            def rates(s):
+                ms = s["median_ms"]
+                return {**s, "TFLOPs": flop / ms / 1e9, "weight_TBps": wbytes / ms / 1e9}
+
+            def ours(session):
                 syms = {"num_tokens": t, "num_seqs": 1}
-                got = session.run("forward", symbols=syms, outputs="numpy", x=x)["y"]
-                err = protocol.rel_err(torch.from_numpy(got).to(dev), ref)
+                y = torch.from_dlpack(session.run("forward", symbols=syms, outputs="dlpack",
+                                                  x=x)["y"])
+                err = protocol.rel_err(y[rows], ref)
                 if not err < 1e-5:
-                    raise AssertionError(f"error vs f64 {err:.3e} (bound 1e-5: f32 sums of exact bf16 products)")
+                    raise AssertionError(f"error vs f64 {err:.3e} (bound 1e-5: f32 sums of exact "
+                                         "bf16 products)")
                 ms = session.time("forward", symbols=syms, warmup=protocol.WARMUP,
                                   reps=protocol.REPS, x=x)
-                s = protocol.summary(ms)
-                return {**s, "err_vs_oracle": err, "TFLOPs": flop / s["median_ms"] / 1e9}
+                return {**rates(protocol.summary(ms)), "err_vs_oracle": err}
 
             def cublas():
-                err = protocol.rel_err(x @ w.T, ref)
-                s = protocol.summary(protocol.cuda_event_times(lambda: x @ w.T))
-                return {**s, "err_vs_oracle": err, "TFLOPs": flop / s["median_ms"] / 1e9}
+                err = protocol.rel_err((x @ w.T)[rows], ref)
+                return {**rates(protocol.summary(protocol.cuda_event_times(lambda: x @ w.T))),
+                        "err_vs_oracle": err}
 
-            res.guard(ours, case=name, impl="k3", variant="linear_tma_wgmma", shape=shape)
+            for variant, session in sessions.items():
+                if variant == "gemv" and t > GEMV_MAX_TOKENS:
+                    continue
+                res.guard(lambda: ours(session), case=name, impl="k3", variant=variant,
+                          kernel=kernel_of(artifact(name, variant)), shape=shape)
             res.guard(cublas, case=name, impl="torch", variant="cublas bf16 (bf16 out)", shape=shape)
-        session.close()
+            del x, ref
+        for s in sessions.values():
+            s.close()
+        del w
+        torch.cuda.empty_cache()
     res.write()
     return 1 if res.failures else 0
 

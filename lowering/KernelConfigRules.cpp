@@ -250,6 +250,41 @@ bool linearWGMMAApplies(LinearOp op) {
          nOut > 0 && nIn > 0 && nOut % 128 == 0 && nIn % 64 == 0;
 }
 
+//===----------------------------------------------------------------------===//
+// k3.linear for a few tokens (lowering/cuda/LinearGEMV.cpp)
+//===----------------------------------------------------------------------===//
+
+bool isGEMVElement(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
+
+bool linearGEMVApplies(LinearOp op) {
+  int64_t nIn = dimOf(op.getWeight(), 1), nOut = dimOf(op.getWeight(), 0);
+  Type w = elementOf(op.getWeight());
+  return nIn > 0 && nOut > 0 && isGEMVElement(w) &&
+         isGEMVElement(elementOf(op.getInput())) &&
+         nIn % linearGEMVVectorElements(w) == 0;
+}
+
+LogicalResult verifyLinearGEMV(LinearOp op, KernelConfigAttr c) {
+  if (!linearGEMVApplies(op))
+    return op.emitOpError() << "linear_gemv needs f32, bf16 or f16 operands "
+                               "and K a multiple of a 16-byte vector";
+  LinearGEMVTile t = linearGEMVTile(c);
+  if (c.getTile().size() != 2)
+    return op.emitOpError() << "linear_gemv needs tile = [R, TT], got "
+                            << c.getTile().size() << " sizes";
+  if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
+    return op.emitOpError() << "linear_gemv tile R must be in [1, 8] and TT "
+                               "in [1, 16], got ["
+                            << t.rows << ", " << t.tokens << "]";
+  if (dimOf(op.getWeight(), 0) % t.rows != 0)
+    return op.emitOpError() << "linear_gemv tile R = " << t.rows
+                            << " must divide N = " << dimOf(op.getWeight(), 0);
+  if (t.warps < 1 || t.warps > 32)
+    return op.emitOpError()
+           << "linear_gemv warps must be in [1, 32], got " << t.warps;
+  return success();
+}
+
 LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
@@ -306,6 +341,15 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::linear_mma_3xtf32:
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
     return config(ctx, kind, {64, 32, 32}, 4);
+  case KernelKind::linear_gemv: {
+    // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
+    // 16-byte weight loads and 4 of x per step, 8 f32 sums).
+    LinearGEMVTile t;
+    int64_t nOut = dimOf(cast<LinearOp>(op).getWeight(), 0);
+    if (nOut % t.rows != 0)
+      t.rows = 1;
+    return config(ctx, kind, {t.rows, t.tokens}, t.warps);
+  }
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup, 4 TMA stages in flight (128 KiB: one block
@@ -315,9 +359,26 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   llvm_unreachable("kernel kind");
 }
 
-/// The dedicated kernel of `op` by default, else the loop nest. (The
-/// 3xTF32 linear is opt-in: linear.kernel=linear_mma_3xtf32.)
-KernelKind defaultKind(Operation *op) {
+/// A linear's kernel: in a decode entry (a few tokens) the GEMV, which
+/// reads the weights once per 4 tokens at bandwidth; in prefill the
+/// tensor cores (wgmma for bf16 inputs, 3xTF32 for f32 ones), and the GEMV
+/// where neither covers the shape. The loop nest is the last resort.
+KernelKind defaultLinearKind(LinearOp op, bool decode) {
+  if (decode && linearGEMVApplies(op))
+    return KernelKind::linear_gemv;
+  if (linearWGMMAApplies(op))
+    return KernelKind::linear_tma_wgmma;
+  if (linearMMAApplies(op))
+    return KernelKind::linear_mma_3xtf32;
+  if (linearGEMVApplies(op))
+    return KernelKind::linear_gemv;
+  return KernelKind::loop_nest;
+}
+
+/// The dedicated kernel of `op` by default, else the loop nest.
+KernelKind defaultKind(Operation *op, bool decode) {
+  if (auto o = dyn_cast<LinearOp>(op))
+    return defaultLinearKind(o, decode);
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -346,6 +407,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<LinearOp>(op) && linearMMAApplies(cast<LinearOp>(op));
   case KernelKind::linear_tma_wgmma:
     return isa<LinearOp>(op) && linearWGMMAApplies(cast<LinearOp>(op));
+  case KernelKind::linear_gemv:
+    return isa<LinearOp>(op) && linearGEMVApplies(cast<LinearOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -371,6 +434,25 @@ KDARecurrentTile mlir::k3::kdaRecurrentTile(KernelConfigAttr config) {
   return tile;
 }
 
+LinearGEMVTile mlir::k3::linearGEMVTile(KernelConfigAttr config) {
+  LinearGEMVTile tile;
+  ArrayRef<int64_t> t = config.getTile();
+  if (t.size() == 2) {
+    tile.rows = t[0];
+    tile.tokens = t[1];
+  }
+  tile.warps = config.getWarps();
+  return tile;
+}
+
+int64_t mlir::k3::linearGEMVVectorElements(Type weightElement) {
+  return 128 / weightElement.getIntOrFloatBitWidth();
+}
+
+int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
+  return (nOut + t.warps * t.rows - 1) / (t.warps * t.rows);
+}
+
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages) {
   // Per stage a 128 x 64 bf16 tile of x and of W (16 KiB each); 1 KiB to
   // align the tiles to the 128-byte swizzle's 1024-byte pattern. The
@@ -388,7 +470,7 @@ int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
 
 KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
                                                bool decode) {
-  return kernelConfigOfKind(op, defaultKind(op), target, decode);
+  return kernelConfigOfKind(op, defaultKind(op, decode), target, decode);
 }
 
 LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
@@ -433,6 +515,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::linear_tma_wgmma:
     if (auto o = dyn_cast<LinearOp>(op))
       return verifyLinearWGMMA(o, config, gpu);
+    return wrongOp();
+  case KernelKind::linear_gemv:
+    if (auto o = dyn_cast<LinearOp>(op))
+      return verifyLinearGEMV(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -51,6 +51,17 @@ struct KDARecurrentTile {
 };
 KDARecurrentTile kdaRecurrentTile(KernelConfigAttr config);
 
+/// The tile of the GEMV linear (lowering/cuda/LinearGEMV.cpp): R output
+/// rows per warp, TT tokens per block, warps per block.
+struct LinearGEMVTile {
+  int64_t rows = 2, tokens = 4, warps = 4;
+};
+LinearGEMVTile linearGEMVTile(KernelConfigAttr config);
+/// Elements of one 16-byte vector of the weight's element type.
+int64_t linearGEMVVectorElements(Type weightElement);
+/// Row tiles of the GEMV grid: ceil(N / (warps R)).
+int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
+
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
 int64_t linearWGMMASharedBytes(int64_t stages);
 

@@ -38,6 +38,7 @@ LogicalResult emitLinearMMACUDA(LinearOp op, const KernelEmission &e);
 
 /// k3.linear with TMA and wgmma (LinearWGMMA.cpp).
 void populateLinearWGMMAPattern(KernelPatternSet &patterns);
+void populateLinearGEMVPattern(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

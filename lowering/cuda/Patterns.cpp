@@ -56,4 +56,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   patterns.add<KDARecurrentPattern, KDAMMAOperandsPattern, KDAMMAChainPattern,
                LinearMMAPattern>();
   populateLinearWGMMAPattern(patterns);
+  populateLinearGEMVPattern(patterns);
 }

@@ -7,7 +7,7 @@
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The kernel covers only bf16 inputs with whole 128 x 64 weight tiles: the
-// f32 linear keeps the loop nest.
+// f32 linear keeps its default (3xTF32).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" | FileCheck %s --check-prefix=CONFIG
 // Tuning and its limits.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=2" | FileCheck %s --check-prefix=STAGES
@@ -20,7 +20,7 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 1>{{.*}}tensor<256x512xbf16>
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>{{.*}}tensor<256x512xf32>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
 // STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 1>
 // BADSTAGES: error: 'k3.linear' op linear_tma_wgmma stages must be in [2, 6], got 7
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 132096 bytes of shared memory, the target has 65536

@@ -7,8 +7,9 @@
 // RUN: k3-opt %s --k3-select-kernel-config | FileCheck %s --check-prefix=CPU
 // On CUDA the defaults of each kernel (see the GPU checks below).
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=GPU
-// The 3xTF32 linear is opt-in and taken only where it covers the op (f32
-// input, sizes multiples of 32): @lin_f32 but not @lin_odd.
+// An override of the linears' kernel is taken only where it covers the op
+// (3xTF32: f32 input, sizes multiples of 32): @lin_f32 but not @lin_odd,
+// which keeps its default.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_mma_3xtf32" | FileCheck %s --check-prefix=MMA
 // A part with more SMs: the chain takes fewer warps (the fewest whose blocks
 // fit the SMs in one wave).
@@ -46,10 +47,13 @@
 // GPU: k3.kda_mma_operands {{.*}}#k3.kernel_config<kernel = kda_mma_operands, tile = [16], warps = 4, blocks_per_sm = 5>
 // 96 heads x 8 column tiles: 8 warps per block give 96 blocks <= 132 SMs.
 // GPU: k3.kda_mma_recurrence {{.*}}#k3.kernel_config<kernel = kda_mma_chain, tile = [16, 128], warps = 8, stages = 3, blocks_per_sm = 1>
-// GPU: k3.linear {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>
+// Linears: the tensor cores where they cover the op (f32 input, sizes
+// multiples of 32: 3xTF32), else the GEMV (test/Lowering/cuda-linear-gemv.mlir).
+// GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, tile = [64, 32, 32], warps = 4>{{.*}}tensor<32x96xf32>
+// GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x96xf32>
 
 // MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, tile = [64, 32, 32], warps = 4>{{.*}}tensor<32x96xf32>
-// MMA: k3.linear {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>{{.*}}tensor<40x96xf32>
+// MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x96xf32>
 
 // WIDE: sm_count = 1024
 // 96 heads x 8 column tiles fit 1024 SMs with one warp per block.

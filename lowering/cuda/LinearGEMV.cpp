@@ -1,0 +1,199 @@
+//===- LinearGEMV.cpp - k3.linear for a few tokens, at bandwidth -*- C++
+//-*-===//
+//
+// y[t, o] = sum_i x[t, i] w[o, i] when the token count is small (decode
+// steps, short prompts): the time is the weight bytes over the memory
+// bandwidth, so the kernel reads each weight once per TT tokens, 16 bytes
+// per lane per load, and nothing else is worth optimising (config kernel
+// `linear_gemv`, tile [R, TT]).
+//
+// A warp owns R consecutive output rows and TT consecutive tokens. Lane l
+// walks the row's K in 16-byte vectors, l, l + 32, ...: the warp reads 512
+// contiguous bytes per row and step (coalesced), up to 4 steps' loads in
+// flight per iteration (a constant trip count), multiplies each weight
+// vector with the same columns of its TT tokens (x is small and stays in
+// L1/L2), and keeps R x TT f32 partial sums; a butterfly of shuffles sums
+// them over the warp and lane 0 stores them. Tokens past the last one read
+// the last token again (a clamped index, no divergence) and are not
+// stored. Blocks: `warps` warps on consecutive row groups; the grid is
+// ceil(T / TT) token tiles x ceil(N / (warps R)) row tiles, linear in T.
+//
+// Covered: f32, bf16 or f16 weights and inputs, K a multiple of the
+// 16-byte vector (8 bf16 / 4 f32 elements), N a multiple of R; any T.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// The kernel body, step by step.
+class GEMVKernel {
+public:
+  GEMVKernel(const KernelEmission &e, Value rows, LinearGEMVTile tile)
+      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, rows(rows),
+        tile(tile), nOut(e.inputs[1].shape[0]), nIn(e.inputs[1].shape[1]) {
+    w = em.contiguousView(e.inputs[1]);
+    x = em.contiguousView(e.inputs[0].base, {rows, kb.idx(nIn)});
+    y = em.contiguousView(e.outputs[0].base, {rows, kb.idx(nOut)});
+    vec = linearGEMVVectorElements(
+        cast<MemRefType>(w.getType()).getElementType());
+  }
+
+  void emit() {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+    const int64_t rowTiles = linearGEMVRowTiles(nOut, tile);
+    t0 = kb.muli(em.divu(bid, rowTiles), kb.idx(tile.tokens));
+    Value group =
+        kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp);
+    n0 = kb.muli(group, kb.idx(tile.rows));
+    // Warp-uniform: a warp past the last rows or tokens has nothing to do.
+    kb.ifThen(kb.andi(kb.lti(n0, kb.idx(nOut)), kb.lti(t0, rows)), [&] {
+      SmallVector<Value> sums = accumulate(lane);
+      for (Value &s : sums)
+        s = em.warpSum(s);
+      store(lane, sums);
+    });
+  }
+
+private:
+  /// The token of slot `t` of this tile, clamped to the last token.
+  Value token(int64_t t) {
+    return kb.minsi(kb.addi(t0, kb.idx(t)), kb.subi(rows, kb.idx(1)));
+  }
+
+  /// x * y + a as one fma: contraction allowed (`contract`), unlike
+  /// KernelBuilder::fma's rounded mul and add (kept there to match the
+  /// oracle's loop nests step by step).
+  Value fma(Value x, Value y, Value a) {
+    auto contract = arith::FastMathFlags::contract;
+    Value p = arith::MulFOp::create(b, loc, x, y, contract);
+    return arith::AddFOp::create(b, loc, p, a, contract);
+  }
+
+  /// Adds the products of the lane's columns `cols` (one 16-byte vector
+  /// each) to `acc`: every load first, then the products, so that the
+  /// loads of all the vectors are in flight together.
+  void multiplyColumns(ArrayRef<Value> cols, SmallVectorImpl<Value> &acc) {
+    SmallVector<SmallVector<SmallVector<Value>>> wv(cols.size()),
+        xv(cols.size());
+    for (auto [u, c] : llvm::enumerate(cols)) {
+      for (int64_t r = 0; r < tile.rows; ++r)
+        wv[u].push_back(em.loadVector(w, {kb.addi(n0, kb.idx(r)), c}, vec));
+      for (int64_t t = 0; t < tile.tokens; ++t)
+        xv[u].push_back(em.loadVector(x, {token(t), c}, vec));
+    }
+    for (size_t u = 0; u < cols.size(); ++u)
+      for (int64_t r = 0; r < tile.rows; ++r)
+        for (int64_t t = 0; t < tile.tokens; ++t) {
+          Value &a = acc[r * tile.tokens + t];
+          for (int64_t i = 0; i < vec; ++i)
+            a = fma(wv[u][r][i], xv[u][t][i], a);
+        }
+  }
+
+  /// The lane's R x TT partial sums over its columns: K in steps of the
+  /// warp's 32 vectors, `unroll` steps per iteration (a constant trip
+  /// count), then the partial last step where K is not a multiple.
+  SmallVector<Value> accumulate(Value lane) {
+    const int64_t step = 32 * vec, steps = nIn / step;
+    int64_t unroll = 1;
+    for (int64_t u : {4, 3, 2})
+      if (steps % u == 0) {
+        unroll = u;
+        break;
+      }
+    Value laneCol = kb.muli(lane, kb.idx(vec));
+    SmallVector<Value> acc(tile.rows * tile.tokens, kb.f32(0.0));
+    if (steps > 0) {
+      auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps * step),
+                                     kb.idx(unroll * step), acc);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> cols, it(loop.getRegionIterArgs());
+      for (int64_t u = 0; u < unroll; ++u)
+        cols.push_back(kb.addi(loop.getInductionVar(),
+                               kb.addi(laneCol, kb.idx(u * step))));
+      multiplyColumns(cols, it);
+      scf::YieldOp::create(b, loc, it);
+      acc.assign(loop.getResults().begin(), loop.getResults().end());
+    }
+    if (nIn % step == 0)
+      return acc;
+    Value c = kb.addi(kb.idx(steps * step), laneCol);
+    SmallVector<Type> types(acc.size(), b.getF32Type());
+    auto tail = scf::IfOp::create(b, loc, types, kb.lti(c, kb.idx(nIn)),
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(tail.thenBlock());
+      SmallVector<Value> it(acc);
+      multiplyColumns({c}, it);
+      scf::YieldOp::create(b, loc, it);
+      b.setInsertionPointToStart(tail.elseBlock());
+      scf::YieldOp::create(b, loc, acc);
+    }
+    return SmallVector<Value>(tail.getResults());
+  }
+
+  /// Lane 0 writes the warp's sums of the tokens that exist.
+  void store(Value lane, ArrayRef<Value> sums) {
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+      for (int64_t t = 0; t < tile.tokens; ++t) {
+        Value tok = kb.addi(t0, kb.idx(t));
+        kb.ifThen(kb.lti(tok, rows), [&] {
+          for (int64_t r = 0; r < tile.rows; ++r)
+            kb.store(sums[r * tile.tokens + t], y,
+                     {tok, kb.addi(n0, kb.idx(r))});
+        });
+      }
+    });
+  }
+
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  Value rows;
+  LinearGEMVTile tile;
+  int64_t nOut, nIn, vec = 8;
+  Value w, x, y, t0, n0;
+};
+
+struct LinearGEMVPattern : OpKernelPattern<LinearOp> {
+  LinearGEMVPattern() : OpKernelPattern(KernelKind::linear_gemv) {}
+  LogicalResult emit(LinearOp op, Adaptor, KernelEmission &e) const override {
+    KernelBuilder &kb = e.kb;
+    // Rows: every leading dimension of x, as one linear size.
+    Value rows = kb.idx(1);
+    for (int64_t d : ArrayRef<int64_t>(e.inputs[0].shape).drop_back())
+      rows = kb.muli(rows, kb.dim(d));
+    auto form = kb.linearForm(rows);
+    if (!form)
+      return op.emitOpError() << "linear_gemv needs a row count linear in "
+                                 "one runtime size";
+    LinearGEMVTile tile = linearGEMVTile(e.config);
+    const int64_t rowTiles = linearGEMVRowTiles(e.inputs[1].shape[0], tile);
+    // ceil(rows / TT) token tiles x rowTiles row tiles.
+    e.setLaunch(*form, rowTiles, (tile.tokens - 1) * rowTiles, tile.tokens,
+                {32 * tile.warps, 1, 1});
+    GEMVKernel(e, rows, tile).emit();
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateLinearGEMVPattern(KernelPatternSet &patterns) {
+  patterns.add<LinearGEMVPattern>();
+}
