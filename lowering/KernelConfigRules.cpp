@@ -285,6 +285,25 @@ LogicalResult verifyLinearGEMV(LinearOp op, KernelConfigAttr c) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// k3.argmax, a block per row (lowering/cuda/ArgmaxRows.cpp)
+//===----------------------------------------------------------------------===//
+
+bool argmaxRowsApplies(ArgmaxOp op) {
+  auto t = cast<RankedTensorType>(op.getLogits().getType());
+  return t.getRank() == 2 && !t.isDynamicDim(1) && t.getDimSize(1) > 0;
+}
+
+LogicalResult verifyArgmaxRows(ArgmaxOp op, KernelConfigAttr c) {
+  if (!argmaxRowsApplies(op))
+    return op.emitOpError() << "argmax_rows needs logits [rows, vocab] with "
+                               "a static vocabulary";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "argmax_rows warps must be in [1, 32], got " << c.getWarps();
+  return success();
+}
+
 LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
@@ -350,6 +369,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
       t.rows = 1;
     return config(ctx, kind, {t.rows, t.tokens}, t.warps);
   }
+  case KernelKind::argmax_rows:
+    // 1024 threads per row: 160 columns each at a vocabulary of 163840.
+    return config(ctx, kind, {}, 32);
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup, 4 TMA stages in flight (128 KiB: one block
@@ -379,6 +401,9 @@ KernelKind defaultLinearKind(LinearOp op, bool decode) {
 KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<LinearOp>(op))
     return defaultLinearKind(o, decode);
+  if (auto o = dyn_cast<ArgmaxOp>(op))
+    return argmaxRowsApplies(o) ? KernelKind::argmax_rows
+                                : KernelKind::loop_nest;
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -409,6 +434,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<LinearOp>(op) && linearWGMMAApplies(cast<LinearOp>(op));
   case KernelKind::linear_gemv:
     return isa<LinearOp>(op) && linearGEMVApplies(cast<LinearOp>(op));
+  case KernelKind::argmax_rows:
+    return isa<ArgmaxOp>(op) && argmaxRowsApplies(cast<ArgmaxOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -519,6 +546,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::linear_gemv:
     if (auto o = dyn_cast<LinearOp>(op))
       return verifyLinearGEMV(o, config);
+    return wrongOp();
+  case KernelKind::argmax_rows:
+    if (auto o = dyn_cast<ArgmaxOp>(op))
+      return verifyArgmaxRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -39,6 +39,7 @@ LogicalResult emitLinearMMACUDA(LinearOp op, const KernelEmission &e);
 /// k3.linear with TMA and wgmma (LinearWGMMA.cpp).
 void populateLinearWGMMAPattern(KernelPatternSet &patterns);
 void populateLinearGEMVPattern(KernelPatternSet &patterns);
+void populateArgmaxRowsPattern(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

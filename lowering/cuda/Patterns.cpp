@@ -57,4 +57,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
                LinearMMAPattern>();
   populateLinearWGMMAPattern(patterns);
   populateLinearGEMVPattern(patterns);
+  populateArgmaxRowsPattern(patterns);
 }
