@@ -69,6 +69,15 @@ def prepare() -> int:
                       "kernel-config=linear.kernel=linear_gemv")
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
+    # Inputs for compute-sanitizer runs through k3-run (--random-weights):
+    # f32 x of 5 tokens (not a multiple of the 4-token tile), 6 argmax rows.
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(1)
+    for name, n, k, w, x, y in LINEARS:
+        if x == "f32":
+            save_file({"x": rng.standard_normal((5, k)).astype(np.float32)},
+                      str(OUT / f"in_{name}.safetensors"))
+    save_file({"l": argmax_rows(163840, rng)}, str(OUT / "in_argmax_v163840.safetensors"))
     return 0
 
 
