@@ -20,7 +20,8 @@ T = 8192 it would take seconds per call and say nothing new.
 
 The check: f32 sums of exact bf16 products, against float64, normwise over
 the checked rows (all rows up to T = 1024; beyond, the first and last 64,
-which cover the first and last tiles), bound 1e-5. Large K3 shapes at
+which cover the first and last tiles), bound K u (u = 2^-24, the inner
+product's first-order error bound). Large K3 shapes at
 T = 8192 allocate y of several GB; the H200 has room.
 """
 from __future__ import annotations
@@ -139,9 +140,12 @@ def run() -> int:
                 y = torch.from_dlpack(session.run("forward", symbols=syms, outputs="dlpack",
                                                   x=x)["y"])
                 err = protocol.rel_err(y[rows], ref)
-                if not err < 1e-5:
-                    raise AssertionError(f"error vs f64 {err:.3e} (bound 1e-5: f32 sums of exact "
-                                         "bf16 products)")
+                # f32 sums of exact bf16 products: the inner product's
+                # first-order bound K u (u = 2^-24). (The wgmma sums grow
+                # about linearly in K: 2.4e-6 at K = 2304, 1.4e-5 at 12288.)
+                bound = k * 2.0 ** -24
+                if not err < bound:
+                    raise AssertionError(f"error vs f64 {err:.3e} (bound K u = {bound:.2e})")
                 ms = session.time("forward", symbols=syms, warmup=protocol.WARMUP,
                                   reps=protocol.REPS, x=x)
                 return {**rates(protocol.summary(ms)), "err_vs_oracle": err}

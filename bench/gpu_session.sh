@@ -30,6 +30,9 @@
 #   old-vs-new  ours beside out/bench-baseline on bench-a's shapes, all
 #             variants and the decode shapes, no anchors (issue 13);
 #   interop   bench/gpu_interop.py check (issue 22; carry out/gpu_interop);
+#   kernels   bench/gpu_kernels_check.py check and compute-sanitizer on the
+#             GEMV and argmax kernels (carry out/kernels_check);
+#   gemm      bench/gemm.py run (carry out/gemm);
 #   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
 #             real-width Kimi-Linear cuts (issue 14);
 #   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
@@ -182,6 +185,20 @@ for stage in "${STAGES[@]}"; do
     # k3.ops.chunk_kda (carry out/gpu_interop); its JSON goes to bench/results.
     step interop python3 bench/gpu_interop.py check
     ;;
+  kernels)
+    # The GEMV, wgmma and argmax kernels against float64/numpy at awkward
+    # shapes (carry out/kernels_check), then compute-sanitizer on each.
+    step kernels-check python3 bench/gpu_kernels_check.py check
+    CS=/usr/local/cuda/bin/compute-sanitizer
+    for a in gemv_f32_n40_k96 gemv_bf16w_f32x_n256_k2304 gemv_bf16_n4096_k128 argmax_v163840; do
+      for tool in memcheck racecheck; do
+        step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+          "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 --symbol num_seqs=1 \
+          --inputs "out/kernels_check/in_$a.safetensors" --quiet
+      done
+    done
+    ;;
+  gemm) step gemm python3 bench/gemm.py run ;;
   profile) step profile bash bench/profile_gpu.sh ;;
   ncu)
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

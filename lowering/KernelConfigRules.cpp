@@ -247,7 +247,7 @@ bool linearWGMMAApplies(LinearOp op) {
   Type out = cast<RankedTensorType>(op.getResult().getType()).getElementType();
   return in.getRank() == 2 && in.getElementType().isBF16() &&
          elementOf(op.getWeight()).isBF16() && (out.isF32() || out.isBF16()) &&
-         nOut > 0 && nIn > 0 && nOut % 128 == 0 && nIn % 64 == 0;
+         nOut > 0 && nIn > 0 && nOut % 8 == 0 && nIn % 64 == 0;
 }
 
 //===----------------------------------------------------------------------===//
@@ -308,8 +308,8 @@ LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
     return op.emitOpError() << "linear_tma_wgmma needs a 2-D bf16 input, a "
-                               "bf16 weight whose sizes are multiples of 128 "
-                               "x 64, and an f32 or bf16 result";
+                               "bf16 weight whose sizes are multiples of 8 x "
+                               "64, and an f32 or bf16 result";
   if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
     return op.emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
                                "and one warpgroup (4 warps)";

@@ -3,7 +3,8 @@
 // y = x W^T for bf16 x [T, K] and W [N, K] on Hopper (config kernel
 // `linear_tma_wgmma`): a block of one warpgroup per 128 x 128 output tile.
 // Thread 0 streams 128 x 64 tiles of x and W into `stages` shared-memory
-// buffers with TMA (128-byte swizzle, zero fill past the last token), each
+// buffers with TMA (128-byte swizzle, zero fill past the last token and
+// past the last weight row of a partial last column tile), each
 // stage completing an mbarrier; the warpgroup multiplies every landed stage
 // with wgmma (m64n128k16, both operands K-major from shared memory, f32
 // accumulators in registers: two m64 halves), then thread 0 refills that
@@ -186,7 +187,9 @@ public:
       return op.emitOpError() << "linear_tma_wgmma needs a row count linear "
                                  "in one runtime size";
     addTensorMapParameters();
-    int64_t nb = nOut / kTileN;
+    // The last column tile may be partial (N = 576: 4.5 tiles): TMA fills
+    // W's rows past N with zeros and the epilogue stores columns < N only.
+    int64_t nb = (nOut + kTileN - 1) / kTileN;
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
     e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {kThreads, 1, 1},
@@ -300,7 +303,9 @@ private:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value r = loop.getInductionVar(), row = kb.addi(mTile, r);
-    kb.ifThen(kb.lti(row, rows), [&] {
+    Value inside =
+        kb.andi(kb.lti(row, rows), kb.lti(kb.addi(nTile, col), em.idx(nOut)));
+    kb.ifThen(inside, [&] {
       auto v4 = VectorType::get({4}, b.getF32Type());
       Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
       if (!outElem.isF32())

@@ -7,7 +7,7 @@
 // RUN: FileCheck %s --input-file=%t.mlir
 // The config rule: the GEMV in the decode entry; in prefill the tensor
 // cores where they cover the shape (bf16 input: wgmma; f32: 3xTF32), else
-// the GEMV (here N = 40 is not a multiple of 32).
+// the GEMV (here N = 36 is not a multiple of 8).
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
 // Tuning and its limits.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_gemv,linear.tile=4x8" | FileCheck %s --check-prefix=TUNED
@@ -22,7 +22,7 @@
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, {{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<36x512xbf16>
 // CONFIG-LABEL: func.func @forward_decode(
 // CONFIG-COUNT-2: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>
 // TUNED: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [4, 8], warps = 4>{{.*}}tensor<256x512xbf16>
@@ -52,14 +52,14 @@ func.func @forward(
     %x: tensor<?x512xbf16> {k3.name = "x", k3.dims = array<i64: -1, 512>},
     %xf: tensor<?x512xf32> {k3.name = "xf", k3.dims = array<i64: -1, 512>})
     -> (tensor<?x256xf32> {k3.name = "y"}, tensor<?x256xf32> {k3.name = "yf"},
-        tensor<?x40xf32> {k3.name = "yn"}) {
+        tensor<?x36xf32> {k3.name = "yn"}) {
   %w = k3.weight "w" : tensor<256x512xbf16>
   %y = k3.linear %x, %w : (tensor<?x512xbf16>, tensor<256x512xbf16>) -> tensor<?x256xf32>
   %wf = k3.weight "wf" : tensor<256x512xf32>
   %yf = k3.linear %xf, %wf : (tensor<?x512xf32>, tensor<256x512xf32>) -> tensor<?x256xf32>
-  %wn = k3.weight "wn" : tensor<40x512xbf16>
-  %yn = k3.linear %x, %wn : (tensor<?x512xbf16>, tensor<40x512xbf16>) -> tensor<?x40xf32>
-  return %y, %yf, %yn : tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x40xf32>
+  %wn = k3.weight "wn" : tensor<36x512xbf16>
+  %yn = k3.linear %x, %wn : (tensor<?x512xbf16>, tensor<36x512xbf16>) -> tensor<?x36xf32>
+  return %y, %yf, %yn : tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x36xf32>
 }
 
 // A decode entry (k3-decode-entry marks it k3.decode): a few tokens.

@@ -45,6 +45,12 @@
 // CHECK-COUNT-2: nvgpu.warpgroup.mma.store
 // CHECK: vector.store
 
+// N = 40, one partial column tile: TMA fills W's rows 40..127 with zeros
+// and the epilogue stores the columns < 40 (bf16 here).
+// CHECK-LABEL: gpu.func @linear_2(
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 127, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 132096>
+// CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
+
 // PTX: mbarrier.init.shared.b64
 // PTX: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX: mbarrier.try_wait.parity.shared.b64
@@ -58,10 +64,13 @@
 func.func @forward(
     %x: tensor<?x512xbf16> {k3.name = "x", k3.dims = array<i64: -1, 512>},
     %xf: tensor<?x512xf32> {k3.name = "xf", k3.dims = array<i64: -1, 512>})
-    -> (tensor<?x256xf32> {k3.name = "y"}, tensor<?x256xf32> {k3.name = "yf"}) {
+    -> (tensor<?x256xf32> {k3.name = "y"}, tensor<?x256xf32> {k3.name = "yf"},
+        tensor<?x40xbf16> {k3.name = "yp"}) {
   %w = k3.weight "w" : tensor<256x512xbf16>
   %y = k3.linear %x, %w : (tensor<?x512xbf16>, tensor<256x512xbf16>) -> tensor<?x256xf32>
   %wf = k3.weight "wf" : tensor<256x512xf32>
   %yf = k3.linear %xf, %wf : (tensor<?x512xf32>, tensor<256x512xf32>) -> tensor<?x256xf32>
-  return %y, %yf : tensor<?x256xf32>, tensor<?x256xf32>
+  %wp = k3.weight "wp" : tensor<40x512xbf16>
+  %yp = k3.linear %x, %wp : (tensor<?x512xbf16>, tensor<40x512xbf16>) -> tensor<?x40xbf16>
+  return %y, %yf, %yp : tensor<?x256xf32>, tensor<?x256xf32>, tensor<?x40xbf16>
 }
