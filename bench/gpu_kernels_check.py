@@ -5,7 +5,9 @@ that are not multiples of its 4-token tile, K with a partial last step,
 odd N (one row per warp), f32/bf16 weights and inputs, bf16 output; the
 block-per-row argmax (lowering/cuda/ArgmaxRows.cpp) with ties, rows of
 -inf, the maximum in the first or last column, vocabularies smaller than a
-block.
+block; the latent attention (lowering/cuda/LatentAttentionRows.cpp) at
+Kimi-Linear's sizes: decode steps over caches of 0, 17 and 200 rows, a
+packed prefill over caches, a prefill without.
 
     .venv/bin/python bench/gpu_kernels_check.py prepare   # here (k3-opt)
     python3 bench/gpu_kernels_check.py check              # GPU machine
@@ -51,6 +53,30 @@ LINEAR_MODEL = """func.func @forward(%x: tensor<?x{K}x{X}> {{k3.name = "x", k3.d
   return %y : tensor<?x{N}x{Y}>
 }}
 """
+# Gated MLA's latent attention at Kimi-Linear-48B's sizes (32 heads, nope
+# 128, rope 64, v 128, kv_lora_rank 512): lowering/cuda/LatentAttentionRows.cpp.
+MLA = dict(H=32, DN=128, DR=64, DV=128, R=512, L=256)
+MLA_MODEL = """func.func @forward(
+    %q: tensor<?x{H}x{DQ}xf32> {{k3.name = "q", k3.dims = array<i64: -1, {H}, {DQ}>}},
+    %lat: tensor<?x{W}xf32> {{k3.name = "latent", k3.dims = array<i64: -1, {W}>}},
+    %cache: tensor<?x{L}x{W}xf32> {{k3.name = "cache", k3.dims = array<i64: -2, {L}, {W}>}},
+    %lens: tensor<?xi32> {{k3.name = "cache_lens", k3.dims = array<i64: -2>}},
+    %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
+    -> (tensor<?x{H}x{DV}xf32> {{k3.name = "o"}}, tensor<?x{L}x{W}xf32> {{k3.name = "cache_out"}}) {{
+  %kvb = k3.weight "kv_b" : tensor<{KVB}x{R}xbf16>
+  %o, %c = k3.latent_attention %q, %lat, %kvb cache(%cache, %lens) cu_seqlens(%cu)
+      {{num_heads = {H} : i64, qk_nope_head_dim = {DN} : i64, qk_rope_head_dim = {DR} : i64,
+        v_head_dim = {DV} : i64, kv_lora_rank = {R} : i64, scale = {S} : f64}}
+      : (tensor<?x{H}x{DQ}xf32>, tensor<?x{W}xf32>, tensor<{KVB}x{R}xbf16>, tensor<?x{L}x{W}xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x{H}x{DV}xf32>, tensor<?x{L}x{W}xf32>)
+  return %o, %c : tensor<?x{H}x{DV}xf32>, tensor<?x{L}x{W}xf32>
+}}
+"""
+# (name, tokens per sequence, cached tokens per sequence): decode steps,
+# a packed prefill over caches, one empty cache, one cache near full.
+MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
+             ("mla_prefill_cached", [3, 1, 60], [5, 0, 100]),
+             ("mla_prefill_fresh", [70, 9], [0, 0]))
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -76,6 +102,10 @@ def prepare() -> int:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
+    m = MLA
+    compile_model("mla", MLA_MODEL.format(
+        H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
+        DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]), S=(m["DN"] + m["DR"]) ** -0.5), "")
     # Inputs for compute-sanitizer runs through k3-run (--random-weights):
     # f32 x of 5 tokens (not a multiple of the 4-token tile), 6 argmax rows.
     from safetensors.numpy import save_file
@@ -85,7 +115,31 @@ def prepare() -> int:
             save_file({"x": rng.standard_normal((5, k)).astype(np.float32)},
                       str(OUT / f"in_{name}.safetensors"))
     save_file({"l": argmax_rows(163840, rng)}, str(OUT / "in_argmax_v163840.safetensors"))
+    w = MLA["R"] + MLA["DR"]  # one sequence: 5 new tokens over 7 cached
+    save_file({"q": rng.standard_normal((5, MLA["H"], MLA["DN"] + MLA["DR"])).astype(np.float32),
+               "latent": rng.standard_normal((5, w)).astype(np.float32),
+               "cache": rng.standard_normal((1, MLA["L"], w)).astype(np.float32),
+               "cache_lens": np.asarray([7], np.int32), "cu_seqlens": np.asarray([0, 5], np.int32)},
+              str(OUT / "in_mla.safetensors"))
     return 0
+
+
+def bf16_round(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 (to nearest, ties to even), as float32."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return u.view(np.float32)
+
+
+def save_bf16(path: Path, name: str, a: np.ndarray) -> None:
+    """A one-tensor safetensors file of bf16 values (numpy has no bf16)."""
+    import json
+    bits = (np.ascontiguousarray(a, np.float32).view(np.uint32) >> 16).astype("<u2")
+    header = json.dumps({name: {"dtype": "BF16", "shape": list(a.shape),
+                                "data_offsets": [0, bits.nbytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bits.tobytes())
 
 
 def argmax_rows(v: int, rng) -> np.ndarray:
@@ -146,8 +200,52 @@ def check() -> int:
             return {"argmax": got.tolist()}
         res.guard(case, case=f"argmax_v{v}", impl="k3", variant="argmax_rows",
                   shape={"rows": ARGMAX_ROWS, "vocab": v})
+    check_mla(res, rng)
     res.write()
     return 1 if res.failures else 0
+
+
+def check_mla(res, rng) -> None:
+    """Latent attention against k3ref's float64 oracle (f32 inputs, bf16
+    kv_b), bound 1e-4 normwise on o (the e2e logits bound); the output
+    cache: the old rows and the appended ones exactly."""
+    import k3
+    from k3ref import ops as ref
+    m = MLA
+    width = m["R"] + m["DR"]
+    kvb = bf16_round(rng.standard_normal((m["H"] * (m["DN"] + m["DV"]), m["R"]))
+                     / m["R"] ** 0.5)
+    wfile = OUT / "mla.w.safetensors"
+    save_bf16(wfile, "kv_b", kvb)
+    for name, tokens, cached in MLA_CASES:
+        T, N = sum(tokens), len(tokens)
+        q = rng.standard_normal((T, m["H"], m["DN"] + m["DR"])).astype(np.float32)
+        lat = rng.standard_normal((T, width)).astype(np.float32)
+        cache = rng.standard_normal((N, m["L"], width)).astype(np.float32)
+        lens = np.asarray(cached, np.int32)
+        cu = np.concatenate([[0], np.cumsum(tokens)]).astype(np.int32)
+
+        def case(q=q, lat=lat, cache=cache, lens=lens, cu=cu, T=T, N=N, tokens=tokens):
+            s = k3.Session(str(OUT / "mla.k3bin"), device="cuda:0")
+            s.load_weights(str(wfile))
+            out = s.run("forward", symbols={"num_tokens": T, "num_seqs": N}, outputs="numpy",
+                        q=q, latent=lat, cache=cache, cache_lens=lens, cu_seqlens=cu)
+            s.close()
+            want, new_cache = ref.latent_attention(
+                q.astype(np.float64), lat.astype(np.float64),
+                kvb.astype(np.float64), m["H"], m["DN"], m["DR"], m["DV"],
+                m["R"], (m["DN"] + m["DR"]) ** -0.5, latent_cache=cache.astype(np.float64),
+                cache_lens=lens, cu_seqlens=cu)
+            err = float(np.linalg.norm(out["o"] - want) / np.linalg.norm(want))
+            if not err < 1e-4:
+                raise AssertionError(f"o: error vs f64 {err:.3e} (bound 1e-4)")
+            for n in range(N):
+                rows = new_cache[n].shape[0]
+                if not np.array_equal(out["cache_out"][n, :rows], new_cache[n].astype(np.float32)):
+                    raise AssertionError(f"cache_out of sequence {n} differs in its first {rows} rows")
+            return {"err_vs_oracle": err}
+        res.guard(case, case=name, impl="k3", variant="latent_attention_rows",
+                  shape={"tokens": tokens, "cached": cached, **MLA})
 
 
 if __name__ == "__main__":

@@ -304,6 +304,34 @@ LogicalResult verifyArgmaxRows(ArgmaxOp op, KernelConfigAttr c) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// k3.latent_attention, a block per (token, head)
+// (lowering/cuda/LatentAttentionRows.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Shared memory (f32 words) of the kernel: the query, its absorbed form,
+/// each warp's softmax state and partial latent sum, the merged context.
+int64_t latentRowsSharedWords(LatentAttentionOp op, int64_t warps) {
+  int64_t rank = op.getKvLoraRank();
+  return op.getQkNopeHeadDim() + op.getQkRopeHeadDim() + rank + 2 * warps +
+         warps * rank + rank;
+}
+
+LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
+                                        KernelConfigAttr c) {
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "latent_attention_rows warps must be in [1, 32], got "
+           << c.getWarps();
+  // Static shared memory: the 48 KiB that needs no opt-in.
+  if (int64_t bytes = 4 * latentRowsSharedWords(op, c.getWarps());
+      bytes > 48 * 1024)
+    return op.emitOpError() << "latent_attention_rows needs " << bytes
+                            << " bytes of shared memory with " << c.getWarps()
+                            << " warps (at most 48 KiB)";
+  return success();
+}
+
 LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
@@ -372,6 +400,15 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::argmax_rows:
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.
     return config(ctx, kind, {}, 32);
+  case KernelKind::latent_attention_rows: {
+    // 8 warps share the keys; fewer where the warps' partial sums would
+    // pass 48 KiB (R = 512: 21 KiB with 8).
+    int64_t w = 8;
+    while (w > 1 && 4 * latentRowsSharedWords(cast<LatentAttentionOp>(op), w) >
+                        48 * 1024)
+      w /= 2;
+    return config(ctx, kind, {}, w);
+  }
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup, 4 TMA stages in flight (128 KiB: one block
@@ -404,6 +441,8 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<ArgmaxOp>(op))
     return argmaxRowsApplies(o) ? KernelKind::argmax_rows
                                 : KernelKind::loop_nest;
+  if (isa<LatentAttentionOp>(op))
+    return KernelKind::latent_attention_rows;
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -436,6 +475,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<LinearOp>(op) && linearGEMVApplies(cast<LinearOp>(op));
   case KernelKind::argmax_rows:
     return isa<ArgmaxOp>(op) && argmaxRowsApplies(cast<ArgmaxOp>(op));
+  case KernelKind::latent_attention_rows:
+    return isa<LatentAttentionOp>(op);
   case KernelKind::loop_nest:
     break;
   }
@@ -550,6 +591,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::argmax_rows:
     if (auto o = dyn_cast<ArgmaxOp>(op))
       return verifyArgmaxRows(o, config);
+    return wrongOp();
+  case KernelKind::latent_attention_rows:
+    if (auto o = dyn_cast<LatentAttentionOp>(op))
+      return verifyLatentAttentionRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

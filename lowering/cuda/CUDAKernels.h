@@ -40,6 +40,7 @@ LogicalResult emitLinearMMACUDA(LinearOp op, const KernelEmission &e);
 void populateLinearWGMMAPattern(KernelPatternSet &patterns);
 void populateLinearGEMVPattern(KernelPatternSet &patterns);
 void populateArgmaxRowsPattern(KernelPatternSet &patterns);
+void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

@@ -58,4 +58,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateLinearWGMMAPattern(patterns);
   populateLinearGEMVPattern(patterns);
   populateArgmaxRowsPattern(patterns);
+  populateLatentAttentionRowsPattern(patterns);
 }

@@ -9,14 +9,12 @@
 // RUN: not k3-run %t.k3bin --device cpu --random-weights 1 --prompt 1,2 2>&1 | FileCheck %s --check-prefix=TARGET
 
 // One kernel per op kind (shared by identical ops), one per parallel phase:
-// latent attention copies the cache, appends the new latents, then attends.
+// latent attention is one kernel (a block per token and head), the cache update included.
 // PTX: .target sm_90a
 // PTX-DAG: .visible .entry embedding_0(
 // PTX-DAG: .visible .entry kda_{{[0-9]+}}(
 // PTX-DAG: .visible .entry moe_router_{{[0-9]+}}(
-// PTX-DAG: .visible .entry latent_attention_[[LA:[0-9]+]](
-// PTX-DAG: .visible .entry latent_attention_[[LA]]__1(
-// PTX-DAG: .visible .entry latent_attention_[[LA]]__2(
+// PTX-DAG: .visible .entry latent_attention_{{[0-9]+}}(
 
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // PTXAS: Compiling entry function 'embedding_0' for 'sm_90a'

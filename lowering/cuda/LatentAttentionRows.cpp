@@ -1,0 +1,369 @@
+//===- LatentAttentionRows.cpp - k3.latent_attention, a block per head -===//
+//
+// The latent (absorbed) form of MLA attention with a block per (token,
+// head) (config kernel `latent_attention_rows`). The loop nest gives each
+// (token, head) one thread, which then does ~2.4e5 dependent FMAs through
+// local memory: 9.9 ms per decode step of the real-width Kimi-Linear cut
+// (bench/results/profile-gpu/real4-T64.txt). Here the block's warps share
+// the work:
+//
+//   1. the query's nope part absorbed into the latent space, qa = q_nope
+//      W_k (W_k: the head's first Dn rows of kv_b), a thread per latent
+//      channel, into shared memory;
+//   2. the keys split over the warps (key s to warp s mod W); per key the
+//      lanes hold channels lane, lane + 32, ... of the latent (and of
+//      k_pe), the score is a warp sum, and each warp keeps an online
+//      softmax (running max m, sum l) and its lanes' channels of
+//      sum_s p_s latent_s;
+//   3. the warps' partial results merged in shared memory (rescaled to the
+//      common max), ctx = sum_s p_s latent_s / l;
+//   4. the output o[j] = W_v[j] . ctx, a warp per output channel (W_v: the
+//      head's last Dv rows of kv_b).
+//
+// Keys come from the old cache (positions < cache_lens[n]) or from the
+// new tokens' latents, never from the updated cache, so the cache update
+// (the old rows copied where the output cache is another buffer, the new
+// rows appended) runs in the same launch without ordering: every block
+// copies a grid-stride share of the old rows, and the head-0 block of
+// each token appends its row.
+//
+// Numerics: f32 throughout (the operands widened on load); the sums run
+// in another order than the loop nest's, so results match it to rounding.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// The kernel body, step by step.
+class LatentRowsKernel {
+public:
+  LatentRowsKernel(LatentAttentionOp op, const KernelEmission &e)
+      : op(op), kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb},
+        warps(e.config.getWarps()), threads(32 * warps) {
+    auto ops = operandsOf(op, e.inputs);
+    q = ops.getQ().full;
+    latent = ops.getLatent().full;
+    kvb = ops.getKvB().full;
+    cache = ops.getLatentCache();
+    lens = ops.getCacheLens();
+    cu = ops.getCuSeqlens();
+    o = resultOf(e.outputs, op.getResult()).full;
+    if (cache)
+      cacheOut = resultOf(e.outputs, op.getLatentCacheOut());
+    numTokens = kb.dim(ops.getQ().shape[0]);
+    heads = op.getNumHeads();
+    dn = op.getQkNopeHeadDim();
+    dr = op.getQkRopeHeadDim();
+    dv = op.getVHeadDim();
+    rank = op.getKvLoraRank();
+    scale = kb.f32(op.getScale().convertToDouble());
+    allocShared(e);
+  }
+
+  void emit() {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    lane = em.remu(tid, 32);
+    warp = em.divu(tid, 32);
+    t = em.divu(bid, heads);
+    h = em.remu(bid, heads);
+    std::tie(start, seq) =
+        cu ? emitSequenceOf(kb, cu.full, t) : std::pair{kb.idx(0), kb.idx(0)};
+    oldLen = cache ? kb.loadIndex(lens.full, {seq}) : kb.idx(0);
+    if (cache)
+      updateCache(bid);
+    Value count = kb.addi(kb.subi(t, start), kb.idx(1));
+    if (cache)
+      count = kb.minsi(kb.addi(count, oldLen), kb.dim(cache.shape[1]));
+    stageQuery();
+    absorbQuery();
+    gpu::BarrierOp::create(b, loc);
+    OnlineSoftmax part = attendKeys(count);
+    mergeWarps(part);
+    projectValues();
+  }
+
+private:
+  /// Running softmax state of a warp: max, sum, and the lane's channels of
+  /// the probability-weighted latent sum.
+  struct OnlineSoftmax {
+    Value m, l;
+    SmallVector<Value> acc;
+  };
+
+  int64_t channelsPerLane() const { return (rank + 31) / 32; }
+  int64_t peChannelsPerLane() const { return (dr + 31) / 32; }
+
+  /// One f32 shared array; the regions at fixed offsets (in words).
+  void allocShared(const KernelEmission &e) {
+    offQNope = 0;
+    offQPe = offQNope + dn;
+    offQa = offQPe + dr;
+    offM = offQa + rank;
+    offL = offM + warps;
+    offAcc = offL + warps;
+    offCtx = offAcc + warps * rank;
+    int64_t words = offCtx + rank;
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    FunctionOpInterface f = e.fn;
+    smem = cast<gpu::GPUFuncOp>(f.getOperation())
+               .addWorkgroupAttribution(
+                   MemRefType::get({words}, b.getF32Type(),
+                                   MemRefLayoutAttrInterface{}, wg),
+                   loc);
+  }
+  Value lds(int64_t base, Value i) {
+    return em.lds(smem, {kb.addi(kb.idx(base), i)});
+  }
+  void sts(Value v, int64_t base, Value i) {
+    em.sts(v, smem, {kb.addi(kb.idx(base), i)});
+  }
+
+  /// for (i = tid; i < n; i += threads) body(i).
+  void forThreads(Value n, const std::function<void(Value)> &body) {
+    scf::ForOp::create(b, loc, tid, n, kb.idx(threads), ValueRange{},
+                       [&](OpBuilder &, Location, Value i, ValueRange) {
+                         body(i);
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  /// The old rows copied to the output cache unless it is the input
+  /// buffer (a grid-stride share per block), and token t's row appended by
+  /// its head-0 block. Disjoint writes; nothing here is read by attention.
+  void updateCache(Value bid) {
+    Value in = cache.full, out = cacheOut.full;
+    int64_t width = cache.shape[2];
+    Value len = kb.dim(cache.shape[1]);
+    auto address = [&](Value m) {
+      return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, m);
+    };
+    Value same = kb.eqi(address(in), address(out));
+    kb.ifThen(kb.notb(same), [&] {
+      Value total =
+          kb.muli(kb.muli(kb.dim(cache.shape[0]), len), kb.idx(width));
+      Value stride =
+          kb.muli(kb.muli(numTokens, kb.idx(heads)), kb.idx(threads));
+      Value first = kb.addi(kb.muli(bid, kb.idx(threads)), tid);
+      scf::ForOp::create(
+          b, loc, first, total, stride, ValueRange{},
+          [&](OpBuilder &, Location, Value i, ValueRange) {
+            Value c = em.remu(i, width), row = em.divu(i, width);
+            Value s = arith::RemUIOp::create(b, loc, row, len);
+            Value n = arith::DivUIOp::create(b, loc, row, len);
+            kb.ifThen(kb.lti(s, kb.loadIndex(lens.full, {n})), [&] {
+              kb.store(kb.load(in, {n, s, c}), out, {n, s, c});
+            });
+            scf::YieldOp::create(b, loc);
+          });
+    });
+    Value pos = kb.addi(oldLen, kb.subi(t, start));
+    kb.ifThen(kb.andi(kb.eqi(h, kb.idx(0)), kb.lti(pos, len)), [&] {
+      forThreads(kb.idx(width), [&](Value c) {
+        kb.store(kb.load(latent, {t, c}), out, {seq, pos, c});
+      });
+    });
+  }
+
+  void stageQuery() {
+    forThreads(kb.idx(dn + dr),
+               [&](Value d) { sts(kb.load(q, {t, h, d}), offQNope, d); });
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  /// qa[r] = sum_d q_nope[d] kv_b[h (Dn + Dv) + d, r].
+  void absorbQuery() {
+    Value headRow = kb.muli(h, kb.idx(dn + dv));
+    forThreads(kb.idx(rank), [&](Value r) {
+      auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(dn), kb.idx(1),
+                                     ValueRange{kb.f32(0.0)});
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value d = loop.getInductionVar();
+        Value w = kb.load(kvb, {kb.addi(headRow, d), r});
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{fma(lds(offQNope, d), w, loop.getRegionIterArgs()[0])});
+      }
+      sts(loop.getResult(0), offQa, r);
+    });
+  }
+
+  Value fma(Value x, Value y, Value a) {
+    auto contract = arith::FastMathFlags::contract;
+    return arith::AddFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, y, contract), a, contract);
+  }
+
+  /// Key s's channel c (c < R + Dr): the old cache or a new token's latent.
+  Value keyAt(Value s, Value c) {
+    if (!cache)
+      return kb.load(latent, {kb.addi(start, s), c});
+    Value isOld = kb.lti(s, oldLen);
+    Value oldS = kb.minsi(s, kb.subi(kb.dim(cache.shape[1]), kb.idx(1)));
+    Value newT = kb.minsi(kb.addi(start, kb.subi(s, oldLen)),
+                          kb.subi(numTokens, kb.idx(1)));
+    newT = kb.maxsi(newT, kb.idx(0));
+    return kb.select(isOld, kb.load(cache.full, {seq, oldS, c}),
+                     kb.load(latent, {newT, c}));
+  }
+
+  /// Lane's channel i of a row of width w: lane + 32 i, clamped (the
+  /// value is masked where it is past the width).
+  std::pair<Value, Value> laneChannel(int64_t i, int64_t w) {
+    Value c = kb.addi(lane, kb.idx(32 * i));
+    return {kb.lti(c, kb.idx(w)), kb.minsi(c, kb.idx(w - 1))};
+  }
+
+  /// Step 2: keys warp, warp + W, ... with an online softmax per warp.
+  OnlineSoftmax attendKeys(Value count) {
+    const int64_t nr = channelsPerLane(), ne = peChannelsPerLane();
+    // The lane's query channels, loaded once.
+    SmallVector<Value> qa, qpe;
+    for (int64_t i = 0; i < nr; ++i) {
+      auto [ok, c] = laneChannel(i, rank);
+      qa.push_back(kb.select(ok, lds(offQa, c), kb.f32(0.0)));
+    }
+    for (int64_t i = 0; i < ne; ++i) {
+      auto [ok, c] = laneChannel(i, dr);
+      qpe.push_back(kb.select(ok, lds(offQPe, c), kb.f32(0.0)));
+    }
+    SmallVector<Value> init = {kb.f32(-INFINITY), kb.f32(0.0)};
+    init.append(nr, kb.f32(0.0));
+    auto loop = scf::ForOp::create(b, loc, warp, count, kb.idx(warps), init);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value s = loop.getInductionVar();
+    ValueRange it = loop.getRegionIterArgs();
+    SmallVector<Value> key;
+    Value dot = kb.f32(0.0);
+    for (int64_t i = 0; i < nr; ++i) {
+      auto [ok, c] = laneChannel(i, rank);
+      key.push_back(kb.select(ok, keyAt(s, c), kb.f32(0.0)));
+      dot = fma(qa[i], key.back(), dot);
+    }
+    for (int64_t i = 0; i < ne; ++i) {
+      auto [ok, c] = laneChannel(i, dr);
+      Value pe = kb.select(ok, keyAt(s, kb.addi(kb.idx(rank), c)), kb.f32(0.0));
+      dot = fma(qpe[i], pe, dot);
+    }
+    Value score = kb.mul(em.warpSum(dot), scale);
+    Value m = kb.maxf(it[0], score);
+    Value alpha = kb.exp(kb.sub(it[0], m)), p = kb.exp(kb.sub(score, m));
+    SmallVector<Value> next = {m, fma(it[1], alpha, p)};
+    for (int64_t i = 0; i < nr; ++i)
+      next.push_back(fma(it[2 + i], alpha, kb.mul(p, key[i])));
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(loop);
+    OnlineSoftmax out{loop.getResult(0), loop.getResult(1), {}};
+    for (int64_t i = 0; i < nr; ++i)
+      out.acc.push_back(loop.getResult(2 + i));
+    return out;
+  }
+
+  /// Step 3: ctx[r] = sum_w acc_w[r] e^{m_w - M} / sum_w l_w e^{m_w - M}.
+  void mergeWarps(const OnlineSoftmax &part) {
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+      sts(part.m, offM, warp);
+      sts(part.l, offL, warp);
+    });
+    for (int64_t i = 0; i < channelsPerLane(); ++i) {
+      auto [ok, c] = laneChannel(i, rank);
+      kb.ifThen(ok, [&, c = c] {
+        sts(part.acc[i], offAcc, kb.addi(kb.muli(warp, kb.idx(rank)), c));
+      });
+    }
+    gpu::BarrierOp::create(b, loc);
+    // Warps without keys hold m = -inf, l = 0: their weight e^{-inf} = 0.
+    Value big = kb.f32(-INFINITY);
+    for (int64_t w = 0; w < warps; ++w)
+      big = kb.maxf(big, lds(offM, kb.idx(w)));
+    SmallVector<Value> weight;
+    Value total = kb.f32(0.0);
+    for (int64_t w = 0; w < warps; ++w) {
+      weight.push_back(kb.exp(kb.sub(lds(offM, kb.idx(w)), big)));
+      total = fma(lds(offL, kb.idx(w)), weight.back(), total);
+    }
+    Value inv = kb.div(kb.f32(1.0), total);
+    forThreads(kb.idx(rank), [&](Value r) {
+      Value sum = kb.f32(0.0);
+      for (int64_t w = 0; w < warps; ++w)
+        sum = fma(lds(offAcc, kb.addi(kb.idx(w * rank), r)), weight[w], sum);
+      sts(kb.mul(sum, inv), offCtx, r);
+    });
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  /// Step 4: o[t, h, j] = kv_b[h (Dn + Dv) + Dn + j, :] . ctx, a warp per j.
+  void projectValues() {
+    Value vRow = kb.addi(kb.muli(h, kb.idx(dn + dv)), kb.idx(dn));
+    scf::ForOp::create(b, loc, warp, kb.idx(dv), kb.idx(warps), ValueRange{},
+                       [&](OpBuilder &, Location, Value j, ValueRange) {
+                         Value row = kb.addi(vRow, j);
+                         Value dot = kb.f32(0.0);
+                         for (int64_t i = 0; i < channelsPerLane(); ++i) {
+                           auto [ok, c] = laneChannel(i, rank);
+                           Value w = kb.select(ok, kb.load(kvb, {row, c}),
+                                               kb.f32(0.0));
+                           dot = fma(w, lds(offCtx, c), dot);
+                         }
+                         Value sum = em.warpSum(dot);
+                         kb.ifThen(kb.eqi(lane, kb.idx(0)),
+                                   [&] { kb.store(sum, o, {t, h, j}); });
+                         scf::YieldOp::create(b, loc);
+                       });
+  }
+
+  LatentAttentionOp op;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  int64_t warps, threads;
+  Value q, latent, kvb, o;
+  KernelOperand cache, lens, cu, cacheOut; // optional
+  Value numTokens, scale;
+  int64_t heads = 0, dn = 0, dr = 0, dv = 0, rank = 0;
+  int64_t offQNope = 0, offQPe = 0, offQa = 0, offM = 0, offL = 0, offAcc = 0,
+          offCtx = 0;
+  Value smem, tid, lane, warp, t, h, start, seq, oldLen;
+};
+
+struct LatentAttentionRowsPattern : OpKernelPattern<LatentAttentionOp> {
+  LatentAttentionRowsPattern()
+      : OpKernelPattern(KernelKind::latent_attention_rows) {}
+  LogicalResult emit(LatentAttentionOp op, Adaptor,
+                     KernelEmission &e) const override {
+    KernelBuilder &kb = e.kb;
+    auto tokens =
+        kb.linearForm(kb.dim(operandsOf(op, e.inputs).getQ().shape[0]));
+    if (!tokens)
+      return op.emitOpError() << "latent_attention_rows needs a token count "
+                                 "linear in one runtime size";
+    // A block per (token, head).
+    e.setLaunch(*tokens, op.getNumHeads(), 0, 1,
+                {32 * e.config.getWarps(), 1, 1});
+    LatentRowsKernel(op, e).emit();
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateLatentAttentionRowsPattern(KernelPatternSet &patterns) {
+  patterns.add<LatentAttentionRowsPattern>();
+}
