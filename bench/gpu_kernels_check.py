@@ -88,7 +88,7 @@ ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.d
 def compile_model(name: str, text: str, extra: str) -> None:
     src = OUT / f"{name}.mlir"
     src.write_text(text)
-    opts = (f"target=cuda output={OUT / name}.k3bin max-tokens=256 max-seqs=1 "
+    opts = (f"target=cuda output={OUT / name}.k3bin max-tokens=256 max-seqs=4 "
             f"decode-entry=0 {extra}")
     subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
 
