@@ -77,6 +77,23 @@ MLA_MODEL = """func.func @forward(
 MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
              ("mla_prefill_cached", [3, 1, 60], [5, 0, 100]),
              ("mla_prefill_fresh", [70, 9], [0, 0]))
+# RMSNorm rows (lowering/cuda/RMSNormRows.cpp): f32 rows, and the fused
+# residual add with bf16 operands (the sum stored in bf16, normalised as
+# stored); hidden sizes of both models and one below a block's threads.
+NORM_WIDTHS = (2304, 7168, 100)
+NORM_MODEL = """func.func @forward(
+    %x: tensor<?x{N}xf32> {{k3.name = "x", k3.dims = array<i64: -1, {N}>}},
+    %h: tensor<?x{N}xbf16> {{k3.name = "h", k3.dims = array<i64: -1, {N}>}},
+    %r: tensor<?x{N}xbf16> {{k3.name = "r", k3.dims = array<i64: -1, {N}>}})
+    -> (tensor<?x{N}xf32> {{k3.name = "y"}}, tensor<?x{N}xbf16> {{k3.name = "s"}},
+        tensor<?x{N}xf32> {{k3.name = "z"}}) {{
+  %w = k3.weight "w" : tensor<{N}xbf16>
+  %y = k3.rms_norm %x, %w {{epsilon = 1.0e-6 : f64}} : (tensor<?x{N}xf32>, tensor<{N}xbf16>) -> tensor<?x{N}xf32>
+  %s, %z = k3.add_rms_norm %h, %r, %w {{epsilon = 1.0e-5 : f64}}
+      : (tensor<?x{N}xbf16>, tensor<?x{N}xbf16>, tensor<{N}xbf16>) -> (tensor<?x{N}xbf16>, tensor<?x{N}xf32>)
+  return %y, %s, %z : tensor<?x{N}xf32>, tensor<?x{N}xbf16>, tensor<?x{N}xf32>
+}}
+"""
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -102,6 +119,8 @@ def prepare() -> int:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
+    for n in NORM_WIDTHS:
+        compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
     m = MLA
     compile_model("mla", MLA_MODEL.format(
         H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
@@ -201,8 +220,48 @@ def check() -> int:
         res.guard(case, case=f"argmax_v{v}", impl="k3", variant="argmax_rows",
                   shape={"rows": ARGMAX_ROWS, "vocab": v})
     check_mla(res, rng)
+    check_norms(res, rng)
     res.write()
     return 1 if res.failures else 0
+
+
+def check_norms(res, rng) -> None:
+    """rms_norm (f32 rows) and add_rms_norm (bf16 operands) against float64:
+    y and z within 1e-5 normwise, the bf16 sum equal to bf16(h + r)."""
+    import torch
+    import k3
+    for n in NORM_WIDTHS:
+        w = bf16_round(rng.standard_normal(n) * 0.5 + 1.0)
+        wfile = OUT / f"norm_n{n}.w.safetensors"
+        save_bf16(wfile, "w", w)
+        for t in (1, 3, 64):
+            x = rng.standard_normal((t, n)).astype(np.float32) * 3
+            h = bf16_round(rng.standard_normal((t, n)))
+            r = bf16_round(rng.standard_normal((t, n)))
+
+            def case(n=n, t=t, x=x, h=h, r=r, w=w, wfile=wfile):
+                s = k3.Session(str(OUT / f"norm_n{n}.k3bin"), device="cuda:0")
+                s.load_weights(str(wfile))
+                dev = torch.device("cuda:0")
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
+                            x=torch.from_numpy(x).to(dev),
+                            h=torch.from_numpy(h).to(dev).to(torch.bfloat16),
+                            r=torch.from_numpy(r).to(dev).to(torch.bfloat16))
+                y, sm, z = (torch.from_dlpack(out[k]).double().cpu().numpy() for k in "ysz")
+                s.close()
+                def norm(v, eps):
+                    v = v.astype(np.float64)
+                    return v / np.sqrt((v * v).mean(-1, keepdims=True) + eps) * w
+                want_s = bf16_round(h + r)
+                ey = float(np.linalg.norm(y - norm(x, 1e-6)) / np.linalg.norm(norm(x, 1e-6)))
+                ez = float(np.linalg.norm(z - norm(want_s, 1e-5)) /
+                           np.linalg.norm(norm(want_s, 1e-5)))
+                if not (ey < 1e-5 and ez < 1e-5 and np.array_equal(sm, want_s.astype(np.float64))):
+                    raise AssertionError(f"y err {ey:.2e}, z err {ez:.2e} (bound 1e-5), sum "
+                                         f"equal: {np.array_equal(sm, want_s)}")
+                return {"err_y": ey, "err_z": ez}
+            res.guard(case, case=f"norm_n{n}", impl="k3", variant="rms_norm_rows",
+                      shape={"T": t, "N": n})
 
 
 def check_mla(res, rng) -> None:

@@ -332,6 +332,41 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// k3.rms_norm and k3.add_rms_norm, a block per row
+// (lowering/cuda/RMSNormRows.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Columns per row (static) of a norm the row kernel covers, else 0.
+int64_t rmsNormRowsColumns(Operation *op) {
+  if (!isa<RMSNormOp, AddRMSNormOp>(op))
+    return 0;
+  auto t = cast<RankedTensorType>(op->getOperand(0).getType());
+  if (t.getRank() < 1 || t.isDynamicDim(t.getRank() - 1))
+    return 0;
+  int64_t n = t.getDimSize(t.getRank() - 1);
+  return n > 0 && n <= 64 * 1024 ? n : 0;
+}
+
+/// A thread keeps ceil(n / threads) values of the row in registers.
+constexpr int64_t kRMSNormMaxPerThread = 64;
+
+LogicalResult verifyRMSNormRows(Operation *op, KernelConfigAttr c) {
+  int64_t n = rmsNormRowsColumns(op);
+  if (n == 0)
+    return op->emitOpError() << "rms_norm_rows needs a static row of at most "
+                                "65536 channels";
+  int64_t w = c.getWarps();
+  if (w < 1 || w > 32)
+    return op->emitOpError()
+           << "rms_norm_rows warps must be in [1, 32], got " << w;
+  if ((n + 32 * w - 1) / (32 * w) > kRMSNormMaxPerThread)
+    return op->emitOpError()
+           << "rms_norm_rows with " << w << " warps keeps more than "
+           << kRMSNormMaxPerThread << " values per thread of " << n;
+  return success();
+}
+
 LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
@@ -400,6 +435,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::argmax_rows:
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.
     return config(ctx, kind, {}, 32);
+  case KernelKind::rms_norm_rows: {
+    // 8 warps (hidden 2304: 9 values per thread); more for wide rows.
+    int64_t n = rmsNormRowsColumns(op), w = 8;
+    while (w < 32 && (n + 32 * w - 1) / (32 * w) > 32)
+      w *= 2;
+    return config(ctx, kind, {}, w);
+  }
   case KernelKind::latent_attention_rows: {
     // 8 warps share the keys; fewer where the warps' partial sums would
     // pass 48 KiB (R = 512: 21 KiB with 8).
@@ -443,6 +485,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
                                 : KernelKind::loop_nest;
   if (isa<LatentAttentionOp>(op))
     return KernelKind::latent_attention_rows;
+  if (isa<RMSNormOp, AddRMSNormOp>(op))
+    return rmsNormRowsColumns(op) ? KernelKind::rms_norm_rows
+                                  : KernelKind::loop_nest;
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -477,6 +522,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<ArgmaxOp>(op) && argmaxRowsApplies(cast<ArgmaxOp>(op));
   case KernelKind::latent_attention_rows:
     return isa<LatentAttentionOp>(op);
+  case KernelKind::rms_norm_rows:
+    return rmsNormRowsColumns(op) != 0;
   case KernelKind::loop_nest:
     break;
   }
@@ -595,6 +642,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::latent_attention_rows:
     if (auto o = dyn_cast<LatentAttentionOp>(op))
       return verifyLatentAttentionRows(o, config);
+    return wrongOp();
+  case KernelKind::rms_norm_rows:
+    if (isa<RMSNormOp, AddRMSNormOp>(op))
+      return verifyRMSNormRows(op, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

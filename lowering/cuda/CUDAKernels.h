@@ -41,6 +41,7 @@ void populateLinearWGMMAPattern(KernelPatternSet &patterns);
 void populateLinearGEMVPattern(KernelPatternSet &patterns);
 void populateArgmaxRowsPattern(KernelPatternSet &patterns);
 void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
+void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

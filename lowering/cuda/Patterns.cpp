@@ -59,4 +59,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateLinearGEMVPattern(patterns);
   populateArgmaxRowsPattern(patterns);
   populateLatentAttentionRowsPattern(patterns);
+  populateRMSNormRowsPatterns(patterns);
 }

@@ -28,7 +28,7 @@
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda" 2>&1 | FileCheck %s --check-prefix=MALFORMED
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda.warps=two" 2>&1 | FileCheck %s --check-prefix=NOTINT
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=32x8x16x3" 2>&1 | FileCheck %s --check-prefix=BADTILE
-// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=rms_norm.warps=64" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=rms_norm.kernel=loop_nest,rms_norm.warps=64" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=target.smem_per_block=4096" 2>&1 | FileCheck %s --check-prefix=SMEM
 
 // CPU: module attributes {k3.target = #k3.cpu_target}
@@ -38,8 +38,8 @@
 
 // The H200's limits are the defaults, elided when printed.
 // GPU: module attributes {k3.target = #k3.gpu_target<chip = "sm_90a">}
-// Loop nests: 8 warps (256 threads) per block.
-// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>
+// RMSNorm: a block of 8 warps per row (test/Lowering/cuda-rms-norm-rows.mlir).
+// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 8>
 // The recurrent KDA at K = V = 128: 64 state values per lane (P = 8 lanes
 // per column group of C = 4 columns), 32 columns per block, 16 staged
 // tokens.
@@ -59,7 +59,7 @@
 // 96 heads x 8 column tiles fit 1024 SMs with one warp per block.
 // WIDE: k3.kda_mma_recurrence {{.*}}tile = [16, 16], warps = 1, stages = 3, blocks_per_sm = 1>
 
-// TUNED: k3.rms_norm {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 4>
+// TUNED: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 4>
 // TUNED: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 4, 4], warps = 4>
 
 // REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>

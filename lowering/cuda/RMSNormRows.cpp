@@ -1,0 +1,172 @@
+//===- RMSNormRows.cpp - k3.rms_norm and k3.add_rms_norm by rows -*- C++
+//-*-===//
+//
+// RMSNorm over rows of a few thousand channels, a block per row (config
+// kernel `rms_norm_rows`). The loop nest gives each row one thread, which
+// reads the row twice alone: at one or 64 tokens that is one block of the
+// GPU (0.22 ms per decode-step call at hidden 2304,
+// bench/results/profile-gpu/real4-T64.txt). Here thread i holds columns
+// i, i + B, ... of the row in registers (a static count), the sum of
+// squares is a warp sum then a shared-memory sum over the warps, and the
+// row is scaled from registers: one read, one write.
+//
+// k3.add_rms_norm first forms sum = input + residual, stores it in its own
+// type and normalises the stored value, as the loop nest does (so the
+// fused op stays what k3.add then k3.rms_norm compute).
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/kernels/Operands.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// One row per block: load (and for add_rms_norm, sum and store), the
+/// block's sum of squares, the scaled row.
+class RMSNormRowsKernel {
+public:
+  RMSNormRowsKernel(const KernelEmission &e, int64_t cols, double eps)
+      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, cols(cols),
+        warps(e.config.getWarps()), threads(32 * warps), eps(eps) {
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    FunctionOpInterface f = e.fn;
+    partial = cast<gpu::GPUFuncOp>(f.getOperation())
+                  .addWorkgroupAttribution(
+                      MemRefType::get({warps}, b.getF32Type(),
+                                      MemRefLayoutAttrInterface{}, wg),
+                      loc);
+  }
+
+  /// y = w * v / sqrt(mean(v^2) + eps) with v = x (+ r, stored to s).
+  void emit(Value x, Value r, Value s, Value w, Value y) {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    const int64_t per = (cols + threads - 1) / threads;
+    SmallVector<Value> v(per), ok(per), col(per);
+    Value ss = kb.f32(0.0);
+    for (int64_t i = 0; i < per; ++i) {
+      Value c = kb.addi(tid, kb.idx(i * threads));
+      ok[i] = kb.lti(c, kb.idx(cols));
+      col[i] = kb.minsi(c, kb.idx(cols - 1));
+      Value val = kb.load(x, {row, col[i]});
+      if (r) {
+        val = kb.add(val, kb.load(r, {row, col[i]}));
+        val = roundTo(val, s);
+        kb.ifThen(ok[i], [&, i] { kb.store(val, s, {row, col[i]}); });
+      }
+      v[i] = kb.select(ok[i], val, kb.f32(0.0));
+      ss = fma(v[i], v[i], ss);
+    }
+    Value inv = kb.rsqrt(
+        kb.add(kb.div(blockSum(tid, ss), kb.f32(double(cols))), kb.f32(eps)));
+    for (int64_t i = 0; i < per; ++i)
+      kb.ifThen(ok[i], [&, i] {
+        kb.store(kb.mul(kb.mul(v[i], inv), kb.load(w, {col[i]})), y,
+                 {row, col[i]});
+      });
+  }
+
+private:
+  Value fma(Value x, Value y, Value a) {
+    auto contract = arith::FastMathFlags::contract;
+    return arith::AddFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, y, contract), a, contract);
+  }
+
+  /// `v` as `mem` stores it (bf16 sums are normalised as stored).
+  Value roundTo(Value v, Value mem) {
+    Type elem = cast<MemRefType>(mem.getType()).getElementType();
+    if (elem.isF32())
+      return v;
+    Value narrow = arith::TruncFOp::create(b, loc, elem, v);
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+  }
+
+  /// The block's sum of `v` in every thread: warp sums, then the warps'.
+  Value blockSum(Value tid, Value v) {
+    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+    Value ws = em.warpSum(v);
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { em.sts(ws, partial, {warp}); });
+    gpu::BarrierOp::create(b, loc);
+    Value total = kb.f32(0.0);
+    for (int64_t i = 0; i < warps; ++i)
+      total = kb.add(total, em.lds(partial, {kb.idx(i)}));
+    return total;
+  }
+
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  int64_t cols, warps, threads;
+  double eps;
+  Value partial;
+};
+
+/// The rows of `x`'s leading dimensions as one size, linear in a symbol.
+FailureOr<std::pair<Value, KernelBuilder::Linear>>
+rowCount(Operation *op, KernelBuilder &kb, const KernelOperand &x) {
+  Value rows = kb.idx(1);
+  for (int64_t d : ArrayRef<int64_t>(x.shape).drop_back())
+    rows = kb.muli(rows, kb.dim(d));
+  auto form = kb.linearForm(rows);
+  if (!form)
+    return op->emitOpError()
+           << "rms_norm_rows needs a row count linear in one runtime size";
+  return std::pair{rows, *form};
+}
+
+struct RMSNormRowsPattern : OpKernelPattern<RMSNormOp> {
+  RMSNormRowsPattern() : OpKernelPattern(KernelKind::rms_norm_rows) {}
+  LogicalResult emit(RMSNormOp op, Adaptor, KernelEmission &e) const override {
+    auto ops = operandsOf(op, e.inputs);
+    KernelOperand x = ops.getInput();
+    auto rows = rowCount(op, e.kb, x);
+    if (failed(rows))
+      return failure();
+    int64_t cols = x.shape.back();
+    e.setLaunch(rows->second, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+    KernelBuilder &kb = e.kb;
+    Value n = kb.idx(cols);
+    RMSNormRowsKernel(e, cols, op.getEpsilon().convertToDouble())
+        .emit(kb.view(x.base, {rows->first, n}), Value(), Value(),
+              ops.getWeight().full,
+              kb.view(e.outputs[0].base, {rows->first, n}));
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+struct AddRMSNormRowsPattern : OpKernelPattern<AddRMSNormOp> {
+  AddRMSNormRowsPattern() : OpKernelPattern(KernelKind::rms_norm_rows) {}
+  LogicalResult emit(AddRMSNormOp op, Adaptor,
+                     KernelEmission &e) const override {
+    auto ops = operandsOf(op, e.inputs);
+    KernelOperand x = ops.getInput();
+    auto rows = rowCount(op, e.kb, x);
+    if (failed(rows))
+      return failure();
+    int64_t cols = x.shape.back();
+    e.setLaunch(rows->second, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+    KernelBuilder &kb = e.kb;
+    Value m = rows->first, n = kb.idx(cols);
+    RMSNormRowsKernel(e, cols, op.getEpsilon().convertToDouble())
+        .emit(kb.view(x.base, {m, n}), kb.view(ops.getResidual().base, {m, n}),
+              kb.view(resultOf(e.outputs, op.getSum()).base, {m, n}),
+              ops.getWeight().full,
+              kb.view(resultOf(e.outputs, op.getResult()).base, {m, n}));
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateRMSNormRowsPatterns(KernelPatternSet &patterns) {
+  patterns.add<RMSNormRowsPattern, AddRMSNormRowsPattern>();
+}

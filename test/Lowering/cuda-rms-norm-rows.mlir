@@ -1,0 +1,46 @@
+// REQUIRES: ptxas
+// k3.rms_norm and k3.add_rms_norm with kernel = rms_norm_rows
+// (lowering/cuda/RMSNormRows.cpp): a block of 8 warps per row; each thread
+// holds its columns (hidden 2304: 9) in registers, the sum of squares is a
+// warp sum then a shared-memory sum over the warps; add_rms_norm stores
+// the sum in its own type (bf16 here) and normalises the stored value.
+// RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=rms_norm.warps=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=add_rms_norm.warps=1" 2>&1 | FileCheck %s --check-prefix=PERTHREAD
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// BADWARPS: error: 'k3.rms_norm' op rms_norm_rows warps must be in [1, 32], got 33
+// PERTHREAD: error: 'k3.add_rms_norm' op rms_norm_rows with 1 warps keeps more than 64 values per thread of 2304
+
+// CHECK-LABEL: gpu.func @rms_norm_0(
+// CHECK-SAME: workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, warps = 8>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: gpu.barrier
+// CHECK: math.sqrt
+// The fused add: the sum rounded to bf16, stored, then normalised.
+// CHECK-LABEL: gpu.func @add_rms_norm_1(
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: memref.store {{.*}} : memref<?x?xbf16
+// CHECK: gpu.barrier
+
+// PTXAS: Function properties for add_rms_norm_1
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(
+    %x: tensor<?x2304xf32> {k3.name = "x", k3.dims = array<i64: -1, 2304>},
+    %h: tensor<?x2304xbf16> {k3.name = "h", k3.dims = array<i64: -1, 2304>},
+    %r: tensor<?x2304xbf16> {k3.name = "r", k3.dims = array<i64: -1, 2304>})
+    -> (tensor<?x2304xf32> {k3.name = "y"}, tensor<?x2304xbf16> {k3.name = "s"},
+        tensor<?x2304xf32> {k3.name = "z"}) {
+  %w = k3.weight "w" : tensor<2304xbf16>
+  %y = k3.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<?x2304xf32>, tensor<2304xbf16>) -> tensor<?x2304xf32>
+  %s, %z = k3.add_rms_norm %h, %r, %w {epsilon = 1.0e-5 : f64}
+      : (tensor<?x2304xbf16>, tensor<?x2304xbf16>, tensor<2304xbf16>) -> (tensor<?x2304xbf16>, tensor<?x2304xf32>)
+  return %y, %s, %z : tensor<?x2304xf32>, tensor<?x2304xbf16>, tensor<?x2304xf32>
+}
