@@ -21,8 +21,10 @@ static SmallVector<scf::ParallelOp> topLevelLoops(gpu::GPUFuncOp fn) {
   return loops;
 }
 
-/// for (i = global thread id; i < prod(ubs); i += grid size) body(delin(i)).
-static void gridStride(scf::ParallelOp loop) {
+/// for (i = global thread id / lanes; i < prod(ubs); i += grid size / lanes)
+/// body(delin(i)): an iteration per thread, or per `lanes` consecutive
+/// threads (a warp, whose lanes split the iteration's sums).
+static void gridStride(scf::ParallelOp loop, int64_t lanes) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -32,6 +34,11 @@ static void gridStride(scf::ParallelOp loop) {
   Value start = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
   Value stride = arith::MulIOp::create(b, loc, gdim, bdim);
+  if (lanes > 1) {
+    Value l = arith::ConstantIndexOp::create(b, loc, lanes);
+    start = arith::DivUIOp::create(b, loc, start, l);
+    stride = arith::DivUIOp::create(b, loc, stride, l);
+  }
   Value total = arith::ConstantIndexOp::create(b, loc, 1);
   for (Value ub : loop.getUpperBound())
     total = arith::MulIOp::create(b, loc, total, ub);
@@ -52,14 +59,14 @@ static void gridStride(scf::ParallelOp loop) {
 }
 
 /// The launch of a phase whose loop has `extent` iterations ([symbol, a, b]:
-/// a * symbol + b), or an unknown count (null).
+/// a * symbol + b), or an unknown count (null), of `lanes` threads each.
 static LaunchShapeAttr phaseLaunch(MLIRContext *ctx, DenseI64ArrayAttr extent,
-                                   int64_t threads) {
+                                   int64_t threads, int64_t lanes) {
   SmallVector<int64_t> block = {threads, 1, 1};
   if (!extent)
     return LaunchShapeAttr::get(ctx, GridSymbol::device_sm_count,
                                 kGridStrideBlocksPerSM, 0, 1, block, 0);
-  int64_t sym = extent[0], a = extent[1], b = extent[2];
+  int64_t sym = extent[0], a = extent[1] * lanes, b = extent[2] * lanes;
   if (sym == 0 || a == 0)
     return LaunchShapeAttr::get(ctx, GridSymbol::none, 0,
                                 std::max<int64_t>(1, b), threads, block, 0);
@@ -88,14 +95,17 @@ mlir::k3::distributeOverThreads(gpu::GPUFuncOp fn, int64_t blockThreads) {
     MLIRContext *ctx = fn.getContext();
     K3Dialect::LaunchShapeAttrHelper launch(ctx);
     if (loops.empty()) {
-      launch.setAttr(phase, phaseLaunch(ctx, {}, blockThreads));
+      launch.setAttr(phase, phaseLaunch(ctx, {}, blockThreads, 1));
       continue;
     }
     scf::ParallelOp mine = loops[p];
+    int64_t lanes = 1;
+    if (IntegerAttr l = K3Dialect::LanesAttrHelper(ctx).getAttr(mine))
+      lanes = l.getInt();
     launch.setAttr(
         phase, phaseLaunch(ctx, K3Dialect::ExtentAttrHelper(ctx).getAttr(mine),
-                           blockThreads));
-    gridStride(mine);
+                           blockThreads, lanes));
+    gridStride(mine, lanes);
   }
   return phases;
 }

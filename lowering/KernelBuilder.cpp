@@ -4,6 +4,7 @@
 #include "dialects/K3/K3Dialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -150,8 +151,59 @@ SmallVector<Value> KernelBuilder::reduceN(
   return SmallVector<Value>(loop.getResults());
 }
 
+SmallVector<Value> KernelBuilder::reduceSumN(
+    Value ub, ValueRange inits,
+    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  if (!inWarpLoop)
+    return reduceN(idx(0), ub, inits, body);
+  Value lane = gpu::LaneIdOp::create(b, loc, nullptr);
+  SmallVector<Value> zeros(inits.size(), f32(0.0));
+  auto loop = scf::ForOp::create(
+      b, loc, lane, ub, idx(warpLanes), zeros,
+      [&](OpBuilder &nb, Location, Value iv, ValueRange acc) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        scf::YieldOp::create(b, loc, body(iv, acc));
+      });
+  SmallVector<Value> sums;
+  for (auto [init, part] : llvm::zip(inits, loop.getResults())) {
+    Value v = part;
+    for (int64_t off = warpLanes / 2; off >= 1; off /= 2)
+      v = add(v, gpu::ShuffleOp::create(b, loc, v, off, warpLanes,
+                                        gpu::ShuffleMode::XOR)
+                     .getShuffleResult());
+    sums.push_back(add(init, v));
+  }
+  return sums;
+}
+
+Value KernelBuilder::reduceSum(Value ub, Value init,
+                               const std::function<Value(Value, Value)> &body) {
+  return reduceSumN(ub, ValueRange{init},
+                    [&](Value iv, ValueRange acc) -> SmallVector<Value> {
+                      return {body(iv, acc[0])};
+                    })[0];
+}
+
+void KernelBuilder::parallelWarps(ArrayRef<Value> ubs,
+                                  const std::function<void(ValueRange)> &body) {
+  if (warpLanes == 1)
+    return parallel(ubs, body);
+  inWarpLoop = true;
+  scf::ParallelOp par = parallelLoop(ubs, body);
+  inWarpLoop = false;
+  K3Dialect::LanesAttrHelper(b.getContext())
+      .setAttr(par, b.getI64IntegerAttr(warpLanes));
+}
+
 void KernelBuilder::parallel(ArrayRef<Value> ubs,
                              const std::function<void(ValueRange)> &body) {
+  parallelLoop(ubs, body);
+}
+
+scf::ParallelOp
+KernelBuilder::parallelLoop(ArrayRef<Value> ubs,
+                            const std::function<void(ValueRange)> &body) {
   SmallVector<Value> lbs(ubs.size(), idx(0)), steps(ubs.size(), idx(1));
   // The iteration count, when it is linear in one runtime size.
   std::optional<Linear> extent = Linear{0, 0, 1};
@@ -177,6 +229,7 @@ void KernelBuilder::parallel(ArrayRef<Value> ubs,
     K3Dialect::ExtentAttrHelper(b.getContext())
         .setAttr(par, b.getDenseI64ArrayAttr(
                           {extent->symbol, extent->a, extent->b}));
+  return par;
 }
 
 void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {

@@ -16,6 +16,7 @@
 
 #include "lowering/SymbolicShape.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
@@ -79,6 +80,25 @@ public:
           const std::function<SmallVector<Value>(Value, ValueRange)> &body);
   void parallel(ArrayRef<Value> ubs,
                 const std::function<void(ValueRange)> &body);
+  /// A parallel loop whose iterations are long sums (dot products over a
+  /// hidden width): on a GPU (setWarpLanes(32)) each iteration takes a
+  /// warp, whose lanes split the reduceSum(N)s inside it; elsewhere
+  /// parallel().
+  void parallelWarps(ArrayRef<Value> ubs,
+                     const std::function<void(ValueRange)> &body);
+  /// reduceN for sums: the body must return acc + (its term) for each
+  /// value. Inside parallelWarps on a GPU, lane l sums the iterations l,
+  /// l + 32, ... (consecutive lanes read consecutive elements), then a
+  /// butterfly of shuffles adds the lanes; the result (in every lane) is
+  /// inits + the sum, in another order than reduceN's.
+  SmallVector<Value>
+  reduceSumN(Value ub, ValueRange inits,
+             const std::function<SmallVector<Value>(Value, ValueRange)> &body);
+  Value reduceSum(Value ub, Value init,
+                  const std::function<Value(Value, Value)> &body);
+  /// Lanes per parallelWarps iteration: 32 on a GPU target, 1 (the plain
+  /// loop nest) elsewhere.
+  void setWarpLanes(int64_t lanes) { warpLanes = lanes; }
   void ifThen(Value cond, const std::function<void()> &body);
   /// An f32 (or other single) value computed on one of two branches, for
   /// loads that are only in bounds on one of them.
@@ -125,6 +145,10 @@ public:
   std::optional<Linear> linearForm(Value v) const;
 
 private:
+  scf::ParallelOp parallelLoop(ArrayRef<Value> ubs,
+                               const std::function<void(ValueRange)> &body);
+  int64_t warpLanes = 1;
+  bool inWarpLoop = false;
   void track(Value v, std::optional<Linear> form);
 
   OpBuilder &b;

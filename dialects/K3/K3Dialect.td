@@ -76,6 +76,9 @@ def K3_Dialect : Dialect {
     "::mlir::UnitAttr":$all_issued,
     // A loop nest's extent in one dimension (KernelBuilder views).
     "::mlir::DenseI64ArrayAttr":$extent,
+    // A loop-nest phase whose iterations each take this many GPU lanes (a
+    // warp), which split the iteration's sums (KernelBuilder::reduceSumN).
+    "::mlir::IntegerAttr":$lanes,
     // k3-plan-memory: arena offsets per result, the arena's size, and the
     // bounds it was planned for.
     "::mlir::ArrayAttr":$buffer,

@@ -24,6 +24,8 @@ struct LoopNestPattern : KernelPattern {
   }
 
   LogicalResult emit(Operation *op, KernelEmission &e) const override {
+    // On a GPU a loop nest's long sums (parallelWarps) take a warp each.
+    e.kb.setWarpLanes(isa<GPUTargetAttr>(e.target) ? 32 : 1);
     if (failed(emitKernelBody(op, e.kb, e.inputs, e.outputs)))
       return failure();
     auto gpuFn = dyn_cast<gpu::GPUFuncOp>(e.fn.getOperation());

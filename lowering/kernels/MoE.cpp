@@ -34,19 +34,19 @@ static Value gluChannel(KernelBuilder &kb, GLUActivation act,
     return {r, c};
   };
   SmallVector<Value> dots =
-      kb.reduceN(kb.idx(0), kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
-                 [&](Value d, ValueRange acc) -> SmallVector<Value> {
-                   Value xv = kb.load(x, {t, d});
-                   return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
-                           kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
-                 });
+      kb.reduceSumN(kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
+                    [&](Value d, ValueRange acc) -> SmallVector<Value> {
+                      Value xv = kb.load(x, {t, d});
+                      return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
+                              kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
+                    });
   return emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]);
 }
 
 /// sum_i W_down[d, i] h[hIdx..., i] over the `inter` channels.
 static Value downRow(KernelBuilder &kb, Value wDown, Value expert, Value d,
                      Value h, ArrayRef<Value> hIdx, int64_t inter) {
-  return kb.reduce(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
+  return kb.reduceSum(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
     SmallVector<Value> w = {d, i}, hi(hIdx);
     if (expert)
       w.insert(w.begin(), expert);
@@ -66,14 +66,14 @@ LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   int64_t hidden = input.shape[1], inter = wGate.shape[0];
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
-  kb.parallel({tokens, kb.idx(inter)}, [&](ValueRange iv) {
+  kb.parallelWarps({tokens, kb.idx(inter)}, [&](ValueRange iv) {
     kb.store(
         gluChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
                    optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
                    wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
         h, iv);
   });
-  kb.parallel({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
+  kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
     kb.store(
         downRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter), y,
         iv);
@@ -87,8 +87,8 @@ static void routerScores(MoERouterOp op, KernelBuilder &kb, Value x, Value w,
                          Value scores, Value tokens, int64_t experts,
                          int64_t hidden) {
   bool softmax = op.getScore() == RouterScore::softmax;
-  kb.parallel({tokens, kb.idx(experts)}, [&](ValueRange iv) {
-    Value l = kb.reduce(kb.idx(hidden), kb.f32(0.0), [&](Value d, Value a) {
+  kb.parallelWarps({tokens, kb.idx(experts)}, [&](ValueRange iv) {
+    Value l = kb.reduceSum(kb.idx(hidden), kb.f32(0.0), [&](Value d, Value a) {
       return kb.fma(kb.load(x, {iv[0], d}), kb.load(w, {iv[1], d}), a);
     });
     kb.store(softmax ? l : kb.sigmoid(l), scores, iv);
@@ -179,7 +179,7 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
   // h[t, j, i]: channel i of the j-th chosen expert of token t.
-  kb.parallel({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
+  kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
     Value e = kb.loadIndex(idx, {iv[0], iv[1]});
     kb.store(gluChannel(kb, op.getActivation(),
                         optionalDouble(op.getBetaAttr()),
@@ -188,7 +188,7 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
              h, iv);
   });
   // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
-  kb.parallel({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
+  kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
     Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);

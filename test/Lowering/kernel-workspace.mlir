@@ -18,12 +18,17 @@
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) =
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 
-// On the GPU each phase is a kernel with its own grid.
+// On the GPU each phase is a kernel with its own grid; an iteration (one
+// output's dot product) takes a warp, whose lanes split the sum: 32 threads
+// per (token, slot, channel) and per (token, hidden channel).
 // GPU-LABEL: gpu.func @moe_experts_1(
-// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 32, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
+// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1024, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
 // GPU-SAME: k3.phases = [@moe_experts_1, @moe_experts_1__1]
 // GPU-LABEL: gpu.func @moe_experts_1__1(
-// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 64, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
+// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2048, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
+// GPU: gpu.lane_id
+// GPU: scf.for {{.*}} step %c32
+// GPU-COUNT-5: gpu.shuffle  xor
 
 // PLAN: k3.launch @k3_kernels::@moe_router_0{{.*}}k3.buffer = [{{[0-9]+}}, {{[0-9]+}}, {{[0-9]+}}]
 
