@@ -41,16 +41,8 @@ public:
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb},
         logits(logits.full), result(result.full), vocab(logits.shape[1]),
         threads(32 * warps), warps(warps) {
-    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
-                                         gpu::AddressSpace::Workgroup);
-    FunctionOpInterface f = e.fn;
-    auto fn = cast<gpu::GPUFuncOp>(f.getOperation());
-    auto shared = [&](Type elem) {
-      return fn.addWorkgroupAttribution(
-          MemRefType::get({warps}, elem, MemRefLayoutAttrInterface{}, wg), loc);
-    };
-    warpValues = shared(b.getF32Type());
-    warpColumns = shared(b.getI32Type());
+    warpValues = em.workgroupArray(e.fn, b.getF32Type(), warps);
+    warpColumns = em.workgroupArray(e.fn, b.getI32Type(), warps);
   }
 
   void emit() {

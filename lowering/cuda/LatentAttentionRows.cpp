@@ -115,14 +115,7 @@ private:
     offAcc = offL + warps;
     offCtx = offAcc + warps * rank;
     int64_t words = offCtx + rank;
-    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
-                                         gpu::AddressSpace::Workgroup);
-    FunctionOpInterface f = e.fn;
-    smem = cast<gpu::GPUFuncOp>(f.getOperation())
-               .addWorkgroupAttribution(
-                   MemRefType::get({words}, b.getF32Type(),
-                                   MemRefLayoutAttrInterface{}, wg),
-                   loc);
+    smem = em.workgroupArray(e.fn, b.getF32Type(), words);
   }
   Value lds(int64_t base, Value i) {
     return em.lds(smem, {kb.addi(kb.idx(base), i)});
@@ -196,16 +189,11 @@ private:
         Value w = kb.load(kvb, {kb.addi(headRow, d), r});
         scf::YieldOp::create(
             b, loc,
-            ValueRange{fma(lds(offQNope, d), w, loop.getRegionIterArgs()[0])});
+            ValueRange{em.fmaContract(lds(offQNope, d), w,
+                                      loop.getRegionIterArgs()[0])});
       }
       sts(loop.getResult(0), offQa, r);
     });
-  }
-
-  Value fma(Value x, Value y, Value a) {
-    auto contract = arith::FastMathFlags::contract;
-    return arith::AddFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, x, y, contract), a, contract);
   }
 
   /// Key s's channel c (c < R + Dr): the old cache or a new token's latent.
@@ -253,19 +241,19 @@ private:
     for (int64_t i = 0; i < nr; ++i) {
       auto [ok, c] = laneChannel(i, rank);
       key.push_back(kb.select(ok, keyAt(s, c), kb.f32(0.0)));
-      dot = fma(qa[i], key.back(), dot);
+      dot = em.fmaContract(qa[i], key.back(), dot);
     }
     for (int64_t i = 0; i < ne; ++i) {
       auto [ok, c] = laneChannel(i, dr);
       Value pe = kb.select(ok, keyAt(s, kb.addi(kb.idx(rank), c)), kb.f32(0.0));
-      dot = fma(qpe[i], pe, dot);
+      dot = em.fmaContract(qpe[i], pe, dot);
     }
     Value score = kb.mul(em.warpSum(dot), scale);
     Value m = kb.maxf(it[0], score);
     Value alpha = kb.exp(kb.sub(it[0], m)), p = kb.exp(kb.sub(score, m));
-    SmallVector<Value> next = {m, fma(it[1], alpha, p)};
+    SmallVector<Value> next = {m, em.fmaContract(it[1], alpha, p)};
     for (int64_t i = 0; i < nr; ++i)
-      next.push_back(fma(it[2 + i], alpha, kb.mul(p, key[i])));
+      next.push_back(em.fmaContract(it[2 + i], alpha, kb.mul(p, key[i])));
     scf::YieldOp::create(b, loc, next);
     b.setInsertionPointAfter(loop);
     OnlineSoftmax out{loop.getResult(0), loop.getResult(1), {}};
@@ -295,13 +283,14 @@ private:
     Value total = kb.f32(0.0);
     for (int64_t w = 0; w < warps; ++w) {
       weight.push_back(kb.exp(kb.sub(lds(offM, kb.idx(w)), big)));
-      total = fma(lds(offL, kb.idx(w)), weight.back(), total);
+      total = em.fmaContract(lds(offL, kb.idx(w)), weight.back(), total);
     }
     Value inv = kb.div(kb.f32(1.0), total);
     forThreads(kb.idx(rank), [&](Value r) {
       Value sum = kb.f32(0.0);
       for (int64_t w = 0; w < warps; ++w)
-        sum = fma(lds(offAcc, kb.addi(kb.idx(w * rank), r)), weight[w], sum);
+        sum = em.fmaContract(lds(offAcc, kb.addi(kb.idx(w * rank), r)),
+                             weight[w], sum);
       sts(kb.mul(sum, inv), offCtx, r);
     });
     gpu::BarrierOp::create(b, loc);
@@ -318,7 +307,7 @@ private:
                            auto [ok, c] = laneChannel(i, rank);
                            Value w = kb.select(ok, kb.load(kvb, {row, c}),
                                                kb.f32(0.0));
-                           dot = fma(w, lds(offCtx, c), dot);
+                           dot = em.fmaContract(w, lds(offCtx, c), dot);
                          }
                          Value sum = em.warpSum(dot);
                          kb.ifThen(kb.eqi(lane, kb.idx(0)),

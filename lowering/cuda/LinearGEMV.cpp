@@ -71,15 +71,6 @@ private:
     return kb.minsi(kb.addi(t0, kb.idx(t)), kb.subi(rows, kb.idx(1)));
   }
 
-  /// x * y + a as one fma: contraction allowed (`contract`), unlike
-  /// KernelBuilder::fma's rounded mul and add (kept there to match the
-  /// oracle's loop nests step by step).
-  Value fma(Value x, Value y, Value a) {
-    auto contract = arith::FastMathFlags::contract;
-    Value p = arith::MulFOp::create(b, loc, x, y, contract);
-    return arith::AddFOp::create(b, loc, p, a, contract);
-  }
-
   /// Adds the products of the lane's columns `cols` (one 16-byte vector
   /// each) to `acc`: every load first, then the products, so that the
   /// loads of all the vectors are in flight together.
@@ -97,7 +88,7 @@ private:
         for (int64_t t = 0; t < tile.tokens; ++t) {
           Value &a = acc[r * tile.tokens + t];
           for (int64_t i = 0; i < vec; ++i)
-            a = fma(wv[u][r][i], xv[u][t][i], a);
+            a = em.fmaContract(wv[u][r][i], xv[u][t][i], a);
         }
   }
 

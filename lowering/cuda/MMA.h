@@ -25,6 +25,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <array>
 
@@ -53,6 +54,23 @@ struct MMAEmitter {
   }
   Value remu(Value a, int64_t c) {
     return arith::RemUIOp::create(b, loc, a, kb.idx(c));
+  }
+  /// x * y + a with contraction allowed (one fma.rn.f32), unlike
+  /// KernelBuilder::fma's rounded mul and add (kept there so that loop
+  /// nests match the oracle step by step).
+  Value fmaContract(Value x, Value y, Value a) {
+    auto contract = arith::FastMathFlags::contract;
+    return arith::AddFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, y, contract), a, contract);
+  }
+  /// A static shared-memory array of `n` elements of the kernel `fn`
+  /// (a workgroup attribution of the gpu.func).
+  Value workgroupArray(FunctionOpInterface fn, Type elem, int64_t n) {
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    return cast<gpu::GPUFuncOp>(fn.getOperation())
+        .addWorkgroupAttribution(
+            MemRefType::get({n}, elem, MemRefLayoutAttrInterface{}, wg), loc);
   }
   Value shuffleXor(Value v, int64_t offset) {
     return gpu::ShuffleOp::create(b, loc, v, offset, 32, gpu::ShuffleMode::XOR)

@@ -32,14 +32,7 @@ public:
   RMSNormRowsKernel(const KernelEmission &e, int64_t cols, double eps)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, cols(cols),
         warps(e.config.getWarps()), threads(32 * warps), eps(eps) {
-    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
-                                         gpu::AddressSpace::Workgroup);
-    FunctionOpInterface f = e.fn;
-    partial = cast<gpu::GPUFuncOp>(f.getOperation())
-                  .addWorkgroupAttribution(
-                      MemRefType::get({warps}, b.getF32Type(),
-                                      MemRefLayoutAttrInterface{}, wg),
-                      loc);
+    partial = em.workgroupArray(e.fn, b.getF32Type(), warps);
   }
 
   /// y = w * v / sqrt(mean(v^2) + eps) with v = x (+ r, stored to s).
@@ -60,7 +53,7 @@ public:
         kb.ifThen(ok[i], [&, i] { kb.store(val, s, {row, col[i]}); });
       }
       v[i] = kb.select(ok[i], val, kb.f32(0.0));
-      ss = fma(v[i], v[i], ss);
+      ss = em.fmaContract(v[i], v[i], ss);
     }
     Value inv = kb.rsqrt(
         kb.add(kb.div(blockSum(tid, ss), kb.f32(double(cols))), kb.f32(eps)));
@@ -72,12 +65,6 @@ public:
   }
 
 private:
-  Value fma(Value x, Value y, Value a) {
-    auto contract = arith::FastMathFlags::contract;
-    return arith::AddFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, x, y, contract), a, contract);
-  }
-
   /// `v` as `mem` stores it (bf16 sums are normalised as stored).
   Value roundTo(Value v, Value mem) {
     Type elem = cast<MemRefType>(mem.getType()).getElementType();
@@ -108,9 +95,15 @@ private:
   Value partial;
 };
 
-/// The rows of `x`'s leading dimensions as one size, linear in a symbol.
-FailureOr<std::pair<Value, KernelBuilder::Linear>>
-rowCount(Operation *op, KernelBuilder &kb, const KernelOperand &x) {
+/// The launch and body of a norm over the rows of `x` (sum and residual:
+/// the fused add's, else null), its leading dimensions as one row count
+/// linear in a runtime size.
+LogicalResult emitNormRows(Operation *op, KernelEmission &e,
+                           const KernelOperand &x,
+                           const KernelOperand *residual,
+                           const KernelOperand *sum, Value weight,
+                           const KernelOperand &result, double eps) {
+  KernelBuilder &kb = e.kb;
   Value rows = kb.idx(1);
   for (int64_t d : ArrayRef<int64_t>(x.shape).drop_back())
     rows = kb.muli(rows, kb.dim(d));
@@ -118,27 +111,24 @@ rowCount(Operation *op, KernelBuilder &kb, const KernelOperand &x) {
   if (!form)
     return op->emitOpError()
            << "rms_norm_rows needs a row count linear in one runtime size";
-  return std::pair{rows, *form};
+  int64_t cols = x.shape.back();
+  e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+  auto view = [&](const KernelOperand *t) {
+    return t ? kb.view(t->base, {rows, kb.idx(cols)}) : Value();
+  };
+  RMSNormRowsKernel(e, cols, eps)
+      .emit(view(&x), view(residual), view(sum), weight, view(&result));
+  e.finishSinglePhase(op->getLoc());
+  return success();
 }
 
 struct RMSNormRowsPattern : OpKernelPattern<RMSNormOp> {
   RMSNormRowsPattern() : OpKernelPattern(KernelKind::rms_norm_rows) {}
   LogicalResult emit(RMSNormOp op, Adaptor, KernelEmission &e) const override {
     auto ops = operandsOf(op, e.inputs);
-    KernelOperand x = ops.getInput();
-    auto rows = rowCount(op, e.kb, x);
-    if (failed(rows))
-      return failure();
-    int64_t cols = x.shape.back();
-    e.setLaunch(rows->second, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
-    KernelBuilder &kb = e.kb;
-    Value n = kb.idx(cols);
-    RMSNormRowsKernel(e, cols, op.getEpsilon().convertToDouble())
-        .emit(kb.view(x.base, {rows->first, n}), Value(), Value(),
-              ops.getWeight().full,
-              kb.view(e.outputs[0].base, {rows->first, n}));
-    e.finishSinglePhase(op.getLoc());
-    return success();
+    return emitNormRows(op, e, ops.getInput(), nullptr, nullptr,
+                        ops.getWeight().full, e.outputs[0],
+                        op.getEpsilon().convertToDouble());
   }
 };
 
@@ -147,21 +137,11 @@ struct AddRMSNormRowsPattern : OpKernelPattern<AddRMSNormOp> {
   LogicalResult emit(AddRMSNormOp op, Adaptor,
                      KernelEmission &e) const override {
     auto ops = operandsOf(op, e.inputs);
-    KernelOperand x = ops.getInput();
-    auto rows = rowCount(op, e.kb, x);
-    if (failed(rows))
-      return failure();
-    int64_t cols = x.shape.back();
-    e.setLaunch(rows->second, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
-    KernelBuilder &kb = e.kb;
-    Value m = rows->first, n = kb.idx(cols);
-    RMSNormRowsKernel(e, cols, op.getEpsilon().convertToDouble())
-        .emit(kb.view(x.base, {m, n}), kb.view(ops.getResidual().base, {m, n}),
-              kb.view(resultOf(e.outputs, op.getSum()).base, {m, n}),
-              ops.getWeight().full,
-              kb.view(resultOf(e.outputs, op.getResult()).base, {m, n}));
-    e.finishSinglePhase(op.getLoc());
-    return success();
+    KernelOperand residual = ops.getResidual(),
+                  sum = resultOf(e.outputs, op.getSum());
+    return emitNormRows(
+        op, e, ops.getInput(), &residual, &sum, ops.getWeight().full,
+        resultOf(e.outputs, op.getResult()), op.getEpsilon().convertToDouble());
   }
 };
 
