@@ -1,7 +1,11 @@
 #include "k3/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
 namespace k3 {
 
@@ -75,8 +79,11 @@ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
-                size_t numel) {
+namespace {
+
+/// Elements [begin, end) of randomInit's weight.
+void randomInitRange(const artifact::Weight &w, uint64_t seed, void *out,
+                     size_t begin, size_t end) {
   using artifact::DType;
   using artifact::InitKind;
   const uint64_t base =
@@ -96,7 +103,7 @@ void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
     }
   }
   const double kTwoPi = 6.283185307179586476925286766559;
-  for (size_t j = 0; j < numel; ++j) {
+  for (size_t j = begin; j < end; ++j) {
     double v;
     switch (kind) {
     case InitKind::Normal:
@@ -132,6 +139,30 @@ void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
     }
     }
   }
+}
+
+} // namespace
+
+void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
+                size_t numel, unsigned threads) {
+  // Below a million elements one thread is quicker than starting more.
+  constexpr size_t kPerThread = size_t(1) << 20;
+  if (threads == 0)
+    threads = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
+  size_t n = std::min<size_t>(threads, (numel + kPerThread - 1) / kPerThread);
+  if (n <= 1) {
+    randomInitRange(w, seed, out, 0, numel);
+    return;
+  }
+  std::vector<std::thread> pool;
+  size_t chunk = (numel + n - 1) / n;
+  for (size_t t = 0; t < n; ++t) {
+    size_t b = t * chunk, e = std::min(numel, b + chunk);
+    if (b < e)
+      pool.emplace_back(randomInitRange, std::cref(w), seed, out, b, e);
+  }
+  for (std::thread &t : pool)
+    t.join();
 }
 
 } // namespace k3

@@ -260,6 +260,20 @@ TEST(Session, RandomWeightsDeterministic) {
     EXPECT_LE(std::fabs(x), 0.1f);
 }
 
+// The fill is split over host threads; every count gives the same bytes
+// (each element depends only on seed, name and index).
+TEST(Session, RandomWeightsSameForAnyThreadCount) {
+  const size_t n = (size_t(1) << 22) + 77; // 4 chunks of 2^20 and a tail
+  Weight w{
+      "blk.3.mlp.w", DType::BF16, {int64_t(n)}, WeightInit::normal(0.02), 0};
+  std::vector<uint16_t> one(n), many(n), hw(n);
+  k3::randomInit(w, 9, one.data(), n, 1);
+  k3::randomInit(w, 9, many.data(), n, 7);
+  k3::randomInit(w, 9, hw.data(), n);
+  EXPECT_EQ(one, many);
+  EXPECT_EQ(one, hw);
+}
+
 namespace {
 // Entry "main": three k3t_fill launches (1 block), k3t_axpy_blocked over
 // ceil(n / 4) blocks of 4 (an empty grid when n = 0), one k3t_add_i32.

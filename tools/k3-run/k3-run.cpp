@@ -441,7 +441,17 @@ int main(int argc, char **argv) {
       p.push_back(w.c_str());
     check(k3_session_load_weights(s, p.data(), p.size()), "loading weights");
   } else if (o.randomWeights) {
+    // Seconds for a multi-GB model: say so before, and how long after.
+    if (!o.quiet)
+      std::fprintf(stderr, "filling %zu weights with seeded random values...\n",
+                   k3_artifact_num_weights(art));
+    auto t0 = std::chrono::steady_clock::now();
     check(k3_session_init_random_weights(s, o.seed), "random weights");
+    if (!o.quiet)
+      std::fprintf(
+          stderr, "random weights: %.1f s\n",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count());
   } else if (k3_artifact_num_weights(art) > 0) {
     usageError(
         "the artifact needs %zu weights: pass --weights or --random-weights",

@@ -24,8 +24,12 @@ uint64_t splitmix64(uint64_t x); // the finaliser ("mix") of SplitMix64
 //   pi u_{2j+1}) Uniform(a):   element j = a * (2 u_j - 1) Constant(v):  v;
 //   Unspecified: Normal(0.02) for float dtypes, 0 for i32.
 // Values are computed in double, rounded to float, then to the dtype.
+// Every element depends only on (seed, name, index), so the work is split
+// over `threads` host threads (0: the hardware's count, at most 64) with the
+// same bytes for any count: a 6.4 B-parameter model takes seconds, not
+// minutes.
 void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
-                size_t numel);
+                size_t numel, unsigned threads = 0);
 
 } // namespace k3
 
