@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/DecayGate.h"
 #include "dialects/K3/K3Dialect.h"
+#include "dialects/K3/K3Verify.h"
 
 #include "llvm/Support/MathExtras.h"
 
@@ -15,37 +16,20 @@
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::verify;
 
 namespace {
 
 RankedTensorType rt(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-LogicalResult rank(Operation *op, const char *name, Value v, int64_t r) {
-  if (rt(v).getRank() != r)
-    return op->emitOpError() << "expects '" << name << "' to have rank " << r
-                             << ", got " << rt(v).getRank();
-  return success();
-}
-
-/// Dimension `da` of `a` equals dimension `db` of `b` where both are static.
-LogicalResult sameDim(Operation *op, const char *an, Value a, int64_t da,
-                      const char *bn, Value b, int64_t db, const char *what) {
-  int64_t x = rt(a).getDimSize(da), y = rt(b).getDimSize(db);
-  if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
-    return op->emitOpError() << "expects the " << what << " of '" << an
-                             << "' (dim " << da << " = " << x << ") to match '"
-                             << bn << "' (dim " << db << " = " << y << ")";
-  return success();
-}
-
 /// `a` and `b` agree in batch, token and head dimensions.
 LogicalResult sameTokens(Operation *op, const char *an, Value a, const char *bn,
                          Value b) {
   for (int64_t d = 0; d < 3; ++d)
-    if (failed(sameDim(op, an, a, d, bn, b, d,
-                       d == 0   ? "batch"
-                       : d == 1 ? "token count"
-                                : "head count")))
+    if (failed(expectSameDim(op, an, a, d, bn, b, d,
+                             d == 0   ? "batch"
+                             : d == 1 ? "token count"
+                                      : "head count")))
       return failure();
   return success();
 }
@@ -71,7 +55,7 @@ LogicalResult tileSize(Operation *op, int64_t tile, int64_t chunk) {
 /// A chunk matrix [B, T, H, chunk_size].
 LogicalResult chunkMatrix(Operation *op, const char *name, Value m,
                           int64_t chunk) {
-  if (failed(rank(op, name, m, 4)))
+  if (failed(expectRank(op, name, m, 4)))
     return failure();
   int64_t c = rt(m).getDimSize(3);
   if (c != chunk)
@@ -83,7 +67,7 @@ LogicalResult chunkMatrix(Operation *op, const char *name, Value m,
 
 LogicalResult tokenTensor(Operation *op, const char *name, Value v,
                           const char *refName, Value ref, int64_t r = 4) {
-  if (failed(rank(op, name, v, r)))
+  if (failed(expectRank(op, name, v, r)))
     return failure();
   return sameTokens(op, name, v, refName, ref);
 }
@@ -91,7 +75,7 @@ LogicalResult tokenTensor(Operation *op, const char *name, Value v,
 LogicalResult cuBatch(Operation *op, Value cu, Value ref) {
   if (!cu)
     return success();
-  if (failed(rank(op, "cu_seqlens", cu, 1)))
+  if (failed(expectRank(op, "cu_seqlens", cu, 1)))
     return failure();
   int64_t b = rt(ref).getDimSize(0);
   if (!ShapedType::isDynamic(b) && b != 1)
@@ -103,7 +87,7 @@ LogicalResult cuBatch(Operation *op, Value cu, Value ref) {
 
 LogicalResult KDAChunkPrepareOp::verify() {
   if (failed(chunkSize(*this, getChunkSize())) ||
-      failed(rank(*this, "q", getQ(), 4)) ||
+      failed(expectRank(*this, "q", getQ(), 4)) ||
       failed(tokenTensor(*this, "k", getK(), "q", getQ())) ||
       failed(tokenTensor(*this, "g", getG(), "q", getQ())) ||
       failed(tokenTensor(*this, "beta", getBeta(), "q", getQ(), 3)) ||
@@ -124,7 +108,7 @@ LogicalResult KDAChunkPrepareOp::verify() {
 LogicalResult KDAChunkGramOp::verify() {
   int64_t chunk = getChunkSize(), tile = getTileSize();
   if (failed(chunkSize(*this, chunk)) || failed(tileSize(*this, tile, chunk)) ||
-      failed(rank(*this, "x", getX(), 4)) ||
+      failed(expectRank(*this, "x", getX(), 4)) ||
       failed(tokenTensor(*this, "y", getY(), "x", getX())) ||
       failed(tokenTensor(*this, "G", getG(), "x", getX())) ||
       failed(chunkMatrix(*this, "result", getResult(), chunk)) ||
@@ -208,19 +192,20 @@ LogicalResult ChunkTrilMatmulOp::verify() {
 /// [N, H, K, V] state against q-like [B, T, H, K] and v-like [B, T, H, V].
 static LogicalResult stateShape(Operation *op, const char *name, Value s,
                                 Value qLike, Value vLike, int64_t segDims) {
-  if (failed(rank(op, name, s, 4 + segDims)) ||
-      failed(sameDim(op, name, s, 1 + segDims, "k", qLike, 2, "head count")) ||
-      failed(
-          sameDim(op, name, s, 2 + segDims, "k", qLike, 3, "key dimension")) ||
-      failed(
-          sameDim(op, name, s, 3 + segDims, "U", vLike, 3, "value dimension")))
+  if (failed(expectRank(op, name, s, 4 + segDims)) ||
+      failed(expectSameDim(op, name, s, 1 + segDims, "k", qLike, 2,
+                           "head count")) ||
+      failed(expectSameDim(op, name, s, 2 + segDims, "k", qLike, 3,
+                           "key dimension")) ||
+      failed(expectSameDim(op, name, s, 3 + segDims, "U", vLike, 3,
+                           "value dimension")))
     return failure();
   return success();
 }
 
 LogicalResult KDAChunkStateOp::verify() {
   if (failed(chunkSize(*this, getChunkSize())) ||
-      failed(rank(*this, "U", getU(), 4)) ||
+      failed(expectRank(*this, "U", getU(), 4)) ||
       failed(tokenTensor(*this, "W", getW(), "U", getU())) ||
       failed(tokenTensor(*this, "k_norm", getKNorm(), "U", getU())) ||
       failed(tokenTensor(*this, "q_scaled", getQScaled(), "U", getU())) ||
@@ -270,7 +255,7 @@ LogicalResult KDAChunkOutputOp::verify() {
 
 LogicalResult KDASegmentSummaryOp::verify() {
   if (failed(chunkSize(*this, getChunkSize())) ||
-      failed(rank(*this, "U", getU(), 4)) ||
+      failed(expectRank(*this, "U", getU(), 4)) ||
       failed(tokenTensor(*this, "W", getW(), "U", getU())) ||
       failed(tokenTensor(*this, "k_norm", getKNorm(), "U", getU())) ||
       failed(tokenTensor(*this, "G", getG(), "U", getU())) ||
@@ -278,7 +263,7 @@ LogicalResult KDASegmentSummaryOp::verify() {
     return failure();
   if (getNumSegments() < 1)
     return emitOpError() << "expects num_segments >= 1";
-  if (failed(rank(*this, "transition", getTransition(), 5)) ||
+  if (failed(expectRank(*this, "transition", getTransition(), 5)) ||
       failed(stateShape(*this, "contribution", getContribution(), getKNorm(),
                         getU(), 1)))
     return failure();
@@ -295,8 +280,8 @@ LogicalResult KDASegmentSummaryOp::verify() {
 }
 
 LogicalResult KDASegmentScanOp::verify() {
-  if (failed(rank(*this, "transition", getTransition(), 5)) ||
-      failed(rank(*this, "contribution", getContribution(), 5)))
+  if (failed(expectRank(*this, "transition", getTransition(), 5)) ||
+      failed(expectRank(*this, "contribution", getContribution(), 5)))
     return failure();
   if (rt(getStarts()).getShape() != rt(getContribution()).getShape())
     return emitOpError() << "expects 'starts' shaped like 'contribution'";
@@ -310,7 +295,7 @@ LogicalResult KDASegmentScanOp::verify() {
 }
 
 LogicalResult KDAMMAOperandsOp::verify() {
-  if (failed(rank(*this, "q", getQ(), 4)) ||
+  if (failed(expectRank(*this, "q", getQ(), 4)) ||
       failed(tokenTensor(*this, "k", getK(), "q", getQ())) ||
       failed(tokenTensor(*this, "g", getG(), "q", getQ())) ||
       failed(tokenTensor(*this, "beta", getBeta(), "q", getQ(), 3)) ||
@@ -344,15 +329,15 @@ LogicalResult KDAMMAOperandsOp::verify() {
 
 LogicalResult KDAMMARecurrenceOp::verify() {
   Value ops = getPacked(), v = getV();
-  if (failed(rank(*this, "packed", ops, 4)) ||
+  if (failed(expectRank(*this, "packed", ops, 4)) ||
       failed(tokenTensor(*this, "v", v, "packed", ops)) ||
       failed(tokenTensor(*this, "output", getOutput(), "packed", ops)) ||
       failed(cuBatch(*this, getCuSeqlens(), ops)) ||
-      failed(rank(*this, "final_state", getFinalState(), 4)) ||
-      failed(sameDim(*this, "final_state", getFinalState(), 1, "packed", ops, 2,
-                     "head count")) ||
-      failed(sameDim(*this, "final_state", getFinalState(), 3, "v", v, 3,
-                     "value dimension")))
+      failed(expectRank(*this, "final_state", getFinalState(), 4)) ||
+      failed(expectSameDim(*this, "final_state", getFinalState(), 1, "packed",
+                           ops, 2, "head count")) ||
+      failed(expectSameDim(*this, "final_state", getFinalState(), 3, "v", v, 3,
+                           "value dimension")))
     return failure();
   if (rt(getOutput()).getShape() != rt(v).getShape())
     return emitOpError() << "expects a v-shaped output";

@@ -5,52 +5,24 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
+#include "dialects/K3/K3Verify.h"
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::verify;
 
 namespace {
 
 RankedTensorType rt(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-LogicalResult rank(Operation *op, const char *name, Value v, int64_t r) {
-  if (rt(v).getRank() != r)
-    return op->emitOpError() << "expects '" << name << "' to have rank " << r
-                             << ", got " << rt(v).getRank();
-  return success();
-}
-
-/// Dimension `da` of `a` equals dimension `db` of `b` where both are static.
-LogicalResult sameDim(Operation *op, const char *an, Value a, int64_t da,
-                      const char *bn, Value b, int64_t db, const char *what) {
-  int64_t x = rt(a).getDimSize(da), y = rt(b).getDimSize(db);
-  if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
-    return op->emitOpError()
-           << what << " mismatch: '" << an << "' dimension " << da << " is "
-           << x << " but '" << bn << "' dimension " << db << " is " << y;
-  return success();
-}
-
-LogicalResult sameShape(Operation *op, const char *an, Value a, const char *bn,
-                        Value b) {
-  if (rt(a).getRank() != rt(b).getRank())
-    return op->emitOpError() << "expects '" << an << "' and '" << bn
-                             << "' to have the same rank, got "
-                             << rt(a).getRank() << " and " << rt(b).getRank();
-  for (int64_t d = 0; d < rt(a).getRank(); ++d)
-    if (failed(sameDim(op, an, a, d, bn, b, d, "shape")))
-      return failure();
-  return success();
-}
-
 } // namespace
 
 LogicalResult LastTokensOp::verify() {
   Value x = getInput(), cu = getCuSeqlens(), r = getResult();
-  if (failed(rank(*this, "input", x, 2)) ||
-      failed(rank(*this, "cu_seqlens", cu, 1)) ||
-      failed(rank(*this, "result", r, 2)) ||
-      failed(sameDim(*this, "input", x, 1, "result", r, 1, "row size")))
+  if (failed(expectRank(*this, "input", x, 2)) ||
+      failed(expectRank(*this, "cu_seqlens", cu, 1)) ||
+      failed(expectRank(*this, "result", r, 2)) ||
+      failed(expectSameDim(*this, "input", x, 1, "result", r, 1, "row size")))
     return failure();
   // One row per sequence: N = (N + 1) - 1 where cu_seqlens is static.
   int64_t n1 = rt(cu).getDimSize(0), n = rt(r).getDimSize(0);
@@ -74,12 +46,12 @@ LogicalResult AddRMSNormOp::verify() {
         y = getResult();
   if (rt(x).getRank() < 1)
     return emitOpError() << "expects 'input' to have rank at least 1";
-  if (failed(rank(*this, "weight", w, 1)) ||
-      failed(sameShape(*this, "input", x, "residual", res)) ||
-      failed(sameShape(*this, "input", x, "sum", s)) ||
-      failed(sameShape(*this, "input", x, "result", y)) ||
-      failed(sameDim(*this, "input", x, rt(x).getRank() - 1, "weight", w, 0,
-                     "normalised size")))
+  if (failed(expectRank(*this, "weight", w, 1)) ||
+      failed(expectSameShape(*this, "input", x, "residual", res)) ||
+      failed(expectSameShape(*this, "input", x, "sum", s)) ||
+      failed(expectSameShape(*this, "input", x, "result", y)) ||
+      failed(expectSameDim(*this, "input", x, rt(x).getRank() - 1, "weight", w,
+                           0, "normalised size")))
     return failure();
   if (!(getEpsilon().convertToDouble() > 0.0))
     return emitOpError() << "expects 'epsilon' to be positive, got "

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/DecayGate.h"
 #include "dialects/K3/K3Dialect.h"
+#include "dialects/K3/K3Verify.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -19,87 +20,9 @@
 
 using namespace mlir;
 using namespace mlir::k3;
+using namespace mlir::k3::verify;
 
 namespace {
-
-/// A tensor value together with the name a diagnostic uses for it.
-struct Named {
-  const char *name;
-  RankedTensorType type;
-};
-
-Named named(const char *name, Value v) {
-  return {name, cast<RankedTensorType>(v.getType())};
-}
-
-LogicalResult expectRank(Operation *op, Named t, int64_t rank) {
-  if (t.type.getRank() != rank)
-    return op->emitOpError() << "expects '" << t.name << "' to have rank "
-                             << rank << ", got " << t.type.getRank();
-  return success();
-}
-
-LogicalResult expectRankAtLeast(Operation *op, Named t, int64_t rank) {
-  if (t.type.getRank() < rank)
-    return op->emitOpError()
-           << "expects '" << t.name << "' to have rank at least " << rank
-           << ", got " << t.type.getRank();
-  return success();
-}
-
-/// Dimension `ad` of `a` must equal dimension `bd` of `b` (when both static).
-LogicalResult expectSameDim(Operation *op, Named a, int64_t ad, Named b,
-                            int64_t bd, StringRef meaning) {
-  int64_t x = a.type.getDimSize(ad), y = b.type.getDimSize(bd);
-  if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
-    return op->emitOpError() << meaning << " mismatch: '" << a.name
-                             << "' dimension " << ad << " is " << x << " but '"
-                             << b.name << "' dimension " << bd << " is " << y;
-  return success();
-}
-
-/// Dimension `d` of `t` must be `expected` (when static).
-LogicalResult expectDim(Operation *op, Named t, int64_t d, int64_t expected,
-                        StringRef meaning) {
-  int64_t x = t.type.getDimSize(d);
-  if (!ShapedType::isDynamic(x) && x != expected)
-    return op->emitOpError()
-           << "expects '" << t.name << "' dimension " << d << " (" << meaning
-           << ") to be " << expected << ", got " << x;
-  return success();
-}
-
-LogicalResult expectSameShape(Operation *op, Named a, Named b) {
-  if (a.type.getRank() != b.type.getRank())
-    return op->emitOpError() << "expects '" << a.name << "' and '" << b.name
-                             << "' to have the same rank, got "
-                             << a.type.getRank() << " and " << b.type.getRank();
-  for (int64_t d = 0; d < a.type.getRank(); ++d)
-    if (failed(expectSameDim(op, a, d, b, d, "shape")))
-      return failure();
-  return success();
-}
-
-LogicalResult expectStatic(Operation *op, Named t) {
-  if (!t.type.hasStaticShape())
-    return op->emitOpError() << "expects '" << t.name
-                             << "' to have a static shape, got " << t.type;
-  return success();
-}
-
-LogicalResult expectPositive(Operation *op, StringRef attr, double v) {
-  if (!(v > 0.0))
-    return op->emitOpError()
-           << "expects '" << attr << "' to be positive, got " << v;
-  return success();
-}
-
-LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v) {
-  if (v <= 0)
-    return op->emitOpError()
-           << "expects '" << attr << "' to be positive, got " << v;
-  return success();
-}
 
 bool isValidStateName(StringRef name) {
   return !name.empty() && name.find_first_of(" \t\n\"") == StringRef::npos;

@@ -1,0 +1,55 @@
+//===- K3Verify.h - shared checks of the K3 op verifiers ---------*- C++
+//-*-===//
+//
+// Verifiers report the operand by name and the dimension by index and
+// meaning, so that an ill-shaped model description points at its mistake.
+// Dynamic dimensions are compared only where both sides are static. One set
+// for every op file (K3Ops.cpp, K3ChunkOps.cpp, K3FusedOps.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_DIALECTS_K3_K3VERIFY_H
+#define K3_DIALECTS_K3_K3VERIFY_H
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+
+namespace mlir::k3::verify {
+
+/// A tensor value together with the name a diagnostic uses for it.
+struct Named {
+  const char *name;
+  RankedTensorType type;
+};
+Named named(const char *name, Value v);
+
+LogicalResult expectRank(Operation *op, Named t, int64_t rank);
+LogicalResult expectRankAtLeast(Operation *op, Named t, int64_t rank);
+/// Dimension `ad` of `a` must equal dimension `bd` of `b` (when both static).
+LogicalResult expectSameDim(Operation *op, Named a, int64_t ad, Named b,
+                            int64_t bd, StringRef meaning);
+/// Dimension `d` of `t` must be `expected` (when static).
+LogicalResult expectDim(Operation *op, Named t, int64_t d, int64_t expected,
+                        StringRef meaning);
+LogicalResult expectSameShape(Operation *op, Named a, Named b);
+LogicalResult expectStatic(Operation *op, Named t);
+LogicalResult expectPositive(Operation *op, StringRef attr, double v);
+LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v);
+
+/// The same on (name, value) pairs.
+inline LogicalResult expectRank(Operation *op, const char *name, Value v,
+                                int64_t rank) {
+  return expectRank(op, named(name, v), rank);
+}
+inline LogicalResult expectSameDim(Operation *op, const char *an, Value a,
+                                   int64_t ad, const char *bn, Value b,
+                                   int64_t bd, StringRef meaning) {
+  return expectSameDim(op, named(an, a), ad, named(bn, b), bd, meaning);
+}
+inline LogicalResult expectSameShape(Operation *op, const char *an, Value a,
+                                     const char *bn, Value b) {
+  return expectSameShape(op, named(an, a), named(bn, b));
+}
+
+} // namespace mlir::k3::verify
+
+#endif // K3_DIALECTS_K3_K3VERIFY_H
