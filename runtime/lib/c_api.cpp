@@ -319,6 +319,20 @@ k3_status k3_session_find_output(const k3_session *s, const char *name,
   return setError(K3_ERROR_INVALID_ARGUMENT,
                   std::string("no output '") + name + "' from the last run");
 }
+/// Device tensors in the session's input form: the device address in
+/// `data` (Session::run reads it as a device pointer with inputsOnDevice).
+static std::vector<k3_host_tensor> asHostViews(const k3_device_tensor *inputs,
+                                               size_t n) {
+  std::vector<k3_host_tensor> in(n);
+  for (size_t i = 0; i < n; ++i)
+    in[i] = {inputs[i].name,
+             inputs[i].dtype,
+             inputs[i].rank,
+             inputs[i].shape,
+             reinterpret_cast<const void *>(uintptr_t(inputs[i].data)),
+             inputs[i].nbytes};
+  return in;
+}
 k3_status k3_session_run_device(k3_session *s, const char *entry,
                                 const k3_symbol_value *syms, size_t nsyms,
                                 const k3_device_tensor *inputs,
@@ -327,14 +341,7 @@ k3_status k3_session_run_device(k3_session *s, const char *entry,
     return setError(K3_ERROR_INVALID_ARGUMENT,
                     "k3_session_run_device: NULL argument");
   return guard([&] {
-    std::vector<k3_host_tensor> in(ninputs);
-    for (size_t i = 0; i < ninputs; ++i)
-      in[i] = {inputs[i].name,
-               inputs[i].dtype,
-               inputs[i].rank,
-               inputs[i].shape,
-               reinterpret_cast<const void *>(uintptr_t(inputs[i].data)),
-               inputs[i].nbytes};
+    std::vector<k3_host_tensor> in = asHostViews(inputs, ninputs);
     s->s->run(entry, syms, nsyms, in.data(), in.size(), /*download=*/false,
               /*inputsOnDevice=*/true);
   });
@@ -409,14 +416,7 @@ k3_status k3_session_time_device(k3_session *s, const char *entry,
     return setError(K3_ERROR_INVALID_ARGUMENT,
                     "k3_session_time_device: NULL argument");
   return guard([&] {
-    std::vector<k3_host_tensor> in(ninputs);
-    for (size_t i = 0; i < ninputs; ++i)
-      in[i] = {inputs[i].name,
-               inputs[i].dtype,
-               inputs[i].rank,
-               inputs[i].shape,
-               reinterpret_cast<const void *>(uintptr_t(inputs[i].data)),
-               inputs[i].nbytes};
+    std::vector<k3_host_tensor> in = asHostViews(inputs, ninputs);
     std::vector<double> t = s->s->time(entry, syms, nsyms, in.data(), in.size(),
                                        warmup, reps, /*inputsOnDevice=*/true);
     std::copy(t.begin(), t.end(), ms);
