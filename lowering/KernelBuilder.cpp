@@ -97,6 +97,13 @@ Value KernelBuilder::loadIndex(Value mem, ValueRange ivs) {
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
 }
 
+Value KernelBuilder::numElements(ArrayRef<int64_t> symShape) {
+  Value n = idx(1);
+  for (int64_t d : symShape)
+    n = muli(n, dim(d));
+  return n;
+}
+
 void KernelBuilder::store(Value v, Value mem, ValueRange ivs) {
   Type elt = cast<MemRefType>(mem.getType()).getElementType();
   if (elt != v.getType())

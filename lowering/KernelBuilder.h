@@ -43,6 +43,9 @@ public:
   Value boolean(bool v);
   /// A symbolic or static dimension as an index value.
   Value dim(int64_t symDim);
+  /// The number of elements of a symbolic shape (1 for no dimensions): a
+  /// tensor's rows are numElements(shape.drop_back()).
+  Value numElements(ArrayRef<int64_t> symShape);
   Value tokens() { return numTokens; }
   Value seqs() { return numSeqs; }
 

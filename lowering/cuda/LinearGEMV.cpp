@@ -165,9 +165,8 @@ struct LinearGEMVPattern : OpKernelPattern<LinearOp> {
   LogicalResult emit(LinearOp op, Adaptor, KernelEmission &e) const override {
     KernelBuilder &kb = e.kb;
     // Rows: every leading dimension of x, as one linear size.
-    Value rows = kb.idx(1);
-    for (int64_t d : ArrayRef<int64_t>(e.inputs[0].shape).drop_back())
-      rows = kb.muli(rows, kb.dim(d));
+    Value rows =
+        kb.numElements(ArrayRef<int64_t>(e.inputs[0].shape).drop_back());
     auto form = kb.linearForm(rows);
     if (!form)
       return op.emitOpError() << "linear_gemv needs a row count linear in "

@@ -205,9 +205,7 @@ LogicalResult mlir::k3::emitLinearMMACUDA(LinearOp op,
   const bool wSplit = elem(in[1].base).isF32(); // bf16/f16: exact in tf32
 
   // Rows: every leading dimension of x, as one linear size.
-  Value rows = kb.idx(1);
-  for (int64_t d : ArrayRef<int64_t>(in[0].shape).drop_back())
-    rows = kb.muli(rows, kb.dim(d));
+  Value rows = kb.numElements(ArrayRef<int64_t>(in[0].shape).drop_back());
   auto form = kb.linearForm(rows);
   if (!form)
     return op.emitOpError() << "linear_mma_3xtf32 needs a row count linear "

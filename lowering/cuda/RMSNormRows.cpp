@@ -104,9 +104,7 @@ LogicalResult emitNormRows(Operation *op, KernelEmission &e,
                            const KernelOperand *sum, Value weight,
                            const KernelOperand &result, double eps) {
   KernelBuilder &kb = e.kb;
-  Value rows = kb.idx(1);
-  for (int64_t d : ArrayRef<int64_t>(x.shape).drop_back())
-    rows = kb.muli(rows, kb.dim(d));
+  Value rows = kb.numElements(ArrayRef<int64_t>(x.shape).drop_back());
   auto form = kb.linearForm(rows);
   if (!form)
     return op->emitOpError()

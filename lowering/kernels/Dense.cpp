@@ -10,22 +10,14 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-/// Number of elements of a symbolic shape as an index value.
-static Value numElements(KernelBuilder &kb, ArrayRef<int64_t> shape) {
-  Value n = kb.idx(1);
-  for (int64_t d : shape)
-    n = kb.muli(n, kb.dim(d));
-  return n;
-}
-
 /// Views `t` as [rows, last] with rows the product of the leading dims.
 static Value as2D(KernelBuilder &kb, const KernelOperand &t) {
-  Value rows = numElements(kb, ArrayRef<int64_t>(t.shape).drop_back());
+  Value rows = kb.numElements(ArrayRef<int64_t>(t.shape).drop_back());
   return kb.view(t.base, {rows, kb.dim(t.shape.back())});
 }
 
 static Value flat(KernelBuilder &kb, const KernelOperand &t) {
-  return kb.view(t.base, {numElements(kb, t.shape)});
+  return kb.view(t.base, {kb.numElements(t.shape)});
 }
 
 LogicalResult k3::emitEmbedding(EmbeddingOp op, KernelBuilder &kb,
@@ -47,7 +39,7 @@ LogicalResult k3::emitLinear(LinearOp op, KernelBuilder &kb,
   auto ops = operandsOf(op, in);
   KernelOperand input = ops.getInput(), weight = ops.getWeight();
   Value x = as2D(kb, input), w = weight.full, y = as2D(kb, out[0]);
-  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
   Value nIn = kb.dim(weight.shape[1]), nOut = kb.dim(weight.shape[0]);
   kb.parallel({rows, nOut}, [&](ValueRange iv) {
     Value acc = kb.reduce(nIn, kb.f32(0.0), [&](Value i, Value acc) {
@@ -81,7 +73,7 @@ LogicalResult k3::emitRMSNorm(RMSNormOp op, KernelBuilder &kb,
                               ArrayRef<KernelOperand> out) {
   auto ops = operandsOf(op, in);
   KernelOperand input = ops.getInput();
-  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
   rmsNormRows(kb, as2D(kb, input), Value(), ops.getWeight().full,
               as2D(kb, out[0]), rows, input.shape.back(),
               op.getEpsilon().convertToDouble());
@@ -93,7 +85,7 @@ LogicalResult k3::emitGatedRMSNorm(GatedRMSNormOp op, KernelBuilder &kb,
                                    ArrayRef<KernelOperand> out) {
   auto ops = operandsOf(op, in);
   KernelOperand input = ops.getInput();
-  Value rows = numElements(kb, ArrayRef<int64_t>(input.shape).drop_back());
+  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
   rmsNormRows(kb, as2D(kb, input), as2D(kb, ops.getGate()),
               ops.getWeight().full, as2D(kb, out[0]), rows, input.shape.back(),
               op.getEpsilon().convertToDouble());
@@ -106,7 +98,7 @@ LogicalResult k3::emitAdd(AddOp op, KernelBuilder &kb,
   auto ops = operandsOf(op, in);
   Value a = flat(kb, ops.getLhs()), b = flat(kb, ops.getRhs()),
         y = flat(kb, out[0]);
-  kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
+  kb.parallel({kb.numElements(out[0].shape)}, [&](ValueRange iv) {
     kb.store(kb.add(kb.load(a, iv), kb.load(b, iv)), y, iv);
   });
   return success();
@@ -118,7 +110,7 @@ LogicalResult k3::emitSigmoidGate(SigmoidGateOp op, KernelBuilder &kb,
   auto ops = operandsOf(op, in);
   Value a = flat(kb, ops.getInput()), g = flat(kb, ops.getGate()),
         y = flat(kb, out[0]);
-  kb.parallel({numElements(kb, out[0].shape)}, [&](ValueRange iv) {
+  kb.parallel({kb.numElements(out[0].shape)}, [&](ValueRange iv) {
     kb.store(kb.mul(kb.load(a, iv), kb.sigmoid(kb.load(g, iv))), y, iv);
   });
   return success();
@@ -148,7 +140,7 @@ LogicalResult k3::emitArgmax(ArgmaxOp op, KernelBuilder &kb,
 LogicalResult k3::emitCopy(KernelBuilder &kb, const KernelOperand &src,
                            const KernelOperand &dst) {
   Value a = flat(kb, src), y = flat(kb, dst);
-  kb.parallel({numElements(kb, dst.shape)},
+  kb.parallel({kb.numElements(dst.shape)},
               [&](ValueRange iv) { kb.store(kb.load(a, iv), y, iv); });
   return success();
 }
@@ -161,8 +153,8 @@ LogicalResult k3::emitAttnResPush(AttnResPushOp op, KernelBuilder &kb,
   // Closed blocks first, then the partial sum, in one flat copy each.
   Value blocks = flat(kb, blocksIn), partial = flat(kb, partialIn),
         y = flat(kb, out[0]);
-  Value nb = numElements(kb, blocksIn.shape),
-        np = numElements(kb, partialIn.shape);
+  Value nb = kb.numElements(blocksIn.shape),
+        np = kb.numElements(partialIn.shape);
   kb.parallel({nb},
               [&](ValueRange iv) { kb.store(kb.load(blocks, iv), y, iv); });
   kb.parallel({np}, [&](ValueRange iv) {

@@ -37,9 +37,7 @@ LogicalResult k3::emitAddRMSNorm(AddRMSNormOp op, KernelBuilder &kb,
   KernelOperand sumOut = resultOf(out, op.getSum()),
                 resOut = resultOf(out, op.getResult());
   int64_t n = input.shape.back();
-  Value rows = kb.idx(1);
-  for (int64_t d : ArrayRef<int64_t>(input.shape).drop_back())
-    rows = kb.muli(rows, kb.dim(d));
+  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
   Value cols = kb.dim(n);
   Value x = kb.view(input.base, {rows, cols}),
         r = kb.view(ops.getResidual().base, {rows, cols}),
