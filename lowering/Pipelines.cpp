@@ -90,6 +90,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "kernels (default: the model's k3.activation_dtype, "
                      "else f32; k3-activation-precision)"),
       llvm::cl::init("")};
+  Option<bool> moeGrouped{
+      *this, "moe-grouped",
+      llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
+                     "(k3-moe-grouped); off: one fused op per layer"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -118,6 +123,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the fusions (their ops are retyped too), before the KDA rewrites
   // (whose chunk ops keep f32 intermediates).
   pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
+  // After the precision policy: the sorted rows take the activations' type.
+  if (o.moeGrouped)
+    pm.addPass(k3::createK3MoEGrouped());
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

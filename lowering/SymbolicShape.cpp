@@ -215,6 +215,20 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return leading(r.getWeights(), r.getInput(), 1);
       })
+      .Case<MoEDispatchOp>([&](MoEDispatchOp d) -> LogicalResult {
+        if (failed(same(d.getRowSource(), d.getIndices())) ||
+            failed(same(d.getPositions(), d.getIndices())) ||
+            failed(set(d.getOffsets(), fromType(d.getOffsets().getType()), op)))
+          return failure();
+        return set(d.getTileOffsets(), fromType(d.getTileOffsets().getType()),
+                   op);
+      })
+      .Case<MoEGroupedGLUOp, MoEGroupedDownOp>([&](Operation *o) {
+        return leading(o->getResult(0), o->getOperand(1), 2);
+      })
+      .Case<MoECombineOp>([&](MoECombineOp c) -> LogicalResult {
+        return leading(c.getResult(), c.getPositions(), 1);
+      })
       .Case<AttnResMixOp>([&](AttnResMixOp m) -> LogicalResult {
         return same(m.getResult(), m.getPartial());
       })

@@ -35,25 +35,6 @@ LogicalResult verifyCuSeqlens(Operation *op, Value cuSeqlens) {
   return expectRank(op, named("cu_seqlens", cuSeqlens), 1);
 }
 
-/// Shared checks of the SiTU parameters of GLU ops.
-LogicalResult verifyGLUActivation(Operation *op, GLUActivation act,
-                                  std::optional<double> beta,
-                                  std::optional<double> linearBeta) {
-  if (act == GLUActivation::silu) {
-    if (beta || linearBeta)
-      return op->emitOpError()
-             << "'beta' and 'linear_beta' apply only to the situ activation";
-    return success();
-  }
-  if (!beta)
-    return op->emitOpError() << "situ activation requires 'beta'";
-  if (failed(expectPositive(op, "beta", *beta)))
-    return failure();
-  if (linearBeta && failed(expectPositive(op, "linear_beta", *linearBeta)))
-    return failure();
-  return success();
-}
-
 /// K3's gate lower bound lives in [-5, 0) (DecayGate.h says why).
 LogicalResult verifyDecayGate(Operation *op, DecayGateKind kind,
                               std::optional<double> lowerBound) {
@@ -416,7 +397,7 @@ LogicalResult GLUMLPOp::verify() {
       failed(expectSameDim(*this, wd, 0, x, 1, "hidden size")) ||
       failed(expectSameDim(*this, wd, 1, wg, 0, "intermediate size")))
     return failure();
-  return verifyGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
+  return expectGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
                              optDouble(getLinearBetaAttr()));
 }
 
@@ -464,7 +445,7 @@ LogicalResult MoEExpertsOp::verify() {
       failed(expectSameDim(*this, w2, 1, x, 1, "expert output width")) ||
       failed(expectSameDim(*this, w2, 2, w1, 1, "expert intermediate size")))
     return failure();
-  return verifyGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
+  return expectGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
                              optDouble(getLinearBetaAttr()));
 }
 

@@ -476,5 +476,6 @@ def K3_ArgmaxOp : K3_Op<"argmax", [Pure]> {
 
 include "dialects/K3/K3ChunkOps.td"
 include "dialects/K3/K3FusedOps.td"
+include "dialects/K3/K3MoEOps.td"
 
 #endif // K3_OPS_TD

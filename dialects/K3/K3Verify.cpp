@@ -78,4 +78,22 @@ LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v) {
   return success();
 }
 
+LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
+                                  std::optional<double> beta,
+                                  std::optional<double> linearBeta) {
+  if (act == GLUActivation::silu) {
+    if (beta || linearBeta)
+      return op->emitOpError()
+             << "'beta' and 'linear_beta' apply only to the situ activation";
+    return success();
+  }
+  if (!beta)
+    return op->emitOpError() << "situ activation requires 'beta'";
+  if (failed(expectPositive(op, "beta", *beta)))
+    return failure();
+  if (linearBeta && failed(expectPositive(op, "linear_beta", *linearBeta)))
+    return failure();
+  return success();
+}
+
 } // namespace mlir::k3::verify

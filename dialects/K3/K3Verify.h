@@ -10,6 +10,8 @@
 #ifndef K3_DIALECTS_K3_K3VERIFY_H
 #define K3_DIALECTS_K3_K3VERIFY_H
 
+#include "dialects/K3/K3Dialect.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
@@ -34,6 +36,11 @@ LogicalResult expectSameShape(Operation *op, Named a, Named b);
 LogicalResult expectStatic(Operation *op, Named t);
 LogicalResult expectPositive(Operation *op, StringRef attr, double v);
 LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v);
+/// The SiTU parameters of a GLU op: `beta` (positive) with situ only,
+/// `linear_beta` optional.
+LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
+                                  std::optional<double> beta,
+                                  std::optional<double> linearBeta);
 
 /// The same on (name, value) pairs.
 inline LogicalResult expectRank(Operation *op, const char *name, Value v,

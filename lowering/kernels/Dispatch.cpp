@@ -60,6 +60,14 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
       .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })
       .Case([&](MoEExpertsOp o) { return emitMoEExperts(o, kb, in, out); })
+      .Case([&](MoEDispatchOp o) { return emitMoEDispatch(o, kb, in, out); })
+      .Case([&](MoEGroupedGLUOp o) {
+        return emitMoEGroupedGLU(o, kb, in, out);
+      })
+      .Case([&](MoEGroupedDownOp o) {
+        return emitMoEGroupedDown(o, kb, in, out);
+      })
+      .Case([&](MoECombineOp o) { return emitMoECombine(o, kb, in, out); })
       .Case<KDAMMAOperandsOp, KDAMMARecurrenceOp>([&](Operation *o) {
         return o->emitOpError()
                << "has only a CUDA kernel (k3-kda-mma-split is part of the "

@@ -65,6 +65,21 @@ LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In, Out);
 LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);
 LogicalResult emitMoERouter(MoERouterOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEExperts(MoEExpertsOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEDispatch(MoEDispatchOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEGroupedGLU(MoEGroupedGLUOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEGroupedDown(MoEGroupedDownOp, KernelBuilder &, In, Out);
+LogicalResult emitMoECombine(MoECombineOp, KernelBuilder &, In, Out);
+/// The gate and up projections of row `t` of `x` for intermediate channel
+/// `i`, activated: act(W_gate[i] . x_t, W_up[i] . x_t); `expert` selects
+/// the slice of stacked weights (or is null for plain 2-D weights).
+Value emitGLUChannel(KernelBuilder &kb, GLUActivation act,
+                     std::optional<double> beta, std::optional<double> lbeta,
+                     Value x, Value t, Value wGate, Value wUp, Value expert,
+                     Value i, int64_t hidden);
+/// sum_i W_down[d, i] h[hIdx..., i] over the `inter` channels (`expert`
+/// selects the slice of stacked weights, or is null).
+Value emitDownRow(KernelBuilder &kb, Value wDown, Value expert, Value d,
+                  Value h, ArrayRef<Value> hIdx, int64_t inter);
 LogicalResult emitAttnResMix(AttnResMixOp, KernelBuilder &, In, Out);
 
 /// Workspace the loop nest of `op` needs (MoE.cpp: the MLPs' activated

@@ -21,13 +21,11 @@ Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
   return kb.mul(gate, u);
 }
 
-/// The gate and up projections of row `t` of `x` for intermediate channel
-/// `i`, activated: act(W_gate[i] . x_t, W_up[i] . x_t); `expert` selects
-/// the slice of stacked weights (or is null for plain 2-D weights).
-static Value gluChannel(KernelBuilder &kb, GLUActivation act,
-                        std::optional<double> beta, std::optional<double> lbeta,
-                        Value x, Value t, Value wGate, Value wUp, Value expert,
-                        Value i, int64_t hidden) {
+Value mlir::k3::emitGLUChannel(KernelBuilder &kb, GLUActivation act,
+                               std::optional<double> beta,
+                               std::optional<double> lbeta, Value x, Value t,
+                               Value wGate, Value wUp, Value expert, Value i,
+                               int64_t hidden) {
   auto widx = [&](Value r, Value c) -> SmallVector<Value> {
     if (expert)
       return {expert, r, c};
@@ -43,9 +41,9 @@ static Value gluChannel(KernelBuilder &kb, GLUActivation act,
   return emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]);
 }
 
-/// sum_i W_down[d, i] h[hIdx..., i] over the `inter` channels.
-static Value downRow(KernelBuilder &kb, Value wDown, Value expert, Value d,
-                     Value h, ArrayRef<Value> hIdx, int64_t inter) {
+Value mlir::k3::emitDownRow(KernelBuilder &kb, Value wDown, Value expert,
+                           Value d, Value h, ArrayRef<Value> hIdx,
+                           int64_t inter) {
   return kb.reduceSum(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
     SmallVector<Value> w = {d, i}, hi(hIdx);
     if (expert)
@@ -68,14 +66,14 @@ LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   Value y = out[0].full, h = out[1].full;
   kb.parallelWarps({tokens, kb.idx(inter)}, [&](ValueRange iv) {
     kb.store(
-        gluChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+        emitGLUChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
                    optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
                    wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
         h, iv);
   });
   kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
     kb.store(
-        downRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter), y,
+        emitDownRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter), y,
         iv);
   });
   return success();
@@ -181,7 +179,7 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   // h[t, j, i]: channel i of the j-th chosen expert of token t.
   kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
     Value e = kb.loadIndex(idx, {iv[0], iv[1]});
-    kb.store(gluChannel(kb, op.getActivation(),
+    kb.store(emitGLUChannel(kb, op.getActivation(),
                         optionalDouble(op.getBetaAttr()),
                         optionalDouble(op.getLinearBetaAttr()), x, iv[0],
                         w1.full, ops.getW3().full, e, iv[2], hidden),
@@ -193,7 +191,7 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);
       Value e = kb.loadIndex(idx, {t, jj});
-      Value a = kb.mul(downRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
+      Value a = kb.mul(emitDownRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
                        kb.load(wts, {t, jj}));
       acc = j == 0 ? a : kb.add(a, acc);
     }
@@ -202,7 +200,7 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   return success();
 }
 
-/// Workspace of the two-phase MLPs and the router (f32).
+/// Workspace of the two-phase MLPs and the router.
 SmallVector<KernelWorkspace>
 mlir::k3::loopNestWorkspace(Operation *op, ArrayRef<SymShape> inShapes) {
   Type f32 = Float32Type::get(op->getContext());
@@ -216,8 +214,11 @@ mlir::k3::loopNestWorkspace(Operation *op, ArrayRef<SymShape> inShapes) {
     return {{f32, SymShape{s.getInput()[0], s.getWGate()[0]}}};
   }
   if (auto o = dyn_cast<MoEExpertsOp>(op)) {
+    // The activated h in the activations' type, as k3.moe_grouped_glu
+    // stores it: both forms round at the same place (docs/precision.md).
     auto s = shapes(o);
-    return {{f32, SymShape{s.getInput()[0], s.getIndices()[1], s.getW1()[1]}}};
+    Type elem = cast<RankedTensorType>(o.getInput().getType()).getElementType();
+    return {{elem, SymShape{s.getInput()[0], s.getIndices()[1], s.getW1()[1]}}};
   }
   if (auto o = dyn_cast<MoERouterOp>(op)) {
     auto s = shapes(o);

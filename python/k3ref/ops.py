@@ -733,8 +733,11 @@ def moe_experts(x, indices, weights, w1, w3, w2, activation="silu", beta=None, l
     out = np.zeros((x.shape[0], np.shape(w2[0])[0]))
     for t in range(x.shape[0]):
         for e, wt in zip(indices[t], weights[t]):
-            out[t] += wt * glu_mlp(x[t:t + 1], w1[int(e)], w3[int(e)], w2[int(e)],
-                                   activation, beta, linear_beta)[0]
+            e = int(e)
+            # h is stored between the experts' two GEMMs: an activation.
+            h = act(_act(linear(x[t:t + 1], w1[e]), linear(x[t:t + 1], w3[e]),
+                         activation, beta, linear_beta))
+            out[t] += wt * linear(h, w2[e])[0]
     return out
 
 

@@ -1,0 +1,115 @@
+//===- K3MoEOps.cpp - verifiers of the grouped MoE ops ----------*- C++ -*-===//
+//
+// k3.moe_dispatch, k3.moe_grouped_glu, k3.moe_grouped_down and
+// k3.moe_combine (K3MoEOps.td). Dynamic sizes are compared only where both
+// sides are static.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/K3/K3Dialect.h"
+#include "dialects/K3/K3Verify.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+using namespace mlir::k3::verify;
+
+namespace {
+
+std::optional<double> optDouble(FloatAttr a) {
+  if (!a)
+    return std::nullopt;
+  return a.getValueAsDouble();
+}
+
+/// The routing tables every grouped op reads: `indices` and `row_source`
+/// [T, K], `offsets` and `tile_offsets` [E + 1] with E the experts of
+/// `weight` (dimension 0).
+LogicalResult verifyRoutingTables(Operation *op, Value indices,
+                                  Value rowSource, Value offsets,
+                                  Value tileOffsets, Named weight) {
+  Named idx = named("indices", indices), src = named("row_source", rowSource),
+        off = named("offsets", offsets),
+        tiles = named("tile_offsets", tileOffsets);
+  if (failed(expectRank(op, idx, 2)) || failed(expectSameShape(op, idx, src)) ||
+      failed(expectRank(op, off, 1)) || failed(expectStatic(op, off)) ||
+      failed(expectSameShape(op, off, tiles)))
+    return failure();
+  int64_t experts = weight.type.getDimSize(0);
+  if (!ShapedType::isDynamic(experts))
+    return expectDim(op, off, 0, experts + 1, "expert count + 1");
+  return success();
+}
+
+} // namespace
+
+LogicalResult MoEDispatchOp::verify() {
+  Named idx = named("indices", getIndices());
+  if (failed(expectRank(*this, idx, 2)) ||
+      failed(expectPositive(*this, "num_experts", int64_t(getNumExperts()))) ||
+      failed(expectPositive(*this, "tile_rows", int64_t(getTileRows()))))
+    return failure();
+  for (Value r : {getRowSource(), getPositions()})
+    if (failed(expectSameShape(*this, idx, named("result", r))))
+      return failure();
+  for (Value r : {getOffsets(), getTileOffsets()}) {
+    Named n = named("offsets result", r);
+    if (failed(expectRank(*this, n, 1)) ||
+        failed(expectDim(*this, n, 0, int64_t(getNumExperts()) + 1,
+                         "num_experts + 1")))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult MoEGroupedGLUOp::verify() {
+  Named x = named("input", getInput()), w1 = named("w1", getW1()),
+        w3 = named("w3", getW3()), r = named("result", getResult()),
+        idx = named("indices", getIndices());
+  if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, w1, 3)) ||
+      failed(expectSameShape(*this, w1, w3)) ||
+      failed(expectRank(*this, r, 3)) ||
+      failed(verifyRoutingTables(*this, getIndices(), getRowSource(),
+                                 getOffsets(), getTileOffsets(), w1)))
+    return failure();
+  if (failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||
+      failed(expectSameDim(*this, w1, 2, x, 1, "expert input width")) ||
+      failed(expectSameDim(*this, r, 0, idx, 0, "token count")) ||
+      failed(expectSameDim(*this, r, 1, idx, 1, "experts per token")) ||
+      failed(expectSameDim(*this, r, 2, w1, 1, "expert intermediate size")))
+    return failure();
+  return expectGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
+                             optDouble(getLinearBetaAttr()));
+}
+
+LogicalResult MoEGroupedDownOp::verify() {
+  Named h = named("input", getInput()), w2 = named("w2", getW2()),
+        r = named("result", getResult()), idx = named("indices", getIndices()),
+        wts = named("weights", getWeights());
+  if (failed(expectRank(*this, h, 3)) || failed(expectRank(*this, w2, 3)) ||
+      failed(expectRank(*this, r, 3)) ||
+      failed(expectSameShape(*this, idx, wts)) ||
+      failed(verifyRoutingTables(*this, getIndices(), getRowSource(),
+                                 getOffsets(), getTileOffsets(), w2)))
+    return failure();
+  if (failed(expectSameDim(*this, h, 0, idx, 0, "token count")) ||
+      failed(expectSameDim(*this, h, 1, idx, 1, "experts per token")) ||
+      failed(expectSameDim(*this, w2, 2, h, 2, "expert intermediate size")) ||
+      failed(expectSameDim(*this, r, 0, h, 0, "token count")) ||
+      failed(expectSameDim(*this, r, 1, h, 1, "experts per token")) ||
+      failed(expectSameDim(*this, r, 2, w2, 1, "expert output width")))
+    return failure();
+  return success();
+}
+
+LogicalResult MoECombineOp::verify() {
+  Named rows = named("rows", getRows()), pos = named("positions", getPositions()),
+        r = named("result", getResult());
+  if (failed(expectRank(*this, rows, 3)) || failed(expectRank(*this, pos, 2)) ||
+      failed(expectRank(*this, r, 2)))
+    return failure();
+  if (failed(expectSameDim(*this, rows, 0, pos, 0, "token count")) ||
+      failed(expectSameDim(*this, rows, 1, pos, 1, "experts per token")) ||
+      failed(expectSameDim(*this, r, 0, pos, 0, "token count")) ||
+      failed(expectSameDim(*this, r, 1, rows, 2, "output width")))
+    return failure();
+  return success();
+}

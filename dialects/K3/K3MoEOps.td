@@ -1,0 +1,109 @@
+//===- K3MoEOps.td - MoE as dispatch, grouped GEMMs, combine -*- tablegen -*-===//
+//
+// `k3-moe-grouped` rewrites each prefill `k3.moe_experts` into these four
+// ops, the form engines run MoE in: the routed (token, slot) pairs sorted by
+// expert on the device, two GEMMs grouped over the experts' contiguous row
+// segments, and a combine back to token order (docs/moe.md). Verifiers in
+// K3MoEOps.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3_MOE_OPS_TD
+#define K3_MOE_OPS_TD
+
+def K3_MoEDispatchOp : K3_Op<"moe_dispatch", [Pure]> {
+  let summary = "routed (token, slot) pairs in expert order, with offsets";
+  let description = [{
+    For the router's choice `indices [T, K]` (expert ids in `[0, E)`), the
+    `T * K` pairs are numbered `p = t * K + j` and stably sorted by expert:
+    expert `e`'s rows are `[offsets[e], offsets[e + 1])` of the sorted
+    order, in increasing `p` (so the result does not depend on thread
+    timing), and
+    - `row_source [T, K]`, read flat: the pair `p` of each sorted row;
+    - `positions [T, K]`: the sorted row of each pair (the inverse);
+    - `offsets [E + 1]`: where each expert's rows start; `offsets[E] = T K`;
+    - `tile_offsets [E + 1]`: where each expert's tiles of `tile_rows` rows
+      start when each expert's segment is cut into tiles on its own:
+      `tile_offsets[e + 1] - tile_offsets[e] = ceil(count_e / tile_rows)`.
+      A grouped GEMM's block finds its expert from its tile index with a
+      binary search over them.
+
+    Every buffer is sized by `T K` rows (and `E + 1` offsets), whatever
+    the routing: nothing can overflow.
+
+    ```mlir
+    %src, %pos, %off, %tiles = k3.moe_dispatch %idx {num_experts = 8 : i64,
+        tile_rows = 128 : i64} : (tensor<?x2xi32>) -> (tensor<?x2xi32>,
+        tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>)
+    ```
+  }];
+  let arguments = (ins K3_IndexTensor:$indices, I64Attr:$num_experts,
+                       I64Attr:$tile_rows);
+  let results = (outs K3_IndexTensor:$row_source, K3_IndexTensor:$positions,
+                      K3_IndexTensor:$offsets, K3_IndexTensor:$tile_offsets);
+  let assemblyFormat = [{
+    $indices attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu", [Pure]> {
+  let summary = "gate and up projections of each sorted row by its expert";
+  let description = [{
+    For sorted row `r` (pair `p = row_source[r]`, token `t = p / K`,
+    expert `e = indices[t, p % K]`): `h[r, i] = act(W1[e, i] . x[t],
+    W3[e, i] . x[t])`, with `act` the GLU of `k3.moe_experts`. `h [T, K,
+    I]` is read flat as `T K` rows. Accumulation in f32; `h` has the
+    input's element type.
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
+                       K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
+                       K3_IndexTensor:$tile_offsets, K3_FloatTensor:$w1,
+                       K3_FloatTensor:$w3, K3_GLUActivationAttr:$activation,
+                       OptionalAttr<F64Attr>:$beta,
+                       OptionalAttr<F64Attr>:$linear_beta);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $activation $input `,` $indices `,` $row_source `,` $offsets `,`
+    $tile_offsets `,` $w1 `,` $w3 attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_MoEGroupedDownOp : K3_Op<"moe_grouped_down", [Pure]> {
+  let summary = "down projection of each sorted row, times its routing weight";
+  let description = [{
+    `y[r, d] = weights[p] * (W2[e, d] . h[r])` for sorted row `r` (pair
+    `p = row_source[r]`, expert `e = indices[p]`, both read flat). `y [T,
+    K, D]` is read flat as `T K` rows. Accumulation in f32.
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
+                       K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
+                       K3_IndexTensor:$tile_offsets, K3_F32Tensor:$weights,
+                       K3_FloatTensor:$w2);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $row_source `,` $offsets `,` $tile_offsets `,`
+    $weights `,` $w2 attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_MoECombineOp : K3_Op<"moe_combine", [Pure]> {
+  let summary = "each token's expert outputs summed in slot order";
+  let description = [{
+    `result[t, d] = sum_j rows[positions[t, j], d]` over `j = 0 .. K - 1`
+    in that order (rows `[T, K, D]` read flat): a gather, not a scatter
+    with atomics, so every run adds in the same order and gives the same
+    bits.
+  }];
+  let arguments = (ins K3_FloatTensor:$rows, K3_IndexTensor:$positions);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // K3_MOE_OPS_TD

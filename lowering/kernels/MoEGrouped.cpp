@@ -1,0 +1,149 @@
+//===- MoEGrouped.cpp - loop nests of the grouped MoE ops -------*- C++ -*-===//
+//
+// The reference lowering of k3.moe_dispatch, k3.moe_grouped_glu,
+// k3.moe_grouped_down and k3.moe_combine (K3MoEOps.td): the CPU target's
+// kernels, and the GPU's where no dedicated kernel applies. Each sum runs
+// in the order of the fused k3.moe_experts loop nest (MoE.cpp), so with f32
+// activations both forms give the same bits.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// A [T, K, ...] operand read flat: T K rows of its last dimension (or, for
+/// [T, K], one flat vector of T K entries).
+Value flatRows(KernelBuilder &kb, const KernelOperand &o) {
+  Value rows = kb.numElements(ArrayRef<int64_t>(o.shape).take_front(2));
+  if (o.shape.size() == 2)
+    return kb.view(o.base, {rows});
+  return kb.view(o.base, {rows, kb.idx(o.shape.back())});
+}
+
+Value ceilDiv(KernelBuilder &kb, Value a, int64_t d) {
+  OpBuilder &b = kb.builder();
+  return arith::DivUIOp::create(b, kb.getLoc(), kb.addi(a, kb.idx(d - 1)),
+                                kb.idx(d));
+}
+
+/// The routed pair of sorted row `r`, its token and its expert.
+struct SortedRow {
+  Value pair, token, expert;
+};
+SortedRow sortedRow(KernelBuilder &kb, Value rowSource, Value indices,
+                    int64_t topK, Value r) {
+  OpBuilder &b = kb.builder();
+  Value p = kb.loadIndex(rowSource, {r});
+  Value t = arith::DivUIOp::create(b, kb.getLoc(), p, kb.idx(topK));
+  return {p, t, kb.loadIndex(indices, {p})};
+}
+
+} // namespace
+
+LogicalResult k3::emitMoEDispatch(MoEDispatchOp op, KernelBuilder &kb, In in,
+                                  Out out) {
+  auto ops = operandsOf(op, in);
+  Value idx = flatRows(kb, ops.getIndices());
+  Value src = flatRows(kb, resultOf(out, op.getRowSource())),
+        pos = flatRows(kb, resultOf(out, op.getPositions())),
+        offsets = resultOf(out, op.getOffsets()).full,
+        tiles = resultOf(out, op.getTileOffsets()).full;
+  Value pairs = kb.numElements(ArrayRef<int64_t>(ops.getIndices().shape));
+  int64_t experts = op.getNumExperts(), tileRows = op.getTileRows();
+  // Counts and their prefix sums, one expert after another: a short serial
+  // phase (E counts of T K entries each).
+  kb.parallel({kb.idx(1)}, [&](ValueRange) {
+    Value zero = kb.idx(0);
+    SmallVector<Value> end = kb.reduceN(
+        zero, kb.idx(experts), {zero, zero},
+        [&](Value e, ValueRange acc) -> SmallVector<Value> {
+          kb.storeIndex(acc[0], offsets, {e});
+          kb.storeIndex(acc[1], tiles, {e});
+          Value count = kb.reduce(pairs, zero, [&](Value p, Value c) {
+            Value mine = kb.eqi(kb.loadIndex(idx, {p}), e);
+            return kb.select(mine, kb.addi(c, kb.idx(1)), c);
+          });
+          return {kb.addi(acc[0], count),
+                  kb.addi(acc[1], ceilDiv(kb, count, tileRows))};
+        });
+    kb.storeIndex(end[0], offsets, {kb.idx(experts)});
+    kb.storeIndex(end[1], tiles, {kb.idx(experts)});
+  });
+  // Each expert's pairs in increasing order from its offset.
+  kb.parallel({kb.idx(experts)}, [&](ValueRange iv) {
+    Value e = iv[0];
+    kb.reduce(pairs, kb.loadIndex(offsets, {e}), [&](Value p, Value cursor) {
+      Value mine = kb.eqi(kb.loadIndex(idx, {p}), e);
+      kb.ifThen(mine, [&] {
+        kb.storeIndex(p, src, {cursor});
+        kb.storeIndex(cursor, pos, {p});
+      });
+      return kb.select(mine, kb.addi(cursor, kb.idx(1)), cursor);
+    });
+  });
+  return success();
+}
+
+LogicalResult k3::emitMoEGroupedGLU(MoEGroupedGLUOp op, KernelBuilder &kb,
+                                    In in, Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand x = ops.getInput(), w1 = ops.getW1();
+  int64_t topK = ops.getIndices().shape[1], inter = w1.shape[1],
+          hidden = x.shape[1];
+  Value idx = flatRows(kb, ops.getIndices()),
+        src = flatRows(kb, ops.getRowSource()), h = flatRows(kb, out[0]);
+  Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  kb.parallelWarps({rows, kb.idx(inter)}, [&](ValueRange iv) {
+    SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
+    kb.store(emitGLUChannel(kb, op.getActivation(),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), x.full,
+                            row.token, w1.full, ops.getW3().full, row.expert,
+                            iv[1], hidden),
+             h, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
+                                     In in, Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand w2 = ops.getW2();
+  int64_t topK = ops.getIndices().shape[1], inter = w2.shape[2],
+          width = w2.shape[1];
+  Value idx = flatRows(kb, ops.getIndices()),
+        src = flatRows(kb, ops.getRowSource()),
+        wts = flatRows(kb, ops.getWeights()), h = flatRows(kb, ops.getInput()),
+        y = flatRows(kb, out[0]);
+  Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  kb.parallelWarps({rows, kb.idx(width)}, [&](ValueRange iv) {
+    SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
+    Value dot = emitDownRow(kb, w2.full, row.expert, iv[1], h, {iv[0]}, inter);
+    kb.store(kb.mul(dot, kb.load(wts, {row.pair})), y, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
+                                 Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand positions = ops.getPositions();
+  int64_t topK = positions.shape[1], width = out[0].shape[1];
+  Value rows = flatRows(kb, ops.getRows()), pos = positions.full,
+        y = out[0].full;
+  kb.parallel({kb.dim(positions.shape[0]), kb.idx(width)}, [&](ValueRange iv) {
+    Value t = iv[0], d = iv[1], acc;
+    for (int64_t j = 0; j < topK; ++j) {
+      Value a = kb.load(rows, {kb.loadIndex(pos, {t, kb.idx(j)}), d});
+      acc = j == 0 ? a : kb.add(a, acc);
+    }
+    kb.store(acc, y, {t, d});
+  });
+  return success();
+}

@@ -1,0 +1,77 @@
+// RUN: k3-opt %s -split-input-file -verify-diagnostics
+
+// Verifier diagnostics of k3.moe_dispatch, k3.moe_grouped_glu,
+// k3.moe_grouped_down and k3.moe_combine.
+
+func.func @dispatch_offsets_size(%i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'k3.moe_dispatch' op expects 'offsets result' dimension 0 (num_experts + 1) to be 9, got 8}}
+  %s, %p, %o, %t = k3.moe_dispatch %i {num_experts = 8 : i64, tile_rows = 128 : i64}
+      : (tensor<?x2xi32>) -> (tensor<?x2xi32>, tensor<?x2xi32>, tensor<8xi32>, tensor<8xi32>)
+  return
+}
+
+// -----
+
+func.func @dispatch_tile_rows(%i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'k3.moe_dispatch' op expects 'tile_rows' to be positive, got 0}}
+  %s, %p, %o, %t = k3.moe_dispatch %i {num_experts = 8 : i64, tile_rows = 0 : i64}
+      : (tensor<?x2xi32>) -> (tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>)
+  return
+}
+
+// -----
+
+func.func @dispatch_row_source_shape(%i: tensor<?x2xi32>) {
+  // expected-error @+1 {{'k3.moe_dispatch' op shape mismatch}}
+  %s, %p, %o, %t = k3.moe_dispatch %i {num_experts = 8 : i64, tile_rows = 128 : i64}
+      : (tensor<?x2xi32>) -> (tensor<?x4xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>)
+  return
+}
+
+// -----
+
+func.func @glu_offsets_experts(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<5xi32>,
+    %w1: tensor<8x16x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op expects 'offsets' dimension 0 (expert count + 1) to be 9, got 5}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<5xi32>, tensor<5xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>) -> tensor<?x2x16xbf16>
+  return
+}
+
+// -----
+
+func.func @glu_result_width(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op expert intermediate size mismatch: 'result' dimension 2 is 32 but 'w1' dimension 1 is 16}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>) -> tensor<?x2x32xbf16>
+  return
+}
+
+// -----
+
+func.func @glu_situ_beta(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op situ activation requires 'beta'}}
+  %h = k3.moe_grouped_glu situ %x, %i, %i, %o, %o, %w1, %w1
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>) -> tensor<?x2x16xbf16>
+  return
+}
+
+// -----
+
+func.func @down_input_width(%h: tensor<?x2x8xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %p: tensor<?x2xf32>, %w2: tensor<8x32x16xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_down' op expert intermediate size mismatch: 'w2' dimension 2 is 16 but 'input' dimension 2 is 8}}
+  %y = k3.moe_grouped_down %h, %i, %i, %o, %o, %p, %w2
+      : (tensor<?x2x8xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<?x2xf32>, tensor<8x32x16xbf16>) -> tensor<?x2x32xf32>
+  return
+}
+
+// -----
+
+func.func @combine_slots(%r: tensor<?x2x32xf32>, %pos: tensor<?x4xi32>) {
+  // expected-error @+1 {{'k3.moe_combine' op experts per token mismatch: 'rows' dimension 1 is 2 but 'positions' dimension 1 is 4}}
+  %y = k3.moe_combine %r, %pos : (tensor<?x2x32xf32>, tensor<?x4xi32>) -> tensor<?x32xf32>
+  return
+}
