@@ -229,17 +229,6 @@ private:
             em.sharedView(smem, bf16, vOff, {kChunk, p.vStride / 2})};
   }
 
-  /// cp.async of 16 bytes (`elems` elements), zero-filled unless `valid`
-  /// (source size 0; null: always valid).
-  void copy16(Value dst, ValueRange dstAt, Value src, ValueRange srcAt,
-              int64_t elems, Value valid) {
-    Value srcElems =
-        valid ? kb.select(valid, kb.idx(elems), kb.idx(0)) : kb.idx(elems);
-    nvgpu::DeviceAsyncCopyOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, dstAt,
-        src, srcAt, b.getIndexAttr(elems), srcElems, b.getUnitAttr());
-  }
-
   /// Issues chunk c's copies into its stage (every thread a share).
   void issue(Value c) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
@@ -268,43 +257,27 @@ private:
     each(rowSlots, kChunk * (p.rowWords / 4), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(rowsAt, kb.select(ok, pc.src, kb.idx(0)));
-      copy16(all32, dstAt(pc, 4, 0), gPacked, src, 4, ok);
+      em.asyncCopy(all32, dstAt(pc, 4, 0), gPacked, src, 4, ok);
     });
     Value lastRow = kb.addi(t0, kb.subi(count, kb.idx(1)));
     Value egcAt =
         kb.addi(tokenAt(lastRow, kb.dim(a.getPacked().shape[1]), p.words),
                 kb.idx(p.R + 16));
     each(egcSlots, p.kDim / 4, [&](const Piece &pc) {
-      copy16(all32, dstAt(pc, 4, p.rowsBytes), gPacked, kb.addi(egcAt, pc.src),
+      em.asyncCopy(all32, dstAt(pc, 4, p.rowsBytes), gPacked, kb.addi(egcAt, pc.src),
              4, Value());
     });
     Value vAt = kb.addi(tokenAt(t0, kb.dim(a.getV().shape[1]), p.vDim), vCol0);
     each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
-      copy16(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8, ok);
+      em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8, ok);
     });
   }
-  /// Closes the group of the copies issued since the last one (the
-  /// copies sit in scf.if regions, so the group names no tokens: groups
-  /// are counted, not named, by cp.async). The unit attribute keeps the
-  /// op parseable: MLIR 22 prints a token-less create_group so that the
-  /// next line's result is read back as its token.
-  Value commit() {
-    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    auto group =
-        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
-    K3Dialect::AllIssuedAttrHelper(b.getContext())
-        .setAttr(group, b.getUnitAttr());
-    return group;
-  }
-  /// Waits until at most `pending` groups are in flight. The count is
-  /// what waits (cp.async.wait_group); the token, the prologue's last
-  /// group, only places the wait after the prologue's commits.
-  void wait(int32_t pending) {
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
-                                     b.getI32IntegerAttr(pending));
-  }
+  Value commit() { return em.commitGroup(); }
+  /// The token, the prologue's last group, only places the wait after the
+  /// prologue's commits.
+  void wait(int32_t pending) { em.waitGroups(group, pending); }
 
   /// One chunk: its operands landed, the next stage's copies issued, the
   /// products; returns S^T's accumulators after it.

@@ -24,6 +24,7 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/WGMMA.h"
 #include "lowering/kernels/Operands.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,134 +41,39 @@ using namespace mlir::k3;
 
 namespace {
 
-constexpr int64_t kTileM = 128, kTileN = 128, kTileK = 64, kWgmmaK = 16;
+constexpr int64_t kTileM = kWGMMATileRows, kTileN = 128, kTileK = kWGMMATileK;
 constexpr int64_t kThreads = 128;
-/// Bytes of one 128 x 64 bf16 tile, and of one stage (x and W).
-constexpr int64_t kTileBytes = kTileM * kTileK * 2,
-                  kStageBytes = 2 * kTileBytes;
+/// Bytes of one stage (x and W tiles).
+constexpr int64_t kTileBytes = kWGMMATileBytes, kStageBytes = 2 * kTileBytes;
 
-/// The kernel's typed building blocks: shared-memory tiles, TMA, mbarriers
-/// and warpgroup products, each an nvgpu op.
-struct WGMMAEmitter {
-  OpBuilder &b;
-  Location loc;
-  KernelBuilder &kb;
-  int64_t stages;
+/// The 128 x 64 tiles of x and W as TMA boxes.
+const int64_t kBox[] = {kTileM, kTileK};
 
-  MLIRContext *ctx() { return b.getContext(); }
-  Attribute workgroup() {
-    return gpu::AddressSpaceAttr::get(ctx(), gpu::AddressSpace::Workgroup);
-  }
-  Value idx(int64_t v) { return kb.idx(v); }
-  Value divuIdx(Value a, int64_t c) {
-    return arith::DivUIOp::create(b, loc, a, idx(c));
-  }
-  Value remuIdx(Value a, int64_t c) {
-    return arith::RemUIOp::create(b, loc, a, idx(c));
-  }
+/// The x or W tile (`which` 0 or 1) of stage `stage`.
+Value stageTile(WGMMAEmitter &em, Value smem, Value base, Value stage,
+                int64_t which) {
+  KernelBuilder &kb = em.kb;
+  Value off = kb.addi(base, kb.addi(kb.muli(stage, em.idx(kStageBytes)),
+                                    em.idx(which * kTileBytes)));
+  return em.tile(smem, off);
+}
 
-  MemRefType tileType(ArrayRef<int64_t> shape, Type elem) {
-    return MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},
-                           workgroup());
-  }
-  /// The tensor map type of a 128 x 64 bf16 tile.
-  nvgpu::TensorMapDescriptorType tensorMapType() {
-    return nvgpu::TensorMapDescriptorType::get(
-        ctx(), tileType({kTileM, kTileK}, b.getBF16Type()),
-        nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-        nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
-        nvgpu::TensorMapOOBKind::OOB_ZERO,
-        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  }
-  nvgpu::MBarrierGroupType barrierType() {
-    return nvgpu::MBarrierGroupType::get(ctx(), workgroup(), stages);
-  }
-  nvgpu::WarpgroupAccumulatorType accumulatorType() {
-    return nvgpu::WarpgroupAccumulatorType::get(
-        ctx(), VectorType::get({64, kTileN}, b.getF32Type()));
-  }
-
-  /// A kernel parameter (an !llvm.ptr to a CUtensorMap) as a descriptor.
-  Value tensorMap(Value pointer) {
-    return UnrealizedConversionCastOp::create(b, loc, tensorMapType(), pointer)
-        .getResult(0);
-  }
-
-  /// `bytes` of dynamic shared memory from the first 1024-byte boundary
-  /// (the 128-byte swizzle repeats every 1024 bytes and TMA and wgmma
-  /// address it from an aligned base).
-  Value alignedBase(Value smem) {
-    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
-    Value rem = arith::RemUIOp::create(b, loc, addr, idx(1024));
-    return arith::RemUIOp::create(
-        b, loc, arith::SubIOp::create(b, loc, idx(1024), rem), idx(1024));
-  }
-  /// A typed view of shared memory at byte `offset`.
-  Value view(Value smem, Value offset, MemRefType type) {
-    return memref::ViewOp::create(b, loc, type, smem, offset, ValueRange{});
-  }
-  /// The x or W tile (`which` 0 or 1) of stage `stage`.
-  Value stageTile(Value smem, Value base, Value stage, int64_t which) {
-    Value off = kb.addi(base, kb.addi(kb.muli(stage, idx(kStageBytes)),
-                                      idx(which * kTileBytes)));
-    return view(smem, off, tileType({kTileM, kTileK}, b.getBF16Type()));
-  }
-
-  /// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
-  /// expecting their bytes.
-  void issueLoads(Value bars, Value tmX, Value tmW, Value smem, Value base,
-                  Value stage, Value kt, Value row0, Value col0) {
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, idx(kStageBytes),
-                                            stage, Value());
-    Value k0 = kb.muli(kt, idx(kTileK));
-    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 0), bars,
-                                  tmX, ValueRange{k0, row0}, stage, Value(),
-                                  Value());
-    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(smem, base, stage, 1), bars,
-                                  tmW, ValueRange{k0, col0}, stage, Value(),
-                                  Value());
-  }
-
-  /// The wgmma descriptor of rows [r0, r0 + rows) and k-columns [k0, k0 +
-  /// 16) of a stage tile, as the operand type `asType`.
-  Value descriptor(Value tile, Value tm, int64_t r0, int64_t rows, int64_t k0,
-                   MemRefType asType) {
-    auto strided = MemRefType::get(
-        {rows, kWgmmaK}, b.getBF16Type(),
-        StridedLayoutAttr::get(ctx(), r0 * kTileK + k0, {kTileK, 1}),
-        workgroup());
-    Value sub = memref::SubViewOp::create(
-        b, loc, strided, tile, ValueRange{}, ValueRange{}, ValueRange{},
-        b.getDenseI64ArrayAttr({r0, k0}),
-        b.getDenseI64ArrayAttr({rows, kWgmmaK}),
-        b.getDenseI64ArrayAttr({1, 1}));
-    auto type = nvgpu::WarpgroupMatrixDescriptorType::get(ctx(), asType);
-    return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, sub, tm);
-  }
-
-  /// acc[h] += x_tile[64 h .. 64 h + 64, :] W_tile^T for one landed stage:
-  /// four k-steps of 16, both halves; no waits between the products (one
-  /// drain at the end of the stage).
-  SmallVector<Value> multiplyStage(Value xTile, Value wTile, Value tmX,
-                                   Value tmW, ValueRange acc) {
-    SmallVector<Value> out(acc);
-    MemRefType aType = tileType({64, kWgmmaK}, b.getBF16Type());
-    MemRefType bType = tileType({kWgmmaK, kTileN}, b.getBF16Type());
-    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWgmmaK);
-    for (int64_t k = 0; k < kTileK; k += kWgmmaK) {
-      // W's tile is [N][K] (K contiguous): a K-major B operand.
-      Value dB = descriptor(wTile, tmW, 0, kTileN, k, bType);
-      for (int64_t h = 0; h < 2; ++h) {
-        Value dA = descriptor(xTile, tmX, 64 * h, 64, k, aType);
-        out[h] = nvgpu::WarpgroupMmaOp::create(b, loc, accumulatorType(), dA,
-                                               dB, noWait, UnitAttr(),
-                                               UnitAttr(), out[h]);
-      }
-    }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    return out;
-  }
-};
+/// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
+/// expecting their bytes.
+void issueLoads(WGMMAEmitter &em, Value bars, Value tmX, Value tmW, Value smem,
+                Value base, Value stage, Value kt, Value row0, Value col0) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, em.idx(kStageBytes),
+                                          stage, Value());
+  Value k0 = em.kb.muli(kt, em.idx(kTileK));
+  nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(em, smem, base, stage, 0),
+                                bars, tmX, ValueRange{k0, row0}, stage, Value(),
+                                Value());
+  nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(em, smem, base, stage, 1),
+                                bars, tmW, ValueRange{k0, col0}, stage, Value(),
+                                Value());
+}
 
 /// The whole kernel for one op; its steps are the methods.
 class LinearWGMMAKernel {
@@ -228,8 +134,8 @@ private:
     Value first = kb.eqi(tid, em.idx(0));
     smem = dynamicSharedMemory();
     base = em.alignedBase(smem);
-    tmX = em.tensorMap(xMapArg);
-    tmW = em.tensorMap(wMapArg);
+    tmX = em.tensorMap(xMapArg, kBox);
+    tmW = em.tensorMap(wMapArg, kBox);
     bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     for (int64_t s = 0; s < em.stages; ++s)
       nvgpu::MBarrierInitOp::create(b, loc, bars, em.idx(1), em.idx(s), first);
@@ -239,8 +145,8 @@ private:
     int64_t steps = nIn / kTileK;
     kb.ifThen(first, [&] {
       for (int64_t s = 0; s < std::min(em.stages, steps); ++s)
-        em.issueLoads(bars, tmX, tmW, smem, base, em.idx(s), em.idx(s), mTile,
-                      nTile);
+        issueLoads(em, bars, tmX, tmW, smem, base, em.idx(s), em.idx(s),
+                   mTile, nTile);
     });
     SmallVector<Value> acc = mainLoop(first, steps);
     epilogue(tid, acc);
@@ -249,28 +155,22 @@ private:
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
   SmallVector<Value> mainLoop(Value first, int64_t steps) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-        b, loc, em.accumulatorType());
+        b, loc, em.accumulatorType(kTileN));
     auto loop = scf::ForOp::create(b, loc, em.idx(0), em.idx(steps), em.idx(1),
                                    ValueRange{init, init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
     Value stage = em.remuIdx(kt, em.stages);
-    Value round = em.divuIdx(kt, em.stages);
-    Value parity = arith::TruncIOp::create(
-        b, loc, b.getI1Type(),
-        arith::IndexCastOp::create(b, loc, b.getI32Type(),
-                                   em.remuIdx(round, 2)));
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
-                                           em.idx(10000000), stage);
+    em.waitStage(bars, kt, stage);
     SmallVector<Value> acc = em.multiplyStage(
-        em.stageTile(smem, base, stage, 0), em.stageTile(smem, base, stage, 1),
+        stageTile(em, smem, base, stage, 0), stageTile(em, smem, base, stage, 1),
         tmX, tmW, loop.getRegionIterArgs());
     // Every warp is done with the stage before thread 0 overwrites it.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, em.idx(em.stages));
     kb.ifThen(kb.andi(first, kb.lti(next, em.idx(steps))), [&] {
-      em.issueLoads(bars, tmX, tmW, smem, base, stage, next, mTile, nTile);
+      issueLoads(em, bars, tmX, tmW, smem, base, stage, next, mTile, nTile);
     });
     scf::YieldOp::create(b, loc, acc);
     return SmallVector<Value>(loop.getResults());
@@ -280,19 +180,7 @@ private:
   /// stages), then each in-range row to y, 4 columns per lane.
   void epilogue(Value tid, ArrayRef<Value> acc) {
     gpu::BarrierOp::create(b, loc);
-    MemRefType tileTy = em.tileType({kTileM, kTileN}, b.getF32Type());
-    Value tile = em.view(smem, base, tileTy);
-    for (int64_t h = 0; h < 2; ++h) {
-      auto half = MemRefType::get(
-          {64, kTileN}, b.getF32Type(),
-          StridedLayoutAttr::get(b.getContext(), 64 * h * kTileN, {kTileN, 1}),
-          em.workgroup());
-      Value sub = memref::SubViewOp::create(
-          b, loc, half, tile, ValueRange{}, ValueRange{}, ValueRange{},
-          b.getDenseI64ArrayAttr({64 * h, 0}),
-          b.getDenseI64ArrayAttr({64, kTileN}), b.getDenseI64ArrayAttr({1, 1}));
-      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[h], sub);
-    }
+    Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
     MMAEmitter mma{b, loc, kb};
     Value y = mma.contiguousView(e.outputs[0].base, {rows, em.idx(nOut)});

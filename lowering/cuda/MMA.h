@@ -16,6 +16,7 @@
 #ifndef K3_LOWERING_CUDA_MMA_H
 #define K3_LOWERING_CUDA_MMA_H
 
+#include "dialects/K3/K3Dialect.h"
 #include "dialects/K3GPU/K3GPUDialect.h"
 #include "lowering/KernelBuilder.h"
 
@@ -269,6 +270,38 @@ struct MMAEmitter {
   Value narrow(Value i) {
     Value i32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), i);
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
+  }
+
+  /// cp.async of `elems` elements (16 bytes) from src[srcAt] to
+  /// dst[dstAt], zero-filled unless `valid` (source size 0; null: always
+  /// valid).
+  void asyncCopy(Value dst, ValueRange dstAt, Value src, ValueRange srcAt,
+                 int64_t elems, Value valid) {
+    Value srcElems =
+        valid ? kb.select(valid, kb.idx(elems), kb.idx(0)) : kb.idx(elems);
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, dstAt,
+        src, srcAt, b.getIndexAttr(elems), srcElems, b.getUnitAttr());
+  }
+  /// Closes the group of the copies issued since the last one. The copies
+  /// may sit in scf.if regions, so the group names no tokens: groups are
+  /// counted, not named, by cp.async. (MLIR 22 prints a token-less
+  /// create_group so that the next line's result is read back as its
+  /// token; k3.all_issued ends the operand list.)
+  Value commitGroup() {
+    auto tokTy = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    auto group =
+        nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokTy, ValueRange{});
+    K3Dialect::AllIssuedAttrHelper(b.getContext())
+        .setAttr(group, b.getUnitAttr());
+    return group;
+  }
+  /// Waits until at most `pending` groups are in flight. The count is what
+  /// waits (cp.async.wait_group); the token, a group committed before,
+  /// only orders the wait after it in the IR.
+  void waitGroups(Value after, int32_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, after,
+                                     b.getI32IntegerAttr(pending));
   }
 
   /// The kernel's dynamic shared memory as bytes (the launch states its

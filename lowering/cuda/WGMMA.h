@@ -1,0 +1,176 @@
+//===- WGMMA.h - Hopper warpgroup tiles for the CUDA emitters ---*- C++ -*-===//
+//
+// The building blocks of the kernels that multiply with wgmma, on typed
+// values and upstream nvgpu ops: shared-memory tiles in the 128-byte swizzle
+// (TMA writes it; cp.async writers place each 16-byte chunk at
+// `chunk ^ (row % 8)`, swizzledChunk), tensor-map descriptor types,
+// mbarrier groups, warpgroup descriptors and accumulators, and the product
+// of one landed 128 x 64 stage. Used by LinearWGMMA.cpp and
+// MoEGroupedWGMMA.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_CUDA_WGMMA_H
+#define K3_LOWERING_CUDA_WGMMA_H
+
+#include "lowering/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+namespace mlir::k3 {
+
+/// Rows of a wgmma operand tile, its k-width (one 128-byte swizzled row of
+/// bf16) and the k of one wgmma.
+constexpr int64_t kWGMMATileRows = 128, kWGMMATileK = 64, kWGMMAK = 16;
+/// Bytes of one 128 x 64 bf16 tile.
+constexpr int64_t kWGMMATileBytes = kWGMMATileRows * kWGMMATileK * 2;
+
+struct WGMMAEmitter {
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  int64_t stages;
+
+  MLIRContext *ctx() { return b.getContext(); }
+  Attribute workgroup() {
+    return gpu::AddressSpaceAttr::get(ctx(), gpu::AddressSpace::Workgroup);
+  }
+  Value idx(int64_t v) { return kb.idx(v); }
+  Value divuIdx(Value a, int64_t c) {
+    return arith::DivUIOp::create(b, loc, a, idx(c));
+  }
+  Value remuIdx(Value a, int64_t c) {
+    return arith::RemUIOp::create(b, loc, a, idx(c));
+  }
+
+  MemRefType tileType(ArrayRef<int64_t> shape, Type elem) {
+    return MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},
+                           workgroup());
+  }
+  /// The tensor map type of a bf16 box of `shape` (outermost first), with
+  /// the 128-byte swizzle.
+  nvgpu::TensorMapDescriptorType tensorMapType(ArrayRef<int64_t> shape) {
+    return nvgpu::TensorMapDescriptorType::get(
+        ctx(), tileType(shape, b.getBF16Type()),
+        nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
+        nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
+        nvgpu::TensorMapOOBKind::OOB_ZERO,
+        nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
+  }
+  nvgpu::MBarrierGroupType barrierType() {
+    return nvgpu::MBarrierGroupType::get(ctx(), workgroup(), stages);
+  }
+  /// f32 accumulators of a 64 x n warpgroup product.
+  nvgpu::WarpgroupAccumulatorType accumulatorType(int64_t n) {
+    return nvgpu::WarpgroupAccumulatorType::get(
+        ctx(), VectorType::get({64, n}, b.getF32Type()));
+  }
+
+  /// A kernel parameter (an !llvm.ptr to a CUtensorMap) as a descriptor of
+  /// `shape`.
+  Value tensorMap(Value pointer, ArrayRef<int64_t> shape) {
+    return UnrealizedConversionCastOp::create(b, loc, tensorMapType(shape),
+                                              pointer)
+        .getResult(0);
+  }
+
+  /// The first 1024-byte boundary of dynamic shared memory, as a byte
+  /// offset (the 128-byte swizzle repeats every 1024 bytes and TMA and
+  /// wgmma address it from an aligned base).
+  Value alignedBase(Value smem) {
+    Value addr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, smem);
+    Value rem = arith::RemUIOp::create(b, loc, addr, idx(1024));
+    return arith::RemUIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, idx(1024), rem), idx(1024));
+  }
+  /// A typed view of shared memory at byte `offset`.
+  Value view(Value smem, Value offset, MemRefType type) {
+    return memref::ViewOp::create(b, loc, type, smem, offset, ValueRange{});
+  }
+  /// The 128 x 64 bf16 tile at byte `offset`.
+  Value tile(Value smem, Value offset) {
+    return view(smem, offset,
+                tileType({kWGMMATileRows, kWGMMATileK}, b.getBF16Type()));
+  }
+  /// Column (in elements) of 16-byte chunk `chunk` of swizzled row `row`.
+  Value swizzledColumn(Value row, Value chunk) {
+    Value x = arith::XOrIOp::create(b, loc, chunk, remuIdx(row, 8));
+    return kb.muli(x, idx(8));
+  }
+
+  /// The wgmma descriptor of rows [r0, r0 + rows) and k-columns [k0, k0 +
+  /// 16) of a 128 x 64 tile, as the operand type `asType`. `tm` gives the
+  /// swizzle (only its type is read).
+  Value descriptor(Value tile, Value tm, int64_t r0, int64_t rows, int64_t k0,
+                   MemRefType asType) {
+    auto strided = MemRefType::get(
+        {rows, kWGMMAK}, b.getBF16Type(),
+        StridedLayoutAttr::get(ctx(), r0 * kWGMMATileK + k0, {kWGMMATileK, 1}),
+        workgroup());
+    Value sub = memref::SubViewOp::create(
+        b, loc, strided, tile, ValueRange{}, ValueRange{}, ValueRange{},
+        b.getDenseI64ArrayAttr({r0, k0}),
+        b.getDenseI64ArrayAttr({rows, kWGMMAK}),
+        b.getDenseI64ArrayAttr({1, 1}));
+    auto type = nvgpu::WarpgroupMatrixDescriptorType::get(ctx(), asType);
+    return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, sub, tm);
+  }
+
+  /// acc[h] += a_tile[64 h .. 64 h + 64, :] b_tile^T for one landed stage
+  /// (both tiles 128 x 64, K-major): four k-steps of 16, both halves; no
+  /// waits between the products (one drain at the end of the stage).
+  SmallVector<Value> multiplyStage(Value aTile, Value bTile, Value tmA,
+                                   Value tmB, ValueRange acc) {
+    SmallVector<Value> out(acc);
+    const int64_t n = kWGMMATileRows;
+    MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
+    MemRefType bType = tileType({kWGMMAK, n}, b.getBF16Type());
+    auto noWait = b.getI64IntegerAttr(2 * kWGMMATileK / kWGMMAK);
+    for (int64_t k = 0; k < kWGMMATileK; k += kWGMMAK) {
+      Value dB = descriptor(bTile, tmB, 0, n, k, bType);
+      for (int64_t h = 0; h < 2; ++h) {
+        Value dA = descriptor(aTile, tmA, 64 * h, 64, k, aType);
+        out[h] = nvgpu::WarpgroupMmaOp::create(b, loc, accumulatorType(n), dA,
+                                               dB, noWait, UnitAttr(),
+                                               UnitAttr(), out[h]);
+      }
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    return out;
+  }
+
+  /// The two 64 x 128 accumulators into a 128 x 128 f32 tile of shared
+  /// memory at byte `offset` (callers put barriers around it).
+  Value storeAccumulators(Value smem, Value offset, ArrayRef<Value> acc) {
+    const int64_t n = kWGMMATileRows;
+    Value tile = view(smem, offset, tileType({128, n}, b.getF32Type()));
+    for (int64_t h = 0; h < 2; ++h) {
+      auto half = MemRefType::get(
+          {64, n}, b.getF32Type(),
+          StridedLayoutAttr::get(ctx(), 64 * h * n, {n, 1}), workgroup());
+      Value sub = memref::SubViewOp::create(
+          b, loc, half, tile, ValueRange{}, ValueRange{}, ValueRange{},
+          b.getDenseI64ArrayAttr({64 * h, 0}), b.getDenseI64ArrayAttr({64, n}),
+          b.getDenseI64ArrayAttr({1, 1}));
+      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[h], sub);
+    }
+    return tile;
+  }
+
+  /// Waits for stage `stage` of loop step `kt` (parity of its round).
+  void waitStage(Value bars, Value kt, Value stage) {
+    Value round = divuIdx(kt, stages);
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(),
+        arith::IndexCastOp::create(b, loc, b.getI32Type(), remuIdx(round, 2)));
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
+                                           idx(10000000), stage);
+  }
+};
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_CUDA_WGMMA_H
