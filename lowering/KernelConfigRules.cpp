@@ -393,6 +393,78 @@ bool linearMMAApplies(LinearOp op) {
          elementOf(op.getInput()).isF32();
 }
 
+//===----------------------------------------------------------------------===//
+// The grouped MoE ops (lowering/cuda/MoEDispatchRows.cpp,
+// lowering/cuda/MoEGroupedWGMMA.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The dispatch block keeps a histogram of all experts in shared memory.
+bool moeDispatchRowsApplies(MoEDispatchOp op) {
+  return op.getNumExperts() * 4 <= 48 * 1024;
+}
+
+LogicalResult verifyMoEDispatchRows(MoEDispatchOp op, KernelConfigAttr c) {
+  if (!moeDispatchRowsApplies(op))
+    return op.emitOpError() << "moe_dispatch_rows keeps one count per expert "
+                               "in 48 KiB of shared memory: at most 12288 "
+                               "experts, got "
+                            << op.getNumExperts();
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "moe_dispatch_rows warps must be in [1, 32], got "
+           << c.getWarps();
+  return success();
+}
+
+/// bf16 rows and weights, sizes in whole 64-wide k steps and whole column
+/// tiles (64 channels of gate and up; 128 output columns), and routing
+/// tables cut in the kernel's 128-row tiles.
+bool moeGroupedWGMMAApplies(Operation *op) {
+  auto tiledBy128 = [](Value tileOffsets) {
+    auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
+    return d && d.getTileRows() == 128;
+  };
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op)) {
+    int64_t hidden = dimOf(o.getW1(), 2), inter = dimOf(o.getW1(), 1);
+    return elementOf(o.getInput()).isBF16() && elementOf(o.getW1()).isBF16() &&
+           elementOf(o.getW3()).isBF16() &&
+           elementOf(o.getResult()).isBF16() && hidden > 0 &&
+           hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
+           tiledBy128(o.getTileOffsets());
+  }
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op)) {
+    int64_t width = dimOf(o.getW2(), 1), inter = dimOf(o.getW2(), 2);
+    return elementOf(o.getInput()).isBF16() && elementOf(o.getW2()).isBF16() &&
+           elementOf(o.getResult()).isF32() && width > 0 &&
+           width % 128 == 0 && inter > 0 && inter % 64 == 0 &&
+           tiledBy128(o.getTileOffsets());
+  }
+  return false;
+}
+
+LogicalResult verifyMoEGroupedWGMMA(Operation *op, KernelConfigAttr c,
+                                    GPUTargetAttr target) {
+  if (!moeGroupedWGMMAApplies(op))
+    return op->emitOpError()
+           << "moe_grouped_wgmma needs bf16 rows and weights, the expert "
+              "widths in multiples of 64 (gate/up; the down output in "
+              "multiples of 128, f32), and k3.moe_dispatch's tiles of 128 "
+              "rows";
+  if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
+    return op->emitOpError() << "moe_grouped_wgmma has the tile [128, 128, 64] "
+                                "and one warpgroup (4 warps)";
+  if (c.getStages() < 2 || c.getStages() > 6)
+    return op->emitOpError()
+           << "moe_grouped_wgmma stages must be in [2, 6], got "
+           << c.getStages();
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
+      bytes > target.getSmemPerBlock())
+    return op->emitOpError() << "moe_grouped_wgmma needs " << bytes
+                             << " bytes of shared memory, the target has "
+                             << target.getSmemPerBlock();
+  return success();
+}
+
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode) {
@@ -456,6 +528,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // bf16), one warpgroup, 4 TMA stages in flight (128 KiB: one block
     // per SM).
     return config(ctx, kind, {128, 128, 64}, 4, 4, 1);
+  case KernelKind::moe_dispatch_rows:
+    // 16 warps: 2048 pairs per step of the ordered walk.
+    return config(ctx, kind, {}, 16);
+  case KernelKind::moe_grouped_wgmma:
+    // linear_tma_wgmma's tile and stages.
+    return config(ctx, kind, {128, 128, 64}, 4, 4, 1);
   }
   llvm_unreachable("kernel kind");
 }
@@ -495,6 +573,12 @@ KernelKind defaultKind(Operation *op, bool decode) {
     return KernelKind::kda_mma_operands;
   if (isa<KDAMMARecurrenceOp>(op))
     return KernelKind::kda_mma_chain;
+  if (auto o = dyn_cast<MoEDispatchOp>(op))
+    return moeDispatchRowsApplies(o) ? KernelKind::moe_dispatch_rows
+                                     : KernelKind::loop_nest;
+  if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
+    return moeGroupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
+                                      : KernelKind::loop_nest;
   return KernelKind::loop_nest;
 }
 
@@ -524,6 +608,11 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<LatentAttentionOp>(op);
   case KernelKind::rms_norm_rows:
     return rmsNormRowsColumns(op) != 0;
+  case KernelKind::moe_dispatch_rows:
+    return isa<MoEDispatchOp>(op) &&
+           moeDispatchRowsApplies(cast<MoEDispatchOp>(op));
+  case KernelKind::moe_grouped_wgmma:
+    return moeGroupedWGMMAApplies(op);
   case KernelKind::loop_nest:
     break;
   }
@@ -646,6 +735,14 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::rms_norm_rows:
     if (isa<RMSNormOp, AddRMSNormOp>(op))
       return verifyRMSNormRows(op, config);
+    return wrongOp();
+  case KernelKind::moe_dispatch_rows:
+    if (auto o = dyn_cast<MoEDispatchOp>(op))
+      return verifyMoEDispatchRows(o, config);
+    return wrongOp();
+  case KernelKind::moe_grouped_wgmma:
+    if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
+      return verifyMoEGroupedWGMMA(op, config, gpu);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -42,6 +42,9 @@ void populateLinearGEMVPattern(KernelPatternSet &patterns);
 void populateArgmaxRowsPattern(KernelPatternSet &patterns);
 void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
 void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
+/// The grouped MoE ops (MoEDispatchRows.cpp, MoEGroupedWGMMA.cpp).
+void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);
+void populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

@@ -88,10 +88,14 @@ private:
     gpu::BarrierOp::create(b, loc);
     strided(pairs, [&](Value p) {
       Value e = kb.loadIndex(ids, {p});
-      memref::AtomicRMWOp::create(
-          b, loc, arith::AtomicRMWKind::addi,
-          arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)), histogram,
-          ValueRange{e});
+      // An id out of range (never from k3.moe_router) is left out rather
+      // than written past the histogram.
+      kb.ifThen(kb.lti(e, kb.idx(experts)), [&] {
+        memref::AtomicRMWOp::create(
+            b, loc, arith::AtomicRMWKind::addi,
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)),
+            histogram, ValueRange{e});
+      });
     });
     gpu::BarrierOp::create(b, loc);
   }

@@ -60,4 +60,6 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateArgmaxRowsPattern(patterns);
   populateLatentAttentionRowsPattern(patterns);
   populateRMSNormRowsPatterns(patterns);
+  populateMoEDispatchRowsPattern(patterns);
+  populateMoEGroupedWGMMAPatterns(patterns);
 }

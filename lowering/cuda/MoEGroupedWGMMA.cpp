@@ -1,0 +1,385 @@
+//===- MoEGroupedWGMMA.cpp - the grouped MoE GEMMs with wgmma ---*- C++ -*-===//
+//
+// k3.moe_grouped_glu and k3.moe_grouped_down on Hopper (config kernel
+// `moe_grouped_wgmma`): one warpgroup per 128-row tile of one expert's
+// segment of the sorted rows and 128 output columns.
+//
+// - Schedule: the grid has a block per (row tile, column tile) for the most
+//   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
+//   expert by a binary search over k3.moe_dispatch's tile offsets (blocks
+//   past the last tile return at once). Its rows are [offsets[e] + 128 (m -
+//   tile_offsets[e]), offsets[e + 1]) capped at 128.
+// - Operands: the expert's weight tiles come by TMA (a rank-3 tensor map
+//   over [E, N, K]: coordinates (k, n, e)) into the 128-byte swizzle; the
+//   rows' tiles by cp.async, each thread 8 rows of one 16-byte chunk,
+//   placed at the swizzled chunk: for the gate/up GEMM the rows are
+//   gathered from x by their token (row_source / K), for the down GEMM
+//   they are h's own sorted rows. Rows past the segment are zero-filled.
+//   `stages` buffers: the cp.async groups and one mbarrier per stage for
+//   the TMA bytes; a proxy fence makes the cp.async bytes visible to
+//   wgmma.
+// - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
+//   W3, so one 128-column product holds both halves of 64 channels, and
+//   the epilogue writes act(gate, up) as bf16 h.
+// - Down: the epilogue writes each row times its routing weight, in f32.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/WGMMA.h"
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+constexpr int64_t kTile = kWGMMATileRows, kTileK = kWGMMATileK;
+constexpr int64_t kThreads = 128;
+constexpr int64_t kStageBytes = 2 * kWGMMATileBytes;
+/// Rows of the 128-row tile each thread copies (one 16-byte chunk each).
+constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
+
+/// What differs between the two GEMMs.
+struct GroupedGEMM {
+  bool glu;                  // gate/up (else down)
+  KernelOperand rows;        // x [T, D] (gathered) or h [T, K, I] (sorted)
+  KernelOperand indices, rowSource, offsets, tileOffsets;
+  SmallVector<int64_t> maps; // operand numbers of the weights (W1, W3 or W2)
+  int64_t reduction;         // D or I
+  int64_t columnTiles;       // I / 64 or D / 128
+  int64_t weightRowsPerMap;  // 64 (W1 and W3 halves) or 128
+};
+
+class GroupedKernel {
+public:
+  GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
+      : g(g), e(e), op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
+        em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb} {
+    experts = g.offsets.shape[0] - 1;
+    topK = g.indices.shape[1];
+    pairs = kb.numElements(g.indices.shape);
+  }
+
+  LogicalResult emit(const std::function<void(Value, ArrayRef<Value>)> &epi) {
+    auto tokens = kb.linearForm(kb.dim(g.indices.shape[0]));
+    if (!tokens)
+      return op->emitOpError() << "moe_grouped_wgmma needs a token count "
+                                  "linear in one runtime size";
+    addTensorMapParameters();
+    int64_t nb = g.columnTiles;
+    // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
+    // partial), times the column tiles.
+    e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
+                {kThreads, 1, 1}, linearWGMMASharedBytes(em.stages));
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    mTile = em.divuIdx(bid, nb);
+    nTile = em.remuIdx(bid, nb);
+    Value total = kb.loadIndex(g.tileOffsets.full, {kb.idx(experts)});
+    kb.ifThen(kb.lti(mTile, total), [&] {
+      locateTile();
+      body(epi);
+    });
+    return success();
+  }
+
+  /// Rows of this tile inside the segment, and the first's sorted index.
+  Value rowStart, validRows, expert, tid, smem, base;
+
+private:
+  /// Tensor-map parameters after the sizes, one per weight operand: a box
+  /// of 64 k x `weightRowsPerMap` rows x one expert.
+  void addTensorMapParameters() {
+    auto fn = e.fn;
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    SmallVector<Attribute> attrs;
+    for (int64_t operand : g.maps) {
+      unsigned n = fn.getNumArguments();
+      (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
+      mapArgs.push_back(fn.getFunctionBody().front().getArgument(n));
+      attrs.push_back(TensorMapAttr::get(
+          b.getContext(), operand, {kTileK, g.weightRowsPerMap, 1},
+          TensorMapSwizzle::swizzle_128b));
+    }
+    K3Dialect::TensorMapsAttrHelper(b.getContext())
+        .setAttr(fn, b.getArrayAttr(attrs));
+  }
+
+  /// The expert of row tile mTile (the last e with tile_offsets[e] <=
+  /// mTile: experts without rows share their successor's offset and are
+  /// passed over), and the tile's rows.
+  void locateTile() {
+    Value lo = kb.idx(0), hi = kb.idx(experts);
+    for (int64_t span = experts; span > 0; span /= 2) {
+      Value mid = em.divuIdx(kb.addi(lo, hi), 2);
+      Value le = kb.gei(mTile, kb.loadIndex(g.tileOffsets.full, {mid}));
+      lo = kb.select(le, mid, lo);
+      hi = kb.select(le, hi, mid);
+    }
+    // floor(log2 E) + 1 halvings: hi - lo is 1 now.
+    expert = lo;
+    Value firstTile = kb.loadIndex(g.tileOffsets.full, {expert});
+    rowStart = kb.addi(kb.loadIndex(g.offsets.full, {expert}),
+                       kb.muli(kb.subi(mTile, firstTile), kb.idx(kTile)));
+    Value end = kb.loadIndex(g.offsets.full, {kb.addi(expert, kb.idx(1))});
+    validRows = kb.minsi(kb.subi(end, rowStart), kb.idx(kTile));
+  }
+
+  /// This thread's rows of the A tile: tile row, source row, in range.
+  struct RowCopy {
+    Value tileRow, column, sourceRow, valid;
+  };
+  SmallVector<RowCopy> rowCopies() {
+    SmallVector<RowCopy> out;
+    Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
+    for (int64_t q = 0; q < kRowsPerThread; ++q) {
+      Value r = kb.addi(row0, kb.idx(q * (kThreads / 8)));
+      Value valid = kb.lti(r, validRows);
+      Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
+      Value source = sorted;
+      if (g.glu)
+        source = em.divuIdx(kb.loadIndex(sourcePairs, {sorted}), topK);
+      out.push_back({r, em.swizzledColumn(r, chunk),
+                     source, valid});
+    }
+    return out;
+  }
+
+  Value stageOffset(Value stage, int64_t which) {
+    return kb.addi(base, kb.addi(kb.muli(stage, kb.idx(kStageBytes)),
+                                 kb.idx(which * kWGMMATileBytes)));
+  }
+
+  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
+  void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first) {
+    Value aTile = em.tile(smem, stageOffset(stage, 0));
+    Value k0 = kb.muli(kt, kb.idx(kTileK));
+    Value chunkCol = kb.muli(em.remuIdx(tid, 8), kb.idx(8));
+    for (const RowCopy &c : copies)
+      mma.asyncCopy(aTile, {c.tileRow, c.column}, rowsView,
+                    {c.sourceRow, kb.addi(k0, chunkCol)}, 8, c.valid);
+    kb.ifThen(first, [&] {
+      nvgpu::MBarrierArriveExpectTxOp::create(
+          b, loc, bars, kb.idx(kWGMMATileBytes), stage, Value());
+      int64_t rowsPerMap = g.weightRowsPerMap;
+      for (auto [i, tm] : llvm::enumerate(weightMaps)) {
+        Value dst = em.view(
+            smem,
+            kb.addi(stageOffset(stage, 1),
+                    kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
+            em.tileType({1, rowsPerMap, kTileK}, b.getBF16Type()));
+        Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
+        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, tm,
+                                      ValueRange{k0, n0, expert}, stage,
+                                      Value(), Value());
+      }
+    });
+  }
+
+  void body(const std::function<void(Value, ArrayRef<Value>)> &epi) {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value first = kb.eqi(tid, kb.idx(0));
+    smem = mma.dynamicSharedMemory();
+    base = em.alignedBase(smem);
+    sourcePairs = kb.view(g.rowSource.base, {pairs});
+    // cp.async needs a unit inner stride in the source's type.
+    Value rowCount = g.glu ? kb.dim(g.rows.shape[0]) : pairs;
+    rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
+    for (Value arg : mapArgs)
+      weightMaps.push_back(
+          em.tensorMap(arg, {1, g.weightRowsPerMap, kTileK}));
+    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    for (int64_t s = 0; s < em.stages; ++s)
+      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
+    for (Value tm : weightMaps)
+      nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<RowCopy> copies = rowCopies();
+    int64_t steps = g.reduction / kTileK;
+    // One cp.async group per stage even past the last step, so that the
+    // main loop's wait count holds for any number of steps.
+    Value group;
+    for (int64_t s = 0; s < em.stages; ++s) {
+      if (s < steps)
+        issue(kb.idx(s), kb.idx(s), copies, first);
+      group = mma.commitGroup();
+    }
+    SmallVector<Value> acc = mainLoop(first, steps, copies, group);
+    gpu::BarrierOp::create(b, loc);
+    Value tile = em.storeAccumulators(smem, base, acc);
+    gpu::BarrierOp::create(b, loc);
+    epi(tile, {});
+  }
+
+  SmallVector<Value> mainLoop(Value first, int64_t steps,
+                              ArrayRef<RowCopy> copies, Value group) {
+    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType(kTile));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps),
+                                   kb.idx(1), ValueRange{init, init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    // Step kt's rows landed (the later stages' groups may be pending) and
+    // are visible to the async proxy that wgmma reads through.
+    mma.waitGroups(group, int32_t(em.stages - 1));
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    gpu::BarrierOp::create(b, loc);
+    em.waitStage(bars, kt, stage);
+    SmallVector<Value> acc = em.multiplyStage(
+        em.tile(smem, stageOffset(stage, 0)),
+        em.tile(smem, stageOffset(stage, 1)), weightMaps[0], weightMaps[0],
+        loop.getRegionIterArgs());
+    // Every warp is done with the stage before it is refilled.
+    gpu::BarrierOp::create(b, loc);
+    Value next = kb.addi(kt, kb.idx(em.stages));
+    kb.ifThen(kb.lti(next, kb.idx(steps)),
+              [&] { issue(stage, next, copies, first); });
+    mma.commitGroup();
+    scf::YieldOp::create(b, loc, acc);
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  const GroupedGEMM &g;
+  KernelEmission &e;
+  Operation *op;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  WGMMAEmitter em;
+  MMAEmitter mma;
+  int64_t experts = 0, topK = 0;
+  Value pairs, mTile, nTile, sourcePairs, rowsView, bars;
+  SmallVector<Value> mapArgs, weightMaps;
+
+public:
+  Value nTileIndex() const { return nTile; }
+};
+
+/// for (r = warp; r < rows; r += 4) body(r): the epilogue's rows.
+void forTileRows(KernelBuilder &kb, Value tid, Value rows,
+                 const std::function<void(Value)> &body) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  Value warp = arith::DivUIOp::create(b, loc, tid, kb.idx(32));
+  auto loop = scf::ForOp::create(b, loc, warp, rows, kb.idx(kThreads / 32));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar());
+}
+
+struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
+  GroupedGLUPattern() : OpKernelPattern(KernelKind::moe_grouped_wgmma) {}
+  LogicalResult emit(MoEGroupedGLUOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    GroupedGEMM g{true,
+                  a.getInput(),
+                  a.getIndices(),
+                  a.getRowSource(),
+                  a.getOffsets(),
+                  a.getTileOffsets(),
+                  {5, 6},
+                  a.getInput().shape[1],
+                  a.getW1().shape[1] / 64,
+                  64};
+    GroupedKernel k(g, e, op);
+    KernelBuilder &kb = e.kb;
+    OpBuilder &b = kb.builder();
+    Location loc = op.getLoc();
+    KernelOperand h = e.outputs[0];
+    int64_t inter = a.getW1().shape[1];
+    LogicalResult r = k.emit([&](Value tile, ArrayRef<Value>) {
+      MMAEmitter mma{b, loc, kb};
+      Value hRows = mma.contiguousView(
+          h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).take_front(2)),
+                   kb.idx(inter)});
+      // Lane l: channels 2 l, 2 l + 1 of the tile's 64 (gate in columns
+      // 0-63, up in 64-127).
+      Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
+      Value col = kb.muli(lane, kb.idx(2));
+      Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(64)), col);
+      auto v2 = VectorType::get({2}, b.getF32Type());
+      forTileRows(kb, k.tid, k.validRows, [&](Value r) {
+        Value gate = vector::LoadOp::create(b, loc, v2, tile, ValueRange{r, col});
+        Value up = vector::LoadOp::create(b, loc, v2, tile,
+                                          ValueRange{r, kb.addi(col, kb.idx(64))});
+        SmallVector<Value> out;
+        for (int64_t i = 0; i < 2; ++i)
+          out.push_back(emitGLUActivation(
+              kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+              optionalDouble(op.getLinearBetaAttr()),
+              vector::ExtractOp::create(b, loc, gate, i),
+              vector::ExtractOp::create(b, loc, up, i)));
+        vector::StoreOp::create(b, loc, mma.pair(out[0], out[1]), hRows,
+                                ValueRange{kb.addi(k.rowStart, r), channel});
+      });
+    });
+    if (failed(r))
+      return failure();
+    e.finishSinglePhase(loc);
+    return success();
+  }
+};
+
+struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
+  GroupedDownPattern() : OpKernelPattern(KernelKind::moe_grouped_wgmma) {}
+  LogicalResult emit(MoEGroupedDownOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    int64_t width = a.getW2().shape[1];
+    GroupedGEMM g{false,
+                  a.getInput(),
+                  a.getIndices(),
+                  a.getRowSource(),
+                  a.getOffsets(),
+                  a.getTileOffsets(),
+                  {6},
+                  a.getInput().shape[2],
+                  width / 128,
+                  128};
+    GroupedKernel k(g, e, op);
+    KernelBuilder &kb = e.kb;
+    OpBuilder &b = kb.builder();
+    Location loc = op.getLoc();
+    KernelOperand y = e.outputs[0];
+    LogicalResult r = k.emit([&](Value tile, ArrayRef<Value>) {
+      Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
+      Value yRows =
+          MMAEmitter{b, loc, kb}.contiguousView(y.base, {pairs, kb.idx(width)});
+      Value weights = kb.view(a.getWeights().base, {pairs});
+      Value sources = kb.view(a.getRowSource().base, {pairs});
+      // Lane l: columns 4 l .. 4 l + 3 of the tile's 128.
+      Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
+      Value col = kb.muli(lane, kb.idx(4));
+      Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(128)), col);
+      auto v4 = VectorType::get({4}, b.getF32Type());
+      forTileRows(kb, k.tid, k.validRows, [&](Value r) {
+        Value row = kb.addi(k.rowStart, r);
+        Value w = kb.load(weights, {kb.loadIndex(sources, {row})});
+        Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
+        Value scaled = arith::MulFOp::create(
+            b, loc, v, vector::BroadcastOp::create(b, loc, v4, w));
+        vector::StoreOp::create(b, loc, scaled, yRows, ValueRange{row, column});
+      });
+    });
+    if (failed(r))
+      return failure();
+    e.finishSinglePhase(loc);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns) {
+  patterns.add<GroupedGLUPattern, GroupedDownPattern>();
+}
