@@ -33,6 +33,8 @@
 #   kernels   bench/gpu_kernels_check.py check and compute-sanitizer on the
 #             GEMV and argmax kernels (carry out/kernels_check);
 #   gemm      bench/gemm.py run (carry out/gemm);
+#   moe       bench/moe.py run and compute-sanitizer on a small MoE (carry
+#             out/moe);
 #   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
 #             real-width Kimi-Linear cuts (issue 14);
 #   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
@@ -75,7 +77,14 @@ STAGES=("$@")
 
 # Prerequisites: anything missing stops here.
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-for f in "$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB" out/bench out/kda_check/cases_bf16.json; do
+NEED=("$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB")
+# The KDA stages read bench/prepare_gpu.sh's artifacts; the others carry
+# their own (out/moe, out/gemm, ...).
+case " ${STAGES[*]} " in
+  *" check "* | *" bench-"* | *" old-vs-new "* | *" profile "* | *" ncu "*)
+    NEED+=(out/bench out/kda_check/cases_bf16.json) ;;
+esac
+for f in "${NEED[@]}"; do
   [ -e "$f" ] || { echo "gpu_session: $f missing (run bench/prepare_gpu.sh and carry its paths)" >&2; exit 2; }
 done
 python3 -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.version.cuda)"
@@ -199,6 +208,16 @@ for stage in "${STAGES[@]}"; do
     done
     ;;
   gemm) step gemm python3 bench/gemm.py run ;;
+  moe)
+    # Issue 15: the grouped MoE path beside torch._grouped_mm (carry
+    # out/moe), then compute-sanitizer on a small model through k3-run.
+    step moe python3 bench/moe.py run
+    CS=/usr/local/cuda/bin/compute-sanitizer
+    for tool in memcheck racecheck synccheck; do
+      step "sanitizer-$tool-moe" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+        out/moe/small.k3bin --device cuda:0 --inputs out/moe/in_small.safetensors --quiet
+    done
+    ;;
   profile) step profile bash bench/profile_gpu.sh ;;
   ncu)
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

@@ -1,0 +1,243 @@
+"""MoE experts on the GPU (issue 15): our grouped path (k3-moe-grouped:
+moe_dispatch_rows, the two moe_grouped_wgmma GEMMs, the combine) beside
+torch routing plus ``torch._grouped_mm`` on the same device tensors, each
+case checked against a float64 reference first (bench/protocol.py).
+
+    .venv/bin/python bench/moe.py prepare     # here: one artifact per config
+    python3 bench/moe.py run                  # on the GPU machine
+
+Configs: Kimi-Linear-48B (256 experts, top-8, hidden 2304, intermediate
+1024) and K3's latent MoE (896 experts, top-16, latent 3584, intermediate
+3072), at T in {1, 64, 1024, 8192}. The routing is given (ids drawn
+uniformly without repeats per token, weights from a softmax): the rows time
+the experts, from the dispatch to the combine. The weights are inputs of
+the compiled function, so both sides read the same device tensors (the
+session copies its inputs into its arena before the timed launches). K3's
+experts are 59 GB in bf16: torch's copy plus the session's fill 118 GB of
+the H200's 141; its anchor therefore multiplies gate and up as two grouped
+GEMMs on views of W1 and W3 (a fused [E, D, 2I] copy would not fit), while
+Kimi's anchor uses one fused gate/up grouped GEMM as ANCHORS.md measured.
+
+Rows per (config, T):
+* ``k3`` / ``grouped``: our whole experts op (median of the entry, CUDA
+  events) and, from the runtime's per-kernel profile over the timed runs,
+  each kernel's mean; ``gateup_TFLOPs`` is the gate/up GEMM's rate
+  (2 T K D 2I flops over its mean time), the figure ANCHORS.md's grouped
+  GEMM row measures.
+* ``torch`` / ``grouped_mm``: argsort by expert, gather, grouped GEMMs, SiLU
+  gate, weighted index_add back to token order, bf16 out.
+Both are checked on sampled tokens (all up to 256, else 256 spread over T
+including the first and last) against float64 with h rounded to bf16 where
+both store it; bound 2^-8 normwise (the bf16 output's own rounding).
+The transformers MoE block is not measured here.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "python"))
+import protocol  # noqa: E402
+
+OUT = ROOT / "out" / "moe"
+K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
+TOKENS = tuple(int(t) for t in os.environ.get("K3_MOE_TOKENS", "1,64,1024,8192").split(","))
+# name: (experts, top-k, width D, intermediate I)
+CONFIGS = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
+if os.environ.get("K3_MOE_CONFIGS"):
+    CONFIGS = {k: v for k, v in CONFIGS.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
+CHECKED_TOKENS = 256
+BOUND = 2.0 ** -8
+MODEL = """func.func @forward(
+    %x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}},
+    %w1: tensor<{E}x{I}x{D}xbf16> {{k3.name = "w1"}}, %w3: tensor<{E}x{I}x{D}xbf16> {{k3.name = "w3"}},
+    %w2: tensor<{E}x{D}x{I}xbf16> {{k3.name = "w2"}}) -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
+         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
+
+
+def artifact(name: str) -> Path:
+    return OUT / f"{name}.k3bin"
+
+
+def prepare() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (e, k, d, i) in CONFIGS.items():
+        src = OUT / f"{name}.mlir"
+        src.write_text(MODEL.format(E=e, K=k, D=d, I=i))
+        opts = (f"target=cuda output={artifact(name)} max-tokens={max(TOKENS)} max-seqs=1 "
+                "decode-entry=0 activation-dtype=bf16")
+        subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
+    prepare_sanitizer_case()
+    return 0
+
+
+def prepare_sanitizer_case() -> None:
+    """A small model for compute-sanitizer through k3-run (the real configs'
+    weights are GBs of inputs): 8 experts, top-2, D 256, I 128, 300 tokens
+    (three row tiles for the busiest experts, one expert unused)."""
+    import numpy as np
+    from k3ref.model import save_safetensors
+    e, k, d, i, t = 8, 2, 256, 128, 300
+    src = OUT / "small.mlir"
+    src.write_text(MODEL.format(E=e, K=k, D=d, I=i))
+    opts = (f"target=cuda output={OUT / 'small.k3bin'} max-tokens=512 max-seqs=1 decode-entry=0 "
+            "activation-dtype=bf16")
+    subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
+    import ml_dtypes
+    rng = np.random.default_rng(15)
+
+    def bf16(shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype(ml_dtypes.bfloat16)
+    idx = np.stack([rng.choice(e - 1, size=k, replace=False) for _ in range(t)]).astype(np.int32)
+    save_safetensors(str(OUT / "in_small.safetensors"), {
+        "x": bf16((t, d)), "idx": idx, "wts": rng.random((t, k)).astype(np.float32),
+        "w1": bf16((e, i, d), 1 / 16), "w3": bf16((e, i, d), 1 / 16), "w2": bf16((e, d, i), 1 / 16)})
+
+
+def checked_tokens(t: int) -> list[int]:
+    if t <= CHECKED_TOKENS:
+        return list(range(t))
+    step = (t - 1) / (CHECKED_TOKENS - 1)
+    return sorted({round(j * step) for j in range(CHECKED_TOKENS)})
+
+
+def routing(t, e, k, g, dev):
+    import torch
+    idx = torch.rand(t, e, device=dev, generator=g).argsort(dim=1)[:, :k].to(torch.int32)
+    wts = torch.softmax(torch.randn(t, k, device=dev, generator=g), dim=1).float()
+    return idx.contiguous(), wts.contiguous()
+
+
+def reference(x, idx, wts, w1, w3, w2, rows):
+    """float64 experts on the sampled tokens, expert by expert; h rounded to
+    bf16 where both implementations store it."""
+    import torch
+    xs, ids, ws = x[rows].double(), idx[rows].long(), wts[rows].double()
+    y = torch.zeros(len(rows), x.shape[1], dtype=torch.float64, device=x.device)
+    for e in torch.unique(ids).tolist():
+        t, j = (ids == e).nonzero(as_tuple=True)
+        a = xs[t]
+        h = torch.nn.functional.silu(a @ w1[e].double().T) * (a @ w3[e].double().T)
+        h = h.to(torch.bfloat16).double()
+        y.index_add_(0, t, (h @ w2[e].double().T) * ws[t, j, None])
+    return y
+
+
+def torch_experts(x, idx, wts, w1, w3, w2, w13t):
+    """torch routing + torch._grouped_mm: sort the (token, slot) pairs by
+    expert, grouped GEMMs over the segments, weighted index_add back."""
+    import torch
+    t, k = idx.shape
+    e, inter = w1.shape[0], w1.shape[1]
+    flat = idx.flatten().long()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+    tok = order // k
+    xs = x[tok]
+    if w13t is not None:
+        gu = torch._grouped_mm(xs, w13t, offs=offs)
+        g, u = gu[:, :inter], gu[:, inter:]
+    else:
+        g = torch._grouped_mm(xs, w1.transpose(-2, -1), offs=offs)
+        u = torch._grouped_mm(xs, w3.transpose(-2, -1), offs=offs)
+    h = torch.nn.functional.silu(g) * u
+    out = torch._grouped_mm(h, w2.transpose(-2, -1), offs=offs)
+    y = torch.zeros(t, x.shape[1], dtype=torch.float32, device=x.device)
+    y.index_add_(0, tok, out.float() * wts.flatten()[order, None])
+    return y.to(torch.bfloat16)
+
+
+def run() -> int:
+    import torch
+    import k3
+    res = protocol.Results("moe")
+    dev = torch.device("cuda:0")
+    for name, (e, k, d, inter) in CONFIGS.items():
+        g = torch.Generator(device=dev).manual_seed(e + k)
+        try:
+            w1 = (torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
+            w3 = (torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
+            w2 = (torch.randn(e, d, inter, device=dev, generator=g) / inter ** 0.5).to(torch.bfloat16)
+            # The fused gate/up operand where memory allows (see the docstring).
+            w13t = (torch.cat([w1, w3], 1).transpose(-2, -1) if e * inter * d * 4 < 8e9 else None)
+            s = k3.Session(str(artifact(name)), device="cuda:0")
+        except Exception as ex:  # noqa: BLE001
+            for t in TOKENS:
+                for impl in ("k3", "torch"):
+                    res.failed(f"{type(ex).__name__}: {ex}", case=name, impl=impl,
+                               shape={"T": t, "E": e, "top_k": k, "D": d, "I": inter})
+            continue
+        anchor = "grouped_mm (fused gate/up)" if w13t is not None else "grouped_mm (gate, up apart)"
+        for t in TOKENS:
+            x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
+            idx, wts = routing(t, e, k, g, dev)
+            rows = torch.tensor(checked_tokens(t), device=dev)
+            ref = reference(x, idx, wts, w1, w3, w2, rows)
+            shape = {"T": t, "E": e, "top_k": k, "D": d, "I": inter}
+            flop = 2.0 * t * k * 3 * d * inter
+            inputs = dict(x=x, idx=idx, wts=wts, w1=w1, w3=w3, w2=w2)
+            syms = {"num_tokens": t, "num_seqs": 1}
+
+            def ours():
+                y = torch.from_dlpack(s.run("forward", symbols=syms, outputs="dlpack", **inputs)["y"])
+                err = protocol.rel_err(y[rows], ref)
+                if not err < BOUND:
+                    raise AssertionError(f"error vs f64 {err:.3e} (bound {BOUND:.2e})")
+                s.reset_profile()
+                s.profiling = True
+                ms = protocol.k3_times(s, "forward", symbols=syms, **inputs)
+                s.profiling = False
+                kernels = {p["kernel"]: {"mean_ms": p["total_ms"] / p["calls"], "min_ms": p["min_ms"],
+                                         "max_ms": p["max_ms"], "calls": p["calls"]}
+                           for p in s.profile("forward")}
+                glu = [v for kname, v in kernels.items() if "grouped_glu" in kname]
+                row = {**protocol.summary(ms), "err_vs_oracle": err, "kernels": kernels}
+                row["TFLOPs"] = flop / row["median_ms"] / 1e9
+                if glu:
+                    row["gateup_TFLOPs"] = 2.0 * t * k * d * 2 * inter / glu[0]["mean_ms"] / 1e9
+                return row
+
+            def anchor_row():
+                y = torch_experts(x, idx, wts, w1, w3, w2, w13t)
+                err = protocol.rel_err(y[rows], ref)
+                ms = protocol.cuda_event_times(lambda: torch_experts(x, idx, wts, w1, w3, w2, w13t))
+                row = {**protocol.summary(ms), "err_vs_oracle": err}
+                row["TFLOPs"] = flop / row["median_ms"] / 1e9
+                return row
+
+            res.guard(ours, case=name, impl="k3", variant="grouped (moe_grouped_wgmma)", shape=shape)
+            res.guard(anchor_row, case=name, impl="torch", variant=anchor, shape=shape)
+            if w13t is not None:
+                flat = idx.flatten().long()
+                xs = x[torch.argsort(flat, stable=True) // k]
+                offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+
+                def gate_up_alone():
+                    ms = protocol.cuda_event_times(lambda: torch._grouped_mm(xs, w13t, offs=offs))
+                    row = protocol.summary(ms)
+                    return {**row, "gateup_TFLOPs": 2.0 * t * k * d * 2 * inter / row["median_ms"] / 1e9}
+                res.guard(gate_up_alone, case=name, impl="torch", variant="grouped_mm gate/up alone",
+                          shape=shape)
+                del xs, offs
+            del x, idx, wts, ref
+        s.close()
+        del w1, w3, w2, w13t
+        torch.cuda.empty_cache()
+    res.write()
+    return 1 if res.failures else 0
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1:] or ["run"]
+    sys.exit(prepare() if cmd == ["prepare"] else run())
