@@ -215,7 +215,7 @@ for stage in "${STAGES[@]}"; do
     CS=/usr/local/cuda/bin/compute-sanitizer
     for tool in memcheck racecheck synccheck; do
       step "sanitizer-$tool-moe" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
-        out/moe/small.k3bin --device cuda:0 --inputs out/moe/in_small.safetensors --quiet
+        out/moe/small.k3bin --device cuda:0 --symbol num_seqs=1 --inputs out/moe/in_small.safetensors --quiet
     done
     ;;
   profile) step profile bash bench/profile_gpu.sh ;;

@@ -50,6 +50,15 @@ TOKENS = tuple(int(t) for t in os.environ.get("K3_MOE_TOKENS", "1,64,1024,8192")
 CONFIGS = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
 if os.environ.get("K3_MOE_CONFIGS"):
     CONFIGS = {k: v for k, v in CONFIGS.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
+# Artifacts per config: the default kernel configs, and the grouped GEMMs
+# with fewer stages so that two or three blocks share an SM (tuning rows).
+VARIANTS = {"default": "",
+            "stages3-2perSM": "kernel-config=moe_grouped_glu.stages=3,moe_grouped_glu.blocks_per_sm=2,"
+                              "moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
+            "stages2-3perSM": "kernel-config=moe_grouped_glu.stages=2,moe_grouped_glu.blocks_per_sm=3,"
+                              "moe_grouped_down.stages=2,moe_grouped_down.blocks_per_sm=3"}
+if os.environ.get("K3_MOE_VARIANTS"):
+    VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(
@@ -66,8 +75,8 @@ MODEL = """func.func @forward(
 """
 
 
-def artifact(name: str) -> Path:
-    return OUT / f"{name}.k3bin"
+def artifact(name: str, variant: str) -> Path:
+    return OUT / f"{name}.{variant}.k3bin"
 
 
 def prepare() -> int:
@@ -75,9 +84,11 @@ def prepare() -> int:
     for name, (e, k, d, i) in CONFIGS.items():
         src = OUT / f"{name}.mlir"
         src.write_text(MODEL.format(E=e, K=k, D=d, I=i))
-        opts = (f"target=cuda output={artifact(name)} max-tokens={max(TOKENS)} max-seqs=1 "
-                "decode-entry=0 activation-dtype=bf16")
-        subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
+        for variant, extra in VARIANTS.items():
+            opts = (f"target=cuda output={artifact(name, variant)} max-tokens={max(TOKENS)} "
+                    f"max-seqs=1 decode-entry=0 activation-dtype=bf16 {extra}")
+            subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
+                           check=True)
     prepare_sanitizer_case()
     return 0
 
@@ -158,81 +169,119 @@ def torch_experts(x, idx, wts, w1, w3, w2, w13t):
     return y.to(torch.bfloat16)
 
 
-def run() -> int:
+def make_cases(e, k, d, g, dev, weights):
+    """Per T: the inputs, the sampled rows and their f64 reference."""
+    import torch
+    cases = []
+    for t in TOKENS:
+        x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
+        idx, wts = routing(t, e, k, g, dev)
+        rows = torch.tensor(checked_tokens(t), device=dev)
+        cases.append({"T": t, "x": x, "idx": idx, "wts": wts, "rows": rows,
+                      "ref": reference(x, idx, wts, *weights, rows)})
+    return cases
+
+
+def ours(s, c, weights, gateup_flop, flop):
+    """One checked, timed run of session ``s`` on case ``c``."""
+    import torch
+    w1, w3, w2 = weights
+    inputs = dict(x=c["x"], idx=c["idx"], wts=c["wts"], w1=w1, w3=w3, w2=w2)
+    syms = {"num_tokens": c["T"], "num_seqs": 1}
+    y = torch.from_dlpack(s.run("forward", symbols=syms, outputs="dlpack", **inputs)["y"])
+    err = protocol.rel_err(y[c["rows"]], c["ref"])
+    if not err < BOUND:
+        raise AssertionError(f"error vs f64 {err:.3e} (bound {BOUND:.2e})")
+    ms = protocol.k3_times(s, "forward", symbols=syms, **inputs)
+    # Per-kernel means from a second, profiled series (the profile's events
+    # sit between the launches).
+    s.profiling = True
+    s.reset_profile()
+    protocol.k3_times(s, "forward", symbols=syms, warmup=0, **inputs)
+    kernels = {p["kernel"]: {"mean_ms": p["total_ms"] / p["calls"], "min_ms": p["min_ms"],
+                             "max_ms": p["max_ms"], "calls": p["calls"]}
+               for p in s.profile("forward")}
+    s.profiling = False
+    row = {**protocol.summary(ms), "err_vs_oracle": err, "kernels": kernels}
+    row["TFLOPs"] = flop / row["median_ms"] / 1e9
+    glu = [v for name, v in kernels.items() if "grouped_glu" in name]
+    if glu:
+        row["gateup_TFLOPs"] = gateup_flop / glu[0]["mean_ms"] / 1e9
+    return row
+
+
+def anchors(res, name, c, weights, w13t, shape, gateup_flop, flop):
+    """torch's rows on case ``c``: the whole experts, and its gate/up
+    grouped GEMM alone (where the fused operand exists)."""
+    import torch
+    x, idx, wts = c["x"], c["idx"], c["wts"]
+    e, k = weights[0].shape[0], idx.shape[1]
+
+    def whole():
+        y = torch_experts(x, idx, wts, *weights, w13t)
+        err = protocol.rel_err(y[c["rows"]], c["ref"])
+        ms = protocol.cuda_event_times(lambda: torch_experts(x, idx, wts, *weights, w13t))
+        row = {**protocol.summary(ms), "err_vs_oracle": err}
+        return {**row, "TFLOPs": flop / row["median_ms"] / 1e9}
+    variant = "grouped_mm (fused gate/up)" if w13t is not None else "grouped_mm (gate, up apart)"
+    res.guard(whole, case=name, impl="torch", variant=variant, shape=shape)
+    if w13t is None:
+        return
+    flat = idx.flatten().long()
+    xs = x[torch.argsort(flat, stable=True) // k]
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+
+    def gate_up_alone():
+        row = protocol.summary(protocol.cuda_event_times(
+            lambda: torch._grouped_mm(xs, w13t, offs=offs)))
+        return {**row, "gateup_TFLOPs": gateup_flop / row["median_ms"] / 1e9}
+    res.guard(gate_up_alone, case=name, impl="torch", variant="grouped_mm gate/up alone",
+              shape=shape)
+
+
+def run_config(res, name, e, k, d, inter) -> None:
     import torch
     import k3
-    res = protocol.Results("moe")
     dev = torch.device("cuda:0")
-    for name, (e, k, d, inter) in CONFIGS.items():
-        g = torch.Generator(device=dev).manual_seed(e + k)
+    g = torch.Generator(device=dev).manual_seed(e + k)
+    shapes = {t: {"T": t, "E": e, "top_k": k, "D": d, "I": inter} for t in TOKENS}
+    try:
+        weights = ((torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16),
+                   (torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16),
+                   (torch.randn(e, d, inter, device=dev, generator=g) / inter ** 0.5)
+                   .to(torch.bfloat16))
+        # The fused gate/up operand where memory allows (see the docstring).
+        w13t = (torch.cat(weights[:2], 1).transpose(-2, -1) if e * inter * d * 4 < 8e9 else None)
+        cases = make_cases(e, k, d, g, dev, weights)
+        torch.cuda.empty_cache()  # randn's f32 temporaries
+    except Exception as ex:  # noqa: BLE001
+        for t in TOKENS:
+            res.failed(f"{type(ex).__name__}: {ex}", case=name, impl="k3", shape=shapes[t])
+        return
+    flops = {t: (2.0 * t * k * 2 * d * inter, 2.0 * t * k * 3 * d * inter) for t in TOKENS}
+    # One session at a time: each holds its own copy of the weights.
+    for variant in VARIANTS:
         try:
-            w1 = (torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
-            w3 = (torch.randn(e, inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
-            w2 = (torch.randn(e, d, inter, device=dev, generator=g) / inter ** 0.5).to(torch.bfloat16)
-            # The fused gate/up operand where memory allows (see the docstring).
-            w13t = (torch.cat([w1, w3], 1).transpose(-2, -1) if e * inter * d * 4 < 8e9 else None)
-            s = k3.Session(str(artifact(name)), device="cuda:0")
+            s = k3.Session(str(artifact(name, variant)), device="cuda:0")
         except Exception as ex:  # noqa: BLE001
             for t in TOKENS:
-                for impl in ("k3", "torch"):
-                    res.failed(f"{type(ex).__name__}: {ex}", case=name, impl=impl,
-                               shape={"T": t, "E": e, "top_k": k, "D": d, "I": inter})
+                res.failed(f"{type(ex).__name__}: {ex}", case=name, impl="k3",
+                           variant=f"grouped {variant}", shape=shapes[t])
             continue
-        anchor = "grouped_mm (fused gate/up)" if w13t is not None else "grouped_mm (gate, up apart)"
-        for t in TOKENS:
-            x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
-            idx, wts = routing(t, e, k, g, dev)
-            rows = torch.tensor(checked_tokens(t), device=dev)
-            ref = reference(x, idx, wts, w1, w3, w2, rows)
-            shape = {"T": t, "E": e, "top_k": k, "D": d, "I": inter}
-            flop = 2.0 * t * k * 3 * d * inter
-            inputs = dict(x=x, idx=idx, wts=wts, w1=w1, w3=w3, w2=w2)
-            syms = {"num_tokens": t, "num_seqs": 1}
-
-            def ours():
-                y = torch.from_dlpack(s.run("forward", symbols=syms, outputs="dlpack", **inputs)["y"])
-                err = protocol.rel_err(y[rows], ref)
-                if not err < BOUND:
-                    raise AssertionError(f"error vs f64 {err:.3e} (bound {BOUND:.2e})")
-                s.reset_profile()
-                s.profiling = True
-                ms = protocol.k3_times(s, "forward", symbols=syms, **inputs)
-                s.profiling = False
-                kernels = {p["kernel"]: {"mean_ms": p["total_ms"] / p["calls"], "min_ms": p["min_ms"],
-                                         "max_ms": p["max_ms"], "calls": p["calls"]}
-                           for p in s.profile("forward")}
-                glu = [v for kname, v in kernels.items() if "grouped_glu" in kname]
-                row = {**protocol.summary(ms), "err_vs_oracle": err, "kernels": kernels}
-                row["TFLOPs"] = flop / row["median_ms"] / 1e9
-                if glu:
-                    row["gateup_TFLOPs"] = 2.0 * t * k * d * 2 * inter / glu[0]["mean_ms"] / 1e9
-                return row
-
-            def anchor_row():
-                y = torch_experts(x, idx, wts, w1, w3, w2, w13t)
-                err = protocol.rel_err(y[rows], ref)
-                ms = protocol.cuda_event_times(lambda: torch_experts(x, idx, wts, w1, w3, w2, w13t))
-                row = {**protocol.summary(ms), "err_vs_oracle": err}
-                row["TFLOPs"] = flop / row["median_ms"] / 1e9
-                return row
-
-            res.guard(ours, case=name, impl="k3", variant="grouped (moe_grouped_wgmma)", shape=shape)
-            res.guard(anchor_row, case=name, impl="torch", variant=anchor, shape=shape)
-            if w13t is not None:
-                flat = idx.flatten().long()
-                xs = x[torch.argsort(flat, stable=True) // k]
-                offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
-
-                def gate_up_alone():
-                    ms = protocol.cuda_event_times(lambda: torch._grouped_mm(xs, w13t, offs=offs))
-                    row = protocol.summary(ms)
-                    return {**row, "gateup_TFLOPs": 2.0 * t * k * d * 2 * inter / row["median_ms"] / 1e9}
-                res.guard(gate_up_alone, case=name, impl="torch", variant="grouped_mm gate/up alone",
-                          shape=shape)
-                del xs, offs
-            del x, idx, wts, ref
+        for c in cases:
+            res.guard(lambda: ours(s, c, weights, *flops[c["T"]]), case=name, impl="k3",
+                      variant=f"grouped {variant}", shape=shapes[c["T"]])
         s.close()
-        del w1, w3, w2, w13t
+        torch.cuda.empty_cache()
+    for c in cases:
+        anchors(res, name, c, weights, w13t, shapes[c["T"]], *flops[c["T"]])
+
+
+def run() -> int:
+    import torch
+    res = protocol.Results("moe")
+    for name, (e, k, d, inter) in CONFIGS.items():
+        run_config(res, name, e, k, d, inter)
         torch.cuda.empty_cache()
     res.write()
     return 1 if res.failures else 0
