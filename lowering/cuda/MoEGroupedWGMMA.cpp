@@ -55,7 +55,12 @@ struct GroupedGEMM {
   int64_t reduction;         // D or I
   int64_t columnTiles;       // I / 64 or D / 128
   int64_t weightRowsPerMap;  // 64 (W1 and W3 halves) or 128
+  KernelOperand rowWeights;  // down: the routing weights [T, K] (else none)
 };
+
+/// The epilogue: the accumulators as a 128 x 128 f32 tile in shared memory,
+/// and (down) each tile row's routing weight, a shared memref<128xf32>.
+using Epilogue = std::function<void(Value tile, Value rowWeights)>;
 
 class GroupedKernel {
 public:
@@ -63,11 +68,13 @@ public:
       : g(g), e(e), op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb} {
     experts = g.offsets.shape[0] - 1;
+    if (g.rowWeights)
+      rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     topK = g.indices.shape[1];
     pairs = kb.numElements(g.indices.shape);
   }
 
-  LogicalResult emit(const std::function<void(Value, ArrayRef<Value>)> &epi) {
+  LogicalResult emit(const Epilogue &epi) {
     auto tokens = kb.linearForm(kb.dim(g.indices.shape[0]));
     if (!tokens)
       return op->emitOpError() << "moe_grouped_wgmma needs a token count "
@@ -182,7 +189,7 @@ private:
     });
   }
 
-  void body(const std::function<void(Value, ArrayRef<Value>)> &epi) {
+  void body(const Epilogue &epi) {
     tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value first = kb.eqi(tid, kb.idx(0));
     smem = mma.dynamicSharedMemory();
@@ -210,11 +217,22 @@ private:
         issue(kb.idx(s), kb.idx(s), copies, first);
       group = mma.commitGroup();
     }
+    // Thread r's row weight, loaded before the products so that its two
+    // dependent loads are long done by the epilogue (read there in a loop
+    // over rows, they were latency-bound).
+    Value weight;
+    if (g.rowWeights) {
+      Value r = kb.minsi(tid, kb.subi(validRows, kb.idx(1)));
+      Value pair = kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
+      weight = kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
+    }
     SmallVector<Value> acc = mainLoop(first, steps, copies, group);
+    if (weight)
+      mma.sts(weight, rowWeights, {tid});
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
-    epi(tile, {});
+    epi(tile, rowWeights);
   }
 
   SmallVector<Value> mainLoop(Value first, int64_t steps,
@@ -259,7 +277,7 @@ private:
   WGMMAEmitter em;
   MMAEmitter mma;
   int64_t experts = 0, topK = 0;
-  Value pairs, mTile, nTile, sourcePairs, rowsView, bars;
+  Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
   SmallVector<Value> mapArgs, weightMaps;
 
 public:
@@ -291,14 +309,15 @@ struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
                   {5, 6},
                   a.getInput().shape[1],
                   a.getW1().shape[1] / 64,
-                  64};
+                  64,
+                  KernelOperand()};
     GroupedKernel k(g, e, op);
     KernelBuilder &kb = e.kb;
     OpBuilder &b = kb.builder();
     Location loc = op.getLoc();
     KernelOperand h = e.outputs[0];
     int64_t inter = a.getW1().shape[1];
-    LogicalResult r = k.emit([&](Value tile, ArrayRef<Value>) {
+    LogicalResult r = k.emit([&](Value tile, Value) {
       MMAEmitter mma{b, loc, kb};
       Value hRows = mma.contiguousView(
           h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).take_front(2)),
@@ -345,18 +364,17 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
                   {6},
                   a.getInput().shape[2],
                   width / 128,
-                  128};
+                  128,
+                  a.getWeights()};
     GroupedKernel k(g, e, op);
     KernelBuilder &kb = e.kb;
     OpBuilder &b = kb.builder();
     Location loc = op.getLoc();
     KernelOperand y = e.outputs[0];
-    LogicalResult r = k.emit([&](Value tile, ArrayRef<Value>) {
+    LogicalResult r = k.emit([&](Value tile, Value rowWeights) {
       Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
-      Value yRows =
-          MMAEmitter{b, loc, kb}.contiguousView(y.base, {pairs, kb.idx(width)});
-      Value weights = kb.view(a.getWeights().base, {pairs});
-      Value sources = kb.view(a.getRowSource().base, {pairs});
+      MMAEmitter mma{b, loc, kb};
+      Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
       // Lane l: columns 4 l .. 4 l + 3 of the tile's 128.
       Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
       Value col = kb.muli(lane, kb.idx(4));
@@ -364,7 +382,7 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
       auto v4 = VectorType::get({4}, b.getF32Type());
       forTileRows(kb, k.tid, k.validRows, [&](Value r) {
         Value row = kb.addi(k.rowStart, r);
-        Value w = kb.load(weights, {kb.loadIndex(sources, {row})});
+        Value w = mma.lds(rowWeights, {r});
         Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
         Value scaled = arith::MulFOp::create(
             b, loc, v, vector::BroadcastOp::create(b, loc, v4, w));
