@@ -60,7 +60,10 @@ SHAPES = (
 if os.environ.get("K3_GEMM_SHAPES"):  # e.g. "kl-kda-qkv,k3-kda-o"
     keep = os.environ["K3_GEMM_SHAPES"].split(",")
     SHAPES = tuple(s for s in SHAPES if s[0] in keep)
-VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv"}
+VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
+            # The wgmma kernel with two stages, three blocks per SM (the
+            # grouped MoE GEMMs' best; bench/results/moe-*.json).
+            "prefill-2stages-3perSM": "kernel-config=linear.stages=2,linear.blocks_per_sm=3"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}xf32> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>
@@ -158,6 +161,8 @@ def run() -> int:
             for variant, session in sessions.items():
                 if variant == "gemv" and t > GEMV_MAX_TOKENS:
                     continue
+                if variant.startswith("prefill-") and t < 1024:
+                    continue  # a tuning row: where the tensor cores matter
                 res.guard(lambda: ours(session), case=name, impl="k3", variant=variant,
                           kernel=kernel_of(artifact(name, variant)), shape=shape)
             res.guard(cublas, case=name, impl="torch", variant="cublas bf16 (bf16 out)", shape=shape)

@@ -8,8 +8,9 @@
 #   real4: the 4-layer cut of the real Kimi-Linear-48B config
 #     (bench/configs/kimi-linear-48b-cut4.json: hidden 2304, 32 x 128 heads,
 #     256 experts top-8 + 1 shared, vocab 163840), random weights, T = 64
-#     and 4 decode steps (K3_PROFILE_REAL=0 skips it; about a minute, most
-#     of it random init of 6.4 B weights and the MLPs' single-thread rows).
+#     and 2048 and 4 decode steps (K3_PROFILE_REAL=0 skips it), with f32
+#     activations and (real4-bf16) under the bf16 precision policy;
+#   K3_PROFILE_SCALED=0 skips the scaled models.
 # Raw outputs: bench/results/profile-gpu/<artifact>-T<T>.txt (commit them;
 # docs/profile.md reads them). A failing run is recorded in its file and
 # makes the exit status 1; the others still run.
@@ -39,9 +40,14 @@ one() { # one ARTIFACT T
   fi
   grep -E "^(prefill|decode|profile):" "$f" || true
 }
-for t in 64 256 1024; do one kl-e64 "$t"; done
-one kl-e16 256
+if [ "${K3_PROFILE_SCALED:-1}" != 0 ]; then
+  for t in 64 256 1024; do one kl-e64 "$t"; done
+  one kl-e16 256
+fi
 if [ "${K3_PROFILE_REAL:-1}" != 0 ] && [ -f "$W/real4.k3bin" ]; then
-  one real4 64
+  for t in 64 2048; do
+    one real4 "$t"
+    [ ! -f "$W/real4-bf16.k3bin" ] || one real4-bf16 "$t"
+  done
 fi
 exit $status

@@ -238,7 +238,10 @@ ArtifactPlanner::tensorMapArgs(LaunchOp launch, Operation *phase,
     if (i < 0 || i >= (int64_t)operands.size())
       return launch.emitOpError()
              << "tensor map of operand " << i << " out of range";
-    Value v = bufferRoot(operands[i]);
+    // The operand's own shape, not its buffer's: a reshaped view (an MLA
+    // output [T, H, V] read as [T, H V] by its projection) shares the
+    // buffer, and the kernel's box has the operand's rank.
+    Value v = operands[i];
     SmallVector<int64_t> shape = symbolicShape(v);
     FailureOr<art::DType> dt = dtypeOf(launch, v.getType());
     if (failed(dt))
