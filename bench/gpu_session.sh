@@ -81,7 +81,7 @@ NEED=("$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB")
 # The KDA stages read bench/prepare_gpu.sh's artifacts; the others carry
 # their own (out/moe, out/gemm, ...).
 case " ${STAGES[*]} " in
-  *" check "* | *" bench-"* | *" old-vs-new "* | *" profile "* | *" ncu "*)
+  *" check "* | *" bench-"* | *" old-vs-new "* | *" ncu "*)
     NEED+=(out/bench out/kda_check/cases_bf16.json) ;;
 esac
 for f in "${NEED[@]}"; do
