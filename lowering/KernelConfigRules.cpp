@@ -420,6 +420,13 @@ LogicalResult verifyMoEDispatchRows(MoEDispatchOp op, KernelConfigAttr c) {
 /// tiles (64 channels of gate and up; 128 output columns), and routing
 /// tables cut in the kernel's 128-row tiles.
 bool moeGroupedWGMMAApplies(Operation *op) {
+  if (auto o = dyn_cast<GLUGateUpOp>(op)) {
+    int64_t hidden = dimOf(o.getWGate(), 1), inter = dimOf(o.getWGate(), 0);
+    return elementOf(o.getInput()).isBF16() &&
+           elementOf(o.getWGate()).isBF16() && elementOf(o.getWUp()).isBF16() &&
+           elementOf(o.getResult()).isBF16() && hidden > 0 &&
+           hidden % 64 == 0 && inter > 0 && inter % 64 == 0;
+  }
   auto tiledBy128 = [](Value tileOffsets) {
     auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
     return d && d.getTileRows() == 128;
@@ -427,39 +434,38 @@ bool moeGroupedWGMMAApplies(Operation *op) {
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op)) {
     int64_t hidden = dimOf(o.getW1(), 2), inter = dimOf(o.getW1(), 1);
     return elementOf(o.getInput()).isBF16() && elementOf(o.getW1()).isBF16() &&
-           elementOf(o.getW3()).isBF16() &&
-           elementOf(o.getResult()).isBF16() && hidden > 0 &&
-           hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
+           elementOf(o.getW3()).isBF16() && elementOf(o.getResult()).isBF16() &&
+           hidden > 0 && hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
            tiledBy128(o.getTileOffsets());
   }
   if (auto o = dyn_cast<MoEGroupedDownOp>(op)) {
     int64_t width = dimOf(o.getW2(), 1), inter = dimOf(o.getW2(), 2);
     return elementOf(o.getInput()).isBF16() && elementOf(o.getW2()).isBF16() &&
-           elementOf(o.getResult()).isF32() && width > 0 &&
-           width % 128 == 0 && inter > 0 && inter % 64 == 0 &&
-           tiledBy128(o.getTileOffsets());
+           elementOf(o.getResult()).isF32() && width > 0 && width % 128 == 0 &&
+           inter > 0 && inter % 64 == 0 && tiledBy128(o.getTileOffsets());
   }
   return false;
 }
 
 LogicalResult verifyMoEGroupedWGMMA(Operation *op, KernelConfigAttr c,
                                     GPUTargetAttr target) {
+  StringRef kind = stringifyKernelKind(c.getKernel());
   if (!moeGroupedWGMMAApplies(op))
     return op->emitOpError()
-           << "moe_grouped_wgmma needs bf16 rows and weights, the expert "
-              "widths in multiples of 64 (gate/up; the down output in "
-              "multiples of 128, f32), and k3.moe_dispatch's tiles of 128 "
-              "rows";
+           << kind
+           << " needs bf16 rows and weights, the widths in multiples of 64 "
+              "(the MoE down output in multiples of 128, f32), and for the MoE "
+              "ops k3.moe_dispatch's tiles of 128 rows";
   if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
-    return op->emitOpError() << "moe_grouped_wgmma has the tile [128, 128, 64] "
-                                "and one warpgroup (4 warps)";
+    return op->emitOpError()
+           << kind
+           << " has the tile [128, 128, 64] and one warpgroup (4 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
-           << "moe_grouped_wgmma stages must be in [2, 6], got "
-           << c.getStages();
+           << kind << " stages must be in [2, 6], got " << c.getStages();
   if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
       bytes > target.getSmemPerBlock())
-    return op->emitOpError() << "moe_grouped_wgmma needs " << bytes
+    return op->emitOpError() << kind << " needs " << bytes
                              << " bytes of shared memory, the target has "
                              << target.getSmemPerBlock();
   return success();
@@ -531,6 +537,7 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_dispatch_rows:
     // 16 warps: 2048 pairs per step of the ordered walk.
     return config(ctx, kind, {}, 16);
+  case KernelKind::glu_wgmma:
   case KernelKind::moe_grouped_wgmma:
     // linear_tma_wgmma's tile; two stages (65 KiB) so that three blocks
     // share an SM and one's barriers, drains and epilogue hide behind the
@@ -583,6 +590,11 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
     return moeGroupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
                                       : KernelKind::loop_nest;
+  // In a decode step the loop nest reads each weight row once per token
+  // (a warp per output); the 128-row tiles would be mostly padding.
+  if (isa<GLUGateUpOp>(op))
+    return !decode && moeGroupedWGMMAApplies(op) ? KernelKind::glu_wgmma
+                                                 : KernelKind::loop_nest;
   return KernelKind::loop_nest;
 }
 
@@ -616,7 +628,10 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<MoEDispatchOp>(op) &&
            moeDispatchRowsApplies(cast<MoEDispatchOp>(op));
   case KernelKind::moe_grouped_wgmma:
-    return moeGroupedWGMMAApplies(op);
+    return isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op) &&
+           moeGroupedWGMMAApplies(op);
+  case KernelKind::glu_wgmma:
+    return isa<GLUGateUpOp>(op) && moeGroupedWGMMAApplies(op);
   case KernelKind::loop_nest:
     break;
   }
@@ -746,6 +761,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
     return wrongOp();
   case KernelKind::moe_grouped_wgmma:
     if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
+      return verifyMoEGroupedWGMMA(op, config, gpu);
+    return wrongOp();
+  case KernelKind::glu_wgmma:
+    if (isa<GLUGateUpOp>(op))
       return verifyMoEGroupedWGMMA(op, config, gpu);
     return wrongOp();
   case KernelKind::loop_nest:

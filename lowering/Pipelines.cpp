@@ -95,6 +95,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
                      "(k3-moe-grouped); off: one fused op per layer"),
       llvm::cl::init(true)};
+  Option<bool> splitGLUMLP{
+      *this, "split-glu-mlp",
+      llvm::cl::desc("GLU MLPs as a gate/up GEMM and a down linear "
+                     "(k3-split-glu-mlp); off: one fused op each"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -126,6 +131,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the precision policy: the sorted rows take the activations' type.
   if (o.moeGrouped)
     pm.addPass(k3::createK3MoEGrouped());
+  if (o.splitGLUMLP)
+    pm.addPass(k3::createK3SplitGLUMLP());
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

@@ -226,6 +226,9 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<MoEGroupedGLUOp, MoEGroupedDownOp>([&](Operation *o) {
         return leading(o->getResult(0), o->getOperand(1), 2);
       })
+      .Case<GLUGateUpOp>([&](GLUGateUpOp g) -> LogicalResult {
+        return leading(g.getResult(), g.getInput(), 1);
+      })
       .Case<MoECombineOp>([&](MoECombineOp c) -> LogicalResult {
         return leading(c.getResult(), c.getPositions(), 1);
       })

@@ -30,8 +30,9 @@ void setElementType(Value v, Type elt) {
 SmallVector<Value> activationResults(Operation *op) {
   return llvm::TypeSwitch<Operation *, SmallVector<Value>>(op)
       .Case<EmbeddingOp, RMSNormOp, GatedRMSNormOp, LinearOp, AddOp,
-            SigmoidGateOp, CausalAttentionOp, GLUMLPOp, MoEExpertsOp,
-            AttnResMixOp, AttnResPushOp, LastTokensOp, tensor::EmptyOp>(
+            SigmoidGateOp, CausalAttentionOp, GLUMLPOp, GLUGateUpOp,
+            MoEExpertsOp, AttnResMixOp, AttnResPushOp, LastTokensOp,
+            tensor::EmptyOp>(
           [](Operation *o) { return SmallVector<Value>{o->getResult(0)}; })
       .Case([](AddRMSNormOp o) {
         return SmallVector<Value>{o.getSum(), o.getResult()};

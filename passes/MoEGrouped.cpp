@@ -37,10 +37,10 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
     Location loc = op.getLoc();
     auto i32 = rewriter.getI32Type();
     auto offsetsType = RankedTensorType::get({experts + 1}, i32);
-    auto dispatch = MoEDispatchOp::create(
-        rewriter, loc, idx, idx, offsetsType, offsetsType, op.getIndices(),
-        rewriter.getI64IntegerAttr(experts),
-        rewriter.getI64IntegerAttr(tileRows));
+    auto dispatch = MoEDispatchOp::create(rewriter, loc, idx, idx, offsetsType,
+                                          offsetsType, op.getIndices(),
+                                          rewriter.getI64IntegerAttr(experts),
+                                          rewriter.getI64IntegerAttr(tileRows));
     // [T, K, width] read flat as T K rows. The activated h is an activation
     // (bf16 under the bf16 policy: the down GEMM multiplies it in bf16);
     // the weighted expert outputs stay f32 until the combine has summed
@@ -50,14 +50,17 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
           {idx.getDimSize(0), idx.getDimSize(1), width}, elem);
     };
     auto glu = MoEGroupedGLUOp::create(
-        rewriter, loc, rowsOf(w1.getDimSize(1), tensorType(op.getInput()).getElementType()), op.getInput(),
-        op.getIndices(), dispatch.getRowSource(), dispatch.getOffsets(),
-        dispatch.getTileOffsets(), op.getW1(), op.getW3(),
-        op.getActivationAttr(), op.getBetaAttr(), op.getLinearBetaAttr());
+        rewriter, loc,
+        rowsOf(w1.getDimSize(1), tensorType(op.getInput()).getElementType()),
+        op.getInput(), op.getIndices(), dispatch.getRowSource(),
+        dispatch.getOffsets(), dispatch.getTileOffsets(), op.getW1(),
+        op.getW3(), op.getActivationAttr(), op.getBetaAttr(),
+        op.getLinearBetaAttr());
     auto down = MoEGroupedDownOp::create(
-        rewriter, loc, rowsOf(w2.getDimSize(1), rewriter.getF32Type()), glu.getResult(),
-        op.getIndices(), dispatch.getRowSource(), dispatch.getOffsets(),
-        dispatch.getTileOffsets(), op.getWeights(), op.getW2());
+        rewriter, loc, rowsOf(w2.getDimSize(1), rewriter.getF32Type()),
+        glu.getResult(), op.getIndices(), dispatch.getRowSource(),
+        dispatch.getOffsets(), dispatch.getTileOffsets(), op.getWeights(),
+        op.getW2());
     rewriter.replaceOpWithNewOp<MoECombineOp>(
         op, op.getType(), down.getResult(), dispatch.getPositions());
     return success();

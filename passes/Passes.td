@@ -228,4 +228,16 @@ def K3MoEGrouped : Pass<"k3-moe-grouped"> {
   ];
 }
 
+def K3SplitGLUMLP : Pass<"k3-split-glu-mlp"> {
+  let summary = "A GLU MLP as its activated gate/up GEMM and a down linear";
+  let description = [{
+    Rewrites each `k3.glu_mlp` (the dense MLPs and the shared experts) into
+    `k3.glu_gate_up` (gate and up, activated: on CUDA the wgmma kernel
+    with the GLU in its epilogue) and a `k3.linear` for the down projection
+    (wgmma in prefill, the GEMV in a decode step). The activated h between
+    them is an activation: bf16 under the bf16 policy, as the fused op's
+    workspace (docs/precision.md).
+  }];
+}
+
 #endif // K3_PASSES_TD

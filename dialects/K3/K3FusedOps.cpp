@@ -58,3 +58,25 @@ LogicalResult AddRMSNormOp::verify() {
                          << getEpsilon().convertToDouble();
   return success();
 }
+
+LogicalResult GLUGateUpOp::verify() {
+  Value x = getInput(), wg = getWGate(), r = getResult();
+  if (failed(expectRank(*this, "input", x, 2)) ||
+      failed(expectRank(*this, "w_gate", wg, 2)) ||
+      failed(expectSameShape(*this, "w_gate", wg, "w_up", getWUp())) ||
+      failed(expectRank(*this, "result", r, 2)) ||
+      failed(expectSameDim(*this, "input", x, 1, "w_gate", wg, 1,
+                           "hidden size")) ||
+      failed(
+          expectSameDim(*this, "result", r, 0, "input", x, 0, "token count")) ||
+      failed(expectSameDim(*this, "result", r, 1, "w_gate", wg, 0,
+                           "intermediate size")))
+    return failure();
+  auto opt = [](FloatAttr a) -> std::optional<double> {
+    if (!a)
+      return std::nullopt;
+    return a.getValueAsDouble();
+  };
+  return expectGLUActivation(*this, getActivation(), opt(getBetaAttr()),
+                             opt(getLinearBetaAttr()));
+}

@@ -60,4 +60,25 @@ def K3_AddRMSNormOp : K3_Op<"add_rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_GLUGateUpOp : K3_Op<"glu_gate_up", [Pure]> {
+  let summary = "the gate and up projections of a GLU MLP, activated";
+  let description = [{
+    `h[t, i] = act(W_gate[i] . x[t], W_up[i] . x[t])` for `x [T, D]` and
+    `w_gate, w_up [I, D]`, with `act` as in `k3.glu_mlp`; accumulation in
+    f32, `h [T, I]` in the input's element type. `k3-split-glu-mlp` makes
+    `k3.glu_mlp` this op and a `k3.linear` (the down projection), so that
+    both run as GEMMs (docs/moe.md).
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$w_gate,
+                       K3_FloatTensor:$w_up, K3_GLUActivationAttr:$activation,
+                       OptionalAttr<F64Attr>:$beta,
+                       OptionalAttr<F64Attr>:$linear_beta);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $activation $input `,` $w_gate `,` $w_up attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // K3_FUSED_OPS_TD

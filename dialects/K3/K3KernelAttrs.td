@@ -113,13 +113,15 @@ def K3_Kernel_LatentAttentionRows : I32EnumAttrCase<"latent_attention_rows", 8>;
 def K3_Kernel_RMSNormRows : I32EnumAttrCase<"rms_norm_rows", 9>;
 def K3_Kernel_MoEDispatchRows : I32EnumAttrCase<"moe_dispatch_rows", 10>;
 def K3_Kernel_MoEGroupedWGMMA : I32EnumAttrCase<"moe_grouped_wgmma", 11>;
+def K3_Kernel_GLUWGMMA : I32EnumAttrCase<"glu_wgmma", 12>;
 def K3_KernelKind : I32EnumAttr<"KernelKind",
     "which kernel generator lowers an op",
     [K3_Kernel_LoopNest, K3_Kernel_KDARecurrent, K3_Kernel_KDAMMAOperands,
      K3_Kernel_KDAMMAChain, K3_Kernel_LinearMMA3xTF32,
      K3_Kernel_LinearTMAWGMMA, K3_Kernel_LinearGEMV, K3_Kernel_ArgmaxRows,
      K3_Kernel_LatentAttentionRows, K3_Kernel_RMSNormRows,
-     K3_Kernel_MoEDispatchRows, K3_Kernel_MoEGroupedWGMMA]> {
+     K3_Kernel_MoEDispatchRows, K3_Kernel_MoEGroupedWGMMA,
+     K3_Kernel_GLUWGMMA]> {
   let cppNamespace = "::mlir::k3";
   let genSpecializedAttr = 0;
 }

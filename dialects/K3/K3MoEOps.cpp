@@ -23,9 +23,9 @@ std::optional<double> optDouble(FloatAttr a) {
 /// The routing tables every grouped op reads: `indices` and `row_source`
 /// [T, K], `offsets` and `tile_offsets` [E + 1] with E the experts of
 /// `weight` (dimension 0).
-LogicalResult verifyRoutingTables(Operation *op, Value indices,
-                                  Value rowSource, Value offsets,
-                                  Value tileOffsets, Named weight) {
+LogicalResult verifyRoutingTables(Operation *op, Value indices, Value rowSource,
+                                  Value offsets, Value tileOffsets,
+                                  Named weight) {
   Named idx = named("indices", indices), src = named("row_source", rowSource),
         off = named("offsets", offsets),
         tiles = named("tile_offsets", tileOffsets);
@@ -101,7 +101,8 @@ LogicalResult MoEGroupedDownOp::verify() {
 }
 
 LogicalResult MoECombineOp::verify() {
-  Named rows = named("rows", getRows()), pos = named("positions", getPositions()),
+  Named rows = named("rows", getRows()),
+        pos = named("positions", getPositions()),
         r = named("result", getResult());
   if (failed(expectRank(*this, rows, 3)) || failed(expectRank(*this, pos, 2)) ||
       failed(expectRank(*this, r, 2)))

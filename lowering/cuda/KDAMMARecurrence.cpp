@@ -264,14 +264,15 @@ private:
         kb.addi(tokenAt(lastRow, kb.dim(a.getPacked().shape[1]), p.words),
                 kb.idx(p.R + 16));
     each(egcSlots, p.kDim / 4, [&](const Piece &pc) {
-      em.asyncCopy(all32, dstAt(pc, 4, p.rowsBytes), gPacked, kb.addi(egcAt, pc.src),
-             4, Value());
+      em.asyncCopy(all32, dstAt(pc, 4, p.rowsBytes), gPacked,
+                   kb.addi(egcAt, pc.src), 4, Value());
     });
     Value vAt = kb.addi(tokenAt(t0, kb.dim(a.getV().shape[1]), p.vDim), vCol0);
     each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
-      em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8, ok);
+      em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8,
+                   ok);
     });
   }
   Value commit() { return em.commitGroup(); }

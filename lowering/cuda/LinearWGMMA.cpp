@@ -145,8 +145,8 @@ private:
     int64_t steps = nIn / kTileK;
     kb.ifThen(first, [&] {
       for (int64_t s = 0; s < std::min(em.stages, steps); ++s)
-        issueLoads(em, bars, tmX, tmW, smem, base, em.idx(s), em.idx(s),
-                   mTile, nTile);
+        issueLoads(em, bars, tmX, tmW, smem, base, em.idx(s), em.idx(s), mTile,
+                   nTile);
     });
     SmallVector<Value> acc = mainLoop(first, steps);
     epilogue(tid, acc);
@@ -163,9 +163,10 @@ private:
     Value kt = loop.getInductionVar();
     Value stage = em.remuIdx(kt, em.stages);
     em.waitStage(bars, kt, stage);
-    SmallVector<Value> acc = em.multiplyStage(
-        stageTile(em, smem, base, stage, 0), stageTile(em, smem, base, stage, 1),
-        tmX, tmW, loop.getRegionIterArgs());
+    SmallVector<Value> acc =
+        em.multiplyStage(stageTile(em, smem, base, stage, 0),
+                         stageTile(em, smem, base, stage, 1), tmX, tmW,
+                         loop.getRegionIterArgs());
     // Every warp is done with the stage before thread 0 overwrites it.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, em.idx(em.stages));

@@ -1,4 +1,4 @@
-//===- MoEDispatchRows.cpp - k3.moe_dispatch, a block per expert -*- C++ -*-===//
+//===- MoEDispatchRows.cpp - moe_dispatch, a block per expert -*- C++ -*-===//
 //
 // The routing tables of the grouped MoE GEMMs, built on the device in one
 // launch (config kernel `moe_dispatch_rows`): block e owns expert e.
@@ -108,8 +108,8 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value total = em.lds(warpSums, {kb.idx(0)});
     for (int64_t w = 1; w < warps; ++w)
-      total = arith::AddIOp::create(b, loc, total,
-                                    em.lds(warpSums, {kb.idx(w)}));
+      total =
+          arith::AddIOp::create(b, loc, total, em.lds(warpSums, {kb.idx(w)}));
     gpu::BarrierOp::create(b, loc);
     return total;
   }
@@ -122,10 +122,10 @@ private:
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       Value c = toIndex(em.lds(histogram, {loop.getInductionVar()}));
-      scf::YieldOp::create(b, loc,
-                           ValueRange{kb.addi(loop.getRegionIterArgs()[0], c),
-                                      kb.addi(loop.getRegionIterArgs()[1],
-                                              ceilTiles(c))});
+      scf::YieldOp::create(
+          b, loc,
+          ValueRange{kb.addi(loop.getRegionIterArgs()[0], c),
+                     kb.addi(loop.getRegionIterArgs()[1], ceilTiles(c))});
     }
     rowsBefore = toIndex(blockSum(i32(loop.getResult(0))));
     Value tilesBefore = toIndex(blockSum(i32(loop.getResult(1))));
@@ -145,9 +145,9 @@ private:
     for (int64_t off = 1; off < 32; off *= 2) {
       auto up =
           gpu::ShuffleOp::create(b, loc, v, off, 32, gpu::ShuffleMode::UP);
-      Value from = kb.select(up.getValid(), up.getShuffleResult(),
-                             arith::ConstantOp::create(
-                                 b, loc, b.getI32IntegerAttr(0)));
+      Value from =
+          kb.select(up.getValid(), up.getShuffleResult(),
+                    arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
       v = arith::AddIOp::create(b, loc, v, from);
     }
     return v;
@@ -193,8 +193,8 @@ private:
       });
       row = kb.select(mine[u], kb.addi(row, kb.idx(1)), row);
     }
-    scf::YieldOp::create(b, loc,
-                         ValueRange{kb.addi(loop.getRegionIterArgs()[0], total)});
+    scf::YieldOp::create(
+        b, loc, ValueRange{kb.addi(loop.getRegionIterArgs()[0], total)});
   }
 
   KernelBuilder &kb;

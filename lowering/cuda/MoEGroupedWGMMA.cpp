@@ -48,8 +48,9 @@ constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
 
 /// What differs between the two GEMMs.
 struct GroupedGEMM {
-  bool glu;                  // gate/up (else down)
-  KernelOperand rows;        // x [T, D] (gathered) or h [T, K, I] (sorted)
+  bool glu;           // gate/up (else down)
+  bool dense;         // one expert, every row (k3.glu_gate_up)
+  KernelOperand rows; // x [T, D] (gathered) or h [T, K, I] (sorted)
   KernelOperand indices, rowSource, offsets, tileOffsets;
   SmallVector<int64_t> maps; // operand numbers of the weights (W1, W3 or W2)
   int64_t reduction;         // D or I
@@ -67,20 +68,24 @@ public:
   GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
       : g(g), e(e), op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb} {
-    experts = g.offsets.shape[0] - 1;
     if (g.rowWeights)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
+    if (g.dense)
+      return;
+    experts = g.offsets.shape[0] - 1;
     topK = g.indices.shape[1];
     pairs = kb.numElements(g.indices.shape);
   }
 
   LogicalResult emit(const Epilogue &epi) {
-    auto tokens = kb.linearForm(kb.dim(g.indices.shape[0]));
+    auto tokens = kb.linearForm(kb.dim(g.rows.shape[0]));
     if (!tokens)
-      return op->emitOpError() << "moe_grouped_wgmma needs a token count "
-                                  "linear in one runtime size";
+      return op->emitOpError() << "the grouped wgmma kernel needs a token "
+                                  "count linear in one runtime size";
     addTensorMapParameters();
     int64_t nb = g.columnTiles;
+    if (g.dense)
+      return emitDense(*tokens, epi);
     // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
     // partial), times the column tiles.
     e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
@@ -100,6 +105,31 @@ public:
   Value rowStart, validRows, expert, tid, smem, base;
 
 private:
+  /// One expert over all rows: a block per (128-row tile, column tile).
+  LogicalResult emitDense(const KernelBuilder::Linear &tokens,
+                          const Epilogue &epi) {
+    int64_t nb = g.columnTiles;
+    e.setLaunch(tokens, nb, (kTile - 1) * nb, kTile, {kThreads, 1, 1},
+                linearWGMMASharedBytes(em.stages));
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    mTile = em.divuIdx(bid, nb);
+    nTile = em.remuIdx(bid, nb);
+    Value rows = kb.dim(g.rows.shape[0]);
+    rowStart = kb.muli(mTile, kb.idx(kTile));
+    kb.ifThen(kb.lti(rowStart, rows), [&] {
+      validRows = kb.minsi(kb.subi(rows, rowStart), kb.idx(kTile));
+      body(epi);
+    });
+    return success();
+  }
+
+  /// A weight tile's box, outermost first: [1 expert,] rows, 64 k.
+  SmallVector<int64_t> weightBox() const {
+    if (g.dense)
+      return {g.weightRowsPerMap, kTileK};
+    return {1, g.weightRowsPerMap, kTileK};
+  }
+
   /// Tensor-map parameters after the sizes, one per weight operand: a box
   /// of 64 k x `weightRowsPerMap` rows x one expert.
   void addTensorMapParameters() {
@@ -110,9 +140,9 @@ private:
       unsigned n = fn.getNumArguments();
       (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
       mapArgs.push_back(fn.getFunctionBody().front().getArgument(n));
-      attrs.push_back(TensorMapAttr::get(
-          b.getContext(), operand, {kTileK, g.weightRowsPerMap, 1},
-          TensorMapSwizzle::swizzle_128b));
+      SmallVector<int64_t> box(llvm::reverse(weightBox())); // innermost first
+      attrs.push_back(TensorMapAttr::get(b.getContext(), operand, box,
+                                         TensorMapSwizzle::swizzle_128b));
     }
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(attrs));
@@ -150,10 +180,9 @@ private:
       Value valid = kb.lti(r, validRows);
       Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
       Value source = sorted;
-      if (g.glu)
+      if (g.glu && !g.dense)
         source = em.divuIdx(kb.loadIndex(sourcePairs, {sorted}), topK);
-      out.push_back({r, em.swizzledColumn(r, chunk),
-                     source, valid});
+      out.push_back({r, em.swizzledColumn(r, chunk), source, valid});
     }
     return out;
   }
@@ -176,15 +205,17 @@ private:
           b, loc, bars, kb.idx(kWGMMATileBytes), stage, Value());
       int64_t rowsPerMap = g.weightRowsPerMap;
       for (auto [i, tm] : llvm::enumerate(weightMaps)) {
-        Value dst = em.view(
-            smem,
-            kb.addi(stageOffset(stage, 1),
-                    kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
-            em.tileType({1, rowsPerMap, kTileK}, b.getBF16Type()));
+        Value dst =
+            em.view(smem,
+                    kb.addi(stageOffset(stage, 1),
+                            kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
+                    em.tileType(weightBox(), b.getBF16Type()));
         Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, tm,
-                                      ValueRange{k0, n0, expert}, stage,
-                                      Value(), Value());
+        SmallVector<Value> at = {k0, n0};
+        if (!g.dense)
+          at.push_back(expert);
+        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, tm, at, stage, Value(),
+                                      Value());
       }
     });
   }
@@ -194,13 +225,13 @@ private:
     Value first = kb.eqi(tid, kb.idx(0));
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
-    sourcePairs = kb.view(g.rowSource.base, {pairs});
+    if (!g.dense)
+      sourcePairs = kb.view(g.rowSource.base, {pairs});
     // cp.async needs a unit inner stride in the source's type.
     Value rowCount = g.glu ? kb.dim(g.rows.shape[0]) : pairs;
     rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
     for (Value arg : mapArgs)
-      weightMaps.push_back(
-          em.tensorMap(arg, {1, g.weightRowsPerMap, kTileK}));
+      weightMaps.push_back(em.tensorMap(arg, weightBox()));
     bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     for (int64_t s = 0; s < em.stages; ++s)
       nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
@@ -239,8 +270,8 @@ private:
                               ArrayRef<RowCopy> copies, Value group) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
         b, loc, em.accumulatorType(kTile));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps),
-                                   kb.idx(1), ValueRange{init, init});
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
+                                   ValueRange{init, init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
@@ -254,10 +285,10 @@ private:
                                    NVVM::SharedSpace::shared_cta));
     gpu::BarrierOp::create(b, loc);
     em.waitStage(bars, kt, stage);
-    SmallVector<Value> acc = em.multiplyStage(
-        em.tile(smem, stageOffset(stage, 0)),
-        em.tile(smem, stageOffset(stage, 1)), weightMaps[0], weightMaps[0],
-        loop.getRegionIterArgs());
+    SmallVector<Value> acc =
+        em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
+                         em.tile(smem, stageOffset(stage, 1)), weightMaps[0],
+                         weightMaps[0], loop.getRegionIterArgs());
     // Every warp is done with the stage before it is refilled.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, kb.idx(em.stages));
@@ -296,11 +327,52 @@ void forTileRows(KernelBuilder &kb, Value tid, Value rows,
   body(loop.getInductionVar());
 }
 
+/// The GLU epilogue (gate in the tile's columns 0-63, up in 64-127):
+/// act(gate, up) of the tile's 64 channels as bf16 rows of h [rows, inter].
+/// Lane l: channels 2 l, 2 l + 1.
+LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
+                            Operation *op, GLUActivation act, FloatAttr beta,
+                            FloatAttr linearBeta, int64_t inter) {
+  GroupedKernel k(g, e, op);
+  KernelBuilder &kb = e.kb;
+  OpBuilder &b = kb.builder();
+  Location loc = op->getLoc();
+  KernelOperand h = e.outputs[0];
+  LogicalResult r = k.emit([&](Value tile, Value) {
+    MMAEmitter mma{b, loc, kb};
+    Value hRows = mma.contiguousView(
+        h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).drop_back()),
+                 kb.idx(inter)});
+    Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
+    Value col = kb.muli(lane, kb.idx(2));
+    Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(64)), col);
+    auto v2 = VectorType::get({2}, b.getF32Type());
+    forTileRows(kb, k.tid, k.validRows, [&](Value r) {
+      Value gate = vector::LoadOp::create(b, loc, v2, tile, ValueRange{r, col});
+      Value up = vector::LoadOp::create(
+          b, loc, v2, tile, ValueRange{r, kb.addi(col, kb.idx(64))});
+      SmallVector<Value> out;
+      for (int64_t i = 0; i < 2; ++i)
+        out.push_back(emitGLUActivation(
+            kb, act, optionalDouble(beta), optionalDouble(linearBeta),
+            vector::ExtractOp::create(b, loc, gate, i),
+            vector::ExtractOp::create(b, loc, up, i)));
+      vector::StoreOp::create(b, loc, mma.pair(out[0], out[1]), hRows,
+                              ValueRange{kb.addi(k.rowStart, r), channel});
+    });
+  });
+  if (failed(r))
+    return failure();
+  e.finishSinglePhase(loc);
+  return success();
+}
+
 struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
   GroupedGLUPattern() : OpKernelPattern(KernelKind::moe_grouped_wgmma) {}
   LogicalResult emit(MoEGroupedGLUOp op, Adaptor a,
                      KernelEmission &e) const override {
     GroupedGEMM g{true,
+                  false,
                   a.getInput(),
                   a.getIndices(),
                   a.getRowSource(),
@@ -311,42 +383,31 @@ struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
                   a.getW1().shape[1] / 64,
                   64,
                   KernelOperand()};
-    GroupedKernel k(g, e, op);
-    KernelBuilder &kb = e.kb;
-    OpBuilder &b = kb.builder();
-    Location loc = op.getLoc();
-    KernelOperand h = e.outputs[0];
-    int64_t inter = a.getW1().shape[1];
-    LogicalResult r = k.emit([&](Value tile, Value) {
-      MMAEmitter mma{b, loc, kb};
-      Value hRows = mma.contiguousView(
-          h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).take_front(2)),
-                   kb.idx(inter)});
-      // Lane l: channels 2 l, 2 l + 1 of the tile's 64 (gate in columns
-      // 0-63, up in 64-127).
-      Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
-      Value col = kb.muli(lane, kb.idx(2));
-      Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(64)), col);
-      auto v2 = VectorType::get({2}, b.getF32Type());
-      forTileRows(kb, k.tid, k.validRows, [&](Value r) {
-        Value gate = vector::LoadOp::create(b, loc, v2, tile, ValueRange{r, col});
-        Value up = vector::LoadOp::create(b, loc, v2, tile,
-                                          ValueRange{r, kb.addi(col, kb.idx(64))});
-        SmallVector<Value> out;
-        for (int64_t i = 0; i < 2; ++i)
-          out.push_back(emitGLUActivation(
-              kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-              optionalDouble(op.getLinearBetaAttr()),
-              vector::ExtractOp::create(b, loc, gate, i),
-              vector::ExtractOp::create(b, loc, up, i)));
-        vector::StoreOp::create(b, loc, mma.pair(out[0], out[1]), hRows,
-                                ValueRange{kb.addi(k.rowStart, r), channel});
-      });
-    });
-    if (failed(r))
-      return failure();
-    e.finishSinglePhase(loc);
-    return success();
+    return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
+                         op.getLinearBetaAttr(), a.getW1().shape[1]);
+  }
+};
+
+/// k3.glu_gate_up: the same kernel over all rows with 2-D weights.
+struct DenseGLUPattern : OpKernelPattern<GLUGateUpOp> {
+  DenseGLUPattern() : OpKernelPattern(KernelKind::glu_wgmma) {}
+  LogicalResult emit(GLUGateUpOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    int64_t inter = a.getWGate().shape[0];
+    GroupedGEMM g{true,
+                  true,
+                  a.getInput(),
+                  KernelOperand(),
+                  KernelOperand(),
+                  KernelOperand(),
+                  KernelOperand(),
+                  {1, 2},
+                  a.getInput().shape[1],
+                  inter / 64,
+                  64,
+                  KernelOperand()};
+    return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
+                         op.getLinearBetaAttr(), inter);
   }
 };
 
@@ -356,6 +417,7 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
                      KernelEmission &e) const override {
     int64_t width = a.getW2().shape[1];
     GroupedGEMM g{false,
+                  false,
                   a.getInput(),
                   a.getIndices(),
                   a.getRowSource(),
@@ -399,5 +461,5 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
 } // namespace
 
 void mlir::k3::populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns) {
-  patterns.add<GroupedGLUPattern, GroupedDownPattern>();
+  patterns.add<GroupedGLUPattern, GroupedDownPattern, DenseGLUPattern>();
 }

@@ -166,8 +166,8 @@ struct WGMMAEmitter {
     Value parity = arith::TruncIOp::create(
         b, loc, b.getI1Type(),
         arith::IndexCastOp::create(b, loc, b.getI32Type(), remuIdx(round, 2)));
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity,
-                                           idx(10000000), stage);
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity, idx(10000000),
+                                           stage);
   }
 };
 

@@ -58,12 +58,12 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
         return emitLatentAttention(o, kb, in, out);
       })
       .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
+      .Case([&](GLUGateUpOp o) { return emitGLUGateUp(o, kb, in, out); })
       .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })
       .Case([&](MoEExpertsOp o) { return emitMoEExperts(o, kb, in, out); })
       .Case([&](MoEDispatchOp o) { return emitMoEDispatch(o, kb, in, out); })
-      .Case([&](MoEGroupedGLUOp o) {
-        return emitMoEGroupedGLU(o, kb, in, out);
-      })
+      .Case(
+          [&](MoEGroupedGLUOp o) { return emitMoEGroupedGLU(o, kb, in, out); })
       .Case([&](MoEGroupedDownOp o) {
         return emitMoEGroupedDown(o, kb, in, out);
       })

@@ -65,6 +65,7 @@ LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In, Out);
 LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);
 LogicalResult emitMoERouter(MoERouterOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEExperts(MoEExpertsOp, KernelBuilder &, In, Out);
+LogicalResult emitGLUGateUp(GLUGateUpOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEDispatch(MoEDispatchOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEGroupedGLU(MoEGroupedGLUOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEGroupedDown(MoEGroupedDownOp, KernelBuilder &, In, Out);

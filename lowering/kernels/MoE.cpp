@@ -42,8 +42,8 @@ Value mlir::k3::emitGLUChannel(KernelBuilder &kb, GLUActivation act,
 }
 
 Value mlir::k3::emitDownRow(KernelBuilder &kb, Value wDown, Value expert,
-                           Value d, Value h, ArrayRef<Value> hIdx,
-                           int64_t inter) {
+                            Value d, Value h, ArrayRef<Value> hIdx,
+                            int64_t inter) {
   return kb.reduceSum(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
     SmallVector<Value> w = {d, i}, hi(hIdx);
     if (expert)
@@ -65,16 +65,31 @@ LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
   kb.parallelWarps({tokens, kb.idx(inter)}, [&](ValueRange iv) {
-    kb.store(
-        emitGLUChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-                   optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
-                   wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
-        h, iv);
+    kb.store(emitGLUChannel(
+                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+                 optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
+                 wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
+             h, iv);
   });
   kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
     kb.store(
-        emitDownRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter), y,
-        iv);
+        emitDownRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter),
+        y, iv);
+  });
+  return success();
+}
+
+LogicalResult k3::emitGLUGateUp(GLUGateUpOp op, KernelBuilder &kb, In in,
+                                Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput(), wGate = ops.getWGate();
+  int64_t hidden = input.shape[1], inter = wGate.shape[0];
+  kb.parallelWarps({kb.dim(input.shape[0]), kb.idx(inter)}, [&](ValueRange iv) {
+    kb.store(emitGLUChannel(
+                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+                 optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
+                 wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
+             out[0].full, iv);
   });
   return success();
 }
@@ -180,9 +195,9 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
     Value e = kb.loadIndex(idx, {iv[0], iv[1]});
     kb.store(emitGLUChannel(kb, op.getActivation(),
-                        optionalDouble(op.getBetaAttr()),
-                        optionalDouble(op.getLinearBetaAttr()), x, iv[0],
-                        w1.full, ops.getW3().full, e, iv[2], hidden),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), x, iv[0],
+                            w1.full, ops.getW3().full, e, iv[2], hidden),
              h, iv);
   });
   // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
@@ -191,8 +206,9 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);
       Value e = kb.loadIndex(idx, {t, jj});
-      Value a = kb.mul(emitDownRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
-                       kb.load(wts, {t, jj}));
+      Value a =
+          kb.mul(emitDownRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
+                 kb.load(wts, {t, jj}));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     kb.store(acc, y, {t, d});
@@ -210,8 +226,10 @@ mlir::k3::loopNestWorkspace(Operation *op, ArrayRef<SymShape> inShapes) {
             inShapes, typed);
   };
   if (auto o = dyn_cast<GLUMLPOp>(op)) {
+    // h in the activations' type, as k3.glu_gate_up stores it.
     auto s = shapes(o);
-    return {{f32, SymShape{s.getInput()[0], s.getWGate()[0]}}};
+    Type elem = cast<RankedTensorType>(o.getInput().getType()).getElementType();
+    return {{elem, SymShape{s.getInput()[0], s.getWGate()[0]}}};
   }
   if (auto o = dyn_cast<MoEExpertsOp>(op)) {
     // The activated h in the activations' type, as k3.moe_grouped_glu

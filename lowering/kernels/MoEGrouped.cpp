@@ -60,18 +60,19 @@ LogicalResult k3::emitMoEDispatch(MoEDispatchOp op, KernelBuilder &kb, In in,
   // phase (E counts of T K entries each).
   kb.parallel({kb.idx(1)}, [&](ValueRange) {
     Value zero = kb.idx(0);
-    SmallVector<Value> end = kb.reduceN(
-        zero, kb.idx(experts), {zero, zero},
-        [&](Value e, ValueRange acc) -> SmallVector<Value> {
-          kb.storeIndex(acc[0], offsets, {e});
-          kb.storeIndex(acc[1], tiles, {e});
-          Value count = kb.reduce(pairs, zero, [&](Value p, Value c) {
-            Value mine = kb.eqi(kb.loadIndex(idx, {p}), e);
-            return kb.select(mine, kb.addi(c, kb.idx(1)), c);
-          });
-          return {kb.addi(acc[0], count),
-                  kb.addi(acc[1], ceilDiv(kb, count, tileRows))};
-        });
+    SmallVector<Value> end =
+        kb.reduceN(zero, kb.idx(experts), {zero, zero},
+                   [&](Value e, ValueRange acc) -> SmallVector<Value> {
+                     kb.storeIndex(acc[0], offsets, {e});
+                     kb.storeIndex(acc[1], tiles, {e});
+                     Value count =
+                         kb.reduce(pairs, zero, [&](Value p, Value c) {
+                           Value mine = kb.eqi(kb.loadIndex(idx, {p}), e);
+                           return kb.select(mine, kb.addi(c, kb.idx(1)), c);
+                         });
+                     return {kb.addi(acc[0], count),
+                             kb.addi(acc[1], ceilDiv(kb, count, tileRows))};
+                   });
     kb.storeIndex(end[0], offsets, {kb.idx(experts)});
     kb.storeIndex(end[1], tiles, {kb.idx(experts)});
   });
@@ -101,11 +102,10 @@ LogicalResult k3::emitMoEGroupedGLU(MoEGroupedGLUOp op, KernelBuilder &kb,
   Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
   kb.parallelWarps({rows, kb.idx(inter)}, [&](ValueRange iv) {
     SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    kb.store(emitGLUChannel(kb, op.getActivation(),
-                            optionalDouble(op.getBetaAttr()),
-                            optionalDouble(op.getLinearBetaAttr()), x.full,
-                            row.token, w1.full, ops.getW3().full, row.expert,
-                            iv[1], hidden),
+    kb.store(emitGLUChannel(
+                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+                 optionalDouble(op.getLinearBetaAttr()), x.full, row.token,
+                 w1.full, ops.getW3().full, row.expert, iv[1], hidden),
              h, iv);
   });
   return success();

@@ -686,8 +686,10 @@ def _act(gate, up, activation, beta, linear_beta):
 
 
 def glu_mlp(x, w_gate, w_up, w_down, activation="silu", beta=None, linear_beta=None):
-    """MLP(x) = W_down · act(W_gate x, W_up x) (K3-SPEC §4)."""
-    return linear(_act(linear(x, w_gate), linear(x, w_up), activation, beta, linear_beta), w_down)
+    """MLP(x) = W_down · act(W_gate x, W_up x) (K3-SPEC §4). The activated h
+    is stored between the two GEMMs: an activation (rounded under bf16)."""
+    h = act(_act(linear(x, w_gate), linear(x, w_up), activation, beta, linear_beta))
+    return linear(h, w_down)
 
 
 # ----------------------------------------------------------------------------
@@ -734,10 +736,8 @@ def moe_experts(x, indices, weights, w1, w3, w2, activation="silu", beta=None, l
     for t in range(x.shape[0]):
         for e, wt in zip(indices[t], weights[t]):
             e = int(e)
-            # h is stored between the experts' two GEMMs: an activation.
-            h = act(_act(linear(x[t:t + 1], w1[e]), linear(x[t:t + 1], w3[e]),
-                         activation, beta, linear_beta))
-            out[t] += wt * linear(h, w2[e])[0]
+            out[t] += wt * glu_mlp(x[t:t + 1], w1[e], w3[e], w2[e],
+                                   activation, beta, linear_beta)[0]
     return out
 
 

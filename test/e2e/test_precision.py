@@ -190,7 +190,11 @@ def test_import_activation_dtype(tmp_path):
     wfile = tmp_path / "weights.safetensors"
     model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
     inp = packed(cfg, LENS, seed=13)
-    check_bounds(run(tmp_path, art, wfile, inp, "kl"), cfg, weights, inp, "all")
+    # The loose bound as for tiny K3: with h rounded between the experts'
+    # GEMMs a router of this random model flips, and the rounded oracle
+    # itself lands 0.19 from f64; ours must match it (tight) and be no
+    # further from f64 than it is.
+    check_bounds(run(tmp_path, art, wfile, inp, "kl"), cfg, weights, inp, "all", loose_bound=0.5)
     # The compile option overrides the model's policy.
     art32 = tmp_path / "kl32.k3bin"
     compile_art(mlir, art32, "logits=all activation-dtype=f32")
