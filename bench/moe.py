@@ -50,15 +50,30 @@ TOKENS = tuple(int(t) for t in os.environ.get("K3_MOE_TOKENS", "1,64,1024,8192")
 CONFIGS = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
 if os.environ.get("K3_MOE_CONFIGS"):
     CONFIGS = {k: v for k, v in CONFIGS.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
-# Artifacts per config: the default kernel configs, and the grouped GEMMs
-# with fewer stages so that two or three blocks share an SM (tuning rows).
+# Artifacts per config: the default kernel configs (two stages, three
+# blocks per SM since the tuning rows of
+# bench/results/moe-nvidia-h200-20261202T023517Z.json), and the first
+# default (four stages, one block per SM) for comparison.
 VARIANTS = {"default": "",
-            "stages3-2perSM": "kernel-config=moe_grouped_glu.stages=3,moe_grouped_glu.blocks_per_sm=2,"
-                              "moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
-            "stages2-3perSM": "kernel-config=moe_grouped_glu.stages=2,moe_grouped_glu.blocks_per_sm=3,"
-                              "moe_grouped_down.stages=2,moe_grouped_down.blocks_per_sm=3"}
+            "stages4-1perSM": "kernel-config=moe_grouped_glu.stages=4,moe_grouped_glu.blocks_per_sm=1,"
+                              "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
+# Dense GLU MLPs (k3-split-glu-mlp: glu_wgmma + the wgmma linear): Kimi-
+# Linear's first-layer MLP and its shared expert: name: (D, I).
+DENSE = {"kimi-linear-dense": (2304, 9216), "kimi-linear-shared": (2304, 1024)}
+if os.environ.get("K3_MOE_CONFIGS"):
+    DENSE = {k: v for k, v in DENSE.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
+DENSE_MODEL = """func.func @forward(
+    %x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %wg: tensor<{I}x{D}xbf16> {{k3.name = "wg"}}, %wu: tensor<{I}x{D}xbf16> {{k3.name = "wu"}},
+    %wd: tensor<{D}x{I}xbf16> {{k3.name = "wd"}}) -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
+  %y = k3.glu_mlp silu %x, %wg, %wu, %wd
+      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{D}x{I}xbf16>)
+      -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(
@@ -89,6 +104,12 @@ def prepare() -> int:
                     f"max-seqs=1 decode-entry=0 activation-dtype=bf16 {extra}")
             subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
                            check=True)
+    for name, (d, i) in DENSE.items():
+        src = OUT / f"{name}.mlir"
+        src.write_text(DENSE_MODEL.format(D=d, I=i))
+        opts = (f"target=cuda output={artifact(name, 'default')} max-tokens={max(TOKENS)} "
+                "max-seqs=1 decode-entry=0 activation-dtype=bf16")
+        subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
     prepare_sanitizer_case()
     return 0
 
@@ -277,9 +298,59 @@ def run_config(res, name, e, k, d, inter) -> None:
         anchors(res, name, c, weights, w13t, shapes[c["T"]], *flops[c["T"]])
 
 
+def run_dense(res, name, d, inter) -> None:
+    """A dense GLU MLP: ours (glu_wgmma + the wgmma linear) beside torch
+    (cuBLAS for the three GEMMs, SiLU gate in between), checked first
+    against float64 with h rounded to bf16 on the sampled rows."""
+    import torch
+    import k3
+    dev = torch.device("cuda:0")
+    g = torch.Generator(device=dev).manual_seed(d + inter)
+    wg, wu = ((torch.randn(inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
+              for _ in range(2))
+    wd = (torch.randn(d, inter, device=dev, generator=g) / inter ** 0.5).to(torch.bfloat16)
+    s = k3.Session(str(artifact(name, "default")), device="cuda:0")
+    for t in TOKENS:
+        x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
+        rows = torch.tensor(checked_tokens(t), device=dev)
+        xs = x[rows].double()
+        h = (torch.nn.functional.silu(xs @ wg.double().T) * (xs @ wu.double().T))
+        ref = h.to(torch.bfloat16).double() @ wd.double().T
+        shape = {"T": t, "D": d, "I": inter}
+        flop = 2.0 * t * 3 * d * inter
+
+        def ours():
+            syms = {"num_tokens": t, "num_seqs": 1}
+            inputs = dict(x=x, wg=wg, wu=wu, wd=wd)
+            y = torch.from_dlpack(s.run("forward", symbols=syms, outputs="dlpack", **inputs)["y"])
+            err = protocol.rel_err(y[rows], ref)
+            if not err < BOUND:
+                raise AssertionError(f"error vs f64 {err:.3e} (bound {BOUND:.2e})")
+            row = {**protocol.summary(protocol.k3_times(s, "forward", symbols=syms, **inputs)),
+                   "err_vs_oracle": err}
+            return {**row, "TFLOPs": flop / row["median_ms"] / 1e9}
+
+        def torch_mlp():
+            return (torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)) @ wd.T
+
+        def anchor():
+            err = protocol.rel_err(torch_mlp()[rows], ref)
+            row = {**protocol.summary(protocol.cuda_event_times(torch_mlp)), "err_vs_oracle": err}
+            return {**row, "TFLOPs": flop / row["median_ms"] / 1e9}
+        res.guard(ours, case=name, impl="k3", variant="glu_wgmma + linear_tma_wgmma", shape=shape)
+        res.guard(anchor, case=name, impl="torch", variant="cuBLAS x3 + SiLU", shape=shape)
+    s.close()
+
+
 def run() -> int:
     import torch
     res = protocol.Results("moe")
+    for name, (d, inter) in DENSE.items():
+        try:
+            run_dense(res, name, d, inter)
+        except Exception as ex:  # noqa: BLE001
+            res.failed(f"{type(ex).__name__}: {ex}", case=name, impl="k3", shape={"D": d, "I": inter})
+        torch.cuda.empty_cache()
     for name, (e, k, d, inter) in CONFIGS.items():
         run_config(res, name, e, k, d, inter)
         torch.cuda.empty_cache()
