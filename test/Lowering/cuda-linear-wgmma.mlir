@@ -1,7 +1,7 @@
 // REQUIRES: ptxas
 // k3.linear with kernel = linear_tma_wgmma (lowering/cuda/LinearWGMMA.cpp):
 // bf16 x [T, 512] and W [256, 512], f32 y. One warpgroup per 128 x 128 tile;
-// thread 0 streams 128 x 64 tiles of x and W by TMA into 4 stages (128-byte
+// thread 0 streams 128 x 64 tiles of x and W by TMA into 2 stages (128-byte
 // swizzle), each completing an mbarrier; wgmma m64n128k16 on both halves;
 // the tensor maps are two extra parameters (#k3.tensor_map).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" --k3-outline-kernels -o %t.mlir
@@ -10,7 +10,7 @@
 // f32 linear keeps its default (3xTF32).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" | FileCheck %s --check-prefix=CONFIG
 // Tuning and its limits.
-// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=2" | FileCheck %s --check-prefix=STAGES
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=4" | FileCheck %s --check-prefix=STAGES
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=7" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,target.smem_per_block=65536" 2>&1 | FileCheck %s --check-prefix=SMEM
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
@@ -19,19 +19,19 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 1>{{.*}}tensor<256x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>{{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
-// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 1>
+// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 3>
 // BADSTAGES: error: 'k3.linear' op linear_tma_wgmma stages must be in [2, 6], got 7
-// SMEM: error: 'k3.linear' op linear_tma_wgmma needs 132096 bytes of shared memory, the target has 65536
+// SMEM: error: 'k3.linear' op linear_tma_wgmma needs 66560 bytes of shared memory, the target has 65536
 
 // CHECK-LABEL: gpu.func @linear_0(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[XMAP:.*]]: !llvm.ptr, %[[WMAP:.*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 254, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 132096>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 254, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 66560>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 128], swizzle = swizzle_128b>]
 // CHECK: builtin.unrealized_conversion_cast %[[XMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: nvgpu.mbarrier.create
-// CHECK-COUNT-4: nvgpu.mbarrier.init
+// CHECK-COUNT-2: nvgpu.mbarrier.init
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}, %{{.*}}
 // CHECK: nvgpu.tma.async.load
 // CHECK: nvgpu.tma.async.load
@@ -48,7 +48,7 @@
 // N = 40, one partial column tile: TMA fills W's rows 40..127 with zeros
 // and the epilogue stores the columns < 40 (bf16 here).
 // CHECK-LABEL: gpu.func @linear_2(
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 127, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 132096>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 127, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 66560>
 // CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
 
 // PTX: mbarrier.init.shared.b64
