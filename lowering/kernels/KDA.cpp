@@ -14,11 +14,18 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/DecayGate.h"
 #include "lowering/kernels/Kernels.h"
+
 #include "lowering/kernels/Operands.h"
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::k3;
 
+// Two phases, each parallel over all its outputs: every (token, channel)
+// output (its sequence found from cu_seqlens), then every (sequence,
+// channel) final state. One thread per (sequence, channel) walking the
+// tokens, as before, gave a 2048-token prefill 16 blocks and 1 ms per layer
+// (bench/results/profile-gpu/real4-bf16-T2048.txt).
 LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
                                 Out out) {
   int64_t ks = op.getKernelSize();
@@ -32,33 +39,38 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
   Value channels = kb.dim(input.shape[1]);
   Value seqs = kb.dim(finalState.shape[0]);
   Value history = kb.idx(ks - 1);
+  // Pre-convolution input at token s of sequence n (from `start`); before
+  // the sequence's first token it is the carried state (or zero).
+  auto inputAt = [&](Value s, Value n, Value c, Value start) {
+    return kb.ifElse(
+        kb.gei(s, start), kb.builder().getF32Type(),
+        [&] { return kb.load(x, {s, c}); },
+        [&] {
+          if (!state)
+            return kb.f32(0.0);
+          Value j = kb.addi(history, kb.subi(s, start));
+          return kb.load(state.full, {n, c, j});
+        });
+  };
+  kb.parallel({numTokens, channels}, [&](ValueRange iv) {
+    Value t = iv[0], c = iv[1], n = kb.idx(0), start = kb.idx(0);
+    if (cu)
+      std::tie(start, n) = emitSequenceOf(kb, cu.full, t);
+    Value acc = kb.f32(0.0);
+    for (int64_t j = 0; j < ks; ++j) {
+      Value s = kb.addi(t, kb.idx(j - (ks - 1)));
+      acc = kb.fma(kb.load(w, {c, kb.idx(0), kb.idx(j)}),
+                   inputAt(s, n, c, start), acc);
+    }
+    kb.store(kb.silu(acc), y, {t, c});
+  });
   kb.parallel({seqs, channels}, [&](ValueRange iv) {
     Value n = iv[0], c = iv[1];
     Value start = cu ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
     Value end = cu ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))}) : numTokens;
-    // Pre-convolution input at token s of this sequence; before the
-    // sequence's first token it is the carried state (or zero).
-    auto input = [&](Value s) {
-      return kb.ifElse(
-          kb.gei(s, start), kb.builder().getF32Type(),
-          [&] { return kb.load(x, {s, c}); },
-          [&] {
-            if (!state)
-              return kb.f32(0.0);
-            Value j = kb.addi(history, kb.subi(s, start));
-            return kb.load(state.full, {n, c, j});
-          });
-    };
-    kb.forRange(start, end, [&](Value t) {
-      Value acc = kb.f32(0.0);
-      for (int64_t j = 0; j < ks; ++j) {
-        Value s = kb.addi(t, kb.idx(j - (ks - 1)));
-        acc = kb.fma(kb.load(w, {c, kb.idx(0), kb.idx(j)}), input(s), acc);
-      }
-      kb.store(kb.silu(acc), y, {t, c});
-    });
+    // Increasing j reads slots >= j of an aliased state: never one written.
     for (int64_t j = 0; j < ks - 1; ++j)
-      kb.store(input(kb.addi(end, kb.idx(j - (ks - 1)))), fs,
+      kb.store(inputAt(kb.addi(end, kb.idx(j - (ks - 1))), n, c, start), fs,
                {n, c, kb.idx(j)});
   });
   return success();
