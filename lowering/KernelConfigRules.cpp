@@ -311,10 +311,26 @@ LogicalResult verifyArgmaxRows(ArgmaxOp op, KernelConfigAttr c) {
 
 /// Shared memory (f32 words) of the kernel: the query, its absorbed form,
 /// each warp's softmax state and partial latent sum, the merged context.
-int64_t latentRowsSharedWords(LatentAttentionOp op, int64_t warps) {
+/// Shared words of LatentAttentionRows.cpp with `warps` warps and `group`
+/// heads per block: per head its query, absorbed query and context; the
+/// warps' softmax states.
+int64_t latentRowsSharedWords(LatentAttentionOp op, int64_t warps,
+                              int64_t group) {
   int64_t rank = op.getKvLoraRank();
-  return op.getQkNopeHeadDim() + op.getQkRopeHeadDim() + rank + 2 * warps +
-         warps * rank + rank;
+  return group * (op.getQkNopeHeadDim() + op.getQkRopeHeadDim() + 2 * rank) +
+         2 * warps + warps * rank;
+}
+
+/// Heads per block: each key is read once per block for all of them. A
+/// decode step keeps one (more blocks for its few tokens).
+int64_t latentRowsGroup(LatentAttentionOp op, bool decode) {
+  int64_t heads = op.getNumHeads();
+  if (decode)
+    return 1;
+  for (int64_t g : {4, 2})
+    if (heads % g == 0)
+      return g;
+  return 1;
 }
 
 LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
@@ -323,12 +339,20 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
     return op.emitOpError()
            << "latent_attention_rows warps must be in [1, 32], got "
            << c.getWarps();
+  ArrayRef<int64_t> tile = c.getTile();
+  if (tile.size() > 1 || (tile.size() == 1 && (tile[0] < 1 || tile[0] > 8 ||
+                                               op.getNumHeads() % tile[0])))
+    return op.emitOpError() << "latent_attention_rows tile is [heads per "
+                               "block], 1 to 8 dividing num_heads = "
+                            << op.getNumHeads();
+  int64_t group = tile.empty() ? 1 : tile[0];
   // Static shared memory: the 48 KiB that needs no opt-in.
-  if (int64_t bytes = 4 * latentRowsSharedWords(op, c.getWarps());
+  if (int64_t bytes = 4 * latentRowsSharedWords(op, c.getWarps(), group);
       bytes > 48 * 1024)
-    return op.emitOpError() << "latent_attention_rows needs " << bytes
-                            << " bytes of shared memory with " << c.getWarps()
-                            << " warps (at most 48 KiB)";
+    return op.emitOpError()
+           << "latent_attention_rows needs " << bytes
+           << " bytes of shared memory with " << c.getWarps() << " warps and "
+           << group << " heads per block (at most 48 KiB)";
   return success();
 }
 
@@ -521,13 +545,16 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {}, w);
   }
   case KernelKind::latent_attention_rows: {
-    // 8 warps share the keys; fewer where the warps' partial sums would
-    // pass 48 KiB (R = 512: 21 KiB with 8).
-    int64_t w = 8;
-    while (w > 1 && 4 * latentRowsSharedWords(cast<LatentAttentionOp>(op), w) >
-                        48 * 1024)
+    // 8 warps share the keys, 4 heads per block in prefill; fewer where
+    // shared memory would pass 48 KiB (R = 512: 36 KiB with 8 warps and 4
+    // heads).
+    auto o = cast<LatentAttentionOp>(op);
+    int64_t w = 8, g = latentRowsGroup(o, decode);
+    while (g > 1 && 4 * latentRowsSharedWords(o, 1, g) > 48 * 1024)
+      g /= 2;
+    while (w > 1 && 4 * latentRowsSharedWords(o, w, g) > 48 * 1024)
       w /= 2;
-    return config(ctx, kind, {}, w);
+    return config(ctx, kind, {g}, w);
   }
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of

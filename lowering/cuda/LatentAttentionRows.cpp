@@ -1,7 +1,12 @@
 //===- LatentAttentionRows.cpp - k3.latent_attention, a block per head -===//
 //
 // The latent (absorbed) form of MLA attention with a block per (token,
-// head) (config kernel `latent_attention_rows`). The loop nest gives each
+// group of G heads) (config kernel `latent_attention_rows`, tile [G]).
+// Each key is read once per block and scored against all G heads' queries:
+// with a block per head a 2048-token prefill of the real-width cut re-read
+// every key 32 times from L2 (17.2 ms, bench/results/profile-gpu/
+// real4-bf16-T2048.txt). A decode step keeps G = 1 (more blocks for one
+// token). The loop nest gives each
 // (token, head) one thread, which then does ~2.4e5 dependent FMAs through
 // local memory: 9.9 ms per decode step of the real-width Kimi-Linear cut
 // (bench/results/profile-gpu/real4-T64.txt). Here the block's warps share
@@ -67,6 +72,8 @@ public:
     dr = op.getQkRopeHeadDim();
     dv = op.getVHeadDim();
     rank = op.getKvLoraRank();
+    ArrayRef<int64_t> tile = e.config.getTile();
+    group = tile.empty() ? 1 : tile[0];
     scale = kb.f32(op.getScale().convertToDouble());
     allocShared(e);
   }
@@ -76,8 +83,8 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     lane = em.remu(tid, 32);
     warp = em.divu(tid, 32);
-    t = em.divu(bid, heads);
-    h = em.remu(bid, heads);
+    t = em.divu(bid, heads / group);
+    h = kb.muli(em.remu(bid, heads / group), kb.idx(group)); // first head
     std::tie(start, seq) =
         cu ? emitSequenceOf(kb, cu.full, t) : std::pair{kb.idx(0), kb.idx(0)};
     oldLen = cache ? kb.loadIndex(lens.full, {seq}) : kb.idx(0);
@@ -89,8 +96,9 @@ public:
     stageQuery();
     absorbQuery();
     gpu::BarrierOp::create(b, loc);
-    OnlineSoftmax part = attendKeys(count);
-    mergeWarps(part);
+    SmallVector<OnlineSoftmax> parts = attendKeys(count);
+    for (int64_t g = 0; g < group; ++g)
+      mergeWarps(parts[g], g);
     projectValues();
   }
 
@@ -105,16 +113,17 @@ private:
   int64_t channelsPerLane() const { return (rank + 31) / 32; }
   int64_t peChannelsPerLane() const { return (dr + 31) / 32; }
 
-  /// One f32 shared array; the regions at fixed offsets (in words).
+  /// One f32 shared array; the regions at fixed offsets (in words): per
+  /// head of the group its query (nope, pe), absorbed query and context;
+  /// the warps' partial softmax states, merged one head at a time.
   void allocShared(const KernelEmission &e) {
     offQNope = 0;
-    offQPe = offQNope + dn;
-    offQa = offQPe + dr;
-    offM = offQa + rank;
+    offQa = offQNope + group * (dn + dr);
+    offM = offQa + group * rank;
     offL = offM + warps;
     offAcc = offL + warps;
     offCtx = offAcc + warps * rank;
-    int64_t words = offCtx + rank;
+    int64_t words = offCtx + group * rank;
     smem = em.workgroupArray(e.fn, b.getF32Type(), words);
   }
   Value lds(int64_t base, Value i) {
@@ -148,7 +157,7 @@ private:
       Value total =
           kb.muli(kb.muli(kb.dim(cache.shape[0]), len), kb.idx(width));
       Value stride =
-          kb.muli(kb.muli(numTokens, kb.idx(heads)), kb.idx(threads));
+          kb.muli(kb.muli(numTokens, kb.idx(heads / group)), kb.idx(threads));
       Value first = kb.addi(kb.muli(bid, kb.idx(threads)), tid);
       scf::ForOp::create(
           b, loc, first, total, stride, ValueRange{},
@@ -170,16 +179,23 @@ private:
     });
   }
 
+  /// The group's queries, head g at offQNope + g (Dn + Dr).
   void stageQuery() {
-    forThreads(kb.idx(dn + dr),
-               [&](Value d) { sts(kb.load(q, {t, h, d}), offQNope, d); });
+    forThreads(kb.idx(group * (dn + dr)), [&](Value i) {
+      Value g = em.divu(i, dn + dr), d = em.remu(i, dn + dr);
+      sts(kb.load(q, {t, kb.addi(h, g), d}), offQNope, i);
+    });
     gpu::BarrierOp::create(b, loc);
   }
+  /// Query channel d of head g of the group, from shared memory.
+  Value queryAt(int64_t g, Value d) { return lds(offQNope + g * (dn + dr), d); }
 
-  /// qa[r] = sum_d q_nope[d] kv_b[h (Dn + Dv) + d, r].
+  /// qa_g[r] = sum_d q_nope_g[d] kv_b[(h + g) (Dn + Dv) + d, r].
   void absorbQuery() {
-    Value headRow = kb.muli(h, kb.idx(dn + dv));
-    forThreads(kb.idx(rank), [&](Value r) {
+    forThreads(kb.idx(group * rank), [&](Value i) {
+      Value g = em.divu(i, rank), r = em.remu(i, rank);
+      Value headRow = kb.muli(kb.addi(h, g), kb.idx(dn + dv));
+      Value qRow = kb.muli(g, kb.idx(dn + dr));
       auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(dn), kb.idx(1),
                                      ValueRange{kb.f32(0.0)});
       {
@@ -189,10 +205,10 @@ private:
         Value w = kb.load(kvb, {kb.addi(headRow, d), r});
         scf::YieldOp::create(
             b, loc,
-            ValueRange{em.fmaContract(lds(offQNope, d), w,
+            ValueRange{em.fmaContract(lds(offQNope, kb.addi(qRow, d)), w,
                                       loop.getRegionIterArgs()[0])});
       }
-      sts(loop.getResult(0), offQa, r);
+      sts(loop.getResult(0), offQa, i);
     });
   }
 
@@ -216,54 +232,75 @@ private:
     return {kb.lti(c, kb.idx(w)), kb.minsi(c, kb.idx(w - 1))};
   }
 
-  /// Step 2: keys warp, warp + W, ... with an online softmax per warp.
-  OnlineSoftmax attendKeys(Value count) {
+  /// Step 2: keys warp, warp + W, ... with an online softmax per warp and
+  /// head of the group; each key's channels are loaded once for all heads.
+  SmallVector<OnlineSoftmax> attendKeys(Value count) {
     const int64_t nr = channelsPerLane(), ne = peChannelsPerLane();
-    // The lane's query channels, loaded once.
-    SmallVector<Value> qa, qpe;
-    for (int64_t i = 0; i < nr; ++i) {
-      auto [ok, c] = laneChannel(i, rank);
-      qa.push_back(kb.select(ok, lds(offQa, c), kb.f32(0.0)));
+    const int64_t state = 2 + nr; // m, l, acc per head
+    // The lane's query channels of every head, loaded once.
+    SmallVector<SmallVector<Value>> qa(group), qpe(group);
+    for (int64_t g = 0; g < group; ++g) {
+      for (int64_t i = 0; i < nr; ++i) {
+        auto [ok, c] = laneChannel(i, rank);
+        qa[g].push_back(kb.select(ok, lds(offQa + g * rank, c), kb.f32(0.0)));
+      }
+      for (int64_t i = 0; i < ne; ++i) {
+        auto [ok, c] = laneChannel(i, dr);
+        qpe[g].push_back(
+            kb.select(ok, queryAt(g, kb.addi(kb.idx(dn), c)), kb.f32(0.0)));
+      }
     }
-    for (int64_t i = 0; i < ne; ++i) {
-      auto [ok, c] = laneChannel(i, dr);
-      qpe.push_back(kb.select(ok, lds(offQPe, c), kb.f32(0.0)));
+    SmallVector<Value> init;
+    for (int64_t g = 0; g < group; ++g) {
+      init.append({kb.f32(-INFINITY), kb.f32(0.0)});
+      init.append(nr, kb.f32(0.0));
     }
-    SmallVector<Value> init = {kb.f32(-INFINITY), kb.f32(0.0)};
-    init.append(nr, kb.f32(0.0));
     auto loop = scf::ForOp::create(b, loc, warp, count, kb.idx(warps), init);
-    OpBuilder::InsertionGuard g(b);
+    OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value s = loop.getInductionVar();
     ValueRange it = loop.getRegionIterArgs();
-    SmallVector<Value> key;
-    Value dot = kb.f32(0.0);
+    SmallVector<Value> key, pe;
     for (int64_t i = 0; i < nr; ++i) {
       auto [ok, c] = laneChannel(i, rank);
       key.push_back(kb.select(ok, keyAt(s, c), kb.f32(0.0)));
-      dot = em.fmaContract(qa[i], key.back(), dot);
     }
     for (int64_t i = 0; i < ne; ++i) {
       auto [ok, c] = laneChannel(i, dr);
-      Value pe = kb.select(ok, keyAt(s, kb.addi(kb.idx(rank), c)), kb.f32(0.0));
-      dot = em.fmaContract(qpe[i], pe, dot);
+      pe.push_back(
+          kb.select(ok, keyAt(s, kb.addi(kb.idx(rank), c)), kb.f32(0.0)));
     }
-    Value score = kb.mul(em.warpSum(dot), scale);
-    Value m = kb.maxf(it[0], score);
-    Value alpha = kb.exp(kb.sub(it[0], m)), p = kb.exp(kb.sub(score, m));
-    SmallVector<Value> next = {m, em.fmaContract(it[1], alpha, p)};
-    for (int64_t i = 0; i < nr; ++i)
-      next.push_back(em.fmaContract(it[2 + i], alpha, kb.mul(p, key[i])));
+    SmallVector<Value> next;
+    for (int64_t g = 0; g < group; ++g) {
+      Value dot = kb.f32(0.0);
+      for (int64_t i = 0; i < nr; ++i)
+        dot = em.fmaContract(qa[g][i], key[i], dot);
+      for (int64_t i = 0; i < ne; ++i)
+        dot = em.fmaContract(qpe[g][i], pe[i], dot);
+      ValueRange st = it.slice(g * state, state);
+      Value score = kb.mul(em.warpSum(dot), scale);
+      Value m = kb.maxf(st[0], score);
+      Value alpha = kb.exp(kb.sub(st[0], m)), p = kb.exp(kb.sub(score, m));
+      next.append({m, em.fmaContract(st[1], alpha, p)});
+      for (int64_t i = 0; i < nr; ++i)
+        next.push_back(em.fmaContract(st[2 + i], alpha, kb.mul(p, key[i])));
+    }
     scf::YieldOp::create(b, loc, next);
     b.setInsertionPointAfter(loop);
-    OnlineSoftmax out{loop.getResult(0), loop.getResult(1), {}};
-    for (int64_t i = 0; i < nr; ++i)
-      out.acc.push_back(loop.getResult(2 + i));
+    SmallVector<OnlineSoftmax> out;
+    for (int64_t g = 0; g < group; ++g) {
+      OnlineSoftmax o{
+          loop.getResult(g * state), loop.getResult(g * state + 1), {}};
+      for (int64_t i = 0; i < nr; ++i)
+        o.acc.push_back(loop.getResult(g * state + 2 + i));
+      out.push_back(o);
+    }
     return out;
   }
 
-  /// Step 3: ctx[r] = sum_w acc_w[r] e^{m_w - M} / sum_w l_w e^{m_w - M}.
-  void mergeWarps(const OnlineSoftmax &part) {
+  /// Step 3, head g of the group: ctx_g[r] = sum_w acc_w[r] e^{m_w - M} /
+  /// sum_w l_w e^{m_w - M} (the warps' buffers are reused head by head).
+  void mergeWarps(const OnlineSoftmax &part, int64_t g) {
     kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
       sts(part.m, offM, warp);
       sts(part.l, offL, warp);
@@ -291,29 +328,33 @@ private:
       for (int64_t w = 0; w < warps; ++w)
         sum = em.fmaContract(lds(offAcc, kb.addi(kb.idx(w * rank), r)),
                              weight[w], sum);
-      sts(kb.mul(sum, inv), offCtx, r);
+      sts(kb.mul(sum, inv), offCtx + g * rank, r);
     });
     gpu::BarrierOp::create(b, loc);
   }
 
-  /// Step 4: o[t, h, j] = kv_b[h (Dn + Dv) + Dn + j, :] . ctx, a warp per j.
+  /// Step 4: o[t, h + g, j] = kv_b[(h + g) (Dn + Dv) + Dn + j, :] . ctx_g,
+  /// a warp per (g, j).
   void projectValues() {
-    Value vRow = kb.addi(kb.muli(h, kb.idx(dn + dv)), kb.idx(dn));
-    scf::ForOp::create(b, loc, warp, kb.idx(dv), kb.idx(warps), ValueRange{},
-                       [&](OpBuilder &, Location, Value j, ValueRange) {
-                         Value row = kb.addi(vRow, j);
-                         Value dot = kb.f32(0.0);
-                         for (int64_t i = 0; i < channelsPerLane(); ++i) {
-                           auto [ok, c] = laneChannel(i, rank);
-                           Value w = kb.select(ok, kb.load(kvb, {row, c}),
-                                               kb.f32(0.0));
-                           dot = em.fmaContract(w, lds(offCtx, c), dot);
-                         }
-                         Value sum = em.warpSum(dot);
-                         kb.ifThen(kb.eqi(lane, kb.idx(0)),
-                                   [&] { kb.store(sum, o, {t, h, j}); });
-                         scf::YieldOp::create(b, loc);
-                       });
+    scf::ForOp::create(
+        b, loc, warp, kb.idx(group * dv), kb.idx(warps), ValueRange{},
+        [&](OpBuilder &, Location, Value gj, ValueRange) {
+          Value g = em.divu(gj, dv), j = em.remu(gj, dv);
+          Value head = kb.addi(h, g);
+          Value row =
+              kb.addi(kb.muli(head, kb.idx(dn + dv)), kb.addi(kb.idx(dn), j));
+          Value ctx = kb.muli(g, kb.idx(rank));
+          Value dot = kb.f32(0.0);
+          for (int64_t i = 0; i < channelsPerLane(); ++i) {
+            auto [ok, c] = laneChannel(i, rank);
+            Value w = kb.select(ok, kb.load(kvb, {row, c}), kb.f32(0.0));
+            dot = em.fmaContract(w, lds(offCtx, kb.addi(ctx, c)), dot);
+          }
+          Value sum = em.warpSum(dot);
+          kb.ifThen(kb.eqi(lane, kb.idx(0)),
+                    [&] { kb.store(sum, o, {t, head, j}); });
+          scf::YieldOp::create(b, loc);
+        });
   }
 
   LatentAttentionOp op;
@@ -325,9 +366,8 @@ private:
   Value q, latent, kvb, o;
   KernelOperand cache, lens, cu, cacheOut; // optional
   Value numTokens, scale;
-  int64_t heads = 0, dn = 0, dr = 0, dv = 0, rank = 0;
-  int64_t offQNope = 0, offQPe = 0, offQa = 0, offM = 0, offL = 0, offAcc = 0,
-          offCtx = 0;
+  int64_t heads = 0, dn = 0, dr = 0, dv = 0, rank = 0, group = 1;
+  int64_t offQNope = 0, offQa = 0, offM = 0, offL = 0, offAcc = 0, offCtx = 0;
   Value smem, tid, lane, warp, t, h, start, seq, oldLen;
 };
 
@@ -342,8 +382,10 @@ struct LatentAttentionRowsPattern : OpKernelPattern<LatentAttentionOp> {
     if (!tokens)
       return op.emitOpError() << "latent_attention_rows needs a token count "
                                  "linear in one runtime size";
-    // A block per (token, head).
-    e.setLaunch(*tokens, op.getNumHeads(), 0, 1,
+    // A block per (token, group of heads).
+    ArrayRef<int64_t> tile = e.config.getTile();
+    int64_t group = tile.empty() ? 1 : tile[0];
+    e.setLaunch(*tokens, op.getNumHeads() / group, 0, 1,
                 {32 * e.config.getWarps(), 1, 1});
     LatentRowsKernel(op, e).emit();
     e.finishSinglePhase(op.getLoc());

@@ -15,21 +15,22 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// SMEM: error: 'k3.latent_attention' op latent_attention_rows needs {{[0-9]+}} bytes of shared memory with 32 warps (at most 48 KiB)
+// SMEM: error: 'k3.latent_attention' op latent_attention_rows needs {{[0-9]+}} bytes of shared memory with 32 warps and 4 heads per block (at most 48 KiB)
 
-// Shared memory: q (192) + qa (512) + 8 x (m, l) + 8 x 512 partial sums +
-// ctx (512) = 5328 f32 words.
+// A block per (token, 4 heads). Shared memory: 4 x (q (192) + qa (512) +
+// ctx (512)) + 8 x (m, l) + 8 x 512 partial sums = 8976 f32 words.
 // CHECK-LABEL: gpu.func @latent_attention_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<5328xf32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_rows, warps = 8>
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
+// CHECK-SAME: workgroup(%{{.*}} : memref<8976xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_rows, tile = [4], warps = 8>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
 // The cache: copied unless the output is the input buffer, then appended.
 // CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: scf.for
-// Absorption, then the keys: an online softmax per warp (max, sum, and 16
-// channels of the latent sum per lane), the score a warp sum.
+// Absorption, then the keys: an online softmax per warp and head (max, sum,
+// and 16 channels of the latent sum per lane: 4 x 18 values), each score a
+// warp sum.
 // CHECK: gpu.barrier
-// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> ([[F18:f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32]], [[F18]], [[F18]], [[F18]])
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK: math.exp
 // The warps merged, then a warp per output channel.
