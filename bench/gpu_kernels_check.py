@@ -94,6 +94,24 @@ NORM_MODEL = """func.func @forward(
   return %y, %s, %z : tensor<?x{N}xf32>, tensor<?x{N}xbf16>, tensor<?x{N}xf32>
 }}
 """
+# The router, a block per token (lowering/cuda/MoERouterRows.cpp): Kimi-
+# Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
+# scaled 2.446, bf16 x and weight) and a softmax one at awkward sizes (40
+# experts: 2 per lane, one half empty; hidden 200; f32).
+ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>},
+    %xs: tensor<?x200xf32> {k3.name = "xs", k3.dims = array<i64: -1, 200>})
+    -> (tensor<?x8xi32> {k3.name = "i"}, tensor<?x8xf32> {k3.name = "w"},
+        tensor<?x6xi32> {k3.name = "is"}, tensor<?x6xf32> {k3.name = "ws"}) {
+  %wr = k3.weight "wr" : tensor<256x2304xbf16>
+  %bias = k3.weight "bias" : tensor<256xf32>
+  %i, %w = k3.moe_router sigmoid %x, %wr bias(%bias) {top_k = 8 : i64, renormalize, routed_scaling_factor = 2.446 : f64}
+      : (tensor<?x2304xbf16>, tensor<256x2304xbf16>, tensor<256xf32>) -> (tensor<?x8xi32>, tensor<?x8xf32>)
+  %wrs = k3.weight "wrs" : tensor<40x200xf32>
+  %is, %ws = k3.moe_router softmax %xs, %wrs {top_k = 6 : i64, routed_scaling_factor = 1.0 : f64}
+      : (tensor<?x200xf32>, tensor<40x200xf32>) -> (tensor<?x6xi32>, tensor<?x6xf32>)
+  return %i, %w, %is, %ws : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>
+}
+"""
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -121,6 +139,7 @@ def prepare() -> int:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
         compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
+    compile_model("router", ROUTER_MODEL, "")
     m = MLA
     compile_model("mla", MLA_MODEL.format(
         H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
@@ -221,6 +240,7 @@ def check() -> int:
                   shape={"rows": ARGMAX_ROWS, "vocab": v})
     check_mla(res, rng)
     check_norms(res, rng)
+    check_router(res, rng)
     res.write()
     return 1 if res.failures else 0
 
@@ -262,6 +282,67 @@ def check_norms(res, rng) -> None:
                 return {"err_y": ey, "err_z": ez}
             res.guard(case, case=f"norm_n{n}", impl="k3", variant="rms_norm_rows",
                       shape={"T": t, "N": n})
+
+
+def check_router(res, rng) -> None:
+    """The router against k3ref's float64 moe_router: the same experts in
+    the same order (a swap is accepted only where the f64 choice scores of
+    the two experts differ by less than 1e-5: f32 logits can order a near
+    tie either way), the weights within 1e-5 normwise."""
+    import json
+    import k3
+    from safetensors.numpy import save_file
+    from k3ref import ops as ref
+    wr = bf16_round(rng.standard_normal((256, 2304)) / 48)
+    bias = (rng.standard_normal(256) * 0.05).astype(np.float32)
+    wrs = rng.standard_normal((40, 200)).astype(np.float32) / 14
+    wfile = OUT / "router.w.safetensors"
+    save_bf16(wfile, "wr", wr)
+    extra = OUT / "router.w2.safetensors"
+    save_file({"bias": bias, "wrs": wrs}, str(extra))
+    for t in (1, 5, 300):
+        x = bf16_round(rng.standard_normal((t, 2304)))
+        xs = rng.standard_normal((t, 200)).astype(np.float32)
+
+        def case(t=t, x=x, xs=xs):
+            import torch
+            s = k3.Session(str(OUT / "router.k3bin"), device="cuda:0")
+            s.load_weights([str(wfile), str(extra)])
+            dev = torch.device("cuda:0")
+            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
+                        x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
+                        xs=torch.from_numpy(xs).to(dev))
+            got = {k: torch.from_dlpack(out[k]).cpu().numpy() for k in ("i", "w", "is", "ws")}
+            s.close()
+            rows = {}
+            for tag, xin, w, b, k, score, renorm, factor in (
+                    ("sigmoid", x, wr, bias, 8, "sigmoid", True, 2.446),
+                    ("softmax", xs, wrs, None, 6, "softmax", False, 1.0)):
+                want_i, want_w = ref.moe_router(xin.astype(np.float64), w.astype(np.float64),
+                                                None if b is None else b.astype(np.float64), k,
+                                                score, renorm, factor)
+                gi, gw = (got["i"], got["w"]) if tag == "sigmoid" else (got["is"], got["ws"])
+                logits = xin.astype(np.float64) @ w.astype(np.float64).T
+                sc = 1 / (1 + np.exp(-logits)) if score == "sigmoid" else \
+                    np.exp(logits - logits.max(1, keepdims=True)) / \
+                    np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)
+                choice = sc + (b.astype(np.float64) if b is not None else 0)
+                flips = 0
+                for r in range(t):
+                    for j in np.nonzero(gi[r] != want_i[r])[0]:
+                        if abs(choice[r, gi[r, j]] - choice[r, want_i[r, j]]) >= 1e-5:
+                            raise AssertionError(f"{tag} token {r} slot {j}: expert {gi[r, j]} "
+                                                 f"vs f64 {want_i[r, j]}")
+                        flips += 1
+                _, want_w = ref.moe_router(xin.astype(np.float64), w.astype(np.float64),
+                                           None if b is None else b.astype(np.float64), k,
+                                           score, renorm, factor, forced_indices=gi)
+                err = float(np.linalg.norm(gw - want_w) / np.linalg.norm(want_w))
+                if not err < 1e-5:
+                    raise AssertionError(f"{tag}: weights error vs f64 {err:.2e} (bound 1e-5)")
+                rows[tag] = {"weights_err": err, "near_tie_swaps": flips}
+            return {"routers": json.loads(json.dumps(rows))}
+        res.guard(case, case="router", impl="k3", variant="moe_router_rows", shape={"T": t})
 
 
 def check_mla(res, rng) -> None:

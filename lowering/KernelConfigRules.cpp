@@ -422,6 +422,24 @@ bool linearMMAApplies(LinearOp op) {
 // lowering/cuda/MoEGroupedWGMMA.cpp)
 //===----------------------------------------------------------------------===//
 
+/// The router block keeps its token's row and logits in shared memory (48
+/// KiB) and warp 0 one score per 32 experts per lane in registers.
+bool moeRouterRowsApplies(MoERouterOp op) {
+  int64_t hidden = dimOf(op.getInput(), 1), experts = dimOf(op.getWeight(), 0);
+  return hidden > 0 && experts > 0 && experts <= 1024 &&
+         4 * (hidden + experts) <= 48 * 1024;
+}
+
+LogicalResult verifyMoERouterRows(MoERouterOp op, KernelConfigAttr c) {
+  if (!moeRouterRowsApplies(op))
+    return op.emitOpError() << "moe_router_rows needs static sizes, at most "
+                               "1024 experts and the row and logits in 48 KiB";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "moe_router_rows warps must be in [1, 32], got " << c.getWarps();
+  return success();
+}
+
 /// The dispatch block keeps a histogram of all experts in shared memory.
 bool moeDispatchRowsApplies(MoEDispatchOp op) {
   return op.getNumExperts() * 4 <= 48 * 1024;
@@ -566,6 +584,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_dispatch_rows:
     // 16 warps: 2048 pairs per step of the ordered walk.
     return config(ctx, kind, {}, 16);
+  case KernelKind::moe_router_rows:
+    // 8 warps share the experts' dot products.
+    return config(ctx, kind, {}, 8);
   case KernelKind::glu_wgmma:
   case KernelKind::moe_grouped_wgmma:
     // linear_tma_wgmma's tile; two stages (65 KiB) so that three blocks
@@ -616,6 +637,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MoEDispatchOp>(op))
     return moeDispatchRowsApplies(o) ? KernelKind::moe_dispatch_rows
                                      : KernelKind::loop_nest;
+  if (auto o = dyn_cast<MoERouterOp>(op))
+    return moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
+                                   : KernelKind::loop_nest;
   if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
     return moeGroupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
                                       : KernelKind::loop_nest;
@@ -661,6 +685,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
            moeGroupedWGMMAApplies(op);
   case KernelKind::glu_wgmma:
     return isa<GLUGateUpOp>(op) && moeGroupedWGMMAApplies(op);
+  case KernelKind::moe_router_rows:
+    return isa<MoERouterOp>(op) && moeRouterRowsApplies(cast<MoERouterOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -795,6 +821,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::glu_wgmma:
     if (isa<GLUGateUpOp>(op))
       return verifyMoEGroupedWGMMA(op, config, gpu);
+    return wrongOp();
+  case KernelKind::moe_router_rows:
+    if (auto o = dyn_cast<MoERouterOp>(op))
+      return verifyMoERouterRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

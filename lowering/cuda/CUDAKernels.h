@@ -45,6 +45,8 @@ void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
 /// The grouped MoE ops (MoEDispatchRows.cpp, MoEGroupedWGMMA.cpp).
 void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);
 void populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns);
+/// k3.moe_router, a block per token (MoERouterRows.cpp).
+void populateMoERouterRowsPattern(KernelPatternSet &patterns);
 
 } // namespace mlir::k3
 

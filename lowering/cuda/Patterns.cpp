@@ -62,4 +62,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateRMSNormRowsPatterns(patterns);
   populateMoEDispatchRowsPattern(patterns);
   populateMoEGroupedWGMMAPatterns(patterns);
+  populateMoERouterRowsPattern(patterns);
 }
