@@ -637,9 +637,13 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MoEDispatchOp>(op))
     return moeDispatchRowsApplies(o) ? KernelKind::moe_dispatch_rows
                                      : KernelKind::loop_nest;
+  // In a decode step the loop nest's warp per (token, expert) spreads the
+  // scores over the GPU; one block per token took 0.25 ms per layer there
+  // (bench/results/profile-gpu/history/
+  // real4-bf16-T64-20261202T034250Z-cf6544a.txt).
   if (auto o = dyn_cast<MoERouterOp>(op))
-    return moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
-                                   : KernelKind::loop_nest;
+    return !decode && moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
+                                              : KernelKind::loop_nest;
   if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
     return moeGroupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
                                       : KernelKind::loop_nest;
