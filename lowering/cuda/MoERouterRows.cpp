@@ -8,9 +8,8 @@
 //
 //   1. The token's row of x into shared memory; the warps take experts e,
 //      e + W, ... and each lane sums channels lane, lane + 32, ... of
-//      x . W[e] in 4 interleaved sums (one dependent chain read the weight
-//      at a latency-bound pace), a butterfly of shuffles adds the lanes;
-//      the logits go to shared memory.
+//      x . W[e] (the loop nest's order), a butterfly of shuffles adds the
+//      lanes; the logits go to shared memory.
 //   2. Warp 0: lane l holds experts l, l + 32, ... in registers: the score
 //      (sigmoid, or softmax over the row: max and sum by shuffles) and the
 //      score plus the correction bias. k rounds: each lane's best untaken
@@ -74,47 +73,21 @@ private:
             [&](Value d) { em.sts(kb.load(x, {t, d}), row, {d}); });
     gpu::BarrierOp::create(b, loc);
     strided(warp, kb.idx(experts), warps, [&](Value e) {
-      Value sum = em.warpSum(rowDot(e));
+      auto loop = scf::ForOp::create(b, loc, lane, kb.idx(hidden), kb.idx(32),
+                                     ValueRange{kb.f32(0.0)});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value d = loop.getInductionVar();
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{kb.fma(em.lds(row, {d}), kb.load(w, {e, d}),
+                              loop.getRegionIterArgs()[0])});
+      }
+      Value sum = em.warpSum(loop.getResult(0));
       kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { em.sts(sum, logits, {e}); });
     });
     gpu::BarrierOp::create(b, loc);
-  }
-
-  /// The lane's share of x[t] . W[e]: channels lane + 32 i, kUnroll
-  /// independent sums per step (their loads in flight together), then the
-  /// rest one at a time.
-  Value rowDot(Value e) {
-    const int64_t unroll = 4, step = 32 * unroll, whole = hidden / step;
-    SmallVector<Value> init(unroll, kb.f32(0.0));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(whole * step),
-                                   kb.idx(step), init);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> next;
-      for (int64_t u = 0; u < unroll; ++u) {
-        Value d =
-            kb.addi(loop.getInductionVar(), kb.addi(lane, kb.idx(32 * u)));
-        next.push_back(kb.fma(em.lds(row, {d}), kb.load(w, {e, d}),
-                              loop.getRegionIterArgs()[u]));
-      }
-      scf::YieldOp::create(b, loc, next);
-    }
-    Value acc = loop.getResult(0);
-    for (int64_t u = 1; u < unroll; ++u)
-      acc = kb.add(acc, loop.getResult(u));
-    auto rest = scf::ForOp::create(b, loc, kb.addi(kb.idx(whole * step), lane),
-                                   kb.idx(hidden), kb.idx(32), ValueRange{acc});
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(rest.getBody());
-      Value d = rest.getInductionVar();
-      scf::YieldOp::create(
-          b, loc,
-          ValueRange{kb.fma(em.lds(row, {d}), kb.load(w, {e, d}),
-                            rest.getRegionIterArgs()[0])});
-    }
-    return rest.getResult(0);
   }
 
   Value warpMax(Value v) {
