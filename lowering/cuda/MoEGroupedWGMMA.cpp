@@ -46,12 +46,23 @@ constexpr int64_t kStageBytes = 2 * kWGMMATileBytes;
 /// Rows of the 128-row tile each thread copies (one 16-byte chunk each).
 constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
 
-/// What differs between the two GEMMs.
+/// k3.moe_dispatch's tables, which both grouped ops take (none for the
+/// one-expert form).
+struct RoutingTables {
+  KernelOperand indices, rowSource, offsets, tileOffsets;
+
+  template <typename Adaptor> static RoutingTables of(Adaptor a) {
+    return {a.getIndices(), a.getRowSource(), a.getOffsets(),
+            a.getTileOffsets()};
+  }
+};
+
+/// What differs between the GEMMs.
 struct GroupedGEMM {
   bool glu;           // gate/up (else down)
   bool dense;         // one expert, every row (k3.glu_gate_up)
   KernelOperand rows; // x [T, D] (gathered) or h [T, K, I] (sorted)
-  KernelOperand indices, rowSource, offsets, tileOffsets;
+  RoutingTables tables;
   SmallVector<int64_t> maps; // operand numbers of the weights (W1, W3 or W2)
   int64_t reduction;         // D or I
   int64_t columnTiles;       // I / 64 or D / 128
@@ -72,9 +83,9 @@ public:
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
       return;
-    experts = g.offsets.shape[0] - 1;
-    topK = g.indices.shape[1];
-    pairs = kb.numElements(g.indices.shape);
+    experts = g.tables.offsets.shape[0] - 1;
+    topK = g.tables.indices.shape[1];
+    pairs = kb.numElements(g.tables.indices.shape);
   }
 
   LogicalResult emit(const Epilogue &epi) {
@@ -93,7 +104,7 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = em.divuIdx(bid, nb);
     nTile = em.remuIdx(bid, nb);
-    Value total = kb.loadIndex(g.tileOffsets.full, {kb.idx(experts)});
+    Value total = kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
     kb.ifThen(kb.lti(mTile, total), [&] {
       locateTile();
       body(epi);
@@ -155,16 +166,17 @@ private:
     Value lo = kb.idx(0), hi = kb.idx(experts);
     for (int64_t span = experts; span > 0; span /= 2) {
       Value mid = em.divuIdx(kb.addi(lo, hi), 2);
-      Value le = kb.gei(mTile, kb.loadIndex(g.tileOffsets.full, {mid}));
+      Value le = kb.gei(mTile, kb.loadIndex(g.tables.tileOffsets.full, {mid}));
       lo = kb.select(le, mid, lo);
       hi = kb.select(le, hi, mid);
     }
     // floor(log2 E) + 1 halvings: hi - lo is 1 now.
     expert = lo;
-    Value firstTile = kb.loadIndex(g.tileOffsets.full, {expert});
-    rowStart = kb.addi(kb.loadIndex(g.offsets.full, {expert}),
+    Value firstTile = kb.loadIndex(g.tables.tileOffsets.full, {expert});
+    rowStart = kb.addi(kb.loadIndex(g.tables.offsets.full, {expert}),
                        kb.muli(kb.subi(mTile, firstTile), kb.idx(kTile)));
-    Value end = kb.loadIndex(g.offsets.full, {kb.addi(expert, kb.idx(1))});
+    Value end =
+        kb.loadIndex(g.tables.offsets.full, {kb.addi(expert, kb.idx(1))});
     validRows = kb.minsi(kb.subi(end, rowStart), kb.idx(kTile));
   }
 
@@ -226,7 +238,7 @@ private:
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
     if (!g.dense)
-      sourcePairs = kb.view(g.rowSource.base, {pairs});
+      sourcePairs = kb.view(g.tables.rowSource.base, {pairs});
     // cp.async needs a unit inner stride in the source's type.
     Value rowCount = g.glu ? kb.dim(g.rows.shape[0]) : pairs;
     rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
@@ -374,10 +386,7 @@ struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
     GroupedGEMM g{true,
                   false,
                   a.getInput(),
-                  a.getIndices(),
-                  a.getRowSource(),
-                  a.getOffsets(),
-                  a.getTileOffsets(),
+                  RoutingTables::of(a),
                   {5, 6},
                   a.getInput().shape[1],
                   a.getW1().shape[1] / 64,
@@ -394,17 +403,10 @@ struct DenseGLUPattern : OpKernelPattern<GLUGateUpOp> {
   LogicalResult emit(GLUGateUpOp op, Adaptor a,
                      KernelEmission &e) const override {
     int64_t inter = a.getWGate().shape[0];
-    GroupedGEMM g{true,
-                  true,
-                  a.getInput(),
-                  KernelOperand(),
-                  KernelOperand(),
-                  KernelOperand(),
-                  KernelOperand(),
-                  {1, 2},
-                  a.getInput().shape[1],
-                  inter / 64,
-                  64,
+    GroupedGEMM g{true,           true,
+                  a.getInput(),   RoutingTables(),
+                  {1, 2},         a.getInput().shape[1],
+                  inter / 64,     64,
                   KernelOperand()};
     return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
                          op.getLinearBetaAttr(), inter);
@@ -416,17 +418,10 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
   LogicalResult emit(MoEGroupedDownOp op, Adaptor a,
                      KernelEmission &e) const override {
     int64_t width = a.getW2().shape[1];
-    GroupedGEMM g{false,
-                  false,
-                  a.getInput(),
-                  a.getIndices(),
-                  a.getRowSource(),
-                  a.getOffsets(),
-                  a.getTileOffsets(),
-                  {6},
-                  a.getInput().shape[2],
-                  width / 128,
-                  128,
+    GroupedGEMM g{false,         false,
+                  a.getInput(),  RoutingTables::of(a),
+                  {6},           a.getInput().shape[2],
+                  width / 128,   128,
                   a.getWeights()};
     GroupedKernel k(g, e, op);
     KernelBuilder &kb = e.kb;
