@@ -458,10 +458,12 @@ LogicalResult verifyMoEDispatchRows(MoEDispatchOp op, KernelConfigAttr c) {
   return success();
 }
 
-/// bf16 rows and weights, sizes in whole 64-wide k steps and whole column
-/// tiles (64 channels of gate and up; 128 output columns), and routing
-/// tables cut in the kernel's 128-row tiles.
-bool moeGroupedWGMMAApplies(Operation *op) {
+/// Whether MoEGroupedWGMMA.cpp's kernel covers `op` (the grouped MoE GEMMs,
+/// kind moe_grouped_wgmma, and its one-expert form for k3.glu_gate_up, kind
+/// glu_wgmma): bf16 rows and weights, sizes in whole 64-wide k steps and
+/// whole column tiles (64 channels of gate and up; 128 output columns), and
+/// for the MoE ops routing tables cut in the kernel's 128-row tiles.
+bool groupedWGMMAApplies(Operation *op) {
   if (auto o = dyn_cast<GLUGateUpOp>(op)) {
     int64_t hidden = dimOf(o.getWGate(), 1), inter = dimOf(o.getWGate(), 0);
     return elementOf(o.getInput()).isBF16() &&
@@ -489,10 +491,10 @@ bool moeGroupedWGMMAApplies(Operation *op) {
   return false;
 }
 
-LogicalResult verifyMoEGroupedWGMMA(Operation *op, KernelConfigAttr c,
-                                    GPUTargetAttr target) {
+LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
+                                 GPUTargetAttr target) {
   StringRef kind = stringifyKernelKind(c.getKernel());
-  if (!moeGroupedWGMMAApplies(op))
+  if (!groupedWGMMAApplies(op))
     return op->emitOpError()
            << kind
            << " needs bf16 rows and weights, the widths in multiples of 64 "
@@ -645,13 +647,13 @@ KernelKind defaultKind(Operation *op, bool decode) {
     return !decode && moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
                                               : KernelKind::loop_nest;
   if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
-    return moeGroupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
-                                      : KernelKind::loop_nest;
+    return groupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
+                                   : KernelKind::loop_nest;
   // In a decode step the loop nest reads each weight row once per token
   // (a warp per output); the 128-row tiles would be mostly padding.
   if (isa<GLUGateUpOp>(op))
-    return !decode && moeGroupedWGMMAApplies(op) ? KernelKind::glu_wgmma
-                                                 : KernelKind::loop_nest;
+    return !decode && groupedWGMMAApplies(op) ? KernelKind::glu_wgmma
+                                              : KernelKind::loop_nest;
   return KernelKind::loop_nest;
 }
 
@@ -686,9 +688,9 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
            moeDispatchRowsApplies(cast<MoEDispatchOp>(op));
   case KernelKind::moe_grouped_wgmma:
     return isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op) &&
-           moeGroupedWGMMAApplies(op);
+           groupedWGMMAApplies(op);
   case KernelKind::glu_wgmma:
-    return isa<GLUGateUpOp>(op) && moeGroupedWGMMAApplies(op);
+    return isa<GLUGateUpOp>(op) && groupedWGMMAApplies(op);
   case KernelKind::moe_router_rows:
     return isa<MoERouterOp>(op) && moeRouterRowsApplies(cast<MoERouterOp>(op));
   case KernelKind::loop_nest:
@@ -820,11 +822,11 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
     return wrongOp();
   case KernelKind::moe_grouped_wgmma:
     if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
-      return verifyMoEGroupedWGMMA(op, config, gpu);
+      return verifyGroupedWGMMA(op, config, gpu);
     return wrongOp();
   case KernelKind::glu_wgmma:
     if (isa<GLUGateUpOp>(op))
-      return verifyMoEGroupedWGMMA(op, config, gpu);
+      return verifyGroupedWGMMA(op, config, gpu);
     return wrongOp();
   case KernelKind::moe_router_rows:
     if (auto o = dyn_cast<MoERouterOp>(op))
