@@ -35,6 +35,11 @@
 #   gemm      bench/gemm.py run (carry out/gemm);
 #   moe       bench/moe.py run and compute-sanitizer on a small MoE (carry
 #             out/moe);
+#   mla       bench/mla.py run, its prefill part (k3.mla_prefill_attention
+#             beside torch SDPA), and compute-sanitizer on a small prefill
+#             (carry out/mla: `.venv/bin/python bench/mla.py prepare` here);
+#   mla-decode  bench/mla.py run, its decode part (k3.latent_attention's
+#             decode entry beside torch's absorbed form; carry out/mla);
 #   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
 #             real-width Kimi-Linear cuts (issue 14);
 #   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
@@ -217,6 +222,22 @@ for stage in "${STAGES[@]}"; do
       step "sanitizer-$tool-moe" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
         out/moe/small.k3bin --device cuda:0 --symbol num_seqs=1 --inputs out/moe/in_small.safetensors --quiet
     done
+    ;;
+  mla)
+    # Issue 16: the expanded MLA prefill beside torch SDPA (carry out/mla),
+    # then compute-sanitizer on a small prefill (awkward lengths, gate)
+    # through k3-run.
+    step mla env K3_MLA_PARTS=prefill K3_RESULTS_TAG=prefill python3 bench/mla.py run
+    CS=/usr/local/cuda/bin/compute-sanitizer
+    for tool in memcheck racecheck synccheck; do
+      step "sanitizer-$tool-mla" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+        out/mla/small.k3bin --device cuda:0 --symbol num_seqs=5 --inputs out/mla/in_small.safetensors --quiet
+    done
+    ;;
+  mla-decode)
+    # Issue 16: the absorbed MLA decode (latent cache as decode state)
+    # beside torch's absorbed einsums (carry out/mla).
+    step mla-decode env K3_MLA_PARTS=decode K3_RESULTS_TAG=decode python3 bench/mla.py run
     ;;
   profile) step profile bash bench/profile_gpu.sh ;;
   ncu)

@@ -41,7 +41,11 @@ asserts a time.
 """
 
 
-def fmt_ms(r: dict) -> str:
+def fmt_ms(r: dict, untimed: str = "FAILED") -> str:
+    if r.get("status") == "skipped":
+        return "skipped"
+    if r.get("status") == "ok" and "median_ms" not in r:
+        return untimed
     if r.get("status") != "ok" or "median_ms" not in r:
         return "FAILED"
     return f"{r['median_ms']:.3f}"
@@ -116,11 +120,77 @@ def summary_table(rows: list[dict]) -> list[str]:
     return out
 
 
-def full_table(rows: list[dict]) -> list[str]:
+def mla_tables(rows: list[dict]) -> list[str]:
+    """bench/mla.py: per prefill case our best passing variant beside the
+    fastest torch SDPA row that ran (causal TFLOP/s, ratio of medians); per
+    decode case our decode entry beside torch's absorbed reference (TB/s on
+    the cache + kv_b bytes)."""
+    prefill: dict[str, list[dict]] = {}
+    decode: dict[str, list[dict]] = {}
+    for r in rows:
+        shape = r.get("shape")
+        if r.get("impl") not in ("k3", "torch") or not isinstance(shape, dict):
+            continue
+        if "context" in shape:
+            decode.setdefault(str(r.get("case")), []).append(r)
+        elif "T" in shape:
+            prefill.setdefault(str(r.get("case")), []).append(r)
+
+    def passed(rs: list[dict], impl: str, key: str = "") -> list[dict]:
+        return sorted((r for r in rs if r.get("impl") == impl and r.get("status") == "ok"
+                       and "median_ms" in r and key in str(r.get("variant", ""))),
+                      key=lambda r: r["median_ms"])
+
+    def cell(r, rate: str, unit: str) -> list[str]:
+        if r is None:
+            return ["—", "—"]
+        return [f"{r['median_ms']:.3f} ms ({r.get('variant', '')})",
+                f"{r[rate]:.1f} {unit}" if rate in r else ""]
+
+    def ratio(a, b) -> str:
+        return f"{a['median_ms'] / b['median_ms']:.2f}" if a and b else "—"
+    out = []
+    if prefill:
+        out += ["Prefill, `k3.mla_prefill_attention` beside torch SDPA (causal flops):", "",
+                "| case | ours | | fastest torch SDPA | | ours / SDPA |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for case, rs in prefill.items():
+            ours = passed(rs, "k3")
+            best = ours[0] if ours else None
+            anchor = (passed(rs, "torch") or [None])[0]
+            first = cell(best, "TFLOPs", "TFLOP/s") if best else [
+                "FAILED" if any(r.get("impl") == "k3" for r in rs) else "—", ""]
+            out.append("| " + " | ".join([case, *first, *cell(anchor, "TFLOPs", "TFLOP/s"),
+                                          ratio(best, anchor)]) + " |")
+        out.append("")
+    if decode:
+        out += ["Decode, `k3.latent_attention` (decode entry) beside torch's absorbed form "
+                "(TB/s on the cache + kv_b bytes):", "",
+                "| case | ours | | attention kernel | torch, f32 cache | | torch, bf16 cache | "
+                "| ours / torch f32 |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for case, rs in decode.items():
+            ours = (passed(rs, "k3") or [None])[0]
+            t32 = (passed(rs, "torch", "f32") or [None])[0]
+            t16 = (passed(rs, "torch", "bf16") or [None])[0]
+            st = {r.get("status") for r in rs if r.get("impl") == "k3"}
+            first = cell(ours, "TBps", "TB/s") if ours else [
+                "skipped" if st == {"skipped"} else "FAILED", ""]
+            att = (f"{ours['attention_kernel_ms']:.3f} ms" if ours and "attention_kernel_ms" in ours
+                   else "—")
+            out.append("| " + " | ".join([case, *first, att, *cell(t32, "TBps", "TB/s"),
+                                          *cell(t16, "TBps", "TB/s"), ratio(ours, t32)]) + " |")
+        out.append("")
+    return out
+
+
+def full_table(rows: list[dict], untimed: str = "FAILED") -> list[str]:
+    """Every row; ``untimed``: the time cell of a passing row without one
+    (a check)."""
     out = ["| case | implementation | median ms | min–max ms | error vs f64 (o, state) | | status |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        out.append("| " + " | ".join([case_label(r), label(r), fmt_ms(r), fmt_range(r),
+        out.append("| " + " | ".join([case_label(r), label(r), fmt_ms(r, untimed), fmt_range(r),
                                       fmt_err(r), extra(r), r.get("status", "ok")]) + " |")
     return out
 
@@ -129,16 +199,20 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
     """One run of a benchmark, possibly split over several files (tags)."""
     env = files[0][0].get("environment", {})
     rows = [r for doc, _ in files for r in doc.get("rows", [])]
-    failed = sum(1 for r in rows if r.get("status") != "ok")
+    failed = sum(1 for r in rows if r.get("status") not in ("ok", "skipped"))
+    skipped = sum(1 for r in rows if r.get("status") == "skipped")
     rels = [f.relative_to(root) if f.is_relative_to(root) else f for _, f in files]
     lines = [f"### {bench}: {env.get('gpu', '?')}, {env.get('date', '?')[:10]}", "",
              "Raw results: " + ", ".join(f"[`{r}`](../{r})" for r in rels) +
              f" — driver {env.get('driver', '?')}, CUDA {env.get('cuda', '?')}, torch "
              f"{env.get('torch', '?')}, triton {env.get('triton', '?')}, commit "
-             f"`{env.get('commit', '?')}`; {len(rows)} rows, {failed} FAILED.", ""]
+             f"`{env.get('commit', '?')}`; {len(rows)} rows, {failed} FAILED" +
+             (f", {skipped} skipped." if skipped else "."), ""]
     if bench == "kda_forward":
         lines += summary_table(rows) + [""]
-    lines += full_table(rows) + [""]
+    if bench == "mla":
+        lines += mla_tables(rows)
+    lines += full_table(rows, "—" if bench == "mla" else "FAILED") + [""]
     return lines
 
 

@@ -500,6 +500,37 @@ def mla_decompress(latent, kv_b, num_heads, qk_nope, qk_rope, v_head, kv_lora_ra
     return k, v
 
 
+def mla_prefill_attention(q, kv, latent, qk_nope, qk_rope, v_head, scale, gate=None,
+                          cu_seqlens=None):
+    """``k3.mla_prefill_attention`` (dialects/K3/K3MLAOps.td): MLA attention on
+    keys and values already expanded through kv_b, for sequences that start
+    empty.
+
+    q: ``[T, H, qk_nope+qk_rope]`` ([q_nope | q_pe] per head); kv: ``[T, H,
+    qk_nope+v_head]`` ([k_nope | v] per head); latent: ``[T, W]`` whose last
+    ``qk_rope`` columns are the un-rotated k_pe shared by all heads; gate:
+    None or ``[T, H*v_head]``.  Key s of head h is ``[kv[s, h, :qk_nope] |
+    latent[s, W-qk_rope:]]``, its value ``kv[s, h, qk_nope:]``; token t
+    attends causally within its sequence; with a gate the output is
+    multiplied by sigmoid(gate).  Returns ``o [T, H, v_head]``.
+    """
+    q, kv, latent = _a(q), _a(kv), _a(latent)
+    T, H, _ = q.shape
+    W = latent.shape[1]
+    o = np.zeros((T, H, v_head))
+    for (bos, eos) in seq_bounds(cu_seqlens, T):
+        for h in range(H):
+            for t in range(bos, eos):
+                k = np.concatenate([kv[bos:t + 1, h, :qk_nope], latent[bos:t + 1, W - qk_rope:]],
+                                   axis=1)
+                v = kv[bos:t + 1, h, qk_nope:]
+                p = _softmax((k @ q[t, h]) * scale)
+                o[t, h] = p @ v
+    if gate is not None:
+        o = o * sigmoid(_a(gate)).reshape(T, H, v_head)
+    return o
+
+
 def _cache_list(latent_cache, cache_lens, N, width):
     if latent_cache is None:
         return [np.zeros((0, width)) for _ in range(N)]
