@@ -166,9 +166,51 @@ LogicalResult ArtifactPlanner::planInputs(func::FuncOp fn, uint32_t entry,
     if (failed(dt))
       return failure();
     uint32_t id = ioBuffer(n, art::BufferKind::Input, bytesOf(arg, shape), 0);
-    builder.addInput(entry, n, *dt, dimExprs(shape), id);
+    uint32_t input = builder.addInput(entry, n, *dt, dimExprs(shape), id);
+    if (failed(planMaxValue(fn, arg.getArgNumber(), entry, input)))
+      return failure();
     where[arg] = art::Arg::buffer(id);
   }
+  return success();
+}
+
+// TODO: declare both in K3Dialect.td's discardableAttrs (and read them
+// through K3Dialect::MaxValueAttrHelper / MaxValueReasonAttrHelper).
+constexpr llvm::StringLiteral kMaxValueAttr = "k3.max_value";
+constexpr llvm::StringLiteral kMaxValueReasonAttr = "k3.max_value_reason";
+
+LogicalResult ArtifactPlanner::planMaxValue(func::FuncOp fn, unsigned argNo,
+                                            uint32_t entry, uint32_t input) {
+  Attribute bound = fn.getArgAttr(argNo, kMaxValueAttr);
+  Attribute reason = fn.getArgAttr(argNo, kMaxValueReasonAttr);
+  if (!bound && !reason)
+    return success();
+  const art::TensorSpec &t = builder.artifact().entries[entry].inputs[input];
+  auto error = [&]() {
+    return fn.emitOpError()
+           << "argument " << argNo << " ('" << t.name << "'): ";
+  };
+  auto value = dyn_cast_or_null<IntegerAttr>(bound);
+  auto text = dyn_cast_or_null<StringAttr>(reason);
+  if (!bound)
+    return error() << kMaxValueReasonAttr << " without " << kMaxValueAttr;
+  if (!value || !value.getType().isIntOrIndex())
+    return error() << kMaxValueAttr << " must be an integer, got " << bound;
+  if (reason && !text)
+    return error() << kMaxValueReasonAttr << " must be a string, got "
+                   << reason;
+  if (!art::dtypeIsInteger(t.dtype))
+    return error() << kMaxValueAttr << " needs an integer input, not "
+                   << art::dtypeName(t.dtype);
+  const APInt &v = value.getValue();
+  bool isUnsigned = value.getType().isUnsignedInteger();
+  if (!isUnsigned && v.isNegative())
+    return error() << kMaxValueAttr << " must not be negative, got " << bound;
+  if (isUnsigned ? v.getActiveBits() > 63 : v.getSignificantBits() > 64)
+    return error() << kMaxValueAttr << " does not fit in i64, got " << bound;
+  builder.setInputMaxValue(
+      entry, input, isUnsigned ? int64_t(v.getZExtValue()) : v.getSExtValue(),
+      text ? text.str() : std::string());
   return success();
 }
 

@@ -53,6 +53,10 @@ private:
   using Where = llvm::DenseMap<Value, ::k3::artifact::Arg>;
 
   LogicalResult planInputs(func::FuncOp fn, uint32_t entry, Where &where);
+  /// The bound on the values of argument `argNo` (`k3.max_value`, with its
+  /// `k3.max_value_reason`), recorded on the entry's input `input`.
+  LogicalResult planMaxValue(func::FuncOp fn, unsigned argNo, uint32_t entry,
+                             uint32_t input);
   LogicalResult planOutputs(func::FuncOp fn, uint32_t entry,
                             llvm::DenseMap<Value, uint32_t> &outputBuffer);
   LogicalResult planResults(Operation &op,

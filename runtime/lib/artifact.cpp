@@ -19,7 +19,8 @@ constexpr uint32_t tag(const char (&s)[5]) {
 constexpr uint32_t kTagMeta = tag("META"), kTagSyms = tag("SYMS"),
                    kTagWght = tag("WGHT"), kTagKobj = tag("KOBJ"),
                    kTagBufs = tag("BUFS"), kTagEntr = tag("ENTR"),
-                   kTagBlob = tag("BLOB"), kTagTmap = tag("TMAP");
+                   kTagBlob = tag("BLOB"), kTagTmap = tag("TMAP"),
+                   kTagImax = tag("IMAX");
 constexpr size_t kSectionEntrySize = 24;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxDevices = 64;
@@ -367,6 +368,33 @@ bool validateTensorMaps(const Artifact &a, const std::vector<int64_t> &symMax,
   return true;
 }
 
+// An input's value bound (section IMAX): on inputs of an integer dtype only,
+// not negative, and a reason only with a bound.
+bool validateMaxValue(const TensorSpec &t, bool isOutput, const std::string &tp,
+                      const std::string &tn, VErr &e) {
+  auto fail = [&](std::string msg) {
+    e.path = tp + ".max_value";
+    e.msg = tn + ": " + std::move(msg);
+    return false;
+  };
+  if (!t.maxValue) {
+    if (!t.maxValueReason.empty())
+      return fail("max_value reason '" + t.maxValueReason +
+                  "' without a max_value");
+    return true;
+  }
+  if (isOutput)
+    return fail("max_value " + std::to_string(*t.maxValue) +
+                " on an output (value bounds are checked on inputs only)");
+  if (!dtypeIsInteger(t.dtype))
+    return fail("max_value " + std::to_string(*t.maxValue) + " on a " +
+                dtypeName(t.dtype) +
+                " input (value bounds need an integer dtype)");
+  if (*t.maxValue < 0)
+    return fail("max_value " + std::to_string(*t.maxValue) + " is negative");
+  return true;
+}
+
 bool validateImpl(const Artifact &a, VErr &e) {
   auto fail = [&](std::string path, std::string msg) {
     e.path = std::move(path);
@@ -527,6 +555,8 @@ bool validateImpl(const Artifact &a, VErr &e) {
         if (isOut && b.kind == BufferKind::Input)
           return fail(tp,
                       tn + ": output bound to input buffer '" + b.name + "'");
+        if (!validateMaxValue(t, isOut, tp, tn, e))
+          return false;
         bool monotone = true;
         for (size_t di = 0; di < t.shape.size(); ++di) {
           if (!checkDim(t.shape[di], a.symbols.size(), msg))
@@ -660,6 +690,8 @@ bool validateImpl(const Artifact &a, VErr &e) {
 }
 
 } // namespace
+
+bool dtypeIsInteger(DType t) { return t == DType::I32; }
 
 size_t dtypeSize(DType t) {
   switch (t) {
@@ -1009,6 +1041,28 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
     }
     secs.push_back({kTagTmap, std::move(o)});
   }
+  {
+    // Optional (1.2): inputs' value bounds, only written when there are.
+    Out o;
+    uint32_t n = 0;
+    for (size_t ei = 0; ei < a.entries.size(); ++ei)
+      for (size_t ti = 0; ti < a.entries[ei].inputs.size(); ++ti) {
+        const TensorSpec &t = a.entries[ei].inputs[ti];
+        if (!t.maxValue)
+          continue;
+        o.u32(uint32_t(ei));
+        o.u32(uint32_t(ti));
+        o.i64(*t.maxValue);
+        o.str(t.maxValueReason);
+        ++n;
+      }
+    if (n) {
+      Out c;
+      c.u32(n);
+      c.b.insert(c.b.end(), o.b.begin(), o.b.end());
+      secs.push_back({kTagImax, std::move(c)});
+    }
+  }
   secs.push_back({kTagBlob, std::move(blob)});
 
   Out f;
@@ -1126,7 +1180,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
                               ") outside the payload [" +
                               std::to_string(tableEnd) + ", " +
                               std::to_string(size) + ")");
-    bool isKnown = tg == kTagTmap; // optional
+    bool isKnown = tg == kTagTmap || tg == kTagImax; // optional
     for (uint32_t k : known)
       isKnown |= (k == tg);
     if (!isKnown)
@@ -1407,6 +1461,54 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
     if (!finish(c))
       return false;
   }
+  if (secs[kTagImax].present) {
+    Cursor c = cur(kTagImax, "input bound count");
+    uint32_t n = c.count(20);
+    for (uint32_t i = 0; i < n && c.ok(); ++i) {
+      size_t at = c.pos;
+      std::string bp = "input_bounds[" + std::to_string(i) + "]";
+      c.what = bp + " entry";
+      uint32_t ei = c.u32();
+      if (c.ok() && ei >= a.entries.size()) {
+        c.pos -= 4;
+        c.fail("entry index " + std::to_string(ei) + " out of range (" +
+               std::to_string(a.entries.size()) + " entries)");
+      }
+      if (!c.ok())
+        break;
+      Entry &en = a.entries[ei];
+      c.what = bp + " input";
+      uint32_t ti = c.u32();
+      if (c.ok() && ti >= en.inputs.size()) {
+        c.pos -= 4;
+        c.fail("input index " + std::to_string(ti) + " out of range (entry '" +
+               en.name + "' has " + std::to_string(en.inputs.size()) +
+               " inputs)");
+      }
+      if (!c.ok())
+        break;
+      TensorSpec &t = en.inputs[ti];
+      if (t.maxValue) {
+        c.pos -= 4;
+        c.fail("entry '" + en.name + "' input '" + t.name +
+               "' has two value bounds");
+        break;
+      }
+      where["entries[" + std::to_string(ei) + "].inputs[" + std::to_string(ti) +
+            "].max_value"] = at;
+      c.what = "entry '" + en.name + "' input '" + t.name + "' max_value";
+      int64_t v = c.i64();
+      c.what =
+          "entry '" + en.name + "' input '" + t.name + "' max_value reason";
+      std::string reason = c.str();
+      if (c.ok()) {
+        t.maxValue = v;
+        t.maxValueReason = std::move(reason);
+      }
+    }
+    if (!finish(c))
+      return false;
+  }
   VErr ve;
   if (!validateImpl(a, ve)) {
     // Find the closest enclosing record with a known offset.
@@ -1558,9 +1660,14 @@ std::string describe(const Artifact &a) {
     o += "entry " + e.name + ": " + std::to_string(e.inputs.size()) +
          " inputs, " + std::to_string(e.outputs.size()) + " outputs, " +
          std::to_string(e.launches.size()) + " launches\n";
-    for (auto &t : e.inputs)
-      o += "  input " + t.name + ": " + dtypeName(t.dtype) + " " +
-           dims(t.shape) + "\n";
+    for (auto &t : e.inputs) {
+      o +=
+          "  input " + t.name + ": " + dtypeName(t.dtype) + " " + dims(t.shape);
+      if (t.maxValue)
+        o += ", values <= " + std::to_string(*t.maxValue) +
+             (t.maxValueReason.empty() ? "" : ": " + t.maxValueReason);
+      o += "\n";
+    }
     for (auto &t : e.outputs)
       o += "  output " + t.name + ": " + dtypeName(t.dtype) + " " +
            dims(t.shape) + "\n";
@@ -1624,15 +1731,22 @@ uint32_t Builder::addEntry(const std::string &name) {
   a_.entries.push_back(std::move(e));
   return uint32_t(a_.entries.size() - 1);
 }
-void Builder::addInput(uint32_t entry, const std::string &name, DType dtype,
-                       std::vector<DimExpr> shape, uint32_t buffer) {
-  a_.entries.at(entry).inputs.push_back(
-      {name, dtype, std::move(shape), buffer});
+uint32_t Builder::addInput(uint32_t entry, const std::string &name, DType dtype,
+                           std::vector<DimExpr> shape, uint32_t buffer) {
+  auto &in = a_.entries.at(entry).inputs;
+  in.push_back({name, dtype, std::move(shape), buffer, {}, {}});
+  return uint32_t(in.size() - 1);
+}
+void Builder::setInputMaxValue(uint32_t entry, uint32_t input, int64_t maxValue,
+                               std::string reason) {
+  TensorSpec &t = a_.entries.at(entry).inputs.at(input);
+  t.maxValue = maxValue;
+  t.maxValueReason = std::move(reason);
 }
 void Builder::addOutput(uint32_t entry, const std::string &name, DType dtype,
                         std::vector<DimExpr> shape, uint32_t buffer) {
   a_.entries.at(entry).outputs.push_back(
-      {name, dtype, std::move(shape), buffer});
+      {name, dtype, std::move(shape), buffer, {}, {}});
 }
 uint32_t Builder::addLaunch(uint32_t entry, Launch launch) {
   auto &l = a_.entries.at(entry).launches;

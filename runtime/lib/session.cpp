@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <tuple>
 
+#include "input_checks.h"
 #include "k3/dtype.h"
 #include "k3/safetensors.h"
 
@@ -605,27 +606,11 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                      err))
         fail(K3_ERROR_DEVICE, "copying input '" + t.name + "': " + err);
     }
-    // Token ids index the embedding table: an id outside the vocabulary
-    // would make a kernel read past it, so no call gets that far (device
-    // token ids are read back for the check: 4 bytes a token).
-    if (t.name == "token_ids" && t.dtype == DType::I32) {
-      const std::string *vs = a.meta(kMetaVocabSize);
-      int64_t vocab = vs ? std::strtoll(vs->c_str(), nullptr, 10) : 0;
-      std::vector<int32_t> hostIds;
-      const int32_t *ids = static_cast<const int32_t *>(h.data);
-      if (inputsOnDevice) {
-        hostIds.resize(bytes / 4);
-        if (!be_->download(hostIds.data(), bufPtr_[t.buffer], bytes, err))
-          fail(K3_ERROR_DEVICE, "reading input 'token_ids': " + err);
-        ids = hostIds.data();
-      }
-      for (uint64_t i = 0; vocab > 0 && i < bytes / 4; ++i)
-        if (ids[i] < 0 || ids[i] >= vocab)
-          fail(K3_ERROR_INVALID_ARGUMENT,
-               "input 'token_ids': token " + std::to_string(i) + " = " +
-                   std::to_string(ids[i]) + " is out of range for vocab_size " +
-                   std::to_string(vocab));
-    }
+    // Values kernels rely on (token ids inside the vocabulary, the
+    // artifact's bounds on inputs): no call with others gets to a launch
+    // (inputs on the device are read back from their buffer for it).
+    checkInputValues(*be_, a, e, t, inputsOnDevice ? nullptr : h.data,
+                     bufPtr_[t.buffer], bytes);
     if (!inputsOnDevice && !be_->upload(bufPtr_[t.buffer], h.data, bytes, err))
       fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
   }

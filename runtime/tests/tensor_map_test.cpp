@@ -101,7 +101,7 @@ TEST(ArtifactTensorMap, RoundTrip) {
   Artifact b;
   ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), b, err)) << err;
   EXPECT_TRUE(a == b);
-  EXPECT_EQ(b.versionMinor, 1u);
+  EXPECT_EQ(b.versionMinor, kVersionMinor);
   ASSERT_EQ(b.tensorMaps.size(), 2u);
   EXPECT_EQ(b.tensorMaps[0].swizzle, 3);
   EXPECT_EQ(b.tensorMaps[0].l2Promotion, 2);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,7 @@ namespace artifact {
 // "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
 constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
 constexpr uint32_t kVersionMajor = 1; // incompatible changes bump this
-constexpr uint32_t kVersionMinor = 1; // additive (new optional sections)
+constexpr uint32_t kVersionMinor = 2; // additive (new optional sections)
 constexpr size_t kHeaderSize = 64;
 constexpr const char *kCallingConvention = "bare-pointer packed params v1";
 // Metadata keys with a defined meaning (all values are strings).
@@ -40,6 +41,7 @@ constexpr const char *kTargetCudaSm90a = "cuda-sm_90a";
 enum class DType : uint8_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3 };
 constexpr uint8_t kNumDTypes = 4;
 size_t dtypeSize(DType t);
+bool dtypeIsInteger(DType t);   // i32
 const char *dtypeName(DType t); // "bf16", "f16", "f32", "i32"
 bool parseDType(const std::string &s, DType &out);
 
@@ -251,9 +253,17 @@ struct TensorSpec {
   DType dtype = DType::F32;
   std::vector<DimExpr> shape;
   uint32_t buffer = 0; // buffer id holding the data (Input/Output/State/Arena)
+  // An upper bound on the values of an integer entry input (section IMAX,
+  // 1.2; from the argument attribute `k3.max_value`): every element must be
+  // <= maxValue (>= 0), and the runtime refuses a run that breaks it before
+  // any launch, quoting maxValueReason (`k3.max_value_reason`; a reason
+  // needs a bound). Inputs only; none on outputs.
+  std::optional<int64_t> maxValue;
+  std::string maxValueReason;
   bool operator==(const TensorSpec &o) const {
     return name == o.name && dtype == o.dtype && shape == o.shape &&
-           buffer == o.buffer;
+           buffer == o.buffer && maxValue == o.maxValue &&
+           maxValueReason == o.maxValueReason;
   }
 };
 
@@ -276,6 +286,8 @@ struct Artifact {
   std::vector<Buffer> buffers;
   std::vector<Entry> entries;
   std::vector<TensorMapSpec> tensorMaps; // section TMAP (1.1, optional)
+  // Inputs' value bounds (TensorSpec::maxValue) are in section IMAX (1.2,
+  // optional), written only when some input has one.
 
   const std::string *meta(const std::string &key) const;
   int findSymbol(const std::string &name) const; // -1 if absent
@@ -333,8 +345,12 @@ public:
   uint32_t addEntry(const std::string &name);
   // Returns the id for Arg::tensorMap.
   uint32_t addTensorMap(TensorMapSpec spec);
-  void addInput(uint32_t entry, const std::string &name, DType dtype,
-                std::vector<DimExpr> shape, uint32_t buffer);
+  // Returns the input's index within the entry.
+  uint32_t addInput(uint32_t entry, const std::string &name, DType dtype,
+                    std::vector<DimExpr> shape, uint32_t buffer);
+  // Bounds the values of input `input` of `entry` (TensorSpec::maxValue).
+  void setInputMaxValue(uint32_t entry, uint32_t input, int64_t maxValue,
+                        std::string reason);
   void addOutput(uint32_t entry, const std::string &name, DType dtype,
                  std::vector<DimExpr> shape, uint32_t buffer);
   // Returns the launch's index within the entry.

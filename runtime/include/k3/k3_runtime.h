@@ -167,9 +167,9 @@ k3_status k3_session_find_output(const k3_session *s, const char *name,
 /* An input already on the session's device: `data` is a device address
  * (CUdeviceptr on CUDA, a host address on the CPU), contiguous, row-major.
  * k3_session_run_device copies each into the plan's input buffer device to
- * device (no host copy; token_ids are also read back to check them against
- * the vocabulary), runs, and leaves the outputs on the device: read them
- * with k3_session_output_device (valid until the next run). The caller
+ * device (no host copy; token_ids and inputs with a value bound are also
+ * read back to check them), runs, and leaves the outputs on the device: read
+ * them with k3_session_output_device (valid until the next run). The caller
  * orders its own work before the call (e.g. synchronizes its stream). */
 typedef struct k3_device_tensor {
   const char *name;

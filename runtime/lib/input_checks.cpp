@@ -1,0 +1,95 @@
+// Checks of entry inputs' values before any launch (see input_checks.h).
+#include "input_checks.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "session.h"
+
+namespace k3 {
+namespace rt {
+
+using namespace artifact;
+
+namespace {
+bool isTokenIds(const TensorSpec &t) {
+  return t.name == "token_ids" && t.dtype == DType::I32;
+}
+// Element i of an integer input (the caller's data need not be aligned).
+int64_t element(const void *values, size_t elementSize, uint64_t i) {
+  const uint8_t *p = static_cast<const uint8_t *>(values) + i * elementSize;
+  if (elementSize == 4) {
+    int32_t x;
+    memcpy(&x, p, 4);
+    return x;
+  }
+  int64_t x;
+  memcpy(&x, p, 8);
+  return x;
+}
+} // namespace
+
+bool inputHasValueChecks(const Artifact &a, const TensorSpec &t) {
+  return (isTokenIds(t) && a.meta(kMetaVocabSize)) || t.maxValue.has_value();
+}
+
+void checkTokenIds(const Artifact &a, const TensorSpec &t, const void *ids,
+                   uint64_t count) {
+  const std::string *vs = a.meta(kMetaVocabSize);
+  int64_t vocab = vs ? std::strtoll(vs->c_str(), nullptr, 10) : 0;
+  for (uint64_t i = 0; vocab > 0 && i < count; ++i) {
+    int64_t id = element(ids, 4, i);
+    if (id < 0 || id >= vocab)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "input '" + t.name + "': token " + std::to_string(i) + " = " +
+               std::to_string(id) + " is out of range for vocab_size " +
+               std::to_string(vocab));
+  }
+}
+
+void checkMaxValue(const Entry &e, const TensorSpec &t, const void *values,
+                   uint64_t bytes) {
+  if (!t.maxValue)
+    return;
+  int64_t bound = *t.maxValue;
+  size_t es = dtypeSize(t.dtype);
+  // The reader refuses a bound on any other input.
+  if (!dtypeIsInteger(t.dtype) || (es != 4 && es != 8))
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "entry '" + e.name + "' input '" + t.name +
+             "': value bound on a non-integer input");
+  for (uint64_t i = 0; i < bytes / es; ++i) {
+    int64_t v = element(values, es, i);
+    if (v > bound)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "entry '" + e.name + "' input '" + t.name + "': element " +
+               std::to_string(i) + " = " + std::to_string(v) + " exceeds " +
+               std::to_string(bound) +
+               (t.maxValueReason.empty() ? "" : ": " + t.maxValueReason));
+  }
+}
+
+void checkInputValues(Backend &be, const Artifact &a, const Entry &e,
+                      const TensorSpec &t, const void *host, uint64_t device,
+                      uint64_t bytes) {
+  if (!inputHasValueChecks(a, t))
+    return;
+  // Inputs given on the device are read back: 4 bytes an element of the
+  // (small, integer) inputs that have checks.
+  std::vector<uint8_t> copy;
+  if (!host) {
+    copy.resize(bytes);
+    std::string err;
+    if (bytes && !be.download(copy.data(), device, bytes, err))
+      fail(K3_ERROR_DEVICE, "reading input '" + t.name + "': " + err);
+    host = copy.data();
+  }
+  if (isTokenIds(t))
+    checkTokenIds(a, t, host, bytes / 4);
+  checkMaxValue(e, t, host, bytes);
+}
+
+} // namespace rt
+} // namespace k3
