@@ -77,6 +77,60 @@ MLA_MODEL = """func.func @forward(
 MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
              ("mla_prefill_cached", [3, 1, 60], [5, 0, 100]),
              ("mla_prefill_fresh", [70, 9], [0, 0]))
+# The expanded MLA prefill as flash attention (lowering/cuda/
+# MLAFlashWGMMA.cpp), bf16 operands: Kimi-Linear's head dims with the
+# output gate fused and a bf16 output, and a smaller-head shape (Dn = Dr =
+# Dv = 64, R = 256) with an f32 output; lengths: one long sequence, the
+# awkward packed ones (1, 63..65, not multiples of 64), one token.
+FLASH = {"kimi": dict(H=4, DN=128, DR=64, DV=128, R=512, GATE=True, OUT="bf16"),
+         "small": dict(H=2, DN=64, DR=64, DV=64, R=256, GATE=False, OUT="f32")}
+FLASH_LENGTHS = ([1000], [1, 63, 64, 65, 300, 507], [1], [130, 2])
+FLASH_MODEL = """func.func @forward(
+    %q: tensor<?x{H}x{DQ}xbf16> {{k3.name = "q", k3.dims = array<i64: -1, {H}, {DQ}>}},
+    %kv: tensor<?x{H}x{DKV}xbf16> {{k3.name = "kv", k3.dims = array<i64: -1, {H}, {DKV}>}},
+    %lat: tensor<?x{W}xbf16> {{k3.name = "latent", k3.dims = array<i64: -1, {W}>}},{GATE_ARG}
+    %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
+    -> (tensor<?x{H}x{DV}x{OUT}> {{k3.name = "o"}}) {{
+  %o = k3.mla_prefill_attention %q, %kv, %lat{GATE_USE} cu_seqlens(%cu)
+      {{qk_nope_head_dim = {DN} : i64, qk_rope_head_dim = {DR} : i64, v_head_dim = {DV} : i64, scale = {S} : f64}}
+      : (tensor<?x{H}x{DQ}xbf16>, tensor<?x{H}x{DKV}xbf16>, tensor<?x{W}xbf16>,{GATE_TYPE} tensor<?xi32>)
+      -> tensor<?x{H}x{DV}x{OUT}>
+  return %o : tensor<?x{H}x{DV}x{OUT}>
+}}
+"""
+
+
+def flash_model(c: dict) -> str:
+    g = c["GATE"]
+    return FLASH_MODEL.format(
+        H=c["H"], DQ=c["DN"] + c["DR"], DKV=c["DN"] + c["DV"], W=c["R"] + c["DR"], DV=c["DV"],
+        DN=c["DN"], DR=c["DR"], OUT=c["OUT"], S=(c["DN"] + c["DR"]) ** -0.5,
+        GATE_ARG=(f'\n    %g: tensor<?x{c["H"] * c["DV"]}xbf16> {{k3.name = "gate", '
+                  f'k3.dims = array<i64: -1, {c["H"] * c["DV"]}>}},') if g else "",
+        GATE_USE=" gate(%g)" if g else "",
+        GATE_TYPE=f' tensor<?x{c["H"] * c["DV"]}xbf16>,' if g else "")
+
+
+def flash_reference(q, kv, lat, gate, cu, c) -> np.ndarray:
+    """Float64 causal attention per sequence on the expanded keys [kv_nope |
+    k_pe] and values kv[..., Dn:], times sigmoid(gate): naive, per head."""
+    dn, dr, dv, r = c["DN"], c["DR"], c["DV"], c["R"]
+    scale = (dn + dr) ** -0.5
+    T, H = q.shape[0], q.shape[1]
+    out = np.zeros((T, H, dv))
+    for n in range(len(cu) - 1):
+        a, b = int(cu[n]), int(cu[n + 1])
+        for h in range(H):
+            k = np.concatenate([kv[a:b, h, :dn], lat[a:b, r:]], axis=1)
+            s = q[a:b, h] @ k.T * scale
+            s = np.where(np.tril(np.ones((b - a, b - a), bool)), s, -np.inf)
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            out[a:b, h] = (p / p.sum(axis=1, keepdims=True)) @ kv[a:b, h, dn:]
+    if gate is not None:
+        out = out * (1.0 / (1.0 + np.exp(-gate.reshape(T, H, dv))))
+    return out
+
+
 # RMSNorm rows (lowering/cuda/RMSNormRows.cpp): f32 rows, and the fused
 # residual add with bf16 operands (the sum stored in bf16, normalised as
 # stored); hidden sizes of both models and one below a block's threads.
@@ -120,11 +174,12 @@ ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.d
 """
 
 
-def compile_model(name: str, text: str, extra: str) -> None:
+def compile_model(name: str, text: str, extra: str, max_tokens: int = 256,
+                  max_seqs: int = 4) -> None:
     src = OUT / f"{name}.mlir"
     src.write_text(text)
-    opts = (f"target=cuda output={OUT / name}.k3bin max-tokens=256 max-seqs=4 "
-            f"decode-entry=0 {extra}")
+    opts = (f"target=cuda output={OUT / name}.k3bin max-tokens={max_tokens} "
+            f"max-seqs={max_seqs} decode-entry=0 {extra}")
     subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
 
 
@@ -140,10 +195,13 @@ def prepare() -> int:
     for n in NORM_WIDTHS:
         compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
     compile_model("router", ROUTER_MODEL, "")
+    for name, c in FLASH.items():
+        compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
     compile_model("mla", MLA_MODEL.format(
         H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
-        DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]), S=(m["DN"] + m["DR"]) ** -0.5), "")
+        DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]), S=(m["DN"] + m["DR"]) ** -0.5),
+        "mla-expand=0")
     # Inputs for compute-sanitizer runs through k3-run (--random-weights):
     # f32 x of 5 tokens (not a multiple of the 4-token tile), 6 argmax rows.
     from safetensors.numpy import save_file
@@ -159,6 +217,17 @@ def prepare() -> int:
                "cache": rng.standard_normal((1, MLA["L"], w)).astype(np.float32),
                "cache_lens": np.asarray([7], np.int32), "cu_seqlens": np.asarray([0, 5], np.int32)},
               str(OUT / "in_mla.safetensors"))
+    # The flash kernel under compute-sanitizer: Kimi's dims, one sequence of
+    # 200 tokens (not a multiple of the 64-token tiles).
+    import ml_dtypes
+    c = FLASH["kimi"]
+    bf = ml_dtypes.bfloat16
+    save_file({"q": rng.standard_normal((200, c["H"], c["DN"] + c["DR"])).astype(bf),
+               "kv": rng.standard_normal((200, c["H"], c["DN"] + c["DV"])).astype(bf),
+               "latent": rng.standard_normal((200, c["R"] + c["DR"])).astype(bf),
+               "gate": rng.standard_normal((200, c["H"] * c["DV"])).astype(bf),
+               "cu_seqlens": np.asarray([0, 200], np.int32)},
+              str(OUT / "in_flash_kimi.safetensors"))
     return 0
 
 
@@ -239,6 +308,7 @@ def check() -> int:
         res.guard(case, case=f"argmax_v{v}", impl="k3", variant="argmax_rows",
                   shape={"rows": ARGMAX_ROWS, "vocab": v})
     check_mla(res, rng)
+    check_flash(res, rng)
     check_norms(res, rng)
     check_router(res, rng)
     res.write()
@@ -386,6 +456,46 @@ def check_mla(res, rng) -> None:
             return {"err_vs_oracle": err}
         res.guard(case, case=name, impl="k3", variant="latent_attention_rows",
                   shape={"tokens": tokens, "cached": cached, **MLA})
+
+
+def check_flash(res, rng) -> None:
+    """The flash kernel against flash_reference on the same bf16 inputs;
+    bound 2^-7 normwise (P is rounded to bf16 before P V, as FlashAttention
+    does; a bf16 output adds its own 2^-9)."""
+    import k3
+    for name, c in FLASH.items():
+        for lengths in FLASH_LENGTHS:
+            T, H = sum(lengths), c["H"]
+            cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+            q = bf16_round(rng.standard_normal((T, H, c["DN"] + c["DR"])).astype(np.float32))
+            kv = bf16_round(rng.standard_normal((T, H, c["DN"] + c["DV"])).astype(np.float32))
+            lat = bf16_round(rng.standard_normal((T, c["R"] + c["DR"])).astype(np.float32))
+            gate = (bf16_round(rng.standard_normal((T, H * c["DV"])).astype(np.float32))
+                    if c["GATE"] else None)
+
+            def case(q=q, kv=kv, lat=lat, gate=gate, cu=cu, T=T, c=c, name=name, n=len(lengths)):
+                import ml_dtypes
+                bf = ml_dtypes.bfloat16
+                s = k3.Session(str(OUT / f"flash_{name}.k3bin"), device="cuda:0")
+                inputs = dict(q=q.astype(bf), kv=kv.astype(bf), latent=lat.astype(bf), cu_seqlens=cu)
+                if gate is not None:
+                    inputs["gate"] = gate.astype(bf)
+                out = s.run("forward", symbols={"num_tokens": T, "num_seqs": n}, outputs="numpy",
+                            **inputs)["o"]
+                s.close()
+                want = flash_reference(q.astype(np.float64), kv.astype(np.float64),
+                                       lat.astype(np.float64),
+                                       None if gate is None else gate.astype(np.float64), cu, c)
+                got = np.asarray(out, np.float64)
+                if not np.isfinite(got).all():
+                    raise AssertionError("non-finite output")
+                err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+                bound = 2.0 ** -7
+                if not err < bound:
+                    raise AssertionError(f"error vs f64 {err:.3e} (bound {bound})")
+                return {"err_vs_oracle": err, "bound": bound}
+            res.guard(case, case=f"flash_{name}", impl="k3", variant="mla_flash_wgmma",
+                      shape={"lengths": lengths, **{k: v for k, v in c.items()}})
 
 
 if __name__ == "__main__":

@@ -515,6 +515,42 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
   return success();
 }
 
+// k3.mla_prefill_attention on Hopper (lowering/cuda/MLAFlashWGMMA.cpp):
+// 64 queries of one head per warpgroup, keys in tiles of 64, every head
+// dimension cut into 64-column boxes of one 128-byte swizzled row.
+bool mlaFlashApplies(MLAPrefillAttentionOp op) {
+  int64_t dn = op.getQkNopeHeadDim(), dr = op.getQkRopeHeadDim(),
+          dv = op.getVHeadDim(), width = dimOf(op.getLatent(), 1),
+          heads = dimOf(op.getQ(), 1);
+  Type out = elementOf(op.getResult());
+  return elementOf(op.getQ()).isBF16() && elementOf(op.getKv()).isBF16() &&
+         elementOf(op.getLatent()).isBF16() && (out.isBF16() || out.isF32()) &&
+         !ShapedType::isDynamic(heads) && !ShapedType::isDynamic(width) &&
+         dn % 64 == 0 && dr % 64 == 0 && dv % 64 == 0 && dn + dr <= 256 &&
+         dv <= 256 && (width - dr) % 8 == 0;
+}
+
+LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
+                             GPUTargetAttr target) {
+  if (!mlaFlashApplies(op))
+    return op->emitOpError()
+           << "mla_flash_wgmma needs bf16 q, kv and latent, a bf16 or f32 "
+              "result, static heads and latent width, the head dims in "
+              "multiples of 64 (Dn + Dr and Dv at most 256)";
+  if (c.getTile() != ArrayRef<int64_t>{64, 64} || c.getWarps() != 4)
+    return op->emitOpError() << "mla_flash_wgmma has the tile [64, 64] (64 "
+                                "queries, 64 keys) and one warpgroup (4 warps)";
+  if (c.getStages() < 1 || c.getStages() > 4)
+    return op->emitOpError()
+           << "mla_flash_wgmma stages must be in [1, 4], got " << c.getStages();
+  if (int64_t bytes = mlaFlashSharedBytes(op, c.getStages());
+      bytes > target.getSmemPerBlock())
+    return op->emitOpError() << "mla_flash_wgmma needs " << bytes
+                             << " bytes of shared memory, the target has "
+                             << target.getSmemPerBlock();
+  return success();
+}
+
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode) {
@@ -597,6 +633,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // with 4 stages and one block per SM, 446 with 3 and two, 488 with 2
     // and three (bench/results/moe-nvidia-h200-20261202T023517Z.json).
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
+  case KernelKind::mla_flash_wgmma:
+    // Two key/value stages (112 KiB with Kimi's dims): two blocks share an
+    // SM, one's softmax beside the other's products.
+    return config(ctx, kind, {64, 64}, 4, 2, 2);
   }
   llvm_unreachable("kernel kind");
 }
@@ -626,6 +666,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
                                 : KernelKind::loop_nest;
   if (isa<LatentAttentionOp>(op))
     return KernelKind::latent_attention_rows;
+  if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
+    return mlaFlashApplies(o) ? KernelKind::mla_flash_wgmma
+                              : KernelKind::loop_nest;
   if (isa<RMSNormOp, AddRMSNormOp>(op))
     return rmsNormRowsColumns(op) ? KernelKind::rms_norm_rows
                                   : KernelKind::loop_nest;
@@ -693,6 +736,9 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<GLUGateUpOp>(op) && groupedWGMMAApplies(op);
   case KernelKind::moe_router_rows:
     return isa<MoERouterOp>(op) && moeRouterRowsApplies(cast<MoERouterOp>(op));
+  case KernelKind::mla_flash_wgmma:
+    return isa<MLAPrefillAttentionOp>(op) &&
+           mlaFlashApplies(cast<MLAPrefillAttentionOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -742,6 +788,16 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages) {
   // align the tiles to the 128-byte swizzle's 1024-byte pattern. The
   // epilogue reuses the stages for the 128 x 128 f32 tile (64 KiB).
   return std::max<int64_t>(stages * 32768, 65536) + 1024;
+}
+
+int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,
+                                      int64_t stages) {
+  // 8 KiB per 64 x 64 bf16 box: q's (Dn + Dr) / 64 boxes; per stage the
+  // keys' (Dn + Dr) / 64 and the values' Dv / 64; P (64 x 64); 1 KiB to
+  // align to the swizzle's 1024-byte pattern.
+  int64_t qk = (op.getQkNopeHeadDim() + op.getQkRopeHeadDim()) / 64,
+          v = op.getVHeadDim() / 64;
+  return 8192 * (qk + stages * (qk + v) + 1) + 1024;
 }
 
 int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
@@ -831,6 +887,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::moe_router_rows:
     if (auto o = dyn_cast<MoERouterOp>(op))
       return verifyMoERouterRows(o, config);
+    return wrongOp();
+  case KernelKind::mla_flash_wgmma:
+    if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
+      return verifyMLAFlash(o, config, gpu);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

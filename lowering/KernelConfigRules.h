@@ -64,6 +64,9 @@ int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
 int64_t linearWGMMASharedBytes(int64_t stages);
+/// Dynamic shared memory of mla_flash_wgmma for `stages` key/value buffers
+/// (MLAFlashWGMMA.cpp lays it out).
+int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages);
 
 /// Dynamic shared memory of the tensor-core KDA chain per stage, for key
 /// and value dimensions and warps.

@@ -95,6 +95,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
                      "(k3-moe-grouped); off: one fused op per layer"),
       llvm::cl::init(true)};
+  Option<bool> mlaExpand{
+      *this, "mla-expand",
+      llvm::cl::desc("Prefill MLA as a kv_b expansion GEMM and flash "
+                     "attention (k3-mla-expand); off: the latent form"),
+      llvm::cl::init(true)};
   Option<bool> splitGLUMLP{
       *this, "split-glu-mlp",
       llvm::cl::desc("GLU MLPs as a gate/up GEMM and a down linear "
@@ -133,6 +138,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3MoEGrouped());
   if (o.splitGLUMLP)
     pm.addPass(k3::createK3SplitGLUMLP());
+  // After the precision policy: the expanded keys and values are
+  // activations.
+  if (o.mlaExpand)
+    pm.addPass(k3::createK3MLAExpand());
   bool chunkwise =
       o.kda == CompileOptions::KDALowering::Chunkwise ||
       (o.kda == CompileOptions::KDALowering::Auto && !isGPU(o.target));

@@ -201,6 +201,12 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<CausalAttentionOp>([&](CausalAttentionOp a) -> LogicalResult {
         return leading(a.getResult(), a.getQ(), 2);
       })
+      .Case<MLAPrefillAttentionOp>([&](MLAPrefillAttentionOp a) {
+        return leading(a.getResult(), a.getQ(), 2);
+      })
+      .Case<LatentCacheAppendOp>([&](LatentCacheAppendOp a) {
+        return same(a.getResult(), a.getCache());
+      })
       .Case<LatentAttentionOp>([&](LatentAttentionOp a) -> LogicalResult {
         if (failed(leading(a.getResult(), a.getQ(), 2)))
           return failure();

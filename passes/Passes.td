@@ -240,4 +240,23 @@ def K3SplitGLUMLP : Pass<"k3-split-glu-mlp"> {
   }];
 }
 
+def K3MLAExpand : Pass<"k3-mla-expand"> {
+  let summary = "Prefill MLA as a kv_b expansion GEMM and flash attention";
+  let description = [{
+    Rewrites each `k3.latent_attention` outside the decode entry into a
+    `k3.linear` that expands every token's `c_kv` through `kv_b` (keys'
+    nope part and values, `[T, H, Dn + Dv]`), `k3.mla_prefill_attention`
+    (causal attention with head dims `Dn + Dr` and `Dv`; on CUDA the
+    `mla_flash_wgmma` kernel; a `k3.sigmoid_gate` on its flattened result
+    is fused into it) and `k3.latent_cache_append`. Per query-key pair this
+    costs 2 (Dn + Dr + Dv) flops instead of the latent form's
+    2 (2 R + Dr) (K3MLAOps.td). The expanded attention reads only this
+    call's tokens, so the entry's context-lengths input is bounded to zero
+    (`k3.max_value`, checked by the runtime before any launch); the decode
+    entry keeps the latent form. Attentions whose context lengths are not
+    an entry input are left alone.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
+}
+
 #endif // K3_PASSES_TD

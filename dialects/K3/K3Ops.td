@@ -477,5 +477,6 @@ def K3_ArgmaxOp : K3_Op<"argmax", [Pure]> {
 include "dialects/K3/K3ChunkOps.td"
 include "dialects/K3/K3FusedOps.td"
 include "dialects/K3/K3MoEOps.td"
+include "dialects/K3/K3MLAOps.td"
 
 #endif // K3_OPS_TD

@@ -36,6 +36,31 @@ LogicalResult MmaSyncOp::verify() {
   return success();
 }
 
+/// A 64 x N f32 accumulator and the N / 2 registers a thread holds of it.
+static LogicalResult verifyFragment(Operation *op,
+                                    nvgpu::WarpgroupAccumulatorType acc,
+                                    VectorType fragment) {
+  VectorType full = acc.getFragmented();
+  if (full.getRank() != 2 || full.getDimSize(0) != 64 ||
+      !full.getElementType().isF32())
+    return op->emitOpError("needs a 64 x N f32 accumulator, got ") << acc;
+  if (fragment.getDimSize(0) != full.getDimSize(1) / 2)
+    return op->emitOpError("a thread holds ")
+           << full.getDimSize(1) / 2 << " registers of " << acc << ", not "
+           << fragment.getDimSize(0);
+  return success();
+}
+
+LogicalResult WarpgroupFragmentOp::verify() {
+  return verifyFragment(*this, getAccumulator().getType(),
+                        getFragment().getType());
+}
+
+LogicalResult WarpgroupAccumulatorOp::verify() {
+  return verifyFragment(*this, getAccumulator().getType(),
+                        getFragment().getType());
+}
+
 void k3gpu::registerK3GPUDialect(DialectRegistry &registry) {
   registry.insert<K3GPUDialect>();
   registry.addExtension(+[](MLIRContext *ctx, k3::K3Dialect *) {

@@ -19,6 +19,11 @@
 //    lowering in convert-gpu-to-nvvm.
 //  - k3gpu.rcp_approx: the scalar rcp.approx.ftz.f32 (nvgpu.rcp takes
 //    vectors only); the IEEE division's slow path is a call per element.
+//  - k3gpu.warpgroup_fragment / k3gpu.warpgroup_accumulator: a thread's
+//    registers of an nvgpu.warpgroup.accumulator as a vector and back.
+//    nvgpu can only store an accumulator to memory; flash attention
+//    rescales its output accumulator and takes the softmax of its score
+//    accumulator in registers, between two wgmma.
 //
 // Each op lowers to NVVM by one pattern (K3GPUToNVVM.cpp,
 // populateK3GPUToNVVMConversionPatterns; pass convert-k3gpu-to-nvvm).
@@ -29,6 +34,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Dialect/NVGPU/IR/NVGPUTypes.td"
 
 def K3GPU_Dialect : Dialect {
   let name = "k3gpu";
@@ -113,6 +119,51 @@ def K3GPU_RcpApproxOp : K3GPU_Op<"rcp_approx", [Pure,
   let arguments = (ins F32:$in);
   let results = (outs F32:$res);
   let assemblyFormat = "$in attr-dict `:` type($res)";
+}
+
+def K3GPU_WarpgroupFragmentOp : K3GPU_Op<"warpgroup_fragment", [Pure]> {
+  let summary = "a thread's registers of a 64 x N wgmma accumulator";
+  let description = [{
+    The `N / 2` f32 registers this thread holds of a
+    `!nvgpu.warpgroup.accumulator<fragmented = vector<64xNxf32>>`, in the
+    order of wgmma's accumulator fragment (the PTX ISA's "Matrix fragments
+    for wgmma.m64nNk16", accumulator D): with w = warp % 4, g = lane / 4,
+    t = lane % 4, register `i` holds row `16 w + g + 8 ((i / 2) % 2)` and
+    column `8 (i / 4) + 2 t + i % 2`.
+
+    ```mlir
+    %v = k3gpu.warpgroup_fragment %acc
+        : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+          -> vector<32xf32>
+    ```
+  }];
+  let arguments = (ins NVGPU_WarpgroupAccumulator:$accumulator);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$fragment);
+  let assemblyFormat = [{
+    $accumulator attr-dict `:` type($accumulator) `->` type($fragment)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3GPU_WarpgroupAccumulatorOp : K3GPU_Op<"warpgroup_accumulator",
+                                            [Pure]> {
+  let summary = "a 64 x N wgmma accumulator from a thread's registers";
+  let description = [{
+    The inverse of `k3gpu.warpgroup_fragment`: the thread's `N / 2`
+    registers, in the same order, as an accumulator the next
+    `nvgpu.warpgroup.mma` adds to.
+
+    ```mlir
+    %acc = k3gpu.warpgroup_accumulator %v : vector<64xf32>
+        -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [F32]>:$fragment);
+  let results = (outs NVGPU_WarpgroupAccumulator:$accumulator);
+  let assemblyFormat = [{
+    $fragment attr-dict `:` type($fragment) `->` type($accumulator)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // K3GPU_OPS

@@ -110,6 +110,61 @@ struct RcpApproxOpLowering : ConvertOpToLLVMPattern<RcpApproxOp> {
   }
 };
 
+/// The LLVM type nvgpu-to-nvvm gives a 64 x N f32 warpgroup accumulator:
+/// a struct holding one struct of the thread's N / 2 registers.
+Type accumulatorStruct(nvgpu::WarpgroupAccumulatorType type) {
+  MLIRContext *ctx = type.getContext();
+  int64_t n = type.getFragmented().getDimSize(1);
+  SmallVector<Type> regs(n / 2, Float32Type::get(ctx));
+  return LLVM::LLVMStructType::getLiteral(
+      ctx, {LLVM::LLVMStructType::getLiteral(ctx, regs)});
+}
+
+Value i32Constant(OpBuilder &b, Location loc, int64_t v) {
+  return LLVM::ConstantOp::create(b, loc, b.getI32Type(),
+                                  b.getI32IntegerAttr(int32_t(v)));
+}
+
+struct WarpgroupFragmentOpLowering
+    : ConvertOpToLLVMPattern<WarpgroupFragmentOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(WarpgroupFragmentOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Type vecType = getTypeConverter()->convertType(op.getType());
+    Value v = LLVM::PoisonOp::create(rewriter, loc, vecType);
+    for (int64_t i = 0; i < op.getType().getDimSize(0); ++i) {
+      Value r = LLVM::ExtractValueOp::create(
+          rewriter, loc, adaptor.getAccumulator(), ArrayRef<int64_t>{0, i});
+      v = LLVM::InsertElementOp::create(rewriter, loc, v, r,
+                                        i32Constant(rewriter, loc, i));
+    }
+    rewriter.replaceOp(op, v);
+    return success();
+  }
+};
+
+struct WarpgroupAccumulatorOpLowering
+    : ConvertOpToLLVMPattern<WarpgroupAccumulatorOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(WarpgroupAccumulatorOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value acc =
+        LLVM::PoisonOp::create(rewriter, loc, accumulatorStruct(op.getType()));
+    for (int64_t i = 0; i < op.getFragment().getType().getDimSize(0); ++i) {
+      Value r = LLVM::ExtractElementOp::create(
+          rewriter, loc, adaptor.getFragment(), i32Constant(rewriter, loc, i));
+      acc = LLVM::InsertValueOp::create(rewriter, loc, acc, r,
+                                        ArrayRef<int64_t>{0, i});
+    }
+    rewriter.replaceOp(op, acc);
+    return success();
+  }
+};
+
 struct ConvertK3GPUToNVVMPass
     : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
@@ -122,6 +177,10 @@ struct ConvertK3GPUToNVVMPass
   }
   void runOnOperation() override {
     LLVMTypeConverter converter(&getContext());
+    // As convert-nvgpu-to-nvvm converts them (it runs first; its casts
+    // meet ours in reconcile-unrealized-casts).
+    converter.addConversion(
+        [](nvgpu::WarpgroupAccumulatorType t) { return accumulatorStruct(t); });
     RewritePatternSet patterns(&getContext());
     populateK3GPUToNVVMConversionPatterns(converter, patterns);
     LLVMConversionTarget target(getContext());
@@ -138,7 +197,8 @@ struct ConvertK3GPUToNVVMPass
 
 void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering>(
+  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering,
+               WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering>(
       converter);
 }
 

@@ -63,4 +63,5 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateMoEDispatchRowsPattern(patterns);
   populateMoEGroupedWGMMAPatterns(patterns);
   populateMoERouterRowsPattern(patterns);
+  populateMLAFlashWGMMAPattern(patterns);
 }

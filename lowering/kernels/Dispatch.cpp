@@ -57,6 +57,12 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](LatentAttentionOp o) {
         return emitLatentAttention(o, kb, in, out);
       })
+      .Case([&](MLAPrefillAttentionOp o) {
+        return emitMLAPrefillAttention(o, kb, in, out);
+      })
+      .Case([&](LatentCacheAppendOp o) {
+        return emitLatentCacheAppend(o, kb, in, out);
+      })
       .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
       .Case([&](GLUGateUpOp o) { return emitGLUGateUp(o, kb, in, out); })
       .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })

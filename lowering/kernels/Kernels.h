@@ -59,6 +59,10 @@ LogicalResult emitKDASegmentScan(KDASegmentScanOp, KernelBuilder &, In, Out);
 
 // Attention.cpp
 LogicalResult emitCausalAttention(CausalAttentionOp, KernelBuilder &, In, Out);
+LogicalResult emitMLAPrefillAttention(MLAPrefillAttentionOp, KernelBuilder &,
+                                      In, Out);
+LogicalResult emitLatentCacheAppend(LatentCacheAppendOp, KernelBuilder &, In,
+                                    Out);
 LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In, Out);
 
 // MoE.cpp

@@ -38,6 +38,26 @@ def _a(x):
 # model.forward turns this on for Config.activation_dtype == "bf16"; the
 # layer functions round their kernels' outputs with act() at the same places.
 _ACT_BF16 = False
+# Whether a sequence that starts empty runs MLA in the expanded form (the
+# compiler's k3-mla-expand, on by default), whose kv_b product is an
+# activation; False models `mla-expand=0` (the latent form throughout).
+_MLA_EXPANDED_PREFILL = True
+
+
+class mla_latent_form:
+    """Context manager: MLA in the latent form throughout (no rounding of
+    the expanded keys and values), as with the compile option
+    ``mla-expand=0``."""
+
+    def __enter__(self):
+        global _MLA_EXPANDED_PREFILL
+        self.saved, _MLA_EXPANDED_PREFILL = _MLA_EXPANDED_PREFILL, False
+        return self
+
+    def __exit__(self, *exc):
+        global _MLA_EXPANDED_PREFILL
+        _MLA_EXPANDED_PREFILL = self.saved
+        return False
 
 
 def act(x):
@@ -566,6 +586,12 @@ def latent_attention(q, latent, kv_b, num_heads, qk_nope, qk_rope, v_head, kv_lo
         full = np.concatenate([caches[n], latent[bos:eos]], axis=0)
         P = caches[n].shape[0]
         k, v = mla_decompress(full, kv_b, num_heads, qk_nope, qk_rope, v_head, kv_lora_rank)
+        if P == 0 and _MLA_EXPANDED_PREFILL:
+            # A sequence that starts here runs in the expanded form
+            # (k3-mla-expand), whose kv_b product is an activation: stored
+            # in bf16 under the bf16 policy.
+            k = np.concatenate([act(k[..., :qk_nope]), k[..., qk_nope:]], axis=-1)
+            v = act(v)
         for h in range(num_heads):
             for t in range(bos, eos):
                 last = P + (t - bos)

@@ -38,3 +38,23 @@ func.func @rcp(%x: f32) -> f32 {
   %r = k3gpu.rcp_approx %x : f32
   return %r : f32
 }
+
+// A thread's registers of a warpgroup accumulator: the struct that
+// convert-nvgpu-to-nvvm gives it, member by member.
+// CHECK-LABEL: func @fragment
+// CHECK: %[[S:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>> to !llvm.struct<(struct<(f32, f32, f32, f32)>)>
+// CHECK: llvm.extractvalue %[[S]][0, 0]
+// CHECK: llvm.extractvalue %[[S]][0, 3]
+// CHECK: llvm.insertelement
+func.func @fragment(%acc: !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>>) -> vector<4xf32> {
+  %v = k3gpu.warpgroup_fragment %acc : !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>> -> vector<4xf32>
+  return %v : vector<4xf32>
+}
+
+// CHECK-LABEL: func @accumulator
+// CHECK: llvm.extractelement
+// CHECK: llvm.insertvalue %{{.*}}, %{{.*}}[0, 3] : !llvm.struct<(struct<(f32, f32, f32, f32)>)>
+func.func @accumulator(%v: vector<4xf32>) -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>> {
+  %acc = k3gpu.warpgroup_accumulator %v : vector<4xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>>
+  return %acc : !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>>
+}

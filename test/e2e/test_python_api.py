@@ -103,7 +103,7 @@ def test_teacher_forced_decode_matches_prefill(tiny, T, N):
     first = prefill(s, [ids[:T]])[0]
     decoded = [first[-1]]
     for k in range(N):
-        out = s.run(token_ids=ids[T + k:T + k + 1], cu_seqlens=np.array([0, 1], np.int32),
+        out = s.run("forward_decode", token_ids=ids[T + k:T + k + 1], cu_seqlens=np.array([0, 1], np.int32),
                     context_lens=np.array([T + k], np.int32))
         assert out["logits"].shape == (1, cfg.vocab_size)
         decoded.append(out["logits"][0])
@@ -202,7 +202,7 @@ def test_batched_decode(tiny):
     s = session(tiny)
     got = [[x] for x in prefill(s, [q[:n] for q, n in zip(seqs, lens)])]
     for k in range(N):
-        out = s.run(token_ids=np.array([q[n + k] for q, n in zip(seqs, lens)], np.int32),
+        out = s.run("forward_decode", token_ids=np.array([q[n + k] for q, n in zip(seqs, lens)], np.int32),
                     cu_seqlens=np.arange(len(lens) + 1, dtype=np.int32),
                     context_lens=np.array([n + k for n in lens], np.int32))
         for i in range(len(lens)):
@@ -214,7 +214,7 @@ def test_batched_decode(tiny):
     # The same decode in a batch equals each sequence decoded alone.
     alone = session(tiny)
     prefill(alone, [seqs[1][:lens[1]]])
-    out = alone.run(token_ids=seqs[1][lens[1]:lens[1] + 1], cu_seqlens=np.array([0, 1], np.int32),
+    out = alone.run("forward_decode", token_ids=seqs[1][lens[1]:lens[1] + 1], cu_seqlens=np.array([0, 1], np.int32),
                     context_lens=np.array([lens[1]], np.int32))
     assert rel_err(out["logits"], got[1][1]) <= 1e-5
 
@@ -225,7 +225,7 @@ def test_reset_state_equals_fresh_session(tiny):
     a, b = (rng.integers(0, cfg.vocab_size, 8).astype(np.int32) for _ in range(2))
     fresh = session(tiny)
     ref_prefill = prefill(fresh, [b])[0]
-    ref_step = fresh.run(token_ids=a[:1], cu_seqlens=np.array([0, 1], np.int32),
+    ref_step = fresh.run("forward_decode", token_ids=a[:1], cu_seqlens=np.array([0, 1], np.int32),
                          context_lens=np.array([8], np.int32))["logits"]
 
     s = session(tiny)
@@ -236,7 +236,7 @@ def test_reset_state_equals_fresh_session(tiny):
     s.reset_state()
     assert all(not s.state(n).any() for n in names)
     np.testing.assert_array_equal(prefill(s, [b])[0], ref_prefill)
-    step = s.run(token_ids=a[:1], cu_seqlens=np.array([0, 1], np.int32),
+    step = s.run("forward_decode", token_ids=a[:1], cu_seqlens=np.array([0, 1], np.int32),
                  context_lens=np.array([8], np.int32))["logits"]
     np.testing.assert_array_equal(step, ref_step)
 

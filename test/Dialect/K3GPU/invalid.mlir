@@ -55,3 +55,19 @@ func.func @ballot_i64(%p: i1) -> i64 {
   %m = k3gpu.ballot_count %p : i64
   return %m : i64
 }
+
+// -----
+
+func.func @fragment_size(%acc: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{a thread holds 32 registers of}}
+  %v = k3gpu.warpgroup_fragment %acc : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> vector<64xf32>
+  return
+}
+
+// -----
+
+func.func @accumulator_rows(%v: vector<32xf32>) {
+  // expected-error @+1 {{needs a 64 x N f32 accumulator}}
+  %acc = k3gpu.warpgroup_accumulator %v : vector<32xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<128x64xf32>>
+  return
+}

@@ -32,3 +32,13 @@ func.func @rcp(%x: f32) -> f32 {
   %r = k3gpu.rcp_approx %x : f32
   return %r : f32
 }
+
+// CHECK-LABEL: func @fragment_roundtrip
+// CHECK: k3gpu.warpgroup_fragment %{{.*}} : <fragmented = vector<64x16xf32>> -> vector<8xf32>
+// CHECK: k3gpu.warpgroup_accumulator %{{.*}} : vector<8xf32> -> <fragmented = vector<64x16xf32>>
+func.func @fragment_roundtrip(%acc: !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>> {
+  %v = k3gpu.warpgroup_fragment %acc : !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>> -> vector<8xf32>
+  %a = k3gpu.warpgroup_accumulator %v : vector<8xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>>
+  return %a : !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>>
+}

@@ -1,0 +1,472 @@
+//===- MLAFlashWGMMA.cpp - expanded MLA prefill as flash attention -*- C++
+//-*-===//
+//
+// k3.mla_prefill_attention on Hopper (config kernel `mla_flash_wgmma`, tile
+// [64 queries, 64 keys]): a block of one warpgroup per (64-query tile, head).
+//
+// - Operands by TMA in the 128-byte swizzle, as 64 x 64 bf16 boxes: the
+//   queries once (q [T, H, Dn + Dr]: coordinates (d, h, t)); per key tile
+//   the keys' nope part and the values from kv [T, H, Dn + Dv] and the
+//   shared k_pe from latent [T, R + Dr] (coordinates (R + d, t)), into
+//   `stages` buffers, each completing an mbarrier.
+// - S = Q K^T by wgmma m64n64k16 (both operands K-major), its registers
+//   read through k3gpu.warpgroup_fragment: the online softmax in f32 and in
+//   log2 units (one ex2 per score), masked by sequence and causality; each
+//   quad of lanes shares a row (shuffles for its max).
+// - P, rounded to bf16, goes to shared memory in the swizzle (the A
+//   operand of the next product); O += P V by wgmma m64n{Dv}k16 with V
+//   MN-major (transposed B: keys are V's rows, the values' columns are
+//   contiguous), the two 64-column boxes LBO apart. The output accumulator
+//   is rescaled in registers between the products.
+// - Varlen without padding: a query tile is 64 consecutive packed tokens,
+//   which may span sequences; its key tiles run from the first row's
+//   sequence start to its last row, and the mask keeps each row to its
+//   own sequence. Key tiles past the diagonal are never loaded. Tiles are
+//   numbered last first, so that the longest rows start first.
+// - The output: l summed over the quad, O / l times sigmoid(gate) when the
+//   op has a gate, written from registers as pairs.
+//
+// Numerics: scores and softmax in f32, P rounded to bf16 before P V (as
+// FlashAttention does), f32 accumulators.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/WGMMA.h"
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "dialects/K3GPU/K3GPUDialect.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+constexpr int64_t kRows = 64, kKeys = 64, kBox = 64, kThreads = 128;
+/// Bytes of one 64 x 64 bf16 box.
+constexpr int64_t kBoxBytes = kRows * kBox * 2;
+
+/// The softmax state of this thread's two rows (16 w + g and + 8).
+struct RowState {
+  Value m[2], l[2];
+};
+
+class MLAFlashKernel {
+public:
+  MLAFlashKernel(MLAPrefillAttentionOp op,
+                 KernelOperands<MLAPrefillAttentionOp> ops, KernelEmission &e)
+      : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()), kb(e.kb),
+        em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb} {
+    dn = op.getQkNopeHeadDim();
+    dr = op.getQkRopeHeadDim();
+    dv = op.getVHeadDim();
+    heads = ops.getQ().shape[1];
+    rank = ops.getLatent().shape[1] - dr;
+    qBoxes = (dn + dr) / kBox;
+    vBoxes = dv / kBox;
+    // The softmax in log2 units: exp(s scale) = 2^(s scale log2 e).
+    scaleLog2 = op.getScale().convertToDouble() * M_LOG2E;
+  }
+
+  LogicalResult emit() {
+    tokens = kb.dim(ops.getQ().shape[0]);
+    auto form = kb.linearForm(tokens);
+    if (!form)
+      return op.emitOpError() << "mla_flash_wgmma needs a token count linear "
+                                 "in one runtime size";
+    addTensorMapParameters();
+    // ceil(T / 64) query tiles per head, a few idle blocks past them.
+    e.setLaunch(*form, heads, (kRows - 1) * heads, kRows, {kThreads, 1, 1},
+                mlaFlashSharedBytes(op, em.stages));
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    head = em.remuIdx(bid, heads);
+    Value fromLast = em.divuIdx(bid, heads);
+    Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(kRows - 1)), kRows);
+    kb.ifThen(kb.lti(fromLast, tiles), [&] {
+      qStart =
+          kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast), kb.idx(kRows));
+      body();
+    });
+    return success();
+  }
+
+private:
+  /// Tensor maps of q, kv and (with k_pe) latent after the sizes: boxes of
+  /// 64 columns x one head x 64 tokens.
+  void addTensorMapParameters() {
+    auto fn = e.fn;
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    SmallVector<Attribute> attrs;
+    auto add = [&](int64_t operand, ArrayRef<int64_t> box) {
+      unsigned n = fn.getNumArguments();
+      (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
+      mapArgs.push_back(fn.getFunctionBody().front().getArgument(n));
+      attrs.push_back(TensorMapAttr::get(b.getContext(), operand, box,
+                                         TensorMapSwizzle::swizzle_128b));
+    };
+    add(0, {kBox, 1, kRows}); // q: (d, h, t), innermost first
+    add(1, {kBox, 1, kKeys}); // kv
+    if (dr > 0)
+      add(2, {kBox, kKeys}); // latent: (c, t)
+    K3Dialect::TensorMapsAttrHelper(b.getContext())
+        .setAttr(fn, b.getArrayAttr(attrs));
+  }
+
+  // Shared memory, from the aligned base: q's boxes, then per stage the
+  // keys' boxes and the values', then P.
+  Value qOffset(int64_t box) { return at(box * kBoxBytes); }
+  Value keyOffset(Value stage, int64_t box) {
+    return kb.addi(at((qBoxes + box) * kBoxBytes),
+                   kb.muli(stage, kb.idx((qBoxes + vBoxes) * kBoxBytes)));
+  }
+  Value valueOffset(Value stage, int64_t box) {
+    return keyOffset(stage, qBoxes + box);
+  }
+  Value pOffset() {
+    return at((qBoxes + em.stages * (qBoxes + vBoxes)) * kBoxBytes);
+  }
+  Value at(int64_t bytes) { return kb.addi(base, kb.idx(bytes)); }
+
+  /// A TMA box destination: [64 tokens, 1 head, 64] or [64 tokens, 64].
+  Value boxAt(Value offset, bool rank3) {
+    SmallVector<int64_t> shape = rank3 ? SmallVector<int64_t>{kRows, 1, kBox}
+                                       : SmallVector<int64_t>{kRows, kBox};
+    return em.view(smem, offset, em.tileType(shape, b.getBF16Type()));
+  }
+
+  /// Thread 0's loads of key tile `j` into `stage`: the keys' nope boxes
+  /// and k_pe boxes, then the value boxes, on one barrier.
+  void issueKeys(Value stage, Value j) {
+    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+    nvgpu::MBarrierArriveExpectTxOp::create(
+        b, loc, bars, kb.idx((qBoxes + vBoxes) * kBoxBytes), stage, Value());
+    auto load = [&](Value dst, Value map, SmallVector<Value> coords) {
+      nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, map, coords, stage,
+                                    Value(), Value());
+    };
+    for (int64_t i = 0; i < dn / kBox; ++i)
+      load(boxAt(keyOffset(stage, i), true), tmKV,
+           {kb.idx(i * kBox), head, t0});
+    for (int64_t i = 0; i < dr / kBox; ++i)
+      load(boxAt(keyOffset(stage, dn / kBox + i), false), tmLatent,
+           {kb.idx(rank + i * kBox), t0});
+    for (int64_t i = 0; i < vBoxes; ++i)
+      load(boxAt(valueOffset(stage, i), true), tmKV,
+           {kb.idx(dn + i * kBox), head, t0});
+  }
+
+  void body() {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value first = kb.eqi(tid, kb.idx(0));
+    Value lane = em.remuIdx(tid, 32);
+    group = em.divuIdx(lane, 4);
+    quad = em.remuIdx(lane, 4);
+    rowBase = kb.addi(kb.muli(em.divuIdx(tid, 32), kb.idx(16)), group);
+    locateKeys();
+    smem = mma.dynamicSharedMemory();
+    base = em.alignedBase(smem);
+    SmallVector<int64_t> box3 = {kRows, 1, kBox}, box2 = {kKeys, kBox};
+    tmQ = em.tensorMap(mapArgs[0], box3);
+    tmKV = em.tensorMap(mapArgs[1], box3);
+    if (dr > 0)
+      tmLatent = em.tensorMap(mapArgs[2], box2);
+    auto oneBarrier =
+        nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 1);
+    qBar = nvgpu::MBarrierCreateOp::create(b, loc, oneBarrier);
+    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    nvgpu::MBarrierInitOp::create(b, loc, qBar, kb.idx(1), kb.idx(0), first);
+    for (int64_t s = 0; s < em.stages; ++s)
+      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
+    for (Value arg : {tmQ, tmKV, tmLatent})
+      if (arg)
+        nvgpu::TmaPrefetchOp::create(b, loc, arg, first);
+    gpu::BarrierOp::create(b, loc);
+    kb.ifThen(first, [&] {
+      nvgpu::MBarrierArriveExpectTxOp::create(
+          b, loc, qBar, kb.idx(qBoxes * kBoxBytes), kb.idx(0), Value());
+      for (int64_t i = 0; i < qBoxes; ++i)
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, boxAt(qOffset(i), true), qBar, tmQ,
+            ValueRange{kb.idx(i * kBox), head, qStart}, kb.idx(0), Value(),
+            Value());
+      for (int64_t s = 0; s < em.stages; ++s)
+        kb.ifThen(kb.lti(kb.idx(s), keyTiles),
+                  [&] { issueKeys(kb.idx(s), kb.idx(s)); });
+    });
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
+                                           kb.idx(10000000), kb.idx(0));
+    auto [acc, state] = mainLoop(first);
+    epilogue(acc, state);
+  }
+
+  /// This thread's rows (token, its sequence's first token), the first
+  /// key of the tile's key range and how many key tiles it has.
+  void locateKeys() {
+    KernelOperand cu = ops.getCuSeqlens();
+    auto sequenceStart = [&](Value t) {
+      return cu ? emitSequenceOf(kb, cu.full, t).first : kb.idx(0);
+    };
+    Value lastToken = kb.subi(tokens, kb.idx(1));
+    for (int64_t r = 0; r < 2; ++r) {
+      rowToken[r] = kb.addi(qStart, kb.addi(rowBase, kb.idx(8 * r)));
+      rowFirstKey[r] = sequenceStart(kb.minsi(rowToken[r], lastToken));
+    }
+    kvBegin = sequenceStart(qStart);
+    Value last = kb.minsi(kb.addi(qStart, kb.idx(kRows - 1)), lastToken);
+    keyTiles =
+        em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(kKeys)), kKeys);
+  }
+
+  /// The descriptor of the 64-row operand at byte `offset` (advanced by 32
+  /// bytes per k-step of 16 inside a swizzled row), typed `shape`.
+  Value descriptor(Value offset, Value map, ArrayRef<int64_t> shape) {
+    Value tile =
+        em.view(smem, offset, em.tileType({kRows, kBox}, b.getBF16Type()));
+    auto type = nvgpu::WarpgroupMatrixDescriptorType::get(
+        b.getContext(), em.tileType(shape, b.getBF16Type()));
+    return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, tile,
+                                                        map);
+  }
+
+  /// S = Q K^T over the head dims for the landed key tile of `stage`.
+  Value scores(Value stage) {
+    Value s = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType(kKeys));
+    // No wait between the products (one drain after the last).
+    const int64_t steps = (dn + dr) / kWGMMAK;
+    auto noWait = b.getI64IntegerAttr(steps);
+    for (int64_t k = 0; k < steps; ++k) {
+      int64_t box = k / 4, within = 32 * (k % 4);
+      Value a = descriptor(kb.addi(qOffset(box), kb.idx(within)), tmQ,
+                           {kRows, kWGMMAK});
+      Value bk = descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)), tmQ,
+                            {kWGMMAK, kKeys});
+      s = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(kKeys), a,
+                                        bk, noWait, UnitAttr(), UnitAttr(), s);
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    return s;
+  }
+
+  /// O += P V: P from shared memory (K-major), V MN-major (transposed B).
+  Value accumulate(Value stage, Value o) {
+    auto noWait = b.getI64IntegerAttr(kKeys / kWGMMAK);
+    for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
+      Value a =
+          descriptor(kb.addi(pOffset(), kb.idx(32 * k)), tmQ, {kRows, kWGMMAK});
+      // Keys 16 k .. 16 k + 15: rows of 128 bytes.
+      Value v = descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
+                           tmKV, {kWGMMAK, dv});
+      o = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(dv), a, v,
+                                        noWait, UnitAttr(), b.getUnitAttr(), o);
+    }
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    return o;
+  }
+
+  Value negInf() { return kb.f32(-INFINITY); }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  Value quadMax(Value v) {
+    v = kb.maxf(v, mma.shuffleXor(v, 1));
+    return kb.maxf(v, mma.shuffleXor(v, 2));
+  }
+  Value quadSum(Value v) {
+    v = kb.add(v, mma.shuffleXor(v, 1));
+    return kb.add(v, mma.shuffleXor(v, 2));
+  }
+
+  /// Register i of a 64 x N fragment: row 8 ((i / 2) % 2) of the thread's
+  /// two, column 8 (i / 4) + 2 (lane % 4) + i % 2.
+  static int64_t rowOf(int64_t i) { return (i / 2) % 2; }
+  Value columnOf(int64_t i) {
+    return kb.addi(kb.muli(quad, kb.idx(2)), kb.idx(8 * (i / 4) + i % 2));
+  }
+
+  /// The softmax of key tile `j`'s scores: masked, in log2 units, the new
+  /// row maxima and sums; returns P (f32 registers) and each row's factor
+  /// for the old accumulators.
+  std::pair<SmallVector<Value>, std::array<Value, 2>> softmax(Value s, Value j,
+                                                              RowState &st) {
+    auto fragType = VectorType::get({kKeys / 2}, b.getF32Type());
+    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, s);
+    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+    SmallVector<Value> x(kKeys / 2);
+    Value rowMax[2] = {negInf(), negInf()};
+    for (int64_t i = 0; i < kKeys / 2; ++i) {
+      int64_t r = rowOf(i);
+      Value key = kb.addi(t0, columnOf(i));
+      Value valid = kb.andi(kb.gei(key, rowFirstKey[r]),
+                            kb.notb(kb.lti(rowToken[r], key)));
+      Value v = kb.mul(mma.extract(frag, {i}), kb.f32(scaleLog2));
+      x[i] = kb.select(valid, v, negInf());
+      rowMax[r] = kb.maxf(rowMax[r], x[i]);
+    }
+    std::array<Value, 2> alpha;
+    Value rowSum[2] = {kb.f32(0), kb.f32(0)};
+    Value use[2];
+    for (int64_t r = 0; r < 2; ++r) {
+      Value m = kb.maxf(st.m[r], quadMax(rowMax[r]));
+      // A row with no key yet keeps m = -inf; exponents against 0 then
+      // give 0, not NaN.
+      use[r] = kb.select(
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, negInf()),
+          kb.f32(0), m);
+      alpha[r] = exp2(kb.sub(st.m[r], use[r]));
+      st.m[r] = m;
+    }
+    SmallVector<Value> p(kKeys / 2);
+    for (int64_t i = 0; i < kKeys / 2; ++i) {
+      int64_t r = rowOf(i);
+      p[i] = exp2(kb.sub(x[i], use[r]));
+      rowSum[r] = kb.add(rowSum[r], p[i]);
+    }
+    for (int64_t r = 0; r < 2; ++r)
+      st.l[r] = kb.add(kb.mul(st.l[r], alpha[r]), rowSum[r]);
+    return {p, alpha};
+  }
+
+  /// The output accumulators times each row's factor.
+  Value rescale(Value o, std::array<Value, 2> alpha) {
+    auto fragType = VectorType::get({dv / 2}, b.getF32Type());
+    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, o);
+    SmallVector<Value> regs;
+    for (int64_t i = 0; i < dv / 2; ++i)
+      regs.push_back(kb.mul(mma.extract(frag, {i}), alpha[rowOf(i)]));
+    Value scaled = vector::FromElementsOp::create(b, loc, fragType, regs);
+    return k3gpu::WarpgroupAccumulatorOp::create(b, loc, em.accumulatorType(dv),
+                                                 scaled);
+  }
+
+  /// P as bf16 pairs into the 64 x 64 swizzled tile: row 16 w + g + 8 r,
+  /// 16-byte chunk j (columns 8 j ..) at chunk j ^ (row % 8) = j ^ g.
+  void storeP(ArrayRef<Value> p) {
+    Value tile =
+        em.view(smem, pOffset(), em.tileType({kRows, kBox}, b.getBF16Type()));
+    for (int64_t i = 0; i < kKeys / 2; i += 2) {
+      int64_t r = rowOf(i), chunk = i / 4;
+      Value row = kb.addi(rowBase, kb.idx(8 * r));
+      Value col = kb.addi(em.swizzledColumn(row, kb.idx(chunk)),
+                          kb.muli(quad, kb.idx(2)));
+      vector::StoreOp::create(b, loc, mma.pair(p[i], p[i + 1]), tile,
+                              ValueRange{row, col});
+    }
+    // The generic proxy's stores, visible to wgmma's reads.
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  std::pair<Value, RowState> mainLoop(Value first) {
+    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType(dv));
+    SmallVector<Value> inits = {init, negInf(), negInf(), kb.f32(0), kb.f32(0)};
+    auto loop =
+        scf::ForOp::create(b, loc, kb.idx(0), keyTiles, kb.idx(1), inits);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      ValueRange args = loop.getRegionIterArgs();
+      RowState st{{args[1], args[2]}, {args[3], args[4]}};
+      Value stage = em.remuIdx(j, em.stages);
+      em.waitStage(bars, j, stage);
+      Value s = scores(stage);
+      auto [p, alpha] = softmax(s, j, st);
+      Value o = rescale(args[0], alpha);
+      storeP(p);
+      o = accumulate(stage, o);
+      // Every warp is done with the stage and with P.
+      gpu::BarrierOp::create(b, loc);
+      Value next = kb.addi(j, kb.idx(em.stages));
+      kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)),
+                [&] { issueKeys(stage, next); });
+      scf::YieldOp::create(b, loc,
+                           ValueRange{o, st.m[0], st.m[1], st.l[0], st.l[1]});
+    }
+    RowState st{{loop.getResult(1), loop.getResult(2)},
+                {loop.getResult(3), loop.getResult(4)}};
+    return {loop.getResult(0), st};
+  }
+
+  /// O / l (l summed over the quad), times sigmoid(gate), as pairs of the
+  /// result's type for the rows inside the tokens.
+  void epilogue(Value o, const RowState &st) {
+    KernelOperand out = e.outputs[0], gate = ops.getGate();
+    Value width = kb.idx(heads * dv);
+    Value y = mma.contiguousView(out.base, {tokens, width});
+    Type outElem = cast<MemRefType>(y.getType()).getElementType();
+    Value gates;
+    if (gate)
+      gates = mma.contiguousView(gate.base, {tokens, width});
+    auto fragType = VectorType::get({dv / 2}, b.getF32Type());
+    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, o);
+    Value headCol = kb.muli(head, kb.idx(dv));
+    for (int64_t r = 0; r < 2; ++r) {
+      Value inv = mma.rcpApprox(quadSum(st.l[r]));
+      kb.ifThen(kb.lti(rowToken[r], tokens), [&] {
+        for (int64_t i = 2 * r; i < dv / 2; i += 4) {
+          Value col = kb.addi(headCol, columnOf(i));
+          Value lo = kb.mul(mma.extract(frag, {i}), inv);
+          Value hi = kb.mul(mma.extract(frag, {i + 1}), inv);
+          if (gates) {
+            SmallVector<Value> g =
+                mma.loadVector(gates, ValueRange{rowToken[r], col}, 2);
+            lo = kb.mul(lo, kb.sigmoid(g[0]));
+            hi = kb.mul(hi, kb.sigmoid(g[1]));
+          }
+          Value pairValue =
+              outElem.isBF16()
+                  ? mma.pair(lo, hi)
+                  : vector::FromElementsOp::create(
+                        b, loc, VectorType::get({2}, b.getF32Type()),
+                        ValueRange{lo, hi});
+          vector::StoreOp::create(b, loc, pairValue, y,
+                                  ValueRange{rowToken[r], col});
+        }
+      });
+    }
+  }
+
+  MLAPrefillAttentionOp op;
+  KernelOperands<MLAPrefillAttentionOp> ops;
+  KernelEmission &e;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  WGMMAEmitter em;
+  MMAEmitter mma;
+  int64_t dn = 0, dr = 0, dv = 0, heads = 0, rank = 0, qBoxes = 0, vBoxes = 0;
+  double scaleLog2 = 0;
+  Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
+  Value rowToken[2], rowFirstKey[2];
+  Value smem, base, tmQ, tmKV, tmLatent, qBar, bars;
+  SmallVector<Value> mapArgs;
+};
+
+struct MLAFlashPattern : OpKernelPattern<MLAPrefillAttentionOp> {
+  MLAFlashPattern() : OpKernelPattern(KernelKind::mla_flash_wgmma) {}
+  LogicalResult emit(MLAPrefillAttentionOp op, Adaptor operands,
+                     KernelEmission &e) const override {
+    if (failed(MLAFlashKernel(op, operands, e).emit()))
+      return failure();
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateMLAFlashWGMMAPattern(KernelPatternSet &patterns) {
+  patterns.add<MLAFlashPattern>();
+}

@@ -1,0 +1,61 @@
+// REQUIRES: ptxas
+// k3.mla_prefill_attention with kernel = mla_flash_wgmma
+// (lowering/cuda/MLAFlashWGMMA.cpp) at Kimi-Linear's head dims: q [T, 4,
+// 192], kv [T, 4, 256], latent [T, 576], the output gate fused. A block per
+// (64-query tile, head); q, the keys' nope part and the values by TMA
+// through rank-3 maps, k_pe through a rank-2 map of the latent; S by 12
+// wgmma m64n64k16, P V by 4 wgmma m64n128k16 with V transposed; the
+// accumulators' registers through k3gpu.warpgroup_fragment. f32 inputs keep
+// the loop nest.
+// RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// CONFIG-LABEL: func.func @forward(
+// CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = mla_flash_wgmma, tile = [64, 64], warps = 4, stages = 2, blocks_per_sm = 2>
+// CONFIG-LABEL: func.func @f32_inputs(
+// CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = loop_nest
+
+// CHECK-LABEL: gpu.func @mla_prefill_attention_0(
+// CHECK-SAME: %[[QMAP:[^:]*]]: !llvm.ptr, %[[KVMAP:[^:]*]]: !llvm.ptr, %[[LMAP:[^:]*]]: !llvm.ptr)
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 115712>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
+// CHECK-COUNT-3: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
+// CHECK: scf.for
+// CHECK-COUNT-12: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x64xf32>>
+// CHECK: k3gpu.warpgroup_fragment %{{.*}} -> vector<32xf32>
+// CHECK: math.exp2
+// CHECK: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
+// CHECK: nvvm.fence.proxy
+// CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}{transposeB, waitGroup = 4 : i64}
+// CHECK: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
+
+// The value operand is transposed (imm-trans-b = 1), the others are not.
+// PTX: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 0, 1;
+
+// PTXAS: Function properties for mla_prefill_attention_0
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(%q: tensor<?x4x192xbf16> {k3.name = "q", k3.dims = array<i64: -1, 4, 192>}, %kv: tensor<?x4x256xbf16> {k3.name = "kv", k3.dims = array<i64: -1, 4, 256>},
+                   %lat: tensor<?x576xbf16> {k3.name = "latent", k3.dims = array<i64: -1, 576>}, %g: tensor<?x512xbf16> {k3.name = "gate", k3.dims = array<i64: -1, 512>},
+                   %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x4x128xbf16> {k3.name = "o"}) {
+  %o = k3.mla_prefill_attention %q, %kv, %lat gate(%g) cu_seqlens(%cu)
+      {qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, scale = 0.07216878364870323 : f64}
+      : (tensor<?x4x192xbf16>, tensor<?x4x256xbf16>, tensor<?x576xbf16>, tensor<?x512xbf16>, tensor<?xi32>) -> tensor<?x4x128xbf16>
+  return %o : tensor<?x4x128xbf16>
+}
+
+func.func @f32_inputs(%q: tensor<?x4x192xf32> {k3.name = "q", k3.dims = array<i64: -1, 4, 192>}, %kv: tensor<?x4x256xf32> {k3.name = "kv", k3.dims = array<i64: -1, 4, 256>},
+                      %lat: tensor<?x576xf32> {k3.name = "latent", k3.dims = array<i64: -1, 576>}) -> (tensor<?x4x128xf32> {k3.name = "o"}) {
+  %o = k3.mla_prefill_attention %q, %kv, %lat
+      {qk_nope_head_dim = 128 : i64, qk_rope_head_dim = 64 : i64, v_head_dim = 128 : i64, scale = 0.07216878364870323 : f64}
+      : (tensor<?x4x192xf32>, tensor<?x4x256xf32>, tensor<?x576xf32>) -> tensor<?x4x128xf32>
+  return %o : tensor<?x4x128xf32>
+}
