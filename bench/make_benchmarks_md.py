@@ -121,7 +121,7 @@ def summary_table(rows: list[dict]) -> list[str]:
 
 
 def mla_tables(rows: list[dict]) -> list[str]:
-    """bench/mla.py: per prefill case our best passing variant beside the
+    """bench/mla.py: per prefill case our fastest passing variant beside the
     fastest torch SDPA row that ran (causal TFLOP/s, ratio of medians); per
     decode case our decode entry beside torch's absorbed reference (TB/s on
     the cache + kv_b bytes)."""
@@ -136,50 +136,49 @@ def mla_tables(rows: list[dict]) -> list[str]:
         elif "T" in shape:
             prefill.setdefault(str(r.get("case")), []).append(r)
 
-    def passed(rs: list[dict], impl: str, key: str = "") -> list[dict]:
-        return sorted((r for r in rs if r.get("impl") == impl and r.get("status") == "ok"
-                       and "median_ms" in r and key in str(r.get("variant", ""))),
-                      key=lambda r: r["median_ms"])
+    def fastest(rs: list[dict], impl: str, key: str = ""):
+        ok = [r for r in rs if r.get("impl") == impl and r.get("status") == "ok"
+              and "median_ms" in r and key in str(r.get("variant", ""))]
+        return min(ok, key=lambda r: r["median_ms"]) if ok else None
 
-    def cell(r, rate: str, unit: str) -> list[str]:
-        if r is None:
-            return ["—", "—"]
-        return [f"{r['median_ms']:.3f} ms ({r.get('variant', '')})",
-                f"{r[rate]:.1f} {unit}" if rate in r else ""]
+    def num(x) -> str:
+        return f"{x:.3g}" if isinstance(x, (int, float)) else ""
+
+    def ms(r, rs=(), impl="") -> str:
+        if r is not None:
+            return f"{r['median_ms']:.3f}"
+        st = {x.get("status") for x in rs if x.get("impl") == impl}
+        return "skipped" if st == {"skipped"} else "FAILED" if st else "—"
 
     def ratio(a, b) -> str:
         return f"{a['median_ms'] / b['median_ms']:.2f}" if a and b else "—"
     out = []
     if prefill:
-        out += ["Prefill, `k3.mla_prefill_attention` beside torch SDPA (causal flops):", "",
-                "| case | ours | | fastest torch SDPA | | ours / SDPA |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        out += ["Prefill: `k3.mla_prefill_attention` beside torch SDPA (fastest of each; "
+                "TFLOP/s on causal flops):", "",
+                "| case | ours ms | TFLOP/s | ours | SDPA ms | TFLOP/s | SDPA | ours / SDPA |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case, rs in prefill.items():
-            ours = passed(rs, "k3")
-            best = ours[0] if ours else None
-            anchor = (passed(rs, "torch") or [None])[0]
-            first = cell(best, "TFLOPs", "TFLOP/s") if best else [
-                "FAILED" if any(r.get("impl") == "k3" for r in rs) else "—", ""]
-            out.append("| " + " | ".join([case, *first, *cell(anchor, "TFLOPs", "TFLOP/s"),
-                                          ratio(best, anchor)]) + " |")
+            o, a = fastest(rs, "k3"), fastest(rs, "torch")
+            out.append("| " + " | ".join([
+                case, ms(o, rs, "k3"), num(o and o.get("TFLOPs")), o.get("variant", "") if o else "",
+                ms(a, rs, "torch"), num(a and a.get("TFLOPs")), a.get("variant", "") if a else "",
+                ratio(o, a)]) + " |")
         out.append("")
     if decode:
-        out += ["Decode, `k3.latent_attention` (decode entry) beside torch's absorbed form "
-                "(TB/s on the cache + kv_b bytes):", "",
-                "| case | ours | | attention kernel | torch, f32 cache | | torch, bf16 cache | "
-                "| ours / torch f32 |",
+        out += ["Decode: `k3.latent_attention` in a decode entry beside torch's absorbed "
+                "einsums (TB/s on the cache + kv_b bytes):", "",
+                "| case | ours ms | TB/s | attention kernel ms | torch f32 cache ms | TB/s | "
+                "torch bf16 cache ms | TB/s | ours / torch f32 |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for case, rs in decode.items():
-            ours = (passed(rs, "k3") or [None])[0]
-            t32 = (passed(rs, "torch", "f32") or [None])[0]
-            t16 = (passed(rs, "torch", "bf16") or [None])[0]
-            st = {r.get("status") for r in rs if r.get("impl") == "k3"}
-            first = cell(ours, "TBps", "TB/s") if ours else [
-                "skipped" if st == {"skipped"} else "FAILED", ""]
-            att = (f"{ours['attention_kernel_ms']:.3f} ms" if ours and "attention_kernel_ms" in ours
-                   else "—")
-            out.append("| " + " | ".join([case, *first, att, *cell(t32, "TBps", "TB/s"),
-                                          *cell(t16, "TBps", "TB/s"), ratio(ours, t32)]) + " |")
+            o = fastest(rs, "k3")
+            t32, t16 = fastest(rs, "torch", "f32"), fastest(rs, "torch", "bf16")
+            out.append("| " + " | ".join([
+                case, ms(o, rs, "k3"), num(o and o.get("TBps")),
+                f"{o['attention_kernel_ms']:.3f}" if o and "attention_kernel_ms" in o else "—",
+                ms(t32), num(t32 and t32.get("TBps")), ms(t16), num(t16 and t16.get("TBps")),
+                ratio(o, t32)]) + " |")
         out.append("")
     return out
 

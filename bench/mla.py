@@ -34,10 +34,12 @@ with a dynamic token count, and ``cu_seqlens [N+1]`` i32; output ``o
   dim Dv where it takes them, else with v zero-padded to Dn+Dr and the
   output sliced: the variant says which), EFFICIENT_ATTENTION and
   CUDNN_ATTENTION; each is first tried on a small problem of the config's
-  dims, and one that refuses gets a ``skipped`` row with torch's reason.
+  dims, and one that refuses gets a ``skipped`` row with torch's reason
+  (so does one that refuses a case's shapes: "No available kernel").
   Packed cases: a Python loop over the sequences (``loop``), and the
   nested-jagged form (``torch.nested``, one SDPA call) where torch takes it
-  (else a ``skipped`` row).
+  (else a ``skipped`` row). Single sequences also record SDPA alone,
+  without the gate (``sdpa_alone_median_ms``, ``sdpa_alone_TFLOPs``).
 TFLOP/s on causal flops: sum over sequences of L (L+1)/2 * H * 2 (Dn + Dr
 + Dv).
 
@@ -93,6 +95,9 @@ Environment:
                    NAME:k3-compile options (default "default"), e.g.
                    "default;loop:kernel-config=mla_prefill_attention.kernel=loop_nest"
   K3_MLA_ROW_BUDGET_S  (60)
+  K3_MLA_LOOP_NEST_MAX_T  our rows on the generic loop nest (an artifact whose
+                   kernel config is loop_nest) only for sequences up to this
+                   long (2048; longer ones are skipped rows: minutes a run)
   K3_RESULTS_TAG   part of the result file's name
 Prepare and run must see the same K3_MLA_* values (the artifacts' sizes
 follow them). Results: bench/results/mla[-TAG]-<gpu>-<date>.json; the exit
@@ -146,6 +151,10 @@ for _v in os.environ.get("K3_MLA_VARIANTS", "default").split(";"):
         _name, _, _opts = _v.strip().partition(":")
         VARIANTS[_name] = _opts
 ROW_BUDGET_S = float(os.environ.get("K3_MLA_ROW_BUDGET_S", "60"))
+# Our rows on the generic loop nest (before the dedicated kernel is chosen)
+# only up to sequences this long: the loop nest took 0.5 s for one run of
+# Kimi's B1 T2048 and grows with T^2 H (K3's T32768: minutes).
+LOOP_NEST_MAX_T = int(os.environ.get("K3_MLA_LOOP_NEST_MAX_T", "2048"))
 SLOW_RUN_S = 0.05
 DEVICE_BUDGET = 100e9  # bytes a decode row may hold on the device
 CHECKED_TOKENS = 256
@@ -600,8 +609,33 @@ def sdpa_fn(c, d, k, v, backend, packed: str):
     return fn
 
 
+def first_call(fn, refusal):
+    """(result, seconds, None) of fn()'s first call, or (None, 0, reason)
+    when torch refuses it: ``refusal(e)`` says whether exception ``e`` is a
+    refusal (then its reason, with what torch warned, is returned; any other
+    exception propagates)."""
+    import warnings
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            y, first = timed_first(fn)
+            return y, first, None
+        except Exception as e:  # noqa: BLE001
+            if not refusal(e):
+                raise
+            told = "; ".join(dict.fromkeys(str(w.message)[:200] for w in said))
+            return None, 0.0, f"{type(e).__name__}: {str(e)[:300]}" + (f" ({told})" if told else "")
+
+
 def anchors_prefill(res, c, d, backends, ident, flop):
+    """torch SDPA on case ``c``: every backend that took the config's dims
+    (the dense form, or a loop over the sequences when packed) and the
+    nested jagged form with the first. A backend that refuses this case's
+    shapes ("No available kernel"), or torch refusing the nested form, is a
+    ``skipped`` row with the reason; any other exception is FAILED."""
     import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
     k, v, vpad = expanded(c, d)
     forms = ["loop", "nested"] if c["N"] > 1 else ["dense"]
     for form in forms:
@@ -613,21 +647,29 @@ def anchors_prefill(res, c, d, backends, ident, flop):
                                            ", nested jagged (one call)")
 
             def row(backend=backend, pad=pad, form=form):
-                fn = sdpa_fn(c, d, k, vpad if pad else v, backend, form)
-                y, first = timed_first(fn)
+                vv = vpad if pad else v
+                y, first, refused = first_call(
+                    lambda: sdpa_fn(c, d, k, vv, backend, form)(),
+                    (lambda e: True) if form == "nested" else
+                    (lambda e: "No available kernel" in str(e)))
+                if refused:
+                    return {"status": "skipped", "error": f"torch refused this case: {refused}"}
+                fn = sdpa_fn(c, d, k, vv, backend, form)
                 err = protocol.rel_err(y[c["rows"]], c["ref"])
                 r = {**anchor_times(fn, first), "err_vs_oracle": err, "within_bound": err < BOUND}
-                return {**r, "TFLOPs": flop / r["median_ms"] / 1e9}
-            if form == "nested":
-                try:  # does torch take the nested form at all?
-                    sdpa_fn(c, d, k, vpad if pad else v, backend, form)()
-                    torch.cuda.synchronize()
-                except Exception as e:  # noqa: BLE001
-                    res.add(status="skipped", error=f"torch refused the nested jagged form: "
-                            f"{type(e).__name__}: {str(e)[:500]}", impl="torch", variant=variant,
-                            **ident)
-                    continue
+                r["TFLOPs"] = flop / r["median_ms"] / 1e9
+                if form == "dense":
+                    # SDPA alone, without the gate's multiply.
+                    def alone():
+                        with sdpa_kernel([backend]):
+                            return F.scaled_dot_product_attention(
+                                bhtd(c["q"]), bhtd(k), bhtd(vv), is_causal=True, scale=scale_of(d))
+                    a = anchor_times(alone, first)
+                    r["sdpa_alone_median_ms"] = a["median_ms"]
+                    r["sdpa_alone_TFLOPs"] = flop / a["median_ms"] / 1e9
+                return r
             res.guard(row, impl="torch", variant=variant, **ident)
+            torch.cuda.empty_cache()
     del k, v, vpad
 
 
@@ -671,6 +713,12 @@ def run_prefill_config(res, name, d) -> None:
             v = f"mla_prefill_attention {variant} (kernel {kinds[variant]})"
             if isinstance(s, Exception):
                 res.failed(f"session: {type(s).__name__}: {s}", impl="k3", variant=v, **ident)
+                continue
+            if kinds[variant].startswith("loop_nest") and max(lengths) > LOOP_NEST_MAX_T:
+                res.add(status="skipped", impl="k3", variant=v, error=(
+                    f"the generic loop nest (no dedicated kernel chosen) on a {max(lengths)}-token "
+                    f"sequence: ~0.5 s a run at T2048 H32, growing with T^2 H; skipped above "
+                    f"K3_MLA_LOOP_NEST_MAX_T = {LOOP_NEST_MAX_T}"), **ident)
                 continue
             res.guard(lambda: ours_prefill(s, c, flop, kinds[variant]), impl="k3", variant=v,
                       **ident)
