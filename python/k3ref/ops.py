@@ -658,7 +658,14 @@ def gated_mla(x, w, cfg, cu_seqlens=None, latent_cache=None, cache_lens=None):
                              ckv[:, r:r + rope]], axis=-1)
     o, cache = latent_attention(q, latent, w["kv_b_proj"], H, nope, rope, vd, r,
                                 (nope + rope) ** -0.5, latent_cache, cache_lens, cu_seqlens)
-    o = act(o.reshape(T, H * vd))
+    o = o.reshape(T, H * vd)
+    # The expanded prefill (k3-mla-expand) applies the gate in the
+    # attention's write: o is stored once, gated.
+    fresh = cache_lens is None or not np.any(np.asarray(cache_lens))
+    if latent_cache is not None and cache_lens is None and isinstance(latent_cache, list):
+        fresh = all(len(c) == 0 for c in latent_cache)
+    if not (cfg.mla_use_output_gate and _MLA_EXPANDED_PREFILL and fresh):
+        o = act(o)
     if cfg.mla_use_output_gate:
         o = act(o * sigmoid(act(linear(x, w["g_proj"]))))
     return act(linear(o, w["o_proj"])), cache
