@@ -4,7 +4,8 @@
     k3.compile("examples/tiny_k3.mlir", "tiny.k3bin", max_tokens=256, max_seqs=4)
     s = k3.Session(k3.Artifact("tiny.k3bin"))
     s.random_weights(1)
-    out = s.run(token_ids=ids, cu_seqlens=cu, context_lens=ctx)   # {"logits": ..., ...}
+    out = s.run(token_ids=ids, cu_seqlens=cu, context_lens=zeros)  # a prompt: {"logits": ..., ...}
+    out = s.run("forward_decode", token_ids=next_ids, cu_seqlens=cu1, context_lens=ctx)  # continue
     s.generate([1, 2, 3], max_new_tokens=8)
 
 Bindings are ctypes over libk3runtime.so (k3/k3_runtime.h); inputs and
