@@ -61,6 +61,31 @@ LogicalResult WarpgroupAccumulatorOp::verify() {
                         getFragment().getType());
 }
 
+LogicalResult WarpgroupMmaChainOp::verify() {
+  if (getDescriptorsA().empty() ||
+      getDescriptorsA().size() != getDescriptorsB().size())
+    return emitOpError("needs as many B descriptors as A descriptors, at "
+                       "least one");
+  if (getMatrixC().getType() != getMatrixD().getType())
+    return emitOpError("needs the same accumulator type in and out");
+  VectorType acc = getMatrixC().getType().getFragmented();
+  if (acc.getRank() != 2 || acc.getDimSize(0) != 64 ||
+      !acc.getElementType().isF32())
+    return emitOpError("needs a 64 x N f32 accumulator");
+  for (auto [a, b] : llvm::zip(getDescriptorsA(), getDescriptorsB())) {
+    auto ta =
+        cast<nvgpu::WarpgroupMatrixDescriptorType>(a.getType()).getTensor();
+    auto tb =
+        cast<nvgpu::WarpgroupMatrixDescriptorType>(b.getType()).getTensor();
+    if (ta.getShape() != ArrayRef<int64_t>{64, 16} ||
+        tb.getShape() != ArrayRef<int64_t>{16, acc.getDimSize(1)} ||
+        !ta.getElementType().isBF16() || !tb.getElementType().isBF16())
+      return emitOpError("each step needs bf16 A [64, 16] and B [16, ")
+             << acc.getDimSize(1) << "]";
+  }
+  return success();
+}
+
 void k3gpu::registerK3GPUDialect(DialectRegistry &registry) {
   registry.insert<K3GPUDialect>();
   registry.addExtension(+[](MLIRContext *ctx, k3::K3Dialect *) {

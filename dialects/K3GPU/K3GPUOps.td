@@ -24,6 +24,11 @@
 //    nvgpu can only store an accumulator to memory; flash attention
 //    rescales its output accumulator and takes the softmax of its score
 //    accumulator in registers, between two wgmma.
+//  - k3gpu.warpgroup_mma_chain: several wgmma into one accumulator under
+//    one fence, commit and wait. nvgpu.warpgroup.mma waits after each op
+//    and advances a K-major B operand's descriptor as if it were MN-major,
+//    so a chain over K-major tiles needs one op per k-step, and ptxas
+//    serialises wgmma whose results are read between such waits (C7514).
 //
 // Each op lowers to NVVM by one pattern (K3GPUToNVVM.cpp,
 // populateK3GPUToNVVMConversionPatterns; pass convert-k3gpu-to-nvvm).
@@ -162,6 +167,35 @@ def K3GPU_WarpgroupAccumulatorOp : K3GPU_Op<"warpgroup_accumulator",
   let results = (outs NVGPU_WarpgroupAccumulator:$accumulator);
   let assemblyFormat = [{
     $fragment attr-dict `:` type($fragment) `->` type($accumulator)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3GPU_WarpgroupMmaChainOp : K3GPU_Op<"warpgroup_mma_chain",
+    [AttrSizedOperandSegments]> {
+  let summary = "D = sum_i A_i B_i (+ C) by wgmma, one fence and one wait";
+  let description = [{
+    One wgmma per pair of descriptors (`descriptorsA[i]`, `descriptorsB[i]`,
+    each one m64nNk16 step: A `[64, 16]`, B `[16, N]`), accumulated in
+    order into `matrixC` (or into zero with `overwrite`: the first wgmma's
+    scale-d is 0 and `matrixC` is not read), between one `wgmma.fence`
+    and one commit, then `wgmma.wait_group 0`. `transposeB`: B is MN-major
+    in shared memory (imm-trans-b = 1).
+
+    ```mlir
+    %d = k3gpu.warpgroup_mma_chain [%a0, %a1], [%b0, %b1], %c {overwrite}
+        : [!descA, !descA], [!descB, !descB], !acc -> !acc
+    ```
+  }];
+  let arguments = (ins Variadic<NVGPU_WarpgroupMatrixDescriptor>:$descriptorsA,
+                       Variadic<NVGPU_WarpgroupMatrixDescriptor>:$descriptorsB,
+                       NVGPU_WarpgroupAccumulator:$matrixC,
+                       UnitAttr:$overwrite, UnitAttr:$transposeB);
+  let results = (outs NVGPU_WarpgroupAccumulator:$matrixD);
+  let assemblyFormat = [{
+    `[` $descriptorsA `]` `,` `[` $descriptorsB `]` `,` $matrixC attr-dict
+    `:` `[` type($descriptorsA) `]` `,` `[` type($descriptorsB) `]` `,`
+    type($matrixC) `->` type($matrixD)
   }];
   let hasVerifier = 1;
 }

@@ -165,6 +165,51 @@ struct WarpgroupAccumulatorOpLowering
   }
 };
 
+struct WarpgroupMmaChainOpLowering
+    : ConvertOpToLLVMPattern<WarpgroupMmaChainOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(WarpgroupMmaChainOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto accType = op.getMatrixC().getType();
+    int64_t n = accType.getFragmented().getDimSize(1);
+    auto outer = cast<LLVM::LLVMStructType>(accumulatorStruct(accType));
+    Type inner = outer.getBody()[0];
+    // With `overwrite` the first product ignores C: no registers to zero.
+    Value acc = op.getOverwrite()
+                    ? LLVM::PoisonOp::create(rewriter, loc, inner).getResult()
+                    : LLVM::ExtractValueOp::create(rewriter, loc,
+                                                   adaptor.getMatrixC(), 0)
+                          .getResult();
+    auto bf16 = NVVM::WGMMATypes::bf16;
+    // NVVM's layouts are BLAS's: a K-major B ([N][K] in memory) is
+    // column-major, an MN-major one row-major (imm-trans-b = 1).
+    auto layoutB =
+        op.getTransposeB() ? NVVM::MMALayout::row : NVVM::MMALayout::col;
+    NVVM::WgmmaFenceAlignedOp::create(rewriter, loc);
+    for (auto [i, ab] : llvm::enumerate(
+             llvm::zip(adaptor.getDescriptorsA(), adaptor.getDescriptorsB()))) {
+      auto scaleD = i == 0 && op.getOverwrite() ? NVVM::WGMMAScaleOut::zero
+                                                : NVVM::WGMMAScaleOut::one;
+      acc = NVVM::WgmmaMmaAsyncOp::create(
+          rewriter, loc, inner, acc, std::get<0>(ab), std::get<1>(ab),
+          NVVM::MMAShapeAttr::get(ctx, 64, n, 16), bf16, bf16,
+          NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
+          NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,
+          NVVM::MMAIntOverflowAttr::get(ctx, NVVM::MMAIntOverflow::wrapped));
+    }
+    NVVM::WgmmaGroupSyncAlignedOp::create(rewriter, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(rewriter, loc, 0);
+    Value result = LLVM::PoisonOp::create(rewriter, loc, outer);
+    result = LLVM::InsertValueOp::create(rewriter, loc, result, acc,
+                                         ArrayRef<int64_t>{0});
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct ConvertK3GPUToNVVMPass
     : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
@@ -181,6 +226,9 @@ struct ConvertK3GPUToNVVMPass
     // meet ours in reconcile-unrealized-casts).
     converter.addConversion(
         [](nvgpu::WarpgroupAccumulatorType t) { return accumulatorStruct(t); });
+    converter.addConversion([](nvgpu::WarpgroupMatrixDescriptorType t) -> Type {
+      return IntegerType::get(t.getContext(), 64);
+    });
     RewritePatternSet patterns(&getContext());
     populateK3GPUToNVVMConversionPatterns(converter, patterns);
     LLVMConversionTarget target(getContext());
@@ -198,8 +246,8 @@ struct ConvertK3GPUToNVVMPass
 void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering,
-               WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering>(
-      converter);
+               WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
+               WarpgroupMmaChainOpLowering>(converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

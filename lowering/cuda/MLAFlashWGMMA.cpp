@@ -237,42 +237,49 @@ private:
                                                         map);
   }
 
-  /// S = Q K^T over the head dims for the landed key tile of `stage`.
-  Value scores(Value stage) {
-    Value s = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-        b, loc, em.accumulatorType(kKeys));
-    // No wait between the products (one drain after the last).
-    const int64_t steps = (dn + dr) / kWGMMAK;
-    auto noWait = b.getI64IntegerAttr(steps);
-    for (int64_t k = 0; k < steps; ++k) {
+  /// S = Q K^T over the head dims for the landed key tile of `stage`: one
+  /// chain of (Dn + Dr) / 16 wgmma m64n64k16 into a fresh accumulator.
+  Value scores(Value stage, Value previous) {
+    SmallVector<Value> as, bs;
+    for (int64_t k = 0; k < (dn + dr) / kWGMMAK; ++k) {
       int64_t box = k / 4, within = 32 * (k % 4);
-      Value a = descriptor(kb.addi(qOffset(box), kb.idx(within)), tmQ,
-                           {kRows, kWGMMAK});
-      Value bk = descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)), tmQ,
-                            {kWGMMAK, kKeys});
-      s = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(kKeys), a,
-                                        bk, noWait, UnitAttr(), UnitAttr(), s);
+      as.push_back(descriptor(kb.addi(qOffset(box), kb.idx(within)), tmQ,
+                              {kRows, kWGMMAK}));
+      bs.push_back(descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)),
+                              tmQ, {kWGMMAK, kKeys}));
     }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    return s;
+    auto chain = k3gpu::WarpgroupMmaChainOp::create(
+        b, loc, em.accumulatorType(kKeys), as, bs, previous);
+    chain.setOverwrite(true);
+    return chain.getResult();
   }
 
-  /// O += P V: P from shared memory (K-major), V MN-major (transposed B).
+  /// O += P V: P from shared memory (K-major), V MN-major (transposed B),
+  /// keys 16 k .. 16 k + 15 in rows of 128 bytes.
   Value accumulate(Value stage, Value o) {
-    auto noWait = b.getI64IntegerAttr(kKeys / kWGMMAK);
+    SmallVector<Value> as, bs;
     for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
-      Value a =
-          descriptor(kb.addi(pOffset(), kb.idx(32 * k)), tmQ, {kRows, kWGMMAK});
-      // Keys 16 k .. 16 k + 15: rows of 128 bytes.
-      Value v = descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
-                           tmKV, {kWGMMAK, dv});
-      o = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(dv), a, v,
-                                        noWait, UnitAttr(), b.getUnitAttr(), o);
+      as.push_back(descriptor(kb.addi(pOffset(), kb.idx(32 * k)), tmQ,
+                              {kRows, kWGMMAK}));
+      bs.push_back(descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
+                              tmKV, {kWGMMAK, dv}));
     }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    return o;
+    auto chain = k3gpu::WarpgroupMmaChainOp::create(
+        b, loc, em.accumulatorType(dv), as, bs, o);
+    chain.setTransposeB(true);
+    return chain.getResult();
   }
 
+  /// A zero 64 x n accumulator, each register its own constant:
+  /// nvgpu.warpgroup.mma.init.accumulator zeroes one register and copies
+  /// it to the others, and ptxas takes those copies for reads of a wgmma
+  /// accumulator in flight (C7514) and serialises every wgmma.
+  Value zeroAccumulator(int64_t n) {
+    auto type = VectorType::get({n / 2}, b.getF32Type());
+    Value zeros = arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type));
+    return k3gpu::WarpgroupAccumulatorOp::create(b, loc, em.accumulatorType(n),
+                                                 zeros);
+  }
   Value negInf() { return kb.f32(-INFINITY); }
   Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
   Value quadMax(Value v) {
@@ -368,8 +375,9 @@ private:
   }
 
   std::pair<Value, RowState> mainLoop(Value first) {
-    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-        b, loc, em.accumulatorType(dv));
+    Value init = zeroAccumulator(dv);
+    // Never read (the chain overwrites it), only typed.
+    sInit = zeroAccumulator(kKeys);
     SmallVector<Value> inits = {init, negInf(), negInf(), kb.f32(0), kb.f32(0)};
     auto loop =
         scf::ForOp::create(b, loc, kb.idx(0), keyTiles, kb.idx(1), inits);
@@ -381,7 +389,7 @@ private:
       RowState st{{args[1], args[2]}, {args[3], args[4]}};
       Value stage = em.remuIdx(j, em.stages);
       em.waitStage(bars, j, stage);
-      Value s = scores(stage);
+      Value s = scores(stage, sInit);
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
       storeP(p);
@@ -450,7 +458,7 @@ private:
   double scaleLog2 = 0;
   Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
   Value rowToken[2], rowFirstKey[2];
-  Value smem, base, tmQ, tmKV, tmLatent, qBar, bars;
+  Value smem, base, tmQ, tmKV, tmLatent, qBar, bars, sInit;
   SmallVector<Value> mapArgs;
 };
 

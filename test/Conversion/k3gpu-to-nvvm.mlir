@@ -58,3 +58,36 @@ func.func @accumulator(%v: vector<4xf32>) -> !nvgpu.warpgroup.accumulator<fragme
   %acc = k3gpu.warpgroup_accumulator %v : vector<4xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>>
   return %acc : !nvgpu.warpgroup.accumulator<fragmented = vector<64x8xf32>>
 }
+
+// A chain of products: one fence, the wgmma in order (the first with
+// scale-d 0 under `overwrite`, B K-major: column-major in NVVM's terms),
+// one commit, one wait.
+// CHECK-LABEL: func @chain
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-NEXT: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>, <wrapped>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>, <wrapped>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+func.func @chain(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                 %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                 %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> {
+  %d = k3gpu.warpgroup_mma_chain [%a, %a], [%b, %b], %c {overwrite}
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>],
+        [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+}
+
+// An MN-major B (transposeB) is row-major in NVVM's terms (imm-trans-b 1).
+// CHECK-LABEL: func @chain_transposed
+// CHECK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>, <wrapped>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <row>]
+func.func @chain_transposed(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                            %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                            %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> {
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c {transposeB}
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+}

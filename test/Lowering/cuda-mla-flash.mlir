@@ -27,16 +27,21 @@
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK-COUNT-3: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // CHECK: scf.for
-// CHECK-COUNT-12: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x64xf32>>
+// CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[{{([^,]*, ){11}[^,]*}}], [{{.*}}], %{{.*}} {overwrite} : {{.*}} -> <fragmented = vector<64x64xf32>>
 // CHECK: k3gpu.warpgroup_fragment %{{.*}} -> vector<32xf32>
 // CHECK: math.exp2
 // CHECK: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
 // CHECK: nvvm.fence.proxy
-// CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}{transposeB, waitGroup = 4 : i64}
+// CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[{{([^,]*, ){3}[^,]*}}], [{{.*}}], %{{.*}} {transposeB} : {{.*}} -> <fragmented = vector<64x128xf32>>
 // CHECK: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
 
-// The value operand is transposed (imm-trans-b = 1), the others are not.
-// PTX: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// One fence, 12 products, one wait for S (the first overwrites: scale-d
+// 0); the value operand is transposed (imm-trans-b = 1), the others not.
+// PTX: wgmma.fence.sync.aligned;
+// PTX: setp.ne.b32 p, 0, 0;
+// PTX-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// PTX-NOT: wgmma.wait_group
+// PTX-COUNT-11: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 0, 1;
 
 // PTXAS: Function properties for mla_prefill_attention_0

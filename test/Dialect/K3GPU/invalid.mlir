@@ -71,3 +71,28 @@ func.func @accumulator_rows(%v: vector<32xf32>) {
   %acc = k3gpu.warpgroup_accumulator %v : vector<32xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<128x64xf32>>
   return
 }
+
+// -----
+
+func.func @chain_counts(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                        %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                        %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{needs as many B descriptors as A descriptors}}
+  %d = k3gpu.warpgroup_mma_chain [%a, %a], [%b], %c
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>],
+        [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return
+}
+
+// -----
+
+func.func @chain_n(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                   %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x128xbf16, 3>>,
+                   %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{each step needs bf16 A [64, 16] and B [16, 64]}}
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x128xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return
+}
