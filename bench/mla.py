@@ -23,8 +23,8 @@ with a dynamic token count, and ``cu_seqlens [N+1]`` i32; output ``o
 * ``k3`` / ``mla_prefill_attention <variant> (kernel <kind>)``: the whole
   entry (the runtime's CUDA events); ``<kind>`` is the kernel config
   k3-compile chose (its ``report=1``, saved at prepare time in
-  out/mla/manifest.json): ``mla_flash_wgmma`` once that kernel lands, the
-  generic ``loop_nest`` before.
+  out/mla/manifest.json): ``mla_flash_wgmma`` where it applies, else the
+  generic ``loop_nest`` (whose rows run only up to K3_MLA_LOOP_NEST_MAX_T).
 * ``torch`` / ``sdpa <backend>``: ``torch.nn.functional.
   scaled_dot_product_attention(is_causal=True)`` under
   ``sdpa_kernel([backend])`` on the expanded tensors k = [kv[..., :Dn] |
@@ -623,8 +623,11 @@ def first_call(fn, refusal):
         except Exception as e:  # noqa: BLE001
             if not refusal(e):
                 raise
-            told = "; ".join(dict.fromkeys(str(w.message)[:200] for w in said))
-            return None, 0.0, f"{type(e).__name__}: {str(e)[:300]}" + (f" ({told})" if told else "")
+            # torch's reasons (without the other backends' "runtime disabled").
+            told = "; ".join(dict.fromkeys(
+                str(w.message).split(" (Triggered internally")[0][:300] for w in said
+                if "has been runtime disabled" not in str(w.message)))
+            return None, 0.0, f"{type(e).__name__}: {str(e)[:200]}" + (f" ({told})" if told else "")
 
 
 def anchors_prefill(res, c, d, backends, ident, flop):
