@@ -634,9 +634,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // and three (bench/results/moe-nvidia-h200-20261202T023517Z.json).
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
   case KernelKind::mla_flash_wgmma:
-    // Two key/value stages (112 KiB with Kimi's dims): two blocks share an
-    // SM, one's softmax beside the other's products.
-    return config(ctx, kind, {64, 64}, 4, 2, 2);
+    // One key/value stage (73 KiB with Kimi's dims) and three blocks per
+    // SM: one block's softmax and loads beside the others' products. Two
+    // stages (113 KiB) left room for one block per SM only: 239 TFLOP/s at
+    // Kimi's B1 T8192 against 396 (bench/results/
+    // mla-prefill-tuning-nvidia-h200-20261202T061207Z.json).
+    return config(ctx, kind, {64, 64}, 4, 1, 3);
   }
   llvm_unreachable("kernel kind");
 }
