@@ -14,6 +14,25 @@
 using namespace mlir;
 using namespace mlir::k3;
 
+void k3::emitSoftmaxRow(KernelBuilder &kb, Value start, Value stop, int64_t dv,
+                        llvm::function_ref<Value(Value)> score,
+                        llvm::function_ref<Value(Value, Value)> value,
+                        llvm::function_ref<void(Value, Value)> write) {
+  Value m = kb.reduce(start, stop, kb.f32(-INFINITY),
+                      [&](Value s, Value a) { return kb.maxf(a, score(s)); });
+  Value acc = kb.scratch(dv);
+  kb.forRange(kb.idx(dv), [&](Value d) { kb.store(kb.f32(0.0), acc, {d}); });
+  Value l = kb.reduce(start, stop, kb.f32(0.0), [&](Value s, Value a) {
+    Value p = kb.exp(kb.sub(score(s), m));
+    kb.forRange(kb.idx(dv), [&](Value d) {
+      kb.store(kb.fma(p, value(s, d), kb.load(acc, {d})), acc, {d});
+    });
+    return kb.add(a, p);
+  });
+  kb.forRange(kb.idx(dv),
+              [&](Value d) { write(d, kb.div(kb.load(acc, {d}), l)); });
+}
+
 LogicalResult k3::emitCausalAttention(CausalAttentionOp op, KernelBuilder &kb,
                                       In in, Out out) {
   auto ops = operandsOf(op, in);
@@ -24,28 +43,16 @@ LogicalResult k3::emitCausalAttention(CausalAttentionOp op, KernelBuilder &kb,
   kb.parallel({kb.dim(qIn.shape[0]), kb.dim(qIn.shape[1])}, [&](ValueRange iv) {
     Value t = iv[0], h = iv[1];
     Value start = cu ? emitSequenceOf(kb, cu.full, t).first : kb.idx(0);
-    Value stop = kb.addi(t, kb.idx(1));
     auto score = [&](Value s) {
       Value dot = kb.reduce(kb.idx(dqk), kb.f32(0.0), [&](Value d, Value a) {
         return kb.fma(kb.load(q, {t, h, d}), kb.load(k, {s, h, d}), a);
       });
       return kb.mul(dot, scale);
     };
-    Value m = kb.reduce(start, stop, kb.f32(-INFINITY),
-                        [&](Value s, Value a) { return kb.maxf(a, score(s)); });
-    kb.forRange(kb.idx(dv),
-                [&](Value d) { kb.store(kb.f32(0.0), o, {t, h, d}); });
-    Value l = kb.reduce(start, stop, kb.f32(0.0), [&](Value s, Value a) {
-      Value p = kb.exp(kb.sub(score(s), m));
-      kb.forRange(kb.idx(dv), [&](Value d) {
-        kb.store(kb.fma(p, kb.load(v, {s, h, d}), kb.load(o, {t, h, d})), o,
-                 {t, h, d});
-      });
-      return kb.add(a, p);
-    });
-    kb.forRange(kb.idx(dv), [&](Value d) {
-      kb.store(kb.div(kb.load(o, {t, h, d}), l), o, {t, h, d});
-    });
+    emitSoftmaxRow(
+        kb, start, kb.addi(t, kb.idx(1)), dv, score,
+        [&](Value s, Value d) { return kb.load(v, {s, h, d}); },
+        [&](Value d, Value y) { kb.store(y, o, {t, h, d}); });
   });
   return success();
 }

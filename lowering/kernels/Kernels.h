@@ -117,6 +117,16 @@ inline std::optional<double> optionalDouble(FloatAttr a) {
 
 /// First token of the sequence that token `t` belongs to, and its index:
 /// the largest n with cu_seqlens[n] <= t.
+/// Softmax attention of one query over keys [start, stop): `score(s)` is
+/// key s's scaled logit, `value(s, d)` channel d of its value. The weighted
+/// sum is kept in f32 scratch (the result may be bf16), then `write(d, y)`
+/// gets each channel divided by the weights' sum. Two passes over the keys
+/// (the maximum, then the sums), as the oracle's softmax.
+void emitSoftmaxRow(KernelBuilder &kb, Value start, Value stop, int64_t dv,
+                    llvm::function_ref<Value(Value)> score,
+                    llvm::function_ref<Value(Value, Value)> value,
+                    llvm::function_ref<void(Value, Value)> write);
+
 std::pair<Value, Value> emitSequenceOf(KernelBuilder &kb, Value cuSeqlens,
                                        Value t);
 

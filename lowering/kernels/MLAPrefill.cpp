@@ -36,27 +36,19 @@ LogicalResult k3::emitMLAPrefillAttention(MLAPrefillAttentionOp op,
       });
       return kb.mul(dot, scale);
     };
-    Value m = kb.reduce(start, stop, kb.f32(-INFINITY),
-                        [&](Value s, Value a) { return kb.maxf(a, score(s)); });
-    // The weighted sum in f32 (the result may be bf16).
-    Value acc = kb.scratch(dv);
-    kb.forRange(kb.idx(dv), [&](Value d) { kb.store(kb.f32(0.0), acc, {d}); });
-    Value l = kb.reduce(start, stop, kb.f32(0.0), [&](Value s, Value a) {
-      Value p = kb.exp(kb.sub(score(s), m));
-      kb.forRange(kb.idx(dv), [&](Value d) {
-        Value v = kb.load(kv, {s, h, kb.addi(kb.idx(dn), d)});
-        kb.store(kb.fma(p, v, kb.load(acc, {d})), acc, {d});
-      });
-      return kb.add(a, p);
-    });
-    kb.forRange(kb.idx(dv), [&](Value d) {
-      Value y = kb.div(kb.load(acc, {d}), l);
-      if (gateIn) {
-        Value col = kb.addi(kb.muli(h, kb.idx(dv)), d);
-        y = kb.mul(y, kb.sigmoid(kb.load(gateIn.full, {t, col})));
-      }
-      kb.store(y, o, {t, h, d});
-    });
+    Value gate = gateIn ? gateIn.full : Value();
+    emitSoftmaxRow(
+        kb, start, stop, dv, score,
+        [&](Value s, Value d) {
+          return kb.load(kv, {s, h, kb.addi(kb.idx(dn), d)});
+        },
+        [&](Value d, Value y) {
+          if (gate) {
+            Value col = kb.addi(kb.muli(h, kb.idx(dv)), d);
+            y = kb.mul(y, kb.sigmoid(kb.load(gate, {t, col})));
+          }
+          kb.store(y, o, {t, h, d});
+        });
   });
   return success();
 }
