@@ -122,9 +122,7 @@ private:
   }
 
   // Shared memory, from the aligned base: q's boxes, then per stage the
-  // keys' boxes and the values'. P takes the place of the stage's first key
-  // box once S is computed (one box less: with two stages two blocks then
-  // fit on an SM).
+  // keys' boxes and the values', then P.
   Value qOffset(int64_t box) { return at(box * kBoxBytes); }
   Value keyOffset(Value stage, int64_t box) {
     return kb.addi(at((qBoxes + box) * kBoxBytes),
@@ -133,7 +131,9 @@ private:
   Value valueOffset(Value stage, int64_t box) {
     return keyOffset(stage, qBoxes + box);
   }
-  Value pOffset(Value stage) { return keyOffset(stage, 0); }
+  Value pOffset() {
+    return at((qBoxes + em.stages * (qBoxes + vBoxes)) * kBoxBytes);
+  }
   Value at(int64_t bytes) { return kb.addi(base, kb.idx(bytes)); }
 
   /// A TMA box destination: [64 tokens, 1 head, 64] or [64 tokens, 64].
@@ -259,7 +259,7 @@ private:
   Value accumulate(Value stage, Value o) {
     SmallVector<Value> as, bs;
     for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
-      as.push_back(descriptor(kb.addi(pOffset(stage), kb.idx(32 * k)), tmQ,
+      as.push_back(descriptor(kb.addi(pOffset(), kb.idx(32 * k)), tmQ,
                               {kRows, kWGMMAK}));
       bs.push_back(descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
                               tmKV, {kWGMMAK, dv}));
@@ -355,11 +355,9 @@ private:
 
   /// P as bf16 pairs into the 64 x 64 swizzled tile: row 16 w + g + 8 r,
   /// 16-byte chunk j (columns 8 j ..) at chunk j ^ (row % 8) = j ^ g.
-  void storeP(Value stage, ArrayRef<Value> p) {
-    // Every warp's share of S is done reading the keys P overwrites.
-    gpu::BarrierOp::create(b, loc);
-    Value tile = em.view(smem, pOffset(stage),
-                         em.tileType({kRows, kBox}, b.getBF16Type()));
+  void storeP(ArrayRef<Value> p) {
+    Value tile =
+        em.view(smem, pOffset(), em.tileType({kRows, kBox}, b.getBF16Type()));
     for (int64_t i = 0; i < kKeys / 2; i += 2) {
       int64_t r = rowOf(i), chunk = i / 4;
       Value row = kb.addi(rowBase, kb.idx(8 * r));
@@ -394,7 +392,7 @@ private:
       Value s = scores(stage, sInit);
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
-      storeP(stage, p);
+      storeP(p);
       o = accumulate(stage, o);
       // Every warp is done with the stage and with P.
       gpu::BarrierOp::create(b, loc);

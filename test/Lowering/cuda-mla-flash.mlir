@@ -23,7 +23,7 @@
 
 // CHECK-LABEL: gpu.func @mla_prefill_attention_0(
 // CHECK-SAME: %[[QMAP:[^:]*]]: !llvm.ptr, %[[KVMAP:[^:]*]]: !llvm.ptr, %[[LMAP:[^:]*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 66560>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 74752>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK-COUNT-3: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // CHECK: scf.for
