@@ -174,13 +174,12 @@ LogicalResult ArtifactPlanner::planInputs(func::FuncOp fn, uint32_t entry,
   return success();
 }
 
-// TODO: declare both in K3Dialect.td's discardableAttrs (and read them
-// through K3Dialect::MaxValueAttrHelper / MaxValueReasonAttrHelper).
-constexpr llvm::StringLiteral kMaxValueAttr = "k3.max_value";
-constexpr llvm::StringLiteral kMaxValueReasonAttr = "k3.max_value_reason";
-
 LogicalResult ArtifactPlanner::planMaxValue(func::FuncOp fn, unsigned argNo,
                                             uint32_t entry, uint32_t input) {
+  StringRef kMaxValueAttr =
+      K3Dialect::MaxValueAttrHelper(fn.getContext()).getName().getValue();
+  StringRef kMaxValueReasonAttr =
+      K3Dialect::MaxValueReasonAttrHelper(fn.getContext()).getName().getValue();
   Attribute bound = fn.getArgAttr(argNo, kMaxValueAttr);
   Attribute reason = fn.getArgAttr(argNo, kMaxValueReasonAttr);
   if (!bound && !reason)

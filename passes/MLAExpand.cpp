@@ -127,8 +127,10 @@ struct ExpandLatentAttention : OpRewritePattern<LatentAttentionOp> {
               .getResult());
       auto fn = cast<func::FuncOp>(lensArg.getOwner()->getParentOp());
       unsigned i = lensArg.getArgNumber();
-      fn.setArgAttr(i, "k3.max_value", rewriter.getI64IntegerAttr(0));
-      fn.setArgAttr(i, "k3.max_value_reason",
+      MLIRContext *ctx = rewriter.getContext();
+      fn.setArgAttr(i, K3Dialect::MaxValueAttrHelper(ctx).getName(),
+                    rewriter.getI64IntegerAttr(0));
+      fn.setArgAttr(i, K3Dialect::MaxValueReasonAttrHelper(ctx).getName(),
                     rewriter.getStringAttr(kMaxValueReason));
     }
     rewriter.replaceOp(op, replacements);

@@ -51,6 +51,12 @@ def K3_Dialect : Dialect {
     "::mlir::StringAttr":$name,
     // k3-decode-entry: the function is the one-token-per-sequence entry.
     "::mlir::UnitAttr":$decode,
+    // An upper bound on an integer entry input's values, and why (argument
+    // attributes; k3-mla-expand bounds a prefill's context lengths to 0).
+    // The artifact carries them; the runtime checks each call's values
+    // before any launch.
+    "::mlir::IntegerAttr":$max_value,
+    "::mlir::StringAttr":$max_value_reason,
     // The compilation target of a module (k3-select-kernel-config) and of
     // the kernels module (k3-outline-kernels).
     "::mlir::Attribute":$target,
