@@ -270,10 +270,7 @@ private:
     return chain.getResult();
   }
 
-  /// A zero 64 x n accumulator, each register its own constant:
-  /// nvgpu.warpgroup.mma.init.accumulator zeroes one register and copies
-  /// it to the others, and ptxas takes those copies for reads of a wgmma
-  /// accumulator in flight (C7514) and serialises every wgmma.
+  /// A zero 64 x n accumulator, from a constant vector.
   Value zeroAccumulator(int64_t n) {
     auto type = VectorType::get({n / 2}, b.getF32Type());
     Value zeros = arith::ConstantOp::create(b, loc, type, b.getZeroAttr(type));

@@ -2,10 +2,14 @@
 
 #include <cstring>
 
+#include "fixtures/artifact_bytes.h"
 #include "fixtures/toy_model.h"
 #include "k3/artifact.h"
 
 using namespace k3::artifact;
+using k3test::bytesOf;
+using k3test::fixChecksum;
+using k3test::readErr;
 
 namespace {
 
@@ -29,31 +33,6 @@ Artifact richArtifact() {
   b.addLaunch(e, l);
   return b.artifact();
 }
-
-std::vector<uint8_t> bytesOf(const Artifact &a) {
-  std::vector<uint8_t> out;
-  std::string err;
-  EXPECT_TRUE(serialize(a, out, err, true)) << err;
-  return out;
-}
-
-void fixChecksum(std::vector<uint8_t> &b) {
-  uint64_t size = b.size(),
-           sum = fnv1a64(b.data() + kHeaderSize, b.size() - kHeaderSize);
-  for (int k = 0; k < 8; ++k)
-    b[16 + k] = uint8_t(size >> (8 * k));
-  for (int k = 0; k < 8; ++k)
-    b[24 + k] = uint8_t(sum >> (8 * k));
-}
-
-std::string readErr(const std::vector<uint8_t> &b) {
-  Artifact a;
-  std::string err;
-  EXPECT_FALSE(deserialize(b.data(), b.size(), a, err));
-  return err;
-}
-
-std::string readErr(const Artifact &a) { return readErr(bytesOf(a)); }
 
 } // namespace
 

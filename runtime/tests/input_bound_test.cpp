@@ -8,11 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "fixtures/artifact_bytes.h"
 #include "fixtures/toy_model.h"
 #include "k3/artifact.h"
 #include "k3/k3_runtime.h"
 
 using namespace k3::artifact;
+using k3test::bytesOf;
+using k3test::fixChecksum;
+using k3test::Handles;
+using k3test::readErr;
 
 namespace {
 
@@ -28,22 +33,6 @@ Builder boundedToy(int64_t bound = 0, std::string reason = kReason) {
       b.addInput(0, "context_lens", DType::I32, {DimExpr::symbol(1)}, buf);
   b.setInputMaxValue(0, in, bound, std::move(reason));
   return b;
-}
-
-std::vector<uint8_t> bytesOf(const Artifact &a) {
-  std::vector<uint8_t> out;
-  std::string err;
-  EXPECT_TRUE(serialize(a, out, err, /*skipValidation=*/true)) << err;
-  return out;
-}
-
-void fixChecksum(std::vector<uint8_t> &b) {
-  uint64_t size = b.size(),
-           sum = fnv1a64(b.data() + kHeaderSize, b.size() - kHeaderSize);
-  for (int k = 0; k < 8; ++k)
-    b[16 + k] = uint8_t(size >> (8 * k));
-  for (int k = 0; k < 8; ++k)
-    b[24 + k] = uint8_t(sum >> (8 * k));
 }
 
 // File offset of section `tag`'s body, 0 if absent.
@@ -62,22 +51,6 @@ uint64_t sectionOffset(const std::vector<uint8_t> &b, const char *tag) {
 void putU32(std::vector<uint8_t> &b, uint64_t at, uint32_t v) {
   memcpy(&b[at], &v, 4);
 }
-
-std::string readErr(const std::vector<uint8_t> &b) {
-  Artifact a;
-  std::string err;
-  EXPECT_FALSE(deserialize(b.data(), b.size(), a, err));
-  return err;
-}
-
-struct Handles {
-  k3_artifact *art = nullptr;
-  k3_session *s = nullptr;
-  ~Handles() {
-    k3_session_destroy(s);
-    k3_artifact_close(art);
-  }
-};
 
 void open(const Artifact &a, Handles &h) {
   std::vector<uint8_t> bytes;

@@ -5,23 +5,16 @@
 #include <map>
 #include <vector>
 
+#include "fixtures/artifact_bytes.h"
 #include "fixtures/toy_model.h"
 #include "k3/dtype.h"
 #include "k3/k3_runtime.h"
 #include "k3/safetensors.h"
 
 using namespace k3::artifact;
+using k3test::Handles;
 
 namespace {
-
-struct Handles {
-  k3_artifact *art = nullptr;
-  k3_session *s = nullptr;
-  ~Handles() {
-    k3_session_destroy(s);
-    k3_artifact_close(art);
-  }
-};
 
 bool open(const Artifact &a, Handles &h, const char *device = "cpu") {
   std::vector<uint8_t> bytes;

@@ -12,11 +12,15 @@
 #include "../lib/backend.h"
 #include "../lib/session.h"
 #include "../lib/tensor_map.h"
+#include "fixtures/artifact_bytes.h"
 #include "fixtures/toy_model.h"
 #include "k3/artifact.h"
 #include "k3/k3_runtime.h"
 
 using namespace k3::artifact;
+using k3test::bytesOf;
+using k3test::Handles;
+using k3test::readErr;
 
 namespace {
 
@@ -64,21 +68,6 @@ Builder tmaModel(bool withForward = true) {
       {Arg::tensorMap(m0), Arg::i32(3), Arg::tensorMap(m1), Arg::buffer(x, 16)},
       grid, block);
   return b;
-}
-
-std::vector<uint8_t> bytesOf(const Artifact &a, bool skipValidation = true) {
-  std::vector<uint8_t> out;
-  std::string err;
-  EXPECT_TRUE(serialize(a, out, err, skipValidation)) << err;
-  return out;
-}
-
-std::string readErr(const Artifact &a) {
-  std::vector<uint8_t> b = bytesOf(a);
-  Artifact r;
-  std::string err;
-  EXPECT_FALSE(deserialize(b.data(), b.size(), r, err));
-  return err;
 }
 
 bool hasSection(const std::vector<uint8_t> &b, const char *tag) {
@@ -415,14 +404,6 @@ TEST(SessionTensorMap, SlotsReencodeOnlyOnChange) {
 }
 
 namespace {
-struct Handles {
-  k3_artifact *art = nullptr;
-  k3_session *s = nullptr;
-  ~Handles() {
-    k3_session_destroy(s);
-    k3_artifact_close(art);
-  }
-};
 bool open(const Artifact &a, Handles &h, const char *device) {
   std::vector<uint8_t> bytes;
   std::string err;
