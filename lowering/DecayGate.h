@@ -25,6 +25,8 @@ namespace mlir::k3 {
 struct DecayGateForm {
   double logScale = 1.0;
   llvm::function_ref<Value(Value)> reciprocal = nullptr;
+  /// log2 for the base-2 softplus (null: math.log2).
+  llvm::function_ref<Value(Value)> log2 = nullptr;
 };
 
 /// The log decay of one channel, log(a) * logScale, from the head's

@@ -24,14 +24,21 @@ RankedTensorType tensorType(Value v) {
 }
 
 /// Whether the tensor-core kernels cover `op` (see the pass description).
-bool covered(KDAOp op) {
-  if (op.getGateKind() != DecayGateKind::lower_bounded_sigmoid ||
-      !op.getLowerBoundAttr() || !op.getALog())
+/// The in-op gates the operand kernel computes: every valid lower-bounded
+/// sigmoid (DecayGate.h: the middle-token factorisation keeps |lb| <= 5.5
+/// in range, and [-5, 0) is inside it) and the unbounded softplus (exact
+/// in-chunk products).
+bool coveredGate(KDAOp op) {
+  if (!op.getGateKind() || !op.getALog())
     return false;
-  double lb = op.getLowerBoundAttr().getValueAsDouble();
-  // Every valid gate (DecayGate.h: the operand kernel's middle-token
-  // factorisation keeps |lb| <= 5.5 in range, and [-5, 0) is inside it).
-  if (!isValidGateLowerBound(lb))
+  if (*op.getGateKind() == DecayGateKind::neg_softplus)
+    return !op.getLowerBoundAttr();
+  return op.getLowerBoundAttr() &&
+         isValidGateLowerBound(op.getLowerBoundAttr().getValueAsDouble());
+}
+
+bool covered(KDAOp op) {
+  if (!coveredGate(op))
     return false;
   for (Value x : {op.getQ(), op.getK(), op.getV()})
     if (!tensorType(x).getElementType().isBF16())
@@ -68,7 +75,7 @@ struct SplitKDA : OpRewritePattern<KDAOp> {
         rewriter, loc, packedType, op.getQ(), op.getK(), op.getG(),
         op.getBeta(), op.getCuSeqlens(), op.getALog(), op.getDtBias(),
         op.getScaleAttr(), op.getUseQkL2normAttr(), op.getUseBetaSigmoidAttr(),
-        op.getLowerBoundAttr());
+        op.getGateKindAttr(), op.getLowerBoundAttr());
     auto chain = KDAMMARecurrenceOp::create(
         rewriter, loc, op.getOutput().getType(), op.getFinalState().getType(),
         operands.getPacked(), op.getV(), op.getInitialState(),

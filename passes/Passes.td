@@ -112,8 +112,9 @@ def K3KDAMMASplit : Pass<"k3-kda-mma-split"> {
     `k3.kda_mma_operands` (token-parallel: gates, norms, decayed operands,
     the 16 x 16 products and solves of every 16-token chunk, packed per
     token) and `k3.kda_mma_recurrence` (the serial chain over chunks, all
-    products on `mma.sync`). Covered: bf16 q, k, v; the in-op lower-bounded
-    sigmoid gate (every valid lower_bound, [-5, 0)); K a multiple of 64 up to
+    products on `mma.sync`). Covered: bf16 q, k, v; the in-op gates: the
+    lower-bounded sigmoid (every valid lower_bound, [-5, 0)) and the
+    unbounded softplus of Kimi Linear; K a multiple of 64 up to
     256; V a multiple of 16; f32 state; cu_seqlens or batch 1. Other
     k3.kda ops are left alone (the recurrent kernel runs them). bf16
     operands are what the tensor cores multiply, so the result matches the

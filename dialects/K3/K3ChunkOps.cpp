@@ -315,12 +315,20 @@ LogicalResult KDAMMAOperandsOp::verify() {
   if (words != 5 * k / 2 + 16)
     return emitOpError() << "expects 5K/2 + 16 = " << 5 * k / 2 + 16
                          << " words per token in 'packed', got " << words;
-  double lb = getLowerBound().convertToDouble();
-  if (!isValidGateLowerBound(lb))
+  if (getGateKind() == DecayGateKind::neg_softplus) {
+    if (getLowerBound())
+      return emitOpError() << "expects no lower_bound with the neg_softplus "
+                              "gate";
+  } else if (!getLowerBound()) {
+    return emitOpError() << "expects a lower_bound with the "
+                            "lower_bounded_sigmoid gate";
+  } else if (double lb = getLowerBound()->convertToDouble();
+             !isValidGateLowerBound(lb)) {
     return emitOpError() << "expects lower_bound in [-5, 0) (the gate's range; "
                             "the in-chunk decay products stay in the f32 "
                             "range for |lb| <= 5.5), got "
                          << lb;
+  }
   int64_t b = rt(getQ()).getDimSize(0);
   if (!getCuSeqlens() && b != 1)
     return emitOpError() << "expects cu_seqlens or batch 1";

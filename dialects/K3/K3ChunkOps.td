@@ -286,18 +286,27 @@ def K3_KDAMMAOperandsOp : K3_Op<"kda_mma_operands", [Pure]> {
     | [3K/2 + 8, 3K/2 + 16)  | row t of Aqk (q_t . e^{G_t - G_s} k_s, s <= t) |
     | [3K/2 + 16, 5K/2 + 16) | e^{G_C} as f32, on the chunk's last row only |
 
-    with `L[t][s] = beta_t k_t . (e^{G_t - G_s} k_s)` for s < t. Requires
-    the lower-bounded sigmoid gate with `lower_bound` in the gate's range
-    [-5, 0) (dialects/K3/DecayGate.h; the in-chunk decay products stay
-    inside the f32 range up to |lb| = 5.5), K a multiple of 64
-    up to 256, and cu_seqlens or B = 1.
+    with `L[t][s] = beta_t k_t . (e^{G_t - G_s} k_s)` for s < t. The gate
+    is `gate_kind`'s (k3.kda's formulas):
+    * `lower_bounded_sigmoid` (default) with `lower_bound` in the gate's
+      range [-5, 0) (dialects/K3/DecayGate.h): L and Aqk on the tensor
+      cores, factored about the chunk's middle token (each factor stays
+      inside the f32 range up to |lb| = 5.5);
+    * `neg_softplus` (Kimi Linear; no `lower_bound`): the per-token decay
+      is unbounded, so no factorisation stays in range; L and Aqk are
+      exact f32 sums over the channels of `e^{G_t - G_s}`, formed as
+      products of the per-token decays (every factor <= 1).
+    K a multiple of 64 up to 256, and cu_seqlens or B = 1.
   }];
   let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,
                        K3_FloatTensor:$g, K3_FloatTensor:$beta,
                        Optional<K3_IndexTensor>:$cu_seqlens,
                        K3_FloatTensor:$A_log, K3_FloatTensor:$dt_bias,
                        F64Attr:$scale, UnitAttr:$use_qk_l2norm,
-                       UnitAttr:$use_beta_sigmoid, F64Attr:$lower_bound);
+                       UnitAttr:$use_beta_sigmoid,
+                       DefaultValuedAttr<K3_DecayGateKindAttr,
+                           "::mlir::k3::DecayGateKind::lower_bounded_sigmoid">:$gate_kind,
+                       OptionalAttr<F64Attr>:$lower_bound);
   let results = (outs TensorOf<[I32]>:$packed);
   let assemblyFormat = [{
     $q `,` $k `,` $g `,` $beta

@@ -19,6 +19,9 @@
 //    lowering in convert-gpu-to-nvvm.
 //  - k3gpu.rcp_approx: the scalar rcp.approx.ftz.f32 (nvgpu.rcp takes
 //    vectors only); the IEEE division's slow path is a call per element.
+//  - k3gpu.lg2_approx: the scalar lg2.approx.ftz.f32; math.log2 lowers to
+//    a 20-instruction polynomial (the KDA softplus gate takes one per
+//    element, in a latency-bound kernel), and NVVM has no lg2 op.
 //  - k3gpu.warpgroup_fragment / k3gpu.warpgroup_accumulator: a thread's
 //    registers of an nvgpu.warpgroup.accumulator as a vector and back.
 //    nvgpu can only store an accumulator to memory; flash attention
@@ -119,6 +122,22 @@ def K3GPU_RcpApproxOp : K3GPU_Op<"rcp_approx", [Pure,
 
     ```mlir
     %r = k3gpu.rcp_approx %x : f32
+    ```
+  }];
+  let arguments = (ins F32:$in);
+  let results = (outs F32:$res);
+  let assemblyFormat = "$in attr-dict `:` type($res)";
+}
+
+def K3GPU_Lg2ApproxOp : K3GPU_Op<"lg2_approx", [Pure,
+    AllTypesMatch<["in", "res"]>]> {
+  let summary = "log2(x) by the special-function unit (lg2.approx.ftz.f32)";
+  let description = [{
+    Absolute error about 2^-22 for x in [0.5, 2] (the PTX ISA's bound);
+    subnormal inputs flush to zero, so log2 of them is -inf.
+
+    ```mlir
+    %r = k3gpu.lg2_approx %x : f32
     ```
   }];
   let arguments = (ins F32:$in);

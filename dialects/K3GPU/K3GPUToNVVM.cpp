@@ -110,6 +110,19 @@ struct RcpApproxOpLowering : ConvertOpToLLVMPattern<RcpApproxOp> {
   }
 };
 
+struct Lg2ApproxOpLowering : ConvertOpToLLVMPattern<Lg2ApproxOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(Lg2ApproxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<LLVM::CallIntrinsicOp>(
+        op, rewriter.getF32Type(),
+        rewriter.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"),
+        ValueRange{adaptor.getIn()});
+    return success();
+  }
+};
+
 /// The LLVM type nvgpu-to-nvvm gives a 64 x N f32 warpgroup accumulator:
 /// a struct holding one struct of the thread's N / 2 registers.
 Type accumulatorStruct(nvgpu::WarpgroupAccumulatorType type) {
@@ -246,8 +259,9 @@ struct ConvertK3GPUToNVVMPass
 void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering,
-               WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
-               WarpgroupMmaChainOpLowering>(converter);
+               Lg2ApproxOpLowering, WarpgroupFragmentOpLowering,
+               WarpgroupAccumulatorOpLowering, WarpgroupMmaChainOpLowering>(
+      converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

@@ -6,9 +6,17 @@
 // short sequences) it computes the chunk's gates, normalised q and k, the
 // cumulative decays G, the decayed operands, the 16 x 16 products
 // L = beta k e^{G-G_m} (k e^{G_m-G})^T and Aqk = q e^{G-G_m} (k e^{G_m-G})^T
-// on the tensor cores (m = token 7: each factor spans at most 8 tokens of
-// decay) and the solve P = (I + L)^-1 Diag(beta) (16 lanes' forward
+// and the solve P = (I + L)^-1 Diag(beta) (16 lanes' forward
 // substitution), and packs them per token as the op documents.
+//
+// The products: with the lower-bounded gate on the tensor cores, factored
+// about the middle token m = 7 (each factor spans at most 8 tokens of a
+// bounded decay, so it stays in range). The unbounded softplus gate has no
+// such factorisation (one token's decay alone can leave f32's range), so
+// there the products are exact f32 sums over the channels, each
+// e^{G_t - G_s} formed as the product of the per-token decays between s
+// and t (every factor <= 1: nothing overflows, and what underflows is
+// below f32's range in the true value too).
 //
 // Work per chunk: loads and gates (all warps, 4 tokens each, lanes over
 // channels), the in-chunk cumulative sum (a thread per channel), the
@@ -40,6 +48,8 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kChunk = 16, kMid = 7, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
+// The exact products' threads per token (kThreads / kChunk).
+constexpr int64_t kGroups = kThreads / kChunk;
 constexpr double kLog2e = 1.4426950408889634;
 
 /// For x0 <= x1: the numbers of entries of cu[0..N] that are <= x0 and
@@ -118,7 +128,10 @@ public:
     R = 3 * kDim / 2;
     pow2Part = CPL & -CPL;
     scale = op.getScale().convertToDouble();
-    lowerBound = op.getLowerBound().convertToDouble();
+    gateKind = op.getGateKind();
+    unbounded = gateKind == DecayGateKind::neg_softplus;
+    if (auto lb = op.getLowerBound())
+      lowerBound = lb->convertToDouble();
     l2 = op.getUseQkL2norm();
     sigmoidBeta = op.getUseBetaSigmoid();
     opStride = kDim / 2 + 4;
@@ -184,7 +197,10 @@ private:
   /// in registers across barriers: registers set how many blocks share an
   /// SM), beta [16], L [16][20] f32, and the intra-chunk factors
   /// q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4], and
-  /// per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K].
+  /// per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K]. The unbounded gate
+  /// keeps the per-token decays 2^g [16][K] f32 where the factors would be
+  /// (3 (K/2 + 4) >= K words per row) and G_C in the first row of the
+  /// per-channel values.
   void views() {
     Value smem = em.dynamicSharedMemory();
     auto viewAs = [&](Type elem, int64_t off, ArrayRef<int64_t> shape) {
@@ -203,6 +219,8 @@ private:
       sOp[i] = viewAs(b.getI32Type(), off, {kChunk * opStride});
       sOpTile[i] = viewAs(b.getBF16Type(), off, {kChunk, 2 * opStride});
     }
+    sDecay = viewAs(f32, offOps, {kChunk * kDim});
+    sWords = viewAs(f32, 0, {offChan / 4 + 3 * kDim});
   }
 
   Value flatView(const KernelOperand &x) {
@@ -296,10 +314,10 @@ private:
       em.sts(ke, sK, at);
       // lb * sigmoid(A (g + dt_bias)) * log2(e), the reciprocal by the
       // special-function unit.
-      Value lgt =
-          emitGateLogDecay(kb, DecayGateKind::lower_bounded_sigmoid, lowerBound,
-                           gateA, kb.add(tl.g[e], dtb[e]),
-                           {kLog2e, [&](Value x) { return em.rcpApprox(x); }});
+      Value lgt = emitGateLogDecay(
+          kb, gateKind, lowerBound, gateA, kb.add(tl.g[e], dtb[e]),
+          {kLog2e, [&](Value x) { return em.rcpApprox(x); },
+           [&](Value x) { return em.lg2Approx(x); }});
       em.sts(kb.select(valid, lgt, zero), sG, at);
     }
     Value nq = kb.f32(scale), nk = kb.f32(1.0);
@@ -336,13 +354,19 @@ private:
           em.sts(run, sG, kb.addi(kb.idx(t * kDim), c));
           if (t == kMid)
             gm = run;
+          if (unbounded)
+            em.sts(exp2(inc[t]), sDecay, kb.addi(kb.idx(t * kDim), c));
         }
-        // Per channel: G_m and the factors that turn the two relative
-        // exponentials of P3 into e^G and e^{G_C - G} (two ex2 per element
-        // instead of four; each factor stays inside f32's range).
-        em.sts(gm, sChan, c);
-        em.sts(exp2(gm), sChan, kb.addi(kb.idx(kDim), c));
-        em.sts(exp2(kb.sub(run, gm)), sChan, kb.addi(kb.idx(2 * kDim), c));
+        if (unbounded) {
+          em.sts(run, sChan, c);
+        } else {
+          // Per channel: G_m and the factors that turn the two relative
+          // exponentials of P3 into e^G and e^{G_C - G} (two ex2 per element
+          // instead of four; each factor stays inside f32's range).
+          em.sts(gm, sChan, c);
+          em.sts(exp2(gm), sChan, kb.addi(kb.idx(kDim), c));
+          em.sts(exp2(kb.sub(run, gm)), sChan, kb.addi(kb.idx(2 * kDim), c));
+        }
         Value bits =
             arith::BitcastOp::create(b, loc, b.getI32Type(), exp2(run));
         em.sts(bits, packed,
@@ -355,9 +379,40 @@ private:
     }
   }
 
+  /// P3 for the unbounded gate: e^G and e^{G_C - G} directly (both <= 1),
+  /// the three operands to the packed rows of the valid tokens.
+  void decayedOperandsUnbounded(Value hh, Value t0) {
+    SmallVector<Value> gC = ldsChannels(sChan, ch0);
+    kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
+      Value t = tokenRow(i);
+      Value at = kb.addi(kb.muli(t, kb.idx(kDim)), ch0);
+      Value n2 = kb.muli(t, kb.idx(2));
+      Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
+      SmallVector<Value> rG = ldsChannels(sG, at), rQ = ldsChannels(sQ, at),
+                         rK = ldsChannels(sK, at);
+      SmallVector<std::array<Value, 3>> vals(CPL);
+      for (int64_t e = 0; e < CPL; ++e) {
+        Value eG = exp2(rG[e]), eTail = exp2(kb.sub(gC[e], rG[e]));
+        Value qv = kb.mul(rQ[e], nq), kv = kb.mul(rK[e], nk);
+        vals[e] = {kb.mul(qv, eG), kb.mul(kv, eG), kb.mul(kv, eTail)};
+      }
+      Value tok = kb.addi(t0, t);
+      kb.ifThen(kb.lti(t, count), [&] {
+        for (int64_t e = 0; e < CPL; e += 2) {
+          Value wIdx = em.divu(kb.addi(ch0, kb.idx(e)), 2);
+          for (int x = 0; x < 3; ++x)
+            em.sts(em.packWord(vals[e][x], vals[e + 1][x]), packed,
+                   {kb.idx(0), tok, hh, kb.addi(kb.idx(x * kDim / 2), wIdx)});
+        }
+      });
+    });
+  }
+
   /// P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
   /// rows (valid tokens), the intra-chunk factors to shared memory.
   void decayedOperands(Value hh, Value t0) {
+    if (unbounded)
+      return decayedOperandsUnbounded(hh, t0);
     // The lane's channels' G_m, 2^{G_m}, 2^{G_C - G_m}: token-independent.
     SmallVector<Value> gmC = ldsChannels(sChan, ch0),
                        e2Gm = ldsChannels(sChan, kb.addi(ch0, kb.idx(kDim))),
@@ -417,8 +472,114 @@ private:
     return acc;
   }
 
+  /// The unbounded gate's products, exact in f32: thread (t, q) with
+  /// t = tid / 8 sums over the channels c = 8 e + q (the eight threads of
+  /// a token read eight consecutive words: no bank conflicts)
+  ///   Aqk[t][s] = n_q(t) n_k(s) sum_c q_tc k_sc D_tsc   (s <= t)
+  ///   L[t][s]   = beta_t n_k(t) n_k(s) sum_c k_tc k_sc D_tsc   (s < t)
+  /// with D_tsc = prod_{r = s+1..t} 2^{g_rc} (every factor <= 1). Aqk and
+  /// L are two passes over the channels (16 sums live each, not 32: the
+  /// kernel's register cap is what lets 5 blocks share an SM); the eight
+  /// partial sums of each meet in a butterfly (channelSums).
+  void exactProducts(Value hh, Value t0) {
+    Value t = em.divu(tid, kGroups), q = em.remu(tid, kGroups);
+    // Thread q's columns (channelSums): s = t' - 2q - 1 and s + 1, t' = t
+    // rounded up to odd, taken mod 16 so that the 8 threads cover the
+    // row's 16 columns; those outside [0, t] are written as zeros.
+    Value tOdd = kb.addi(t, kb.subi(kb.idx(1), em.remu(t, 2)));
+    Value sRaw = kb.subi(tOdd, kb.addi(kb.muli(q, kb.idx(2)), kb.idx(1)));
+    Value s0 = em.remu(kb.addi(sRaw, kb.idx(kChunk)), kChunk);
+    Value t2 = kb.muli(t, kb.idx(2));
+    Value zero = kb.f32(0.0);
+    // The pair's normalised values, masked to the lower triangle.
+    auto finish = [&](std::array<Value, 2> sum, Value rowScale, bool strict) {
+      std::array<Value, 2> out;
+      for (int64_t m = 0; m < 2; ++m) {
+        Value s = kb.addi(s0, kb.idx(m));
+        Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
+        Value inside = kb.andi(kb.notb(kb.lti(sRaw, kb.idx(0))),
+                               strict ? kb.lti(s, t) : kb.notb(kb.lti(t, s)));
+        out[m] = kb.select(inside, kb.mul(kb.mul(rowScale, nkS), sum[m]), zero);
+      }
+      return out;
+    };
+    std::array<Value, 2> aqk =
+        finish(channelSums(offQ, t, tOdd, q), em.lds(sNorm, t2), false);
+    kb.ifThen(kb.lti(t, count), [&] {
+      em.sts(em.packWord(aqk[0], aqk[1]), packed,
+             {kb.idx(0), kb.addi(t0, t), hh,
+              kb.addi(kb.idx(R + 8), em.divu(s0, 2))});
+    });
+    // Stored negated (L): the solve's updates are then plain FMAs.
+    Value nkT = em.lds(sNorm, kb.addi(t2, kb.idx(1)));
+    Value lScale = kb.mul(kb.neg(em.lds(sBeta, t)), nkT);
+    std::array<Value, 2> l =
+        finish(channelSums(offK, t, tOdd, q), lScale, /*strict=*/true);
+    em.storeVector(l, sL, kb.addi(kb.muli(t, kb.idx(kLStride)), s0));
+  }
+
+  /// sum_c x_tc k_sc D_tsc for s = t' - 2q - 1 and t' - 2q (exactProducts),
+  /// x the raw q or k rows in shared memory. The sums are indexed by the
+  /// distance d = t' - s (d = 0..15) rather than by s, so every shared
+  /// memory address is one register minus a constant and no per-column
+  /// predicate lives across the loop (ptxas spilled those):
+  ///   D_0 = 1, D_1 = (t odd ? 2^{g_t} : 1), D_d = D_{d-1} 2^{g_{t'-d+1}}.
+  /// Distances past t' read rows below the staged ones: other shared
+  /// memory of the block (layout() keeps 14 rows of it below q, k and the
+  /// decays), finite or not; those sums are never used (finish masks them
+  /// with a select), and no valid sum reads such a row.
+  std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd, Value q) {
+    // Every load is sWords[base + constant]: one address register.
+    Value rowTOdd = kb.muli(tOdd, kb.idx(kDim));
+    Value xBack = kb.subi(tOdd, t); // 0 or 1 rows below t'
+    Value tIsOdd = kb.eqi(em.remu(t, 2), kb.idx(1));
+    Value zero = kb.f32(0.0), one = kb.f32(1.0);
+    SmallVector<Value> init(kChunk, zero);
+    auto loop = scf::ForOp::create(
+        b, loc, kb.idx(0), kb.idx(kDim / kGroups), kb.idx(1), init,
+        [&](OpBuilder &, Location, Value e, ValueRange acc) {
+          Value c = kb.addi(kb.muli(e, kb.idx(kGroups)), q);
+          Value base = kb.addi(rowTOdd, c);
+          auto row = [&](int64_t off, int64_t back) {
+            return em.lds(sWords, kb.addi(base, kb.idx(off / 4 - back * kDim)));
+          };
+          Value xt =
+              kb.select(kb.eqi(xBack, kb.idx(0)), row(offX, 0), row(offX, 1));
+          SmallVector<Value> next(acc.begin(), acc.end());
+          Value d = one;
+          for (int64_t dist = 0; dist < kChunk; ++dist) {
+            if (dist == 1)
+              d = kb.select(tIsOdd, row(offOps, 0), one);
+            else if (dist > 1)
+              d = kb.mul(d, row(offOps, dist - 1));
+            next[dist] = math::FmaOp::create(
+                b, loc, xt, kb.mul(row(offK, dist), d), next[dist]);
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    // Reduce-scatter over the 8 threads of a token (lane bits 0..2): each
+    // step keeps the half its bit selects and adds the partner's copy, so
+    // thread q ends with distances 2q and 2q + 1: s = t' - 2q, t' - 2q - 1.
+    SmallVector<Value> v(loop.getResults().begin(), loop.getResults().end());
+    for (int64_t bit = kGroups / 2; bit >= 1; bit /= 2) {
+      Value upper = kb.notb(kb.eqi(kb.andi(lane, kb.idx(bit)), kb.idx(0)));
+      int64_t half = v.size() / 2;
+      SmallVector<Value> kept(half);
+      for (int64_t i = 0; i < half; ++i) {
+        Value keep = kb.select(upper, v[i + half], v[i]);
+        Value send = kb.select(upper, v[i], v[i + half]);
+        kept[i] = kb.add(keep, em.shuffleXor(send, bit));
+      }
+      v = std::move(kept);
+    }
+    // (s, s + 1) = (t' - 2q - 1, t' - 2q): distances 2q + 1 and 2q.
+    return {v[1], v[0]};
+  }
+
   /// Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
   void products(Value hh, Value t0) {
+    if (unbounded)
+      return exactProducts(hh, t0);
     Value zero = kb.f32(0.0);
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
       auto acc = product(kKMM);
@@ -495,10 +656,13 @@ private:
   KDAMMAOperandsOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
   Value packed;
   int64_t kDim, heads, CPL, R, pow2Part, opStride;
-  double scale, lowerBound;
-  bool l2, sigmoidBeta;
+  double scale;
+  DecayGateKind gateKind;
+  std::optional<double> lowerBound;
+  bool l2, sigmoidBeta, unbounded;
   int64_t offQ, offK, offNorm, offBeta, offL, offOps, offChan;
-  Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3];
+  Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3], sDecay;
+  Value sWords; // all of it as f32 words (channelSums' one base register)
   Value gIn[3];
   Value tid, lane, warp, gq, tig, tig2, ch0, w0, w1, count;
 };

@@ -200,6 +200,9 @@ struct MMAEmitter {
   Value rcpApprox(Value x) {
     return k3gpu::RcpApproxOp::create(b, loc, x.getType(), x);
   }
+  Value lg2Approx(Value x) {
+    return k3gpu::Lg2ApproxOp::create(b, loc, x.getType(), x);
+  }
 
   /// `n` consecutive elements at `at` of `mem` (the innermost dimension),
   /// in one vector load aligned to its size (the caller guarantees the

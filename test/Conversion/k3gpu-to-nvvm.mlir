@@ -39,6 +39,13 @@ func.func @rcp(%x: f32) -> f32 {
   return %r : f32
 }
 
+// CHECK-LABEL: func @lg2
+// CHECK: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"(%{{.*}}) : (f32) -> f32
+func.func @lg2(%x: f32) -> f32 {
+  %r = k3gpu.lg2_approx %x : f32
+  return %r : f32
+}
+
 // A thread's registers of a warpgroup accumulator: the struct that
 // convert-nvgpu-to-nvvm gives it, member by member.
 // CHECK-LABEL: func @fragment

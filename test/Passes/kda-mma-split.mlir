@@ -45,8 +45,8 @@ func.func @batch_without_cu_seqlens(%q: tensor<2x?x2x128xbf16>, %beta: tensor<2x
 
 // -----
 
-// Not covered: f32 operands (the f32 model keeps f32 accuracy), the
-// softplus gate, a key dimension that is not a multiple of 64.
+// Not covered: f32 operands (the f32 model keeps f32 accuracy), a key
+// dimension that is not a multiple of 64.
 
 // CHECK-LABEL: func.func @f32_operands
 // CHECK-NOT:     k3.kda_mma
@@ -60,18 +60,6 @@ func.func @f32_operands(%q: tensor<1x?x2x128xf32>, %beta: tensor<1x?x2xf32>, %cu
   return %o : tensor<1x?x2x128xf32>
 }
 
-// CHECK-LABEL: func.func @softplus_gate
-// CHECK-NOT:     k3.kda_mma
-func.func @softplus_gate(%q: tensor<1x?x2x128xbf16>, %beta: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
-    %alog: tensor<2xf32>, %dtb: tensor<256xf32>) -> tensor<1x?x2x128xbf16> {
-  %o, %s = k3.kda %q, %q, %q, %q, %beta cu_seqlens(%cu) gate_params(%alog, %dtb)
-      {scale = 0.08838834764831845 : f64, gate_kind = #k3<decay_gate neg_softplus>}
-      : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>,
-         tensor<1x?x2xbf16>, tensor<?xi32>, tensor<2xf32>, tensor<256xf32>)
-      -> (tensor<1x?x2x128xbf16>, tensor<?x2x128x128xf32>)
-  return %o : tensor<1x?x2x128xbf16>
-}
-
 // CHECK-LABEL: func.func @key_dim_96
 // CHECK-NOT:     k3.kda_mma
 func.func @key_dim_96(%q: tensor<1x?x2x96xbf16>, %beta: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
@@ -83,3 +71,25 @@ func.func @key_dim_96(%q: tensor<1x?x2x96xbf16>, %beta: tensor<1x?x2xbf16>, %cu:
       -> (tensor<1x?x2x96xbf16>, tensor<?x2x96x96xf32>)
   return %o : tensor<1x?x2x96xbf16>
 }
+
+// -----
+
+// Kimi Linear's unbounded softplus gate is covered too (the operand kernel
+// forms its in-chunk products exactly); the op carries the gate kind and
+// no lower bound.
+
+// CHECK-LABEL: func.func @softplus_gate
+// CHECK-NOT:     k3.kda %
+// CHECK:         k3.kda_mma_operands
+// CHECK-SAME:      {gate_kind = #k3<decay_gate neg_softplus>, scale = 0.088388347648318447 : f64}
+// CHECK:         k3.kda_mma_recurrence
+func.func @softplus_gate(%q: tensor<1x?x2x128xbf16>, %beta: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
+    %alog: tensor<2xf32>, %dtb: tensor<256xf32>) -> tensor<1x?x2x128xbf16> {
+  %o, %s = k3.kda %q, %q, %q, %q, %beta cu_seqlens(%cu) gate_params(%alog, %dtb)
+      {scale = 0.08838834764831845 : f64, gate_kind = #k3<decay_gate neg_softplus>}
+      : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>,
+         tensor<1x?x2xbf16>, tensor<?xi32>, tensor<2xf32>, tensor<256xf32>)
+      -> (tensor<1x?x2x128xbf16>, tensor<?x2x128x128xf32>)
+  return %o : tensor<1x?x2x128xbf16>
+}
+

@@ -26,6 +26,30 @@ func.func @bound(%q: tensor<1x?x2x128xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor
 
 // -----
 
+func.func @softplus_with_bound(%q: tensor<1x?x2x128xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
+    %a: tensor<2xf32>, %d: tensor<256xf32>) {
+  // expected-error @+1 {{expects no lower_bound with the neg_softplus gate}}
+  %p = k3.kda_mma_operands %q, %q, %q, %b cu_seqlens(%cu) gate_params(%a, %d)
+      {scale = 0.1 : f64, gate_kind = #k3<decay_gate neg_softplus>, lower_bound = -5.0 : f64}
+      : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2xbf16>,
+         tensor<?xi32>, tensor<2xf32>, tensor<256xf32>) -> tensor<1x?x2x336xi32>
+  return
+}
+
+// -----
+
+func.func @sigmoid_without_bound(%q: tensor<1x?x2x128xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
+    %a: tensor<2xf32>, %d: tensor<256xf32>) {
+  // expected-error @+1 {{expects a lower_bound with the lower_bounded_sigmoid gate}}
+  %p = k3.kda_mma_operands %q, %q, %q, %b cu_seqlens(%cu) gate_params(%a, %d)
+      {scale = 0.1 : f64}
+      : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2xbf16>,
+         tensor<?xi32>, tensor<2xf32>, tensor<256xf32>) -> tensor<1x?x2x336xi32>
+  return
+}
+
+// -----
+
 func.func @key_dim(%q: tensor<1x?x2x96xbf16>, %b: tensor<1x?x2xbf16>, %cu: tensor<?xi32>,
     %a: tensor<2xf32>, %d: tensor<192xf32>) {
   // expected-error @+1 {{expects a static key dimension that is a multiple of 64 up to 256, got 96}}

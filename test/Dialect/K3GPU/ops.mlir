@@ -26,6 +26,13 @@ func.func @ballot(%p: i1) -> i32 {
   return %m : i32
 }
 
+// CHECK-LABEL: func @lg2
+// CHECK: k3gpu.lg2_approx %{{.*}} : f32
+func.func @lg2(%x: f32) -> f32 {
+  %r = k3gpu.lg2_approx %x : f32
+  return %r : f32
+}
+
 // CHECK-LABEL: func @rcp
 // CHECK: k3gpu.rcp_approx %{{.*}} : f32
 func.func @rcp(%x: f32) -> f32 {
