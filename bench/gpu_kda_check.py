@@ -15,7 +15,10 @@ and kda=chunkwise (the chunk ops on the generic GPU path).
 bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
 (value slices: 3 blocks of 2 warps), the in-op gate at -5: the split
 tensor-core kernels (k3-kda-mma-split; also with 1 warp per chain block)
-and the recurrent kernel on the same inputs. The f64 reference runs on
+and the recurrent kernel on the same inputs. The same with Kimi Linear's
+unbounded softplus gate (variants sp_*): mild decays, and decays of up to
+~100 per token on a third of the channels (no factorisation of the
+in-chunk products stays in f32's range there). The f64 reference runs on
 the bf16-rounded inputs.
 """
 import json
@@ -46,13 +49,23 @@ BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
 BF16_CASES = [(regime, lens) for lens in BF16_LENS for regime in ("bound", "random", "beta_extreme")]
 BF16_CASES.append(("random", "many"))
+BF16_CASES += [(regime, lens) for lens in BF16_LENS for regime in ("sp_random", "sp_large")]
+BF16_CASES.append(("sp_large", "many"))
 # Variant -> extra k3-compile options: the split tensor-core form
 # (default: 1 warp per chain block at this shape), with 2 warps per chain
 # block (two value slices of 16 columns per block), the recurrent kernel.
 BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2",
                  "recurrent": "kda=recurrent"}
+# The softplus gate's variants (cases whose regime starts with "sp_").
+BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent"}
+BF16_GATE_ATTRS = {"lb": "gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64",
+                   "sp": "gate_kind = #k3<decay_gate neg_softplus>"}
+
+
+def bf16_variants(regime):
+    return BF16_SP_VARIANTS if regime.startswith("sp_") else BF16_VARIANTS
 BF16_H, BF16_K, BF16_V = 2, 128, 96
-BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op lower-bounded gate.
+BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op gate.
 func.func @forward(
     %q: tensor<1x?x2x128xbf16> {k3.name = "q", k3.dims = array<i64: 1, -1, 2, 128>},
     %k: tensor<1x?x2x128xbf16> {k3.name = "k", k3.dims = array<i64: 1, -1, 2, 128>},
@@ -66,7 +79,7 @@ func.func @forward(
     -> (tensor<1x?x2x96xbf16> {k3.name = "o"}, tensor<?x2x128x96xf32> {k3.name = "final_state"}) {
   %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) cu_seqlens(%cu) gate_params(%alog, %dtb)
       {scale = 0.08838834764831845 : f64, use_qk_l2norm, use_beta_sigmoid,
-       gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64}
+       GATE_ATTRS}
       : (tensor<1x?x2x128xbf16>, tensor<1x?x2x128xbf16>, tensor<1x?x2x96xbf16>, tensor<1x?x2x128xbf16>,
          tensor<1x?x2xbf16>, tensor<?x2x128x96xf32>, tensor<?xi32>, tensor<2xf32>, tensor<256xf32>)
       -> (tensor<1x?x2x96xbf16>, tensor<?x2x128x96xf32>)
@@ -99,12 +112,13 @@ def prepare():
 def prepare_bf16(model):
     import ml_dtypes
     from k3ref import ops
-    src = OUT / "kda_bf16.mlir"
-    src.write_text(BF16_MODEL)
-    for name, options in BF16_VARIANTS.items():
-        subprocess.run([str(BIN / "k3-opt"), str(src),
-                        f"--k3-compile=target=cuda {options} output={OUT}/bf16_{name}.k3bin "
-                        "max-tokens=512 max-seqs=48", "-o", os.devnull], check=True)
+    for gate, variants in (("lb", BF16_VARIANTS), ("sp", BF16_SP_VARIANTS)):
+        src = OUT / f"kda_bf16_{gate}.mlir"
+        src.write_text(BF16_MODEL.replace("GATE_ATTRS", BF16_GATE_ATTRS[gate]))
+        for name, options in variants.items():
+            subprocess.run([str(BIN / "k3-opt"), str(src),
+                            f"--k3-compile=target=cuda {options} output={OUT}/bf16_{name}.k3bin "
+                            "max-tokens=512 max-seqs=48", "-o", os.devnull], check=True)
     bf = ml_dtypes.bfloat16
     for i, (regime, lens) in enumerate(BF16_CASES):
         lens = LENS[lens]
@@ -115,13 +129,19 @@ def prepare_bf16(model):
              "g": rng.standard_normal((1, T, H, K)) + (30.0 if regime == "bound" else 0.0)}
         if regime == "beta_extreme":
             x["beta"] = np.where(rng.random((1, T, H)) < 0.5, -12.0, 12.0)
+        if regime == "sp_large":
+            # A third of the channels decay by ~e^-100 per token.
+            x["g"] = x["g"] + np.where(rng.random((1, T, H, K)) < 1 / 3, 20.0, 0.0)
         x = {k: v.astype(bf) for k, v in x.items()}
         x["initial_state"] = (0.5 * rng.standard_normal((N, H, K, V))).astype(np.float32)
-        x["A_log"] = (0.5 * rng.standard_normal(H)).astype(np.float32)
+        x["A_log"] = (0.5 * rng.standard_normal(H) + (1.5 if regime == "sp_large" else 0.0)).astype(np.float32)
         x["dt_bias"] = rng.standard_normal(H * K).astype(np.float32)
         x["cu_seqlens"] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
         f64 = {k: np.asarray(v).astype(np.float64) for k, v in x.items() if k != "cu_seqlens"}
-        g = ops.kda_gate_lower_bounded(f64["g"], f64["A_log"], f64["dt_bias"], -5.0)
+        if regime.startswith("sp_"):
+            g = ops.kda_gate_softplus(f64["g"], f64["A_log"], f64["dt_bias"])
+        else:
+            g = ops.kda_gate_lower_bounded(f64["g"], f64["A_log"], f64["dt_bias"], -5.0)
         o, s = ops.kda_recurrent(f64["q"], f64["k"], f64["v"], g, ops.sigmoid(f64["beta"]), K ** -0.5,
                                  initial_state=f64["initial_state"], cu_seqlens=x["cu_seqlens"],
                                  use_qk_l2norm=True)
@@ -198,7 +218,7 @@ def _check_bf16():
     worst, failures = {}, 0
     for i, (regime, lens) in enumerate(cases):
         ref = np.load(OUT / f"ref_bf16_{i}.npz")
-        for name in BF16_VARIANTS:
+        for name in bf16_variants(regime):
             failures += run_and_compare(OUT / f"bf16_{name}.k3bin", OUT / f"in_bf16_{i}.safetensors", ref,
                                         BF16_TOL, f"bf16 {name} {regime} {lens}", worst, name)
     for name, e in worst.items():

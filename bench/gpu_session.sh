@@ -12,6 +12,8 @@
 #             check-bf16), the default model (gpu_e2e.py check), and
 #             compute-sanitizer memcheck + racecheck on the tensor-core kernel;
 #             FlashKDA builds in the background meanwhile (waited for);
+#   kda-check the bf16 KDA cases of gpu_kda_check.py (both gates) and
+#             compute-sanitizer on the softplus gate's tensor-core kernels;
 #   flashkda  waits for (or runs) FlashKDA's build, in $FLASHKDA_DIR
 #             (default /tmp/k3-flashkda: outside the carried .anchors, which
 #             the next call would replace; /tmp stays while the machine does;
@@ -86,6 +88,7 @@ NEED=("$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB")
 # The KDA stages read bench/prepare_gpu.sh's artifacts; the others carry
 # their own (out/moe, out/gemm, ...).
 case " ${STAGES[*]} " in
+  *" kda-check "*) NEED+=(out/kda_check/cases_bf16.json) ;;
   *" check "* | *" bench-"* | *" old-vs-new "* | *" ncu "*)
     NEED+=(out/bench out/kda_check/cases_bf16.json) ;;
 esac
@@ -177,6 +180,17 @@ for stage in "${STAGES[@]}"; do
     # The build must end inside this call (the device tool may end what the
     # command leaves running).
     flashkda_wait || true
+    ;;
+  kda-check)
+    # The bf16 KDA cases alone (both gates) and compute-sanitizer on the
+    # softplus gate's tensor-core kernels (case 30: sp_large, varlen).
+    step kda_check python3 bench/gpu_kda_check.py check-bf16
+    CS=/usr/local/cuda/bin/compute-sanitizer
+    for tool in memcheck racecheck synccheck; do
+      step "sanitizer-sp-$tool" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+        out/kda_check/bf16_sp_mma.k3bin --device cuda:0 \
+        --inputs out/kda_check/in_bf16_30.safetensors --quiet
+    done
     ;;
   flashkda)
     flashkda_start

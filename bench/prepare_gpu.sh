@@ -83,16 +83,17 @@ cp build/runtime/tests/k3-runtime-tests out/gpu/
 P=out/profile-gpu
 rm -rf "$P" && mkdir -p "$P"
 # real4-bf16: the same cut under the bf16 precision policy, where the
-# tensor-core kernels (wgmma linears, grouped MoE GEMMs) apply.
+# tensor-core kernels (wgmma linears, grouped MoE GEMMs) apply, up to
+# T = 8192 (issue 17's prefill shape).
 for cfg in kl-e64:kl-scaled-e64:1024: kl-e16:kl-scaled-e16:1024: real4:kimi-linear-48b-cut4:2048: \
-  real4-bf16:kimi-linear-48b-cut4:2048:activation-dtype=bf16; do
+  real4-bf16:kimi-linear-48b-cut4:8192:activation-dtype=bf16; do
   IFS=: read -r name config tokens extra <<<"$cfg"
   build/bin/k3-import "bench/configs/$config.json" -o "$P/$name.mlir"
   build/bin/k3-opt "$P/$name.mlir" \
     --k3-compile="target=cuda output=$P/$name.k3bin max-tokens=$tokens max-seqs=1 $extra" -o /dev/null
   rm "$P/$name.mlir"
 done
-for T in 64 256 1024 2048; do
+for T in 64 256 1024 2048 8192; do
   "$PY" -c "import random; random.seed($T); print(','.join(str(random.randrange(3, 4096)) for _ in range($T)))" \
     >"$P/prompt-$T.txt"
 done

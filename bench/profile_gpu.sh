@@ -9,7 +9,8 @@
 #     (bench/configs/kimi-linear-48b-cut4.json: hidden 2304, 32 x 128 heads,
 #     256 experts top-8 + 1 shared, vocab 163840), random weights, T = 64
 #     and 2048 and 4 decode steps (K3_PROFILE_REAL=0 skips it), with f32
-#     activations and (real4-bf16) under the bf16 precision policy;
+#     activations, and under the bf16 precision policy (real4-bf16) at the
+#     T of K3_PROFILE_REAL_T (default 64 2048 8192);
 #   K3_PROFILE_SCALED=0 skips the scaled models, K3_PROFILE_F32=0 the f32 cut.
 # Raw outputs: bench/results/profile-gpu/<artifact>-T<T>.txt (commit them;
 # docs/profile.md reads them). A failing run is recorded in its file and
@@ -45,9 +46,11 @@ if [ "${K3_PROFILE_SCALED:-1}" != 0 ]; then
   one kl-e16 256
 fi
 if [ "${K3_PROFILE_REAL:-1}" != 0 ] && [ -f "$W/real4.k3bin" ]; then
-  for t in 64 2048; do
-    [ "${K3_PROFILE_F32:-1}" = 0 ] || one real4 "$t"
-    [ ! -f "$W/real4-bf16.k3bin" ] || one real4-bf16 "$t"
-  done
+  if [ "${K3_PROFILE_F32:-1}" != 0 ]; then
+    for t in 64 2048; do one real4 "$t"; done
+  fi
+  if [ -f "$W/real4-bf16.k3bin" ]; then
+    for t in ${K3_PROFILE_REAL_T:-64 2048 8192}; do one real4-bf16 "$t"; done
+  fi
 fi
 exit $status
