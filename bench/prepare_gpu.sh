@@ -88,7 +88,7 @@ rm -rf "$P" && mkdir -p "$P"
 for cfg in kl-e64:kl-scaled-e64:1024: kl-e16:kl-scaled-e16:1024: real4:kimi-linear-48b-cut4:2048: \
   real4-bf16:kimi-linear-48b-cut4:8192:activation-dtype=bf16; do
   IFS=: read -r name config tokens extra <<<"$cfg"
-  build/bin/k3-import "bench/configs/$config.json" -o "$P/$name.mlir"
+  build/bin/k3-import "bench/configs/$config.json" --max-context $((tokens > 2048 ? 2 * tokens : 4096)) -o "$P/$name.mlir"
   build/bin/k3-opt "$P/$name.mlir" \
     --k3-compile="target=cuda output=$P/$name.k3bin max-tokens=$tokens max-seqs=1 $extra" -o /dev/null
   rm "$P/$name.mlir"

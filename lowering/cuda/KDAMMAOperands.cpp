@@ -139,13 +139,16 @@ public:
 
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
   int64_t layout() {
+    // q, k and the intra-chunk factors (the unbounded gate's decays) in
+    // this order: channelSums reads up to 14 rows below k and the decays,
+    // which are then q and k, never written while it runs.
     offQ = kChunk * kDim * 4;
     offK = offQ + kChunk * kDim * 4;
-    offNorm = offK + kChunk * kDim * 4;
+    offOps = offK + kChunk * kDim * 4;
+    offNorm = offOps + 3 * kChunk * opStride * 4;
     offBeta = offNorm + kChunk * 2 * 4;
     offL = offBeta + kChunk * 4;
-    offOps = offL + kChunk * kLStride * 4;
-    offChan = offOps + 3 * kChunk * opStride * 4;
+    offChan = offL + kChunk * kLStride * 4;
     return offChan + 3 * kDim * 4;
   }
 
@@ -524,10 +527,10 @@ private:
   /// memory address is one register minus a constant and no per-column
   /// predicate lives across the loop (ptxas spilled those):
   ///   D_0 = 1, D_1 = (t odd ? 2^{g_t} : 1), D_d = D_{d-1} 2^{g_{t'-d+1}}.
-  /// Distances past t' read rows below the staged ones: other shared
-  /// memory of the block (layout() keeps 14 rows of it below q, k and the
-  /// decays), finite or not; those sums are never used (finish masks them
-  /// with a select), and no valid sum reads such a row.
+  /// Distances past t' read rows below the staged ones: q's rows below k's
+  /// and k's below the decays (layout()), which no thread writes in this
+  /// phase; those sums are never used (finish masks them with a select),
+  /// and no valid sum reads such a row.
   std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd, Value q) {
     // Every load is sWords[base + constant]: one address register.
     Value rowTOdd = kb.muli(tOdd, kb.idx(kDim));
