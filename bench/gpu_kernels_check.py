@@ -148,7 +148,20 @@ NORM_MODEL = """func.func @forward(
   return %y, %s, %z : tensor<?x{N}xf32>, tensor<?x{N}xbf16>, tensor<?x{N}xf32>
 }}
 """
-# The router, a block per token (lowering/cuda/MoERouterRows.cpp): Kimi-
+# KDA's gated output norm by rows (RMSNormRows.cpp): heads of 128 channels
+# (Kimi Linear) and of 100 (a block with idle lanes), f32.
+GATED_NORM_SHAPES = ((32, 128), (3, 100))
+GATED_NORM_MODEL = """func.func @forward(
+    %o: tensor<?x{H}x{D}xf32> {{k3.name = "o", k3.dims = array<i64: -1, {H}, {D}>}},
+    %g: tensor<?x{H}x{D}xf32> {{k3.name = "g", k3.dims = array<i64: -1, {H}, {D}>}})
+    -> (tensor<?x{H}x{D}xf32> {{k3.name = "y"}}) {{
+  %w = k3.weight "w" : tensor<{D}xf32>
+  %y = k3.gated_rms_norm %o, %g, %w {{epsilon = 1.0e-5 : f64}}
+      : (tensor<?x{H}x{D}xf32>, tensor<?x{H}x{D}xf32>, tensor<{D}xf32>) -> tensor<?x{H}x{D}xf32>
+  return %y : tensor<?x{H}x{D}xf32>
+}}
+"""
+# The router, a block per 8 tokens (lowering/cuda/MoERouterRows.cpp): Kimi-
 # Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
 # scaled 2.446, bf16 x and weight) and a softmax one at awkward sizes (40
 # experts: 2 per lane, one half empty; hidden 200; f32).
@@ -194,6 +207,8 @@ def prepare() -> int:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
         compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
+    for h, d in GATED_NORM_SHAPES:
+        compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
     compile_model("router", ROUTER_MODEL, "")
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
@@ -310,6 +325,7 @@ def check() -> int:
     check_mla(res, rng)
     check_flash(res, rng)
     check_norms(res, rng)
+    check_gated_norms(res, rng)
     check_router(res, rng)
     res.write()
     return 1 if res.failures else 0
@@ -354,6 +370,39 @@ def check_norms(res, rng) -> None:
                       shape={"T": t, "N": n})
 
 
+def check_gated_norms(res, rng) -> None:
+    """gated_rms_norm (f32) against float64, within 1e-5 normwise."""
+    import torch
+    import k3
+    from safetensors.numpy import save_file
+    for h, d in GATED_NORM_SHAPES:
+        name = f"gated_norm_h{h}_d{d}"
+        w = (rng.standard_normal(d) * 0.5 + 1.0).astype(np.float32)
+        wfile = OUT / f"{name}.w.safetensors"
+        save_file({"w": w}, str(wfile))
+        for t in (1, 7, 255):
+            o = rng.standard_normal((t, h, d)).astype(np.float32) * 3
+            g = rng.standard_normal((t, h, d)).astype(np.float32) * 4
+
+            def case(name=name, t=t, o=o, g=g, w=w, wfile=wfile):
+                s = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
+                s.load_weights(str(wfile))
+                dev = torch.device("cuda:0")
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
+                            o=torch.from_numpy(o).to(dev), g=torch.from_numpy(g).to(dev))
+                y = torch.from_dlpack(out["y"]).double().cpu().numpy()
+                s.close()
+                v = o.astype(np.float64)
+                want = v / np.sqrt((v * v).mean(-1, keepdims=True) + 1e-5) * w / \
+                    (1 + np.exp(-g.astype(np.float64)))
+                err = float(np.linalg.norm(y - want) / np.linalg.norm(want))
+                if not err < 1e-5:
+                    raise AssertionError(f"gated norm err {err:.2e} (bound 1e-5)")
+                return {"err": err}
+            res.guard(case, case=name, impl="k3", variant="rms_norm_rows",
+                      shape={"T": t, "H": h, "D": d})
+
+
 def check_router(res, rng) -> None:
     """The router against k3ref's float64 moe_router: the same experts in
     the same order (a swap is accepted only where the f64 choice scores of
@@ -370,7 +419,8 @@ def check_router(res, rng) -> None:
     save_bf16(wfile, "wr", wr)
     extra = OUT / "router.w2.safetensors"
     save_file({"bias": bias, "wrs": wrs}, str(extra))
-    for t in (1, 5, 200):
+    # 5 and 203: a last block of 8 tokens only partly filled.
+    for t in (1, 5, 200, 203):
         x = bf16_round(rng.standard_normal((t, 2304)))
         xs = rng.standard_normal((t, 200)).astype(np.float32)
 

@@ -363,7 +363,7 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
 
 /// Columns per row (static) of a norm the row kernel covers, else 0.
 int64_t rmsNormRowsColumns(Operation *op) {
-  if (!isa<RMSNormOp, AddRMSNormOp>(op))
+  if (!isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
     return 0;
   auto t = cast<RankedTensorType>(op->getOperand(0).getType());
   if (t.getRank() < 1 || t.isDynamicDim(t.getRank() - 1))
@@ -422,12 +422,30 @@ bool linearMMAApplies(LinearOp op) {
 // lowering/cuda/MoEGroupedWGMMA.cpp)
 //===----------------------------------------------------------------------===//
 
-/// The router block keeps its token's row and logits in shared memory (48
-/// KiB) and warp 0 one score per 32 experts per lane in registers.
+/// Shared memory of a router block of G tokens: their rows in x's element
+/// type and their logits in f32 (lowering/cuda/MoERouterRows.cpp).
+int64_t routerSharedBytes(MoERouterOp op, int64_t group) {
+  int64_t hidden = dimOf(op.getInput(), 1), experts = dimOf(op.getWeight(), 0);
+  int64_t xBytes = op.getInput().getType().getElementTypeBitWidth() / 8;
+  return (group * experts * 4 + 15) / 16 * 16 + group * hidden * xBytes;
+}
+
+/// The router block keeps its tokens' rows and logits in shared memory (48
+/// KiB) and warp g one score per 32 experts per lane in registers.
 bool moeRouterRowsApplies(MoERouterOp op) {
   int64_t hidden = dimOf(op.getInput(), 1), experts = dimOf(op.getWeight(), 0);
   return hidden > 0 && experts > 0 && experts <= 1024 &&
-         4 * (hidden + experts) <= 48 * 1024;
+         routerSharedBytes(op, 1) <= 48 * 1024;
+}
+
+/// Tokens per router block: each 16-byte load of W serves all of them, so
+/// as many as the warps (one top-k each) and 48 KiB allow, up to 8
+/// (Kimi Linear: 8 at hidden 2304; K3's 7168: 2).
+int64_t defaultRouterTokensPerBlock(MoERouterOp op, int64_t warps) {
+  for (int64_t g : {8, 4, 2})
+    if (g <= warps && routerSharedBytes(op, g) <= 48 * 1024)
+      return g;
+  return 1;
 }
 
 LogicalResult verifyMoERouterRows(MoERouterOp op, KernelConfigAttr c) {
@@ -437,6 +455,17 @@ LogicalResult verifyMoERouterRows(MoERouterOp op, KernelConfigAttr c) {
   if (c.getWarps() < 1 || c.getWarps() > 32)
     return op.emitOpError()
            << "moe_router_rows warps must be in [1, 32], got " << c.getWarps();
+  ArrayRef<int64_t> tile = c.getTile();
+  int64_t g = routerTokensPerBlock(c);
+  if (tile.size() > 1 || g < 1 || g > c.getWarps())
+    return op.emitOpError()
+           << "moe_router_rows tile is [G], G tokens per "
+              "block in [1, warps], got ["
+           << llvm::make_range(tile.begin(), tile.end()) << "]";
+  if (routerSharedBytes(op, g) > 48 * 1024)
+    return op.emitOpError()
+           << "moe_router_rows: " << g << " tokens per block need "
+           << routerSharedBytes(op, g) << " bytes of shared memory (max 49152)";
   return success();
 }
 
@@ -594,10 +623,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.
     return config(ctx, kind, {}, 32);
   case KernelKind::rms_norm_rows: {
-    // 8 warps (hidden 2304: 9 values per thread); more for wide rows.
+    // 8 warps (hidden 2304: 9 values per thread); more for wide rows,
+    // fewer for short ones (a head's 128 channels: 4 warps, no idle lane).
     int64_t n = rmsNormRowsColumns(op), w = 8;
     while (w < 32 && (n + 32 * w - 1) / (32 * w) > 32)
       w *= 2;
+    while (w > 1 && 16 * w >= n)
+      w /= 2;
     return config(ctx, kind, {}, w);
   }
   case KernelKind::latent_attention_rows: {
@@ -624,7 +656,8 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {}, 16);
   case KernelKind::moe_router_rows:
     // 8 warps share the experts' dot products.
-    return config(ctx, kind, {}, 8);
+    return config(ctx, kind,
+                  {defaultRouterTokensPerBlock(cast<MoERouterOp>(op), 8)}, 8);
   case KernelKind::glu_wgmma:
   case KernelKind::moe_grouped_wgmma:
     // linear_tma_wgmma's tile; two stages (65 KiB) so that three blocks
@@ -672,7 +705,7 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
     return mlaFlashApplies(o) ? KernelKind::mla_flash_wgmma
                               : KernelKind::loop_nest;
-  if (isa<RMSNormOp, AddRMSNormOp>(op))
+  if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
     return rmsNormRowsColumns(op) ? KernelKind::rms_norm_rows
                                   : KernelKind::loop_nest;
   if (auto o = dyn_cast<KDAOp>(op))
@@ -872,7 +905,7 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyLatentAttentionRows(o, config);
     return wrongOp();
   case KernelKind::rms_norm_rows:
-    if (isa<RMSNormOp, AddRMSNormOp>(op))
+    if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
       return verifyRMSNormRows(op, config);
     return wrongOp();
   case KernelKind::moe_dispatch_rows:
@@ -899,4 +932,17 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
     break;
   }
   return success();
+}
+
+int64_t mlir::k3::routerTokensPerBlock(KernelConfigAttr config) {
+  ArrayRef<int64_t> tile = config.getTile();
+  return tile.empty() ? 1 : tile[0];
+}
+
+int64_t mlir::k3::routerVectorWidth(MoERouterOp op) {
+  auto bytes = [](Value v) {
+    return cast<ShapedType>(v.getType()).getElementTypeBitWidth() / 8;
+  };
+  int64_t width = 16 / std::max(bytes(op.getInput()), bytes(op.getWeight()));
+  return dimOf(op.getInput(), 1) % width == 0 ? width : 1;
 }

@@ -51,6 +51,12 @@ struct KDARecurrentTile {
 };
 KDARecurrentTile kdaRecurrentTile(KernelConfigAttr config);
 
+/// moe_router_rows: tokens per block (the config's tile [G]; 1 without a
+/// tile) and the channels per vector load of W (16 bytes of the wider of
+/// x and W where the hidden size allows, else 1).
+int64_t routerTokensPerBlock(KernelConfigAttr config);
+int64_t routerVectorWidth(MoERouterOp op);
+
 /// The tile of the GEMV linear (lowering/cuda/LinearGEMV.cpp): R output
 /// rows per warp, TT tokens per block, warps per block.
 struct LinearGEMVTile {

@@ -1,16 +1,21 @@
-//===- MoERouterRows.cpp - k3.moe_router, a block per token -----*- C++ -*-===//
+//===- MoERouterRows.cpp - k3.moe_router, a block per G tokens --*- C++ -*-===//
 //
-// The MoE router in one launch with a block per token (config kernel
-// `moe_router_rows`): the loop nest ran the scores as one launch and the
-// top-k as another with one thread per token (0.88 ms of a 2048-token
-// prefill of the real-width cut, 8 blocks; 50 us per layer and decode step:
-// bench/results/profile-gpu/real4-bf16-T2048.txt, -T64.txt).
+// The MoE router in one launch with a block per G tokens (config kernel
+// `moe_router_rows`, tile [G]): the loop nest ran the scores as one launch
+// and the top-k as another with one thread per token (0.88 ms of a
+// 2048-token prefill of the real-width cut, 8 blocks; 50 us per layer and
+// decode step: bench/results/profile-gpu/real4-bf16-T2048.txt, -T64.txt).
+// With a block per token (G = 1) each block read all of W with 2-byte
+// loads: 0.59 ms per layer at T = 2048 (profile-gpu/history/
+// real4-bf16-T2048-20261202T082800Z-1d803d9.txt).
 //
-//   1. The token's row of x into shared memory; the warps take experts e,
-//      e + W, ... and each lane sums channels lane, lane + 32, ... of
-//      x . W[e] (the loop nest's order), a butterfly of shuffles adds the
-//      lanes; the logits go to shared memory.
-//   2. Warp 0: lane l holds experts l, l + 32, ... in registers: the score
+//   1. The G tokens' rows of x into shared memory; the warps take experts
+//      e, e + W, ... and each lane sums chunks of V channels (16-byte
+//      vector loads of W[e], each used for all G tokens) of x_g . W[e] for
+//      the G tokens; butterflies of shuffles add the lanes; the logits go
+//      to shared memory.
+//   2. Warp g < G takes token g: lane l holds experts l, l + 32, ... in
+//      registers: the score
 //      (sigmoid, or softmax over the row: max and sum by shuffles) and the
 //      score plus the correction bias. k rounds: each lane's best untaken
 //      expert, then the warp's (larger biased score, or equal with a lower
@@ -19,6 +24,7 @@
 //      as the op says; lane 0 writes them with the ids.
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
@@ -39,22 +45,38 @@ public:
     auto ops = operandsOf(op, e.inputs);
     x = ops.getInput().full;
     w = ops.getWeight().full;
+    wBase = ops.getWeight().base;
     bias = ops.getCorrectionBias();
     hidden = ops.getInput().shape[1];
     experts = ops.getWeight().shape[0];
+    numTokens = ops.getInput().shape[0];
     idx = resultOf(e.outputs, op.getIndices()).full;
     wts = resultOf(e.outputs, op.getWeights()).full;
-    row = em.workgroupArray(e.fn, b.getF32Type(), hidden);
-    logits = em.workgroupArray(e.fn, b.getF32Type(), experts);
+    group = routerTokensPerBlock(e.config);
+    vec = routerVectorWidth(op);
+  }
+
+  /// Dynamic shared memory: the logits [G][E] f32, then the rows [G][H] in
+  /// x's element type (16-byte aligned for the vector loads).
+  int64_t sharedBytes() const {
+    return rowsOffset() + group * hidden * elementBytes(x);
   }
 
   void emit() {
     tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    t0 = kb.muli(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
+                 kb.idx(group));
     lane = em.remu(tid, 32);
     warp = em.divu(tid, 32);
+    Value smem = em.dynamicSharedMemory();
+    logits = em.sharedView(smem, b.getF32Type(), kb.idx(0), {group * experts});
+    row = em.sharedView(smem, elementType(x), kb.idx(rowsOffset()),
+                        {group * hidden});
     scores();
-    kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] { topK(); });
+    Value t = kb.addi(t0, warp);
+    kb.ifThen(
+        kb.andi(kb.lti(warp, kb.idx(group)), kb.lti(t, kb.dim(numTokens))),
+        [&] { topK(t, kb.muli(warp, kb.idx(experts))); });
   }
 
 private:
@@ -67,25 +89,55 @@ private:
     body(loop.getInductionVar());
   }
 
-  /// Step 1: logits[e] = x[t] . W[e].
+  static Type elementType(Value mem) {
+    return cast<MemRefType>(mem.getType()).getElementType();
+  }
+  static int64_t elementBytes(Value mem) {
+    return elementType(mem).getIntOrFloatBitWidth() / 8;
+  }
+  int64_t rowsOffset() const { return (group * experts * 4 + 15) / 16 * 16; }
+
+  /// Step 1: logits[g][e] = x[t0 + g] . W[e] (rows past the tokens are 0).
   void scores() {
-    strided(tid, kb.idx(hidden), 32 * warps,
-            [&](Value d) { em.sts(kb.load(x, {t, d}), row, {d}); });
+    Value tokens = kb.dim(numTokens);
+    strided(tid, kb.idx(group * hidden), 32 * warps, [&](Value i) {
+      Value g = em.divu(i, hidden), d = em.remu(i, hidden);
+      Value t = kb.addi(t0, g);
+      Value in = kb.lti(t, tokens);
+      Value v = memref::LoadOp::create(
+          b, loc, x, ValueRange{kb.minsi(t, kb.subi(tokens, kb.idx(1))), d});
+      Value zero =
+          arith::ConstantOp::create(b, loc, b.getZeroAttr(elementType(x)));
+      em.sts(kb.select(in, v, zero), row, {i});
+    });
     gpu::BarrierOp::create(b, loc);
+    // W as one contiguous vector (16-byte loads need a unit-stride view).
+    Value wFlat = em.contiguousView(wBase, {kb.idx(experts * hidden)});
     strided(warp, kb.idx(experts), warps, [&](Value e) {
-      auto loop = scf::ForOp::create(b, loc, lane, kb.idx(hidden), kb.idx(32),
-                                     ValueRange{kb.f32(0.0)});
+      SmallVector<Value> init(group, kb.f32(0.0));
+      auto loop = scf::ForOp::create(b, loc, lane, kb.idx(hidden / vec),
+                                     kb.idx(32), init);
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(loop.getBody());
-        Value d = loop.getInductionVar();
-        scf::YieldOp::create(
-            b, loc,
-            ValueRange{kb.fma(em.lds(row, {d}), kb.load(w, {e, d}),
-                              loop.getRegionIterArgs()[0])});
+        Value d = kb.muli(loop.getInductionVar(), kb.idx(vec));
+        SmallVector<Value> wv =
+            em.loadVector(wFlat, {kb.addi(kb.muli(e, kb.idx(hidden)), d)}, vec);
+        SmallVector<Value> acc(loop.getRegionIterArgs());
+        for (int64_t g = 0; g < group; ++g) {
+          SmallVector<Value> xv =
+              em.loadVector(row, {kb.addi(kb.idx(g * hidden), d)}, vec);
+          for (int64_t j = 0; j < vec; ++j)
+            acc[g] = kb.fma(xv[j], wv[j], acc[g]);
+        }
+        scf::YieldOp::create(b, loc, acc);
       }
-      Value sum = em.warpSum(loop.getResult(0));
-      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { em.sts(sum, logits, {e}); });
+      for (int64_t g = 0; g < group; ++g) {
+        Value sum = em.warpSum(loop.getResult(g));
+        kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+          em.sts(sum, logits, {kb.addi(kb.idx(g * experts), e)});
+        });
+      }
     });
     gpu::BarrierOp::create(b, loc);
   }
@@ -96,8 +148,8 @@ private:
     return v;
   }
 
-  /// Step 2 (warp 0).
-  void topK() {
+  /// Step 2 (warp g: token t, its logits from `base`).
+  void topK(Value t, Value base) {
     int64_t slots = (experts + 31) / 32;
     SmallVector<Value> ids, score, biased;
     for (int64_t i = 0; i < slots; ++i) {
@@ -105,7 +157,8 @@ private:
       Value in = kb.lti(e, kb.idx(experts));
       Value at = kb.minsi(e, kb.idx(experts - 1));
       ids.push_back(e);
-      score.push_back(kb.select(in, em.lds(logits, {at}), kb.f32(-INFINITY)));
+      score.push_back(kb.select(in, em.lds(logits, {kb.addi(base, at)}),
+                                kb.f32(-INFINITY)));
     }
     if (op.getScore() == RouterScore::softmax) {
       Value m = kb.f32(-INFINITY);
@@ -182,8 +235,8 @@ private:
   OpBuilder &b;
   Location loc;
   MMAEmitter em;
-  int64_t warps, hidden = 0, experts = 0;
-  Value x, w, idx, wts, row, logits, tid, t, lane, warp;
+  int64_t warps, hidden = 0, experts = 0, numTokens = 0, group = 1, vec = 1;
+  Value x, w, wBase, idx, wts, row, logits, tid, t0, lane, warp;
   KernelOperand bias; // optional
 };
 
@@ -195,8 +248,11 @@ struct MoERouterRowsPattern : OpKernelPattern<MoERouterOp> {
     if (!tokens)
       return op.emitOpError() << "moe_router_rows needs a token count linear "
                                  "in one runtime size";
-    e.setLaunch(*tokens, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
-    RouterKernel(op, e).emit();
+    RouterKernel kernel(op, e);
+    int64_t group = routerTokensPerBlock(e.config);
+    e.setLaunch(*tokens, 1, group - 1, group, {32 * e.config.getWarps(), 1, 1},
+                kernel.sharedBytes());
+    kernel.emit();
     e.finishSinglePhase(op.getLoc());
     return success();
   }

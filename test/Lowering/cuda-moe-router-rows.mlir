@@ -1,31 +1,40 @@
 // REQUIRES: ptxas
 // k3.moe_router with kernel = moe_router_rows (lowering/cuda/MoERouterRows.cpp):
-// a block per token; the warps' dot products into shared memory, then warp
-// 0 holds the scores in registers (256 experts: 8 per lane) and takes the
-// top-k by shuffles. Sigmoid with a correction bias, and softmax.
+// a block per G = 8 tokens (tile [8]: their bf16 rows and f32 logits, 45056
+// bytes of dynamic shared memory); the warps' dot products with 16-byte
+// loads of W (8 channels, bf16; 4 for the f32 model), each used for the 8
+// tokens, into shared memory, then warp g holds token g's scores in
+// registers (256 experts: 8 per lane) and takes the top-k by shuffles.
+// Sigmoid with a correction bias, and softmax.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=moe_router.warps=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=moe_router.tile=16" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=moe_router.tile=1" --k3-outline-kernels | FileCheck %s --check-prefix=ONE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // BADWARPS: error: 'k3.moe_router' op moe_router_rows warps must be in [1, 32], got 33
+// BADTILE: error: 'k3.moe_router' op moe_router_rows tile is [G], G tokens per block in [1, warps], got [16]
+// ONE: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1], dynamic_smem = 5632>
 
 // CHECK-LABEL: gpu.func @moe_router_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<2304xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = moe_router_rows, warps = 8>
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = moe_router_rows, tile = [8], warps = 8>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 7, grid_divisor = 8, block = [256, 1, 1], dynamic_smem = 45056>
 // CHECK: gpu.barrier
 // CHECK: scf.for
-// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<589824xbf16>, vector<8xbf16>
+// CHECK: vector.load %{{.*}} {alignment = 16 : i64} : memref<18432xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK-COUNT-40: gpu.shuffle  xor
 // CHECK: gpu.barrier
 // CHECK: scf.if
 // CHECK: math.exp
 // CHECK-COUNT-15: gpu.shuffle  xor
 // CHECK-LABEL: gpu.func @moe_router_1(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = moe_router_rows, warps = 8>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = moe_router_rows, tile = [8], warps = 8>
+// CHECK-SAME: dynamic_smem = 7680
 
 // PTXAS: Function properties for moe_router_0
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -29,18 +29,32 @@
 // CHECK: memref.store {{.*}} : memref<?x?xbf16
 // CHECK: gpu.barrier
 
+// KDA's output norm: rows of one head (128 channels, 4 warps: a value per
+// thread), the output times sigmoid(gate).
+// CHECK-LABEL: gpu.func @gated_rms_norm_2(
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, warps = 4>
+// CHECK-SAME: block = [128, 1, 1]
+// CHECK: gpu.barrier
+// CHECK: math.sqrt
+// CHECK: math.exp
+
 // PTXAS: Function properties for add_rms_norm_1
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 func.func @forward(
     %x: tensor<?x2304xf32> {k3.name = "x", k3.dims = array<i64: -1, 2304>},
     %h: tensor<?x2304xbf16> {k3.name = "h", k3.dims = array<i64: -1, 2304>},
-    %r: tensor<?x2304xbf16> {k3.name = "r", k3.dims = array<i64: -1, 2304>})
+    %r: tensor<?x2304xbf16> {k3.name = "r", k3.dims = array<i64: -1, 2304>},
+    %o: tensor<?x32x128xbf16> {k3.name = "o", k3.dims = array<i64: -1, 32, 128>},
+    %gt: tensor<?x32x128xbf16> {k3.name = "gt", k3.dims = array<i64: -1, 32, 128>})
     -> (tensor<?x2304xf32> {k3.name = "y"}, tensor<?x2304xbf16> {k3.name = "s"},
-        tensor<?x2304xf32> {k3.name = "z"}) {
+        tensor<?x2304xf32> {k3.name = "z"}, tensor<?x32x128xbf16> {k3.name = "go"}) {
   %w = k3.weight "w" : tensor<2304xbf16>
   %y = k3.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<?x2304xf32>, tensor<2304xbf16>) -> tensor<?x2304xf32>
   %s, %z = k3.add_rms_norm %h, %r, %w {epsilon = 1.0e-5 : f64}
       : (tensor<?x2304xbf16>, tensor<?x2304xbf16>, tensor<2304xbf16>) -> (tensor<?x2304xbf16>, tensor<?x2304xf32>)
-  return %y, %s, %z : tensor<?x2304xf32>, tensor<?x2304xbf16>, tensor<?x2304xf32>
+  %wo = k3.weight "wo" : tensor<128xf32>
+  %go = k3.gated_rms_norm %o, %gt, %wo {epsilon = 1.0e-5 : f64}
+      : (tensor<?x32x128xbf16>, tensor<?x32x128xbf16>, tensor<128xf32>) -> tensor<?x32x128xbf16>
+  return %y, %s, %z, %go : tensor<?x2304xf32>, tensor<?x2304xbf16>, tensor<?x2304xf32>, tensor<?x32x128xbf16>
 }

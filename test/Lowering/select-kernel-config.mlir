@@ -38,8 +38,9 @@
 
 // The H200's limits are the defaults, elided when printed.
 // GPU: module attributes {k3.target = #k3.gpu_target<chip = "sm_90a">}
-// RMSNorm: a block of 8 warps per row (test/Lowering/cuda-rms-norm-rows.mlir).
-// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 8>
+// RMSNorm: a block per row (test/Lowering/cuda-rms-norm-rows.mlir), 4 warps for
+// these 96 channels (8 for wide rows).
+// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 4>
 // The recurrent KDA at K = V = 128: 64 state values per lane (P = 8 lanes
 // per column group of C = 4 columns), 32 columns per block, 16 staged
 // tokens.
