@@ -161,6 +161,24 @@ GATED_NORM_MODEL = """func.func @forward(
   return %y : tensor<?x{H}x{D}xf32>
 }}
 """
+# The short convolution by channels (ShortConvRows.cpp): Kimi Linear's 4096
+# bf16 channels and 40 f32 ones (one block, idle threads), kernel 4, with
+# carried states and packed sequences: empty ones, shorter than the
+# kernel, crossing 16-token tiles.
+SHORT_CONV_SHAPES = (("bf16", 4096), ("f32", 40))
+SHORT_CONV_LENS = ([1], [37], [1, 2, 0, 17, 40, 3], [0, 5, 0], [250])
+SHORT_CONV_MODEL = """func.func @forward(
+    %x: tensor<?x{C}x{X}> {{k3.name = "x", k3.dims = array<i64: -1, {C}>}},
+    %s: tensor<?x{C}x3xf32> {{k3.name = "s", k3.dims = array<i64: -2, {C}, 3>}},
+    %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
+    -> (tensor<?x{C}x{X}> {{k3.name = "y"}}, tensor<?x{C}x3xf32> {{k3.name = "fs"}}) {{
+  %w = k3.weight "w" : tensor<{C}x1x4xf32>
+  %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {{kernel_size = 4 : i64}}
+      : (tensor<?x{C}x{X}>, tensor<{C}x1x4xf32>, tensor<?x{C}x3xf32>, tensor<?xi32>)
+      -> (tensor<?x{C}x{X}>, tensor<?x{C}x3xf32>)
+  return %y, %fs : tensor<?x{C}x{X}>, tensor<?x{C}x3xf32>
+}}
+"""
 # The router, a block per 8 tokens (lowering/cuda/MoERouterRows.cpp): Kimi-
 # Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
 # scaled 2.446, bf16 x and weight) and a softmax one at awkward sizes (40
@@ -209,6 +227,8 @@ def prepare() -> int:
         compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
     for h, d in GATED_NORM_SHAPES:
         compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
+    for dt, c in SHORT_CONV_SHAPES:
+        compile_model(f"short_conv_{dt}_c{c}", SHORT_CONV_MODEL.format(C=c, X=dt), "", max_seqs=8)
     compile_model("router", ROUTER_MODEL, "")
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
@@ -226,6 +246,16 @@ def prepare() -> int:
             save_file({"x": rng.standard_normal((5, k)).astype(np.float32)},
                       str(OUT / f"in_{name}.safetensors"))
     save_file({"l": argmax_rows(163840, rng)}, str(OUT / "in_argmax_v163840.safetensors"))
+    # The short convolution over packed sequences (an empty one, ones
+    # shorter than the kernel, ones crossing tiles) and the gated norm.
+    lens = [1, 2, 0, 17, 40, 3]
+    save_file({"x": rng.standard_normal((sum(lens), 40)).astype(np.float32),
+               "s": rng.standard_normal((len(lens), 40, 3)).astype(np.float32),
+               "cu_seqlens": np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)},
+              str(OUT / "in_short_conv_f32_c40.safetensors"))
+    save_file({"o": rng.standard_normal((7, 32, 128)).astype(np.float32),
+               "g": rng.standard_normal((7, 32, 128)).astype(np.float32)},
+              str(OUT / "in_gated_norm_h32_d128.safetensors"))
     w = MLA["R"] + MLA["DR"]  # one sequence: 5 new tokens over 7 cached
     save_file({"q": rng.standard_normal((5, MLA["H"], MLA["DN"] + MLA["DR"])).astype(np.float32),
                "latent": rng.standard_normal((5, w)).astype(np.float32),
@@ -326,6 +356,7 @@ def check() -> int:
     check_flash(res, rng)
     check_norms(res, rng)
     check_gated_norms(res, rng)
+    check_short_convs(res, rng)
     check_router(res, rng)
     res.write()
     return 1 if res.failures else 0
@@ -401,6 +432,51 @@ def check_gated_norms(res, rng) -> None:
                 return {"err": err}
             res.guard(case, case=name, impl="k3", variant="rms_norm_rows",
                       shape={"T": t, "H": h, "D": d})
+
+
+def check_short_convs(res, rng) -> None:
+    """short_conv against k3ref's float64 short_conv on the same (rounded)
+    inputs: y within 1e-5 normwise (f32) or 1e-2 (bf16 output), the final
+    states (copies of inputs and carried states) within 1e-6."""
+    import torch
+    import k3
+    from safetensors.numpy import save_file
+    from k3ref import ops as ref
+    for dt, c in SHORT_CONV_SHAPES:
+        name = f"short_conv_{dt}_c{c}"
+        w = (rng.standard_normal((c, 1, 4)) * 0.5).astype(np.float32)
+        wfile = OUT / f"{name}.w.safetensors"
+        save_file({"w": w}, str(wfile))
+        for lens in SHORT_CONV_LENS:
+            t, n = sum(lens), len(lens)
+            x = rng.standard_normal((t, c)).astype(np.float32)
+            if dt == "bf16":
+                x = bf16_round(x).astype(np.float32)
+            st = rng.standard_normal((n, c, 3)).astype(np.float32)
+            cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+
+            def case(name=name, dt=dt, t=t, n=n, x=x, st=st, cu=cu, w=w, wfile=wfile):
+                s = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
+                s.load_weights(str(wfile))
+                dev = torch.device("cuda:0")
+                xt = torch.from_numpy(x).to(dev)
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": n}, outputs="dlpack",
+                            x=xt.to(torch.bfloat16) if dt == "bf16" else xt,
+                            s=torch.from_numpy(st).to(dev), cu_seqlens=torch.from_numpy(cu).to(dev))
+                y = torch.from_dlpack(out["y"]).double().cpu().numpy()
+                fs = torch.from_dlpack(out["fs"]).double().cpu().numpy()
+                s.close()
+                wy, wfs = ref.short_conv(x.astype(np.float64), w.astype(np.float64),
+                                         st.astype(np.float64), cu)
+                ey = float(np.linalg.norm(y - wy) / max(np.linalg.norm(wy), 1e-30))
+                efs = float(np.abs(fs - wfs).max())
+                bound = 1e-2 if dt == "bf16" else 1e-5
+                if not (ey < bound and efs < 1e-6):
+                    raise AssertionError(f"y err {ey:.2e} (bound {bound:g}), final state max "
+                                         f"err {efs:.2e} (bound 1e-6)")
+                return {"err_y": ey, "err_final_state": efs}
+            res.guard(case, case=name, impl="k3", variant="short_conv_rows",
+                      shape={"lens": lens, "C": c})
 
 
 def check_router(res, rng) -> None:

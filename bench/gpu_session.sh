@@ -225,6 +225,13 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
+    for a in short_conv_f32_c40 gated_norm_h32_d128; do
+      for tool in memcheck racecheck; do
+        step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+          "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 \
+          --inputs "out/kernels_check/in_$a.safetensors" --quiet
+      done
+    done
     ;;
   gemm) step gemm python3 bench/gemm.py run ;;
   moe)

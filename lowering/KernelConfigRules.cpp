@@ -422,6 +422,28 @@ bool linearMMAApplies(LinearOp op) {
 // lowering/cuda/MoEGroupedWGMMA.cpp)
 //===----------------------------------------------------------------------===//
 
+/// The short convolution by channels (lowering/cuda/ShortConvRows.cpp):
+/// static channels and kernel size.
+bool shortConvRowsApplies(ShortConvOp op) {
+  auto x = cast<RankedTensorType>(op.getInput().getType());
+  return x.getRank() == 2 && !x.isDynamicDim(1) && op.getKernelSize() >= 1 &&
+         op.getKernelSize() <= 16;
+}
+
+LogicalResult verifyShortConvRows(ShortConvOp op, KernelConfigAttr c) {
+  if (!shortConvRowsApplies(op))
+    return op.emitOpError() << "short_conv_rows needs [T, C] input with a "
+                               "static C and a kernel size in [1, 16]";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "short_conv_rows warps must be in [1, 32], got " << c.getWarps();
+  ArrayRef<int64_t> tile = c.getTile();
+  if (tile.size() != 1 || tile[0] < 1 || tile[0] > 1024)
+    return op.emitOpError() << "short_conv_rows tile is [TT], TT tokens per "
+                               "block in [1, 1024]";
+  return success();
+}
+
 /// Shared memory of a router block of G tokens: their rows in x's element
 /// type and their logits in f32 (lowering/cuda/MoERouterRows.cpp).
 int64_t routerSharedBytes(MoERouterOp op, int64_t group) {
@@ -666,6 +688,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // with 4 stages and one block per SM, 446 with 3 and two, 488 with 2
     // and three (bench/results/moe-nvidia-h200-20261202T023517Z.json).
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
+  case KernelKind::short_conv_rows:
+    // 8 warps over 256 channels, 16 tokens per thread: each input read
+    // once, the weights loaded once per 16 outputs.
+    return config(ctx, kind, {16}, 8);
   case KernelKind::mla_flash_wgmma:
     // One key/value stage (73 KiB with Kimi's dims) and three blocks per
     // SM: one block's softmax and loads beside the others' products. Two
@@ -708,6 +734,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
     return rmsNormRowsColumns(op) ? KernelKind::rms_norm_rows
                                   : KernelKind::loop_nest;
+  if (auto o = dyn_cast<ShortConvOp>(op))
+    return shortConvRowsApplies(o) ? KernelKind::short_conv_rows
+                                   : KernelKind::loop_nest;
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -775,6 +804,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
   case KernelKind::mla_flash_wgmma:
     return isa<MLAPrefillAttentionOp>(op) &&
            mlaFlashApplies(cast<MLAPrefillAttentionOp>(op));
+  case KernelKind::short_conv_rows:
+    return isa<ShortConvOp>(op) && shortConvRowsApplies(cast<ShortConvOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -927,6 +958,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::mla_flash_wgmma:
     if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
       return verifyMLAFlash(o, config, gpu);
+    return wrongOp();
+  case KernelKind::short_conv_rows:
+    if (auto o = dyn_cast<ShortConvOp>(op))
+      return verifyShortConvRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -116,6 +116,7 @@ def K3_Kernel_MoEGroupedWGMMA : I32EnumAttrCase<"moe_grouped_wgmma", 11>;
 def K3_Kernel_GLUWGMMA : I32EnumAttrCase<"glu_wgmma", 12>;
 def K3_Kernel_MoERouterRows : I32EnumAttrCase<"moe_router_rows", 13>;
 def K3_Kernel_MLAFlashWGMMA : I32EnumAttrCase<"mla_flash_wgmma", 14>;
+def K3_Kernel_ShortConvRows : I32EnumAttrCase<"short_conv_rows", 15>;
 def K3_KernelKind : I32EnumAttr<"KernelKind",
     "which kernel generator lowers an op",
     [K3_Kernel_LoopNest, K3_Kernel_KDARecurrent, K3_Kernel_KDAMMAOperands,
@@ -123,7 +124,8 @@ def K3_KernelKind : I32EnumAttr<"KernelKind",
      K3_Kernel_LinearTMAWGMMA, K3_Kernel_LinearGEMV, K3_Kernel_ArgmaxRows,
      K3_Kernel_LatentAttentionRows, K3_Kernel_RMSNormRows,
      K3_Kernel_MoEDispatchRows, K3_Kernel_MoEGroupedWGMMA,
-     K3_Kernel_GLUWGMMA, K3_Kernel_MoERouterRows, K3_Kernel_MLAFlashWGMMA]> {
+     K3_Kernel_GLUWGMMA, K3_Kernel_MoERouterRows, K3_Kernel_MLAFlashWGMMA,
+     K3_Kernel_ShortConvRows]> {
   let cppNamespace = "::mlir::k3";
   let genSpecializedAttr = 0;
 }

@@ -47,6 +47,7 @@ void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);
 void populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns);
 /// k3.moe_router, a block per token (MoERouterRows.cpp).
 void populateMoERouterRowsPattern(KernelPatternSet &patterns);
+void populateShortConvRowsPattern(KernelPatternSet &patterns);
 /// k3.mla_prefill_attention as flash attention with wgmma
 /// (MLAFlashWGMMA.cpp).
 void populateMLAFlashWGMMAPattern(KernelPatternSet &patterns);

@@ -63,5 +63,6 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateMoEDispatchRowsPattern(patterns);
   populateMoEGroupedWGMMAPatterns(patterns);
   populateMoERouterRowsPattern(patterns);
+  populateShortConvRowsPattern(patterns);
   populateMLAFlashWGMMAPattern(patterns);
 }

@@ -1,0 +1,38 @@
+// REQUIRES: ptxas
+// k3.short_conv with kernel = short_conv_rows (lowering/cuda/ShortConvRows.cpp):
+// a block of 8 warps per (16 tokens, 256 channels), so 16 channel blocks at
+// 4096 channels: grid ceil((16 T + 255) / 16); each thread walks its tile's
+// tokens with the last 3 inputs in registers (a loop carrying the window
+// and the sequence), the sequence advanced by a while loop, silu at the
+// store, and the final state at a sequence's last token.
+// RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=2000" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// BADTILE: error: 'k3.short_conv' op short_conv_rows tile is [TT], TT tokens per block in [1, 1024]
+
+// CHECK-LABEL: gpu.func @short_conv_0(
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [16], warps = 8>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 16, grid_offset = 255, grid_divisor = 16, block = [256, 1, 1]>
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: scf.while
+// CHECK: math.exp
+// CHECK: scf.yield
+
+// PTXAS: Function properties for short_conv_0
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(%x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: -1, 4096>},
+    %s: tensor<?x4096x3xf32> {k3.name = "s", k3.dims = array<i64: -2, 4096, 3>},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x4096xbf16> {k3.name = "y"}, tensor<?x4096x3xf32> {k3.name = "fs"}) {
+  %w = k3.weight "w" : tensor<4096x1x4xf32>
+  %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x4096xbf16>, tensor<4096x1x4xf32>, tensor<?x4096x3xf32>, tensor<?xi32>)
+      -> (tensor<?x4096xbf16>, tensor<?x4096x3xf32>)
+  return %y, %fs : tensor<?x4096xbf16>, tensor<?x4096x3xf32>
+}
