@@ -225,10 +225,14 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
-    for a in short_conv_f32_c40 gated_norm_h32_d128; do
+    # num_seqs from the inputs' cu_seqlens (short_conv), else one sequence.
+    for a in short_conv_f32_c40:infer gated_norm_h32_d128:num_seqs=1; do
+      sym=${a#*:} a=${a%%:*}
+      [ "$sym" = infer ] && sym= || sym="--symbol $sym"
       for tool in memcheck racecheck; do
+        # shellcheck disable=SC2086
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
-          "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 \
+          "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 $sym \
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done

@@ -11,9 +11,10 @@
 // per call at T = 8192 and 4096 channels on the H200:
 // bench/results/profile-gpu/real4-bf16-T8192.txt).
 //
-// Per thread: the channel's weights in registers; the sequence of the
-// tile's first token by the loop nest's scan, then advanced as the tokens
-// pass sequence ends (a while loop: empty sequences too). At a sequence's
+// Per thread: the channel's weights in registers, the tile's inputs loaded
+// up front; the sequence of the tile's first token by the loop nest's scan,
+// then advanced as the tokens pass sequence ends (a while loop: empty
+// sequences too). At a sequence's
 // first token the window is its carried state (or zeros); the output is
 // silu of the taps summed in the loop nest's order (so the two agree
 // bit for bit); at a sequence's last token the window is its final state.
@@ -115,55 +116,74 @@ private:
     return loop.getResult(0);
   }
 
-  /// The tile's tokens [t0, min(t0 + TT, T)) in order.
+  /// The tile's tokens [t0, min(t0 + TT, T)) in order, unrolled: the TT
+  /// inputs are loaded first (clamped to the last token, independent of
+  /// each other), and the sequence's bounds are reloaded only when a token
+  /// passes its end, so the common token issues no dependent load.
   void tokens(Value t0) {
-    Value n0 = cuSeqlens ? emitSequenceOf(kb, cuSeqlens, t0).second : kb.idx(0);
-    Value t1 = kb.minsi(kb.addi(t0, kb.idx(tile)), numTokens);
-    SmallVector<Value> init(ks - 1, kb.f32(0.0));
-    init.push_back(n0);
-    auto loop = scf::ForOp::create(
-        b, loc, t0, t1, kb.idx(1), init,
-        [&](OpBuilder &, Location, Value t, ValueRange carry) {
-          Value n = cuSeqlens ? advance(carry.back(), t) : carry.back();
-          Value start = seqStart(n), end = seqEnd(n);
-          Value first = kb.eqi(t, start), atT0 = kb.eqi(t, t0);
-          // The window: the carried state at a sequence's first token, the
-          // inputs before t0 (from x, or the state) at the tile's first
-          // token, else the registers.
-          SmallVector<Value> win;
-          for (int64_t j = 0; j < ks - 1; ++j) {
-            Value s = kb.addi(t, kb.idx(j - (ks - 1)));
-            Value reload = kb.ori(first, atT0);
-            win.push_back(kb.ifElse(
-                reload, b.getF32Type(),
-                [&] {
-                  return kb.ifElse(
-                      kb.gei(s, start), b.getF32Type(),
-                      [&] { return kb.load(x, {s, c}); },
-                      [&] {
-                        if (!state)
-                          return kb.f32(0.0);
-                        Value i = kb.addi(kb.idx(ks - 1), kb.subi(s, start));
-                        return kb.load(state, {n, c, i});
-                      });
-                },
-                [&] { return carry[j]; }));
-          }
-          Value xt = kb.load(x, {t, c});
-          Value acc = kb.f32(0.0);
-          for (int64_t j = 0; j < ks; ++j)
-            acc = kb.fma(wt[j], j + 1 < ks ? win[j] : xt, acc);
-          kb.store(kb.silu(acc), y, {t, c});
-          SmallVector<Value> next(win.begin() + 1, win.end());
-          next.push_back(xt);
-          kb.ifThen(kb.eqi(t, kb.subi(end, kb.idx(1))), [&] {
-            for (int64_t j = 0; j < ks - 1; ++j)
-              kb.store(next[j], fs, {n, c, kb.idx(j)});
-          });
-          next.push_back(n);
-          scf::YieldOp::create(b, loc, next);
+    Value last = kb.subi(numTokens, kb.idx(1));
+    SmallVector<Value> xs;
+    for (int64_t j = 0; j < tile; ++j)
+      xs.push_back(kb.load(x, {kb.minsi(kb.addi(t0, kb.idx(j)), last), c}));
+    Value n = cuSeqlens ? emitSequenceOf(kb, cuSeqlens, t0).second : kb.idx(0);
+    Value start = seqStart(n), end = seqEnd(n);
+    SmallVector<Value> win(ks - 1, kb.f32(0.0));
+    Type idx = b.getIndexType();
+    for (int64_t j = 0; j < tile; ++j) {
+      Value t = kb.addi(t0, kb.idx(j));
+      if (cuSeqlens && j > 0) {
+        auto next = scf::IfOp::create(b, loc, TypeRange{idx, idx, idx},
+                                      kb.gei(t, end), /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&next.getThenRegion().front());
+          Value m = advance(n, t);
+          scf::YieldOp::create(b, loc, ValueRange{m, seqStart(m), seqEnd(m)});
+          b.setInsertionPointToStart(&next.getElseRegion().front());
+          scf::YieldOp::create(b, loc, ValueRange{n, start, end});
+        }
+        n = next.getResult(0);
+        start = next.getResult(1);
+        end = next.getResult(2);
+      }
+      // The window: at the tile's first token the inputs before it (from
+      // x, or the carried state), at a sequence's first token its carried
+      // state, else the registers.
+      for (int64_t k = 0; k < ks - 1; ++k) {
+        Value s = kb.addi(t, kb.idx(k - (ks - 1)));
+        auto fresh = [&] {
+          return kb.ifElse(
+              kb.gei(s, start), b.getF32Type(),
+              [&] { return kb.load(x, {s, c}); },
+              [&] {
+                if (!state)
+                  return kb.f32(0.0);
+                Value i = kb.addi(kb.idx(ks - 1), kb.subi(s, start));
+                return kb.load(state, {n, c, i});
+              });
+        };
+        if (j == 0)
+          win[k] = fresh();
+        else
+          win[k] = kb.ifElse(kb.eqi(t, start), b.getF32Type(), fresh,
+                             [&, k] { return win[k]; });
+      }
+      Value acc = kb.f32(0.0);
+      for (int64_t k = 0; k < ks; ++k)
+        acc = kb.fma(wt[k], k + 1 < ks ? win[k] : xs[j], acc);
+      win.erase(win.begin());
+      win.push_back(xs[j]);
+      Value valid = kb.lti(t, numTokens);
+      Value outN = n;
+      SmallVector<Value> done(win);
+      kb.ifThen(valid, [&] {
+        kb.store(kb.silu(acc), y, {t, c});
+        kb.ifThen(kb.eqi(t, kb.subi(end, kb.idx(1))), [&] {
+          for (int64_t k = 0; k < ks - 1; ++k)
+            kb.store(done[k], fs, {outN, c, kb.idx(k)});
         });
-    (void)loop;
+      });
+    }
   }
 
   /// Sequences without tokens keep their state (or zeros).

@@ -2,9 +2,9 @@
 // k3.short_conv with kernel = short_conv_rows (lowering/cuda/ShortConvRows.cpp):
 // a block of 8 warps per (16 tokens, 256 channels), so 16 channel blocks at
 // 4096 channels: grid ceil((16 T + 255) / 16); each thread walks its tile's
-// tokens with the last 3 inputs in registers (a loop carrying the window
-// and the sequence), the sequence advanced by a while loop, silu at the
-// store, and the final state at a sequence's last token.
+// tokens (unrolled: the 16 inputs loaded first) with the last 3 inputs in
+// registers, the sequence advanced by a while loop when a token passes its
+// end, silu at the store, and the final state at a sequence's last token.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=2000" 2>&1 | FileCheck %s --check-prefix=BADTILE
@@ -18,7 +18,8 @@
 // CHECK-LABEL: gpu.func @short_conv_0(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [16], warps = 8>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 16, grid_offset = 255, grid_divisor = 16, block = [256, 1, 1]>
-// CHECK: scf.for {{.*}} iter_args
+// CHECK-COUNT-4: memref.load {{.*}} : memref<?x?x?xf32
+// CHECK-COUNT-16: memref.load {{.*}} : memref<?x?xbf16
 // CHECK: scf.while
 // CHECK: math.exp
 // CHECK: scf.yield
