@@ -179,7 +179,8 @@ SHORT_CONV_MODEL = """func.func @forward(
   return %y, %fs : tensor<?x{C}x{X}>, tensor<?x{C}x3xf32>
 }}
 """
-# The router, a block per 8 tokens (lowering/cuda/MoERouterRows.cpp): Kimi-
+# The router (lowering/cuda/MoERouterRows.cpp: the tensor-core scores for the
+# bf16 one by default, and the rows kernel, a block per 8 tokens): Kimi-
 # Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
 # scaled 2.446, bf16 x and weight) and a softmax one at awkward sizes (40
 # experts: 2 per lane, one half empty; hidden 200; f32).
@@ -229,7 +230,9 @@ def prepare() -> int:
         compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
     for dt, c in SHORT_CONV_SHAPES:
         compile_model(f"short_conv_{dt}_c{c}", SHORT_CONV_MODEL.format(C=c, X=dt), "", max_seqs=8)
+    # The default (the tensor cores for the bf16 router) and the rows kernel.
     compile_model("router", ROUTER_MODEL, "")
+    compile_model("router_rows", ROUTER_MODEL, "kernel-config=moe_router.kernel=moe_router_rows")
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
@@ -253,6 +256,16 @@ def prepare() -> int:
                "s": rng.standard_normal((len(lens), 40, 3)).astype(np.float32),
                "cu_seqlens": np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)},
               str(OUT / "in_short_conv_f32_c40.safetensors"))
+    # The routers at 37 tokens (a partly filled last block): bf16 x, f32 xs.
+    import json
+    xb = (rng.standard_normal((37, 2304)).astype(np.float32).view(np.uint32) >> 16).astype("<u2")
+    xs = rng.standard_normal((37, 200)).astype(np.float32)
+    header = json.dumps({"x": {"dtype": "BF16", "shape": [37, 2304], "data_offsets": [0, xb.nbytes]},
+                         "xs": {"dtype": "F32", "shape": [37, 200],
+                                "data_offsets": [xb.nbytes, xb.nbytes + xs.nbytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(OUT / "in_router.safetensors", "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + xb.tobytes() + xs.tobytes())
     save_file({"o": rng.standard_normal((7, 32, 128)).astype(np.float32),
                "g": rng.standard_normal((7, 32, 128)).astype(np.float32)},
               str(OUT / "in_gated_norm_h32_d128.safetensors"))
@@ -496,13 +509,15 @@ def check_router(res, rng) -> None:
     extra = OUT / "router.w2.safetensors"
     save_file({"bias": bias, "wrs": wrs}, str(extra))
     # 5 and 203: a last block of 8 tokens only partly filled.
-    for t in (1, 5, 200, 203):
+    for (art, variant), t in ((v, t) for v in (("router", "moe_router_mma"),
+                                               ("router_rows", "moe_router_rows"))
+                              for t in (1, 5, 200, 203)):
         x = bf16_round(rng.standard_normal((t, 2304)))
         xs = rng.standard_normal((t, 200)).astype(np.float32)
 
-        def case(t=t, x=x, xs=xs):
+        def case(t=t, x=x, xs=xs, art=art):
             import torch
-            s = k3.Session(str(OUT / "router.k3bin"), device="cuda:0")
+            s = k3.Session(str(OUT / f"{art}.k3bin"), device="cuda:0")
             s.load_weights([str(wfile), str(extra)])
             dev = torch.device("cuda:0")
             out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
@@ -538,7 +553,7 @@ def check_router(res, rng) -> None:
                     raise AssertionError(f"{tag}: weights error vs f64 {err:.2e} (bound 1e-5)")
                 rows[tag] = {"weights_err": err, "near_tie_swaps": flips}
             return {"routers": json.loads(json.dumps(rows))}
-        res.guard(case, case="router", impl="k3", variant="moe_router_rows", shape={"T": t})
+        res.guard(case, case="router", impl="k3", variant=variant, shape={"T": t})
 
 
 def check_mla(res, rng) -> None:

@@ -226,7 +226,7 @@ for stage in "${STAGES[@]}"; do
       done
     done
     # num_seqs from the inputs' cu_seqlens (short_conv), else one sequence.
-    for a in short_conv_f32_c40:infer gated_norm_h32_d128:num_seqs=1; do
+    for a in short_conv_f32_c40:infer gated_norm_h32_d128:num_seqs=1 router:num_seqs=1; do
       sym=${a#*:} a=${a%%:*}
       [ "$sym" = infer ] && sym= || sym="--symbol $sym"
       for tool in memcheck racecheck; do

@@ -460,6 +460,56 @@ bool moeRouterRowsApplies(MoERouterOp op) {
          routerSharedBytes(op, 1) <= 48 * 1024;
 }
 
+/// The router on the tensor cores (moe_router_mma): bf16 x and W, a hidden
+/// size of whole 16-channel k-steps. Its shared memory for G tokens and
+/// chunks of C channels: the logits [G][E] f32 and the x chunk [G][C + 8]
+/// bf16.
+bool moeRouterMMAApplies(MoERouterOp op) {
+  int64_t hidden = dimOf(op.getInput(), 1), experts = dimOf(op.getWeight(), 0);
+  return hidden > 0 && hidden % 16 == 0 && experts > 0 && experts <= 1024 &&
+         op.getInput().getType().getElementType().isBF16() &&
+         op.getWeight().getType().getElementType().isBF16();
+}
+int64_t routerMMASharedBytes(MoERouterOp op, int64_t group, int64_t chunk) {
+  int64_t experts = dimOf(op.getWeight(), 0);
+  return (group * experts * 4 + 15) / 16 * 16 + group * (chunk + 8) * 2;
+}
+/// 32 tokens per block (two row tiles: each B fragment of W serves both)
+/// where the logits fit 100 KiB with the chunk (Kimi Linear's 256
+/// experts), else 16 (K3's 896: 57 KiB); chunks of 128 channels (8
+/// k-steps between barriers) or the largest power of two dividing H.
+KernelConfigAttr defaultRouterMMAConfig(MoERouterOp op, int64_t warps) {
+  int64_t hidden = dimOf(op.getInput(), 1), chunk = 128;
+  while (hidden % chunk != 0)
+    chunk /= 2;
+  int64_t group = routerMMASharedBytes(op, 32, chunk) <= 100 * 1024 ? 32 : 16;
+  return config(op.getContext(), KernelKind::moe_router_mma, {group, chunk},
+                warps);
+}
+
+LogicalResult verifyMoERouterMMA(MoERouterOp op, KernelConfigAttr c) {
+  if (!moeRouterMMAApplies(op))
+    return op.emitOpError() << "moe_router_mma needs bf16 x and W, a hidden "
+                               "size that is a multiple of 16 and at most "
+                               "1024 experts";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "moe_router_mma warps must be in [1, 32], got " << c.getWarps();
+  ArrayRef<int64_t> tile = c.getTile();
+  int64_t hidden = dimOf(op.getInput(), 1);
+  if (tile.size() != 2 || (tile[0] != 16 && tile[0] != 32) || tile[1] < 16 ||
+      tile[1] % 16 != 0 || hidden % tile[1] != 0)
+    return op.emitOpError()
+           << "moe_router_mma tile is [G, C]: G = 16 or 32 tokens per block, "
+              "C channels per chunk (a multiple of 16 dividing "
+           << hidden << ")";
+  if (routerMMASharedBytes(op, tile[0], tile[1]) > 227 * 1024)
+    return op.emitOpError() << "moe_router_mma needs "
+                            << routerMMASharedBytes(op, tile[0], tile[1])
+                            << " bytes of shared memory (max 232448)";
+  return success();
+}
+
 /// Tokens per router block: each 16-byte load of W serves all of them, so
 /// as many as the warps (one top-k each) and 48 KiB allow, up to 8
 /// (Kimi Linear: 8 at hidden 2304; K3's 7168: 2).
@@ -688,6 +738,8 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // with 4 stages and one block per SM, 446 with 3 and two, 488 with 2
     // and three (bench/results/moe-nvidia-h200-20261202T023517Z.json).
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
+  case KernelKind::moe_router_mma:
+    return defaultRouterMMAConfig(cast<MoERouterOp>(op), 8);
   case KernelKind::short_conv_rows:
     // 8 warps over 256 channels, 16 tokens per thread: each input read
     // once, the weights loaded once per 16 outputs.
@@ -751,9 +803,15 @@ KernelKind defaultKind(Operation *op, bool decode) {
   // scores over the GPU; one block per token took 0.25 ms per layer there
   // (bench/results/profile-gpu/history/
   // real4-bf16-T64-20261202T034250Z-cf6544a.txt).
-  if (auto o = dyn_cast<MoERouterOp>(op))
-    return !decode && moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
-                                              : KernelKind::loop_nest;
+  // In prefill the tensor cores take the scores where x and W are bf16.
+  if (auto o = dyn_cast<MoERouterOp>(op)) {
+    if (decode)
+      return KernelKind::loop_nest;
+    if (moeRouterMMAApplies(o))
+      return KernelKind::moe_router_mma;
+    return moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
+                                   : KernelKind::loop_nest;
+  }
   if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
     return groupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
                                    : KernelKind::loop_nest;
@@ -806,6 +864,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
            mlaFlashApplies(cast<MLAPrefillAttentionOp>(op));
   case KernelKind::short_conv_rows:
     return isa<ShortConvOp>(op) && shortConvRowsApplies(cast<ShortConvOp>(op));
+  case KernelKind::moe_router_mma:
+    return isa<MoERouterOp>(op) && moeRouterMMAApplies(cast<MoERouterOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -962,6 +1022,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::short_conv_rows:
     if (auto o = dyn_cast<ShortConvOp>(op))
       return verifyShortConvRows(o, config);
+    return wrongOp();
+  case KernelKind::moe_router_mma:
+    if (auto o = dyn_cast<MoERouterOp>(op))
+      return verifyMoERouterMMA(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

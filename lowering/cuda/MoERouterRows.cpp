@@ -54,11 +54,17 @@ public:
     wts = resultOf(e.outputs, op.getWeights()).full;
     group = routerTokensPerBlock(e.config);
     vec = routerVectorWidth(op);
+    if (e.config.getKernel() == KernelKind::moe_router_mma) {
+      chunk = e.config.getTile()[1];
+      tensorCores = true;
+    }
   }
 
   /// Dynamic shared memory: the logits [G][E] f32, then the rows [G][H] in
   /// x's element type (16-byte aligned for the vector loads).
   int64_t sharedBytes() const {
+    if (tensorCores)
+      return rowsOffset() + group * (chunk + kPad) * 2;
     return rowsOffset() + group * hidden * elementBytes(x);
   }
 
@@ -70,13 +76,21 @@ public:
     warp = em.divu(tid, 32);
     Value smem = em.dynamicSharedMemory();
     logits = em.sharedView(smem, b.getF32Type(), kb.idx(0), {group * experts});
-    row = em.sharedView(smem, elementType(x), kb.idx(rowsOffset()),
-                        {group * hidden});
-    scores();
-    Value t = kb.addi(t0, warp);
-    kb.ifThen(
-        kb.andi(kb.lti(warp, kb.idx(group)), kb.lti(t, kb.dim(numTokens))),
-        [&] { topK(t, kb.muli(warp, kb.idx(experts))); });
+    if (tensorCores) {
+      row = em.sharedView(smem, b.getBF16Type(), kb.idx(rowsOffset()),
+                          {group, chunk + kPad});
+      scoresMMA();
+    } else {
+      row = em.sharedView(smem, elementType(x), kb.idx(rowsOffset()),
+                          {group * hidden});
+      scores();
+    }
+    // Warp w takes tokens w, w + W, ... of the block.
+    strided(warp, kb.idx(group), warps, [&](Value g) {
+      Value t = kb.addi(t0, g);
+      kb.ifThen(kb.lti(t, kb.dim(numTokens)),
+                [&] { topK(t, kb.muli(g, kb.idx(experts))); });
+    });
   }
 
 private:
@@ -146,6 +160,91 @@ private:
     for (int64_t off = 16; off >= 1; off /= 2)
       v = kb.maxf(v, em.shuffleXor(v, off));
     return v;
+  }
+
+  /// Step 1 on the tensor cores (kernel moe_router_mma, bf16 x and W):
+  /// the block's G tokens (G / 16 row tiles) against the experts, 32 per
+  /// warp and pass (4 column tiles of mma.sync m16n8k16, f32 accumulators
+  /// in registers), over chunks of C channels: the chunk of x rows staged
+  /// in shared memory (rows padded by 8 bf16 against ldmatrix bank
+  /// conflicts) and read as A fragments by ldmatrix, W's B fragments
+  /// loaded from global memory (each lane's two 4-byte pairs of an
+  /// expert's row; W is the same for every block, so L2 serves it). Warps
+  /// past the last expert compute a clamped row and store nothing.
+  void scoresMMA() {
+    Value tokens = kb.dim(numTokens);
+    Value wFlat = em.contiguousView(wBase, {kb.idx(experts * hidden)});
+    std::array<Value, 2> posA = em.ldmatrixLaneA(lane);
+    Value g = em.divu(lane, 4), tig = em.remu(lane, 4);
+    const int64_t tiles = group / 16, perPass = 32 * warps;
+    auto pairType = VectorType::get({2}, b.getBF16Type());
+    for (int64_t pass = 0; pass * perPass < experts; ++pass) {
+      Value e0 = kb.addi(kb.idx(pass * perPass), kb.muli(warp, kb.idx(32)));
+      SmallVector<Value> init(tiles * 4 * 4, kb.f32(0.0));
+      auto loop = scf::ForOp::create(
+          b, loc, kb.idx(0), kb.idx(hidden), kb.idx(chunk), init,
+          [&](OpBuilder &, Location, Value k0, ValueRange accIn) {
+            gpu::BarrierOp::create(b, loc);
+            strided(tid, kb.idx(group * chunk), 32 * warps, [&](Value i) {
+              Value r = em.divu(i, chunk), k = em.remu(i, chunk);
+              Value t = kb.addi(t0, r);
+              Value v = memref::LoadOp::create(
+                  b, loc, x,
+                  ValueRange{kb.minsi(t, kb.subi(tokens, kb.idx(1))),
+                             kb.addi(k0, k)});
+              Value zero = arith::ConstantOp::create(
+                  b, loc, b.getZeroAttr(elementType(x)));
+              em.sts(kb.select(kb.lti(t, tokens), v, zero), row, {r, k});
+            });
+            gpu::BarrierOp::create(b, loc);
+            SmallVector<Acc> acc(tiles * 4);
+            for (int64_t i = 0; i < tiles * 4; ++i)
+              acc[i] = {accIn[4 * i], accIn[4 * i + 1], accIn[4 * i + 2],
+                        accIn[4 * i + 3]};
+            for (int64_t ks = 0; ks < chunk / 16; ++ks) {
+              SmallVector<Value> a;
+              for (int64_t m = 0; m < tiles; ++m)
+                a.push_back(em.ldmatrix4(row,
+                                         {kb.addi(posA[0], kb.idx(16 * m)),
+                                          kb.addi(posA[1], kb.idx(16 * ks))},
+                                         /*transpose=*/false));
+              for (int64_t nt = 0; nt < 4; ++nt) {
+                Value e = kb.minsi(kb.addi(e0, kb.addi(kb.idx(8 * nt), g)),
+                                   kb.idx(experts - 1));
+                Value at =
+                    kb.addi(kb.addi(kb.muli(e, kb.idx(hidden)), k0),
+                            kb.addi(kb.idx(16 * ks), kb.muli(tig, kb.idx(2))));
+                auto load = [&](Value i) {
+                  auto ld = vector::LoadOp::create(b, loc, pairType, wFlat,
+                                                   ValueRange{i});
+                  ld.setAlignment(4);
+                  return ld.getResult();
+                };
+                Value bf = em.stack({load(at), load(kb.addi(at, kb.idx(8)))});
+                for (int64_t m = 0; m < tiles; ++m)
+                  acc[m * 4 + nt] = em.mma(a[m], bf, acc[m * 4 + nt]);
+              }
+            }
+            SmallVector<Value> out;
+            for (const Acc &c : acc)
+              out.append(c.begin(), c.end());
+            scf::YieldOp::create(b, loc, out);
+          });
+      // Accumulator (m, nt): c0, c1 at (row 16 m + g, cols e0 + 8 nt +
+      // 2 tig, +1), c2, c3 at row + 8.
+      for (int64_t m = 0; m < tiles; ++m)
+        for (int64_t nt = 0; nt < 4; ++nt)
+          for (int64_t r = 0; r < 4; ++r) {
+            Value tok = kb.addi(g, kb.idx(16 * m + 8 * (r / 2)));
+            Value e = kb.addi(
+                e0, kb.addi(kb.idx(8 * nt + r % 2), kb.muli(tig, kb.idx(2))));
+            Value v = loop.getResult((m * 4 + nt) * 4 + r);
+            kb.ifThen(kb.lti(e, kb.idx(experts)), [&] {
+              em.sts(v, logits, {kb.addi(kb.muli(tok, kb.idx(experts)), e)});
+            });
+          }
+    }
+    gpu::BarrierOp::create(b, loc);
   }
 
   /// Step 2 (warp g: token t, its logits from `base`).
@@ -235,13 +334,16 @@ private:
   OpBuilder &b;
   Location loc;
   MMAEmitter em;
+  static constexpr int64_t kPad = 8;
   int64_t warps, hidden = 0, experts = 0, numTokens = 0, group = 1, vec = 1;
+  int64_t chunk = 0;
+  bool tensorCores = false;
   Value x, w, wBase, idx, wts, row, logits, tid, t0, lane, warp;
   KernelOperand bias; // optional
 };
 
-struct MoERouterRowsPattern : OpKernelPattern<MoERouterOp> {
-  MoERouterRowsPattern() : OpKernelPattern(KernelKind::moe_router_rows) {}
+struct MoERouterPattern : OpKernelPattern<MoERouterOp> {
+  explicit MoERouterPattern(KernelKind kind) : OpKernelPattern(kind) {}
   LogicalResult emit(MoERouterOp op, Adaptor a,
                      KernelEmission &e) const override {
     auto tokens = e.kb.linearForm(e.kb.dim(a.getInput().shape[0]));
@@ -258,8 +360,15 @@ struct MoERouterRowsPattern : OpKernelPattern<MoERouterOp> {
   }
 };
 
+struct MoERouterRowsPattern : MoERouterPattern {
+  MoERouterRowsPattern() : MoERouterPattern(KernelKind::moe_router_rows) {}
+};
+struct MoERouterMMAPattern : MoERouterPattern {
+  MoERouterMMAPattern() : MoERouterPattern(KernelKind::moe_router_mma) {}
+};
+
 } // namespace
 
 void mlir::k3::populateMoERouterRowsPattern(KernelPatternSet &patterns) {
-  patterns.add<MoERouterRowsPattern>();
+  patterns.add<MoERouterRowsPattern, MoERouterMMAPattern>();
 }
