@@ -382,21 +382,36 @@ private:
     }
   }
 
+  /// Warp w's token 4 w + i as staged by P1/P2: its row, norm factors and
+  /// the lane's channels of G, q and k.
+  struct StagedToken {
+    Value t, nq, nk;
+    SmallVector<Value> g, q, k;
+  };
+  StagedToken stagedToken(Value i) {
+    StagedToken r;
+    r.t = tokenRow(i);
+    Value at = kb.addi(kb.muli(r.t, kb.idx(kDim)), ch0);
+    Value n2 = kb.muli(r.t, kb.idx(2));
+    r.nq = em.lds(sNorm, n2);
+    r.nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
+    r.g = ldsChannels(sG, at);
+    r.q = ldsChannels(sQ, at);
+    r.k = ldsChannels(sK, at);
+    return r;
+  }
+
   /// P3 for the unbounded gate: e^G and e^{G_C - G} directly (both <= 1),
   /// the three operands to the packed rows of the valid tokens.
   void decayedOperandsUnbounded(Value hh, Value t0) {
     SmallVector<Value> gC = ldsChannels(sChan, ch0);
     kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
-      Value t = tokenRow(i);
-      Value at = kb.addi(kb.muli(t, kb.idx(kDim)), ch0);
-      Value n2 = kb.muli(t, kb.idx(2));
-      Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
-      SmallVector<Value> rG = ldsChannels(sG, at), rQ = ldsChannels(sQ, at),
-                         rK = ldsChannels(sK, at);
+      StagedToken r = stagedToken(i);
+      Value t = r.t;
       SmallVector<std::array<Value, 3>> vals(CPL);
       for (int64_t e = 0; e < CPL; ++e) {
-        Value eG = exp2(rG[e]), eTail = exp2(kb.sub(gC[e], rG[e]));
-        Value qv = kb.mul(rQ[e], nq), kv = kb.mul(rK[e], nk);
+        Value eG = exp2(r.g[e]), eTail = exp2(kb.sub(gC[e], r.g[e]));
+        Value qv = kb.mul(r.q[e], r.nq), kv = kb.mul(r.k[e], r.nk);
         vals[e] = {kb.mul(qv, eG), kb.mul(kv, eG), kb.mul(kv, eTail)};
       }
       Value tok = kb.addi(t0, t);
@@ -422,13 +437,10 @@ private:
                        e2Tail =
                            ldsChannels(sChan, kb.addi(ch0, kb.idx(2 * kDim)));
     kb.forRange(kb.idx(0), kb.idx(kTPW), [&](Value i) {
-      Value t = tokenRow(i);
+      StagedToken r = stagedToken(i);
+      Value t = r.t, nq = r.nq, nk = r.nk;
       Value valid = kb.lti(t, count);
-      Value at = kb.addi(kb.muli(t, kb.idx(kDim)), ch0);
-      Value n2 = kb.muli(t, kb.idx(2));
-      Value nq = em.lds(sNorm, n2), nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
-      SmallVector<Value> rG = ldsChannels(sG, at), rQ = ldsChannels(sQ, at),
-                         rK = ldsChannels(sK, at);
+      SmallVector<Value> &rG = r.g, &rQ = r.q, &rK = r.k;
       SmallVector<std::array<Value, 6>> vals(CPL);
       for (int64_t e = 0; e < CPL; ++e) {
         // e^{G-Gm}, e^{Gm-G}; e^G = e^{G-Gm} e^{Gm}, e^{Gc-G} = e^{Gc-Gm}
