@@ -88,9 +88,9 @@ NEED=("$K3_BIN_DIR/k3-run" "$K3_RUNTIME_LIB")
 # The KDA stages read bench/prepare_gpu.sh's artifacts; the others carry
 # their own (out/moe, out/gemm, ...).
 case " ${STAGES[*]} " in
-  *" kda-check "*) NEED+=(out/kda_check/cases_bf16.json) ;;
   *" check "* | *" bench-"* | *" old-vs-new "* | *" ncu "*)
     NEED+=(out/bench out/kda_check/cases_bf16.json) ;;
+  *" kda-check "*) NEED+=(out/kda_check/cases_bf16.json) ;;
 esac
 for f in "${NEED[@]}"; do
   [ -e "$f" ] || { echo "gpu_session: $f missing (run bench/prepare_gpu.sh and carry its paths)" >&2; exit 2; }

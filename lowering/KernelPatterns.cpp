@@ -64,6 +64,14 @@ void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
   setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem);
 }
 
+FailureOr<KernelBuilder::Linear>
+KernelEmission::tokenForm(Operation *op, int64_t symDim) const {
+  if (auto form = kb.linearForm(kb.dim(symDim)))
+    return *form;
+  return op->emitOpError() << stringifyKernelKind(config.getKernel())
+                           << " needs a token count linear in one runtime size";
+}
+
 void KernelEmission::finishSinglePhase(Location loc) const {
   FunctionOpInterface f = fn;
   auto gpuFn = cast<gpu::GPUFuncOp>(f.getOperation());

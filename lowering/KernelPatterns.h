@@ -45,6 +45,11 @@ struct KernelEmission {
   void setLaunch(const KernelBuilder::Linear &form, int64_t perUnit,
                  int64_t extra, int64_t divisor, ArrayRef<int64_t> block,
                  int64_t smem = 0) const;
+  /// The token count `symDim` (a symbolic dimension) as a Linear form for
+  /// setLaunch; an error on `op`, naming the config's kernel, when it is
+  /// not linear in one runtime size.
+  FailureOr<KernelBuilder::Linear> tokenForm(Operation *op,
+                                             int64_t symDim) const;
   /// Where the config caps resident blocks (blocks_per_sm > 0), tells ptxas
   /// the block size (`nvvm.maxntid`) and that many blocks per SM
   /// (`nvvm.minctasm`), from which it sizes the register budget.

@@ -79,10 +79,9 @@ public:
 
   LogicalResult emit() {
     tokens = kb.dim(ops.getQ().shape[0]);
-    auto form = kb.linearForm(tokens);
-    if (!form)
-      return op.emitOpError() << "mla_flash_wgmma needs a token count linear "
-                                 "in one runtime size";
+    auto form = e.tokenForm(op, ops.getQ().shape[0]);
+    if (failed(form))
+      return failure();
     addTensorMapParameters();
     // ceil(T / 64) query tiles per head, a few idle blocks past them.
     e.setLaunch(*form, heads, (kRows - 1) * heads, kRows, {kThreads, 1, 1},

@@ -346,10 +346,9 @@ struct MoERouterPattern : OpKernelPattern<MoERouterOp> {
   explicit MoERouterPattern(KernelKind kind) : OpKernelPattern(kind) {}
   LogicalResult emit(MoERouterOp op, Adaptor a,
                      KernelEmission &e) const override {
-    auto tokens = e.kb.linearForm(e.kb.dim(a.getInput().shape[0]));
-    if (!tokens)
-      return op.emitOpError() << "moe_router_rows needs a token count linear "
-                                 "in one runtime size";
+    auto tokens = e.tokenForm(op, a.getInput().shape[0]);
+    if (failed(tokens))
+      return failure();
     RouterKernel kernel(op, e);
     int64_t group = routerTokensPerBlock(e.config);
     e.setLaunch(*tokens, 1, group - 1, group, {32 * e.config.getWarps(), 1, 1},

@@ -89,8 +89,8 @@ private:
                      : numTokens;
   }
   /// Carried input j (0 oldest) of sequence n: the state, or zero.
-  Value carried(Value n, int64_t j) {
-    return state ? kb.load(state, {n, c, kb.idx(j)}) : kb.f32(0.0);
+  Value carried(Value n, Value j) {
+    return state ? kb.load(state, {n, c, j}) : kb.f32(0.0);
   }
 
   /// The first sequence n >= `from` that has not ended by token t.
@@ -156,10 +156,7 @@ private:
               kb.gei(s, start), b.getF32Type(),
               [&] { return kb.load(x, {s, c}); },
               [&] {
-                if (!state)
-                  return kb.f32(0.0);
-                Value i = kb.addi(kb.idx(ks - 1), kb.subi(s, start));
-                return kb.load(state, {n, c, i});
+                return carried(n, kb.addi(kb.idx(ks - 1), kb.subi(s, start)));
               });
         };
         if (j == 0)
@@ -191,7 +188,7 @@ private:
     kb.forRange(numSeqs, [&](Value n) {
       kb.ifThen(kb.eqi(seqStart(n), seqEnd(n)), [&] {
         for (int64_t j = 0; j < ks - 1; ++j)
-          kb.store(carried(n, j), fs, {n, c, kb.idx(j)});
+          kb.store(carried(n, kb.idx(j)), fs, {n, c, kb.idx(j)});
       });
     });
   }
@@ -208,10 +205,9 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
   ShortConvRowsPattern() : OpKernelPattern(KernelKind::short_conv_rows) {}
   LogicalResult emit(ShortConvOp op, Adaptor a,
                      KernelEmission &e) const override {
-    auto tokens = e.kb.linearForm(e.kb.dim(a.getInput().shape[0]));
-    if (!tokens)
-      return op.emitOpError() << "short_conv_rows needs a token count linear "
-                                 "in one runtime size";
+    auto tokens = e.tokenForm(op, a.getInput().shape[0]);
+    if (failed(tokens))
+      return failure();
     int64_t tile = e.config.getTile()[0];
     ShortConvKernel kernel(op, e, tile);
     int64_t cb = kernel.channelBlocks();
