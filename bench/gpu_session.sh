@@ -45,6 +45,10 @@
 #   profile   bench/profile_gpu.sh: k3-run --profile on the scaled and the
 #             real-width Kimi-Linear cuts (issue 14);
 #   ncu       Nsight Compute on our main kernels (B1 T8192 H96).
+#   e2e       bench/e2e.py run: Kimi-Linear-48B (27 layers) prefill and
+#             decode, ours beside transformers with fla's kernels (carry
+#             out/e2e from `bench/e2e.py prepare`, and .anchors with
+#             anchors-fla.tgz: fla's package);
 # Prerequisites missing stop the script (exit 2). A failing stage does not
 # stop the later ones, but the exit status is 1. Everything a stage writes
 # (bench/results/*.json and profile-gpu/*.txt, logs) is bundled into
@@ -265,6 +269,15 @@ for stage in "${STAGES[@]}"; do
     step mla-decode env K3_MLA_PARTS=decode K3_RESULTS_TAG=decode python3 bench/mla.py run
     ;;
   profile) step profile bash bench/profile_gpu.sh ;;
+  e2e)
+    FLA_PARENT=/tmp/k3-fla
+    if [ -f .anchors/anchors-fla.tgz ] && [ ! -d $FLA_PARENT/fla ]; then
+      mkdir -p $FLA_PARENT && tar xzf .anchors/anchors-fla.tgz -C $FLA_PARENT
+    elif [ -d "$ANCHORS_DIR/fla" ]; then
+      FLA_PARENT=$ANCHORS_DIR
+    fi
+    step e2e env PYTHONPATH="$FLA_PARENT:${PYTHONPATH:-}" python3 bench/e2e.py run ${K3_E2E_ARGS:-}
+    ;;
   ncu)
     NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
     if [ -x "$NCU" ]; then

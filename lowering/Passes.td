@@ -3,6 +3,7 @@
 // The path from a model function to an artifact:
 //   k3-select-kernel-config  target + a typed kernel config on every op
 //   k3-outline-kernels  ops -> kernels (loop nests) + k3.launch host steps
+//   k3-weight-init-kernels  the kernels behind --random-weights
 //   k3-plan-memory      buffers, liveness, arena offsets
 //   k3-emit-artifact    kernels -> native code / cubins; plan -> .k3bin
 //
@@ -73,6 +74,27 @@ def K3OutlineKernels : Pass<"k3-outline-kernels", "::mlir::ModuleOp"> {
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::nvgpu::NVGPUDialect", "::mlir::vector::VectorDialect",
     "::mlir::LLVM::LLVMDialect",
+  ];
+}
+
+def K3WeightInitKernels : Pass<"k3-weight-init-kernels",
+                                "::mlir::ModuleOp"> {
+  let summary = "Add the kernels that fill weights with seeded random values";
+  let description = [{
+    Adds to `@k3_kernels` one kernel per weight dtype of the module,
+    `k3_weight_init_<dtype>(out, numel, base, kind, param_bits)`: element j
+    of a weight gets the value of the runtime's host generator (splitmix64
+    of `base + 2j` and `base + 2j + 1`, Box-Muller for kind 1 = normal;
+    `base + j` for kind 2 = uniform; the parameter for kind 3 = constant;
+    the parameter is an f64 passed as its bits), rounded to the dtype. A
+    GPU kernel walks the elements grid-stride. The runtime launches them
+    for `--random-weights` where the artifact has them, so a model's
+    random weights are made where they live (docs/runtime.md).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::gpu::GPUDialect", "::mlir::func::FuncDialect",
   ];
 }
 

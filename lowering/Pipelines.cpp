@@ -127,6 +127,11 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // sequence already.
   if (o.logits == CompileOptions::Logits::Last)
     pm.addPass(k3::createK3LastTokenLogits({o.entry}));
+  // The decode entry's logits are its sequences' rows whatever `logits`
+  // says (one token each); as [num_seqs, V] the output buffer is sized by
+  // max-seqs, not max-tokens (21.5 GB at 32768 tokens of a 163840 vocab).
+  if (o.decodeEntry)
+    pm.addPass(k3::createK3LastTokenLogits({o.entry + "_decode", false}));
   // After the head moved: the final norm then reads k3.last_tokens.
   if (o.fuseAddRMSNorm)
     pm.addPass(k3::createK3FuseAddRMSNorm());
@@ -162,6 +167,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   select.report = o.report;
   pm.addPass(k3::createK3SelectKernelConfig(select));
   pm.addPass(k3::createK3OutlineKernels({o.entry}));
+  pm.addPass(k3::createK3WeightInitKernels());
   pm.addPass(
       k3::createK3PlanMemory({o.entry, o.maxTokens, o.maxSeqs, o.report}));
   k3::K3EmitArtifactOptions emit;

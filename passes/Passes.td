@@ -152,15 +152,20 @@ def K3LastTokenLogits : Pass<"k3-last-token-logits", "::mlir::ModuleOp"> {
     (with the function's `cu_seqlens` argument) before them and recomputes
     them on the `[N, D]` rows. A returned `k3.argmax` of the logits
     (`next_tokens`) follows. The entry's outputs become `logits [N, V]` and
-    `next_tokens [N]`; other outputs keep their T rows. Decode entries
-    (`k3.decode`) are left alone: they have one token per sequence.
+    `next_tokens [N]`; other outputs keep their T rows.
 
-    k3-compile runs it with `logits=last` (the default); `logits=all` keeps
-    `[T, V]` (checks against the oracle on every token).
+    k3-compile runs it on the prefill entry with `logits=last` (the
+    default; `logits=all` keeps `[T, V]` for checks against the oracle on
+    every token), and always on the decode entry, whose one token per
+    sequence makes it the same values, with buffers sized by max-seqs
+    instead of max-tokens (`require-entry=0`: a model without a decode
+    entry is left alone).
   }];
   let options = [
     Option<"entry", "entry", "std::string", "\"forward\"",
            "The model function">,
+    Option<"requireEntry", "require-entry", "bool", "true",
+           "Fail when the model function does not exist (else do nothing)">,
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }

@@ -177,9 +177,15 @@ class Session:
         arr = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
         _capi.check(_capi.lib().k3_session_load_weights(self._h, arr, len(paths)))
 
-    def random_weights(self, seed: int = 0) -> None:
-        """Deterministic init from each weight's recipe (docs/runtime.md)."""
-        _capi.check(_capi.lib().k3_session_init_random_weights(self._h, seed))
+    def random_weights(self, seed: int = 0) -> str:
+        """Deterministic init from each weight's recipe (docs/runtime.md).
+        Returns where the values were made: "device kernels" (the
+        artifact's weight-init kernels; the GPU default) or "host threads"
+        (the CPU default); K3_RANDOM_WEIGHTS=host|device chooses. The values
+        are the same either way."""
+        L = _capi.lib()
+        _capi.check(L.k3_session_init_random_weights(self._h, seed))
+        return L.k3_session_random_weights_place(self._h).decode()
 
     @property
     def graph_stats(self) -> Tuple[int, int]:

@@ -16,7 +16,8 @@ LIB_NAME = "libk3runtime.so"
 class K3Error(RuntimeError):
     """A failed runtime (or compiler) call. ``status`` is the k3_status name
     (``INVALID_ARGUMENT``, ``IO``, ``FORMAT``, ``NO_DEVICE``, ``DEVICE``,
-    ``WEIGHTS``, ``INTERNAL``; ``COMPILE`` for k3-opt failures) and the message
+    ``WEIGHTS``, ``INTERNAL``, ``OUT_OF_MEMORY``; ``COMPILE`` for k3-opt
+    failures) and the message
     is the runtime's one-line error."""
 
     def __init__(self, message: str, status: str = "INVALID_ARGUMENT", code: int = 1):
@@ -133,6 +134,7 @@ def lib() -> ctypes.CDLL:
         "k3_runtime_api_version": (c_int, []),
         "k3_last_error": (c_char_p, []),
         "k3_status_name": (c_char_p, [c_int]),
+        "k3_session_random_weights_place": (c_char_p, [c_void_p]),
         "k3_artifact_open": (c_int, [c_char_p, POINTER(P)]),
         "k3_artifact_close": (None, [P]),
         "k3_artifact_metadata": (c_char_p, [P, c_char_p]),
@@ -203,7 +205,7 @@ def lib() -> ctypes.CDLL:
 
 
 STATUS_NAMES = {1: "INVALID_ARGUMENT", 2: "IO", 3: "FORMAT", 4: "NO_DEVICE", 5: "DEVICE",
-                6: "WEIGHTS", 7: "INTERNAL"}
+                6: "WEIGHTS", 7: "INTERNAL", 8: "OUT_OF_MEMORY"}
 
 
 def check(status: int) -> None:

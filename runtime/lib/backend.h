@@ -45,6 +45,11 @@ public:
   // Streaming multiprocessors (1 on the CPU): the value of the artifact's
   // `device_sm_count` symbol, which sizes grid-stride grids.
   virtual int64_t smCount() const { return 1; }
+  // Free and total memory of the device; false where the backend cannot say
+  // (the CPU: no check before allocating).
+  virtual bool memoryInfo(uint64_t &freeBytes, uint64_t &totalBytes) {
+    return false;
+  }
 
   // Launch graphs: between beginCapture and endCapture, launch() records
   // instead of running; endCapture returns an executable graph that

@@ -63,6 +63,7 @@ struct Driver {
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemGetInfo)(size_t *, size_t *);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
@@ -162,6 +163,7 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuFuncSetAttribute, "cuFuncSetAttribute", err) &&
          sym(d, d.cuMemAlloc, "cuMemAlloc_v2", err) &&
          sym(d, d.cuMemFree, "cuMemFree_v2", err) &&
+         sym(d, d.cuMemGetInfo, "cuMemGetInfo_v2", err) &&
          sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) &&
          sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
          sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) &&
@@ -261,6 +263,14 @@ public:
     return check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "", err);
   }
   int64_t smCount() const override { return smCount_; }
+  bool memoryInfo(uint64_t &freeBytes, uint64_t &totalBytes) override {
+    size_t f = 0, t = 0;
+    if (d.cuMemGetInfo(&f, &t) != 0)
+      return false;
+    freeBytes = f;
+    totalBytes = t;
+    return true;
+  }
   std::string name() const override {
     return "cuda:" + std::to_string(ordinal) + " (" + devName + ", sm_" +
            std::to_string(ccMajor) + std::to_string(ccMinor) + ")";

@@ -4,6 +4,7 @@
 #include <memory>
 #include <new>
 
+#include "footprint.h"
 #include "generation.h"
 #include "k3/k3_runtime.h"
 #include "sampling.h"
@@ -18,6 +19,7 @@ struct k3_artifact {
 struct k3_session {
   std::unique_ptr<rt::Session> s;
   std::vector<rt::KernelProfile> profile; // k3_session_profile_snapshot
+  std::string randomPlace;                // k3_session_random_weights_place
 };
 struct k3_generation {
   std::unique_ptr<rt::Generation> g;
@@ -108,6 +110,8 @@ const char *k3_status_name(k3_status s) {
     return "weights error";
   case K3_ERROR_INTERNAL:
     return "internal error";
+  case K3_ERROR_OUT_OF_MEMORY:
+    return "out of device memory";
   }
   return "unknown status";
 }
@@ -174,6 +178,16 @@ const char *k3_artifact_entry_name(const k3_artifact *a, size_t i) {
 size_t k3_artifact_num_weights(const k3_artifact *a) {
   return a ? a->art->weights.size() : 0;
 }
+k3_status k3_artifact_memory_footprint(const k3_artifact *a,
+                                       k3_memory_footprint *out) {
+  if (!a || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_artifact_memory_footprint: NULL argument");
+  rt::Footprint f = rt::footprint(*a->art);
+  *out = {f.weights,     f.activations,   f.io,     f.state,
+          f.statePerSeq, f.cachePerToken, f.total()};
+  return K3_OK;
+}
 size_t k3_artifact_num_symbols(const k3_artifact *a) {
   return a ? a->art->symbols.size() : 0;
 }
@@ -238,7 +252,7 @@ k3_status k3_session_create(const k3_artifact *a, const char *device,
   *out = nullptr;
   return guard([&] {
     auto s = std::make_unique<rt::Session>(a->art, device);
-    *out = new k3_session{std::move(s), {}};
+    *out = new k3_session{std::move(s), {}, {}};
   });
 }
 void k3_session_destroy(k3_session *s) { delete s; }
@@ -265,7 +279,10 @@ k3_status k3_session_init_random_weights(k3_session *s, uint64_t seed) {
   if (!s)
     return setError(K3_ERROR_INVALID_ARGUMENT,
                     "k3_session_init_random_weights: NULL session");
-  return guard([&] { s->s->initRandomWeights(seed); });
+  return guard([&] { s->randomPlace = s->s->initRandomWeights(seed); });
+}
+const char *k3_session_random_weights_place(const k3_session *s) {
+  return s ? s->randomPlace.c_str() : "";
 }
 k3_status k3_session_reset_state(k3_session *s, int64_t slot) {
   if (!s)

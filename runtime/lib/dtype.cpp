@@ -79,6 +79,20 @@ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+RandomInitRecipe randomInitRecipe(const artifact::Weight &w, uint64_t seed) {
+  using artifact::InitKind;
+  RandomInitRecipe r;
+  r.base = splitmix64(seed ^ artifact::fnv1a64(w.name.data(), w.name.size()));
+  r.kind = w.init.kind;
+  r.param = w.init.param;
+  if (r.kind == InitKind::Unspecified) {
+    bool integer = w.dtype == artifact::DType::I32;
+    r.kind = integer ? InitKind::Constant : InitKind::Normal;
+    r.param = integer ? 0.0 : 0.02;
+  }
+  return r;
+}
+
 namespace {
 
 /// Elements [begin, end) of randomInit's weight.
@@ -86,22 +100,13 @@ void randomInitRange(const artifact::Weight &w, uint64_t seed, void *out,
                      size_t begin, size_t end) {
   using artifact::DType;
   using artifact::InitKind;
-  const uint64_t base =
-      splitmix64(seed ^ artifact::fnv1a64(w.name.data(), w.name.size()));
+  const RandomInitRecipe r = randomInitRecipe(w, seed);
+  const uint64_t base = r.base;
   auto u = [&](uint64_t k) {
     return double(splitmix64(base + k) >> 11) * 0x1.0p-53;
   };
-  InitKind kind = w.init.kind;
-  double param = w.init.param;
-  if (kind == InitKind::Unspecified) {
-    if (w.dtype == DType::I32) {
-      kind = InitKind::Constant;
-      param = 0.0;
-    } else {
-      kind = InitKind::Normal;
-      param = 0.02;
-    }
-  }
+  const InitKind kind = r.kind;
+  const double param = r.param;
   const double kTwoPi = 6.283185307179586476925286766559;
   for (size_t j = begin; j < end; ++j) {
     double v;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <tuple>
 
+#include "footprint.h"
 #include "input_checks.h"
 #include "k3/dtype.h"
 #include "k3/safetensors.h"
@@ -20,15 +21,6 @@ namespace rt {
 using namespace artifact;
 
 void fail(k3_status s, const std::string &msg) { throw Error{s, msg}; }
-
-namespace {
-
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 uint64_t weightBytes(const Weight &w) {
   uint64_t n = dtypeSize(w.dtype);
@@ -41,6 +33,15 @@ uint64_t weightNumel(const Weight &w) {
   for (int64_t d : w.shape)
     n *= uint64_t(d);
   return n;
+}
+
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
 }
 
 void noteDim(const DimExpr &d, std::vector<bool> &syms) {
@@ -202,6 +203,13 @@ void Session::init(const std::string &device) {
                                  "); " + unrunnable_[0]);
   }
 
+  // Nothing is allocated unless the whole plan, weights included, fits.
+  uint64_t freeBytes = 0, totalBytes = 0;
+  if (be_->memoryInfo(freeBytes, totalBytes)) {
+    std::string why = checkFits(footprint(a), freeBytes, deviceName_);
+    if (!why.empty())
+      fail(K3_ERROR_OUT_OF_MEMORY, why);
+  }
   // Allocate: one arena for all activation scratch, own allocations otherwise.
   uint64_t arenaSize = 0;
   for (auto &b : a.buffers)
@@ -264,12 +272,18 @@ void Session::cleanup() {
     }
 }
 
+void Session::allocWeight(size_t i) {
+  const Weight &w = art_->weights[i];
+  std::string err;
+  if (!weightPtr_[i] && !be_->alloc(weightBytes(w), weightPtr_[i], err))
+    fail(K3_ERROR_DEVICE, "allocating weight '" + w.name + "': " + err);
+}
+
 void Session::uploadWeight(size_t i, const void *host) {
   const Weight &w = art_->weights[i];
   uint64_t bytes = weightBytes(w);
   std::string err;
-  if (!weightPtr_[i] && !be_->alloc(bytes, weightPtr_[i], err))
-    fail(K3_ERROR_DEVICE, "allocating weight '" + w.name + "': " + err);
+  allocWeight(i);
   if (!be_->upload(weightPtr_[i], host, bytes, err))
     fail(K3_ERROR_DEVICE, "uploading weight '" + w.name + "': " + err);
   weightLoaded_[i] = true;
@@ -412,16 +426,6 @@ void Session::loadWeights(const std::vector<std::string> &given) {
       if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes,
                        err))
         fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
-    uploadWeight(i, host.data());
-  }
-}
-
-void Session::initRandomWeights(uint64_t seed) {
-  std::vector<uint8_t> host;
-  for (size_t i = 0; i < art_->weights.size(); ++i) {
-    const Weight &w = art_->weights[i];
-    host.assign(weightBytes(w), 0);
-    randomInit(w, seed, host.data(), weightNumel(w));
     uploadWeight(i, host.data());
   }
 }

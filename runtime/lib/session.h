@@ -23,6 +23,9 @@ struct Error {
 };
 [[noreturn]] void fail(k3_status s, const std::string &msg);
 
+uint64_t weightBytes(const artifact::Weight &w);
+uint64_t weightNumel(const artifact::Weight &w);
+
 struct OutputTensor {
   std::string name;
   artifact::DType dtype;
@@ -49,7 +52,10 @@ public:
   ~Session();
   const std::string &deviceName() const { return deviceName_; }
   void loadWeights(const std::vector<std::string> &paths);
-  void initRandomWeights(uint64_t seed);
+  /// Seeded random weights (k3/dtype.h, randomInit). Made by the
+  /// artifact's weight-init kernels on a GPU, on host threads on the CPU;
+  /// K3_RANDOM_WEIGHTS=host|device chooses. Returns where they were made.
+  std::string initRandomWeights(uint64_t seed);
   void resetState(int64_t slot);
   /// Runs an entry; with `download` false the outputs stay on the device
   /// (outputs() is empty; readOutput copies parts of them).
@@ -106,7 +112,11 @@ public:
 private:
   void init(const std::string &device);
   void cleanup();
+  void allocWeight(size_t i);
   void uploadWeight(size_t i, const void *host);
+  /// Fills weight i with randomInit's values by the artifact's
+  /// k3_weight_init_<dtype> kernel; false when the artifact has none.
+  bool fillWeightOnDevice(size_t i, uint64_t seed);
   std::shared_ptr<const artifact::Artifact> art_;
   std::unique_ptr<Backend> be_;
   std::string deviceName_;

@@ -1,6 +1,7 @@
 // RUN: not k3-opt %s -split-input-file --k3-last-token-logits 2>/dev/null | FileCheck %s
 // RUN: not k3-opt %s -split-input-file --k3-last-token-logits 2>&1 >/dev/null | FileCheck %s --check-prefix=ERR
 // RUN: not k3-opt %s -split-input-file --k3-last-token-logits=entry=missing 2>&1 >/dev/null | FileCheck %s --check-prefix=MISSING
+// RUN: k3-opt %s -split-input-file --k3-last-token-logits="entry=missing require-entry=0" 2>&1 | FileCheck %s --check-prefix=OPTIONAL
 
 // The final norm and the head move after k3.last_tokens; next_tokens follows
 // the new logits; the other output (a hidden state) keeps its T rows.
@@ -14,6 +15,10 @@
 // CHECK:         return %[[L]], %[[A]], %[[H]]
 // CHECK-NOT:     k3.rms_norm
 // MISSING: error: k3-last-token-logits: no model function 'missing'
+// A model without the function (k3-compile on a model without a decode entry):
+// left alone.
+// OPTIONAL-NOT: error
+// OPTIONAL-NOT: k3.last_tokens
 func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
     -> (tensor<?x16xf32> {k3.name = "logits"}, tensor<?xi32> {k3.name = "next_tokens"},
         tensor<?x8xf32> {k3.name = "hidden"}) {

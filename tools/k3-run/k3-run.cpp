@@ -382,6 +382,22 @@ void printProfile(const char *phase, size_t runs, const char *runWord,
 
 // --plan: every entry's launches in order, with their grid and block as
 // expressions of the symbols (what the runtime evaluates per run).
+/// The plan's device memory, before anything is allocated (the session
+/// refuses a plan that does not fit, naming the parts).
+void printFootprint(const k3_artifact *art) {
+  k3_memory_footprint f;
+  if (k3_artifact_memory_footprint(art, &f) != K3_OK)
+    return;
+  auto gb = [](uint64_t b) { return double(b) / 1e9; };
+  std::fprintf(stderr,
+               "memory: weights %.2f GB, activations %.2f GB, inputs and "
+               "outputs %.2f GB, decode state %.2f GB (%llu B per sequence, "
+               "%llu B per cached token); total %.2f GB\n",
+               gb(f.weight_bytes), gb(f.activation_bytes), gb(f.io_bytes),
+               gb(f.state_bytes), (unsigned long long)f.state_bytes_per_seq,
+               (unsigned long long)f.cache_bytes_per_token, gb(f.total_bytes));
+}
+
 int printPlan(const std::string &path) {
   k3::artifact::Artifact A;
   std::string err;
@@ -432,6 +448,8 @@ int main(int argc, char **argv) {
   if (entryIdx == SIZE_MAX)
     die(o.model + ": artifact has no entry point '" + o.entry + "'");
 
+  if (!o.quiet)
+    printFootprint(art);
   k3_session *s = nullptr;
   check(k3_session_create(art, o.device.c_str(), &s),
         ("device " + o.device).c_str());
@@ -449,9 +467,10 @@ int main(int argc, char **argv) {
     check(k3_session_init_random_weights(s, o.seed), "random weights");
     if (!o.quiet)
       std::fprintf(
-          stderr, "random weights: %.1f s\n",
+          stderr, "random weights: %.1f s (%s)\n",
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-              .count());
+              .count(),
+          k3_session_random_weights_place(s));
   } else if (k3_artifact_num_weights(art) > 0) {
     usageError(
         "the artifact needs %zu weights: pass --weights or --random-weights",

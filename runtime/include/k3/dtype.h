@@ -31,6 +31,16 @@ uint64_t splitmix64(uint64_t x); // the finaliser ("mix") of SplitMix64
 void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
                 size_t numel, unsigned threads = 0);
 
+// What randomInit computes for w and `seed`, Unspecified resolved: the
+// hash base, the kind and its parameter. The artifact's weight-init kernels
+// (k3_weight_init_<dtype>) take these three and compute the same elements.
+struct RandomInitRecipe {
+  uint64_t base = 0;
+  artifact::InitKind kind = artifact::InitKind::Constant;
+  double param = 0.0;
+};
+RandomInitRecipe randomInitRecipe(const artifact::Weight &w, uint64_t seed);
+
 } // namespace k3
 
 #endif

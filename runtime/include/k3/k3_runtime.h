@@ -26,7 +26,8 @@ typedef enum k3_status {
   K3_ERROR_NO_DEVICE = 4, /* requested device/driver not available */
   K3_ERROR_DEVICE = 5,    /* a driver call or kernel failed */
   K3_ERROR_WEIGHTS = 6,   /* missing / mis-shaped / unconvertible weight */
-  K3_ERROR_INTERNAL = 7
+  K3_ERROR_INTERNAL = 7,
+  K3_ERROR_OUT_OF_MEMORY = 8 /* the plan does not fit the device's memory */
 } k3_status;
 
 /* Same codes as the artifact's dtype field. */
@@ -67,6 +68,20 @@ const char *k3_artifact_metadata_key(const k3_artifact *a, size_t i);
 size_t k3_artifact_num_entries(const k3_artifact *a);
 const char *k3_artifact_entry_name(const k3_artifact *a, size_t i);
 size_t k3_artifact_num_weights(const k3_artifact *a);
+
+/* What the artifact needs on its device, from its plan (bytes): checked
+ * against the device's free memory before a session allocates anything. */
+typedef struct k3_memory_footprint {
+  uint64_t weight_bytes;          /* every weight at its dtype */
+  uint64_t activation_bytes;      /* the activation arena (max-tokens) */
+  uint64_t io_bytes;              /* entry inputs and outputs */
+  uint64_t state_bytes;           /* decode state of max-seqs sequences */
+  uint64_t state_bytes_per_seq;   /* fixed per sequence (KDA, conv state) */
+  uint64_t cache_bytes_per_token; /* MLA latent cache, per token per seq */
+  uint64_t total_bytes;
+} k3_memory_footprint;
+k3_status k3_artifact_memory_footprint(const k3_artifact *a,
+                                       k3_memory_footprint *out);
 size_t k3_artifact_num_symbols(const k3_artifact *a);
 const char *k3_artifact_symbol_name(const k3_artifact *a, size_t i);
 int64_t k3_artifact_symbol_max(const k3_artifact *a, size_t i);
@@ -112,8 +127,13 @@ const char *k3_session_device_name(const k3_session *s);
  * manifest's shape; float dtypes are converted to the manifest dtype. */
 k3_status k3_session_load_weights(k3_session *s, const char *const *paths,
                                   size_t num_paths);
-/* Deterministic init from each weight's recipe (docs/runtime.md). */
+/* Deterministic init from each weight's recipe (docs/runtime.md): made by
+ * the artifact's weight-init kernels on a GPU, on host threads on the CPU
+ * (K3_RANDOM_WEIGHTS=host|device chooses); the same values either way. */
 k3_status k3_session_init_random_weights(k3_session *s, uint64_t seed);
+/* Where the last k3_session_init_random_weights made them: "device
+ * kernels", "host threads", or both joined by " and "; "" before. */
+const char *k3_session_random_weights_place(const k3_session *s);
 /* Zeroes persistent state: one sequence slot, or all when slot < 0. */
 k3_status k3_session_reset_state(k3_session *s, int64_t slot);
 
