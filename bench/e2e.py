@@ -30,12 +30,18 @@ Rows:
   (weights but the routed experts, 8 routed experts per MoE layer, one
   embedding row, the LM head, KDA and convolution states read and written,
   the latent cache of the context).
-* Checks before timing. Ours: logits finite, and at T = 1024 the prefill of
-  T tokens against the prefill of T - 1 continued by one decode step (the
+* Checks before timing. The f32-activation artifact (the path checked
+  against the f64 oracle on smaller models) at T = 1024: the prefill of T
+  tokens against the prefill of T - 1 continued by one decode step (the
   same last-token logits through the two entries and the kept state: KDA,
-  convolution, latent cache), normwise, bound 2e-2 (bf16). Transformers:
-  logits finite. The numerics of both against an f32 reference on shared
-  weights are a separate check (not in this script).
+  convolution, latent cache), normwise, bound 1e-3. The bf16 prefill at
+  T = 1024 reports its distance to those f32 logits and whether the greedy
+  token agrees (27 random layers amplify bf16 rounding and flip MoE routes:
+  the prefill-vs-decode distance in bf16 was 0.36,
+  bench/results/e2e-kimi-linear-48b-nvidia-h200-20261202T115034Z.json).
+  Every row checks that its logits are finite. The numerics of both sides
+  against an f32 reference on shared weights are a separate check (not in
+  this script).
 """
 from __future__ import annotations
 
@@ -63,26 +69,30 @@ DECODE_B = [1, 8, 64]
 PROMPT = 128
 SEED = 1
 HBM_TBPS = 4.25  # H200 HBM3e, ANCHORS.md
-CONSISTENCY_BOUND = 2e-2
+F32_CONSISTENCY_BOUND = 1e-3
 PREFILL = dict(max_tokens=32768, max_seqs=1, max_context=34816)
 DECODE = dict(max_tokens=8192, max_seqs=64, max_context=1024)
 
 
+CHECK = dict(max_tokens=1024, max_seqs=1, max_context=1024)
+
+
 def artifacts(out: Path) -> dict:
-    return {"prefill": out / "kl48b-prefill.k3bin", "decode": out / "kl48b-decode.k3bin"}
+    return {"prefill": out / "kl48b-prefill.k3bin", "decode": out / "kl48b-decode.k3bin",
+            "check": out / "kl48b-check-f32.k3bin"}
 
 
 def prepare(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     arts = artifacts(out)
-    for kind, plan in (("prefill", PREFILL), ("decode", DECODE)):
+    for kind, plan, dtype in (("prefill", PREFILL, "bf16"), ("decode", DECODE, "bf16"), ("check", CHECK, "f32")):
         mlir = out / f"kl48b-{kind}.mlir"
         subprocess.run([str(BIN / "k3-import"), args.config, "--max-context", str(plan["max_context"]),
                         "-o", str(mlir)], check=True)
         subprocess.run([str(BIN / "k3-opt"), str(mlir),
                         f"--k3-compile=target=cuda output={arts[kind]} max-tokens={plan['max_tokens']} "
-                        f"max-seqs={plan['max_seqs']} activation-dtype=bf16", "-o", os.devnull], check=True)
+                        f"max-seqs={plan['max_seqs']} activation-dtype={dtype}", "-o", os.devnull], check=True)
         mlir.unlink()
     # A small model of the same layer kinds for the weight-init check.
     mlir = out / "init-check.mlir"
@@ -171,6 +181,35 @@ def ours(args, res: Results):
     art = k3.Artifact(arts["prefill"])
     vocab = art.vocab_size
     s = None
+    ids_for = {T: np.random.default_rng(T).integers(0, vocab, T) for T in args.prefill}
+    f32_ref = None
+
+    def consistency():
+        """f32 activations (the path checked against the f64 oracle on
+        smaller models): prefill of T tokens against T - 1 tokens continued
+        by one decode step through the kept state."""
+        nonlocal f32_ref
+        T = CHECK["max_tokens"]
+        ids = np.random.default_rng(T).integers(0, vocab, T)
+        c = k3.Session(k3.Artifact(arts["check"]), device=device)
+        c.random_weights(SEED)
+        full = c.run("forward", **prefill_inputs(ids))["logits"]
+        c.reset_state()
+        c.run("forward", **prefill_inputs(ids[:-1]))
+        step = c.run("forward_decode", token_ids=np.array([ids[-1]], np.int32),
+                     cu_seqlens=np.array([0, 1], np.int32),
+                     context_lens=np.array([T - 1], np.int32))["logits"]
+        c.close()
+        err = rel_err(step, full)
+        if not err <= F32_CONSISTENCY_BOUND:
+            raise RuntimeError(f"prefill of T vs prefill of T-1 + a decode step: {err:.3e} > "
+                               f"{F32_CONSISTENCY_BOUND}")
+        f32_ref = full
+        return {"prefill_vs_decode_err": err, "same_greedy_token": bool(np.argmax(step) == np.argmax(full))}
+
+    if arts["check"].is_file():
+        res.guard(consistency, case="prefill vs decode", impl="k3", variant="f32 activations",
+                  shape={"B": 1, "T": CHECK["max_tokens"]})
 
     def start():
         nonlocal s
@@ -182,7 +221,7 @@ def ours(args, res: Results):
     res.guard(start, case="random weights", impl="k3", variant="prefill artifact",
               shape={"weights_GB": round(sum(weight_bytes(w) for w in art.weights) / 1e9, 2)})
     for T in args.prefill:
-        ids = rng.integers(0, vocab, T)
+        ids = ids_for[T]
 
         def prefill(T=T, ids=ids):
             if s is None:
@@ -192,17 +231,9 @@ def ours(args, res: Results):
             if not np.all(np.isfinite(logits)):
                 raise RuntimeError("non-finite logits")
             row = {}
-            if T == args.prefill[0]:
-                s.reset_state()
-                s.run("forward", **prefill_inputs(ids[:-1]))
-                step = s.run("forward_decode", token_ids=np.array([ids[-1]], np.int32),
-                             cu_seqlens=np.array([0, 1], np.int32),
-                             context_lens=np.array([T - 1], np.int32))["logits"]
-                err = rel_err(step, logits)
-                row["prefill_vs_decode_err"] = err
-                if not err <= CONSISTENCY_BOUND:
-                    raise RuntimeError(f"prefill of T vs prefill of T-1 + a decode step: {err:.3e} > "
-                                       f"{CONSISTENCY_BOUND}")
+            if T == CHECK["max_tokens"] and f32_ref is not None:
+                row["err_vs_f32_activations"] = rel_err(logits, f32_ref)
+                row["same_greedy_token_as_f32"] = bool(np.argmax(logits) == np.argmax(f32_ref))
             ms = s.time("forward", warmup=args.warmup, reps=args.reps, **prefill_inputs(ids))
             row.update(summarise(ms))
             row["tok_per_s"] = T / (row["median_ms"] / 1e3)

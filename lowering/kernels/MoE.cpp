@@ -135,6 +135,10 @@ static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
   int64_t topK = op.getTopK();
   auto at = [&](Value e) -> SmallVector<Value> { return {t, e}; };
   Value total = kb.f32(0.0);
+  // The experts taken so far stay in registers: reloading them from `idx`
+  // in every step of the scan made k * E * k / 2 dependent global loads (49
+  // us per layer and decode step of Kimi-Linear: bench/results/e2e-*.json).
+  SmallVector<Value> chosen;
   for (int64_t j = 0; j < topK; ++j) {
     SmallVector<Value> best = kb.reduceN(
         kb.idx(0), kb.idx(experts), {kb.f32(-INFINITY), kb.idx(0)},
@@ -143,12 +147,13 @@ static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
           if (bias)
             s = kb.add(s, kb.load(bias.full, {e}));
           Value taken = kb.boolean(false);
-          for (int64_t p = 0; p < j; ++p)
-            taken = kb.ori(taken, kb.eqi(kb.loadIndex(idx, {t, kb.idx(p)}), e));
+          for (Value c : chosen)
+            taken = kb.ori(taken, kb.eqi(c, e));
           Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
           return {kb.select(better, s, acc[0]), kb.select(better, e, acc[1])};
         });
     kb.storeIndex(best[1], idx, {t, kb.idx(j)});
+    chosen.push_back(best[1]);
     Value wj = kb.load(scores, at(best[1]));
     kb.store(wj, wts, {t, kb.idx(j)});
     total = kb.add(total, wj);

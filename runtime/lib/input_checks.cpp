@@ -91,5 +91,35 @@ void checkInputValues(Backend &be, const Artifact &a, const Entry &e,
   checkMaxValue(e, t, host, bytes);
 }
 
+void checkSequences(const Artifact &a, const Entry &e, const int32_t *cu,
+                    const int32_t *ctx, int64_t numSeqs, int64_t numTokens) {
+  auto bad = [&](const std::string &what) {
+    fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name + "': " + what);
+  };
+  if (cu[0] != 0)
+    bad("cu_seqlens[0] = " + std::to_string(cu[0]) + ", expected 0");
+  if (cu[numSeqs] != numTokens)
+    bad("cu_seqlens[" + std::to_string(numSeqs) +
+        "] = " + std::to_string(cu[numSeqs]) + ", expected the token count " +
+        std::to_string(numTokens));
+  const std::string *ms = a.meta("max_seq_len");
+  int64_t maxLen = ms ? std::strtoll(ms->c_str(), nullptr, 10) : 0;
+  for (int64_t i = 0; i < numSeqs; ++i) {
+    std::string seq = "sequence " + std::to_string(i);
+    int64_t len = int64_t(cu[i + 1]) - cu[i];
+    if (len < 0)
+      bad("cu_seqlens decreases at " + std::to_string(i + 1) + " (" +
+          std::to_string(cu[i]) + " then " + std::to_string(cu[i + 1]) + ")");
+    int64_t before = ctx ? ctx[i] : 0;
+    if (before < 0)
+      bad(seq + ": context_lens = " + std::to_string(before) + " < 0");
+    if (maxLen > 0 && before + len > maxLen)
+      bad(seq + ": " + std::to_string(before) + " tokens of context + " +
+          std::to_string(len) + " new exceed max_seq_len " +
+          std::to_string(maxLen) + " (the model's longest sequence; " +
+          "recompile with a larger --max-context)");
+  }
+}
+
 } // namespace rt
 } // namespace k3

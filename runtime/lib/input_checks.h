@@ -38,6 +38,16 @@ void checkTokenIds(const artifact::Artifact &a, const artifact::TensorSpec &t,
 void checkMaxValue(const artifact::Entry &e, const artifact::TensorSpec &t,
                    const void *values, uint64_t bytes);
 
+/// The packed sequences of a call: `cu_seqlens` [N + 1] starts at 0, never
+/// decreases and ends at `numTokens`; with `context_lens` [N] (tokens a
+/// sequence already has) every context is >= 0 and context + new tokens
+/// fits the artifact's max_seq_len (the latent cache's length: a longer
+/// sequence would write past its slot). `cu` and `ctx` are host copies
+/// (ctx may be null). Throws K3_ERROR_INVALID_ARGUMENT naming the sequence.
+void checkSequences(const artifact::Artifact &a, const artifact::Entry &e,
+                    const int32_t *cu, const int32_t *ctx, int64_t numSeqs,
+                    int64_t numTokens);
+
 } // namespace rt
 } // namespace k3
 

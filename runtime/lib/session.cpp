@@ -457,6 +457,43 @@ void Session::resetState(int64_t slot) {
   (void)any;
 }
 
+void Session::checkPackedSequences(const Entry &e, const k3_host_tensor *inputs,
+                                   size_t ninputs,
+                                   const std::vector<int64_t> &sv,
+                                   bool inputsOnDevice) {
+  const Artifact &a = *art_;
+  int tokSym = a.findSymbol("num_tokens"), seqSym = a.findSymbol("num_seqs");
+  if (tokSym < 0 || seqSym < 0)
+    return;
+  int64_t n = sv[size_t(seqSym)];
+  // Host copies of an input: the caller's data, or read back from its
+  // buffer (inputs given on the device).
+  auto values = [&](const char *name, std::vector<int32_t> &out) {
+    for (const TensorSpec &t : e.inputs) {
+      if (t.name != name || t.dtype != DType::I32)
+        continue;
+      for (size_t i = 0; i < ninputs; ++i)
+        if (inputs[i].name && t.name == inputs[i].name) {
+          out.resize(inputs[i].nbytes / 4);
+          std::string err;
+          if (!inputsOnDevice)
+            std::memcpy(out.data(), inputs[i].data, out.size() * 4);
+          else if (!be_->download(out.data(), bufPtr_[t.buffer], out.size() * 4,
+                                  err))
+            fail(K3_ERROR_DEVICE, "reading input '" + t.name + "': " + err);
+          return true;
+        }
+    }
+    return false;
+  };
+  std::vector<int32_t> cu, ctx;
+  if (!values("cu_seqlens", cu) || int64_t(cu.size()) != n + 1)
+    return;
+  bool haveCtx = values("context_lens", ctx) && int64_t(ctx.size()) == n;
+  checkSequences(a, e, cu.data(), haveCtx ? ctx.data() : nullptr, n,
+                 sv[size_t(tokSym)]);
+}
+
 void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                   size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
                   bool download, bool inputsOnDevice) {
@@ -622,6 +659,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
     if (!have[k])
       fail(K3_ERROR_INVALID_ARGUMENT,
            "entry '" + e.name + "' input '" + e.inputs[k].name + "' not given");
+  checkPackedSequences(e, inputs, ninputs, sv, inputsOnDevice);
   std::vector<std::vector<int64_t>> outShapes;
   for (auto &t : e.outputs)
     outShapes.push_back(evalShape(t, "output"));

@@ -113,6 +113,12 @@ private:
   void init(const std::string &device);
   void cleanup();
   void allocWeight(size_t i);
+  /// checkSequences (input_checks.h) on the call's cu_seqlens and
+  /// context_lens, where the entry has them.
+  void checkPackedSequences(const artifact::Entry &e,
+                            const k3_host_tensor *inputs, size_t ninputs,
+                            const std::vector<int64_t> &sv,
+                            bool inputsOnDevice);
   void uploadWeight(size_t i, const void *host);
   /// Fills weight i with randomInit's values by the artifact's
   /// k3_weight_init_<dtype> kernel; false when the artifact has none.

@@ -290,8 +290,11 @@ TEST(SessionInputBound, RefusesAValueAboveTheBoundBeforeAnyLaunch) {
         "entry 'forward' input 'context_lens': element 1 = 5 exceeds 0: " +
             std::string(kReason))
         << (device ? "device" : "host");
-    // An upper bound only.
-    EXPECT_EQ(runCtx(h.s, {-1, 0}, device), K3_OK) << k3_last_error();
+    // The bound is an upper bound; a negative context is refused by the
+    // check of the packed sequences (input_checks.h, checkSequences).
+    EXPECT_EQ(runCtx(h.s, {-1, 0}, device), K3_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(k3_last_error()),
+              "entry 'forward': sequence 0: context_lens = -1 < 0");
     ASSERT_EQ(k3_session_reset_state(h.s, -1), K3_OK);
   }
   // Nothing ran: no launch of a refused call updated the state.
@@ -342,4 +345,20 @@ TEST(SessionInputBound, TokenIdsStillChecked) {
   EXPECT_NE(std::string(k3_last_error()).find("token 1 = 16 is out of range"),
             std::string::npos)
       << k3_last_error();
+}
+
+TEST(SessionSequences, ContextPlusNewTokensFitMaxSeqLen) {
+  // Two sequences of one token; the model holds 4 tokens a sequence.
+  Builder b = boundedToy(100, "");
+  b.setMetadata("max_seq_len", "4");
+  for (bool device : {false, true}) {
+    Handles h;
+    open(b.artifact(), h);
+    EXPECT_EQ(runCtx(h.s, {3, 0}, device), K3_OK) << k3_last_error();
+    EXPECT_EQ(runCtx(h.s, {0, 4}, device), K3_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(std::string(k3_last_error()),
+              "entry 'forward': sequence 1: 4 tokens of context + 1 new "
+              "exceed max_seq_len 4 (the model's longest sequence; recompile "
+              "with a larger --max-context)");
+  }
 }
