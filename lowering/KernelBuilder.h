@@ -99,6 +99,15 @@ public:
              const std::function<SmallVector<Value>(Value, ValueRange)> &body);
   Value reduceSum(Value ub, Value init,
                   const std::function<Value(Value, Value)> &body);
+  /// reduceN for a selection (an argmax): `inits` must be the identity of
+  /// `combine`, which merges two partial results and must be associative
+  /// and commutative. Inside parallelWarps on a GPU, lane l scans the
+  /// iterations l, l + 32, ... and a butterfly of shuffles combines the
+  /// lanes (index values travel as i32); elsewhere reduceN.
+  SmallVector<Value> reduceLanesN(
+      Value ub, ValueRange inits,
+      const std::function<SmallVector<Value>(Value, ValueRange)> &body,
+      const std::function<SmallVector<Value>(ValueRange, ValueRange)> &combine);
   /// Lanes per parallelWarps iteration: 32 on a GPU target, 1 (the plain
   /// loop nest) elsewhere.
   void setWarpLanes(int64_t lanes) { warpLanes = lanes; }
@@ -125,6 +134,7 @@ public:
   Value softplus(Value a);
   Value maxf(Value a, Value b);
   Value gtf(Value a, Value b);
+  Value eqf(Value a, Value b);
   Value select(Value c, Value a, Value b);
 
   // index arithmetic.

@@ -126,22 +126,29 @@ static void routerSoftmax(KernelBuilder &kb, Value scores, Value t,
   });
 }
 
-/// Top-k of token `t` on the biased scores; strictly greater, so ties go to
-/// the lower expert id. Weights are the unbiased scores, renormalised and
-/// scaled as the op says.
+/// Top-k of token `t` on the biased scores; ties go to the lower expert id
+/// (a candidate wins when strictly greater, or equal with a lower id).
+/// Weights are the unbiased scores, renormalised and scaled as the op says.
+/// Inside parallelWarps the lanes split each scan (reduceLanesN); the taken
+/// experts and the weights stay in registers, so every lane computes the
+/// same values and nothing is read back after a store. One thread scanning
+/// 8 x 256 experts took 49 us per layer and decode step of Kimi-Linear
+/// (bench/results/e2e-kimi-linear-48b-nvidia-h200-20261202T120813Z.json,
+/// the decode profile in docs/profile.md).
 static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
                        KernelOperand bias, Value idx, Value wts, Value t,
                        int64_t experts) {
   int64_t topK = op.getTopK();
   auto at = [&](Value e) -> SmallVector<Value> { return {t, e}; };
+  auto better = [&](Value s, Value e, Value bestS, Value bestE) {
+    Value tie = kb.andi(kb.eqf(s, bestS), kb.lti(e, bestE));
+    return kb.ori(kb.gtf(s, bestS), tie);
+  };
   Value total = kb.f32(0.0);
-  // The experts taken so far stay in registers: reloading them from `idx`
-  // in every step of the scan made k * E * k / 2 dependent global loads (49
-  // us per layer and decode step of Kimi-Linear: bench/results/e2e-*.json).
-  SmallVector<Value> chosen;
+  SmallVector<Value> chosen, weights;
   for (int64_t j = 0; j < topK; ++j) {
-    SmallVector<Value> best = kb.reduceN(
-        kb.idx(0), kb.idx(experts), {kb.f32(-INFINITY), kb.idx(0)},
+    SmallVector<Value> best = kb.reduceLanesN(
+        kb.idx(experts), {kb.f32(-INFINITY), kb.idx(experts)},
         [&](Value e, ValueRange acc) -> SmallVector<Value> {
           Value s = kb.load(scores, at(e));
           if (bias)
@@ -149,20 +156,24 @@ static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
           Value taken = kb.boolean(false);
           for (Value c : chosen)
             taken = kb.ori(taken, kb.eqi(c, e));
-          Value better = kb.andi(kb.notb(taken), kb.gtf(s, acc[0]));
-          return {kb.select(better, s, acc[0]), kb.select(better, e, acc[1])};
+          Value take = kb.andi(kb.notb(taken), better(s, e, acc[0], acc[1]));
+          return {kb.select(take, s, acc[0]), kb.select(take, e, acc[1])};
+        },
+        [&](ValueRange a, ValueRange o) -> SmallVector<Value> {
+          Value take = better(o[0], o[1], a[0], a[1]);
+          return {kb.select(take, o[0], a[0]), kb.select(take, o[1], a[1])};
         });
-    kb.storeIndex(best[1], idx, {t, kb.idx(j)});
-    chosen.push_back(best[1]);
-    Value wj = kb.load(scores, at(best[1]));
-    kb.store(wj, wts, {t, kb.idx(j)});
-    total = kb.add(total, wj);
+    // Only NaN scores leave the identity's id E: clamp it into the table.
+    chosen.push_back(kb.minsi(best[1], kb.idx(experts - 1)));
+    weights.push_back(kb.load(scores, at(best[1])));
+    total = kb.add(total, weights.back());
   }
   double factor = op.getRoutedScalingFactor().convertToDouble();
   for (int64_t j = 0; j < topK; ++j) {
-    Value wj = kb.load(wts, {t, kb.idx(j)});
+    Value wj = weights[j];
     if (op.getRenormalize())
       wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
+    kb.storeIndex(chosen[j], idx, {t, kb.idx(j)});
     kb.store(kb.mul(wj, kb.f32(factor)), wts, {t, kb.idx(j)});
   }
 }
@@ -178,12 +189,18 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
   Value tokens = kb.dim(input.shape[0]);
   routerScores(op, kb, input.full, weight.full, scores, tokens, experts,
                hidden);
-  kb.parallel({tokens}, [&](ValueRange iv) {
+  // A warp per token scans the experts; the softmax normalises its row in
+  // place, which a token's lanes would race on: one thread per token there.
+  auto topK = [&](ValueRange iv) {
     if (op.getScore() == RouterScore::softmax)
       routerSoftmax(kb, scores, iv[0], experts);
     routerTopK(op, kb, scores, ops.getCorrectionBias(), idx, wts, iv[0],
                experts);
-  });
+  };
+  if (op.getScore() == RouterScore::softmax)
+    kb.parallel({tokens}, topK);
+  else
+    kb.parallelWarps({tokens}, topK);
   return success();
 }
 
