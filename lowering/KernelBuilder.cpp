@@ -8,13 +8,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/SCF/Utils/Utils.h"
 
 using namespace mlir;
 using namespace mlir::k3;
-
-/// Steps of a lane's strided sum unrolled together (reduceSumN).
-static constexpr uint64_t kLaneSumUnroll = 4;
 
 Value KernelBuilder::idx(int64_t v) {
   Value c = arith::ConstantIndexOp::create(b, loc, v);
@@ -185,12 +181,6 @@ SmallVector<Value> KernelBuilder::reduceSumN(
                      .getShuffleResult());
     sums.push_back(add(init, v));
   }
-  // Unrolled so that each lane has several loads in flight: one 2-byte load
-  // per step and a dependent FMA kept the decode MoE experts at 1.4 TB/s
-  // (bench/results/e2e-kimi-linear-48b-nvidia-h200-20261202T120813Z.json).
-  // The sum's order does not change. (After the shuffles: the epilogue's
-  // results replace the loop's in them.)
-  (void)loopUnrollByFactor(loop, kLaneSumUnroll);
   return sums;
 }
 
