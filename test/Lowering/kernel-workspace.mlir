@@ -12,18 +12,17 @@
 // CHECK: %[[E:.*]]:2 = k3.launch @k3_kernels::@moe_experts_1(%{{.*}}, %[[IDX]]#0, %[[IDX]]#1, {{.*}}) {{.*}} -> (tensor<?x64xf32>, tensor<?x2x16xf32>)
 // CHECK: %[[S:.*]]:2 = k3.launch @k3_kernels::@glu_mlp_2({{.*}}) {{.*}} -> (tensor<?x64xf32>, tensor<?x96xf32>)
 // CHECK: return %[[E]]#0, %[[S]]#0
-// Phase 1 over (token, channel) (the channel of every chosen expert),
-// phase 2 over (token, output).
+// Phase 1 over (token, expert slot, channel), phase 2 over (token, output).
 // CHECK-LABEL: func.func @moe_experts_1(
 // CHECK-SAME: %{{.*}}: memref<f32> {k3.dims = array<i64: -1, 2, 16>}
-// CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}, %{{.*}}) =
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) =
 
 // On the GPU each phase is a kernel with its own grid; an iteration (one
 // output's dot product) takes a warp, whose lanes split the sum: 32 threads
-// per (token, channel) and per (token, hidden channel).
+// per (token, slot, channel) and per (token, hidden channel).
 // GPU-LABEL: gpu.func @moe_experts_1(
-// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 512, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
+// GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1024, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
 // GPU-SAME: k3.phases = [@moe_experts_1, @moe_experts_1__1]
 // GPU-LABEL: gpu.func @moe_experts_1__1(
 // GPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2048, grid_offset = 0, grid_divisor = 256, block = [256, 1, 1]>
