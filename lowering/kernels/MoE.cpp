@@ -213,56 +213,24 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   int64_t hidden = input.shape[1], topK = indices.shape[1], inter = w1.shape[1];
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
-  // h[t, j, i]: channel i of the j-th chosen expert of token t. A warp
-  // takes channel i of all k experts: its lanes keep 2k sums and have 2k
-  // weight loads in flight per step (one expert per warp was 0.041 ms per
-  // layer and decode step of Kimi-Linear, 1.8 TB/s:
-  // bench/results/profile-gpu/kl48b-decode-B1-*-3d32040.txt). Each sum
-  // keeps its order.
-  kb.parallelWarps({tokens, kb.idx(inter)}, [&](ValueRange iv) {
-    Value t = iv[0], i = iv[1];
-    SmallVector<Value> experts, inits(2 * topK, kb.f32(0.0));
-    for (int64_t j = 0; j < topK; ++j)
-      experts.push_back(kb.loadIndex(idx, {t, kb.idx(j)}));
-    SmallVector<Value> dots =
-        kb.reduceSumN(kb.idx(hidden), inits, [&](Value d, ValueRange acc) {
-          Value xv = kb.load(x, {t, d});
-          SmallVector<Value> next;
-          for (int64_t j = 0; j < topK; ++j) {
-            next.push_back(
-                kb.fma(xv, kb.load(w1.full, {experts[j], i, d}), acc[2 * j]));
-            next.push_back(kb.fma(xv,
-                                  kb.load(ops.getW3().full, {experts[j], i, d}),
-                                  acc[2 * j + 1]));
-          }
-          return next;
-        });
-    for (int64_t j = 0; j < topK; ++j)
-      kb.store(emitGLUActivation(kb, op.getActivation(),
-                                 optionalDouble(op.getBetaAttr()),
-                                 optionalDouble(op.getLinearBetaAttr()),
-                                 dots[2 * j], dots[2 * j + 1]),
-               h, {t, kb.idx(j), i});
+  // h[t, j, i]: channel i of the j-th chosen expert of token t.
+  kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
+    Value e = kb.loadIndex(idx, {iv[0], iv[1]});
+    kb.store(emitGLUChannel(kb, op.getActivation(),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), x, iv[0],
+                            w1.full, ops.getW3().full, e, iv[2], hidden),
+             h, iv);
   });
-  // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order;
-  // the k row sums of a warp run together (k loads of W2 in flight; one
-  // after the other was 0.040 ms per layer and decode step).
+  // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
   kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
-    Value t = iv[0], d = iv[1];
-    SmallVector<Value> experts, inits(topK, kb.f32(0.0));
-    for (int64_t j = 0; j < topK; ++j)
-      experts.push_back(kb.loadIndex(idx, {t, kb.idx(j)}));
-    SmallVector<Value> rows =
-        kb.reduceSumN(kb.idx(inter), inits, [&](Value i, ValueRange acc) {
-          SmallVector<Value> next;
-          for (int64_t j = 0; j < topK; ++j)
-            next.push_back(kb.fma(kb.load(ops.getW2().full, {experts[j], d, i}),
-                                  kb.load(h, {t, kb.idx(j), i}), acc[j]));
-          return next;
-        });
-    Value acc;
+    Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
-      Value a = kb.mul(rows[j], kb.load(wts, {t, kb.idx(j)}));
+      Value jj = kb.idx(j);
+      Value e = kb.loadIndex(idx, {t, jj});
+      Value a =
+          kb.mul(emitDownRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
+                 kb.load(wts, {t, jj}));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     kb.store(acc, y, {t, d});
