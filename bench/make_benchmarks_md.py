@@ -183,6 +183,42 @@ def mla_tables(rows: list[dict]) -> list[str]:
     return out
 
 
+def e2e_table(rows: list[dict]) -> list[str]:
+    """Ours beside transformers per phase and shape (bench/e2e.py), with
+    the decode ceiling."""
+    def key(r):
+        return (r.get("case"), json.dumps(r.get("shape", {}), sort_keys=True))
+
+    def cell(r):
+        if r is None:
+            return "not measured"
+        if r.get("status") != "ok" or "median_ms" not in r:
+            return "FAILED"
+        return f"{r['median_ms']:.2f} ms, {r['tok_per_s']:,.0f} tok/s"
+
+    by = {}
+    for r in rows:
+        if r.get("case") in ("prefill", "decode"):
+            by.setdefault(key(r), {})[r.get("impl")] = r
+    out = ["| phase | shape | ours (k3) | transformers | ours ÷ transformers time | HBM ceiling |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    order = lambda kv: (kv[0][0] != "prefill", sorted(json.loads(kv[0][1]).items()))  # noqa: E731
+    for (case, shape), impls in sorted(by.items(), key=order):
+        if set(impls) == {"ceiling"}:
+            continue
+        ours, hf, ceil = impls.get("k3"), impls.get("transformers"), impls.get("ceiling")
+        ratio = "—"
+        if ours and hf and "median_ms" in ours and "median_ms" in hf:
+            ratio = f"{hf['median_ms'] / ours['median_ms']:.2f}× faster" if ours["median_ms"] < hf["median_ms"] \
+                else f"{ours['median_ms'] / hf['median_ms']:.2f}× slower"
+        c = f"{ceil['tok_per_s']:,.0f} tok/s" if ceil else ""
+        if ceil and ours and "tok_per_s" in ours:
+            c += f" (ours {100 * ours['tok_per_s'] / ceil['tok_per_s']:.0f} %)"
+        sh = ", ".join(f"{k} {v}" for k, v in json.loads(shape).items())
+        out.append(f"| {case} | {sh} | {cell(ours)} | {cell(hf)} | {ratio} | {c} |")
+    return out + [""]
+
+
 def full_table(rows: list[dict], untimed: str = "FAILED") -> list[str]:
     """Every row; ``untimed``: the time cell of a passing row without one
     (a check)."""
@@ -211,7 +247,9 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
         lines += summary_table(rows) + [""]
     if bench == "mla":
         lines += mla_tables(rows)
-    lines += full_table(rows, "—" if bench == "mla" else "FAILED") + [""]
+    if bench == "e2e":
+        lines += e2e_table(rows)
+    lines += full_table(rows, "—" if bench in ("mla", "e2e") else "FAILED") + [""]
     return lines
 
 
