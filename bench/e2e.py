@@ -169,120 +169,121 @@ def init_check(k3, path: Path, device: str) -> dict:
             "host_s": t_h, "device_s": t_d}
 
 
-def ours(args, res: Results):
-    import k3
-    arts = artifacts(Path(args.out))
-    device = args.device
-    rng = np.random.default_rng(0)
-    check = Path(args.out) / "init-check.k3bin"
-    if check.is_file():
-        res.guard(lambda: init_check(k3, check, device), case="random weights check", impl="k3",
-                  variant="device kernels vs host threads", shape={"config": "kl-scaled-e16", "T": 64})
-    art = k3.Artifact(arts["prefill"])
-    vocab = art.vocab_size
-    s = None
-    ids_for = {T: np.random.default_rng(T).integers(0, vocab, T) for T in args.prefill}
-    f32_ref = None
+class Ours:
+    """Our side: the checks, then the prefill and decode rows, one session
+    (98 GB) at a time."""
 
-    def consistency():
+    def __init__(self, args, res: Results):
+        import k3
+        self.k3, self.args, self.res = k3, args, res
+        self.arts = artifacts(Path(args.out))
+        self.session = None
+        self.f32_ref = None  # f32-activation logits of the check's prompt
+
+    def run(self):
+        check = Path(self.args.out) / "init-check.k3bin"
+        if check.is_file():
+            self.res.guard(lambda: init_check(self.k3, check, self.args.device), case="random weights check",
+                           impl="k3", variant="device kernels vs host threads",
+                           shape={"config": "kl-scaled-e16", "T": 64})
+        art = self.k3.Artifact(self.arts["prefill"])
+        if self.arts["check"].is_file():
+            self.res.guard(lambda: self.consistency(art.vocab_size), case="prefill vs decode", impl="k3",
+                           variant="f32 activations", shape={"B": 1, "T": CHECK["max_tokens"]})
+        self.start(art, "prefill artifact")
+        for T in self.args.prefill:
+            self.res.guard(lambda T=T: self.prefill(T, art.vocab_size), case="prefill", impl="k3",
+                           variant="bf16", shape={"B": 1, "T": T})
+        dart = self.k3.Artifact(self.arts["decode"])
+        self.start(dart, "decode artifact")
+        ceiling = HBM_TBPS * 1e12 / decode_bytes(dart, self.args.prompt)
+        rng = np.random.default_rng(0)
+        for B in self.args.decode:
+            self.res.guard(lambda B=B: self.decode(B, dart.vocab_size, rng, ceiling), case="decode", impl="k3",
+                           variant="bf16", shape={"B": B, "context": self.args.prompt})
+        self.res.add(case="decode", impl="ceiling", variant="HBM 4.25 TB/s",
+                     shape={"B": 1, "context": self.args.prompt}, tok_per_s=ceiling,
+                     bytes_per_step=decode_bytes(dart, self.args.prompt))
+
+    def start(self, art, what: str):
+        """A session on the artifact with the seeded weights (the previous
+        one released first: both would not fit)."""
+        if self.session is not None:
+            self.session.close()
+        self.session = None
+        gc.collect()
+
+        def make():
+            self.session = self.k3.Session(art, device=self.args.device)
+            t0 = time.perf_counter()
+            place = self.session.random_weights(SEED)
+            return {"seconds": time.perf_counter() - t0, "made_by": place}
+
+        self.res.guard(make, case="random weights", impl="k3", variant=what,
+                       shape={"weights_GB": round(sum(weight_bytes(w) for w in art.weights) / 1e9, 2)})
+
+    def live(self):
+        if self.session is None:
+            raise RuntimeError("no session (random weights failed)")
+        return self.session
+
+    def consistency(self, vocab: int) -> dict:
         """f32 activations (the path checked against the f64 oracle on
         smaller models): prefill of T tokens against T - 1 tokens continued
         by one decode step through the kept state."""
-        nonlocal f32_ref
         T = CHECK["max_tokens"]
         ids = np.random.default_rng(T).integers(0, vocab, T)
-        c = k3.Session(k3.Artifact(arts["check"]), device=device)
+        c = self.k3.Session(self.k3.Artifact(self.arts["check"]), device=self.args.device)
         c.random_weights(SEED)
         full = c.run("forward", **prefill_inputs(ids))["logits"]
         c.reset_state()
         c.run("forward", **prefill_inputs(ids[:-1]))
         step = c.run("forward_decode", token_ids=np.array([ids[-1]], np.int32),
-                     cu_seqlens=np.array([0, 1], np.int32),
-                     context_lens=np.array([T - 1], np.int32))["logits"]
+                     cu_seqlens=np.array([0, 1], np.int32), context_lens=np.array([T - 1], np.int32))["logits"]
         c.close()
         err = rel_err(step, full)
         if not err <= F32_CONSISTENCY_BOUND:
             raise RuntimeError(f"prefill of T vs prefill of T-1 + a decode step: {err:.3e} > "
                                f"{F32_CONSISTENCY_BOUND}")
-        f32_ref = full
+        self.f32_ref = full
         return {"prefill_vs_decode_err": err, "same_greedy_token": bool(np.argmax(step) == np.argmax(full))}
 
-    if arts["check"].is_file():
-        res.guard(consistency, case="prefill vs decode", impl="k3", variant="f32 activations",
-                  shape={"B": 1, "T": CHECK["max_tokens"]})
+    def prefill(self, T: int, vocab: int) -> dict:
+        s = self.live()
+        ids = np.random.default_rng(T).integers(0, vocab, T)  # the check's prompt at its T
+        logits = s.run("forward", **prefill_inputs(ids))["logits"]
+        if not np.all(np.isfinite(logits)):
+            raise RuntimeError("non-finite logits")
+        row = {}
+        if T == CHECK["max_tokens"] and self.f32_ref is not None:
+            row["err_vs_f32_activations"] = rel_err(logits, self.f32_ref)
+            row["same_greedy_token_as_f32"] = bool(np.argmax(logits) == np.argmax(self.f32_ref))
+        row.update(summarise(s.time("forward", warmup=self.args.warmup, reps=self.args.reps,
+                                    **prefill_inputs(ids))))
+        row["tok_per_s"] = T / (row["median_ms"] / 1e3)
+        row["ttft_ms"] = row["median_ms"]
+        return row
 
-    def start():
-        nonlocal s
-        s = k3.Session(art, device=device)
-        t0 = time.perf_counter()
-        place = s.random_weights(SEED)
-        return {"seconds": time.perf_counter() - t0, "made_by": place}
-
-    res.guard(start, case="random weights", impl="k3", variant="prefill artifact",
-              shape={"weights_GB": round(sum(weight_bytes(w) for w in art.weights) / 1e9, 2)})
-    for T in args.prefill:
-        ids = ids_for[T]
-
-        def prefill(T=T, ids=ids):
-            if s is None:
-                raise RuntimeError("no session (random weights failed)")
-            out = s.run("forward", **prefill_inputs(ids))
-            logits = out["logits"]
-            if not np.all(np.isfinite(logits)):
-                raise RuntimeError("non-finite logits")
-            row = {}
-            if T == CHECK["max_tokens"] and f32_ref is not None:
-                row["err_vs_f32_activations"] = rel_err(logits, f32_ref)
-                row["same_greedy_token_as_f32"] = bool(np.argmax(logits) == np.argmax(f32_ref))
-            ms = s.time("forward", warmup=args.warmup, reps=args.reps, **prefill_inputs(ids))
-            row.update(summarise(ms))
-            row["tok_per_s"] = T / (row["median_ms"] / 1e3)
-            row["ttft_ms"] = row["median_ms"]
-            return row
-
-        res.guard(prefill, case="prefill", impl="k3", variant="bf16", shape={"B": 1, "T": T})
-    s = None
-    gc.collect()
-
-    dart = k3.Artifact(arts["decode"])
-
-    def start_decode():
-        nonlocal s
-        s = k3.Session(dart, device=device)
-        t0 = time.perf_counter()
-        place = s.random_weights(SEED)
-        return {"seconds": time.perf_counter() - t0, "made_by": place}
-
-    res.guard(start_decode, case="random weights", impl="k3", variant="decode artifact", shape={})
-    ceiling = HBM_TBPS * 1e12 / decode_bytes(dart, args.prompt)
-    for B in args.decode:
-        def decode(B=B):
-            if s is None:
-                raise RuntimeError("no session (random weights failed)")
-            s.reset_state()
-            ids = rng.integers(0, vocab, B * args.prompt)
-            cu = np.arange(B + 1, dtype=np.int32) * args.prompt
-            first = s.run("forward", token_ids=ids.astype(np.int32), cu_seqlens=cu,
-                          context_lens=np.zeros(B, np.int32))["next_tokens"]
-            step = dict(token_ids=np.asarray(first, np.int32), cu_seqlens=np.arange(B + 1, dtype=np.int32),
-                        context_lens=np.full(B, args.prompt, np.int32))
-            logits = s.run("forward_decode", **step)["logits"]
-            if not np.all(np.isfinite(logits)):
-                raise RuntimeError("non-finite decode logits")
-            before = s.graph_stats
-            ms = s.time("forward_decode", warmup=args.warmup, reps=args.reps, **step)
-            row = summarise(ms)
-            row["tok_per_s"] = B / (row["median_ms"] / 1e3)
-            row["launch_graph_replays"] = s.graph_stats[1] - before[1]
-            if B == 1:
-                row["ceiling_tok_per_s"] = ceiling
-                row["share_of_ceiling"] = row["tok_per_s"] / ceiling
-            return row
-
-        res.guard(decode, case="decode", impl="k3", variant="bf16",
-                  shape={"B": B, "context": args.prompt})
-    res.add(case="decode", impl="ceiling", variant="HBM 4.25 TB/s", shape={"B": 1, "context": args.prompt},
-            tok_per_s=ceiling, bytes_per_step=decode_bytes(dart, args.prompt))
+    def decode(self, B: int, vocab: int, rng, ceiling: float) -> dict:
+        """One greedy step of B sequences after prompts of `prompt` tokens,
+        replayed from the launch graph."""
+        s, P = self.live(), self.args.prompt
+        s.reset_state()
+        ids = rng.integers(0, vocab, B * P).astype(np.int32)
+        first = s.run("forward", token_ids=ids, cu_seqlens=np.arange(B + 1, dtype=np.int32) * P,
+                      context_lens=np.zeros(B, np.int32))["next_tokens"]
+        step = dict(token_ids=np.asarray(first, np.int32), cu_seqlens=np.arange(B + 1, dtype=np.int32),
+                    context_lens=np.full(B, P, np.int32))
+        if not np.all(np.isfinite(s.run("forward_decode", **step)["logits"])):
+            raise RuntimeError("non-finite decode logits")
+        before = s.graph_stats
+        row = summarise(s.time("forward_decode", warmup=self.args.warmup, reps=self.args.reps, **step))
+        row["tok_per_s"] = B / (row["median_ms"] / 1e3)
+        row["launch_graph_replays"] = s.graph_stats[1] - before[1]
+        if B == 1:
+            row["ceiling_tok_per_s"] = ceiling
+            row["share_of_ceiling"] = row["tok_per_s"] / ceiling
+        return row
 
 
 def summarise(ms):
@@ -308,82 +309,103 @@ def hf_config(path: Path):
     return cfg
 
 
+def hf_build(cfg):
+    """transformers' model in bf16, built on the GPU (its init seeds the
+    weights there): SDPA attention where the model takes it, else eager."""
+    import torch
+    from transformers import KimiLinearForCausalLM
+    torch.manual_seed(SEED)
+    model = None
+    for impl in ("sdpa", "eager"):
+        try:
+            cfg._attn_implementation = impl
+            torch.set_default_dtype(torch.bfloat16)
+            with torch.device("cuda"):
+                model = KimiLinearForCausalLM(cfg)
+            break
+        except (ValueError, NotImplementedError):
+            continue
+        finally:
+            torch.set_default_dtype(torch.float32)
+    if model is None:
+        raise RuntimeError("KimiLinearForCausalLM refused both attention implementations")
+    model.eval()
+    torch.cuda.synchronize()
+    return model
+
+
+def hf_prefill(model, cfg, T: int, g, args) -> dict:
+    import torch
+    from protocol import cuda_event_times
+    ids = torch.randint(0, cfg.vocab_size, (1, T), device="cuda", generator=g)
+    with torch.inference_mode():
+        logits = model(input_ids=ids, logits_to_keep=1, use_cache=False).logits
+        if not torch.isfinite(logits).all():
+            raise RuntimeError("non-finite logits")
+        ms = cuda_event_times(lambda: model(input_ids=ids, logits_to_keep=1, use_cache=False),
+                              warmup=args.warmup, reps=args.reps)
+    row = summarise(ms)
+    row["tok_per_s"] = T / (row["median_ms"] / 1e3)
+    row["ttft_ms"] = row["median_ms"]
+    return row
+
+
+def hf_decode(model, cfg, B: int, g, args) -> dict:
+    """One greedy step of B sequences with transformers' cache, after
+    prompts of `prompt` tokens (the cache grows by a token a step)."""
+    import torch
+    from protocol import cuda_event_times
+    ids = torch.randint(0, cfg.vocab_size, (B, args.prompt), device="cuda", generator=g)
+    with torch.inference_mode():
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        last = {}
+
+        def step():
+            nonlocal tok
+            o = model(input_ids=tok, past_key_values=cache, use_cache=True)
+            last["logits"] = o.logits
+            tok = o.logits[:, -1].argmax(-1, keepdim=True)
+
+        step()
+        if not torch.isfinite(last["logits"]).all():
+            raise RuntimeError("non-finite decode logits")
+        ms = cuda_event_times(step, warmup=args.warmup, reps=args.reps)
+    row = summarise(ms)
+    row["tok_per_s"] = B / (row["median_ms"] / 1e3)
+    return row
+
+
 def transformers_side(args, res: Results):
     import importlib.util
 
     import torch
-    from protocol import cuda_event_times
-    from transformers import KimiLinearForCausalLM
     fla = importlib.util.find_spec("fla") is not None
     cfg = hf_config(Path(args.out) / "config.json")
     variant = "bf16" + (" + fla" if fla else " (no fla)")
-    model = None
+    held = {}
 
     def build():
-        nonlocal model
         t0 = time.perf_counter()
-        torch.manual_seed(SEED)
-        for impl in ("sdpa", "eager"):
-            try:
-                cfg._attn_implementation = impl
-                torch.set_default_dtype(torch.bfloat16)
-                with torch.device("cuda"):
-                    model = KimiLinearForCausalLM(cfg)
-                break
-            except (ValueError, NotImplementedError):
-                model = None
-                continue
-        torch.set_default_dtype(torch.float32)
-        model.eval()
-        torch.cuda.synchronize()
+        held["model"] = hf_build(cfg)
         return {"seconds": time.perf_counter() - t0, "attn_implementation": cfg._attn_implementation,
-                "fla": fla, "params_B": sum(p.numel() for p in model.parameters()) / 1e9}
+                "fla": fla, "params_B": sum(p.numel() for p in held["model"].parameters()) / 1e9}
+
+    def model():
+        if "model" not in held:
+            raise RuntimeError("no model")
+        return held["model"]
 
     res.guard(build, case="random weights", impl="transformers", variant=variant, shape={})
     g = torch.Generator(device="cuda").manual_seed(0)
     for T in args.prefill:
-        def prefill(T=T):
-            if model is None:
-                raise RuntimeError("no model")
-            ids = torch.randint(0, cfg.vocab_size, (1, T), device="cuda", generator=g)
-            with torch.inference_mode():
-                logits = model(input_ids=ids, logits_to_keep=1, use_cache=False).logits
-                if not torch.isfinite(logits).all():
-                    raise RuntimeError("non-finite logits")
-                ms = cuda_event_times(lambda: model(input_ids=ids, logits_to_keep=1, use_cache=False),
-                                      warmup=args.warmup, reps=args.reps)
-            row = summarise(ms)
-            row["tok_per_s"] = T / (row["median_ms"] / 1e3)
-            row["ttft_ms"] = row["median_ms"]
-            return row
-
-        res.guard(prefill, case="prefill", impl="transformers", variant=variant, shape={"B": 1, "T": T})
+        res.guard(lambda T=T: hf_prefill(model(), cfg, T, g, args), case="prefill", impl="transformers",
+                  variant=variant, shape={"B": 1, "T": T})
         torch.cuda.empty_cache()
     for B in args.decode:
-        def decode(B=B):
-            if model is None:
-                raise RuntimeError("no model")
-            ids = torch.randint(0, cfg.vocab_size, (B, args.prompt), device="cuda", generator=g)
-            with torch.inference_mode():
-                out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-                cache = out.past_key_values
-                tok = out.logits[:, -1].argmax(-1, keepdim=True)
-
-                def step():
-                    nonlocal tok
-                    o = model(input_ids=tok, past_key_values=cache, use_cache=True)
-                    tok = o.logits[:, -1].argmax(-1, keepdim=True)
-
-                step()
-                if not torch.isfinite(tok.float()).all():
-                    raise RuntimeError("non-finite")
-                ms = cuda_event_times(step, warmup=args.warmup, reps=args.reps)
-            row = summarise(ms)
-            row["tok_per_s"] = B / (row["median_ms"] / 1e3)
-            return row
-
-        res.guard(decode, case="decode", impl="transformers", variant=variant,
-                  shape={"B": B, "context": args.prompt})
+        res.guard(lambda B=B: hf_decode(model(), cfg, B, g, args), case="decode", impl="transformers",
+                  variant=variant, shape={"B": B, "context": args.prompt})
         torch.cuda.empty_cache()
 
 
@@ -393,7 +415,10 @@ def transformers_side(args, res: Results):
 def side(args):
     res = Results("e2e-side")
     try:
-        (ours if args.side == "ours" else transformers_side)(args, res)
+        if args.side == "ours":
+            Ours(args, res).run()
+        else:
+            transformers_side(args, res)
     finally:
         Path(args.rows).write_text(json.dumps(res.rows, default=str))
 
