@@ -418,6 +418,32 @@ def weight_shapes(cfg: Config) -> dict:
     return S
 
 
+def random_tensor(name: str, shp, rng, kda_heads: int, dtype=np.float64) -> np.ndarray:
+    """One weight of random_weights' recipe, drawn from ``rng`` in ``dtype``
+    (float64 there; bench/make_checkpoint.py draws float32, tensor by
+    tensor)."""
+    def normal(shape):
+        return rng.standard_normal(shape, dtype=dtype)
+
+    if name.endswith("A_log"):
+        a = np.zeros(shp, dtype)
+        a[:kda_heads] = np.log(rng.uniform(0.5, 2.0, size=kda_heads))
+        return a
+    if name.endswith("dt_bias"):
+        return 0.5 * normal(shp)
+    if name.endswith("e_score_correction_bias"):
+        return 0.05 * normal(shp)
+    if "conv1d" in name:
+        return normal(shp) / np.sqrt(2.0)
+    if name.endswith("_res_proj.weight"):
+        return normal(shp) / np.sqrt(shp[-1]) * 2.0
+    if len(shp) == 1 or "norm" in name:
+        return 1.0 + 0.1 * normal(shp)
+    if name == "model.embed_tokens.weight":
+        return normal(shp)
+    return normal(shp) / np.sqrt(shp[-1])
+
+
 def random_weights(cfg: Config, seed: int = 0) -> dict:
     """Well-scaled random weights (float64) under the canonical names.
 
@@ -427,28 +453,8 @@ def random_weights(cfg: Config, seed: int = 0) -> dict:
     0.5·N; router bias ~ 0.05·N.  Kept in float64.
     """
     rng = np.random.default_rng(seed)
-    W = {}
-    H = cfg.kda_num_heads
-    for name, shp in weight_shapes(cfg).items():
-        if name.endswith("A_log"):
-            a = np.zeros(shp)
-            a[:H] = np.log(rng.uniform(0.5, 2.0, size=H))
-            W[name] = a
-        elif name.endswith("dt_bias"):
-            W[name] = 0.5 * rng.standard_normal(shp)
-        elif name.endswith("e_score_correction_bias"):
-            W[name] = 0.05 * rng.standard_normal(shp)
-        elif "conv1d" in name:
-            W[name] = rng.standard_normal(shp) / np.sqrt(2.0)
-        elif name.endswith("_res_proj.weight"):
-            W[name] = rng.standard_normal(shp) / np.sqrt(shp[-1]) * 2.0
-        elif len(shp) == 1 or "norm" in name:
-            W[name] = 1.0 + 0.1 * rng.standard_normal(shp)
-        elif name == "model.embed_tokens.weight":
-            W[name] = rng.standard_normal(shp)
-        else:
-            W[name] = rng.standard_normal(shp) / np.sqrt(shp[-1])
-    return W
+    return {name: random_tensor(name, shp, rng, cfg.kda_num_heads)
+            for name, shp in weight_shapes(cfg).items()}
 
 
 # ----------------------------------------------------------------------------
