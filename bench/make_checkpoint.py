@@ -2,7 +2,10 @@
 config's `config.json`, sharded safetensors `model-0000i-of-0000N.safetensors`
 and `model.safetensors.index.json` (its `weight_map`, `total_size`), under
 the hub checkpoint's tensor names (`model.layers.N.block_sparse_moe.experts.E
-.w1.weight`, ...: python/k3ref's weight_shapes, docs/oracle.md), bf16 but
+.w1.weight`, ...: python/k3ref's weight_shapes, docs/oracle.md) or, with
+`--names transformers`, those transformers >= 5 saves (experts fused into
+`mlp.experts.gate_up_proj` / `down_proj`, the short convolutions packed into
+`self_attn.conv1d.weight`, renamed gates), bf16 but
 for the KDA decay parameters and the router's correction bias (f32, as the
 hub checkpoint stores them).
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import zlib
@@ -39,7 +43,50 @@ def tensor(name: str, shape, seed: int, kda_heads: int) -> np.ndarray:
     return t.astype(np.float32 if name.endswith(F32_SUFFIXES) else model._bf16())
 
 
-def write(config: Path, out: Path, seed: int, shard_bytes: int) -> dict:
+# Hub spelling -> the names transformers >= 5 saves (bench/transformers_compare.py's NAME_RULES, reversed).
+RENAMES = [(".self_attn.f_a_proj.", ".self_attn.forget_gate_down."),
+           (".self_attn.f_b_proj.", ".self_attn.forget_gate_up."),
+           (".self_attn.b_proj.", ".self_attn.beta_proj."),
+           (".self_attn.g_proj.", ".self_attn.output_gate."),
+           (".self_attn.g_a_proj.", ".self_attn.output_gate_down."),
+           (".self_attn.g_b_proj.", ".self_attn.output_gate_up."),
+           (".block_sparse_moe.gate.", ".mlp.gate."),
+           (".block_sparse_moe.shared_experts.", ".mlp.shared_experts.")]
+EXPERT = re.compile(r"(.*)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight")
+CONV = re.compile(r"(.*)\.self_attn\.([qkv])_conv1d\.weight")
+
+
+def transformers_names(layer: dict) -> dict:
+    """One layer's tensors under transformers' names: experts fused into
+    gate_up_proj [E, 2I, D] and down_proj [E, D, I], the q/k/v short
+    convolutions packed into conv1d [3P, 1, K], the rest renamed."""
+    out, experts, convs = {}, {}, {}
+    for name, t in layer.items():
+        m, c = EXPERT.fullmatch(name), CONV.fullmatch(name)
+        if m:
+            experts.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = t
+        elif c:
+            convs.setdefault(c.group(1), {})[c.group(2)] = t
+        else:
+            for hub, native in RENAMES:
+                name = name.replace(hub, native)
+            out[name] = t
+    for base, ts in experts.items():
+        n = 1 + max(e for e, _ in ts)
+        out[f"{base}.mlp.experts.gate_up_proj"] = np.stack(
+            [np.concatenate([ts[(e, "w1")], ts[(e, "w3")]]) for e in range(n)])
+        out[f"{base}.mlp.experts.down_proj"] = np.stack([ts[(e, "w2")] for e in range(n)])
+    for base, ts in convs.items():
+        out[f"{base}.self_attn.conv1d.weight"] = np.concatenate([ts["q"], ts["k"], ts["v"]])
+    return out
+
+
+def layer_of(name: str) -> str:
+    m = re.match(r"model\.layers\.(\d+)\.", name)
+    return m.group(0) if m else ""
+
+
+def write(config: Path, out: Path, seed: int, shard_bytes: int, names: str = "hub") -> dict:
     cfg = model.Config.from_hf(json.loads(config.read_text()))
     shapes = model.weight_shapes(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -53,13 +100,19 @@ def write(config: Path, out: Path, seed: int, shard_bytes: int) -> dict:
             shards.append((path, sorted(current)))
             current, size = {}, 0
 
+    groups = {}  # a layer at a time: transformers' names fuse within a layer
     for name, shape in shapes.items():
-        t = tensor(name, shape, seed, cfg.kda_num_heads)
-        if size and size + t.nbytes > shard_bytes:
-            flush()
-        current[name] = t
-        size += t.nbytes
-        total += t.nbytes
+        groups.setdefault(layer_of(name), []).append((name, shape))
+    for group in groups.values():
+        tensors = {name: tensor(name, shape, seed, cfg.kda_num_heads) for name, shape in group}
+        if names == "transformers":
+            tensors = transformers_names(tensors)
+        for name, t in tensors.items():
+            if size and size + t.nbytes > shard_bytes:
+                flush()
+            current[name] = t
+            size += t.nbytes
+            total += t.nbytes
         print(f"\r{len(shards) + 1} shards, {total / 1e9:.2f} GB", end="", file=sys.stderr, flush=True)
     flush()
     print(file=sys.stderr)
@@ -80,8 +133,11 @@ def main():
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shard-gb", type=float, default=5.0)
+    ap.add_argument("--names", choices=["hub", "transformers"], default="hub",
+                    help="the hub checkpoint's tensor names, or those transformers >= 5 saves (fused experts, "
+                         "packed short convolutions)")
     args = ap.parse_args()
-    r = write(args.config, args.out, args.seed, int(args.shard_gb * 1e9))
+    r = write(args.config, args.out, args.seed, int(args.shard_gb * 1e9), args.names)
     print(f"wrote {args.out}: {r['tensors']} tensors in {r['shards']} shards, {r['bytes'] / 1e9:.2f} GB")
 
 

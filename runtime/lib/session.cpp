@@ -6,10 +6,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <dirent.h>
+#include <map>
+#include <optional>
 #include <sys/stat.h>
 #include <tuple>
 
+#include "checkpoint_names.h"
 #include "footprint.h"
 #include "input_checks.h"
 #include "k3/dtype.h"
@@ -380,9 +384,32 @@ void Session::loadWeights(const std::vector<std::string> &given) {
   // A weight is one checkpoint tensor, or for a name with the "{expert}"
   // placeholder a stack of one tensor per expert along the first dimension.
   // VLM checkpoints (Kimi K3) prefix every name with "language_model.".
-  auto lookup = [&](const std::string &name) {
+  // A checkpoint saved by transformers >= 5 has other names and fused
+  // tensors: a weight not found by its own name is looked up there
+  // (checkpoint_names.h), possibly as a slab of a fused tensor.
+  std::map<std::string, const st::TensorInfo *> found;
+  std::deque<st::TensorInfo> slabs; // stable addresses
+  auto find = [&](const std::string &name) {
     const st::TensorInfo *t = c.find(name);
     return t ? t : c.find("language_model." + name);
+  };
+  auto lookup = [&](const std::string &name) -> const st::TensorInfo * {
+    auto it = found.find(name);
+    if (it != found.end())
+      return it->second;
+    const st::TensorInfo *t = find(name);
+    for (const TensorSlab &src :
+         t ? std::vector<TensorSlab>{} : transformersSources(name)) {
+      const st::TensorInfo *fused = find(src.name);
+      std::optional<st::TensorInfo> slab =
+          fused ? slabOf(*fused, src) : std::nullopt;
+      if (slab) {
+        slabs.push_back(*slab);
+        t = &slabs.back();
+        break;
+      }
+    }
+    return found[name] = t;
   };
   auto parts = [&](const Weight &w) {
     std::vector<std::pair<std::string, const st::TensorInfo *>> out;
@@ -412,8 +439,12 @@ void Session::loadWeights(const std::vector<std::string> &given) {
                                    ") not found in " + names);
       if (!sameLayout(t->shape, partShape))
         fail(K3_ERROR_WEIGHTS,
-             "weight '" + n + "' has shape " + shapeStr(t->shape) + " in " +
-                 t->file + " but the artifact expects " + shapeStr(partShape));
+             "weight '" + n + "'" +
+                 (t->name == n || t->name == "language_model." + n
+                      ? ""
+                      : " (as '" + t->name + "')") +
+                 " has shape " + shapeStr(t->shape) + " in " + t->file +
+                 " but the artifact expects " + shapeStr(partShape));
     }
   }
   std::vector<uint8_t> host;

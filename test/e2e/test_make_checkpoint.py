@@ -63,3 +63,43 @@ def test_sharded_checkpoint_loads_and_matches_the_oracle(tmp_path):
     ref = model.forward(cfg, weights, ids, cu_seqlens=np.array([0, len(ids)]))[-1]
     err = np.linalg.norm(got.reshape(-1) - ref) / np.linalg.norm(ref)
     assert err < 1e-4, err
+
+
+def test_transformers_names_load_without_renaming(tmp_path):
+    """The same tensors under the names transformers >= 5 saves (experts fused
+    into gate_up_proj [E, 2I, D] and down_proj [E, D, I], packed conv1d,
+    renamed gates): the runtime finds each weight as a slab of a fused tensor
+    and the logits are the same, bit for bit."""
+    conv = converter()
+    conv.write(CONFIG, tmp_path / "hub", seed=5, shard_bytes=50_000)
+    conv.write(CONFIG, tmp_path / "hf", seed=5, shard_bytes=50_000, names="transformers")
+    names = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())["weight_map"]
+    assert "model.layers.1.mlp.experts.gate_up_proj" in names
+    assert "model.layers.0.self_attn.conv1d.weight" in names
+    assert "model.layers.0.self_attn.forget_gate_down.weight" in names
+    assert not any(".w1." in n or "q_conv1d" in n or "f_a_proj" in n for n in names)
+    mlir = k3.import_config(CONFIG, tmp_path / "m.mlir")
+    art = k3.compile(mlir, tmp_path / "m.k3bin", max_tokens=64, max_seqs=2)
+    ids = np.arange(1, 12, dtype=np.int32)
+    logits = {}
+    for kind in ("hub", "hf"):
+        s = k3.Session(art)
+        s.load_weights(tmp_path / kind)
+        logits[kind] = s.run(token_ids=ids, cu_seqlens=np.array([0, len(ids)], np.int32),
+                             context_lens=np.array([0], np.int32))["logits"]
+    np.testing.assert_array_equal(logits["hf"], logits["hub"])
+
+
+def test_a_fused_tensor_of_the_wrong_shape_is_named(tmp_path):
+    conv = converter()
+    conv.write(CONFIG, tmp_path / "hf", seed=5, shard_bytes=10**9, names="transformers")
+    index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
+    shard = tmp_path / "hf" / index["weight_map"]["model.layers.1.mlp.experts.gate_up_proj"]
+    tensors = model.load_safetensors(shard, to_float64=False)
+    t = tensors["model.layers.1.mlp.experts.gate_up_proj"]
+    tensors["model.layers.1.mlp.experts.gate_up_proj"] = t[:, :, :-1]  # D - 1 columns
+    model.save_safetensors(shard, tensors)
+    art = k3.compile(k3.import_config(CONFIG, tmp_path / "m.mlir"), tmp_path / "m.k3bin",
+                     max_tokens=64, max_seqs=2)
+    with pytest.raises(k3.K3Error, match=r"experts.0.w1.weight' \(as 'model.layers.1.mlp.experts.gate_up_proj\[0\] \(part 1 of 2\)'\) has shape \[16, 47\]"):
+        k3.Session(art).load_weights(tmp_path / "hf")
