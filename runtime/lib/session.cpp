@@ -1,23 +1,17 @@
-// Session: allocation per the plan, weights, and in-order execution of an
-// entry point's launches on one backend.
+// Session: creation (kernel objects loaded, every launch resolved, the plan
+// checked against the device's memory and allocated), decode state, outputs
+// and profiles. Weights: weights.cpp, random_weights.cpp; running an entry:
+// session_run.cpp.
 #include "session.h"
 #include <chrono>
 #include <cstdlib>
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <dirent.h>
-#include <map>
-#include <optional>
-#include <sys/stat.h>
 #include <tuple>
 
-#include "checkpoint_names.h"
 #include "footprint.h"
-#include "input_checks.h"
 #include "k3/dtype.h"
-#include "k3/safetensors.h"
 
 namespace k3 {
 namespace rt {
@@ -40,13 +34,6 @@ uint64_t weightNumel(const Weight &w) {
 }
 
 namespace {
-
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 void noteDim(const DimExpr &d, std::vector<bool> &syms) {
   if (!d.isConstant() && d.sym < syms.size())
@@ -106,6 +93,14 @@ void Session::init(const std::string &device) {
                std::to_string(w.device) +
                ": multi-device plans are not supported by this runtime yet");
 
+  std::vector<std::string> why = loadKernelObjects();
+  resolveLaunches(why);
+  allocatePlan();
+}
+
+std::vector<std::string> Session::loadKernelObjects() {
+  const Artifact &a = *art_;
+  std::string err;
   // Load the kernel objects this device can run.
   std::vector<std::string> why(a.objects.size());
   modules_.assign(a.objects.size(), nullptr);
@@ -121,6 +116,12 @@ void Session::init(const std::string &device) {
     if (!be_->loadObject(a.objects[i], i, modules_[i], err))
       fail(K3_ERROR_DEVICE, err);
   }
+  return why;
+}
+
+void Session::resolveLaunches(const std::vector<std::string> &why) {
+  const Artifact &a = *art_;
+  std::string err;
   // Resolve every launch's kernel; an entry is runnable when all its objects
   // loaded.
   kernels_.resize(a.entries.size());
@@ -206,7 +207,11 @@ void Session::init(const std::string &device) {
                                  deviceName_ + " (its targets: " + targets +
                                  "); " + unrunnable_[0]);
   }
+}
 
+void Session::allocatePlan() {
+  const Artifact &a = *art_;
+  std::string err;
   // Nothing is allocated unless the whole plan, weights included, fits.
   uint64_t freeBytes = 0, totalBytes = 0;
   if (be_->memoryInfo(freeBytes, totalBytes)) {
@@ -293,174 +298,6 @@ void Session::uploadWeight(size_t i, const void *host) {
   weightLoaded_[i] = true;
 }
 
-namespace {
-/// Whether a checkpoint tensor of shape `got` holds, row-major, exactly the
-/// tensor of shape `want`: equal shapes, equal after dropping unit
-/// dimensions (Kimi Linear stores A_log as [1, 1, H, 1]), or a flat `want`
-/// of the same size (transformers' dt_bias [H, d] for [H * d]).
-bool sameLayout(const std::vector<int64_t> &got,
-                const std::vector<int64_t> &want) {
-  if (got == want)
-    return true;
-  auto squeeze = [](const std::vector<int64_t> &s) {
-    std::vector<int64_t> r;
-    for (int64_t d : s)
-      if (d != 1)
-        r.push_back(d);
-    return r;
-  };
-  if (squeeze(got) == squeeze(want))
-    return true;
-  int64_t n = 1;
-  for (int64_t d : got)
-    n *= d;
-  return want.size() == 1 && n == want[0];
-}
-} // namespace
-
-namespace {
-bool isDirectory(const std::string &p) {
-  struct stat sb;
-  return stat(p.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-bool isFile(const std::string &p) {
-  struct stat sb;
-  return stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
-}
-/// The weight files of a checkpoint directory: its
-/// model.safetensors.index.json when present, else every *.safetensors in
-/// it (sorted by name).
-std::vector<std::string> checkpointFiles(std::string dir) {
-  while (dir.size() > 1 && dir.back() == '/')
-    dir.pop_back();
-  std::string index = dir + "/model.safetensors.index.json";
-  if (isFile(index))
-    return {index};
-  std::vector<std::string> files;
-  if (DIR *d = opendir(dir.c_str())) {
-    while (dirent *e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0 &&
-          isFile(dir + "/" + n))
-        files.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  } else {
-    fail(K3_ERROR_IO, dir + ": cannot open directory");
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty())
-    fail(K3_ERROR_IO, dir +
-                          ": checkpoint directory has no "
-                          "model.safetensors.index.json and no *.safetensors");
-  return files;
-}
-} // namespace
-
-void Session::loadWeights(const std::vector<std::string> &given) {
-  if (given.empty())
-    fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
-  std::vector<std::string> paths;
-  for (auto &p : given) {
-    if (isDirectory(p)) {
-      for (auto &f : checkpointFiles(p))
-        paths.push_back(f);
-    } else {
-      paths.push_back(p);
-    }
-  }
-  st::Collection c;
-  std::string err, names;
-  for (auto &p : paths) {
-    names += (names.empty() ? "" : ", ") + p;
-    bool isIndex = p.size() >= 5 && p.compare(p.size() - 5, 5, ".json") == 0;
-    bool ok = isIndex ? c.open(p, err) : c.addFile(p, err);
-    if (!ok)
-      fail(err.find("cannot open") != std::string::npos ? K3_ERROR_IO
-                                                        : K3_ERROR_FORMAT,
-           err);
-  }
-  const Artifact &a = *art_;
-  // A weight is one checkpoint tensor, or for a name with the "{expert}"
-  // placeholder a stack of one tensor per expert along the first dimension.
-  // VLM checkpoints (Kimi K3) prefix every name with "language_model.".
-  // A checkpoint saved by transformers >= 5 has other names and fused
-  // tensors: a weight not found by its own name is looked up there
-  // (checkpoint_names.h), possibly as a slab of a fused tensor.
-  std::map<std::string, const st::TensorInfo *> found;
-  std::deque<st::TensorInfo> slabs; // stable addresses
-  auto find = [&](const std::string &name) {
-    const st::TensorInfo *t = c.find(name);
-    return t ? t : c.find("language_model." + name);
-  };
-  auto lookup = [&](const std::string &name) -> const st::TensorInfo * {
-    auto it = found.find(name);
-    if (it != found.end())
-      return it->second;
-    const st::TensorInfo *t = find(name);
-    for (const TensorSlab &src :
-         t ? std::vector<TensorSlab>{} : transformersSources(name)) {
-      const st::TensorInfo *fused = find(src.name);
-      std::optional<st::TensorInfo> slab =
-          fused ? slabOf(*fused, src) : std::nullopt;
-      if (slab) {
-        slabs.push_back(*slab);
-        t = &slabs.back();
-        break;
-      }
-    }
-    return found[name] = t;
-  };
-  auto parts = [&](const Weight &w) {
-    std::vector<std::pair<std::string, const st::TensorInfo *>> out;
-    static const std::string kExpert = "{expert}";
-    size_t at = w.name.find(kExpert);
-    if (at == std::string::npos) {
-      out.push_back({w.name, lookup(w.name)});
-      return out;
-    }
-    for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
-      std::string n = w.name.substr(0, at) + std::to_string(e) +
-                      w.name.substr(at + kExpert.size());
-      out.push_back({n, lookup(n)});
-    }
-    return out;
-  };
-  // Validate everything before touching device memory.
-  for (auto &w : a.weights) {
-    bool stacked = w.name.find("{expert}") != std::string::npos;
-    std::vector<int64_t> partShape =
-        stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
-                : w.shape;
-    for (auto &[n, t] : parts(w)) {
-      if (!t)
-        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) +
-                                   " " + shapeStr(partShape) +
-                                   ") not found in " + names);
-      if (!sameLayout(t->shape, partShape))
-        fail(K3_ERROR_WEIGHTS,
-             "weight '" + n + "'" +
-                 (t->name == n || t->name == "language_model." + n
-                      ? ""
-                      : " (as '" + t->name + "')") +
-                 " has shape " + shapeStr(t->shape) + " in " + t->file +
-                 " but the artifact expects " + shapeStr(partShape));
-    }
-  }
-  std::vector<uint8_t> host;
-  for (size_t i = 0; i < a.weights.size(); ++i) {
-    const Weight &w = a.weights[i];
-    host.assign(weightBytes(w), 0);
-    auto ps = parts(w);
-    uint64_t partBytes = ps.empty() ? 0 : weightBytes(w) / ps.size();
-    for (size_t e = 0; e < ps.size(); ++e)
-      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes,
-                       err))
-        fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
-    uploadWeight(i, host.data());
-  }
-}
-
 void Session::resetState(int64_t slot) {
   std::string err;
   bool any = false;
@@ -486,435 +323,6 @@ void Session::resetState(int64_t slot) {
     }
   }
   (void)any;
-}
-
-void Session::checkPackedSequences(const Entry &e, const k3_host_tensor *inputs,
-                                   size_t ninputs,
-                                   const std::vector<int64_t> &sv,
-                                   bool inputsOnDevice) {
-  const Artifact &a = *art_;
-  int tokSym = a.findSymbol("num_tokens"), seqSym = a.findSymbol("num_seqs");
-  if (tokSym < 0 || seqSym < 0)
-    return;
-  int64_t n = sv[size_t(seqSym)];
-  // Host copies of an input: the caller's data, or read back from its
-  // buffer (inputs given on the device).
-  auto values = [&](const char *name, std::vector<int32_t> &out) {
-    for (const TensorSpec &t : e.inputs) {
-      if (t.name != name || t.dtype != DType::I32)
-        continue;
-      for (size_t i = 0; i < ninputs; ++i)
-        if (inputs[i].name && t.name == inputs[i].name) {
-          out.resize(inputs[i].nbytes / 4);
-          std::string err;
-          if (!inputsOnDevice)
-            std::memcpy(out.data(), inputs[i].data, out.size() * 4);
-          else if (!be_->download(out.data(), bufPtr_[t.buffer], out.size() * 4,
-                                  err))
-            fail(K3_ERROR_DEVICE, "reading input '" + t.name + "': " + err);
-          return true;
-        }
-    }
-    return false;
-  };
-  std::vector<int32_t> cu, ctx;
-  if (!values("cu_seqlens", cu) || int64_t(cu.size()) != n + 1)
-    return;
-  bool haveCtx = values("context_lens", ctx) && int64_t(ctx.size()) == n;
-  checkSequences(a, e, cu.data(), haveCtx ? ctx.data() : nullptr, n,
-                 sv[size_t(tokSym)]);
-}
-
-void Session::run(const std::string &entryName, const k3_symbol_value *syms,
-                  size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
-                  bool download, bool inputsOnDevice) {
-  const Artifact &a = *art_;
-  outputs_.clear();
-  lastEntry_ = -1;
-  int ei = a.findEntry(entryName);
-  if (ei < 0) {
-    std::string list;
-    for (auto &e : a.entries)
-      list += (list.empty() ? "" : ", ") + e.name;
-    fail(K3_ERROR_INVALID_ARGUMENT, "unknown entry point '" + entryName +
-                                        "' (artifact has: " + list + ")");
-  }
-  const Entry &e = a.entries[size_t(ei)];
-  if (!unrunnable_[size_t(ei)].empty())
-    fail(K3_ERROR_NO_DEVICE, unrunnable_[size_t(ei)]);
-  std::vector<std::string> symNames;
-  for (auto &s : a.symbols)
-    symNames.push_back(s.name);
-
-  // Symbols.
-  std::vector<int64_t> sv(a.symbols.size(), 0);
-  std::vector<bool> given(a.symbols.size(), false);
-  if (nsyms && !syms)
-    fail(K3_ERROR_INVALID_ARGUMENT, "symbols is NULL");
-  for (size_t i = 0; i < nsyms; ++i) {
-    if (!syms[i].name)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "symbol " + std::to_string(i) + " has a NULL name");
-    int s = a.findSymbol(syms[i].name);
-    if (s < 0)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           std::string("unknown symbol '") + syms[i].name + "'");
-    if (given[size_t(s)])
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           std::string("symbol '") + syms[i].name + "' given twice");
-    const Symbol &S = a.symbols[size_t(s)];
-    if (S.name == kSymbolDeviceSMCount)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "symbol '" + S.name + "' is set by the runtime from the device");
-    if (syms[i].value < 0 || syms[i].value > S.maxValue)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "symbol '" + S.name + "' = " + std::to_string(syms[i].value) +
-               " is outside the compiled range [0, " +
-               std::to_string(S.maxValue) + "]");
-    sv[size_t(s)] = syms[i].value;
-    given[size_t(s)] = true;
-  }
-  for (size_t s = 0; s < a.symbols.size(); ++s)
-    if (a.symbols[s].name == kSymbolDeviceSMCount) {
-      sv[s] = std::min<int64_t>(be_->smCount(), a.symbols[s].maxValue);
-      given[s] = true;
-    }
-  for (size_t s = 0; s < a.symbols.size(); ++s)
-    if (entrySyms_[size_t(ei)][s] && !given[s])
-      fail(K3_ERROR_INVALID_ARGUMENT, "entry '" + e.name +
-                                          "' needs a value for symbol '" +
-                                          a.symbols[s].name + "'");
-  auto evalShape = [&](const TensorSpec &t, const char *what) {
-    std::vector<int64_t> shape;
-    std::string err;
-    unsigned __int128 bytes = dtypeSize(t.dtype);
-    for (auto &d : t.shape) {
-      int64_t v;
-      if (!evalDim(d, sv.data(), sv.size(), v, err))
-        fail(K3_ERROR_INVALID_ARGUMENT,
-             std::string(what) + " '" + t.name + "': " + err);
-      if (v < 0)
-        fail(K3_ERROR_INVALID_ARGUMENT,
-             std::string(what) + " '" + t.name + "': dim " +
-                 dimToString(d, symNames) + " evaluates to " +
-                 std::to_string(v));
-      shape.push_back(v);
-      bytes *= uint64_t(v);
-      if (bytes > (unsigned __int128)(uint64_t(1) << 60))
-        bytes = (unsigned __int128)(uint64_t(1) << 60);
-    }
-    if (bytes > a.buffers[t.buffer].size)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           std::string(what) + " '" + t.name + "' of shape " + shapeStr(shape) +
-               " needs " + std::to_string(uint64_t(bytes)) +
-               " bytes but buffer '" + a.buffers[t.buffer].name + "' has " +
-               std::to_string(a.buffers[t.buffer].size));
-    return shape;
-  };
-
-  // Weights used by this entry must be loaded.
-  for (size_t w = 0; w < a.weights.size(); ++w)
-    if (entryWeights_[size_t(ei)][w] && !weightLoaded_[w])
-      fail(K3_ERROR_WEIGHTS,
-           "weight '" + a.weights[w].name +
-               "' is not loaded (load weights or use random weights first)");
-
-  // Inputs.
-  if (ninputs && !inputs)
-    fail(K3_ERROR_INVALID_ARGUMENT, "inputs is NULL");
-  std::vector<bool> have(e.inputs.size(), false);
-  std::string err;
-  for (size_t i = 0; i < ninputs; ++i) {
-    const k3_host_tensor &h = inputs[i];
-    if (!h.name)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "input " + std::to_string(i) + " has a NULL name");
-    size_t k = 0;
-    while (k < e.inputs.size() && e.inputs[k].name != h.name)
-      ++k;
-    if (k == e.inputs.size()) {
-      std::string list;
-      for (auto &t : e.inputs)
-        list += (list.empty() ? "" : ", ") + t.name;
-      fail(K3_ERROR_INVALID_ARGUMENT, std::string("entry '") + e.name +
-                                          "' has no input '" + h.name +
-                                          "' (inputs: " + list + ")");
-    }
-    if (have[k])
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           std::string("input '") + h.name + "' given twice");
-    have[k] = true;
-    const TensorSpec &t = e.inputs[k];
-    if (int(h.dtype) != int(t.dtype))
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "input '" + t.name + "': dtype " +
-               (unsigned(h.dtype) < kNumDTypes ? dtypeName(DType(h.dtype))
-                                               : "invalid") +
-               ", expected " + dtypeName(t.dtype));
-    std::vector<int64_t> want = evalShape(t, "input");
-    if (h.rank < 0 || h.rank > K3_MAX_RANK || (h.rank && !h.shape))
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "input '" + t.name + "': invalid rank/shape");
-    std::vector<int64_t> got(h.shape, h.shape + h.rank);
-    if (got != want) {
-      std::string expl;
-      for (auto &d : t.shape)
-        expl += (expl.empty() ? "" : ", ") + dimToString(d, symNames);
-      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': shape " +
-                                          shapeStr(got) + ", expected " +
-                                          shapeStr(want) + " = [" + expl + "]");
-    }
-    uint64_t bytes = dtypeSize(t.dtype);
-    for (int64_t d : want)
-      bytes *= uint64_t(d);
-    if (h.nbytes != bytes)
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "input '" + t.name + "': " + std::to_string(h.nbytes) +
-               " bytes given, shape needs " + std::to_string(bytes));
-    if (bytes && !h.data)
-      fail(K3_ERROR_INVALID_ARGUMENT, "input '" + t.name + "': data is NULL");
-    if (inputsOnDevice) {
-      if (!be_->copy(bufPtr_[t.buffer], uint64_t(uintptr_t(h.data)), bytes,
-                     err))
-        fail(K3_ERROR_DEVICE, "copying input '" + t.name + "': " + err);
-    }
-    // Values kernels rely on (token ids inside the vocabulary, the
-    // artifact's bounds on inputs): no call with others gets to a launch
-    // (inputs on the device are read back from their buffer for it).
-    checkInputValues(*be_, a, e, t, inputsOnDevice ? nullptr : h.data,
-                     bufPtr_[t.buffer], bytes);
-    if (!inputsOnDevice && !be_->upload(bufPtr_[t.buffer], h.data, bytes, err))
-      fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
-  }
-  for (size_t k = 0; k < e.inputs.size(); ++k)
-    if (!have[k])
-      fail(K3_ERROR_INVALID_ARGUMENT,
-           "entry '" + e.name + "' input '" + e.inputs[k].name + "' not given");
-  checkPackedSequences(e, inputs, ninputs, sv, inputsOnDevice);
-  std::vector<std::vector<int64_t>> outShapes;
-  for (auto &t : e.outputs)
-    outShapes.push_back(evalShape(t, "output"));
-
-  // Tensor maps for these symbol values, uploaded before any launch reads
-  // them (graph replays included: a graph's kernels read the slots).
-  tensorMaps_.refresh(*be_, a, size_t(ei), sv, bufPtr_, weightPtr_);
-
-  // Launches, in order: replayed from a launch graph when this entry ran
-  // with these symbol values before, captured into one when the previous
-  // run had the same key (a decode loop's second step), else one by one.
-  auto launchStart = std::chrono::steady_clock::now();
-  std::vector<int64_t> key{int64_t(ei)};
-  key.insert(key.end(), sv.begin(), sv.end());
-  void *replay = nullptr;
-  bool capture = false;
-  // Timing marks: 0 and 1 around the whole entry (time()); a pair around
-  // each profiled launch, 2 + 2k and 3 + 2k for the k-th (a pair, not one
-  // mark between two launches, so that the device waiting for the host
-  // between two launches is counted for neither).
-  const bool profile = profiling_, timed = timing_;
-  if (profile || timed)
-    ensureMarks(2 + 2 * e.launches.size());
-  auto mark = [&](size_t i) {
-    if (!be_->recordMark(marks_[i], err))
-      fail(K3_ERROR_DEVICE, "entry '" + e.name + "': timing mark: " + err);
-  };
-  struct Profiled {
-    size_t launch;
-    int64_t grid[3], block[3];
-  };
-  std::vector<Profiled> profiled;
-  // Profiling times each launch on its own: no launch graphs meanwhile.
-  if (graphsEnabled_ && !profile) {
-    for (size_t gi = 0; gi < graphs_.size() && !replay; ++gi)
-      if (graphs_[gi].entry == ei && graphs_[gi].symbols == sv)
-        replay = graphs_[gi].exec;
-    if (!replay && key == lastKey_) {
-      capture = be_->beginCapture(err);
-      if (!capture) {
-        graphsEnabled_ = false;
-        graphsOff_ = err;
-      }
-    }
-  }
-  // Evaluates every launch's dimensions and arguments and launches (or,
-  // while capturing, records) it.
-  auto launchAll = [&]() {
-    std::vector<std::vector<uint64_t>>
-        slotStore; // kept alive until the graph is built
-    std::vector<void *> params;
-    for (size_t li = 0; li < e.launches.size(); ++li) {
-      const Launch &l = e.launches[li];
-      auto where = [&]() {
-        return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" +
-               l.kernel + "')";
-      };
-      int64_t grid[3], block[3], smem;
-      bool empty = false;
-      for (int k = 0; k < 7; ++k) {
-        const DimExpr &d = k < 3   ? l.grid[k]
-                           : k < 6 ? l.block[k - 3]
-                                   : l.sharedMemBytes;
-        int64_t v;
-        if (!evalDim(d, sv.data(), sv.size(), v, err))
-          fail(K3_ERROR_INVALID_ARGUMENT, where() + ": " + err);
-        if (v < 0)
-          fail(K3_ERROR_INVALID_ARGUMENT,
-               where() + ": launch dim " + dimToString(d, symNames) +
-                   " evaluates to " + std::to_string(v));
-        if (k < 3) {
-          grid[k] = v;
-          empty |= (v == 0);
-        } else if (k < 6) {
-          if (v == 0)
-            fail(K3_ERROR_INVALID_ARGUMENT, where() + ": block dim is 0");
-          block[k - 3] = v;
-        } else
-          smem = v;
-      }
-      if (empty)
-        continue; // nothing to do for an empty grid (e.g. zero tokens)
-      slotStore.emplace_back(l.args.size(), 0);
-      std::vector<uint64_t> &slots = slotStore.back();
-      params.assign(l.args.size() + 1, nullptr);
-      for (size_t ai = 0; ai < l.args.size(); ++ai) {
-        const Arg &g = l.args[ai];
-        uint64_t &slot = slots[ai];
-        switch (g.kind) {
-        case ArgKind::Buffer:
-          slot = bufPtr_[g.index] + g.offset;
-          break;
-        case ArgKind::Weight:
-          slot = weightPtr_[g.index];
-          break;
-        case ArgKind::I32: {
-          int32_t v = int32_t(g.imm);
-          memcpy(&slot, &v, 4);
-          break;
-        }
-        case ArgKind::I64: {
-          int64_t v = g.imm;
-          memcpy(&slot, &v, 8);
-          break;
-        }
-        case ArgKind::F32:
-          memcpy(&slot, &g.fimm, 4);
-          break;
-        case ArgKind::Symbol: {
-          int64_t v = sv[g.index];
-          memcpy(&slot, &v, 8);
-          break;
-        }
-        case ArgKind::TensorMap: // u64 device address of the CUtensorMap
-          slot = tensorMaps_.address(size_t(ei), li, ai);
-          break;
-        }
-        params[ai] = &slot;
-      }
-      if (profile)
-        mark(2 + 2 * profiled.size());
-      if (!be_->launch(kernels_[size_t(ei)][li], l.kernel, grid, block, smem,
-                       params.data(), l.args.size(), err))
-        fail(K3_ERROR_DEVICE, where() + ": " + err);
-      if (profile) {
-        mark(3 + 2 * profiled.size());
-        profiled.push_back(
-            {li, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}});
-      }
-    }
-  };
-  if (replay) {
-    ++graphReplays_;
-  } else if (capture) {
-    // Whatever leaves the capture (an error in an argument, a launch that
-    // fails), the backend must not stay capturing: later launches would be
-    // recorded, not run.
-    struct CaptureGuard {
-      Backend *be;
-      bool open = true;
-      ~CaptureGuard() {
-        if (!open)
-          return;
-        void *dropped = nullptr;
-        std::string ignored;
-        if (be->endCapture(dropped, ignored) && dropped)
-          be->destroyGraph(dropped);
-      }
-    } guard{be_.get()};
-    launchAll();
-    guard.open = false;
-    void *exec = nullptr;
-    if (be_->endCapture(exec, err)) {
-      if (graphs_.size() == kMaxGraphs) {
-        be_->destroyGraph(graphs_.front().exec);
-        graphs_.erase(graphs_.begin());
-      }
-      graphs_.push_back({ei, sv, exec});
-      ++graphsCaptured_;
-      replay = exec;
-    } else {
-      // The recorded launches never ran: run them one by one, and stop
-      // capturing in this session (the failure would repeat).
-      graphsEnabled_ = false;
-      graphsOff_ = "capturing a launch graph: " + err;
-      if (timed)
-        mark(0);
-      launchAll();
-    }
-  } else {
-    if (timed)
-      mark(0);
-    launchAll();
-  }
-  if (replay) {
-    if (timed)
-      mark(0);
-    if (!be_->launchGraph(replay, err))
-      fail(K3_ERROR_DEVICE, "entry '" + e.name + "' (launch graph): " + err);
-  }
-  if (timed)
-    mark(1);
-  if (!be_->synchronize(err))
-    fail(K3_ERROR_DEVICE, "entry '" + e.name + "': " + err);
-  if (timed && !be_->markElapsedMs(marks_[0], marks_[1], lastTimedMs_, err))
-    fail(K3_ERROR_DEVICE, "entry '" + e.name + "': timing: " + err);
-  if (profile) {
-    for (size_t k = 0; k < profiled.size(); ++k) {
-      double ms = 0;
-      if (!be_->markElapsedMs(marks_[2 + 2 * k], marks_[3 + 2 * k], ms, err))
-        fail(K3_ERROR_DEVICE, "entry '" + e.name + "': profiling: " + err);
-      const Profiled &p = profiled[k];
-      const std::string &kname = e.launches[p.launch].kernel;
-      KernelProfile &kp = profile_[{ei, kname}];
-      bool sameDims = true;
-      for (int d = 0; d < 3; ++d)
-        sameDims &= kp.grid[d] == p.grid[d] && kp.block[d] == p.block[d];
-      if (kp.calls == 0) {
-        kp.entry = e.name;
-        kp.kernel = kname;
-        kp.minMs = kp.maxMs = ms;
-        for (int d = 0; d < 3; ++d) {
-          kp.grid[d] = p.grid[d];
-          kp.block[d] = p.block[d];
-        }
-      } else {
-        kp.dimsVaried |= !sameDims;
-        kp.minMs = std::min(kp.minMs, ms);
-        kp.maxMs = std::max(kp.maxMs, ms);
-      }
-      ++kp.calls;
-      kp.totalMs += ms;
-    }
-    ++profileRuns_[ei];
-  }
-  lastKey_ = key; // only a run that got this far counts as the previous one
-  lastLaunchMs_ = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - launchStart)
-                      .count();
-
-  lastEntry_ = ei;
-  lastOutShapes_ = outShapes;
-  if (download)
-    fetchOutputs();
 }
 
 void Session::ensureMarks(size_t n) {

@@ -112,7 +112,55 @@ public:
 private:
   void init(const std::string &device);
   void cleanup();
+  // Creation, step by step (session.cpp).
+  /// Loads the objects this device runs; per object, why not otherwise.
+  std::vector<std::string> loadKernelObjects();
+  /// Every launch's kernel; entries whose objects did not load are marked
+  /// unrunnable (`why`), and a session with none fails.
+  void resolveLaunches(const std::vector<std::string> &why);
+  /// The arena, buffers and tensor-map slots, once the plan is known to fit.
+  void allocatePlan();
   void allocWeight(size_t i);
+  // One call of an entry (session_run.cpp), step by step.
+  struct ProfiledLaunch {
+    size_t launch;
+    int64_t grid[3], block[3];
+  };
+  size_t entryIndex(const std::string &entryName) const;
+  /// Every symbol's value: the caller's, checked against its bounds, and
+  /// the device's (device_sm_count).
+  std::vector<int64_t> symbolValues(size_t ei, const k3_symbol_value *syms,
+                                    size_t nsyms) const;
+  /// Tensor `t`'s shape for these symbol values, checked against its
+  /// buffer; `what` ("input", "output") names it in errors.
+  std::vector<int64_t> evalShape(const artifact::TensorSpec &t,
+                                 const char *what,
+                                 const std::vector<int64_t> &sv) const;
+  /// Checks the entry's weights are loaded and its inputs (names, dtypes,
+  /// shapes, values), and copies them into their buffers.
+  void stageInputs(size_t ei, const std::vector<int64_t> &sv,
+                   const k3_host_tensor *inputs, size_t ninputs,
+                   bool inputsOnDevice);
+  /// One input: dtype, shape and bytes against `t`, copied into its buffer,
+  /// its values checked (input_checks.h).
+  void stageInput(const artifact::Entry &e, const artifact::TensorSpec &t,
+                  const k3_host_tensor &h, const std::vector<int64_t> &sv,
+                  bool inputsOnDevice);
+  /// The launches: replayed from a launch graph, captured into one, or one
+  /// by one; timed (time()) and profiled as asked.
+  void launchEntry(size_t ei, const std::vector<int64_t> &sv);
+  /// Evaluates every launch's dimensions and arguments and launches (or,
+  /// while capturing, records) it; `profiled`: marks around each.
+  void launchAll(size_t ei, const std::vector<int64_t> &sv,
+                 std::vector<ProfiledLaunch> *profiled);
+  /// The 8-byte parameter values of launch `li` (kernel_abi.h).
+  void argumentSlots(size_t ei, size_t li, const std::vector<int64_t> &sv,
+                     std::vector<uint64_t> &slots);
+  /// Records the entry's launches into a launch graph; null (graphs then
+  /// off) when the backend could not build it.
+  void *captureGraph(size_t ei, const std::vector<int64_t> &sv);
+  void mark(const artifact::Entry &e, size_t i);
+  void recordProfile(size_t ei, const std::vector<ProfiledLaunch> &profiled);
   /// checkSequences (input_checks.h) on the call's cu_seqlens and
   /// context_lens, where the entry has them.
   void checkPackedSequences(const artifact::Entry &e,

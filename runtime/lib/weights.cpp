@@ -1,0 +1,221 @@
+// Session::loadWeights: a checkpoint's tensors (safetensors files,
+// sharded indexes, directories; the hub's names or transformers') checked
+// against the manifest, converted to its dtypes and uploaded.
+#include "session.h"
+
+#include <algorithm>
+#include <deque>
+#include <dirent.h>
+#include <map>
+#include <optional>
+#include <sys/stat.h>
+
+#include "checkpoint_names.h"
+#include "k3/safetensors.h"
+
+namespace k3 {
+namespace rt {
+
+using namespace artifact;
+
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+/// Whether a checkpoint tensor of shape `got` holds, row-major, exactly the
+/// tensor of shape `want`: equal shapes, equal after dropping unit
+/// dimensions (Kimi Linear stores A_log as [1, 1, H, 1]), or a flat `want`
+/// of the same size (transformers' dt_bias [H, d] for [H * d]).
+bool sameLayout(const std::vector<int64_t> &got,
+                const std::vector<int64_t> &want) {
+  if (got == want)
+    return true;
+  auto squeeze = [](const std::vector<int64_t> &s) {
+    std::vector<int64_t> r;
+    for (int64_t d : s)
+      if (d != 1)
+        r.push_back(d);
+    return r;
+  };
+  if (squeeze(got) == squeeze(want))
+    return true;
+  int64_t n = 1;
+  for (int64_t d : got)
+    n *= d;
+  return want.size() == 1 && n == want[0];
+}
+
+bool isDirectory(const std::string &p) {
+  struct stat sb;
+  return stat(p.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+bool isFile(const std::string &p) {
+  struct stat sb;
+  return stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+}
+/// The weight files of a checkpoint directory: its
+/// model.safetensors.index.json when present, else every *.safetensors in
+/// it (sorted by name).
+std::vector<std::string> checkpointFiles(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/')
+    dir.pop_back();
+  std::string index = dir + "/model.safetensors.index.json";
+  if (isFile(index))
+    return {index};
+  std::vector<std::string> files;
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0 &&
+          isFile(dir + "/" + n))
+        files.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  } else {
+    fail(K3_ERROR_IO, dir + ": cannot open directory");
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty())
+    fail(K3_ERROR_IO, dir +
+                          ": checkpoint directory has no "
+                          "model.safetensors.index.json and no *.safetensors");
+  return files;
+}
+
+/// The tensors of a checkpoint (files, sharded indexes, directories) under
+/// the names of an artifact's manifest: a weight's own name (or with the
+/// `language_model.` prefix of VLM checkpoints), else transformers'
+/// name or a slab of one of its fused tensors (checkpoint_names.h).
+class CheckpointTensors {
+public:
+  explicit CheckpointTensors(const std::vector<std::string> &given) {
+    std::vector<std::string> paths;
+    for (auto &p : given) {
+      if (isDirectory(p)) {
+        for (auto &f : checkpointFiles(p))
+          paths.push_back(f);
+      } else {
+        paths.push_back(p);
+      }
+    }
+    std::string err;
+    for (auto &p : paths) {
+      names_ += (names_.empty() ? "" : ", ") + p;
+      bool isIndex = p.size() >= 5 && p.compare(p.size() - 5, 5, ".json") == 0;
+      bool ok = isIndex ? c_.open(p, err) : c_.addFile(p, err);
+      if (!ok)
+        fail(err.find("cannot open") != std::string::npos ? K3_ERROR_IO
+                                                          : K3_ERROR_FORMAT,
+             err);
+    }
+  }
+
+  /// The files, for errors.
+  const std::string &names() const { return names_; }
+
+  const st::TensorInfo *lookup(const std::string &name) {
+    auto it = found_.find(name);
+    if (it != found_.end())
+      return it->second;
+    const st::TensorInfo *t = find(name);
+    for (const TensorSlab &src :
+         t ? std::vector<TensorSlab>{} : transformersSources(name)) {
+      const st::TensorInfo *fused = find(src.name);
+      std::optional<st::TensorInfo> slab =
+          fused ? slabOf(*fused, src) : std::nullopt;
+      if (slab) {
+        slabs_.push_back(*slab);
+        t = &slabs_.back();
+        break;
+      }
+    }
+    return found_[name] = t;
+  }
+
+  /// The checkpoint tensors of weight `w`: one, or for a name with the
+  /// "{expert}" placeholder one per expert, stacked along the first
+  /// dimension.
+  std::vector<std::pair<std::string, const st::TensorInfo *>>
+  parts(const Weight &w) {
+    std::vector<std::pair<std::string, const st::TensorInfo *>> out;
+    static const std::string kExpert = "{expert}";
+    size_t at = w.name.find(kExpert);
+    if (at == std::string::npos) {
+      out.push_back({w.name, lookup(w.name)});
+      return out;
+    }
+    for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
+      std::string n = w.name.substr(0, at) + std::to_string(e) +
+                      w.name.substr(at + kExpert.size());
+      out.push_back({n, lookup(n)});
+    }
+    return out;
+  }
+
+private:
+  const st::TensorInfo *find(const std::string &name) const {
+    const st::TensorInfo *t = c_.find(name);
+    return t ? t : c_.find("language_model." + name);
+  }
+
+  st::Collection c_;
+  std::string names_;
+  std::map<std::string, const st::TensorInfo *> found_;
+  std::deque<st::TensorInfo> slabs_; // stable addresses
+};
+
+/// Every weight of the manifest is in the checkpoint, each part with the
+/// manifest's layout: checked before any device memory is touched.
+void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
+  for (auto &w : a.weights) {
+    bool stacked = w.name.find("{expert}") != std::string::npos;
+    std::vector<int64_t> partShape =
+        stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
+                : w.shape;
+    for (auto &[n, t] : ck.parts(w)) {
+      if (!t)
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) +
+                                   " " + shapeStr(partShape) +
+                                   ") not found in " + ck.names());
+      if (!sameLayout(t->shape, partShape))
+        fail(K3_ERROR_WEIGHTS,
+             "weight '" + n + "'" +
+                 (t->name == n || t->name == "language_model." + n
+                      ? ""
+                      : " (as '" + t->name + "')") +
+                 " has shape " + shapeStr(t->shape) + " in " + t->file +
+                 " but the artifact expects " + shapeStr(partShape));
+    }
+  }
+}
+
+} // namespace
+
+void Session::loadWeights(const std::vector<std::string> &given) {
+  if (given.empty())
+    fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
+  CheckpointTensors ck(given);
+  const Artifact &a = *art_;
+  checkCheckpoint(a, ck);
+  std::vector<uint8_t> host;
+  std::string err;
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const Weight &w = a.weights[i];
+    host.assign(weightBytes(w), 0);
+    auto ps = ck.parts(w);
+    uint64_t partBytes = ps.empty() ? 0 : weightBytes(w) / ps.size();
+    for (size_t e = 0; e < ps.size(); ++e)
+      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes,
+                       err))
+        fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
+    uploadWeight(i, host.data());
+  }
+}
+
+} // namespace rt
+} // namespace k3
