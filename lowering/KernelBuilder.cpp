@@ -147,8 +147,14 @@ Value KernelBuilder::reduce(Value lb, Value ub, Value init,
 SmallVector<Value> KernelBuilder::reduceN(
     Value lb, Value ub, ValueRange inits,
     const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  return reduceStrided(lb, ub, idx(1), inits, body);
+}
+
+SmallVector<Value> KernelBuilder::reduceStrided(
+    Value lb, Value ub, Value step, ValueRange inits,
+    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
   auto loop = scf::ForOp::create(
-      b, loc, lb, ub, idx(1), inits,
+      b, loc, lb, ub, step, inits,
       [&](OpBuilder &nb, Location, Value iv, ValueRange acc) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
@@ -165,15 +171,10 @@ SmallVector<Value> KernelBuilder::reduceSumN(
     return reduceN(idx(0), ub, inits, body);
   Value lane = gpu::LaneIdOp::create(b, loc, nullptr);
   SmallVector<Value> zeros(inits.size(), f32(0.0));
-  auto loop = scf::ForOp::create(
-      b, loc, lane, ub, idx(warpLanes), zeros,
-      [&](OpBuilder &nb, Location, Value iv, ValueRange acc) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        scf::YieldOp::create(b, loc, body(iv, acc));
-      });
+  SmallVector<Value> parts =
+      reduceStrided(lane, ub, idx(warpLanes), zeros, body);
   SmallVector<Value> sums;
-  for (auto [init, part] : llvm::zip(inits, loop.getResults())) {
+  for (auto [init, part] : llvm::zip(inits, parts)) {
     Value v = part;
     for (int64_t off = warpLanes / 2; off >= 1; off /= 2)
       v = add(v, gpu::ShuffleOp::create(b, loc, v, off, warpLanes,
@@ -191,14 +192,7 @@ SmallVector<Value> KernelBuilder::reduceLanesN(
   if (!inWarpLoop)
     return reduceN(idx(0), ub, inits, body);
   Value lane = gpu::LaneIdOp::create(b, loc, nullptr);
-  auto loop = scf::ForOp::create(
-      b, loc, lane, ub, idx(warpLanes), inits,
-      [&](OpBuilder &nb, Location, Value iv, ValueRange acc) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        scf::YieldOp::create(b, loc, body(iv, acc));
-      });
-  SmallVector<Value> acc(loop.getResults());
+  SmallVector<Value> acc = reduceStrided(lane, ub, idx(warpLanes), inits, body);
   for (int64_t off = warpLanes / 2; off >= 1; off /= 2) {
     SmallVector<Value> other;
     for (Value v : acc) {

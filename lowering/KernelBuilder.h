@@ -160,6 +160,10 @@ public:
 private:
   scf::ParallelOp parallelLoop(ArrayRef<Value> ubs,
                                const std::function<void(ValueRange)> &body);
+  /// The scf.for of the reductions: iterations lb, lb + step, ... < ub.
+  SmallVector<Value> reduceStrided(
+      Value lb, Value ub, Value step, ValueRange inits,
+      const std::function<SmallVector<Value>(Value, ValueRange)> &body);
   int64_t warpLanes = 1;
   bool inWarpLoop = false;
   void track(Value v, std::optional<Linear> form);

@@ -26,6 +26,12 @@ uint64_t weightBytes(const Weight &w) {
     n *= uint64_t(d);
   return n;
 }
+std::string shapeString(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
 uint64_t weightNumel(const Weight &w) {
   uint64_t n = 1;
   for (int64_t d : w.shape)

@@ -15,12 +15,6 @@ namespace rt {
 using namespace artifact;
 
 namespace {
-std::string shapeString(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 std::vector<std::string> symbolNames(const Artifact &a) {
   std::vector<std::string> names;
   for (auto &s : a.symbols)

@@ -20,13 +20,6 @@ using namespace artifact;
 
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 /// Whether a checkpoint tensor of shape `got` holds, row-major, exactly the
 /// tensor of shape `want`: equal shapes, equal after dropping unit
 /// dimensions (Kimi Linear stores A_log as [1, 1, H, 1]), or a flat `want`
@@ -180,7 +173,7 @@ void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
     for (auto &[n, t] : ck.parts(w)) {
       if (!t)
         fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) +
-                                   " " + shapeStr(partShape) +
+                                   " " + shapeString(partShape) +
                                    ") not found in " + ck.names());
       if (!sameLayout(t->shape, partShape))
         fail(K3_ERROR_WEIGHTS,
@@ -188,8 +181,8 @@ void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
                  (t->name == n || t->name == "language_model." + n
                       ? ""
                       : " (as '" + t->name + "')") +
-                 " has shape " + shapeStr(t->shape) + " in " + t->file +
-                 " but the artifact expects " + shapeStr(partShape));
+                 " has shape " + shapeString(t->shape) + " in " + t->file +
+                 " but the artifact expects " + shapeString(partShape));
     }
   }
 }
