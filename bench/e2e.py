@@ -59,7 +59,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from protocol import REPS, Results, rel_err  # noqa: E402
+from protocol import REPS, Results, rel_err, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "out" / "e2e"
@@ -258,7 +258,7 @@ class Ours:
         if T == CHECK["max_tokens"] and self.f32_ref is not None:
             row["err_vs_f32_activations"] = rel_err(logits, self.f32_ref)
             row["same_greedy_token_as_f32"] = bool(np.argmax(logits) == np.argmax(self.f32_ref))
-        row.update(summarise(s.time("forward", warmup=self.args.warmup, reps=self.args.reps,
+        row.update(summary(s.time("forward", warmup=self.args.warmup, reps=self.args.reps,
                                     **prefill_inputs(ids))))
         row["tok_per_s"] = T / (row["median_ms"] / 1e3)
         row["ttft_ms"] = row["median_ms"]
@@ -277,18 +277,13 @@ class Ours:
         if not np.all(np.isfinite(s.run("forward_decode", **step)["logits"])):
             raise RuntimeError("non-finite decode logits")
         before = s.graph_stats
-        row = summarise(s.time("forward_decode", warmup=self.args.warmup, reps=self.args.reps, **step))
+        row = summary(s.time("forward_decode", warmup=self.args.warmup, reps=self.args.reps, **step))
         row["tok_per_s"] = B / (row["median_ms"] / 1e3)
         row["launch_graph_replays"] = s.graph_stats[1] - before[1]
         if B == 1:
             row["ceiling_tok_per_s"] = ceiling
             row["share_of_ceiling"] = row["tok_per_s"] / ceiling
         return row
-
-
-def summarise(ms):
-    from protocol import summary
-    return summary(ms)
 
 
 # ---------------------------------------------------------------- transformers
@@ -344,7 +339,7 @@ def hf_prefill(model, cfg, T: int, g, args) -> dict:
             raise RuntimeError("non-finite logits")
         ms = cuda_event_times(lambda: model(input_ids=ids, logits_to_keep=1, use_cache=False),
                               warmup=args.warmup, reps=args.reps)
-    row = summarise(ms)
+    row = summary(ms)
     row["tok_per_s"] = T / (row["median_ms"] / 1e3)
     row["ttft_ms"] = row["median_ms"]
     return row
@@ -372,7 +367,7 @@ def hf_decode(model, cfg, B: int, g, args) -> dict:
         if not torch.isfinite(last["logits"]).all():
             raise RuntimeError("non-finite decode logits")
         ms = cuda_event_times(step, warmup=args.warmup, reps=args.reps)
-    row = summarise(ms)
+    row = summary(ms)
     row["tok_per_s"] = B / (row["median_ms"] / 1e3)
     return row
 

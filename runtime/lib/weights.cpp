@@ -115,19 +115,17 @@ public:
     auto it = found_.find(name);
     if (it != found_.end())
       return it->second;
-    const st::TensorInfo *t = find(name);
-    for (const TensorSlab &src :
-         t ? std::vector<TensorSlab>{} : transformersSources(name)) {
+    if (const st::TensorInfo *t = find(name))
+      return found_[name] = t;
+    for (const TensorSlab &src : transformersSources(name)) {
       const st::TensorInfo *fused = find(src.name);
-      std::optional<st::TensorInfo> slab =
-          fused ? slabOf(*fused, src) : std::nullopt;
-      if (slab) {
+      if (std::optional<st::TensorInfo> slab =
+              fused ? slabOf(*fused, src) : std::nullopt) {
         slabs_.push_back(*slab);
-        t = &slabs_.back();
-        break;
+        return found_[name] = &slabs_.back();
       }
     }
-    return found_[name] = t;
+    return found_[name] = nullptr;
   }
 
   /// The checkpoint tensors of weight `w`: one, or for a name with the
