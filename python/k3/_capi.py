@@ -8,7 +8,7 @@ from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint3
 from pathlib import Path
 from typing import Optional
 
-API_VERSION = 3
+API_VERSION = 4
 MAX_RANK = 8
 LIB_NAME = "libk3runtime.so"
 
@@ -55,6 +55,14 @@ class KernelProfile(ctypes.Structure):
                 ("total_ms", ctypes.c_double), ("min_ms", ctypes.c_double),
                 ("max_ms", ctypes.c_double), ("share", ctypes.c_double),
                 ("grid", c_int64 * 3), ("block", c_int64 * 3), ("dims_varied", c_int32)]
+
+
+class LoadStats(ctypes.Structure):
+    _fields_ = [("bytes", c_uint64), ("files", c_uint64), ("seconds", ctypes.c_double)]
+
+
+# k3_progress_fn: (user, bytes done, bytes in all).
+PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 
 
 class SamplingParams(ctypes.Structure):
@@ -156,6 +164,8 @@ def lib() -> ctypes.CDLL:
         "k3_session_destroy": (None, [P]),
         "k3_session_device_name": (c_char_p, [P]),
         "k3_session_load_weights": (c_int, [P, POINTER(c_char_p), c_size_t]),
+        "k3_session_set_load_progress": (None, [P, PROGRESS_FN, c_void_p]),
+        "k3_session_load_stats": (None, [P, POINTER(LoadStats)]),
         "k3_session_init_random_weights": (c_int, [P, c_uint64]),
         "k3_session_reset_state": (c_int, [P, c_int64]),
         "k3_session_run": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,

@@ -25,22 +25,36 @@ def enabled(flag: Optional[bool] = None) -> bool:
 class Progress:
     """``with Progress("compiling tiny"):`` redraws ``compiling tiny [=====   ]
     3.2 s`` every 0.1 s (a bouncing bar: the steps inside are one call),
-    and clears the line at the end."""
+    and clears the line at the end. Once ``update(done, total)`` is called
+    (loading weights: bytes) the bar fills up instead, with GB/s."""
 
     def __init__(self, label: str, show: Optional[bool] = None):
         self.label = label
         self.show = enabled(show)
         self._stop = threading.Event()
         self._t: Optional[threading.Thread] = None
+        self._done: Optional[tuple] = None  # (done, total) from update()
+
+    def update(self, done: int, total: int) -> None:
+        self._done = (done, total)
+
+    def _line(self, i: int, width: int, seconds: float) -> str:
+        if self._done is None:
+            pos = i % (2 * (width - 5))
+            pos = pos if pos < width - 5 else 2 * (width - 5) - pos
+            bar = " " * pos + "=====" + " " * (width - 5 - pos)
+            return f"\r{self.label} [{bar}] {seconds:.1f} s"
+        done, total = self._done
+        filled = int(width * done / total) if total else width
+        rate = done / seconds / 1e9 if seconds > 0 else 0.0
+        return (f"\r{self.label} [{'=' * filled}{' ' * (width - filled)}] "
+                f"{done / 1e9:.1f} / {total / 1e9:.1f} GB ({rate:.1f} GB/s)")
 
     def _run(self) -> None:
         t0 = time.monotonic()
         width, i = 20, 0
         while not self._stop.wait(0.1):
-            pos = i % (2 * (width - 5))
-            pos = pos if pos < width - 5 else 2 * (width - 5) - pos
-            bar = " " * pos + "=====" + " " * (width - 5 - pos)
-            sys.stderr.write(f"\r{self.label} [{bar}] {time.monotonic() - t0:.1f} s")
+            sys.stderr.write(self._line(i, width, time.monotonic() - t0))
             sys.stderr.flush()
             i += 1
 

@@ -7,12 +7,50 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "k3/artifact.h"
 #include "tensor_map.h"
 
 namespace k3 {
 namespace rt {
+
+class Backend;
+
+/// One copy out of a filled staging slot: `bytes` from byte `staged` of the
+/// slot to device address `device`.
+struct UploadCopy {
+  uint64_t staged = 0, device = 0, bytes = 0;
+};
+
+/// Bulk host-to-device uploads (a checkpoint's weights, weight_upload.h):
+/// host threads write the bytes into memory the stream hands out, one
+/// staging slot at a time, and the stream copies a filled slot while the
+/// next one is written. The destructor waits for copies still in flight
+/// before freeing the slots (an error may leave some); a stream must not
+/// outlive its backend.
+class UploadStream {
+public:
+  virtual ~UploadStream() = default;
+  /// Where the bytes bound for device address `device` are written, given
+  /// their place `staged` in slot `slot`: the slot (pinned memory on CUDA),
+  /// or `device` itself where device memory is host memory (the CPU).
+  /// Called from several threads at once.
+  virtual uint8_t *hostFor(size_t slot, uint64_t staged, uint64_t device) = 0;
+  /// Blocks until the copies last sent from `slot` are done, so that it can
+  /// be written again.
+  virtual bool acquire(size_t slot, std::string &err) = 0;
+  /// Starts the copies out of a filled slot; may return before they finish.
+  virtual bool send(size_t slot, const std::vector<UploadCopy> &copies,
+                    std::string &err) = 0;
+  /// Blocks until every copy sent is done.
+  virtual bool finish(std::string &err) = 0;
+};
+
+/// The upload stream of any backend: slots in ordinary host memory, each
+/// copy a synchronous upload() (a backend with nothing faster).
+std::unique_ptr<UploadStream>
+openSynchronousUploadStream(Backend &be, size_t slots, uint64_t slotBytes);
 
 class Backend {
 public:
@@ -42,6 +80,13 @@ public:
                       const int64_t block[3], int64_t smem, void **params,
                       size_t numArgs, std::string &err) = 0;
   virtual bool synchronize(std::string &err) = 0;
+  /// A stream for bulk uploads through `slots` staging slots of
+  /// `slotBytes` each (UploadStream); null with `err` when it cannot be
+  /// made. Default: openSynchronousUploadStream.
+  virtual std::unique_ptr<UploadStream>
+  openUploadStream(size_t slots, uint64_t slotBytes, std::string &err) {
+    return openSynchronousUploadStream(*this, slots, slotBytes);
+  }
   // Streaming multiprocessors (1 on the CPU): the value of the artifact's
   // `device_sm_count` symbol, which sizes grid-stride grids.
   virtual int64_t smCount() const { return 1; }

@@ -24,6 +24,7 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUevent_st *CUevent;
 constexpr unsigned CU_EVENT_DEFAULT = 0; // timing enabled
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr CUresult CUDA_SUCCESS = 0;
@@ -65,6 +66,9 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemGetInfo)(size_t *, size_t *);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+  CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+  CUresult (*cuMemFreeHost)(void *);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
@@ -73,6 +77,7 @@ struct Driver {
                              void **);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamBeginCapture)(CUstream, int);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph,
@@ -165,6 +170,9 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuMemFree, "cuMemFree_v2", err) &&
          sym(d, d.cuMemGetInfo, "cuMemGetInfo_v2", err) &&
          sym(d, d.cuMemcpyHtoD, "cuMemcpyHtoD_v2", err) &&
+         sym(d, d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", err) &&
+         sym(d, d.cuMemHostAlloc, "cuMemHostAlloc", err) &&
+         sym(d, d.cuMemFreeHost, "cuMemFreeHost", err) &&
          sym(d, d.cuMemcpyDtoH, "cuMemcpyDtoH_v2", err) &&
          sym(d, d.cuMemsetD8, "cuMemsetD8_v2", err) &&
          sym(d, d.cuMemcpyDtoD, "cuMemcpyDtoD_v2", err) &&
@@ -173,6 +181,7 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuGetErrorString, "cuGetErrorString", err) &&
          sym(d, d.cuStreamCreate, "cuStreamCreate", err) &&
          sym(d, d.cuStreamDestroy, "cuStreamDestroy_v2", err) &&
+         sym(d, d.cuStreamSynchronize, "cuStreamSynchronize", err) &&
          sym(d, d.cuStreamBeginCapture, "cuStreamBeginCapture_v2", err) &&
          sym(d, d.cuStreamEndCapture, "cuStreamEndCapture", err) &&
          sym(d, d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",
@@ -181,6 +190,111 @@ bool loadDriver(Driver &d, std::string &err) {
          sym(d, d.cuGraphExecDestroy, "cuGraphExecDestroy", err) &&
          sym(d, d.cuGraphDestroy, "cuGraphDestroy", err) && loadEvents(d);
 }
+
+/// `call` (about `what`) failed unless r is CUDA_SUCCESS: the message in
+/// `err`.
+bool checkResult(const Driver &d, CUresult r, const char *call,
+                 const std::string &what, std::string &err) {
+  if (r == CUDA_SUCCESS)
+    return true;
+  err = std::string(call) + (what.empty() ? "" : " (" + what + ")") +
+        " failed: " + d.describe(r);
+  return false;
+}
+
+/// Bulk uploads (UploadStream): pinned staging slots (cuMemHostAlloc), the
+/// copies on a non-blocking stream of their own (cuMemcpyHtoDAsync: DMA
+/// from pinned memory while host threads fill the next slot), an event per
+/// slot recorded after its copies so that a slot is written again only once
+/// they are done (a stream synchronize where the driver lacks events).
+class CudaUploadStream : public UploadStream {
+public:
+  explicit CudaUploadStream(const Driver &d) : d_(d) {}
+  ~CudaUploadStream() override {
+    if (stream_) // after an error, copies may still be reading the slots
+      d_.cuStreamSynchronize(stream_);
+    for (CUevent e : events_)
+      if (e)
+        d_.cuEventDestroy(e);
+    if (stream_)
+      d_.cuStreamDestroy(stream_);
+    for (uint8_t *p : slots_)
+      if (p)
+        d_.cuMemFreeHost(p);
+  }
+  bool open(size_t slots, uint64_t slotBytes, std::string &err) {
+    // The destinations were zeroed by cuMemsetD8 on the legacy default
+    // stream, which a non-blocking stream does not wait for.
+    if (!checkResult(d_, d_.cuCtxSynchronize(), "cuCtxSynchronize",
+                     "before uploading weights", err))
+      return false;
+    CUstream s = nullptr;
+    if (!checkResult(d_, d_.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+                     "cuStreamCreate", "weight uploads", err))
+      return false;
+    stream_ = s;
+    slots_.assign(slots, nullptr);
+    pending_.assign(slots, false);
+    for (uint8_t *&p : slots_) {
+      void *h = nullptr;
+      if (!checkResult(
+              d_, d_.cuMemHostAlloc(&h, slotBytes, 0), "cuMemHostAlloc",
+              std::to_string(slotBytes) + "-byte pinned staging slot", err))
+        return false;
+      p = static_cast<uint8_t *>(h);
+    }
+    if (!d_.cuEventCreate || !d_.cuEventRecord || !d_.cuEventSynchronize ||
+        !d_.cuEventDestroy)
+      return true;
+    events_.assign(slots, nullptr);
+    for (CUevent &e : events_)
+      if (!checkResult(d_, d_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING),
+                       "cuEventCreate", "weight upload slot", err)) {
+        e = nullptr;
+        return false;
+      }
+    return true;
+  }
+  uint8_t *hostFor(size_t slot, uint64_t staged, uint64_t) override {
+    return slots_[slot] + staged;
+  }
+  bool acquire(size_t slot, std::string &err) override {
+    if (!pending_[slot])
+      return true;
+    pending_[slot] = false;
+    return events_.empty()
+               ? checkResult(d_, d_.cuStreamSynchronize(stream_),
+                             "cuStreamSynchronize", "weight uploads", err)
+               : checkResult(d_, d_.cuEventSynchronize(events_[slot]),
+                             "cuEventSynchronize", "weight upload slot", err);
+  }
+  bool send(size_t slot, const std::vector<UploadCopy> &copies,
+            std::string &err) override {
+    pending_[slot] = true;
+    for (const UploadCopy &c : copies)
+      if (!checkResult(d_,
+                       d_.cuMemcpyHtoDAsync(c.device, slots_[slot] + c.staged,
+                                            c.bytes, stream_),
+                       "cuMemcpyHtoDAsync", std::to_string(c.bytes) + " bytes",
+                       err))
+        return false;
+    return events_.empty() ||
+           checkResult(d_, d_.cuEventRecord(events_[slot], stream_),
+                       "cuEventRecord", "weight upload slot", err);
+  }
+  bool finish(std::string &err) override {
+    pending_.assign(pending_.size(), false);
+    return checkResult(d_, d_.cuStreamSynchronize(stream_),
+                       "cuStreamSynchronize", "weight uploads", err);
+  }
+
+private:
+  const Driver &d_;
+  CUstream stream_ = nullptr;
+  std::vector<uint8_t *> slots_;
+  std::vector<CUevent> events_; // empty: the driver has no events
+  std::vector<bool> pending_;   // copies sent, not yet waited for
+};
 
 class CudaBackend : public Backend {
 public:
@@ -207,11 +321,7 @@ public:
   }
   bool check(CUresult r, const char *call, const std::string &what,
              std::string &err) const {
-    if (r == CUDA_SUCCESS)
-      return true;
-    err = std::string(call) + (what.empty() ? "" : " (" + what + ")") +
-          " failed: " + d.describe(r);
-    return false;
+    return checkResult(d, r, call, what, err);
   }
   bool init(int ord, std::string &err) {
     ordinal = ord;
@@ -325,6 +435,14 @@ public:
   bool download(void *dst, uint64_t src, size_t n, std::string &err) override {
     return !n || check(d.cuMemcpyDtoH(dst, src, n), "cuMemcpyDtoH",
                        std::to_string(n) + " bytes", err);
+  }
+  std::unique_ptr<UploadStream> openUploadStream(size_t slots,
+                                                 uint64_t slotBytes,
+                                                 std::string &err) override {
+    auto s = std::make_unique<CudaUploadStream>(d);
+    if (!s->open(slots, slotBytes, err))
+      return nullptr;
+    return s;
   }
   bool copy(uint64_t dst, uint64_t src, size_t n, std::string &err) override {
     return !n || check(d.cuMemcpyDtoD(dst, src, n), "cuMemcpyDtoD",

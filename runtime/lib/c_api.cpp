@@ -20,6 +20,9 @@ struct k3_session {
   std::unique_ptr<rt::Session> s;
   std::vector<rt::KernelProfile> profile; // k3_session_profile_snapshot
   std::string randomPlace;                // k3_session_random_weights_place
+  rt::WeightLoadStats loadStats;          // k3_session_load_stats
+  k3_progress_fn loadProgress = nullptr;  // k3_session_set_load_progress
+  void *loadProgressUser = nullptr;
 };
 struct k3_generation {
   std::unique_ptr<rt::Generation> g;
@@ -252,7 +255,7 @@ k3_status k3_session_create(const k3_artifact *a, const char *device,
   *out = nullptr;
   return guard([&] {
     auto s = std::make_unique<rt::Session>(a->art, device);
-    *out = new k3_session{std::move(s), {}, {}};
+    *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
   });
 }
 void k3_session_destroy(k3_session *s) { delete s; }
@@ -272,8 +275,29 @@ k3_status k3_session_load_weights(k3_session *s, const char *const *paths,
                  "weight path " + std::to_string(i) + " is NULL");
       p.push_back(paths[i]);
     }
-    s->s->loadWeights(p);
+    std::function<void(uint64_t, uint64_t)> progress;
+    if (k3_progress_fn fn = s->loadProgress)
+      progress = [fn, user = s->loadProgressUser](
+                     uint64_t done, uint64_t total) { fn(user, done, total); };
+    s->loadStats = s->s->loadWeights(p, progress);
   });
+}
+void k3_session_set_load_progress(k3_session *s, k3_progress_fn fn,
+                                  void *user) {
+  if (s) {
+    s->loadProgress = fn;
+    s->loadProgressUser = user;
+  }
+}
+void k3_session_load_stats(const k3_session *s, k3_load_stats *out) {
+  if (!out)
+    return;
+  *out = k3_load_stats{0, 0, 0.0};
+  if (s) {
+    out->bytes = s->loadStats.bytes;
+    out->files = s->loadStats.files;
+    out->seconds = s->loadStats.seconds;
+  }
 }
 k3_status k3_session_init_random_weights(k3_session *s, uint64_t seed) {
   if (!s)

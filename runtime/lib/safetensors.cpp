@@ -322,64 +322,33 @@ const TensorInfo *Collection::find(const std::string &name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-bool convert(const TensorInfo &t, artifact::DType dst, void *out,
-             std::string &err) {
+namespace {
+
+/// Elements [first, first + count) of float tensor `t` (BF16/F16/F32/F64)
+/// rounded to `dst` (bf16/f16/f32) at `out`.
+bool convertFloats(const TensorInfo &t, artifact::DType dst, uint64_t first,
+                   uint64_t count, void *out) {
   using artifact::DType;
-  const uint64_t n = t.numel();
-  const uint8_t *p = t.data;
-  auto fail = [&]() {
-    err = t.file + ": tensor '" + t.name +
-          "': cannot convert safetensors dtype " + t.dtype + " to " +
-          artifact::dtypeName(dst);
-    return false;
-  };
-  bool srcFloat = t.dtype == "BF16" || t.dtype == "F16" || t.dtype == "F32" ||
-                  t.dtype == "F64";
-  if (dst == DType::I32) {
-    if (t.dtype == "I32") {
-      if (n)
-        memcpy(out, p, n * 4);
-      return true;
-    }
-    if (t.dtype != "I64")
-      return fail();
-    for (uint64_t i = 0; i < n; ++i) {
-      int64_t v;
-      memcpy(&v, p + 8 * i, 8);
-      if (v < INT32_MIN || v > INT32_MAX) {
-        err = t.file + ": tensor '" + t.name + "': element " +
-              std::to_string(i) + " value " + std::to_string(v) +
-              " does not fit i32";
-        return false;
-      }
-      static_cast<int32_t *>(out)[i] = int32_t(v);
-    }
-    return true;
-  }
-  if (!srcFloat)
-    return fail();
-  const char *sd = artifact::dtypeName(dst);
-  if ((t.dtype == "BF16" && dst == DType::BF16) ||
-      (t.dtype == "F16" && dst == DType::F16) ||
-      (t.dtype == "F32" && dst == DType::F32)) {
-    (void)sd;
-    if (n)
-      memcpy(out, p, size_t(n) * artifact::dtypeSize(dst));
-    return true;
-  }
-  for (uint64_t i = 0; i < n; ++i) {
+  // The source dtype, resolved once (not per element).
+  enum class Src { BF16, F16, F32, F64 } src;
+  if (t.dtype == "BF16")
+    src = Src::BF16;
+  else if (t.dtype == "F16")
+    src = Src::F16;
+  else if (t.dtype == "F32")
+    src = Src::F32;
+  else
+    src = Src::F64;
+  const uint8_t *p = t.data + first * dtypeSize(t.dtype);
+  for (uint64_t i = 0; i < count; ++i) {
     float f;
-    if (t.dtype == "BF16") {
+    if (src == Src::BF16 || src == Src::F16) {
       uint16_t h;
       memcpy(&h, p + 2 * i, 2);
-      f = bf16ToFloat(h);
-    } else if (t.dtype == "F16") {
-      uint16_t h;
-      memcpy(&h, p + 2 * i, 2);
-      f = f16ToFloat(h);
-    } else if (t.dtype == "F32")
+      f = src == Src::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+    } else if (src == Src::F32) {
       memcpy(&f, p + 4 * i, 4);
-    else {
+    } else {
       double d;
       memcpy(&d, p + 8 * i, 8);
       f = float(d);
@@ -395,9 +364,69 @@ bool convert(const TensorInfo &t, artifact::DType dst, void *out,
       static_cast<uint16_t *>(out)[i] = floatToF16(f);
       break;
     default:
-      return fail();
+      return false;
     }
   }
+  return true;
+}
+
+/// Elements [first, first + count) of I64 tensor `t` as i32 at `out`;
+/// false (naming the element) when one does not fit.
+bool narrowI64(const TensorInfo &t, uint64_t first, uint64_t count, void *out,
+               std::string &err) {
+  for (uint64_t i = 0; i < count; ++i) {
+    int64_t v;
+    memcpy(&v, t.data + 8 * (first + i), 8);
+    if (v < INT32_MIN || v > INT32_MAX) {
+      err = t.file + ": tensor '" + t.name + "': element " +
+            std::to_string(first + i) + " value " + std::to_string(v) +
+            " does not fit i32";
+      return false;
+    }
+    static_cast<int32_t *>(out)[i] = int32_t(v);
+  }
+  return true;
+}
+
+} // namespace
+
+bool convert(const TensorInfo &t, artifact::DType dst, void *out,
+             std::string &err) {
+  return convertRange(t, dst, 0, t.numel(), out, err);
+}
+
+bool convertRange(const TensorInfo &t, artifact::DType dst, uint64_t first,
+                  uint64_t count, void *out, std::string &err) {
+  using artifact::DType;
+  auto cannot = [&]() {
+    err = t.file + ": tensor '" + t.name +
+          "': cannot convert safetensors dtype " + t.dtype + " to " +
+          artifact::dtypeName(dst);
+    return false;
+  };
+  const uint64_t n = t.numel();
+  if (first > n || count > n - first) {
+    err = t.file + ": tensor '" + t.name + "': elements [" +
+          std::to_string(first) + ", " + std::to_string(first + count) +
+          ") are outside its " + std::to_string(n);
+    return false;
+  }
+  bool same = (t.dtype == "BF16" && dst == DType::BF16) ||
+              (t.dtype == "F16" && dst == DType::F16) ||
+              (t.dtype == "F32" && dst == DType::F32) ||
+              (t.dtype == "I32" && dst == DType::I32);
+  if (same) {
+    size_t es = artifact::dtypeSize(dst);
+    if (count)
+      memcpy(out, t.data + first * es, size_t(count) * es);
+    return true;
+  }
+  if (dst == DType::I32)
+    return t.dtype == "I64" ? narrowI64(t, first, count, out, err) : cannot();
+  bool srcFloat = t.dtype == "BF16" || t.dtype == "F16" || t.dtype == "F32" ||
+                  t.dtype == "F64";
+  if (!srcFloat || !convertFloats(t, dst, first, count, out))
+    return cannot();
   return true;
 }
 

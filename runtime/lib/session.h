@@ -2,6 +2,7 @@
 #ifndef K3_RT_SESSION_H
 #define K3_RT_SESSION_H
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,13 +47,26 @@ struct KernelProfile {
   bool dimsVaried = false; // a later launch had another grid or block
 };
 
+/// What a checkpoint load did: bytes written to the device (the weights at
+/// the manifest's dtypes), the files they came from, and the wall time from
+/// opening the files to the last copy done.
+struct WeightLoadStats {
+  uint64_t bytes = 0, files = 0;
+  double seconds = 0;
+};
+
 class Session {
 public:
   Session(std::shared_ptr<const artifact::Artifact> art,
           const std::string &device);
   ~Session();
   const std::string &deviceName() const { return deviceName_; }
-  void loadWeights(const std::vector<std::string> &paths);
+  /// Loads a checkpoint (weights.cpp): staged, pipelined uploads
+  /// (weight_upload.h); `progress` gets (bytes done, bytes in all) at most
+  /// ten times a second and once at the end.
+  WeightLoadStats
+  loadWeights(const std::vector<std::string> &paths,
+              const std::function<void(uint64_t, uint64_t)> &progress = {});
   /// Seeded random weights (k3/dtype.h, randomInit). Made by the
   /// artifact's weight-init kernels on a GPU, on host threads on the CPU;
   /// K3_RANDOM_WEIGHTS=host|device chooses. Returns where they were made.

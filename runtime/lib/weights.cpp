@@ -1,17 +1,21 @@
 // Session::loadWeights: a checkpoint's tensors (safetensors files,
 // sharded indexes, directories; the hub's names or transformers') checked
-// against the manifest, converted to its dtypes and uploaded.
+// against the manifest, converted to its dtypes and uploaded (staged and
+// pipelined: weight_upload.h).
 #include "session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <dirent.h>
 #include <map>
 #include <optional>
+#include <set>
 #include <sys/stat.h>
 
 #include "checkpoint_names.h"
 #include "k3/safetensors.h"
+#include "weight_upload.h"
 
 namespace k3 {
 namespace rt {
@@ -80,6 +84,10 @@ std::vector<std::string> checkpointFiles(std::string dir) {
   return files;
 }
 
+/// A checkpoint tensor under the name a weight (or one expert's part of
+/// it) asked for.
+using CheckpointPart = std::pair<std::string, const st::TensorInfo *>;
+
 /// The tensors of a checkpoint (files, sharded indexes, directories) under
 /// the names of an artifact's manifest: a weight's own name (or with the
 /// `language_model.` prefix of VLM checkpoints), else transformers'
@@ -131,9 +139,8 @@ public:
   /// The checkpoint tensors of weight `w`: one, or for a name with the
   /// "{expert}" placeholder one per expert, stacked along the first
   /// dimension.
-  std::vector<std::pair<std::string, const st::TensorInfo *>>
-  parts(const Weight &w) {
-    std::vector<std::pair<std::string, const st::TensorInfo *>> out;
+  std::vector<CheckpointPart> parts(const Weight &w) {
+    std::vector<CheckpointPart> out;
     static const std::string kExpert = "{expert}";
     size_t at = w.name.find(kExpert);
     if (at == std::string::npos) {
@@ -185,27 +192,72 @@ void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
   }
 }
 
+/// Where weight `w` goes (device address `device`) and how its checkpoint
+/// parts lie in it: end to end, equal sizes.
+UploadTarget uploadTarget(const Weight &w, uint64_t device,
+                          const std::vector<CheckpointPart> &parts) {
+  UploadTarget t;
+  t.name = w.name;
+  t.device = device;
+  t.elementBytes = dtypeSize(w.dtype);
+  if (!parts.empty())
+    t.partElements.assign(parts.size(), weightNumel(w) / parts.size());
+  return t;
+}
+
 } // namespace
 
-void Session::loadWeights(const std::vector<std::string> &given) {
+WeightLoadStats
+Session::loadWeights(const std::vector<std::string> &given,
+                     const std::function<void(uint64_t, uint64_t)> &progress) {
+  auto start = std::chrono::steady_clock::now();
   if (given.empty())
     fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
   CheckpointTensors ck(given);
   const Artifact &a = *art_;
   checkCheckpoint(a, ck);
-  std::vector<uint8_t> host;
+  UploadOptions opt;
   std::string err;
+  if (!uploadThreads(opt.threads, err))
+    fail(K3_ERROR_INVALID_ARGUMENT, err);
+  opt.progress = progress;
+  // Every destination is allocated before the first copy, and none counts
+  // as loaded until all are.
+  WeightLoadStats stats;
+  std::vector<std::vector<CheckpointPart>> sources(a.weights.size());
+  std::vector<UploadTarget> targets;
+  std::set<std::string> files;
   for (size_t i = 0; i < a.weights.size(); ++i) {
-    const Weight &w = a.weights[i];
-    host.assign(weightBytes(w), 0);
-    auto ps = ck.parts(w);
-    uint64_t partBytes = ps.empty() ? 0 : weightBytes(w) / ps.size();
-    for (size_t e = 0; e < ps.size(); ++e)
-      if (!st::convert(*ps[e].second, w.dtype, host.data() + e * partBytes,
-                       err))
-        fail(K3_ERROR_WEIGHTS, "weight '" + ps[e].first + "': " + err);
-    uploadWeight(i, host.data());
+    allocWeight(i);
+    weightLoaded_[i] = false;
+    sources[i] = ck.parts(a.weights[i]);
+    targets.push_back(uploadTarget(a.weights[i], weightPtr_[i], sources[i]));
+    for (const CheckpointPart &part : sources[i])
+      files.insert(part.second->file);
+    stats.bytes += weightBytes(a.weights[i]);
   }
+  FillFn fill = [&](const UploadPiece &p, void *out, std::string &e) {
+    const CheckpointPart &part = sources[p.target][p.part];
+    if (st::convertRange(*part.second, a.weights[p.target].dtype, p.first,
+                         p.count, out, e))
+      return true;
+    e = "weight '" + part.first + "': " + e;
+    return false;
+  };
+  switch (uploadTargets(*be_, targets, fill, opt, err)) {
+  case UploadStatus::FillFailed:
+    fail(K3_ERROR_WEIGHTS, err);
+  case UploadStatus::DeviceFailed:
+    fail(K3_ERROR_DEVICE, "uploading weights to " + be_->name() + ": " + err);
+  case UploadStatus::Ok:
+    break;
+  }
+  std::fill(weightLoaded_.begin(), weightLoaded_.end(), true);
+  stats.files = files.size();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return stats;
 }
 
 } // namespace rt

@@ -20,6 +20,8 @@ function(k3run_fail name regex)
   set_tests_properties(k3run.${name} PROPERTIES FIXTURES_REQUIRED toy PASS_REGULAR_EXPRESSION "${regex}")
 endfunction()
 k3run_test(generate "generated: 4,5,6,7,8" ${_k3run} ${_toy} --weights ${_toyw} --prompt 1,2,3 --max-new-tokens 5)
+# The load's line on stderr: bytes, files, seconds and GB/s.
+k3run_test(weights_line "weights: 1.0 kB from 1 file in [0-9]+\\.[0-9][0-9] s \\([0-9]+\\.[0-9] GB/s\\)\n" ${_k3run} ${_toy} --weights ${_toyw} --prompt 1 --max-new-tokens 1)
 k3run_test(quiet "^9,10,11\n$" ${_k3run} ${_toy} --weights ${_toyw} --prompt "7 8" --max-new-tokens 3 --quiet)
 k3run_test(random "decode: 3 tokens" ${_k3run} ${_toy} --random-weights 7 --prompt 1 --max-new-tokens 4)
 k3run_test(dump "generated: 1,2" ${_k3run} ${_toy} --weights ${_toyw} --prompt 0 --max-new-tokens 2 --dump ${CMAKE_CURRENT_BINARY_DIR}/toy-dump.safetensors)

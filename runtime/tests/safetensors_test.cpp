@@ -65,6 +65,42 @@ TEST(Safetensors, WriteReadSingle) {
   EXPECT_EQ(c.metadata()[0].second, "pt");
 }
 
+// convertRange: a part of a tensor, as the checkpoint loader converts a
+// large weight in pieces on several threads.
+TEST(Safetensors, ConvertRange) {
+  std::vector<float> a = {1.f, -2.f, 3.5f, 0.25f, 5.f, 6.f};
+  std::vector<int64_t> b = {1, 2, int64_t(1) << 40};
+  std::string err, p = tmp("range.safetensors");
+  ASSERT_TRUE(st::write(
+      p, {{"a", "F32", {6}, a.data(), 24}, {"b", "I64", {3}, b.data(), 24}}, {},
+      err))
+      << err;
+  st::Collection c;
+  ASSERT_TRUE(c.open(p, err)) << err;
+  std::vector<float> f(3);
+  ASSERT_TRUE(st::convertRange(*c.find("a"), artifact::DType::F32, 2, 3,
+                               f.data(), err));
+  EXPECT_EQ(f, (std::vector<float>{3.5f, 0.25f, 5.f}));
+  std::vector<uint16_t> h(2);
+  ASSERT_TRUE(st::convertRange(*c.find("a"), artifact::DType::BF16, 4, 2,
+                               h.data(), err));
+  EXPECT_EQ(bf16ToFloat(h[0]), 5.f);
+  EXPECT_EQ(bf16ToFloat(h[1]), 6.f);
+  EXPECT_FALSE(st::convertRange(*c.find("a"), artifact::DType::F32, 5, 2,
+                                f.data(), err));
+  EXPECT_NE(err.find("elements [5, 7) are outside its 6"), std::string::npos)
+      << err;
+  std::vector<int32_t> i(2);
+  ASSERT_TRUE(st::convertRange(*c.find("b"), artifact::DType::I32, 0, 2,
+                               i.data(), err));
+  EXPECT_EQ(i, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(st::convertRange(*c.find("b"), artifact::DType::I32, 1, 2,
+                                i.data(), err));
+  EXPECT_NE(err.find("element 2 value 1099511627776 does not fit i32"),
+            std::string::npos)
+      << err;
+}
+
 TEST(Safetensors, Sharded) {
   std::vector<float> a = {1, 2}, b = {3, 4, 5};
   std::string err;

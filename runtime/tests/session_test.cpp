@@ -112,6 +112,44 @@ TEST(Session, ToyModelPrefillDecodeAndState) {
             std::string::npos);
 }
 
+// k3_session_load_stats and the load's progress callback (the staged
+// pipeline itself: weight_upload_test.cpp).
+TEST(Session, LoadStatsAndProgress) {
+  Handles h;
+  ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();
+  k3_load_stats ls;
+  k3_session_load_stats(h.s, &ls);
+  EXPECT_EQ(ls.bytes, 0u);
+  EXPECT_EQ(ls.files, 0u);
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  k3_session_set_load_progress(
+      h.s,
+      [](void *user, uint64_t done, uint64_t total) {
+        static_cast<std::vector<std::pair<uint64_t, uint64_t>> *>(user)
+            ->push_back({done, total});
+      },
+      &calls);
+  std::string w = writeShift("stats.safetensors");
+  const char *paths[] = {w.c_str()};
+  ASSERT_EQ(k3_session_load_weights(h.s, paths, 1), K3_OK) << k3_last_error();
+  k3_session_load_stats(h.s, &ls);
+  EXPECT_EQ(ls.bytes, 16u * 16u * 4u);
+  EXPECT_EQ(ls.files, 1u);
+  EXPECT_GE(ls.seconds, 0.0);
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), std::make_pair(uint64_t(1024), uint64_t(1024)));
+  ASSERT_EQ(runToy(h.s, {3}, 0), K3_OK) << k3_last_error();
+  // A checkpoint refused before any copy leaves the weights and the stats
+  // of the last load as they were.
+  k3_session_set_load_progress(h.s, nullptr, nullptr);
+  std::string mis = writeShift("stats-misshaped.safetensors", {16, 8});
+  const char *bad[] = {mis.c_str()};
+  EXPECT_EQ(k3_session_load_weights(h.s, bad, 1), K3_ERROR_WEIGHTS);
+  k3_session_load_stats(h.s, &ls);
+  EXPECT_EQ(ls.bytes, 1024u);
+  EXPECT_EQ(runToy(h.s, {3}, 0), K3_OK) << k3_last_error();
+}
+
 TEST(Session, RunErrors) {
   Handles h;
   ASSERT_TRUE(open(k3test::toyModel().artifact(), h)) << k3_last_error();

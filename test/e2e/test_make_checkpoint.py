@@ -5,6 +5,8 @@ match the float64 oracle on the same tensors."""
 import importlib.util
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -103,3 +105,41 @@ def test_a_fused_tensor_of_the_wrong_shape_is_named(tmp_path):
                      max_tokens=64, max_seqs=2)
     with pytest.raises(k3.K3Error, match=r"experts.0.w1.weight' \(as 'model.layers.1.mlp.experts.gate_up_proj\[0\] \(part 1 of 2\)'\) has shape \[16, 47\]"):
         k3.Session(art).load_weights(tmp_path / "hf")
+
+
+def test_the_load_is_reported(tmp_path):
+    """Session.load_weights returns what it loaded (bytes at the manifest's
+    dtypes, files, seconds, GB/s) and reports progress; k3-run prints the
+    same as one line on stderr, with no progress bar when stderr is not a
+    terminal (issue 17). No timing is asserted."""
+    ckpt = tmp_path / "ckpt"
+    r = converter().write(CONFIG, ckpt, seed=6, shard_bytes=20_000)
+    art = k3.compile(k3.import_config(CONFIG, tmp_path / "m.mlir"), tmp_path / "m.k3bin",
+                     max_tokens=64, max_seqs=2)
+    sizes = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4}
+    want = sum(sizes[w.dtype] * int(np.prod(w.shape)) for w in art.weights)
+    calls = []
+    s = k3.Session(art)
+    stats = s.load_weights(ckpt, progress=lambda done, total: calls.append((done, total)))
+    assert (stats.bytes, stats.files) == (want, r["shards"]) and s.last_load is stats
+    assert stats.seconds > 0 and stats.gb_per_s > 0
+    assert calls and calls[-1] == (want, want)
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:]))
+    line = re.compile(r"^weights: [0-9.]+ (B|kB|MB|GB) from (\d+) files in [0-9]+\.[0-9]{2} s "
+                      r"\([0-9]+\.[0-9] GB/s\)$", re.M)
+    assert line.match(f"weights: {stats}")
+    run = subprocess.run([f"{BIN}/k3-run", str(art.path), "--weights", str(ckpt), "--prompt",
+                          "1,2,3", "--max-new-tokens", "2"], capture_output=True, text=True,
+                         check=True)
+    m = line.search(run.stderr)
+    assert m, run.stderr
+    assert int(m.group(2)) == r["shards"]
+    assert m.group(0).split(" in ")[0] == f"weights: {stats}".split(" in ")[0]
+    assert "loading weights" not in run.stderr
+    # --progress draws the bar anyway, and clears it before the line (bytes:
+    # text mode would turn the carriage returns into newlines).
+    run = subprocess.run([f"{BIN}/k3-run", str(art.path), "--weights", str(ckpt), "--prompt",
+                          "1", "--max-new-tokens", "1", "--progress"], capture_output=True,
+                         check=True)
+    assert re.search(rb"\rloading weights \[=+\] .* GB/s\)\r\x1b\[Kweights: ", run.stderr), \
+        run.stderr

@@ -54,8 +54,8 @@ const char *kUsage =
     "  --entry NAME               entry point (default forward)\n"
     "  --dump OUT.safetensors     write all outputs, dumpable buffers and "
     "final states\n"
-    "  --progress                 show a progress line even when stderr is not "
-    "a terminal\n"
+    "  --progress                 show progress (loading weights, decoding) "
+    "even when stderr is not a terminal\n"
     "  --quiet                    print only the generated ids\n"
     "  --repeat N                 with --inputs: run N times; print the "
     "median, "
@@ -398,6 +398,66 @@ void printFootprint(const k3_artifact *art) {
                (unsigned long long)f.cache_bytes_per_token, gb(f.total_bytes));
 }
 
+/// "13.1 GB", "2.0 kB": decimal units, as GB/s are.
+std::string sizeText(uint64_t bytes) {
+  static const char *units[] = {"B", "kB", "MB", "GB", "TB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[32];
+  snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+/// The weight-loading progress bar (k3_session_set_load_progress), redrawn
+/// in place on stderr; the runtime calls it at most ten times a second.
+struct LoadProgress {
+  double start = 0;
+  bool drawn = false;
+  static void draw(void *user, uint64_t done, uint64_t total) {
+    auto *p = static_cast<LoadProgress *>(user);
+    constexpr int kWidth = 30;
+    int filled =
+        total ? int(double(kWidth) * double(done) / double(total)) : kWidth;
+    double s = now() - p->start;
+    fprintf(stderr, "\rloading weights [%s%s] %s / %s (%.1f GB/s)",
+            std::string(size_t(filled), '=').c_str(),
+            std::string(size_t(kWidth - filled), ' ').c_str(),
+            sizeText(done).c_str(), sizeText(total).c_str(),
+            s > 0 ? double(done) / s / 1e9 : 0.0);
+    p->drawn = true;
+  }
+};
+
+/// --weights: loads them (a progress bar on a terminal, or with
+/// --progress) and says how much, from how many files, how fast.
+void loadWeights(k3_session *s, const std::vector<std::string> &weights,
+                 bool showProgress, bool quiet) {
+  std::vector<const char *> p;
+  for (auto &w : weights)
+    p.push_back(w.c_str());
+  LoadProgress bar;
+  bar.start = now();
+  if (showProgress)
+    k3_session_set_load_progress(s, &LoadProgress::draw, &bar);
+  k3_status st = k3_session_load_weights(s, p.data(), p.size());
+  k3_session_set_load_progress(s, nullptr, nullptr);
+  if (bar.drawn)
+    fprintf(stderr, "\r\033[K");
+  check(st, "loading weights");
+  if (quiet)
+    return;
+  k3_load_stats ls;
+  k3_session_load_stats(s, &ls);
+  fprintf(stderr, "weights: %s from %llu file%s in %.2f s (%.1f GB/s)\n",
+          sizeText(ls.bytes).c_str(), (unsigned long long)ls.files,
+          ls.files == 1 ? "" : "s", ls.seconds,
+          ls.seconds > 0 ? double(ls.bytes) / ls.seconds / 1e9 : 0.0);
+}
+
 int printPlan(const std::string &path) {
   k3::artifact::Artifact A;
   std::string err;
@@ -454,10 +514,7 @@ int main(int argc, char **argv) {
   check(k3_session_create(art, o.device.c_str(), &s),
         ("device " + o.device).c_str());
   if (!o.weights.empty()) {
-    std::vector<const char *> p;
-    for (auto &w : o.weights)
-      p.push_back(w.c_str());
-    check(k3_session_load_weights(s, p.data(), p.size()), "loading weights");
+    loadWeights(s, o.weights, (o.progress || isatty(2)) && !o.quiet, o.quiet);
   } else if (o.randomWeights) {
     // Seconds for a multi-GB model: say so before, and how long after.
     if (!o.quiet)

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define K3_RUNTIME_API_VERSION 3
+#define K3_RUNTIME_API_VERSION 4
 #define K3_MAX_RANK 8
 
 typedef enum k3_status {
@@ -127,6 +127,21 @@ const char *k3_session_device_name(const k3_session *s);
  * manifest's shape; float dtypes are converted to the manifest dtype. */
 k3_status k3_session_load_weights(k3_session *s, const char *const *paths,
                                   size_t num_paths);
+/* Progress of the following k3_session_load_weights calls: fn(user, bytes
+ * done, bytes in all), called on the loading thread at most about ten
+ * times a second and once at the end (done == total); NULL: none. */
+typedef void (*k3_progress_fn)(void *user, uint64_t done, uint64_t total);
+void k3_session_set_load_progress(k3_session *s, k3_progress_fn fn, void *user);
+/* The last successful k3_session_load_weights: bytes written to the device
+ * (the weights at the manifest's dtypes), safetensors files they were read
+ * from, wall seconds from opening the files to the last copy done. Zeros
+ * before one. */
+typedef struct k3_load_stats {
+  uint64_t bytes;
+  uint64_t files;
+  double seconds;
+} k3_load_stats;
+void k3_session_load_stats(const k3_session *s, k3_load_stats *out);
 /* Deterministic init from each weight's recipe (docs/runtime.md): made by
  * the artifact's weight-init kernels on a GPU, on host threads on the CPU
  * (K3_RANDOM_WEIGHTS=host|device chooses); the same values either way. */

@@ -79,6 +79,11 @@ private:
 // BF16/F16/F32/F64 -> bf16/f16/f32 and I32/I64 -> i32 (range-checked).
 bool convert(const TensorInfo &t, artifact::DType dst, void *out,
              std::string &err);
+// Same for elements [first, first + count) of `t` only (row-major order),
+// written from `out` on: a large tensor converted in pieces, by several
+// threads at once.
+bool convertRange(const TensorInfo &t, artifact::DType dst, uint64_t first,
+                  uint64_t count, void *out, std::string &err);
 
 struct WriteTensor {
   std::string name;
