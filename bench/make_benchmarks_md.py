@@ -81,7 +81,8 @@ def case_label(r: dict) -> str:
 
 def extra(r: dict) -> str:
     parts = []
-    for key, unit in (("TFLOPs", "TFLOP/s"), ("state_TBps", "TB/s (state)"), ("TBps", "TB/s")):
+    for key, unit in (("TFLOPs", "TFLOP/s"), ("state_TBps", "TB/s (state)"), ("TBps", "TB/s"),
+                      ("GBps", "GB/s (checkpoint load)")):
         if key in r:
             parts.append(f"{r[key]:.1f} {unit}")
     if "ratio_vs_baseline" in r:
@@ -219,6 +220,33 @@ def e2e_table(rows: list[dict]) -> list[str]:
     return out + [""]
 
 
+def numerics_table(rows: list[dict]) -> list[str]:
+    """bench/checkpoint_numerics.py: per prompt, the normwise error of each
+    side's last-token logits against its reference (transformers' f32 model
+    unless named) and issue 17's bound (ours bf16 <= transformers bf16)."""
+    pairs = ["ours-bf16 vs hf-f32", "hf-bf16 vs hf-f32", "ours-bf16 vs hf-bf16", "ours-f32 vs hf-f32"]
+    by: dict = {}
+    for r in rows:
+        if r.get("case") in ("numerics", "bound") and isinstance(r.get("shape"), dict):
+            by.setdefault(r["shape"].get("T"), {})[r.get("pair", r["case"])] = r
+
+    def cell(r):
+        if r is None:
+            return "—"
+        if r.get("status") != "ok" or "rel_err" not in r:
+            return "FAILED"
+        return f"{r['rel_err']:.2e}" + ("" if r.get("same_argmax") else " (greedy token differs)")
+    out = [("Normwise error of the last-token logits against transformers' f32 model (same checkpoint, "
+            "same prompts) unless the column names another reference:"), "",
+           ("| T | ours bf16 | transformers bf16 | ours bf16 vs transformers bf16 | ours f32 activations | "
+            "bound: ours ≤ transformers |"), "| --- | --- | --- | --- | --- | --- |"]
+    for T, d in sorted(by.items(), key=lambda kv: kv[0] or 0):
+        b = d.get("bound")
+        out.append(f"| {T} | " + " | ".join(cell(d.get(p)) for p in pairs) + " | " +
+                   ("—" if b is None else "pass" if b.get("status") == "ok" else "FAILED") + " |")
+    return out + [""]
+
+
 def full_table(rows: list[dict], untimed: str = "FAILED") -> list[str]:
     """Every row; ``untimed``: the time cell of a passing row without one
     (a check)."""
@@ -249,7 +277,9 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
         lines += mla_tables(rows)
     if bench == "e2e":
         lines += e2e_table(rows)
-    lines += full_table(rows, "—" if bench in ("mla", "e2e") else "FAILED") + [""]
+    if bench == "checkpoint-numerics":
+        lines += numerics_table(rows)
+    lines += full_table(rows, "—" if bench in ("mla", "e2e", "checkpoint-numerics") else "FAILED") + [""]
     return lines
 
 
