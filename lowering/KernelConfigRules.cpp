@@ -286,6 +286,101 @@ LogicalResult verifyLinearGEMV(LinearOp op, KernelConfigAttr c) {
 }
 
 //===----------------------------------------------------------------------===//
+// The MoE GEMMs of a few tokens (lowering/cuda/MoEGroupedGEMV.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The dispatch tile rows of a routed op's tables (0 without a dispatch).
+int64_t dispatchTileRows(Value tileOffsets) {
+  auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
+  return d ? d.getTileRows() : 0;
+}
+
+/// Whether MoEGroupedGEMV.cpp's kernel covers `op`: GEMV elements, the
+/// reduction in whole 16-byte vectors of the weights, gate and up of one
+/// type, and for the MoE ops k3.moe_dispatch's tiles of at most 16 rows.
+bool groupedGEMVApplies(Operation *op) {
+  auto gemv = [](Value x, Value w, int64_t k) {
+    Type we = elementOf(w);
+    return isGEMVElement(elementOf(x)) && isGEMVElement(we) && k > 0 &&
+           k % linearGEMVVectorElements(we) == 0;
+  };
+  auto smallTiles = [](Value tileOffsets) {
+    int64_t rows = dispatchTileRows(tileOffsets);
+    return rows >= 1 && rows <= 16;
+  };
+  if (auto o = dyn_cast<GLUGateUpOp>(op))
+    return gemv(o.getInput(), o.getWGate(), dimOf(o.getWGate(), 1)) &&
+           elementOf(o.getWUp()) == elementOf(o.getWGate());
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return gemv(o.getInput(), o.getW1(), dimOf(o.getW1(), 2)) &&
+           elementOf(o.getW3()) == elementOf(o.getW1()) &&
+           smallTiles(o.getTileOffsets());
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
+    return gemv(o.getInput(), o.getW2(), dimOf(o.getW2(), 2)) &&
+           smallTiles(o.getTileOffsets());
+  return false;
+}
+
+/// The output rows N of the GEMV form of `op`.
+int64_t groupedGEMVOutputs(Operation *op) {
+  if (auto o = dyn_cast<GLUGateUpOp>(op))
+    return dimOf(o.getWGate(), 0);
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return dimOf(o.getW1(), 1);
+  return dimOf(cast<MoEGroupedDownOp>(op).getW2(), 1);
+}
+
+/// The routed ops' tile rows come from their dispatch; 0 for the dense form.
+int64_t groupedGEMVTileRows(Operation *op) {
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return dispatchTileRows(o.getTileOffsets());
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
+    return dispatchTileRows(o.getTileOffsets());
+  return 0;
+}
+
+LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
+  StringRef kind = stringifyKernelKind(c.getKernel());
+  if (!groupedGEMVApplies(op))
+    return op->emitOpError()
+           << kind
+           << " needs f32, bf16 or f16 operands, the reduction a multiple of "
+              "a 16-byte vector, and for the MoE ops k3.moe_dispatch's tiles "
+              "of 1 to 16 rows";
+  if (c.getTile().size() != 2)
+    return op->emitOpError() << kind << " needs tile = [R, TT], got "
+                             << c.getTile().size() << " sizes";
+  LinearGEMVTile t = linearGEMVTile(c);
+  if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
+    return op->emitOpError() << kind
+                             << " tile R must be in [1, 8] and TT in [1, 16], "
+                                "got ["
+                             << t.rows << ", " << t.tokens << "]";
+  if (int64_t rows = groupedGEMVTileRows(op); rows && rows != t.tokens)
+    return op->emitOpError()
+           << kind << " tile TT = " << t.tokens
+           << " must be k3.moe_dispatch's tile_rows = " << rows;
+  if (int64_t n = groupedGEMVOutputs(op); n % t.rows != 0)
+    return op->emitOpError()
+           << kind << " tile R = " << t.rows << " must divide N = " << n;
+  if (t.warps < 1 || t.warps > 32)
+    return op->emitOpError()
+           << kind << " warps must be in [1, 32], got " << t.warps;
+  return success();
+}
+
+/// One channel of gate and of up per warp (two weight rows), two rows of
+/// down; the dispatch's tile rows, or four tokens per weight read for the
+/// dense form; 4 warps.
+KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
+  int64_t rows = isa<MoEGroupedDownOp>(op) ? 2 : 1;
+  if (groupedGEMVOutputs(op) % rows != 0)
+    rows = 1;
+  int64_t tt = groupedGEMVTileRows(op);
+  return config(op->getContext(), kind, {rows, tt ? tt : 4}, 4);
+}
+
+//===----------------------------------------------------------------------===//
 // k3.argmax, a block per row (lowering/cuda/ArgmaxRows.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -740,6 +835,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
   case KernelKind::moe_router_mma:
     return defaultRouterMMAConfig(cast<MoERouterOp>(op), 8);
+  case KernelKind::moe_grouped_gemv:
+  case KernelKind::glu_gemv:
+    return defaultGroupedGEMVConfig(op, kind);
   case KernelKind::short_conv_rows:
     // 8 warps over 256 channels, 16 tokens per thread: each input read
     // once, the weights loaded once per 16 outputs.
@@ -812,14 +910,23 @@ KernelKind defaultKind(Operation *op, bool decode) {
     return moeRouterRowsApplies(o) ? KernelKind::moe_router_rows
                                    : KernelKind::loop_nest;
   }
-  if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
-    return groupedWGMMAApplies(op) ? KernelKind::moe_grouped_wgmma
+  // The dispatch's tiles decide: 128 rows for the tensor cores (prefill),
+  // a few for the GEMV (decode, k3-moe-grouped's decode-tile-rows).
+  if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op)) {
+    if (groupedWGMMAApplies(op))
+      return KernelKind::moe_grouped_wgmma;
+    return groupedGEMVApplies(op) ? KernelKind::moe_grouped_gemv
+                                  : KernelKind::loop_nest;
+  }
+  // In a decode step the 128-row tiles would be mostly padding: the GEMV
+  // reads each weight once per 4 tokens instead.
+  if (isa<GLUGateUpOp>(op)) {
+    if (decode)
+      return groupedGEMVApplies(op) ? KernelKind::glu_gemv
+                                    : KernelKind::loop_nest;
+    return groupedWGMMAApplies(op) ? KernelKind::glu_wgmma
                                    : KernelKind::loop_nest;
-  // In a decode step the loop nest reads each weight row once per token
-  // (a warp per output); the 128-row tiles would be mostly padding.
-  if (isa<GLUGateUpOp>(op))
-    return !decode && groupedWGMMAApplies(op) ? KernelKind::glu_wgmma
-                                              : KernelKind::loop_nest;
+  }
   return KernelKind::loop_nest;
 }
 
@@ -866,6 +973,10 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<ShortConvOp>(op) && shortConvRowsApplies(cast<ShortConvOp>(op));
   case KernelKind::moe_router_mma:
     return isa<MoERouterOp>(op) && moeRouterMMAApplies(cast<MoERouterOp>(op));
+  case KernelKind::moe_grouped_gemv:
+    return isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op) && groupedGEMVApplies(op);
+  case KernelKind::glu_gemv:
+    return isa<GLUGateUpOp>(op) && groupedGEMVApplies(op);
   case KernelKind::loop_nest:
     break;
   }
@@ -1026,6 +1137,14 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::moe_router_mma:
     if (auto o = dyn_cast<MoERouterOp>(op))
       return verifyMoERouterMMA(o, config);
+    return wrongOp();
+  case KernelKind::moe_grouped_gemv:
+    if (isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op))
+      return verifyGroupedGEMV(op, config);
+    return wrongOp();
+  case KernelKind::glu_gemv:
+    if (isa<GLUGateUpOp>(op))
+      return verifyGroupedGEMV(op, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -1,9 +1,11 @@
 //===- MoEGrouped.cpp - k3.moe_experts as grouped GEMMs ---------*- C++ -*-===//
 //
-// A prefill's routed experts as engines run them: sort the (token, slot)
-// pairs by expert, run each expert's rows as one segment of a grouped GEMM
-// (its weights read once per row tile, not once per token), and gather each
-// token's rows back in slot order (docs/moe.md).
+// The routed experts as engines run them: sort the (token, slot) pairs by
+// expert, run each expert's rows as one segment of a grouped GEMM (its
+// weights read once per row tile, not once per token), and gather each
+// token's rows back in slot order (docs/moe.md). A decode step does the
+// same in tiles of a few rows: at B = 64 the fused loop nest read an
+// expert's weights once per token that chose it.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -22,12 +24,14 @@ RankedTensorType tensorType(Value v) {
 }
 
 struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
-  GroupExperts(MLIRContext *ctx, int64_t tileRows)
-      : OpRewritePattern(ctx), tileRows(tileRows) {}
+  GroupExperts(MLIRContext *ctx, int64_t tileRows, int64_t decodeTileRows)
+      : OpRewritePattern(ctx), tileRows(tileRows),
+        decodeTileRows(decodeTileRows) {}
 
   LogicalResult matchAndRewrite(MoEExpertsOp op,
                                 PatternRewriter &rewriter) const override {
-    if (inDecodeEntry(op))
+    int64_t rows = inDecodeEntry(op) ? decodeTileRows : tileRows;
+    if (rows == 0)
       return rewriter.notifyMatchFailure(op, "decode entry: fused experts");
     auto w1 = tensorType(op.getW1()), w2 = tensorType(op.getW2());
     auto idx = tensorType(op.getIndices());
@@ -37,10 +41,9 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
     Location loc = op.getLoc();
     auto i32 = rewriter.getI32Type();
     auto offsetsType = RankedTensorType::get({experts + 1}, i32);
-    auto dispatch = MoEDispatchOp::create(rewriter, loc, idx, idx, offsetsType,
-                                          offsetsType, op.getIndices(),
-                                          rewriter.getI64IntegerAttr(experts),
-                                          rewriter.getI64IntegerAttr(tileRows));
+    auto dispatch = MoEDispatchOp::create(
+        rewriter, loc, idx, idx, offsetsType, offsetsType, op.getIndices(),
+        rewriter.getI64IntegerAttr(experts), rewriter.getI64IntegerAttr(rows));
     // [T, K, width] read flat as T K rows. The activated h is an activation
     // (bf16 under the bf16 policy: the down GEMM multiplies it in bf16);
     // the weighted expert outputs stay f32 until the combine has summed
@@ -66,7 +69,7 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
     return success();
   }
 
-  int64_t tileRows;
+  int64_t tileRows, decodeTileRows;
 };
 
 struct K3MoEGroupedPass : impl::K3MoEGroupedBase<K3MoEGroupedPass> {
@@ -75,11 +78,18 @@ struct K3MoEGroupedPass : impl::K3MoEGroupedBase<K3MoEGroupedPass> {
   void runOnOperation() override {
     if (tileRows <= 0) {
       getOperation()->emitError()
-          << "k3-moe-grouped: tile-rows must be positive, got " << tileRows;
+          << "k3-moe-grouped: tile-rows must be positive, got "
+          << static_cast<int64_t>(tileRows);
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<GroupExperts>(&getContext(), tileRows);
+    if (decodeTileRows < 0) {
+      getOperation()->emitError()
+          << "k3-moe-grouped: decode-tile-rows must be >= 0, got "
+          << static_cast<int64_t>(decodeTileRows);
+      return signalPassFailure();
+    }
+    patterns.add<GroupExperts>(&getContext(), tileRows, decodeTileRows);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -215,7 +215,7 @@ def K3ActivationPrecision : Pass<"k3-activation-precision", "::mlir::ModuleOp"> 
 def K3MoEGrouped : Pass<"k3-moe-grouped"> {
   let summary = "MoE as dispatch, two grouped GEMMs and a combine";
   let description = [{
-    Rewrites each `k3.moe_experts` outside the decode entry into
+    Rewrites each `k3.moe_experts` into
     `k3.moe_dispatch` (the routed pairs sorted by expert on the device, with
     per-expert row and tile offsets), `k3.moe_grouped_glu` (gate and up of
     every sorted row by its expert, the GLU applied), `k3.moe_grouped_down`
@@ -224,13 +224,17 @@ def K3MoEGrouped : Pass<"k3-moe-grouped"> {
     experts' contiguous segments (on CUDA the `moe_grouped_wgmma` kernel),
     each expert's weights read once per 128-row tile instead of once per
     token. The result is the same sum in the same order as the fused op's
-    loop nest. A decode step (a few tokens) keeps the fused op, whose loop
-    nest reads only the chosen experts' rows. `tile-rows` is the row tile
-    of the grouped kernels (docs/moe.md).
+    loop nest. `tile-rows` is the row tile of the grouped kernels in
+    prefill (128, the tensor cores' tile); in the decode entry (a few
+    tokens) `decode-tile-rows` (on CUDA the `moe_grouped_gemv` kernel,
+    which reads each touched expert's weights once per tile), or 0 to keep
+    the fused op there (docs/moe.md).
   }];
   let options = [
     Option<"tileRows", "tile-rows", "int64_t", "128",
            "rows per tile of the grouped GEMMs (dispatch's tile_offsets)">,
+    Option<"decodeTileRows", "decode-tile-rows", "int64_t", "4",
+           "rows per tile in the decode entry; 0: the fused op there">,
   ];
 }
 

@@ -45,6 +45,8 @@ void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
 /// The grouped MoE ops (MoEDispatchRows.cpp, MoEGroupedWGMMA.cpp).
 void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);
 void populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns);
+/// The same ops and k3.glu_gate_up for a few tokens (MoEGroupedGEMV.cpp).
+void populateMoEGroupedGEMVPatterns(KernelPatternSet &patterns);
 /// k3.moe_router, a block per token (MoERouterRows.cpp).
 void populateMoERouterRowsPattern(KernelPatternSet &patterns);
 void populateShortConvRowsPattern(KernelPatternSet &patterns);

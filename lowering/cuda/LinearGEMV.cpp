@@ -25,9 +25,8 @@
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/LaneDots.h"
 #include "lowering/cuda/MMA.h"
-
-#include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -71,69 +70,14 @@ private:
     return kb.minsi(kb.addi(t0, kb.idx(t)), kb.subi(rows, kb.idx(1)));
   }
 
-  /// Adds the products of the lane's columns `cols` (one 16-byte vector
-  /// each) to `acc`: every load first, then the products, so that the
-  /// loads of all the vectors are in flight together.
-  void multiplyColumns(ArrayRef<Value> cols, SmallVectorImpl<Value> &acc) {
-    SmallVector<SmallVector<SmallVector<Value>>> wv(cols.size()),
-        xv(cols.size());
-    for (auto [u, c] : llvm::enumerate(cols)) {
-      for (int64_t r = 0; r < tile.rows; ++r)
-        wv[u].push_back(em.loadVector(w, {kb.addi(n0, kb.idx(r)), c}, vec));
-      for (int64_t t = 0; t < tile.tokens; ++t)
-        xv[u].push_back(em.loadVector(x, {token(t), c}, vec));
-    }
-    for (size_t u = 0; u < cols.size(); ++u)
-      for (int64_t r = 0; r < tile.rows; ++r)
-        for (int64_t t = 0; t < tile.tokens; ++t) {
-          Value &a = acc[r * tile.tokens + t];
-          for (int64_t i = 0; i < vec; ++i)
-            a = em.fmaContract(wv[u][r][i], xv[u][t][i], a);
-        }
-  }
-
-  /// The lane's R x TT partial sums over its columns: K in steps of the
-  /// warp's 32 vectors, `unroll` steps per iteration (a constant trip
-  /// count), then the partial last step where K is not a multiple.
+  /// The lane's R x TT partial sums over its columns (LaneDots.h).
   SmallVector<Value> accumulate(Value lane) {
-    const int64_t step = 32 * vec, steps = nIn / step;
-    int64_t unroll = 1;
-    for (int64_t u : {4, 3, 2})
-      if (steps % u == 0) {
-        unroll = u;
-        break;
-      }
-    Value laneCol = kb.muli(lane, kb.idx(vec));
-    SmallVector<Value> acc(tile.rows * tile.tokens, kb.f32(0.0));
-    if (steps > 0) {
-      auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps * step),
-                                     kb.idx(unroll * step), acc);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> cols, it(loop.getRegionIterArgs());
-      for (int64_t u = 0; u < unroll; ++u)
-        cols.push_back(kb.addi(loop.getInductionVar(),
-                               kb.addi(laneCol, kb.idx(u * step))));
-      multiplyColumns(cols, it);
-      scf::YieldOp::create(b, loc, it);
-      acc.assign(loop.getResults().begin(), loop.getResults().end());
-    }
-    if (nIn % step == 0)
-      return acc;
-    Value c = kb.addi(kb.idx(steps * step), laneCol);
-    SmallVector<Type> types(acc.size(), b.getF32Type());
-    auto tail = scf::IfOp::create(b, loc, types, kb.lti(c, kb.idx(nIn)),
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(tail.thenBlock());
-      SmallVector<Value> it(acc);
-      multiplyColumns({c}, it);
-      scf::YieldOp::create(b, loc, it);
-      b.setInsertionPointToStart(tail.elseBlock());
-      scf::YieldOp::create(b, loc, acc);
-    }
-    return SmallVector<Value>(tail.getResults());
+    SmallVector<ViewRow> weights, xs;
+    for (int64_t r = 0; r < tile.rows; ++r)
+      weights.push_back({w, {kb.addi(n0, kb.idx(r))}});
+    for (int64_t t = 0; t < tile.tokens; ++t)
+      xs.push_back({x, {token(t)}});
+    return laneDotProducts(em, weights, xs, nIn, vec, lane);
   }
 
   /// Lane 0 writes the warp's sums of the tokens that exist.

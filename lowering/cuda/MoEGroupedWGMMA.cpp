@@ -28,6 +28,7 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MoESegments.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
@@ -159,25 +160,14 @@ private:
         .setAttr(fn, b.getArrayAttr(attrs));
   }
 
-  /// The expert of row tile mTile (the last e with tile_offsets[e] <=
-  /// mTile: experts without rows share their successor's offset and are
-  /// passed over), and the tile's rows.
+  /// The expert of row tile mTile and the tile's rows (MoESegments.h).
   void locateTile() {
-    Value lo = kb.idx(0), hi = kb.idx(experts);
-    for (int64_t span = experts; span > 0; span /= 2) {
-      Value mid = em.divuIdx(kb.addi(lo, hi), 2);
-      Value le = kb.gei(mTile, kb.loadIndex(g.tables.tileOffsets.full, {mid}));
-      lo = kb.select(le, mid, lo);
-      hi = kb.select(le, hi, mid);
-    }
-    // floor(log2 E) + 1 halvings: hi - lo is 1 now.
-    expert = lo;
-    Value firstTile = kb.loadIndex(g.tables.tileOffsets.full, {expert});
-    rowStart = kb.addi(kb.loadIndex(g.tables.offsets.full, {expert}),
-                       kb.muli(kb.subi(mTile, firstTile), kb.idx(kTile)));
-    Value end =
-        kb.loadIndex(g.tables.offsets.full, {kb.addi(expert, kb.idx(1))});
-    validRows = kb.minsi(kb.subi(end, rowStart), kb.idx(kTile));
+    SegmentTile s =
+        locateSegmentTile(kb, g.tables.offsets.full, g.tables.tileOffsets.full,
+                          experts, mTile, kTile);
+    expert = s.expert;
+    rowStart = s.rowStart;
+    validRows = s.validRows;
   }
 
   /// This thread's rows of the A tile: tile row, source row, in range.

@@ -62,6 +62,7 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateRMSNormRowsPatterns(patterns);
   populateMoEDispatchRowsPattern(patterns);
   populateMoEGroupedWGMMAPatterns(patterns);
+  populateMoEGroupedGEMVPatterns(patterns);
   populateMoERouterRowsPattern(patterns);
   populateShortConvRowsPattern(patterns);
   populateMLAFlashWGMMAPattern(patterns);

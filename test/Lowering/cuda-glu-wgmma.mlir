@@ -3,7 +3,8 @@
 // its one-expert form): bf16 x [T, 256] and W_gate, W_up [192, 256]. A block
 // per 128-row tile and 64 channels: the weights by TMA through rank-2 maps
 // (64 k x 64 rows of W_gate above the same rows of W_up), x's rows by
-// cp.async, the GLU in the epilogue. In a decode entry the loop nest.
+// cp.async, the GLU in the epilogue. In a decode entry the GEMV form
+// (glu_gemv, lowering/cuda/MoEGroupedGEMV.cpp).
 // RUN: k3-opt %s --k3-split-glu-mlp --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: k3-opt %s --k3-split-glu-mlp --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
@@ -16,7 +17,7 @@
 // CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma
 // CONFIG-LABEL: func.func @forward_decode(
-// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = loop_nest
+// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 4>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv
 
 // CHECK-LABEL: gpu.func @glu_gate_up_0(

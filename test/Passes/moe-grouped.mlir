@@ -1,5 +1,7 @@
 // RUN: k3-opt %s -split-input-file --k3-moe-grouped | FileCheck %s
 // RUN: k3-opt %s -split-input-file --k3-moe-grouped="tile-rows=64" | FileCheck %s --check-prefix=TILE64
+// RUN: k3-opt %s -split-input-file --k3-moe-grouped="decode-tile-rows=0" | FileCheck %s --check-prefix=FUSED
+// RUN: not k3-opt %s -split-input-file --k3-moe-grouped="decode-tile-rows=-1" 2>&1 | FileCheck %s --check-prefix=BADDECODE
 
 // A prefill k3.moe_experts (8 experts, top-2) becomes the dispatch, the two
 // grouped GEMMs and the combine: h in the activations' type, the weighted
@@ -41,12 +43,22 @@ func.func @situ(%x: tensor<?x32xf32>, %i: tensor<?x2xi32>, %p: tensor<?x2xf32>,
 
 // -----
 
-// A decode step keeps the fused op: its loop nest reads only the chosen
-// experts' rows for a few tokens.
+// A decode step is grouped too, in tiles of decode-tile-rows (4) rows:
+// each touched expert's weights are read once per 4 of its rows, not once
+// per token that chose it. decode-tile-rows=0 keeps the fused op there.
 
 // CHECK-LABEL: func.func @forward_decode
-// CHECK-NOT:     k3.moe_dispatch
-// CHECK:         k3.moe_experts
+// CHECK-NOT:     k3.moe_experts
+// CHECK:         k3.moe_dispatch {{.*}}{num_experts = 8 : i64, tile_rows = 4 : i64}
+// CHECK:         k3.moe_grouped_glu
+// CHECK:         k3.moe_grouped_down
+// CHECK:         k3.moe_combine
+// TILE64-LABEL: func.func @forward_decode
+// TILE64:         k3.moe_dispatch {{.*}}tile_rows = 4 : i64
+// FUSED-LABEL: func.func @forward_decode
+// FUSED-NOT:     k3.moe_dispatch
+// FUSED:         k3.moe_experts
+// BADDECODE: error: k3-moe-grouped: decode-tile-rows must be >= 0, got -1
 func.func @forward_decode(%x: tensor<?x32xf32>, %i: tensor<?x2xi32>, %p: tensor<?x2xf32>,
     %w1: tensor<8x16x32xf32>, %w3: tensor<8x16x32xf32>, %w2: tensor<8x32x16xf32>) -> tensor<?x32xf32> attributes {k3.decode} {
   %y = k3.moe_experts silu %x, %i, %p, %w1, %w3, %w2

@@ -1,0 +1,291 @@
+//===- MoEGroupedGEMV.cpp - the MoE GEMMs of a few tokens -------*- C++ -*-===//
+//
+// k3.moe_grouped_glu and k3.moe_grouped_down for a decode step (config
+// kernel `moe_grouped_gemv`), and k3.glu_gate_up, the shared expert's
+// gate/up, in the same form (`glu_gemv`). A few tokens touch at most T K
+// experts: the time is those experts' weight bytes over the memory
+// bandwidth, so each touched expert's rows are read once per tile of TT
+// sorted rows, 16 bytes per lane per load (LaneDots.h), and nothing else
+// matters. The fused loop nest read them once per (token, slot), 2 bytes per
+// lane per load: 0.65-1.8 TB/s at B = 1 and its reads grew with B
+// (bench/results/profile-gpu/kl48b-decode-B1-20261202T1224Z-3d32040.txt).
+//
+// - Schedule: a block per (row tile, row group). Row tiles are
+//   k3.moe_dispatch's tiles of TT rows (its tile_rows; the kernel's tile
+//   [R, TT]); there are at most T K of them (each has a row), so the grid
+//   is T K x ceil(N / (warps R)) blocks, linear in T; a block past the
+//   last tile returns at once. The dense form has ceil(T / TT) row tiles.
+// - A warp owns R consecutive output rows (gate/up: R channels of W1 and
+//   the same R of W3) of the tile's expert and multiplies them with the
+//   tile's TT rows: x gathered by token (row_source / K) for gate/up, h's
+//   own sorted rows for down. Rows past the segment read its last row
+//   again (a clamped index, no divergence) and are not stored.
+// - Lane 0 stores: gate/up act(gate, up) in h's type; down the routing
+//   weight times the sum, in f32, for k3.moe_combine.
+//
+// Covered: f32, bf16 or f16 rows and weights, the reduction a multiple of
+// the 16-byte vector, N a multiple of R.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/LaneDots.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MoESegments.h"
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// What differs between the three ops.
+struct GEMVForm {
+  bool glu;           // gate/up with the GLU (else down)
+  bool dense;         // k3.glu_gate_up: one expert, every row
+  KernelOperand rows; // x [T, D] (gathered by token) or h [T, K, I]
+  KernelOperand indices, rowSource, offsets, tileOffsets; // routed forms
+  SmallVector<KernelOperand> weights; // W1 and W3, or W2: [E,] N, K
+  KernelOperand rowWeights;           // down: [T, K]
+  KernelOperand result;               // h [T, (K,) I] or y [T, K, D]
+  int64_t tileRows;                   // TT
+  // The GLU of the gate/up form.
+  GLUActivation act = GLUActivation::silu;
+  std::optional<double> beta, linearBeta;
+};
+
+class GroupedGEMVKernel {
+public:
+  GroupedGEMVKernel(const GEMVForm &f, KernelEmission &e)
+      : f(f), e(e), kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb},
+        tile(linearGEMVTile(e.config)) {
+    tile.tokens = f.tileRows;
+    const SymShape &w = f.weights[0].shape;
+    nOut = w[w.size() - 2];
+    nIn = w.back();
+    vec = linearGEMVVectorElements(
+        cast<MemRefType>(f.weights[0].base.getType()).getElementType());
+    if (!f.dense) {
+      experts = f.offsets.shape[0] - 1;
+      topK = f.indices.shape[1];
+    }
+  }
+
+  LogicalResult emit(Operation *op) {
+    auto tokens = kb.linearForm(kb.dim(f.rows.shape[0]));
+    if (!tokens)
+      return op->emitOpError() << "the grouped GEMV needs a token count "
+                                  "linear in one runtime size";
+    const int64_t rowTiles = linearGEMVRowTiles(nOut, tile);
+    if (f.dense)
+      e.setLaunch(*tokens, rowTiles, (f.tileRows - 1) * rowTiles, f.tileRows,
+                  {32 * tile.warps, 1, 1});
+    else
+      e.setLaunch(*tokens, topK * rowTiles, 0, 1, {32 * tile.warps, 1, 1});
+    makeViews();
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+    Value mTile = em.divu(bid, rowTiles);
+    n0 = kb.muli(
+        kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp),
+        kb.idx(tile.rows));
+    // Block-uniform (the tile) and warp-uniform (the rows) conditions.
+    Value live =
+        f.dense ? kb.lti(kb.muli(mTile, kb.idx(f.tileRows)), tokenCount)
+                : kb.lti(mTile,
+                         kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)}));
+    kb.ifThen(kb.andi(live, kb.lti(n0, kb.idx(nOut))), [&] {
+      locate(mTile);
+      SmallVector<Value> sums =
+          laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
+      for (Value &s : sums)
+        s = em.warpSum(s);
+      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
+    });
+    return success();
+  }
+
+private:
+  void makeViews() {
+    tokenCount = kb.dim(f.rows.shape[0]);
+    for (const KernelOperand &w : f.weights)
+      weightViews.push_back(em.contiguousView(w));
+    if (f.dense) {
+      x = em.contiguousView(f.rows);
+      out = em.contiguousView(f.result.base, {tokenCount, kb.idx(nOut)});
+      return;
+    }
+    Value pairs = kb.numElements(f.indices.shape);
+    rowSource = kb.view(f.rowSource.base, {pairs});
+    // Gate/up gathers x's rows by token; down reads h's sorted rows.
+    x = f.glu ? em.contiguousView(f.rows)
+              : em.contiguousView(f.rows.base, {pairs, kb.idx(nIn)});
+    out = em.contiguousView(f.result.base, {pairs, kb.idx(nOut)});
+    if (f.rowWeights)
+      rowWeights = kb.view(f.rowWeights.base, {pairs});
+  }
+
+  /// The tile's expert and rows.
+  void locate(Value mTile) {
+    if (f.dense) {
+      rowStart = kb.muli(mTile, kb.idx(f.tileRows));
+      validRows = kb.minsi(kb.subi(tokenCount, rowStart), kb.idx(f.tileRows));
+      return;
+    }
+    SegmentTile s = locateSegmentTile(kb, f.offsets.full, f.tileOffsets.full,
+                                      experts, mTile, f.tileRows);
+    expert = s.expert;
+    rowStart = s.rowStart;
+    validRows = s.validRows;
+  }
+
+  /// The warp's weight rows: R of each weight, in operand order.
+  SmallVector<ViewRow> weightRows() {
+    SmallVector<ViewRow> rows;
+    for (Value w : weightViews)
+      for (int64_t r = 0; r < tile.rows; ++r) {
+        Value n = kb.addi(n0, kb.idx(r));
+        rows.push_back({w, f.dense ? SmallVector<Value>{n}
+                                   : SmallVector<Value>{expert, n}});
+      }
+    return rows;
+  }
+
+  /// Sorted row j of the tile, clamped to its last row.
+  Value sortedRow(int64_t j) {
+    return kb.addi(rowStart,
+                   kb.minsi(kb.idx(j), kb.subi(validRows, kb.idx(1))));
+  }
+
+  /// The tile's TT input rows.
+  SmallVector<ViewRow> inputRows() {
+    SmallVector<ViewRow> rows;
+    for (int64_t j = 0; j < f.tileRows; ++j) {
+      Value r = sortedRow(j);
+      if (f.glu && !f.dense)
+        r = em.divu(kb.loadIndex(rowSource, {r}), topK);
+      rows.push_back({x, {r}});
+    }
+    return rows;
+  }
+
+  /// Lane 0: the tile's existing rows of the warp's R outputs.
+  void store(ArrayRef<Value> sums) {
+    const int64_t tt = f.tileRows;
+    for (int64_t j = 0; j < tt; ++j)
+      kb.ifThen(kb.lti(kb.idx(j), validRows), [&] {
+        Value row = kb.addi(rowStart, kb.idx(j));
+        Value scale;
+        if (!f.glu)
+          scale = kb.load(rowWeights, {kb.loadIndex(rowSource, {row})});
+        for (int64_t r = 0; r < tile.rows; ++r) {
+          Value n = kb.addi(n0, kb.idx(r)), v = sums[r * tt + j];
+          if (f.glu)
+            v = emitGLUActivation(kb, f.act, f.beta, f.linearBeta, v,
+                                  sums[(tile.rows + r) * tt + j]);
+          else
+            v = kb.mul(scale, v);
+          kb.store(v, out, {row, n});
+        }
+      });
+  }
+
+  const GEMVForm &f;
+  KernelEmission &e;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  MMAEmitter em;
+  LinearGEMVTile tile;
+  int64_t nOut = 0, nIn = 0, vec = 8, experts = 0, topK = 1;
+  SmallVector<Value> weightViews;
+  Value tokenCount, x, out, rowSource, rowWeights;
+  Value n0, expert, rowStart, validRows;
+};
+
+LogicalResult emitGEMV(const GEMVForm &f, Operation *op, KernelEmission &e) {
+  if (failed(GroupedGEMVKernel(f, e).emit(op)))
+    return failure();
+  e.finishSinglePhase(op->getLoc());
+  return success();
+}
+
+/// TT: k3-select-kernel-config checked that it is the dispatch's tile
+/// rows (the dispatch is out of reach here, in another kernel).
+int64_t tileRowsOf(const KernelEmission &e) {
+  return linearGEMVTile(e.config).tokens;
+}
+
+struct GroupedGLUGEMVPattern : OpKernelPattern<MoEGroupedGLUOp> {
+  GroupedGLUGEMVPattern() : OpKernelPattern(KernelKind::moe_grouped_gemv) {}
+  LogicalResult emit(MoEGroupedGLUOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    GEMVForm f{true,
+               false,
+               a.getInput(),
+               a.getIndices(),
+               a.getRowSource(),
+               a.getOffsets(),
+               a.getTileOffsets(),
+               {a.getW1(), a.getW3()},
+               KernelOperand(),
+               e.outputs[0],
+               tileRowsOf(e),
+               op.getActivation(),
+               optionalDouble(op.getBetaAttr()),
+               optionalDouble(op.getLinearBetaAttr())};
+    return emitGEMV(f, op, e);
+  }
+};
+
+struct GroupedDownGEMVPattern : OpKernelPattern<MoEGroupedDownOp> {
+  GroupedDownGEMVPattern() : OpKernelPattern(KernelKind::moe_grouped_gemv) {}
+  LogicalResult emit(MoEGroupedDownOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    GEMVForm f{false,
+               false,
+               a.getInput(),
+               a.getIndices(),
+               a.getRowSource(),
+               a.getOffsets(),
+               a.getTileOffsets(),
+               {a.getW2()},
+               a.getWeights(),
+               e.outputs[0],
+               tileRowsOf(e)};
+    return emitGEMV(f, op, e);
+  }
+};
+
+/// k3.glu_gate_up: one expert over every row, in tiles of the config's TT.
+struct DenseGLUGEMVPattern : OpKernelPattern<GLUGateUpOp> {
+  DenseGLUGEMVPattern() : OpKernelPattern(KernelKind::glu_gemv) {}
+  LogicalResult emit(GLUGateUpOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    GEMVForm f{true,
+               true,
+               a.getInput(),
+               KernelOperand(),
+               KernelOperand(),
+               KernelOperand(),
+               KernelOperand(),
+               {a.getWGate(), a.getWUp()},
+               KernelOperand(),
+               e.outputs[0],
+               tileRowsOf(e),
+               op.getActivation(),
+               optionalDouble(op.getBetaAttr()),
+               optionalDouble(op.getLinearBetaAttr())};
+    return emitGEMV(f, op, e);
+  }
+};
+
+} // namespace
+
+void mlir::k3::populateMoEGroupedGEMVPatterns(KernelPatternSet &patterns) {
+  patterns.add<GroupedGLUGEMVPattern, GroupedDownGEMVPattern,
+               DenseGLUGEMVPattern>();
+}
