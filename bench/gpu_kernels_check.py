@@ -7,7 +7,9 @@ block-per-row argmax (lowering/cuda/ArgmaxRows.cpp) with ties, rows of
 -inf, the maximum in the first or last column, vocabularies smaller than a
 block; the latent attention (lowering/cuda/LatentAttentionRows.cpp) at
 Kimi-Linear's sizes: decode steps over caches of 0, 17 and 200 rows, a
-packed prefill over caches, a prefill without.
+packed prefill over caches, a prefill without; the decode step's MoE
+(lowering/cuda/MoEGroupedGEMV.cpp) at T = 1, 5 and 64 with one expert in
+every token's first slot.
 
     .venv/bin/python bench/gpu_kernels_check.py prepare   # here (k3-opt)
     python3 bench/gpu_kernels_check.py check              # GPU machine
@@ -198,6 +200,29 @@ ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.
   return %i, %w, %is, %ws : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>
 }
 """
+# The decode step's MoE (lowering/cuda/MoEGroupedGEMV.cpp): k3.moe_experts in
+# an entry marked k3.decode (k3-moe-grouped's 4-row tiles, then the
+# moe_grouped_gemv kernels) and the shared expert's k3.glu_gate_up (glu_gemv),
+# bf16, 16 experts top-4, D 520 and I 136 (K with a partial last 256-element
+# step in both GEMMs).
+MOE_DECODE = dict(E=16, K=4, D=520, I=136)
+MOE_DECODE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}, tensor<?x{I}xbf16> {{k3.name = "h"}}) attributes {{k3.decode}} {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
+         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  %sg = k3.weight "sg" : tensor<{I}x{D}xbf16>
+  %su = k3.weight "su" : tensor<{I}x{D}xbf16>
+  %h = k3.glu_gate_up silu %x, %sg, %su
+      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>) -> tensor<?x{I}xbf16>
+  return %y, %h : tensor<?x{D}xbf16>, tensor<?x{I}xbf16>
+}}
+"""
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -233,6 +258,7 @@ def prepare() -> int:
     # The default (the tensor cores for the bf16 router) and the rows kernel.
     compile_model("router", ROUTER_MODEL, "")
     compile_model("router_rows", ROUTER_MODEL, "kernel-config=moe_router.kernel=moe_router_rows")
+    compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
@@ -371,6 +397,7 @@ def check() -> int:
     check_gated_norms(res, rng)
     check_short_convs(res, rng)
     check_router(res, rng)
+    check_moe_decode(res, rng)
     res.write()
     return 1 if res.failures else 0
 
@@ -554,6 +581,67 @@ def check_router(res, rng) -> None:
                 rows[tag] = {"weights_err": err, "near_tie_swaps": flips}
             return {"routers": json.loads(json.dumps(rows))}
         res.guard(case, case="router", impl="k3", variant=variant, shape={"T": t})
+
+
+def moe_decode_routing(t: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct experts per token, expert 3 in every token's first slot (at
+    T = 64 its segment is 16 tiles of 4 rows), positive weights."""
+    c = MOE_DECODE
+    idx = np.stack([np.concatenate([[3], rng.permutation(
+        [e for e in range(c["E"]) if e != 3])[:c["K"] - 1]]) for _ in range(t)]).astype(np.int32)
+    return idx, rng.uniform(0.1, 1.0, (t, c["K"])).astype(np.float32)
+
+
+def moe_decode_reference(x, idx, wts, w):
+    """float64, with h rounded to bf16 where the kernels store it."""
+    def silu(a):
+        return a / (1 + np.exp(-a))
+    x = x.astype(np.float64)
+    y = np.zeros((x.shape[0], w["w2"].shape[1]))
+    for t in range(x.shape[0]):
+        for j, e in enumerate(idx[t]):
+            h = bf16_round(silu(w["w1"][e] @ x[t]) * (w["w3"][e] @ x[t])).astype(np.float64)
+            y[t] += wts[t, j] * (w["w2"][e] @ h)
+    return y, silu(x @ w["sg"].T) * (x @ w["su"].T)
+
+
+def check_moe_decode(res, rng) -> None:
+    """The decode step's grouped GEMVs (routed and shared) against float64 at
+    T = 1, 5 (a partial 4-row tile) and 64, within 2^-7 normwise (bf16
+    outputs: their own rounding is 2^-8; h is rounded where the reference
+    rounds it, a flip there adds one bf16 ulp)."""
+    import torch
+    import k3
+    c = MOE_DECODE
+    scale = {"w1": c["D"], "w3": c["D"], "w2": c["I"], "sg": c["D"], "su": c["D"]}
+    shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
+              "w2": (c["E"], c["D"], c["I"]), "sg": (c["I"], c["D"]), "su": (c["I"], c["D"])}
+    w = {k: bf16_round(rng.standard_normal(s) / scale[k] ** 0.5) for k, s in shapes.items()}
+    files = []
+    for k, v in w.items():
+        files.append(OUT / f"moe_decode.{k}.safetensors")
+        save_bf16(files[-1], k, v)
+    for t in (1, 5, 64):
+        x = bf16_round(rng.standard_normal((t, c["D"])))
+        idx, wts = moe_decode_routing(t, rng)
+
+        def case(t=t, x=x, idx=idx, wts=wts):
+            s = k3.Session(str(OUT / "moe_decode.k3bin"), device="cuda:0")
+            s.load_weights([str(f) for f in files])
+            dev = torch.device("cuda:0")
+            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
+                        x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
+                        idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
+            y, h = (torch.from_dlpack(out[k]).double().cpu().numpy() for k in "yh")
+            s.close()
+            want_y, want_h = moe_decode_reference(x, idx, wts, w)
+            ey = float(np.linalg.norm(y - want_y) / np.linalg.norm(want_y))
+            eh = float(np.linalg.norm(h - want_h) / np.linalg.norm(want_h))
+            if not (ey < 2.0 ** -7 and eh < 2.0 ** -7):
+                raise AssertionError(f"y err {ey:.2e}, shared h err {eh:.2e} (bound 2^-7)")
+            return {"err_y": ey, "err_h": eh}
+        res.guard(case, case="moe_decode", impl="k3", variant="moe_grouped_gemv+glu_gemv",
+                  shape={"T": t, **c})
 
 
 def check_mla(res, rng) -> None:
