@@ -113,10 +113,16 @@ shareOut(const std::vector<UploadTarget> &targets, const UploadChunk &chunk,
 std::vector<UploadCopy> copiesOf(const std::vector<UploadTarget> &targets,
                                  const UploadChunk &chunk) {
   std::vector<UploadCopy> copies;
+  size_t lastTarget = 0;
   for (const UploadPiece &p : chunk.pieces) {
     UploadCopy c{p.staged, targets[p.target].device + p.dstOffset,
                  pieceBytes(targets, p)};
-    if (!copies.empty()) {
+    // Only within one target: two weights adjacent in device addresses can
+    // be two allocations, and one copy across both is an invalid argument
+    // to cuMemcpyHtoDAsync (CUDA_ERROR_INVALID_VALUE on the H200).
+    bool sameTarget = !copies.empty() && lastTarget == p.target;
+    lastTarget = p.target;
+    if (sameTarget) {
       UploadCopy &last = copies.back();
       if (last.staged + last.bytes == c.staged &&
           last.device + last.bytes == c.device) {

@@ -63,8 +63,8 @@ std::vector<std::vector<UploadPiece>>
 shareOut(const std::vector<UploadTarget> &targets, const UploadChunk &chunk,
          unsigned threads, uint64_t minShareBytes);
 
-/// The copies that send a filled chunk: one per piece, pieces adjacent in
-/// both the slot and the target merged.
+/// The copies that send a filled chunk: one per piece, pieces of one target
+/// adjacent in both the slot and the target merged.
 std::vector<UploadCopy> copiesOf(const std::vector<UploadTarget> &targets,
                                  const UploadChunk &chunk);
 

@@ -186,6 +186,23 @@ TEST(WeightUpload, CopiesMergeAdjacentParts) {
   EXPECT_EQ(copies[2].staged, 256u);
 }
 
+// Two weights adjacent in device addresses may be two allocations: one copy
+// across both is CUDA_ERROR_INVALID_VALUE, so each target gets its own.
+TEST(WeightUpload, CopiesNeverSpanTwoWeights) {
+  std::vector<UploadTarget> ts = {target("bias", 4, {16}, 0x10000),
+                                  target("w", 4, {16}, 0x10040)};
+  std::vector<UploadChunk> chunks;
+  std::string err;
+  ASSERT_TRUE(planChunks(ts, 4096, chunks, err));
+  ASSERT_EQ(chunks.size(), 1u);
+  std::vector<UploadCopy> copies = copiesOf(ts, chunks[0]);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].device, 0x10000u);
+  EXPECT_EQ(copies[0].bytes, 64u);
+  EXPECT_EQ(copies[1].device, 0x10040u);
+  EXPECT_EQ(copies[1].bytes, 64u);
+}
+
 /// A stream whose copies land only when their slot is acquired again or at
 /// finish (as DMA may): a slot written before acquire() would corrupt what
 /// lands. "Device" addresses are host addresses.
