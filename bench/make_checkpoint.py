@@ -40,17 +40,19 @@ F32_SUFFIXES = ("A_log", "dt_bias", "e_score_correction_bias")
 def tensor(name: str, shape, seed: int, kda_heads: int) -> np.ndarray:
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
     t = model.random_tensor(name, tuple(shape), rng, kda_heads, dtype=np.float32)
+    if name.endswith("A_log") and t.shape == (kda_heads,):
+        # Kimi Linear's layout (the hub checkpoint and transformers' model:
+        # [1, 1, H, 1]); our loader and the oracle drop the unit dimensions.
+        t = t.reshape(1, 1, kda_heads, 1)
     return t.astype(np.float32 if name.endswith(F32_SUFFIXES) else model._bf16())
 
 
-# Hub spelling -> the names transformers >= 5 saves (bench/transformers_compare.py's NAME_RULES, reversed).
-RENAMES = [(".self_attn.f_a_proj.", ".self_attn.forget_gate_down."),
-           (".self_attn.f_b_proj.", ".self_attn.forget_gate_up."),
-           (".self_attn.b_proj.", ".self_attn.beta_proj."),
-           (".self_attn.g_proj.", ".self_attn.output_gate."),
-           (".self_attn.g_a_proj.", ".self_attn.output_gate_down."),
-           (".self_attn.g_b_proj.", ".self_attn.output_gate_up."),
-           (".block_sparse_moe.gate.", ".mlp.gate."),
+# Hub spelling -> the names transformers >= 5 saves. The KDA gates keep the
+# hub's names: transformers 5.17 on the H200 refused `forget_gate_down`,
+# `beta_proj`, `output_gate_up`, ... (an older spelling) as unexpected and
+# reported `f_a_proj`, `b_proj`, `g_a_proj`, ... missing
+# (bench/results/checkpoint-numerics-nvidia-h200-20261202T152222Z.json).
+RENAMES = [(".block_sparse_moe.gate.", ".mlp.gate."),
            (".block_sparse_moe.shared_experts.", ".mlp.shared_experts.")]
 EXPERT = re.compile(r"(.*)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight")
 CONV = re.compile(r"(.*)\.self_attn\.([qkv])_conv1d\.weight")
