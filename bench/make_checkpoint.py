@@ -2,10 +2,14 @@
 config's `config.json`, sharded safetensors `model-0000i-of-0000N.safetensors`
 and `model.safetensors.index.json` (its `weight_map`, `total_size`), under
 the hub checkpoint's tensor names (`model.layers.N.block_sparse_moe.experts.E
-.w1.weight`, ...: python/k3ref's weight_shapes, docs/oracle.md) or, with
-`--names transformers`, those transformers >= 5 saves (experts fused into
-`mlp.experts.gate_up_proj` / `down_proj`, the short convolutions packed into
-`self_attn.conv1d.weight`, renamed gates), bf16 but
+.w1.weight`, ...: python/k3ref's weight_shapes, docs/oracle.md); with
+`--names transformers`, those of transformers' model in memory (experts
+fused into `mlp.experts.gate_up_proj` / `down_proj`, the short convolutions
+packed into `self_attn.conv1d.weight`, the router under `mlp.gate`); with
+`--names transformers-saved`, what transformers 5.17's save_pretrained
+writes (the hub's names, the dense MLP layers under `block_sparse_moe.`:
+bench/hf_saved_names.py). transformers loads the first two (checked by
+bench/checkpoint_numerics.py), our runtime all three. bf16 but
 for the KDA decay parameters and the router's correction bias (f32, as the
 hub checkpoint stores them).
 
@@ -47,13 +51,17 @@ def tensor(name: str, shape, seed: int, kda_heads: int) -> np.ndarray:
     return t.astype(np.float32 if name.endswith(F32_SUFFIXES) else model._bf16())
 
 
-# Hub spelling -> the names transformers >= 5 saves. The KDA gates keep the
+# Hub spelling -> the names of transformers' model in memory. The KDA gates keep the
 # hub's names: transformers 5.17 on the H200 refused `forget_gate_down`,
 # `beta_proj`, `output_gate_up`, ... (an older spelling) as unexpected and
 # reported `f_a_proj`, `b_proj`, `g_a_proj`, ... missing
 # (bench/results/checkpoint-numerics-nvidia-h200-20261202T152222Z.json).
 RENAMES = [(".block_sparse_moe.gate.", ".mlp.gate."),
            (".block_sparse_moe.shared_experts.", ".mlp.shared_experts.")]
+# What transformers 5.17's save_pretrained writes: the hub's names, but the
+# dense MLP layers under block_sparse_moe (bench/hf_saved_names.py,
+# bench/results/hf-saved-names-nvidia-h200-20261202T153119Z.json).
+DENSE_MLP = re.compile(r"(.*)\.mlp\.((gate|up|down)_proj\.weight)$")
 EXPERT = re.compile(r"(.*)\.block_sparse_moe\.experts\.(\d+)\.(w1|w2|w3)\.weight")
 CONV = re.compile(r"(.*)\.self_attn\.([qkv])_conv1d\.weight")
 
@@ -107,6 +115,8 @@ def write(config: Path, out: Path, seed: int, shard_bytes: int, names: str = "hu
         groups.setdefault(layer_of(name), []).append((name, shape))
     for group in groups.values():
         tensors = {name: tensor(name, shape, seed, cfg.kda_num_heads) for name, shape in group}
+        if names == "transformers-saved":
+            tensors = {DENSE_MLP.sub(r"\1.block_sparse_moe.\2", n): t for n, t in tensors.items()}
         if names == "transformers":
             tensors = transformers_names(tensors)
         for name, t in tensors.items():
@@ -135,9 +145,9 @@ def main():
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shard-gb", type=float, default=5.0)
-    ap.add_argument("--names", choices=["hub", "transformers"], default="hub",
-                    help="the hub checkpoint's tensor names, or those transformers >= 5 saves (fused experts, "
-                         "packed short convolutions)")
+    ap.add_argument("--names", choices=["hub", "transformers", "transformers-saved"], default="hub",
+                    help="the hub checkpoint's tensor names; transformers' in-memory names (fused experts, "
+                         "packed short convolutions); or what transformers' save_pretrained writes")
     args = ap.parse_args()
     r = write(args.config, args.out, args.seed, int(args.shard_gb * 1e9), args.names)
     print(f"wrote {args.out}: {r['tensors']} tensors in {r['shards']} shards, {r['bytes'] / 1e9:.2f} GB")

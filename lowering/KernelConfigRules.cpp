@@ -256,26 +256,6 @@ bool linearWGMMAApplies(LinearOp op) {
 
 bool isGEMVElement(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
 
-/// Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
-/// 16-byte weight loads and 4 of x per step, 8 f32 sums) where that gives a
-/// block to every SM. Narrow outputs (Kimi's KDA gates, 2304 -> 128, and
-/// beta, 2304 -> 32) had 16 and 4 blocks for 132 SMs, 9 us per call, each
-/// warp's K a chain of dependent steps
-/// (bench/results/profile-gpu/kl48b-decode-B1-20261202T1224Z-3d32040.txt):
-/// there one row per warp, then fewer warps per block, until the row
-/// groups reach the SM count.
-LinearGEMVTile defaultGEMVTile(int64_t nOut, int64_t smCount) {
-  LinearGEMVTile t;
-  if (nOut % t.rows != 0)
-    t.rows = 1;
-  if (linearGEMVRowTiles(nOut, t) >= smCount)
-    return t;
-  t.rows = 1;
-  while (t.warps > 1 && linearGEMVRowTiles(nOut, t) < smCount)
-    t.warps /= 2;
-  return t;
-}
-
 bool linearGEMVApplies(LinearOp op) {
   int64_t nIn = dimOf(op.getWeight(), 1), nOut = dimOf(op.getWeight(), 0);
   Type w = elementOf(op.getWeight());
@@ -798,8 +778,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
     return config(ctx, kind, {64, 32, 32}, 4);
   case KernelKind::linear_gemv: {
-    LinearGEMVTile t = defaultGEMVTile(dimOf(cast<LinearOp>(op).getWeight(), 0),
-                                       target.getSmCount());
+    // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
+    // 16-byte weight loads and 4 of x per step, 8 f32 sums).
+    LinearGEMVTile t;
+    int64_t nOut = dimOf(cast<LinearOp>(op).getWeight(), 0);
+    if (nOut % t.rows != 0)
+      t.rows = 1;
     return config(ctx, kind, {t.rows, t.tokens}, t.warps);
   }
   case KernelKind::argmax_rows:

@@ -8,7 +8,8 @@
 // sorted rows, 16 bytes per lane per load (LaneDots.h), and nothing else
 // matters. The fused loop nest read them once per (token, slot), 2 bytes per
 // lane per load: 0.65-1.8 TB/s at B = 1 and its reads grew with B
-// (bench/results/profile-gpu/kl48b-decode-B1-20261202T1224Z-3d32040.txt).
+// (bench/results/profile-gpu/history/
+// kl48b-decode-B1-20261202T1224Z-3d32040.txt).
 //
 // - Schedule: a block per (row tile, row group). Row tiles are
 //   k3.moe_dispatch's tiles of TT rows (its tile_rows; the kernel's tile

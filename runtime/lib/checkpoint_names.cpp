@@ -20,8 +20,16 @@ size_t elementBytes(const std::string &dtype) {
   return 1;
 }
 
-/// Hub spelling -> transformers' spelling of a name segment.
+/// Hub spelling -> transformers' spelling of a name segment: the in-memory
+/// model's (`mlp.gate`, fused experts) and, for the dense MLP layers, what
+/// transformers 5.17's save_pretrained writes (`block_sparse_moe.gate_proj`
+/// and so on; everything else it saves under the hub's names:
+/// bench/results/hf-saved-names-nvidia-h200-20261202T153119Z.json). The
+/// older gate spellings (`forget_gate_down`, ...) are still accepted.
 const std::pair<const char *, const char *> kRenames[] = {
+    {".mlp.gate_proj.", ".block_sparse_moe.gate_proj."},
+    {".mlp.up_proj.", ".block_sparse_moe.up_proj."},
+    {".mlp.down_proj.", ".block_sparse_moe.down_proj."},
     {".self_attn.f_a_proj.", ".self_attn.forget_gate_down."},
     {".self_attn.f_b_proj.", ".self_attn.forget_gate_up."},
     {".self_attn.b_proj.", ".self_attn.beta_proj."},

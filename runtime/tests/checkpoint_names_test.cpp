@@ -11,6 +11,19 @@ using k3::rt::slabOf;
 using k3::rt::TensorSlab;
 using k3::rt::transformersSources;
 
+// transformers 5.17 saves the dense first layer's MLP under
+// block_sparse_moe (bench/results/hf-saved-names-*.json).
+TEST(CheckpointNames, DenseMLPAsTransformersSavesIt) {
+  auto r = transformersSources("model.layers.0.mlp.up_proj.weight");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].name, "model.layers.0.block_sparse_moe.up_proj.weight");
+  EXPECT_EQ(r[0].row, -1);
+  EXPECT_TRUE(
+      transformersSources("model.layers.3.block_sparse_moe.shared_experts."
+                          "gate_proj.weight")[0]
+          .name.find(".mlp.shared_experts.gate_proj.") != std::string::npos);
+}
+
 TEST(CheckpointNames, RenamesAndFusedSources) {
   auto r = transformersSources("model.layers.0.self_attn.f_a_proj.weight");
   ASSERT_EQ(r.size(), 1u);

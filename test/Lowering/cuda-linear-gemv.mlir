@@ -22,22 +22,20 @@
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, {{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [1, 4], warps = 1>{{.*}}tensor<36x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<36x512xbf16>
 // CONFIG-LABEL: func.func @forward_decode(
-// CONFIG-COUNT-2: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [1, 4], warps = 1>
-// TUNED: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [4, 8], warps = 1>{{.*}}tensor<256x512xbf16>
+// CONFIG-COUNT-2: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>
+// TUNED: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [4, 8], warps = 4>{{.*}}tensor<256x512xbf16>
 // BADROWS: error: 'k3.linear' op linear_gemv tile R = 3 must divide N = 256
 // BADTILE: error: 'k3.linear' op linear_gemv needs tile = [R, TT], got 3 sizes
 
-// The decode entry's linear: N = 256 is narrow for 132 SMs, so one row
-// per warp and one warp per block (defaultGEMVTile), token tiles of 4 in
-// the grid (ceil(T / 4) x 256 blocks, linear in T).
+// The decode entry's linear: 2 x 4 warps of rows per block, token
+// tiles of 4 in the grid (ceil(T / 4) x 256 / 8 blocks, linear in T).
 // CHECK-LABEL: gpu.func @linear_3(
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 256, grid_offset = 768, grid_divisor = 4, block = [32, 1, 1]>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 32, grid_offset = 96, grid_divisor = 4, block = [128, 1, 1]>
 // CHECK: scf.if
 // CHECK: scf.for {{.*}} iter_args
-// 16-byte weight vectors, one per row of the warp and step (two steps of
-// 256 columns per iteration), and the tokens' columns.
+// 16-byte weight vectors, one per row of the warp, and the tokens' columns.
 // CHECK-COUNT-2: vector.load {{.*}} {alignment = 16 : i64} : memref<256x512xbf16>, vector<8xbf16>
 // CHECK: vector.load {{.*}} : memref<?x512xbf16>, vector<8xbf16>
 // CHECK: scf.yield

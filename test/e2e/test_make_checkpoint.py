@@ -76,6 +76,9 @@ def test_transformers_names_load_without_renaming(tmp_path):
     conv = converter()
     conv.write(CONFIG, tmp_path / "hub", seed=5, shard_bytes=50_000)
     conv.write(CONFIG, tmp_path / "hf", seed=5, shard_bytes=50_000, names="transformers")
+    conv.write(CONFIG, tmp_path / "saved", seed=5, shard_bytes=50_000, names="transformers-saved")
+    saved = json.loads((tmp_path / "saved" / "model.safetensors.index.json").read_text())["weight_map"]
+    assert "model.layers.0.block_sparse_moe.gate_proj.weight" in saved
     names = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())["weight_map"]
     assert "model.layers.1.mlp.experts.gate_up_proj" in names
     assert "model.layers.0.self_attn.conv1d.weight" in names
@@ -85,12 +88,13 @@ def test_transformers_names_load_without_renaming(tmp_path):
     art = k3.compile(mlir, tmp_path / "m.k3bin", max_tokens=64, max_seqs=2)
     ids = np.arange(1, 12, dtype=np.int32)
     logits = {}
-    for kind in ("hub", "hf"):
+    for kind in ("hub", "hf", "saved"):
         s = k3.Session(art)
         s.load_weights(tmp_path / kind)
         logits[kind] = s.run(token_ids=ids, cu_seqlens=np.array([0, len(ids)], np.int32),
                              context_lens=np.array([0], np.int32))["logits"]
     np.testing.assert_array_equal(logits["hf"], logits["hub"])
+    np.testing.assert_array_equal(logits["saved"], logits["hub"])
 
 
 def test_a_fused_tensor_of_the_wrong_shape_is_named(tmp_path):
