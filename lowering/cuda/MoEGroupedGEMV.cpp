@@ -44,14 +44,14 @@ namespace {
 
 /// What differs between the three ops.
 struct GEMVForm {
-  bool glu;           // gate/up with the GLU (else down)
-  bool dense;         // k3.glu_gate_up: one expert, every row
+  bool glu = true;    // gate/up with the GLU (else down)
+  bool dense = false; // k3.glu_gate_up: one expert, every row
   KernelOperand rows; // x [T, D] (gathered by token) or h [T, K, I]
   KernelOperand indices, rowSource, offsets, tileOffsets; // routed forms
   SmallVector<KernelOperand> weights; // W1 and W3, or W2: [E,] N, K
   KernelOperand rowWeights;           // down: [T, K]
   KernelOperand result;               // h [T, (K,) I] or y [T, K, D]
-  int64_t tileRows;                   // TT
+  int64_t tileRows = 1;               // TT
   // The GLU of the gate/up form.
   GLUActivation act = GLUActivation::silu;
   std::optional<double> beta, linearBeta;
@@ -220,24 +220,32 @@ int64_t tileRowsOf(const KernelEmission &e) {
   return linearGEMVTile(e.config).tokens;
 }
 
+/// The fields both routed ops share: their rows, k3.moe_dispatch's tables,
+/// the result and the tile rows.
+template <typename Adaptor>
+GEMVForm routedForm(bool glu, Adaptor a, const KernelEmission &e) {
+  GEMVForm f;
+  f.glu = glu;
+  f.dense = false;
+  f.rows = a.getInput();
+  f.indices = a.getIndices();
+  f.rowSource = a.getRowSource();
+  f.offsets = a.getOffsets();
+  f.tileOffsets = a.getTileOffsets();
+  f.result = e.outputs[0];
+  f.tileRows = tileRowsOf(e);
+  return f;
+}
+
 struct GroupedGLUGEMVPattern : OpKernelPattern<MoEGroupedGLUOp> {
   GroupedGLUGEMVPattern() : OpKernelPattern(KernelKind::moe_grouped_gemv) {}
   LogicalResult emit(MoEGroupedGLUOp op, Adaptor a,
                      KernelEmission &e) const override {
-    GEMVForm f{true,
-               false,
-               a.getInput(),
-               a.getIndices(),
-               a.getRowSource(),
-               a.getOffsets(),
-               a.getTileOffsets(),
-               {a.getW1(), a.getW3()},
-               KernelOperand(),
-               e.outputs[0],
-               tileRowsOf(e),
-               op.getActivation(),
-               optionalDouble(op.getBetaAttr()),
-               optionalDouble(op.getLinearBetaAttr())};
+    GEMVForm f = routedForm(/*glu=*/true, a, e);
+    f.weights = {a.getW1(), a.getW3()};
+    f.act = op.getActivation();
+    f.beta = optionalDouble(op.getBetaAttr());
+    f.linearBeta = optionalDouble(op.getLinearBetaAttr());
     return emitGEMV(f, op, e);
   }
 };
@@ -246,17 +254,9 @@ struct GroupedDownGEMVPattern : OpKernelPattern<MoEGroupedDownOp> {
   GroupedDownGEMVPattern() : OpKernelPattern(KernelKind::moe_grouped_gemv) {}
   LogicalResult emit(MoEGroupedDownOp op, Adaptor a,
                      KernelEmission &e) const override {
-    GEMVForm f{false,
-               false,
-               a.getInput(),
-               a.getIndices(),
-               a.getRowSource(),
-               a.getOffsets(),
-               a.getTileOffsets(),
-               {a.getW2()},
-               a.getWeights(),
-               e.outputs[0],
-               tileRowsOf(e)};
+    GEMVForm f = routedForm(/*glu=*/false, a, e);
+    f.weights = {a.getW2()};
+    f.rowWeights = a.getWeights();
     return emitGEMV(f, op, e);
   }
 };
@@ -266,20 +266,16 @@ struct DenseGLUGEMVPattern : OpKernelPattern<GLUGateUpOp> {
   DenseGLUGEMVPattern() : OpKernelPattern(KernelKind::glu_gemv) {}
   LogicalResult emit(GLUGateUpOp op, Adaptor a,
                      KernelEmission &e) const override {
-    GEMVForm f{true,
-               true,
-               a.getInput(),
-               KernelOperand(),
-               KernelOperand(),
-               KernelOperand(),
-               KernelOperand(),
-               {a.getWGate(), a.getWUp()},
-               KernelOperand(),
-               e.outputs[0],
-               tileRowsOf(e),
-               op.getActivation(),
-               optionalDouble(op.getBetaAttr()),
-               optionalDouble(op.getLinearBetaAttr())};
+    GEMVForm f;
+    f.glu = true;
+    f.dense = true;
+    f.rows = a.getInput();
+    f.weights = {a.getWGate(), a.getWUp()};
+    f.result = e.outputs[0];
+    f.tileRows = tileRowsOf(e);
+    f.act = op.getActivation();
+    f.beta = optionalDouble(op.getBetaAttr());
+    f.linearBeta = optionalDouble(op.getLinearBetaAttr());
     return emitGEMV(f, op, e);
   }
 };
