@@ -28,7 +28,10 @@ def K3SelectKernelConfig : Pass<"k3-select-kernel-config",
     change a parameter of every op of a kind, for tuning:
     `<op>.<param>=<value>` with <op> an op name without `k3.`
     (`kda_mma_recurrence.warps=2`, `kda.tile=32x8x1x4`,
-    `linear.kernel=linear_mma_3xtf32`), or `target.<param>=<value>` for a
+    `linear.kernel=linear_mma_3xtf32`) or a kernel kind, for the ops that
+    have that kernel so far (`moe_grouped_gemv.tile=2x4`: the decode
+    entry's grouped GEMVs, not prefill's wgmma kernels of the same ops),
+    or `target.<param>=<value>` for a
     parameter of the GPU target (`target.sm_count=16`). Every config is
     checked against its op and the target; `report` prints each one.
   }];
@@ -37,7 +40,8 @@ def K3SelectKernelConfig : Pass<"k3-select-kernel-config",
            "cpu, cuda (sm_90a: an H200) or a chip name sm_XY; empty: the "
            "module's k3.target, else cpu">,
     ListOption<"overrides", "override", "std::string",
-               "<op>.<param>=<value> or target.<param>=<value>, for tuning">,
+               "<op or kernel>.<param>=<value> or target.<param>=<value>, "
+               "for tuning">,
     Option<"report", "report", "bool", "false",
            "Emit a remark with each op's kernel configuration">,
   ];

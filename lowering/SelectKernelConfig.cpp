@@ -190,8 +190,11 @@ struct K3SelectKernelConfigPass
         if (!c)
           c = defaultKernelConfig(op, *target, decode);
         for (const Override &o : opOverrides) {
+          // An op name, or the kind of kernel the op has so far (the same
+          // op kind takes other kernels in prefill and in a decode step).
           if (o.scope != op->getName().stripDialect() &&
-              o.scope != op->getName().getStringRef())
+              o.scope != op->getName().getStringRef() &&
+              o.scope != stringifyKernelKind(c.getKernel()))
             continue;
           FailureOr<KernelConfigAttr> changed =
               o.param == "kernel" ? overrideKernel(op, c, o, *target, decode)
