@@ -374,8 +374,9 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// weight read for the dense form; 4 warps. On Kimi-Linear-48B's decode,
 /// R = 4 for both GEMMs against [1, 4] / [2, 4]: B = 1 4.93 ms a step
 /// against 5.07, B = 8 10.70 against 11.58, B = 64 42.2 against 48.6 (more
-/// loads in flight per lane, a quarter of the blocks); 8 or 2 warps did
-/// not pay (bench/results/e2e-checks/decode-ab-nvidia-h200-20261202.txt).
+/// loads in flight per lane, a quarter of the blocks); R = 8, 8 warps or 2
+/// warps did not pay (bench/results/e2e-checks/
+/// decode-ab-nvidia-h200-20261202.txt).
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
   int64_t rows = 4;
   while (groupedGEMVOutputs(op) % rows != 0)
