@@ -3,7 +3,9 @@ docs/moe.md) on the CPU target against the float64 oracle, at routings that
 stress the dispatch: an expert no token chose, every token on the same three
 experts (each segment holds all T rows), one token, and ids in every slot
 order. The fused form (moe-grouped=0) must give the same bits: the combine
-adds each token's experts in slot order, as the fused op does.
+adds each token's experts in slot order, as the fused op does. So must the
+decode entry's form (an entry marked k3.decode: the dispatch's tiles of 4
+rows, on CUDA the moe_grouped_gemv kernels).
 
 Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_moe_grouped.py
@@ -46,9 +48,14 @@ def setup(tmp_path_factory):
     src = d / "moe.mlir"
     src.write_text(MODEL)
     arts = {}
-    for name, opt in (("grouped", ""), ("fused", "moe-grouped=0")):
+    decode = d / "moe_decode.mlir"
+    decode.write_text(MODEL.replace("-> (tensor<?x{D}xf32> {{k3.name = \"y\"}}) {{".format(D=D),
+                                    "-> (tensor<?x{D}xf32> {{k3.name = \"y\"}}) attributes {{k3.decode}} {{"
+                                    .format(D=D)))
+    assert "k3.decode" in decode.read_text()
+    for name, opt, text in (("grouped", "", src), ("fused", "moe-grouped=0", src), ("decode", "", decode)):
         arts[name] = d / f"{name}.k3bin"
-        subprocess.run([f"{BIN}/k3-opt", str(src),
+        subprocess.run([f"{BIN}/k3-opt", str(text),
                         f"--k3-compile=output={arts[name]} max-tokens=64 max-seqs=1 {opt}",
                         "-o", os.devnull], check=True, capture_output=True)
     rng = np.random.default_rng(15)
@@ -91,8 +98,10 @@ def test_grouped_matches_oracle_and_fused(setup, kind, t):
     tag = f"{kind}_{t}"
     got = run(d, arts["grouped"], wfile, inputs, tag + "_g")
     fused = run(d, arts["fused"], wfile, inputs, tag + "_f")
+    decode = run(d, arts["decode"], wfile, inputs, tag + "_d")
     want = ops.moe_experts(x.astype(np.float64), idx, wts.astype(np.float64),
                            w["w1"], w["w3"], w["w2"])
     err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
     assert err < 1e-5, f"grouped vs f64 oracle {err:.2e}"
     assert np.array_equal(got, fused), "the grouped and fused forms differ"
+    assert np.array_equal(decode, fused), "the decode entry's grouped form and the fused form differ"
