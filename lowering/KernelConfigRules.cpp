@@ -673,8 +673,7 @@ bool groupedWGMMAApplies(Operation *op) {
            hidden % 64 == 0 && inter > 0 && inter % 64 == 0;
   }
   auto tiledBy128 = [](Value tileOffsets) {
-    auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
-    return d && d.getTileRows() == 128;
+    return dispatchTileRows(tileOffsets) == 128;
   };
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op)) {
     int64_t hidden = dimOf(o.getW1(), 2), inter = dimOf(o.getW1(), 1);
