@@ -60,10 +60,15 @@ SHAPES = (
 if os.environ.get("K3_GEMM_SHAPES"):  # e.g. "kl-kda-qkv,k3-kda-o"
     keep = os.environ["K3_GEMM_SHAPES"].split(",")
     SHAPES = tuple(s for s in SHAPES if s[0] in keep)
+if os.environ.get("K3_GEMM_TOKENS"):  # e.g. "1024,8192"
+    TOKENS = tuple(int(t) for t in os.environ["K3_GEMM_TOKENS"].split(","))
+# The warp-specialised wgmma schedule (a producer and two consumer
+# warpgroups, 128 x 256 tiles, one block per SM; docs/gemm.md).
+SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,"
+               "linear.blocks_per_sm=1,linear.stages=")
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
-            # The wgmma kernel with two stages, three blocks per SM (the
-            # grouped MoE GEMMs' best; bench/results/moe-*.json).
-            "prefill-2stages-3perSM": "kernel-config=linear.stages=2,linear.blocks_per_sm=3"}
+            "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
+            "prefill-ws-3stages": f"kernel-config={SPECIALISED}3"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}xf32> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>

@@ -497,13 +497,27 @@ LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
     return op.emitOpError() << "linear_tma_wgmma needs a 2-D bf16 input, a "
                                "bf16 weight whose sizes are multiples of 8 x "
                                "64, and an f32 or bf16 result";
-  if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
+  // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
+  // 64] with a producer and two consumer warpgroups (LinearWGMMA.cpp).
+  bool narrow =
+      c.getTile() == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
+  bool wide =
+      c.getTile() == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
+  if (!narrow && !wide)
     return op.emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
-                               "and one warpgroup (4 warps)";
+                               "with one warpgroup (4 warps) or [128, 256, "
+                               "64] with three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op.emitOpError() << "linear_tma_wgmma stages must be in [2, 6], got "
                             << c.getStages();
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
+  // The warp-specialised schedule's register split (setmaxnreg) assumes
+  // the whole register file: one block per SM.
+  if (wide && c.getBlocksPerSm() != 1)
+    return op.emitOpError() << "linear_tma_wgmma with the [128, 256, 64] tile "
+                               "runs one block per SM (blocks_per_sm = 1), "
+                               "got "
+                            << c.getBlocksPerSm();
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), c.getTile()[1]);
       bytes > target.getSmemPerBlock())
     return op.emitOpError() << "linear_tma_wgmma needs " << bytes
                             << " bytes of shared memory, the target has "
@@ -1025,11 +1039,13 @@ int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
   return (nOut + t.warps * t.rows - 1) / (t.warps * t.rows);
 }
 
-int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages) {
-  // Per stage a 128 x 64 bf16 tile of x and of W (16 KiB each); 1 KiB to
-  // align the tiles to the 128-byte swizzle's 1024-byte pattern. The
-  // epilogue reuses the stages for the 128 x 128 f32 tile (64 KiB).
-  return std::max<int64_t>(stages * 32768, 65536) + 1024;
+int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
+  // Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
+  // 16 or 32 KiB); 1 KiB to align the tiles to the 128-byte swizzle's
+  // 1024-byte pattern. The epilogue reuses the stages for the 128 x tileN
+  // f32 tile (64 or 128 KiB).
+  return std::max<int64_t>(stages * (128 + tileN) * 64 * 2, 128 * tileN * 4) +
+         1024;
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,

@@ -69,7 +69,7 @@ int64_t linearGEMVVectorElements(Type weightElement);
 int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
-int64_t linearWGMMASharedBytes(int64_t stages);
+int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128);
 /// Dynamic shared memory of mla_flash_wgmma for `stages` key/value buffers
 /// (MLAFlashWGMMA.cpp lays it out).
 int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages);

@@ -1,23 +1,28 @@
 //===- LinearWGMMA.cpp - k3.linear with TMA and wgmma -----------*- C++ -*-===//
 //
 // y = x W^T for bf16 x [T, K] and W [N, K] on Hopper (config kernel
-// `linear_tma_wgmma`): a block of one warpgroup per 128 x 128 output tile.
-// Thread 0 streams 128 x 64 tiles of x and W into `stages` shared-memory
-// buffers with TMA (128-byte swizzle, zero fill past the last token and
-// past the last weight row of a partial last column tile), each
-// stage completing an mbarrier; the warpgroup multiplies every landed stage
-// with wgmma (m64n128k16, both operands K-major from shared memory, f32
-// accumulators in registers: two m64 halves), then thread 0 refills that
-// stage with the tile `stages` steps ahead. The accumulators go through
-// shared memory so that the rows past the last token are not written.
+// `linear_tma_wgmma`), in one of two schedules chosen by the config's tile:
 //
-// Everything is built from upstream nvgpu ops on typed values
-// (tensormap descriptors, mbarrier groups, warpgroup descriptors and
-// accumulators); the runtime encodes the two tensor maps per call
-// (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
+// - [128, 128, 64], one warpgroup: a block per 128 x 128 output tile.
+//   Thread 0 streams 128 x 64 tiles of x and W into `stages` shared-memory
+//   buffers with TMA, each stage completing an mbarrier; the warpgroup
+//   multiplies every landed stage (m64n128k16, two m64 halves), drains it,
+//   and thread 0 refills that stage `stages` steps ahead. Several blocks
+//   share an SM so that one's drains hide behind another's products.
+// - [128, 256, 64], warp-specialised (WGMMAPipeline.h): a block of three
+//   warpgroups per 128 x 256 output tile, one SM each. Warpgroup 0's thread
+//   0 streams x's 128 x 64 and W's 256 x 64 tiles; warpgroups 1 and 2 each
+//   own 64 rows and all 256 columns (m64n256k16: half the shared-memory
+//   reads per product of two m64n128 halves) and keep the next stage's
+//   products queued while the last one is released.
 //
-// Not yet measured on a GPU (docs/gemm.md): it is opt-in,
-// kernel-config=linear.kernel=linear_tma_wgmma.
+// Both: TMA with the 128-byte swizzle, zero fill past the last token and
+// past the last weight row of a partial last column tile (N = 576 runs
+// here); the accumulators go through shared memory so that rows past the
+// last token and columns past N are not written. Everything is built from
+// upstream nvgpu ops on typed values (tensormap descriptors, mbarrier
+// groups, warpgroup descriptors and accumulators); the runtime encodes the
+// two tensor maps per call (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -25,6 +30,7 @@
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/WGMMA.h"
+#include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Operands.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -41,39 +47,9 @@ using namespace mlir::k3;
 
 namespace {
 
-constexpr int64_t kTileM = kWGMMATileRows, kTileN = 128, kTileK = kWGMMATileK;
-constexpr int64_t kThreads = 128;
-/// Bytes of one stage (x and W tiles).
-constexpr int64_t kTileBytes = kWGMMATileBytes, kStageBytes = 2 * kTileBytes;
-
-/// The 128 x 64 tiles of x and W as TMA boxes.
-const int64_t kBox[] = {kTileM, kTileK};
-
-/// The x or W tile (`which` 0 or 1) of stage `stage`.
-Value stageTile(WGMMAEmitter &em, Value smem, Value base, Value stage,
-                int64_t which) {
-  KernelBuilder &kb = em.kb;
-  Value off = kb.addi(base, kb.addi(kb.muli(stage, em.idx(kStageBytes)),
-                                    em.idx(which * kTileBytes)));
-  return em.tile(smem, off);
-}
-
-/// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
-/// expecting their bytes.
-void issueLoads(WGMMAEmitter &em, Value bars, Value tmX, Value tmW, Value smem,
-                Value base, Value stage, Value kt, Value row0, Value col0) {
-  OpBuilder &b = em.b;
-  Location loc = em.loc;
-  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, em.idx(kStageBytes),
-                                          stage, Value());
-  Value k0 = em.kb.muli(kt, em.idx(kTileK));
-  nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(em, smem, base, stage, 0),
-                                bars, tmX, ValueRange{k0, row0}, stage, Value(),
-                                Value());
-  nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(em, smem, base, stage, 1),
-                                bars, tmW, ValueRange{k0, col0}, stage, Value(),
-                                Value());
-}
+constexpr int64_t kTileM = kWGMMATileRows, kTileK = kWGMMATileK;
+/// The warp-specialised schedule's consumer warpgroups.
+constexpr int64_t kConsumers = 2;
 
 /// The whole kernel for one op; its steps are the methods.
 class LinearWGMMAKernel {
@@ -81,7 +57,8 @@ public:
   LinearWGMMAKernel(LinearOp op, KernelOperands<LinearOp> ops,
                     KernelEmission &e)
       : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()), kb(e.kb),
-        em{b, loc, kb, e.config.getStages()} {}
+        em{b, loc, kb, e.config.getStages()}, tileN(e.config.getTile()[1]),
+        specialised(tileN == 256) {}
 
   LogicalResult emit() {
     KernelOperand x = ops.getInput(), w = ops.getWeight();
@@ -95,19 +72,31 @@ public:
     addTensorMapParameters();
     // The last column tile may be partial (N = 576: 4.5 tiles): TMA fills
     // W's rows past N with zeros and the epilogue stores columns < N only.
-    int64_t nb = (nOut + kTileN - 1) / kTileN;
+    int64_t nb = (nOut + tileN - 1) / tileN;
+    int64_t threads = specialised ? 128 * (1 + kConsumers) : 128;
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
-    e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {kThreads, 1, 1},
-                linearWGMMASharedBytes(em.stages));
+    e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {threads, 1, 1},
+                linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
-    nTile = kb.muli(em.remuIdx(bid, nb), em.idx(kTileN));
-    kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
+    nTile = kb.muli(em.remuIdx(bid, nb), em.idx(tileN));
+    kb.ifThen(kb.lti(mTile, rows), [&] {
+      if (specialised)
+        specialisedBody();
+      else
+        body();
+    });
     return success();
   }
 
 private:
+  /// Bytes of one stage's x and W tiles.
+  int64_t xTileBytes() const { return kTileM * kTileK * 2; }
+  int64_t stageBytes() const { return (kTileM + tileN) * kTileK * 2; }
+  SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
+  SmallVector<int64_t> wBox() const { return {tileN, kTileK}; }
+
   /// The tensor maps of x and W, after the sizes: parameters the runtime
   /// fills with each call's CUtensorMap addresses.
   void addTensorMapParameters() {
@@ -120,22 +109,54 @@ private:
     Block &entry = fn.getFunctionBody().front();
     xMapArg = entry.getArgument(n);
     wMapArg = entry.getArgument(n + 1);
-    SmallVector<int64_t> box = {kTileK, kTileM};
-    auto map = [&](int64_t operand) -> Attribute {
-      return TensorMapAttr::get(b.getContext(), operand, box,
+    auto map = [&](int64_t operand, int64_t boxRows) -> Attribute {
+      return TensorMapAttr::get(b.getContext(), operand, {kTileK, boxRows},
                                 TensorMapSwizzle::swizzle_128b);
     };
     K3Dialect::TensorMapsAttrHelper(b.getContext())
-        .setAttr(fn, b.getArrayAttr({map(0), map(1)}));
+        .setAttr(fn, b.getArrayAttr({map(0, kTileM), map(1, tileN)}));
+  }
+
+  /// The x tile (which = 0, 128 x 64) or W tile (which = 1, tileN x 64) of
+  /// `stage`.
+  Value stageTile(Value stage, int64_t which) {
+    Value off = kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
+                                      em.idx(which * xTileBytes())));
+    int64_t tileRows = which ? tileN : kTileM;
+    return em.view(smem, off, em.tileType({tileRows, kTileK}, b.getBF16Type()));
+  }
+
+  /// The TMA loads of k-step `kt` into `stage`, completing on `bars`.
+  void loadTiles(Value bars, Value stage, Value kt) {
+    Value k0 = kb.muli(kt, em.idx(kTileK));
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(stage, 0), bars, tmX,
+                                  ValueRange{k0, mTile}, stage, Value(),
+                                  Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(stage, 1), bars, tmW,
+                                  ValueRange{k0, nTile}, stage, Value(),
+                                  Value());
+  }
+
+  /// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
+  /// expecting their bytes.
+  void issueLoads(Value stage, Value kt) {
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, bars, em.idx(stageBytes()),
+                                            stage, Value());
+    loadTiles(bars, stage, kt);
+  }
+
+  /// Shared memory, its aligned base and the tensor maps.
+  void setUpOperands() {
+    smem = dynamicSharedMemory();
+    base = em.alignedBase(smem);
+    tmX = em.tensorMap(xMapArg, xBox());
+    tmW = em.tensorMap(wMapArg, wBox());
   }
 
   void body() {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value first = kb.eqi(tid, em.idx(0));
-    smem = dynamicSharedMemory();
-    base = em.alignedBase(smem);
-    tmX = em.tensorMap(xMapArg, kBox);
-    tmW = em.tensorMap(wMapArg, kBox);
+    setUpOperands();
     bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     for (int64_t s = 0; s < em.stages; ++s)
       nvgpu::MBarrierInitOp::create(b, loc, bars, em.idx(1), em.idx(s), first);
@@ -145,17 +166,19 @@ private:
     int64_t steps = nIn / kTileK;
     kb.ifThen(first, [&] {
       for (int64_t s = 0; s < std::min(em.stages, steps); ++s)
-        issueLoads(em, bars, tmX, tmW, smem, base, em.idx(s), em.idx(s), mTile,
-                   nTile);
+        issueLoads(em.idx(s), em.idx(s));
     });
     SmallVector<Value> acc = mainLoop(first, steps);
-    epilogue(tid, acc);
+    gpu::BarrierOp::create(b, loc);
+    Value tile = em.storeAccumulators(smem, base, acc);
+    gpu::BarrierOp::create(b, loc);
+    storeRows(tile, tid, kTileM);
   }
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
   SmallVector<Value> mainLoop(Value first, int64_t steps) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-        b, loc, em.accumulatorType(kTileN));
+        b, loc, em.accumulatorType(tileN));
     auto loop = scf::ForOp::create(b, loc, em.idx(0), em.idx(steps), em.idx(1),
                                    ValueRange{init, init});
     OpBuilder::InsertionGuard guard(b);
@@ -164,31 +187,100 @@ private:
     Value stage = em.remuIdx(kt, em.stages);
     em.waitStage(bars, kt, stage);
     SmallVector<Value> acc =
-        em.multiplyStage(stageTile(em, smem, base, stage, 0),
-                         stageTile(em, smem, base, stage, 1), tmX, tmW,
+        em.multiplyStage(stageTile(stage, 0), stageTile(stage, 1), tmX, tmW,
                          loop.getRegionIterArgs());
     // Every warp is done with the stage before thread 0 overwrites it.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, em.idx(em.stages));
-    kb.ifThen(kb.andi(first, kb.lti(next, em.idx(steps))), [&] {
-      issueLoads(em, bars, tmX, tmW, smem, base, stage, next, mTile, nTile);
-    });
+    kb.ifThen(kb.andi(first, kb.lti(next, em.idx(steps))),
+              [&] { issueLoads(stage, next); });
     scf::YieldOp::create(b, loc, acc);
     return SmallVector<Value>(loop.getResults());
   }
 
-  /// Accumulators to a 128 x 128 f32 tile in shared memory (reusing the
-  /// stages), then each in-range row to y, 4 columns per lane.
-  void epilogue(Value tid, ArrayRef<Value> acc) {
-    gpu::BarrierOp::create(b, loc);
-    Value tile = em.storeAccumulators(smem, base, acc);
-    gpu::BarrierOp::create(b, loc);
+  /// The warp-specialised schedule: warpgroup 0 loads, 1 and 2 multiply
+  /// and write the tile.
+  void specialisedBody() {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    setUpOperands();
+    WGMMAPipeline pipe(em, kConsumers, stageBytes());
+    pipe.init(tid);
+    bars = pipe.fullBarriers();
+    Value warpgroup = em.divuIdx(tid, 128);
+    Value steps = em.idx(nIn / kTileK);
+    kb.ifThen(kb.eqi(warpgroup, em.idx(0)), [&] {
+      Value first = kb.eqi(tid, em.idx(0));
+      nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
+      nvgpu::TmaPrefetchOp::create(b, loc, tmW, first);
+      pipe.produce(tid, steps,
+                   [&](Value stage, Value kt) { loadTiles(bars, stage, kt); });
+    });
+    kb.ifThen(kb.gei(warpgroup, em.idx(1)), [&] {
+      Value consumer = kb.subi(warpgroup, em.idx(1));
+      Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+          b, loc, em.accumulatorType(tileN));
+      SmallVector<Value> acc =
+          pipe.consume(consumer, steps, ValueRange{init}, kTileK / kWGMMAK,
+                       [&](Value stage, Value c, ValueRange acc) {
+                         return multiplyRows(stage, c, acc);
+                       });
+      // Both consumers are done reading the stages before the tile
+      // overwrites them (the producer's loads all landed: the consumers
+      // waited for each).
+      consumerBarrier();
+      int64_t half = 64 * tileN * 4;
+      Value tile =
+          em.view(smem, base, em.tileType({kTileM, tileN}, b.getF32Type()));
+      Value mine = em.view(smem, kb.addi(base, kb.muli(consumer, em.idx(half))),
+                           em.tileType({64, tileN}, b.getF32Type()));
+      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[0], mine);
+      consumerBarrier();
+      storeRows(tile, kb.subi(tid, em.idx(128)), 128 * kConsumers);
+    });
+  }
+
+  /// Consumer `c`'s products of one landed stage: its 64 rows of x against
+  /// all tileN rows of W, four k-steps of 16, issued without waiting.
+  SmallVector<Value> multiplyRows(Value stage, Value c, ValueRange acc) {
+    Value wTile = stageTile(stage, 1);
+    // Consumer c's 64 rows of the x tile, as a 64 x 64 tile of its own.
+    Value rowsOff = kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
+                                          kb.muli(c, em.idx(64 * kTileK * 2))));
+    Value xRows =
+        em.view(smem, rowsOff, em.tileType({64, kTileK}, b.getBF16Type()));
+    MemRefType aType = em.tileType({64, kWGMMAK}, b.getBF16Type());
+    MemRefType bType = em.tileType({kWGMMAK, tileN}, b.getBF16Type());
+    // Room for two stages' groups: the wait that bounds them comes after.
+    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWGMMAK);
+    Value out = acc[0];
+    for (int64_t k = 0; k < kTileK; k += kWGMMAK) {
+      Value dA = em.descriptor(xRows, tmX, 0, 64, k, aType);
+      Value dB = em.descriptor(wTile, tmW, 0, tileN, k, bType);
+      out = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(tileN), dA,
+                                          dB, noWait, UnitAttr(), UnitAttr(),
+                                          out);
+    }
+    return {out};
+  }
+
+  /// bar.sync 1 over the consumer warpgroups' threads.
+  void consumerBarrier() {
+    Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
+    Value n = arith::ConstantIntOp::create(b, loc, 128 * kConsumers, 32);
+    NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
+                            Value());
+  }
+
+  /// The f32 tile [128, tileN] in shared memory to y: `threads` threads
+  /// (this one `t`), 4 columns each, rows < T and columns < N only.
+  void storeRows(Value tile, Value t, int64_t threads) {
     MMAEmitter mma{b, loc, kb};
     Value y = mma.contiguousView(e.outputs[0].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
-    Value warp = em.divuIdx(tid, 32),
-          col = kb.muli(em.remuIdx(tid, 32), em.idx(4));
-    auto loop = scf::ForOp::create(b, loc, warp, em.idx(kTileM), em.idx(4));
+    int64_t perRow = tileN / 4, rowStep = threads / perRow;
+    Value col = kb.muli(em.remuIdx(t, perRow), em.idx(4));
+    auto loop = scf::ForOp::create(b, loc, em.divuIdx(t, perRow),
+                                   em.idx(kTileM), em.idx(rowStep));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value r = loop.getInductionVar(), row = kb.addi(mTile, r);
@@ -218,6 +310,8 @@ private:
   Location loc;
   KernelBuilder &kb;
   WGMMAEmitter em;
+  int64_t tileN;
+  bool specialised;
   int64_t nOut = 0, nIn = 0;
   Value rows, mTile, nTile, xMapArg, wMapArg, smem, base, tmX, tmW, bars;
 };

@@ -1,0 +1,93 @@
+//===- WGMMAPipeline.cpp - producer/consumer warpgroups for wgmma -*- C++
+//-*-===//
+#include "lowering/cuda/WGMMAPipeline.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+void WGMMAPipeline::init(Value tid) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  Value first = kb.eqi(tid, em.idx(0));
+  full = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+  empty = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+  // full: the producer's one arrive (the bytes complete the phase); empty:
+  // every consumer thread's arrive.
+  for (int64_t s = 0; s < em.stages; ++s) {
+    nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(1), em.idx(s), first);
+    nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(128 * consumers),
+                                  em.idx(s), first);
+  }
+  gpu::BarrierOp::create(b, loc);
+}
+
+void WGMMAPipeline::waitRound(Value bars, Value kt, Value stage, int64_t lag) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  Value round = em.divuIdx(kt, em.stages);
+  if (lag)
+    round = arith::SubIOp::create(b, loc, round, em.idx(lag));
+  Value parity = arith::TruncIOp::create(
+      b, loc, b.getI1Type(),
+      arith::IndexCastOp::create(b, loc, b.getI32Type(), em.remuIdx(round, 2)));
+  nvgpu::MBarrierTryWaitParityOp::create(b, loc, bars, parity, em.idx(10000000),
+                                         stage);
+}
+
+void WGMMAPipeline::produce(Value tid, Value steps, const IssueLoads &issue) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegisters,
+                                 NVVM::SetMaxRegisterAction::decrease);
+  kb.ifThen(kb.eqi(tid, em.idx(0)), [&] {
+    auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    // From the second round on, the consumers released the stage's last
+    // round.
+    kb.ifThen(kb.gei(kt, em.idx(em.stages)),
+              [&] { waitRound(empty, kt, stage, 1); });
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, full, em.idx(stageBytes),
+                                            stage, Value());
+    issue(stage, kt);
+  });
+}
+
+SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
+                                          ValueRange init,
+                                          int64_t groupsPerStage,
+                                          const Multiply &multiply) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegisters,
+                                 NVVM::SetMaxRegisterAction::increase);
+  auto release = [&](Value kt) {
+    nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(kt, em.stages));
+  };
+  auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1), init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    waitRound(full, kt, stage, 0);
+    SmallVector<Value> acc =
+        multiply(stage, consumer, loop.getRegionIterArgs());
+    // Only this stage's groups may still run: the previous stage's
+    // products are done and its buffers go back to the producer.
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);
+    kb.ifThen(kb.gei(kt, em.idx(1)), [&] { release(kb.subi(kt, em.idx(1))); });
+    scf::YieldOp::create(b, loc, acc);
+  }
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+  kb.ifThen(kb.gei(steps, em.idx(1)),
+            [&] { release(kb.subi(steps, em.idx(1))); });
+  return SmallVector<Value>(loop.getResults());
+}

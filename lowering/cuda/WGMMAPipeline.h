@@ -1,0 +1,79 @@
+//===- WGMMAPipeline.h - producer/consumer warpgroups for wgmma --*- C++
+//-*-===//
+//
+// The warp-specialised main loop of Hopper GEMMs, as CUTLASS's and
+// ThunderKittens' kernels run it: warpgroup 0 produces (one thread issues
+// each k-step's TMA loads into one of `stages` shared-memory buffers), the
+// next `consumers` warpgroups multiply. Each stage has two mbarriers:
+//
+// - full[s]: the producer's arrive with the stage's byte count; the TMA
+//   bytes complete it. Consumers wait on phase (kt / stages) % 2.
+// - empty[s]: every consumer thread arrives once the wgmma groups that read
+//   the stage have completed; the producer waits on it before it refills
+//   the stage (phase kt / stages - 1).
+//
+// A consumer issues a stage's wgmma groups without waiting, then waits
+// until only those are pending (`wgmma.wait_group groupsPerStage`): the
+// tensor cores always have the next stage's products queued while the
+// previous stage is released. The roles resize their register files with
+// `setmaxnreg` (the producer needs few; the consumers hold 64 x 256 f32
+// accumulators).
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_CUDA_WGMMAPIPELINE_H
+#define K3_LOWERING_CUDA_WGMMAPIPELINE_H
+
+#include "lowering/cuda/WGMMA.h"
+
+#include <functional>
+
+namespace mlir::k3 {
+
+/// Registers per thread of the producer warpgroup and of each consumer
+/// warpgroup after `setmaxnreg` (multiples of 8; with one producer and two
+/// consumers 128 x 40 + 256 x 232 = 64512 of the SM's 65536).
+constexpr int32_t kProducerRegisters = 40, kConsumerRegisters = 232;
+
+class WGMMAPipeline {
+public:
+  /// Loads of k-step `kt` into `stage` (called in the producer's thread 0,
+  /// after the full barrier expects `stageBytes`).
+  using IssueLoads = std::function<void(Value stage, Value kt)>;
+  /// The wgmma groups of one landed stage for consumer `consumer` (0-based),
+  /// issued without waiting; returns the new accumulators.
+  using Multiply = std::function<SmallVector<Value>(Value stage, Value consumer,
+                                                    ValueRange acc)>;
+
+  WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes)
+      : em(em), consumers(consumers), stageBytes(stageBytes) {}
+
+  /// Threads of the block: the producer and the consumers.
+  int64_t threads() const { return 128 * (1 + consumers); }
+
+  /// Creates and initialises the barriers (thread 0), then a block barrier.
+  void init(Value tid);
+
+  /// The producer's role: thread 0 streams `steps` k-steps.
+  void produce(Value tid, Value steps, const IssueLoads &issue);
+
+  /// A consumer's role (`consumer` = warpgroup - 1): `steps` k-steps from
+  /// `init`; returns the accumulators with every product complete and every
+  /// stage released.
+  SmallVector<Value> consume(Value consumer, Value steps, ValueRange init,
+                             int64_t groupsPerStage, const Multiply &multiply);
+
+  /// The full barriers (TMA loads complete on them).
+  Value fullBarriers() const { return full; }
+
+private:
+  /// Waits for the phase of `kt`'s round minus `lag` rounds on `bars`.
+  void waitRound(Value bars, Value kt, Value stage, int64_t lag);
+
+  WGMMAEmitter &em;
+  int64_t consumers, stageBytes;
+  Value full, empty;
+};
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_CUDA_WGMMAPIPELINE_H

@@ -1,0 +1,69 @@
+// REQUIRES: ptxas
+// k3.linear with linear_tma_wgmma's warp-specialised schedule (tile
+// [128, 256, 64], 12 warps; lowering/cuda/LinearWGMMA.cpp and
+// WGMMAPipeline.cpp): warpgroup 0 gives up registers and its thread 0
+// streams x's 128 x 64 and W's 256 x 64 tiles by TMA; warpgroups 1 and 2
+// take registers, wait for each stage's full barrier, issue four
+// m64n256k16 products, wait until only those are pending and release the
+// previous stage on its empty barrier.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// The schedule's limits.
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=4" 2>&1 | FileCheck %s --check-prefix=WARPS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=2" 2>&1 | FileCheck %s --check-prefix=BLOCKS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=5,linear.blocks_per_sm=1" 2>&1 | FileCheck %s --check-prefix=SMEM
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// WARPS: error: 'k3.linear' op linear_tma_wgmma has the tile [128, 128, 64] with one warpgroup (4 warps) or [128, 256, 64] with three (12 warps)
+// BLOCKS: error: 'k3.linear' op linear_tma_wgmma with the [128, 256, 64] tile runs one block per SM (blocks_per_sm = 1), got 2
+// SMEM: error: 'k3.linear' op linear_tma_wgmma needs 246784 bytes of shared memory, the target has 232448
+
+// N = 512: two column tiles of 256; 384 threads; 4 stages of 48 KiB.
+// CHECK-LABEL: gpu.func @linear_0(
+// CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[XMAP:.*]]: !llvm.ptr, %[[WMAP:.*]]: !llvm.ptr)
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 254, grid_divisor = 128, block = [384, 1, 1], dynamic_smem = 197632>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 256], swizzle = swizzle_128b>]
+// CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// CHECK: builtin.unrealized_conversion_cast %[[WMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<256x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK-COUNT-8: nvgpu.mbarrier.init
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: scf.for
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c49152 : <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+// CHECK-COUNT-2: nvgpu.tma.async.load
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: scf.for
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}{waitGroup = 8 : i64} {{.*}} -> <fragmented = vector<64x256xf32>>
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 4
+// CHECK: nvgpu.mbarrier.arrive
+// CHECK: scf.yield
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %{{.*}}
+// CHECK: nvgpu.warpgroup.mma.store
+// CHECK: vector.store
+
+// PTX-DAG: setmaxnreg.dec.sync.aligned.u32 40
+// PTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX-DAG: setmaxnreg.inc.sync.aligned.u32 232
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+// PTX-DAG: wgmma.wait_group.sync.aligned 4
+// PTX-DAG: mbarrier.arrive.shared.b64
+
+// ptxas keeps the products in flight across the loop (no "wgmma
+// serialized" warning) and spills nothing.
+// PTXAS-NOT: wgmma.mma_async instructions are serialized
+// PTXAS: Function properties for linear_0
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(
+    %x: tensor<?x512xbf16> {k3.name = "x", k3.dims = array<i64: -1, 512>})
+    -> (tensor<?x512xbf16> {k3.name = "y"}) {
+  %w = k3.weight "w" : tensor<512x512xbf16>
+  %y = k3.linear %x, %w : (tensor<?x512xbf16>, tensor<512x512xbf16>) -> tensor<?x512xbf16>
+  return %y : tensor<?x512xbf16>
+}
