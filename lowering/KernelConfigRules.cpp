@@ -1042,9 +1042,12 @@ int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
   // Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
   // 16 or 32 KiB); 1 KiB to align the tiles to the 128-byte swizzle's
-  // 1024-byte pattern. The epilogue reuses the stages for the 128 x tileN
-  // f32 tile (64 or 128 KiB).
-  return std::max<int64_t>(stages * (128 + tileN) * 64 * 2, 128 * tileN * 4) +
+  // 1024-byte pattern. The epilogue reuses the stages for the f32 tile:
+  // 128 x 128 (64 KiB), or for the warp-specialised schedule 192 x 256
+  // (192 KiB: its consumers' rows land 64 rows in, LinearWGMMA.cpp).
+  int64_t epilogueRows = tileN == 256 ? 192 : 128;
+  return std::max<int64_t>(stages * (128 + tileN) * 64 * 2,
+                           epilogueRows * tileN * 4) +
          1024;
 }
 

@@ -172,7 +172,7 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
-    storeRows(tile, tid, kTileM);
+    storeRows(tile, 0, tid, kTileM);
   }
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
@@ -228,14 +228,18 @@ private:
       // overwrites them (the producer's loads all landed: the consumers
       // waited for each).
       consumerBarrier();
-      int64_t half = 64 * tileN * 4;
-      Value tile =
-          em.view(smem, base, em.tileType({kTileM, tileN}, b.getF32Type()));
-      Value mine = em.view(smem, kb.addi(base, kb.muli(consumer, em.idx(half))),
-                           em.tileType({64, tileN}, b.getF32Type()));
-      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[0], mine);
+      // Upstream's nvgpu.warpgroup.mma.store takes warp w's rows to 16 w of
+      // its destination with w = tid / 32, as if its warpgroup were the
+      // block's first: warpgroup g's 64 rows land 64 g rows past the view.
+      // The tile is therefore 64 (1 + consumers) rows, the consumers' rows
+      // from 64 on, and each stores through a view of the tile's start.
+      Value tile = em.view(smem, base,
+                           em.tileType({kTileM + 64, tileN}, b.getF32Type()));
+      Value start =
+          em.view(smem, base, em.tileType({64, tileN}, b.getF32Type()));
+      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[0], start);
       consumerBarrier();
-      storeRows(tile, kb.subi(tid, em.idx(128)), 128 * kConsumers);
+      storeRows(tile, 64, kb.subi(tid, em.idx(128)), 128 * kConsumers);
     });
   }
 
@@ -271,9 +275,10 @@ private:
                             Value());
   }
 
-  /// The f32 tile [128, tileN] in shared memory to y: `threads` threads
-  /// (this one `t`), 4 columns each, rows < T and columns < N only.
-  void storeRows(Value tile, Value t, int64_t threads) {
+  /// The f32 tile in shared memory (output row r at tile row r + `skip`)
+  /// to y: `threads` threads (this one `t`), 4 columns each, rows < T and
+  /// columns < N only.
+  void storeRows(Value tile, int64_t skip, Value t, int64_t threads) {
     MMAEmitter mma{b, loc, kb};
     Value y = mma.contiguousView(e.outputs[0].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
@@ -288,7 +293,8 @@ private:
         kb.andi(kb.lti(row, rows), kb.lti(kb.addi(nTile, col), em.idx(nOut)));
     kb.ifThen(inside, [&] {
       auto v4 = VectorType::get({4}, b.getF32Type());
-      Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
+      Value v = vector::LoadOp::create(
+          b, loc, v4, tile, ValueRange{kb.addi(r, em.idx(skip)), col});
       if (!outElem.isF32())
         v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
       vector::StoreOp::create(b, loc, v, y,
