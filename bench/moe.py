@@ -54,9 +54,19 @@ if os.environ.get("K3_MOE_CONFIGS"):
 # blocks per SM since the tuning rows of
 # bench/results/moe-nvidia-h200-20261202T023517Z.json), and the first
 # default (four stages, one block per SM) for comparison.
+def specialised(kinds, stages=4):
+    """Overrides for the warp-specialised wgmma schedule (a producer and two
+    consumer warpgroups, 128 x 256 tiles, one block per SM; docs/moe.md)
+    of the given kernel kinds."""
+    return ",".join(f"{k}.tile=128x256x64,{k}.warps=12,{k}.blocks_per_sm=1,{k}.stages={stages}"
+                    for k in kinds)
+
+
+WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"))
 VARIANTS = {"default": "",
             "stages4-1perSM": "kernel-config=moe_grouped_glu.stages=4,moe_grouped_glu.blocks_per_sm=1,"
-                              "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1"}
+                              "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
+            "ws-4stages": WS}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 # Dense GLU MLPs (k3-split-glu-mlp: glu_wgmma + the wgmma linear): Kimi-
@@ -74,6 +84,7 @@ DENSE_MODEL = """func.func @forward(
   return %y : tensor<?x{D}xbf16>
 }}
 """
+DENSE_VARIANTS = {"default": "", "ws-4stages": WS}
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(
@@ -107,9 +118,11 @@ def prepare() -> int:
     for name, (d, i) in DENSE.items():
         src = OUT / f"{name}.mlir"
         src.write_text(DENSE_MODEL.format(D=d, I=i))
-        opts = (f"target=cuda output={artifact(name, 'default')} max-tokens={max(TOKENS)} "
-                "max-seqs=1 decode-entry=0 activation-dtype=bf16")
-        subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
+        for variant, extra in DENSE_VARIANTS.items():
+            opts = (f"target=cuda output={artifact(name, variant)} max-tokens={max(TOKENS)} "
+                    f"max-seqs=1 decode-entry=0 activation-dtype=bf16 {extra}")
+            subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
+                           check=True)
     prepare_sanitizer_case()
     return 0
 
@@ -126,6 +139,11 @@ def prepare_sanitizer_case() -> None:
     opts = (f"target=cuda output={OUT / 'small.k3bin'} max-tokens=512 max-seqs=1 decode-entry=0 "
             "activation-dtype=bf16")
     subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull], check=True)
+    # The same with the warp-specialised schedule (D 256, 2 x I = 256: one
+    # column tile each).
+    subprocess.run([str(K3OPT), str(src),
+                    f"--k3-compile={opts.replace('small.k3bin', 'small-ws.k3bin')} {WS}",
+                    "-o", os.devnull], check=True)
     import ml_dtypes
     rng = np.random.default_rng(15)
 
@@ -309,7 +327,15 @@ def run_dense(res, name, d, inter) -> None:
     wg, wu = ((torch.randn(inter, d, device=dev, generator=g) / d ** 0.5).to(torch.bfloat16)
               for _ in range(2))
     wd = (torch.randn(d, inter, device=dev, generator=g) / inter ** 0.5).to(torch.bfloat16)
-    s = k3.Session(str(artifact(name, "default")), device="cuda:0")
+    for variant in DENSE_VARIANTS:
+        s = k3.Session(str(artifact(name, variant)), device="cuda:0")
+        run_dense_variant(res, name, variant, s, d, inter, wg, wu, wd, g)
+        s.close()
+
+
+def run_dense_variant(res, name, variant, s, d, inter, wg, wu, wd, g) -> None:
+    import torch
+    dev = torch.device("cuda:0")
     for t in TOKENS:
         x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
         rows = torch.tensor(checked_tokens(t), device=dev)
@@ -337,9 +363,10 @@ def run_dense(res, name, d, inter) -> None:
             err = protocol.rel_err(torch_mlp()[rows], ref)
             row = {**protocol.summary(protocol.cuda_event_times(torch_mlp)), "err_vs_oracle": err}
             return {**row, "TFLOPs": flop / row["median_ms"] / 1e9}
-        res.guard(ours, case=name, impl="k3", variant="glu_wgmma + linear_tma_wgmma", shape=shape)
-        res.guard(anchor, case=name, impl="torch", variant="cuBLAS x3 + SiLU", shape=shape)
-    s.close()
+        res.guard(ours, case=name, impl="k3", variant=f"glu_wgmma + linear_tma_wgmma ({variant})",
+                  shape=shape)
+        if variant == "default":
+            res.guard(anchor, case=name, impl="torch", variant="cuBLAS x3 + SiLU", shape=shape)
 
 
 def run() -> int:

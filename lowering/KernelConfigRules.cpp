@@ -714,14 +714,43 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
            << " needs bf16 rows and weights, the widths in multiples of 64 "
               "(the MoE down output in multiples of 128, f32), and for the MoE "
               "ops k3.moe_dispatch's tiles of 128 rows";
-  if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || c.getWarps() != 4)
+  // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
+  // 64] with a copying producer and two consumer warpgroups
+  // (MoEGroupedWGMMA.cpp, WGMMAPipeline.h).
+  bool narrow =
+      c.getTile() == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
+  bool wide =
+      c.getTile() == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
+  if (!narrow && !wide)
     return op->emitOpError()
            << kind
-           << " has the tile [128, 128, 64] and one warpgroup (4 warps)";
+           << " has the tile [128, 128, 64] with one warpgroup (4 warps) or "
+              "[128, 256, 64] with three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << kind << " stages must be in [2, 6], got " << c.getStages();
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages());
+  if (wide) {
+    // The copying producer's arrivals lag a step: with two stages it could
+    // wait for a release that waits for it (WGMMAPipeline.h).
+    if (c.getStages() < 3 || c.getBlocksPerSm() != 1)
+      return op->emitOpError()
+             << kind
+             << " with the [128, 256, 64] tile needs at "
+                "least 3 stages and one block per SM, got "
+             << c.getStages() << " and " << c.getBlocksPerSm();
+    // Whole 256-column tiles: 128 channels of gate and up, or 256 outputs.
+    int64_t columns = isa<MoEGroupedDownOp>(op)
+                          ? dimOf(cast<MoEGroupedDownOp>(op).getW2(), 1)
+                      : isa<MoEGroupedGLUOp>(op)
+                          ? 2 * dimOf(cast<MoEGroupedGLUOp>(op).getW1(), 1)
+                          : 2 * dimOf(cast<GLUGateUpOp>(op).getWGate(), 0);
+    if (columns % 256 != 0)
+      return op->emitOpError() << kind
+                               << " with the [128, 256, 64] tile needs "
+                                  "output columns in multiples of 256, got "
+                               << columns;
+  }
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), c.getTile()[1]);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << kind << " needs " << bytes
                              << " bytes of shared memory, the target has "

@@ -30,6 +30,7 @@
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/MoESegments.h"
 #include "lowering/cuda/WGMMA.h"
+#include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -42,10 +43,13 @@ using namespace mlir::k3;
 namespace {
 
 constexpr int64_t kTile = kWGMMATileRows, kTileK = kWGMMATileK;
+/// Threads of one warpgroup: the copying threads (all of the block, or the
+/// warp-specialised schedule's producer).
 constexpr int64_t kThreads = 128;
-constexpr int64_t kStageBytes = 2 * kWGMMATileBytes;
 /// Rows of the 128-row tile each thread copies (one 16-byte chunk each).
 constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
+/// The warp-specialised schedule's consumer warpgroups.
+constexpr int64_t kConsumers = 2;
 
 /// k3.moe_dispatch's tables, which both grouped ops take (none for the
 /// one-expert form).
@@ -66,20 +70,30 @@ struct GroupedGEMM {
   RoutingTables tables;
   SmallVector<int64_t> maps; // operand numbers of the weights (W1, W3 or W2)
   int64_t reduction;         // D or I
-  int64_t columnTiles;       // I / 64 or D / 128
-  int64_t weightRowsPerMap;  // 64 (W1 and W3 halves) or 128
+  int64_t columnTiles;       // I / (tile columns / 2) or D / tile columns
+  int64_t weightRowsPerMap;  // tile columns / 2 (W1 and W3 halves) or all
   KernelOperand rowWeights;  // down: the routing weights [T, K] (else none)
 };
 
-/// The epilogue: the accumulators as a 128 x 128 f32 tile in shared memory,
-/// and (down) each tile row's routing weight, a shared memref<128xf32>.
-using Epilogue = std::function<void(Value tile, Value rowWeights)>;
+/// Who writes the tile: `threads` threads, this one `t`; output row r is
+/// the tile's row r + `skip`.
+struct EpilogueThreads {
+  Value t;
+  int64_t threads, skip;
+};
+
+/// The epilogue: the accumulators as an f32 tile in shared memory (128 x
+/// 128, or 192 x 256 for the warp-specialised schedule), (down) each tile
+/// row's routing weight, a shared memref<128xf32>, and the threads.
+using Epilogue = std::function<void(Value tile, Value rowWeights,
+                                    const EpilogueThreads &threads)>;
 
 class GroupedKernel {
 public:
   GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
-      : g(g), e(e), op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
-        em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb} {
+      : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
+        loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
+        mma{b, loc, kb}, specialised(tileN == 256) {
     if (g.rowWeights)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
@@ -101,7 +115,7 @@ public:
     // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
     // partial), times the column tiles.
     e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
-                {kThreads, 1, 1}, linearWGMMASharedBytes(em.stages));
+                {threads(), 1, 1}, linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = em.divuIdx(bid, nb);
     nTile = em.remuIdx(bid, nb);
@@ -115,14 +129,21 @@ public:
 
   /// Rows of this tile inside the segment, and the first's sorted index.
   Value rowStart, validRows, expert, tid, smem, base;
+  /// Output columns of one tile (gate/up: both halves).
+  int64_t tileN;
 
 private:
+  int64_t threads() const {
+    return specialised ? kThreads * (1 + kConsumers) : kThreads;
+  }
+  /// Bytes of one stage: the rows' 128 x 64 tile, then the weights'.
+  int64_t stageBytes() const { return (kTile + tileN) * kTileK * 2; }
   /// One expert over all rows: a block per (128-row tile, column tile).
   LogicalResult emitDense(const KernelBuilder::Linear &tokens,
                           const Epilogue &epi) {
     int64_t nb = g.columnTiles;
-    e.setLaunch(tokens, nb, (kTile - 1) * nb, kTile, {kThreads, 1, 1},
-                linearWGMMASharedBytes(em.stages));
+    e.setLaunch(tokens, nb, (kTile - 1) * nb, kTile, {threads(), 1, 1},
+                linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = em.divuIdx(bid, nb);
     nTile = em.remuIdx(bid, nb);
@@ -190,41 +211,51 @@ private:
   }
 
   Value stageOffset(Value stage, int64_t which) {
-    return kb.addi(base, kb.addi(kb.muli(stage, kb.idx(kStageBytes)),
+    return kb.addi(base, kb.addi(kb.muli(stage, kb.idx(stageBytes())),
                                  kb.idx(which * kWGMMATileBytes)));
   }
 
-  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
-  void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first) {
+  /// This thread's row chunks of k-step `kt` into `stage` (cp.async).
+  void copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies) {
     Value aTile = em.tile(smem, stageOffset(stage, 0));
     Value k0 = kb.muli(kt, kb.idx(kTileK));
     Value chunkCol = kb.muli(em.remuIdx(tid, 8), kb.idx(8));
     for (const RowCopy &c : copies)
       mma.asyncCopy(aTile, {c.tileRow, c.column}, rowsView,
                     {c.sourceRow, kb.addi(k0, chunkCol)}, 8, c.valid);
+  }
+
+  /// The weight tiles of k-step `kt` into `stage` by TMA, completing on
+  /// `barriers` (one thread).
+  void loadWeights(Value stage, Value kt, Value barriers) {
+    Value k0 = kb.muli(kt, kb.idx(kTileK));
+    int64_t rowsPerMap = g.weightRowsPerMap;
+    for (auto [i, tm] : llvm::enumerate(weightMaps)) {
+      Value dst = em.view(smem,
+                          kb.addi(stageOffset(stage, 1),
+                                  kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
+                          em.tileType(weightBox(), b.getBF16Type()));
+      Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
+      SmallVector<Value> at = {k0, n0};
+      if (!g.dense)
+        at.push_back(expert);
+      nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, tm, at, stage,
+                                    Value(), Value());
+    }
+  }
+
+  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
+  void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first) {
+    copyRows(stage, kt, copies);
     kb.ifThen(first, [&] {
       nvgpu::MBarrierArriveExpectTxOp::create(
           b, loc, bars, kb.idx(kWGMMATileBytes), stage, Value());
-      int64_t rowsPerMap = g.weightRowsPerMap;
-      for (auto [i, tm] : llvm::enumerate(weightMaps)) {
-        Value dst =
-            em.view(smem,
-                    kb.addi(stageOffset(stage, 1),
-                            kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
-                    em.tileType(weightBox(), b.getBF16Type()));
-        Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
-        SmallVector<Value> at = {k0, n0};
-        if (!g.dense)
-          at.push_back(expert);
-        nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, tm, at, stage, Value(),
-                                      Value());
-      }
+      loadWeights(stage, kt, bars);
     });
   }
 
-  void body(const Epilogue &epi) {
-    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value first = kb.eqi(tid, kb.idx(0));
+  /// The operands' views and tensor maps.
+  void setUpOperands() {
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
     if (!g.dense)
@@ -234,6 +265,25 @@ private:
     rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
     for (Value arg : mapArgs)
       weightMaps.push_back(em.tensorMap(arg, weightBox()));
+  }
+
+  /// Thread r's row weight (down), loaded before the products so that its
+  /// two dependent loads are long done by the epilogue (read there in a
+  /// loop over rows, they were latency-bound).
+  Value rowWeight(Value r) {
+    if (!g.rowWeights)
+      return Value();
+    r = kb.minsi(r, kb.subi(validRows, kb.idx(1)));
+    Value pair = kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
+    return kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
+  }
+
+  void body(const Epilogue &epi) {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    setUpOperands();
+    if (specialised)
+      return specialisedBody(epi);
+    Value first = kb.eqi(tid, kb.idx(0));
     bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     for (int64_t s = 0; s < em.stages; ++s)
       nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
@@ -250,22 +300,94 @@ private:
         issue(kb.idx(s), kb.idx(s), copies, first);
       group = mma.commitGroup();
     }
-    // Thread r's row weight, loaded before the products so that its two
-    // dependent loads are long done by the epilogue (read there in a loop
-    // over rows, they were latency-bound).
-    Value weight;
-    if (g.rowWeights) {
-      Value r = kb.minsi(tid, kb.subi(validRows, kb.idx(1)));
-      Value pair = kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
-      weight = kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
-    }
+    Value weight = rowWeight(tid);
     SmallVector<Value> acc = mainLoop(first, steps, copies, group);
     if (weight)
       mma.sts(weight, rowWeights, {tid});
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
-    epi(tile, rowWeights);
+    epi(tile, rowWeights, EpilogueThreads{tid, kThreads, 0});
+  }
+
+  /// The warp-specialised schedule (WGMMAPipeline.h): warpgroup 0 copies
+  /// the rows (cp.async) and loads the weights (TMA), warpgroups 1 and 2
+  /// multiply 64 rows each by all tileN columns and write the tile.
+  void specialisedBody(const Epilogue &epi) {
+    WGMMAPipeline pipe(em, kConsumers, tileN * kTileK * 2, /*copies=*/true);
+    pipe.init(tid);
+    Value warpgroup = em.divuIdx(tid, kThreads);
+    Value steps = kb.idx(g.reduction / kTileK);
+    kb.ifThen(kb.eqi(warpgroup, kb.idx(0)), [&] {
+      Value first = kb.eqi(tid, kb.idx(0));
+      for (Value tm : weightMaps)
+        nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+      SmallVector<RowCopy> copies = rowCopies();
+      pipe.produceWithCopies(
+          tid, steps,
+          [&](Value stage, Value kt) {
+            loadWeights(stage, kt, pipe.fullBarriers());
+          },
+          [&](Value stage, Value kt) { copyRows(stage, kt, copies); });
+    });
+    kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
+      Value consumer = kb.subi(warpgroup, kb.idx(1));
+      Value t = kb.subi(tid, kb.idx(kThreads));
+      Value weight = rowWeight(t);
+      Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+          b, loc, em.accumulatorType(tileN));
+      SmallVector<Value> acc =
+          pipe.consume(consumer, steps, ValueRange{init}, kTileK / kWGMMAK,
+                       [&](Value stage, Value c, ValueRange acc) {
+                         return multiplyRows(stage, c, acc);
+                       });
+      consumerBarrier();
+      if (weight)
+        kb.ifThen(kb.lti(t, kb.idx(kTile)),
+                  [&] { mma.sts(weight, rowWeights, {t}); });
+      // Upstream's nvgpu.warpgroup.mma.store places warp w's rows at 16 w
+      // with w = tid / 32, as if its warpgroup were the block's first:
+      // warpgroup g's rows land 64 g rows past the view (LinearWGMMA.cpp).
+      Value tile =
+          em.view(smem, base, em.tileType({kTile + 64, tileN}, b.getF32Type()));
+      nvgpu::WarpgroupMmaStoreOp::create(
+          b, loc, acc[0],
+          em.view(smem, base, em.tileType({64, tileN}, b.getF32Type())));
+      consumerBarrier();
+      epi(tile, rowWeights, EpilogueThreads{t, kThreads * kConsumers, 64});
+    });
+  }
+
+  /// Consumer `c`'s products of one landed stage: its 64 rows against all
+  /// tileN weight rows, four k-steps of 16, issued without waiting.
+  SmallVector<Value> multiplyRows(Value stage, Value c, ValueRange acc) {
+    Value rows = em.view(
+        smem,
+        kb.addi(stageOffset(stage, 0), kb.muli(c, kb.idx(64 * kTileK * 2))),
+        em.tileType({64, kTileK}, b.getBF16Type()));
+    Value weights = em.view(smem, stageOffset(stage, 1),
+                            em.tileType({tileN, kTileK}, b.getBF16Type()));
+    MemRefType aType = em.tileType({64, kWGMMAK}, b.getBF16Type());
+    MemRefType bType = em.tileType({kWGMMAK, tileN}, b.getBF16Type());
+    // Room for two stages' groups: the wait that bounds them comes after.
+    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWGMMAK);
+    Value out = acc[0];
+    for (int64_t k = 0; k < kTileK; k += kWGMMAK) {
+      Value dA = em.descriptor(rows, weightMaps[0], 0, 64, k, aType);
+      Value dB = em.descriptor(weights, weightMaps[0], 0, tileN, k, bType);
+      out = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(tileN), dA,
+                                          dB, noWait, UnitAttr(), UnitAttr(),
+                                          out);
+    }
+    return {out};
+  }
+
+  /// bar.sync 1 over the consumer warpgroups' threads.
+  void consumerBarrier() {
+    Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
+    Value n = arith::ConstantIntOp::create(b, loc, kThreads * kConsumers, 32);
+    NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
+                            Value());
   }
 
   SmallVector<Value> mainLoop(Value first, int64_t steps,
@@ -309,6 +431,7 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   MMAEmitter mma;
+  bool specialised;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
   SmallVector<Value> mapArgs, weightMaps;
@@ -317,21 +440,25 @@ public:
   Value nTileIndex() const { return nTile; }
 };
 
-/// for (r = warp; r < rows; r += 4) body(r): the epilogue's rows.
-void forTileRows(KernelBuilder &kb, Value tid, Value rows,
-                 const std::function<void(Value)> &body) {
+/// The epilogue's rows and columns: `perRow` threads per row, thread t at
+/// column group t % perRow of rows t / perRow, t / perRow + threads /
+/// perRow, ... below `rows`; body(r, group) with r the output row.
+void forTileRows(KernelBuilder &kb, const EpilogueThreads &w, int64_t perRow,
+                 Value rows, const std::function<void(Value, Value)> &body) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
-  Value warp = arith::DivUIOp::create(b, loc, tid, kb.idx(32));
-  auto loop = scf::ForOp::create(b, loc, warp, rows, kb.idx(kThreads / 32));
+  Value first = arith::DivUIOp::create(b, loc, w.t, kb.idx(perRow));
+  Value group = arith::RemUIOp::create(b, loc, w.t, kb.idx(perRow));
+  auto loop =
+      scf::ForOp::create(b, loc, first, rows, kb.idx(w.threads / perRow));
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
-  body(loop.getInductionVar());
+  body(loop.getInductionVar(), group);
 }
 
-/// The GLU epilogue (gate in the tile's columns 0-63, up in 64-127):
-/// act(gate, up) of the tile's 64 channels as bf16 rows of h [rows, inter].
-/// Lane l: channels 2 l, 2 l + 1.
+/// The GLU epilogue (gate in the tile's first half of columns, up in the
+/// second): act(gate, up) of the tile's channels as bf16 rows of h [rows,
+/// inter]. Each thread writes 2 channels per row.
 LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
                             Operation *op, GLUActivation act, FloatAttr beta,
                             FloatAttr linearBeta, int64_t inter) {
@@ -340,19 +467,21 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
   OpBuilder &b = kb.builder();
   Location loc = op->getLoc();
   KernelOperand h = e.outputs[0];
-  LogicalResult r = k.emit([&](Value tile, Value) {
+  int64_t channels = k.tileN / 2;
+  LogicalResult r = k.emit([&](Value tile, Value, const EpilogueThreads &w) {
     MMAEmitter mma{b, loc, kb};
     Value hRows = mma.contiguousView(
         h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).drop_back()),
                  kb.idx(inter)});
-    Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
-    Value col = kb.muli(lane, kb.idx(2));
-    Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(64)), col);
     auto v2 = VectorType::get({2}, b.getF32Type());
-    forTileRows(kb, k.tid, k.validRows, [&](Value r) {
-      Value gate = vector::LoadOp::create(b, loc, v2, tile, ValueRange{r, col});
+    forTileRows(kb, w, channels / 2, k.validRows, [&](Value r, Value group) {
+      Value col = kb.muli(group, kb.idx(2));
+      Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), col);
+      Value at = kb.addi(r, kb.idx(w.skip));
+      Value gate =
+          vector::LoadOp::create(b, loc, v2, tile, ValueRange{at, col});
       Value up = vector::LoadOp::create(
-          b, loc, v2, tile, ValueRange{r, kb.addi(col, kb.idx(64))});
+          b, loc, v2, tile, ValueRange{at, kb.addi(col, kb.idx(channels))});
       SmallVector<Value> out;
       for (int64_t i = 0; i < 2; ++i)
         out.push_back(emitGLUActivation(
@@ -369,6 +498,10 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
   return success();
 }
 
+/// Output columns of the config's tile (128, or 256 for the
+/// warp-specialised schedule).
+int64_t tileColumns(const KernelEmission &e) { return e.config.getTile()[1]; }
+
 struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
   GroupedGLUPattern() : OpKernelPattern(KernelKind::moe_grouped_wgmma) {}
   LogicalResult emit(MoEGroupedGLUOp op, Adaptor a,
@@ -379,8 +512,8 @@ struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
                   RoutingTables::of(a),
                   {5, 6},
                   a.getInput().shape[1],
-                  a.getW1().shape[1] / 64,
-                  64,
+                  a.getW1().shape[1] / (tileColumns(e) / 2),
+                  tileColumns(e) / 2,
                   KernelOperand()};
     return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
                          op.getLinearBetaAttr(), a.getW1().shape[1]);
@@ -393,10 +526,14 @@ struct DenseGLUPattern : OpKernelPattern<GLUGateUpOp> {
   LogicalResult emit(GLUGateUpOp op, Adaptor a,
                      KernelEmission &e) const override {
     int64_t inter = a.getWGate().shape[0];
-    GroupedGEMM g{true,           true,
-                  a.getInput(),   RoutingTables(),
-                  {1, 2},         a.getInput().shape[1],
-                  inter / 64,     64,
+    GroupedGEMM g{true,
+                  true,
+                  a.getInput(),
+                  RoutingTables(),
+                  {1, 2},
+                  a.getInput().shape[1],
+                  inter / (tileColumns(e) / 2),
+                  tileColumns(e) / 2,
                   KernelOperand()};
     return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
                          op.getLinearBetaAttr(), inter);
@@ -408,31 +545,36 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
   LogicalResult emit(MoEGroupedDownOp op, Adaptor a,
                      KernelEmission &e) const override {
     int64_t width = a.getW2().shape[1];
-    GroupedGEMM g{false,         false,
-                  a.getInput(),  RoutingTables::of(a),
-                  {6},           a.getInput().shape[2],
-                  width / 128,   128,
+    GroupedGEMM g{false,
+                  false,
+                  a.getInput(),
+                  RoutingTables::of(a),
+                  {6},
+                  a.getInput().shape[2],
+                  width / tileColumns(e),
+                  tileColumns(e),
                   a.getWeights()};
     GroupedKernel k(g, e, op);
     KernelBuilder &kb = e.kb;
     OpBuilder &b = kb.builder();
     Location loc = op.getLoc();
     KernelOperand y = e.outputs[0];
-    LogicalResult r = k.emit([&](Value tile, Value rowWeights) {
+    LogicalResult r = k.emit([&](Value tile, Value rowWeights,
+                                 const EpilogueThreads &w) {
       Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
       MMAEmitter mma{b, loc, kb};
       Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
-      // Lane l: columns 4 l .. 4 l + 3 of the tile's 128.
-      Value lane = arith::RemUIOp::create(b, loc, k.tid, kb.idx(32));
-      Value col = kb.muli(lane, kb.idx(4));
-      Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(128)), col);
       auto v4 = VectorType::get({4}, b.getF32Type());
-      forTileRows(kb, k.tid, k.validRows, [&](Value r) {
+      // Each thread writes 4 columns per row.
+      forTileRows(kb, w, k.tileN / 4, k.validRows, [&](Value r, Value group) {
+        Value col = kb.muli(group, kb.idx(4));
+        Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), col);
         Value row = kb.addi(k.rowStart, r);
-        Value w = mma.lds(rowWeights, {r});
-        Value v = vector::LoadOp::create(b, loc, v4, tile, ValueRange{r, col});
+        Value wt = mma.lds(rowWeights, {r});
+        Value v = vector::LoadOp::create(
+            b, loc, v4, tile, ValueRange{kb.addi(r, kb.idx(w.skip)), col});
         Value scaled = arith::MulFOp::create(
-            b, loc, v, vector::BroadcastOp::create(b, loc, v4, w));
+            b, loc, v, vector::BroadcastOp::create(b, loc, v4, wt));
         vector::StoreOp::create(b, loc, scaled, yRows, ValueRange{row, column});
       });
     });

@@ -1,6 +1,7 @@
 //===- WGMMAPipeline.cpp - producer/consumer warpgroups for wgmma -*- C++
 //-*-===//
 #include "lowering/cuda/WGMMAPipeline.h"
+#include "lowering/cuda/MMA.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -14,10 +15,13 @@ void WGMMAPipeline::init(Value tid) {
   Value first = kb.eqi(tid, em.idx(0));
   full = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
   empty = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
-  // full: the producer's one arrive (the bytes complete the phase); empty:
-  // every consumer thread's arrive.
+  // full: thread 0's arrive (the TMA bytes complete the phase) and, with
+  // copies, every producer thread's once its copies landed; empty: every
+  // consumer thread's arrive.
+  int64_t fullArrivals = copies ? 1 + 128 : 1;
   for (int64_t s = 0; s < em.stages; ++s) {
-    nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(1), em.idx(s), first);
+    nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(fullArrivals), em.idx(s),
+                                  first);
     nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(128 * consumers),
                                   em.idx(s), first);
   }
@@ -37,6 +41,19 @@ void WGMMAPipeline::waitRound(Value bars, Value kt, Value stage, int64_t lag) {
                                          stage);
 }
 
+void WGMMAPipeline::waitEmpty(Value kt, Value stage) {
+  KernelBuilder &kb = em.kb;
+  kb.ifThen(kb.gei(kt, em.idx(em.stages)),
+            [&] { waitRound(empty, kt, stage, 1); });
+}
+
+void WGMMAPipeline::expectAndLoad(Value stage, Value kt,
+                                  const IssueLoads &loads) {
+  nvgpu::MBarrierArriveExpectTxOp::create(em.b, em.loc, full,
+                                          em.idx(stageBytes), stage, Value());
+  loads(stage, kt);
+}
+
 void WGMMAPipeline::produce(Value tid, Value steps, const IssueLoads &issue) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
@@ -49,14 +66,47 @@ void WGMMAPipeline::produce(Value tid, Value steps, const IssueLoads &issue) {
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
     Value stage = em.remuIdx(kt, em.stages);
-    // From the second round on, the consumers released the stage's last
-    // round.
-    kb.ifThen(kb.gei(kt, em.idx(em.stages)),
-              [&] { waitRound(empty, kt, stage, 1); });
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, full, em.idx(stageBytes),
-                                            stage, Value());
-    issue(stage, kt);
+    waitEmpty(kt, stage);
+    expectAndLoad(stage, kt, issue);
   });
+}
+
+void WGMMAPipeline::produceWithCopies(Value tid, Value steps,
+                                      const IssueLoads &loads,
+                                      const IssueLoads &copy) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  MMAEmitter mma{b, loc, kb};
+  NVVM::SetMaxRegisterOp::create(b, loc, kCopyingProducerRegisters,
+                                 NVVM::SetMaxRegisterAction::decrease);
+  Value first = kb.eqi(tid, em.idx(0));
+  // This thread's copies of step kt landed: visible to wgmma's async
+  // proxy, then counted on the step's full barrier.
+  auto landed = [&](Value kt, Value group, int32_t pending) {
+    mma.waitGroups(group, pending);
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    nvgpu::MBarrierArriveOp::create(b, loc, full, em.remuIdx(kt, em.stages));
+  };
+  auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1));
+  Value group;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    waitEmpty(kt, stage);
+    kb.ifThen(first, [&] { expectAndLoad(stage, kt, loads); });
+    copy(stage, kt);
+    group = mma.commitGroup();
+    kb.ifThen(kb.gei(kt, em.idx(1)),
+              [&] { landed(kb.subi(kt, em.idx(1)), group, 1); });
+  }
+  kb.ifThen(kb.gei(steps, em.idx(1)),
+            [&] { landed(kb.subi(steps, em.idx(1)), mma.commitGroup(), 0); });
 }
 
 SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
@@ -66,8 +116,9 @@ SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  NVVM::SetMaxRegisterOp::create(b, loc, kConsumerRegisters,
-                                 NVVM::SetMaxRegisterAction::increase);
+  NVVM::SetMaxRegisterOp::create(
+      b, loc, copies ? kCopyingConsumerRegisters : kConsumerRegisters,
+      NVVM::SetMaxRegisterAction::increase);
   auto release = [&](Value kt) {
     nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(kt, em.stages));
   };

@@ -12,6 +12,15 @@
 //   the stage have completed; the producer waits on it before it refills
 //   the stage (phase kt / stages - 1).
 //
+// A producer may also copy with cp.async (rows gathered by index, which
+// TMA cannot): then all 128 producer threads run its loop, each one's
+// copies of step kt commit a group, and once the group of step kt - 1 has
+// landed the thread fences the generic proxy's writes for the async proxy
+// (wgmma's reads) and arrives on full[(kt - 1) % stages]; full expects
+// those 128 arrivals besides thread 0's. The arrivals lag one step, so the
+// consumers' release of a stage (one step later still) needs stages >= 3
+// to never wait on a producer that waits on them.
+//
 // A consumer issues a stage's wgmma groups without waiting, then waits
 // until only those are pending (`wgmma.wait_group groupsPerStage`): the
 // tensor cores always have the next stage's products queued while the
@@ -31,8 +40,12 @@ namespace mlir::k3 {
 
 /// Registers per thread of the producer warpgroup and of each consumer
 /// warpgroup after `setmaxnreg` (multiples of 8; with one producer and two
-/// consumers 128 x 40 + 256 x 232 = 64512 of the SM's 65536).
+/// consumers 128 x 40 + 256 x 232 = 64512, the 384 x 168 that the launch
+/// holds). A copying producer keeps its rows' addresses: 56, and 224 for
+/// the consumers.
 constexpr int32_t kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int32_t kCopyingProducerRegisters = 56,
+                  kCopyingConsumerRegisters = 224;
 
 class WGMMAPipeline {
 public:
@@ -44,8 +57,11 @@ public:
   using Multiply = std::function<SmallVector<Value>(Value stage, Value consumer,
                                                     ValueRange acc)>;
 
-  WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes)
-      : em(em), consumers(consumers), stageBytes(stageBytes) {}
+  /// `stageBytes`: the TMA bytes of one stage; `copies`: whether the
+  /// producer also copies with cp.async (produceWithCopies).
+  WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
+                bool copies = false)
+      : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies) {}
 
   /// Threads of the block: the producer and the consumers.
   int64_t threads() const { return 128 * (1 + consumers); }
@@ -55,6 +71,12 @@ public:
 
   /// The producer's role: thread 0 streams `steps` k-steps.
   void produce(Value tid, Value steps, const IssueLoads &issue);
+
+  /// The copying producer's role: every thread of warpgroup 0 runs `steps`
+  /// k-steps; thread 0 issues `loads` (TMA) after the full barrier expects
+  /// stageBytes, every thread `copy` (its cp.async copies of the step).
+  void produceWithCopies(Value tid, Value steps, const IssueLoads &loads,
+                         const IssueLoads &copy);
 
   /// A consumer's role (`consumer` = warpgroup - 1): `steps` k-steps from
   /// `init`; returns the accumulators with every product complete and every
@@ -68,9 +90,15 @@ public:
 private:
   /// Waits for the phase of `kt`'s round minus `lag` rounds on `bars`.
   void waitRound(Value bars, Value kt, Value stage, int64_t lag);
+  /// From the second round on, waits until the consumers released the
+  /// stage of step `kt`'s last round.
+  void waitEmpty(Value kt, Value stage);
+  /// Thread 0's arrive with the stage's TMA bytes, then `loads`.
+  void expectAndLoad(Value stage, Value kt, const IssueLoads &loads);
 
   WGMMAEmitter &em;
   int64_t consumers, stageBytes;
+  bool copies;
   Value full, empty;
 };
 
