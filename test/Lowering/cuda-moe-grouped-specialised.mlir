@@ -1,0 +1,72 @@
+// REQUIRES: ptxas
+// The grouped MoE GEMMs with the warp-specialised schedule (kind
+// moe_grouped_wgmma, tile [128, 256, 64], 12 warps;
+// lowering/cuda/MoEGroupedWGMMA.cpp, WGMMAPipeline.cpp): 8 bf16 experts,
+// top-2, D 256, I 128 (gate/up: 128 channels of gate above the same of up,
+// one 256-column tile; down: 256 outputs). Warpgroup 0 gives up registers,
+// copies its rows by cp.async (gathered by token for gate/up), thread 0
+// loads the weights by TMA (boxes of 128 or 256 rows), and each thread
+// fences and arrives on the full barrier once its copies of the step
+// before landed; warpgroups 1 and 2 multiply m64n256k16.
+// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=4" --k3-outline-kernels -o %t.mlir
+// RUN: FileCheck %s --input-file=%t.mlir
+// The schedule's limits: the copying producer's lagging arrivals need 3
+// stages; whole 256-column tiles.
+// RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=2" 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: sed -e 's/tensor<8x128x256xbf16>/tensor<8x64x256xbf16>/g; s/tensor<8x256x128xbf16>/tensor<8x256x64xbf16>/g' %s > %t.narrow.mlir
+// RUN: not k3-opt %t.narrow.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_glu.tile=128x256x64,moe_grouped_glu.warps=12,moe_grouped_glu.blocks_per_sm=1,moe_grouped_glu.stages=4" 2>&1 | FileCheck %s --check-prefix=COLUMNS
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// STAGES: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with the [128, 256, 64] tile needs at least 3 stages and one block per SM, got 2 and 1
+// COLUMNS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with the [128, 256, 64] tile needs output columns in multiples of 256, got 128
+
+// CHECK-LABEL: gpu.func @moe_grouped_glu_1(
+// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 197632>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 5, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
+// CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
+// CHECK: nvvm.setmaxregister {{ *}}decrease 56
+// CHECK: scf.for
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
+// CHECK-COUNT-2: nvgpu.tma.async.load
+// CHECK-COUNT-8: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvgpu.mbarrier.arrive
+// CHECK: nvvm.setmaxregister {{ *}}increase 224
+// CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x256xf32>>
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 4
+// CHECK: nvgpu.warpgroup.mma.store
+// CHECK-LABEL: gpu.func @moe_grouped_down_2(
+// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 197632>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 256, 1], swizzle = swizzle_128b>]
+
+// PTX-DAG: setmaxnreg.dec.sync.aligned.u32 56
+// PTX-DAG: setmaxnreg.inc.sync.aligned.u32 224
+// PTX-DAG: cp.async.cg.shared.global
+// PTX-DAG: fence.proxy.async.shared::cta
+// PTX-DAG: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
+
+// PTXAS-NOT: wgmma.mma_async instructions are serialized
+// PTXAS: Function properties for moe_grouped_down_2
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PTXAS: Function properties for moe_grouped_glu_1
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+func.func @forward(
+    %x: tensor<?x256xbf16> {k3.name = "x", k3.dims = array<i64: -1, 256>},
+    %idx: tensor<?x2xi32> {k3.name = "idx", k3.dims = array<i64: -1, 2>},
+    %wts: tensor<?x2xf32> {k3.name = "wts", k3.dims = array<i64: -1, 2>})
+    -> (tensor<?x256xbf16> {k3.name = "y"}) {
+  %w1 = k3.weight "w1" : tensor<8x128x256xbf16>
+  %w3 = k3.weight "w3" : tensor<8x128x256xbf16>
+  %w2 = k3.weight "w2" : tensor<8x256x128xbf16>
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x256xbf16>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<8x128x256xbf16>, tensor<8x128x256xbf16>, tensor<8x256x128xbf16>) -> tensor<?x256xbf16>
+  return %y : tensor<?x256xbf16>
+}
