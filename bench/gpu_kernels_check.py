@@ -255,9 +255,11 @@ def prepare() -> int:
         compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
     for dt, c in SHORT_CONV_SHAPES:
         compile_model(f"short_conv_{dt}_c{c}", SHORT_CONV_MODEL.format(C=c, X=dt), "", max_seqs=8)
-    # The default (the tensor cores for the bf16 router) and the rows kernel.
-    compile_model("router", ROUTER_MODEL, "")
-    compile_model("router_rows", ROUTER_MODEL, "kernel-config=moe_router.kernel=moe_router_rows")
+    # The default (k3-split-router: the logits by the linear's kernels, then
+    # moe_topk_rows), the same with the decode entry's GEMV for the logits,
+    # and the fused router's two kernels (split-router=0).
+    for art, extra in ROUTER_VARIANTS.values():
+        compile_model(art, ROUTER_MODEL, extra)
     compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
@@ -519,6 +521,15 @@ def check_short_convs(res, rng) -> None:
                       shape={"lens": lens, "C": c})
 
 
+# variant: (artifact, k3-compile options).
+ROUTER_VARIANTS = {
+    "linear + moe_topk_rows": ("router", ""),
+    "linear_gemv + moe_topk_rows": ("router_gemv", "kernel-config=linear.kernel=linear_gemv"),
+    "moe_router_mma": ("router_mma", "split-router=0"),
+    "moe_router_rows": ("router_rows", "split-router=0 kernel-config=moe_router.kernel=moe_router_rows"),
+}
+
+
 def check_router(res, rng) -> None:
     """The router against k3ref's float64 moe_router: the same experts in
     the same order (a swap is accepted only where the f64 choice scores of
@@ -536,9 +547,8 @@ def check_router(res, rng) -> None:
     extra = OUT / "router.w2.safetensors"
     save_file({"bias": bias, "wrs": wrs}, str(extra))
     # 5 and 203: a last block of 8 tokens only partly filled.
-    for (art, variant), t in ((v, t) for v in (("router", "moe_router_mma"),
-                                               ("router_rows", "moe_router_rows"))
-                              for t in (1, 5, 200, 203)):
+    for (variant, (art, _)), t in ((v, t) for v in ROUTER_VARIANTS.items()
+                                   for t in (1, 5, 200, 203)):
         x = bf16_round(rng.standard_normal((t, 2304)))
         xs = rng.standard_normal((t, 200)).astype(np.float32)
 

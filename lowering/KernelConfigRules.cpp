@@ -601,6 +601,23 @@ KernelConfigAttr defaultRouterMMAConfig(MoERouterOp op, int64_t warps) {
                 warps);
 }
 
+/// k3.moe_topk's kernel (MoERouterRows.cpp): a warp per token, each lane
+/// holding its experts' scores in registers (at most 32 each).
+bool moeTopKRowsApplies(MoETopKOp op) {
+  int64_t experts = dimOf(op.getLogits(), 1);
+  return experts > 0 && experts <= 1024;
+}
+
+LogicalResult verifyMoETopKRows(MoETopKOp op, KernelConfigAttr c) {
+  if (!moeTopKRowsApplies(op))
+    return op.emitOpError()
+           << "moe_topk_rows needs a static expert count of at most 1024";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "moe_topk_rows warps must be in [1, 32], got " << c.getWarps();
+  return success();
+}
+
 LogicalResult verifyMoERouterMMA(MoERouterOp op, KernelConfigAttr c) {
   if (!moeRouterMMAApplies(op))
     return op.emitOpError() << "moe_router_mma needs bf16 x and W, a hidden "
@@ -885,6 +902,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_grouped_gemv:
   case KernelKind::glu_gemv:
     return defaultGroupedGEMVConfig(op, kind);
+  case KernelKind::moe_topk_rows:
+    // A warp per token, 8 tokens per block.
+    return config(ctx, kind, {}, 8);
   case KernelKind::short_conv_rows:
     // 8 warps over 256 channels, 16 tokens per thread: each input read
     // once, the weights loaded once per 16 outputs.
@@ -949,6 +969,10 @@ KernelKind defaultKind(Operation *op, bool decode) {
   // (bench/results/profile-gpu/history/
   // real4-bf16-T64-20261202T034250Z-cf6544a.txt).
   // In prefill the tensor cores take the scores where x and W are bf16.
+  // k3-split-router's selection: a warp per token, prefill and decode.
+  if (auto o = dyn_cast<MoETopKOp>(op))
+    return moeTopKRowsApplies(o) ? KernelKind::moe_topk_rows
+                                 : KernelKind::loop_nest;
   if (auto o = dyn_cast<MoERouterOp>(op)) {
     if (decode)
       return KernelKind::loop_nest;
@@ -1024,6 +1048,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<MoEGroupedGLUOp, MoEGroupedDownOp>(op) && groupedGEMVApplies(op);
   case KernelKind::glu_gemv:
     return isa<GLUGateUpOp>(op) && groupedGEMVApplies(op);
+  case KernelKind::moe_topk_rows:
+    return isa<MoETopKOp>(op) && moeTopKRowsApplies(cast<MoETopKOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -1197,6 +1223,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::glu_gemv:
     if (isa<GLUGateUpOp>(op))
       return verifyGroupedGEMV(op, config);
+    return wrongOp();
+  case KernelKind::moe_topk_rows:
+    if (auto o = dyn_cast<MoETopKOp>(op))
+      return verifyMoETopKRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

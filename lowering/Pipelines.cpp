@@ -95,6 +95,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
                      "(k3-moe-grouped); off: one fused op per layer"),
       llvm::cl::init(true)};
+  Option<bool> splitRouter{
+      *this, "split-router",
+      llvm::cl::desc("The MoE router as a linear (its logits on the GEMM "
+                     "kernels) and a top-k (k3-split-router); off: one "
+                     "fused router op"),
+      llvm::cl::init(true)};
   Option<bool> mlaExpand{
       *this, "mla-expand",
       llvm::cl::desc("Prefill MLA as a kv_b expansion GEMM and flash "
@@ -138,6 +144,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the fusions (their ops are retyped too), before the KDA rewrites
   // (whose chunk ops keep f32 intermediates).
   pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
+  // After the precision policy, which keeps the router's scores f32: the
+  // logits it writes are f32.
+  if (o.splitRouter)
+    pm.addPass(k3::createK3SplitRouter());
   // After the precision policy: the sorted rows take the activations' type.
   if (o.moeGrouped)
     pm.addPass(k3::createK3MoEGrouped());

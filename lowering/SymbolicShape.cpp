@@ -221,6 +221,11 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return leading(r.getWeights(), r.getInput(), 1);
       })
+      .Case<MoETopKOp>([&](MoETopKOp r) -> LogicalResult {
+        if (failed(leading(r.getIndices(), r.getLogits(), 1)))
+          return failure();
+        return leading(r.getWeights(), r.getLogits(), 1);
+      })
       .Case<MoEDispatchOp>([&](MoEDispatchOp d) -> LogicalResult {
         if (failed(same(d.getRowSource(), d.getIndices())) ||
             failed(same(d.getPositions(), d.getIndices())) ||

@@ -212,6 +212,20 @@ def K3ActivationPrecision : Pass<"k3-activation-precision", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
 }
 
+def K3SplitRouter : Pass<"k3-split-router"> {
+  let summary = "the MoE router as a linear and a top-k";
+  let description = [{
+    Rewrites each `k3.moe_router` into `k3.linear` (the logits `x W^T`, f32)
+    and `k3.moe_topk` (scores, biased choice, weights). The product then
+    runs on the linear's kernels, spread over the GPU (the GEMV in a decode
+    step, wgmma in prefill), and the selection on a warp per token; the
+    fused router's block per token group read all of W per block and
+    serialised a decode step's scores on a few blocks (docs/moe.md). The
+    result is the same logits and the same selection rule.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3MoEGrouped : Pass<"k3-moe-grouped"> {
   let summary = "MoE as dispatch, two grouped GEMMs and a combine";
   let description = [{

@@ -106,4 +106,36 @@ def K3_MoECombineOp : K3_Op<"moe_combine", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_MoETopKOp : K3_Op<"moe_topk", [Pure]> {
+  let summary = "the router's selection from its logits";
+  let description = [{
+    `k3.moe_router` after its product: for `logits [T, E]` (f32, `x W^T`),
+    `s = score(logits)`; the `top_k` experts are chosen on `s +
+    correction_bias` (the bias only affects the choice; ties go to the lower
+    expert id), their weights are the unbiased `s`, renormalised to sum to
+    one when `renormalize`, then multiplied by `routed_scaling_factor`.
+    Results: expert ids `[T, top_k]` (i32) and weights `[T, top_k]` (f32).
+    `k3-split-router` writes `k3.moe_router` as a `k3.linear` and this op,
+    so that the product runs on the GEMM kernels.
+
+    ```mlir
+    %idx, %wts = k3.moe_topk sigmoid %logits bias(%b) {top_k = 8 : i64,
+        renormalize, routed_scaling_factor = 2.446 : f64}
+        : (tensor<?x256xf32>, tensor<256xf32>) -> (tensor<?x8xi32>,
+        tensor<?x8xf32>)
+    ```
+  }];
+  let arguments = (ins K3_F32Tensor:$logits,
+                       Optional<K3_F32Tensor>:$correction_bias,
+                       I64Attr:$top_k, K3_RouterScoreAttr:$score,
+                       UnitAttr:$renormalize,
+                       F64Attr:$routed_scaling_factor);
+  let results = (outs K3_IndexTensor:$indices, K3_F32Tensor:$weights);
+  let assemblyFormat = [{
+    $score $logits (`bias` `(` $correction_bias^ `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // K3_MOE_OPS_TD

@@ -23,11 +23,15 @@
 //      taken. The weights are the unbiased scores, renormalised and scaled
 //      as the op says; lane 0 writes them with the ids.
 //
+// k3.moe_topk (k3-split-router's selection from logits that a k3.linear
+// computed) runs step 2 alone: kernel moe_topk_rows, a warp per token.
+//
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/RouterTopK.h"
 #include "lowering/kernels/Operands.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -156,12 +160,6 @@ private:
     gpu::BarrierOp::create(b, loc);
   }
 
-  Value warpMax(Value v) {
-    for (int64_t off = 16; off >= 1; off /= 2)
-      v = kb.maxf(v, em.shuffleXor(v, off));
-    return v;
-  }
-
   /// Step 1 on the tensor cores (kernel moe_router_mma, bf16 x and W):
   /// the block's G tokens (G / 16 row tiles) against the experts, 32 per
   /// warp and pass (4 column tiles of mma.sync m16n8k16, f32 accumulators
@@ -249,84 +247,16 @@ private:
 
   /// Step 2 (warp g: token t, its logits from `base`).
   void topK(Value t, Value base) {
-    int64_t slots = (experts + 31) / 32;
-    SmallVector<Value> ids, score, biased;
-    for (int64_t i = 0; i < slots; ++i) {
-      Value e = kb.addi(lane, kb.idx(32 * i));
-      Value in = kb.lti(e, kb.idx(experts));
-      Value at = kb.minsi(e, kb.idx(experts - 1));
-      ids.push_back(e);
-      score.push_back(kb.select(in, em.lds(logits, {kb.addi(base, at)}),
-                                kb.f32(-INFINITY)));
-    }
-    if (op.getScore() == RouterScore::softmax) {
-      Value m = kb.f32(-INFINITY);
-      for (Value s : score)
-        m = kb.maxf(m, s);
-      m = warpMax(m);
-      Value z = kb.f32(0.0);
-      for (Value &s : score) {
-        s = kb.exp(kb.sub(s, m)); // -inf (past E) gives 0
-        z = kb.add(z, s);
-      }
-      Value inv = kb.div(kb.f32(1.0), em.warpSum(z));
-      for (Value &s : score)
-        s = kb.mul(s, inv);
-    } else {
-      for (Value &s : score)
-        s = kb.sigmoid(s);
-    }
-    for (int64_t i = 0; i < slots; ++i) {
-      Value in = kb.lti(ids[i], kb.idx(experts));
-      Value s = score[i];
-      if (bias)
-        s = kb.add(s,
-                   kb.load(bias.full, {kb.minsi(ids[i], kb.idx(experts - 1))}));
-      biased.push_back(kb.select(in, s, kb.f32(-INFINITY)));
-    }
-    int64_t k = op.getTopK();
-    SmallVector<Value> chosenIds, chosenW;
-    Value total = kb.f32(0.0);
-    for (int64_t j = 0; j < k; ++j) {
-      // The lane's best untaken slot (first maximum), then the warp's.
-      Value bv = kb.f32(-INFINITY), bi = kb.idx(experts), bs = kb.f32(0.0);
-      for (int64_t i = 0; i < slots; ++i) {
-        Value better = kb.gtf(biased[i], bv);
-        bv = kb.select(better, biased[i], bv);
-        bi = kb.select(better, ids[i], bi);
-        bs = kb.select(better, score[i], bs);
-      }
-      Value bi32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), bi);
-      for (int64_t off = 16; off >= 1; off /= 2) {
-        Value ov = em.shuffleXor(bv, off), oi = em.shuffleXor(bi32, off),
-              os = em.shuffleXor(bs, off);
-        Value eq =
-            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, ov, bv);
-        Value lower =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, oi, bi32);
-        Value take = kb.ori(kb.gtf(ov, bv), kb.andi(eq, lower));
-        bv = kb.select(take, ov, bv);
-        bi32 = kb.select(take, oi, bi32);
-        bs = kb.select(take, os, bs);
-      }
-      Value winner = arith::IndexCastOp::create(b, loc, b.getIndexType(), bi32);
-      for (int64_t i = 0; i < slots; ++i)
-        biased[i] =
-            kb.select(kb.eqi(ids[i], winner), kb.f32(-INFINITY), biased[i]);
-      chosenIds.push_back(winner);
-      chosenW.push_back(bs);
-      total = kb.add(total, bs);
-    }
-    double factor = op.getRoutedScalingFactor().convertToDouble();
-    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
-      for (int64_t j = 0; j < k; ++j) {
-        Value wj = chosenW[j];
-        if (op.getRenormalize())
-          wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
-        kb.storeIndex(chosenIds[j], idx, {t, kb.idx(j)});
-        kb.store(kb.mul(wj, kb.f32(factor)), wts, {t, kb.idx(j)});
-      }
-    });
+    RouterSelection sel{op.getScore(),
+                        int64_t(op.getTopK()),
+                        op.getRenormalize(),
+                        op.getRoutedScalingFactor().convertToDouble(),
+                        bias,
+                        idx,
+                        wts,
+                        experts};
+    emitWarpTopK(kb, em, sel, lane, t,
+                 [&](Value e) { return em.lds(logits, {kb.addi(base, e)}); });
   }
 
   MoERouterOp op;
@@ -366,8 +296,46 @@ struct MoERouterMMAPattern : MoERouterPattern {
   MoERouterMMAPattern() : MoERouterPattern(KernelKind::moe_router_mma) {}
 };
 
+/// k3.moe_topk (kernel moe_topk_rows, tile []): a warp per token, `warps`
+/// tokens per block, each lane reading its experts' logits from global
+/// memory (coalesced over the lanes) into emitWarpTopK.
+struct MoETopKRowsPattern : OpKernelPattern<MoETopKOp> {
+  MoETopKRowsPattern() : OpKernelPattern(KernelKind::moe_topk_rows) {}
+  LogicalResult emit(MoETopKOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    KernelOperand logits = a.getLogits();
+    auto tokens = e.tokenForm(op, logits.shape[0]);
+    if (failed(tokens))
+      return failure();
+    int64_t warps = e.config.getWarps();
+    e.setLaunch(*tokens, 1, warps - 1, warps, {32 * warps, 1, 1});
+    KernelBuilder &kb = e.kb;
+    OpBuilder &b = kb.builder();
+    Location loc = op.getLoc();
+    MMAEmitter em{b, loc, kb};
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value lane = em.remu(tid, 32);
+    Value t = kb.addi(kb.muli(block, kb.idx(warps)), em.divu(tid, 32));
+    RouterSelection sel{op.getScore(),
+                        int64_t(op.getTopK()),
+                        op.getRenormalize(),
+                        op.getRoutedScalingFactor().convertToDouble(),
+                        a.getCorrectionBias(),
+                        resultOf(e.outputs, op.getIndices()).full,
+                        resultOf(e.outputs, op.getWeights()).full,
+                        logits.shape[1]};
+    kb.ifThen(kb.lti(t, kb.dim(logits.shape[0])), [&] {
+      emitWarpTopK(kb, em, sel, lane, t,
+                   [&](Value ex) { return kb.load(logits.full, {t, ex}); });
+    });
+    e.finishSinglePhase(loc);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::k3::populateMoERouterRowsPattern(KernelPatternSet &patterns) {
-  patterns.add<MoERouterRowsPattern, MoERouterMMAPattern>();
+  patterns.add<MoERouterRowsPattern, MoERouterMMAPattern, MoETopKRowsPattern>();
 }

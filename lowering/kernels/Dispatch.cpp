@@ -66,6 +66,7 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](GLUMLPOp o) { return emitGLUMLP(o, kb, in, out); })
       .Case([&](GLUGateUpOp o) { return emitGLUGateUp(o, kb, in, out); })
       .Case([&](MoERouterOp o) { return emitMoERouter(o, kb, in, out); })
+      .Case([&](MoETopKOp o) { return emitMoETopK(o, kb, in, out); })
       .Case([&](MoEExpertsOp o) { return emitMoEExperts(o, kb, in, out); })
       .Case([&](MoEDispatchOp o) { return emitMoEDispatch(o, kb, in, out); })
       .Case(

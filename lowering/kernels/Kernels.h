@@ -68,6 +68,7 @@ LogicalResult emitLatentAttention(LatentAttentionOp, KernelBuilder &, In, Out);
 // MoE.cpp
 LogicalResult emitGLUMLP(GLUMLPOp, KernelBuilder &, In, Out);
 LogicalResult emitMoERouter(MoERouterOp, KernelBuilder &, In, Out);
+LogicalResult emitMoETopK(MoETopKOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEExperts(MoEExpertsOp, KernelBuilder &, In, Out);
 LogicalResult emitGLUGateUp(GLUGateUpOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEDispatch(MoEDispatchOp, KernelBuilder &, In, Out);

@@ -135,7 +135,8 @@ static void routerSoftmax(KernelBuilder &kb, Value scores, Value t,
 /// 8 x 256 experts took 49 us per layer and decode step of Kimi-Linear
 /// (bench/results/e2e-kimi-linear-48b-nvidia-h200-20261202T120813Z.json,
 /// the decode profile in docs/profile.md).
-static void routerTopK(MoERouterOp op, KernelBuilder &kb, Value scores,
+template <typename RouterLike>
+static void routerTopK(RouterLike op, KernelBuilder &kb, Value scores,
                        KernelOperand bias, Value idx, Value wts, Value t,
                        int64_t experts) {
   int64_t topK = op.getTopK();
@@ -204,6 +205,33 @@ LogicalResult k3::emitMoERouter(MoERouterOp op, KernelBuilder &kb, In in,
   return success();
 }
 
+LogicalResult k3::emitMoETopK(MoETopKOp op, KernelBuilder &kb, In in, Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand logits = ops.getLogits();
+  Value idx = resultOf(out, op.getIndices()).full,
+        wts = resultOf(out, op.getWeights()).full;
+  Value scores = out[op->getNumResults()].full; // workspace [T, E]
+  int64_t experts = logits.shape[1];
+  Value tokens = kb.dim(logits.shape[0]);
+  bool softmax = op.getScore() == RouterScore::softmax;
+  // Phase 1 as the fused router's, from the given logits.
+  kb.parallel({tokens, kb.idx(experts)}, [&](ValueRange iv) {
+    Value l = kb.load(logits.full, iv);
+    kb.store(softmax ? l : kb.sigmoid(l), scores, iv);
+  });
+  auto topK = [&](ValueRange iv) {
+    if (softmax)
+      routerSoftmax(kb, scores, iv[0], experts);
+    routerTopK(op, kb, scores, ops.getCorrectionBias(), idx, wts, iv[0],
+               experts);
+  };
+  if (softmax)
+    kb.parallel({tokens}, topK);
+  else
+    kb.parallelWarps({tokens}, topK);
+  return success();
+}
+
 LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
                                  Out out) {
   auto ops = operandsOf(op, in);
@@ -263,6 +291,10 @@ mlir::k3::loopNestWorkspace(Operation *op, ArrayRef<SymShape> inShapes) {
   if (auto o = dyn_cast<MoERouterOp>(op)) {
     auto s = shapes(o);
     return {{f32, SymShape{s.getInput()[0], s.getWeight()[0]}}};
+  }
+  if (auto o = dyn_cast<MoETopKOp>(op)) {
+    auto s = shapes(o);
+    return {{f32, SymShape{s.getLogits()[0], s.getLogits()[1]}}};
   }
   return {};
 }

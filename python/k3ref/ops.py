@@ -764,15 +764,26 @@ def moe_router(x, w_router, bias, top_k, score_func="sigmoid", renormalize=True,
                routed_scaling_factor=1.0, forced_indices=None):
     """Router (K3-SPEC §5; HF ``KimiMoEGate``, group masking inactive).
 
-    logits = x W_rᵀ; s = σ(logits) or softmax(logits); choose the top-k of
-    s + bias (bias may be None; it affects only the choice); weights = s[idx],
-    renormalised w/(Σw + 1e-20) when ``renormalize`` and top_k > 1, then
-    × routed_scaling_factor.  Ties break towards the lower expert index; indices
-    come out in descending order of the choice score.  ``forced_indices``
-    ``[T, k]`` skips the choice (so tests can use the runtime's selection).
-    Returns ``(indices [T, k] int64, weights [T, k])``.
+    logits = x W_rᵀ, then :func:`moe_topk`.  Returns ``(indices [T, k]
+    int64, weights [T, k])``.
     """
-    logits = linear(x, w_router)
+    return moe_topk(linear(x, w_router), bias, top_k, score_func, renormalize,
+                    routed_scaling_factor, forced_indices)
+
+
+def moe_topk(logits, bias, top_k, score_func="sigmoid", renormalize=True,
+             routed_scaling_factor=1.0, forced_indices=None):
+    """The router's selection from its logits (``k3.moe_topk``).
+
+    s = σ(logits) or softmax(logits); choose the top-k of s + bias (bias may
+    be None; it affects only the choice); weights = s[idx], renormalised
+    w/(Σw + 1e-20) when ``renormalize`` and top_k > 1, then ×
+    routed_scaling_factor.  Ties break towards the lower expert index;
+    indices come out in descending order of the choice score.
+    ``forced_indices`` ``[T, k]`` skips the choice (so tests can use the
+    runtime's selection).  Returns ``(indices [T, k] int64, weights [T, k])``.
+    """
+    logits = _a(logits)
     if score_func == "sigmoid":
         s = sigmoid(logits)
     elif score_func == "softmax":

@@ -8,12 +8,13 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: not k3-run %t.k3bin --device cpu --random-weights 1 --prompt 1,2 2>&1 | FileCheck %s --check-prefix=TARGET
 
-// One kernel per op kind (shared by identical ops), one per parallel phase:
+// One kernel per op kind (shared by identical ops), one per parallel phase
+// (the router split into a linear and k3.moe_topk by k3-split-router):
 // latent attention is one kernel (a block per token and head), the cache update included.
 // PTX: .target sm_90a
 // PTX-DAG: .visible .entry embedding_0(
 // PTX-DAG: .visible .entry kda_{{[0-9]+}}(
-// PTX-DAG: .visible .entry moe_router_{{[0-9]+}}(
+// PTX-DAG: .visible .entry moe_topk_{{[0-9]+}}(
 // PTX-DAG: .visible .entry latent_attention_{{[0-9]+}}(
 
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill

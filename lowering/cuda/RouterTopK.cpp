@@ -1,0 +1,93 @@
+//===- RouterTopK.cpp - a warp's top-k of one token's router row -*- C++
+//-*-===//
+#include "lowering/cuda/RouterTopK.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::k3;
+
+void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
+                            const RouterSelection &sel, Value lane, Value t,
+                            const std::function<Value(Value)> &logitAt) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  int64_t slots = (sel.experts + 31) / 32;
+  SmallVector<Value> ids, score, biased;
+  for (int64_t i = 0; i < slots; ++i) {
+    Value e = kb.addi(lane, kb.idx(32 * i));
+    Value in = kb.lti(e, kb.idx(sel.experts));
+    Value at = kb.minsi(e, kb.idx(sel.experts - 1));
+    ids.push_back(e);
+    score.push_back(kb.select(in, logitAt(at), kb.f32(-INFINITY)));
+  }
+  if (sel.score == RouterScore::softmax) {
+    Value m = kb.f32(-INFINITY);
+    for (Value s : score)
+      m = kb.maxf(m, s);
+    for (int64_t off = 16; off >= 1; off /= 2)
+      m = kb.maxf(m, em.shuffleXor(m, off));
+    Value z = kb.f32(0.0);
+    for (Value &s : score) {
+      s = kb.exp(kb.sub(s, m)); // -inf (past E) gives 0
+      z = kb.add(z, s);
+    }
+    Value inv = kb.div(kb.f32(1.0), em.warpSum(z));
+    for (Value &s : score)
+      s = kb.mul(s, inv);
+  } else {
+    for (Value &s : score)
+      s = kb.sigmoid(s);
+  }
+  for (int64_t i = 0; i < slots; ++i) {
+    Value in = kb.lti(ids[i], kb.idx(sel.experts));
+    Value s = score[i];
+    if (sel.bias)
+      s = kb.add(s, kb.load(sel.bias.full,
+                            {kb.minsi(ids[i], kb.idx(sel.experts - 1))}));
+    biased.push_back(kb.select(in, s, kb.f32(-INFINITY)));
+  }
+  int64_t k = sel.topK;
+  SmallVector<Value> chosenIds, chosenW;
+  Value total = kb.f32(0.0);
+  for (int64_t j = 0; j < k; ++j) {
+    // The lane's best untaken slot (first maximum), then the warp's.
+    Value bv = kb.f32(-INFINITY), bi = kb.idx(sel.experts), bs = kb.f32(0.0);
+    for (int64_t i = 0; i < slots; ++i) {
+      Value better = kb.gtf(biased[i], bv);
+      bv = kb.select(better, biased[i], bv);
+      bi = kb.select(better, ids[i], bi);
+      bs = kb.select(better, score[i], bs);
+    }
+    Value bi32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), bi);
+    for (int64_t off = 16; off >= 1; off /= 2) {
+      Value ov = em.shuffleXor(bv, off), oi = em.shuffleXor(bi32, off),
+            os = em.shuffleXor(bs, off);
+      Value eq =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, ov, bv);
+      Value lower =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, oi, bi32);
+      Value take = kb.ori(kb.gtf(ov, bv), kb.andi(eq, lower));
+      bv = kb.select(take, ov, bv);
+      bi32 = kb.select(take, oi, bi32);
+      bs = kb.select(take, os, bs);
+    }
+    Value winner = arith::IndexCastOp::create(b, loc, b.getIndexType(), bi32);
+    for (int64_t i = 0; i < slots; ++i)
+      biased[i] =
+          kb.select(kb.eqi(ids[i], winner), kb.f32(-INFINITY), biased[i]);
+    chosenIds.push_back(winner);
+    chosenW.push_back(bs);
+    total = kb.add(total, bs);
+  }
+  double factor = sel.factor;
+  kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+    for (int64_t j = 0; j < k; ++j) {
+      Value wj = chosenW[j];
+      if (sel.renormalize)
+        wj = kb.div(wj, kb.add(total, kb.f32(1e-20)));
+      kb.storeIndex(chosenIds[j], sel.idx, {t, kb.idx(j)});
+      kb.store(kb.mul(wj, kb.f32(factor)), sel.wts, {t, kb.idx(j)});
+    }
+  });
+}
