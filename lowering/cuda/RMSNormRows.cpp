@@ -45,13 +45,19 @@ public:
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     const int64_t per = (cols + threads - 1) / threads;
-    SmallVector<Value> v(per), ok(per), col(per);
+    SmallVector<Value> v(per), ok(per), col(per), wv(per), gv(per);
     Value ss = kb.f32(0.0);
     for (int64_t i = 0; i < per; ++i) {
       Value c = kb.addi(tid, kb.idx(i * threads));
       ok[i] = kb.lti(c, kb.idx(cols));
       col[i] = kb.minsi(c, kb.idx(cols - 1));
       Value val = kb.load(x, {row, col[i]});
+      // The weight and gate are loaded with the row, not after the sum: a
+      // second round trip to memory after the block's barrier was most of
+      // a one-row (decode) call.
+      wv[i] = kb.load(w, {col[i]});
+      if (gate)
+        gv[i] = kb.load(gate, {row, col[i]});
       if (r) {
         val = kb.add(val, kb.load(r, {row, col[i]}));
         val = roundTo(val, s);
@@ -64,9 +70,9 @@ public:
         kb.add(kb.div(blockSum(tid, ss), kb.f32(double(cols))), kb.f32(eps)));
     for (int64_t i = 0; i < per; ++i)
       kb.ifThen(ok[i], [&, i] {
-        Value out = kb.mul(kb.mul(v[i], inv), kb.load(w, {col[i]}));
+        Value out = kb.mul(kb.mul(v[i], inv), wv[i]);
         if (gate)
-          out = kb.mul(out, kb.sigmoid(kb.load(gate, {row, col[i]})));
+          out = kb.mul(out, kb.sigmoid(gv[i]));
         kb.store(out, y, {row, col[i]});
       });
   }
