@@ -117,26 +117,13 @@ LogicalResult MoECombineOp::verify() {
 
 LogicalResult MoETopKOp::verify() {
   Named logits = named("logits", getLogits()),
-        idx = named("indices", getIndices()),
-        wts = named("weights", getWeights());
+        idx = named("indices", getIndices());
   if (failed(expectRank(*this, logits, 2)) ||
       failed(expectRank(*this, idx, 2)) ||
-      failed(expectSameShape(*this, idx, wts)) ||
-      failed(expectSameDim(*this, logits, 0, idx, 0, "token count")) ||
-      failed(
-          expectDim(*this, idx, 1, static_cast<int64_t>(getTopK()), "top_k")))
+      failed(expectSameDim(*this, logits, 0, idx, 0, "token count")))
     return failure();
-  int64_t experts = logits.type.getDimSize(1);
-  int64_t topK = static_cast<int64_t>(getTopK());
-  if (topK < 1 || (!ShapedType::isDynamic(experts) && topK > experts))
-    return emitOpError() << "expects 'top_k' in [1, " << experts << "], got "
-                         << topK;
-  if (Value bias = getCorrectionBias()) {
-    Named b = named("correction_bias", bias);
-    if (failed(expectRank(*this, b, 1)) ||
-        failed(expectSameDim(*this, b, 0, logits, 1, "expert count")))
-      return failure();
-  }
-  return expectPositive(*this, "routed_scaling_factor",
-                        getRoutedScalingFactor().convertToDouble());
+  return expectRouterSelection(*this, idx, named("weights", getWeights()),
+                               static_cast<int64_t>(getTopK()),
+                               getCorrectionBias(), logits, 1,
+                               getRoutedScalingFactor().convertToDouble());
 }

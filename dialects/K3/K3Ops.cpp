@@ -403,29 +403,16 @@ LogicalResult GLUMLPOp::verify() {
 
 LogicalResult MoERouterOp::verify() {
   Named x = named("input", getInput()), w = named("weight", getWeight()),
-        idx = named("indices", getIndices()),
-        wts = named("weights", getWeights());
+        idx = named("indices", getIndices());
   if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, w, 2)) ||
-      failed(expectRank(*this, idx, 2)) ||
-      failed(expectSameShape(*this, idx, wts)) ||
       failed(expectSameDim(*this, x, 1, w, 1, "hidden size")) ||
-      failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||
-      failed(
-          expectDim(*this, idx, 1, static_cast<int64_t>(getTopK()), "top_k")))
+      failed(expectRank(*this, idx, 2)) ||
+      failed(expectSameDim(*this, x, 0, idx, 0, "token count")))
     return failure();
-  int64_t experts = w.type.getDimSize(0);
-  int64_t topK = static_cast<int64_t>(getTopK());
-  if (topK < 1 || (!ShapedType::isDynamic(experts) && topK > experts))
-    return emitOpError() << "expects 'top_k' in [1, " << experts << "], got "
-                         << topK;
-  if (Value bias = getCorrectionBias()) {
-    Named b = named("correction_bias", bias);
-    if (failed(expectRank(*this, b, 1)) ||
-        failed(expectSameDim(*this, b, 0, w, 0, "expert count")))
-      return failure();
-  }
-  return expectPositive(*this, "routed_scaling_factor",
-                        getRoutedScalingFactor().convertToDouble());
+  return expectRouterSelection(*this, idx, named("weights", getWeights()),
+                               static_cast<int64_t>(getTopK()),
+                               getCorrectionBias(), w, 0,
+                               getRoutedScalingFactor().convertToDouble());
 }
 
 LogicalResult MoEExpertsOp::verify() {

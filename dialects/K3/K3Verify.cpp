@@ -78,6 +78,27 @@ LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v) {
   return success();
 }
 
+LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
+                                    int64_t topK, Value correctionBias,
+                                    Named expertsOf, int64_t expertsDim,
+                                    double scalingFactor) {
+  if (failed(expectRank(op, indices, 2)) ||
+      failed(expectSameShape(op, indices, weights)) ||
+      failed(expectDim(op, indices, 1, topK, "top_k")))
+    return failure();
+  int64_t experts = expertsOf.type.getDimSize(expertsDim);
+  if (topK < 1 || (!ShapedType::isDynamic(experts) && topK > experts))
+    return op->emitOpError()
+           << "expects 'top_k' in [1, " << experts << "], got " << topK;
+  if (correctionBias) {
+    Named b = named("correction_bias", correctionBias);
+    if (failed(expectRank(op, b, 1)) ||
+        failed(expectSameDim(op, b, 0, expertsOf, expertsDim, "expert count")))
+      return failure();
+  }
+  return expectPositive(op, "routed_scaling_factor", scalingFactor);
+}
+
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta) {

@@ -36,6 +36,14 @@ LogicalResult expectSameShape(Operation *op, Named a, Named b);
 LogicalResult expectStatic(Operation *op, Named t);
 LogicalResult expectPositive(Operation *op, StringRef attr, double v);
 LogicalResult expectPositive(Operation *op, StringRef attr, int64_t v);
+/// The router's selection (k3.moe_router, k3.moe_topk): `indices` and
+/// `weights` [T, top_k] of the same shape, top_k in [1, experts], the
+/// optional bias [experts] (its dim read from `expertsOf`, dim
+/// `expertsDim`), a positive scaling factor.
+LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
+                                    int64_t topK, Value correctionBias,
+                                    Named expertsOf, int64_t expertsDim,
+                                    double scalingFactor);
 /// The SiTU parameters of a GLU op: `beta` (positive) with situ only,
 /// `linear_beta` optional.
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,

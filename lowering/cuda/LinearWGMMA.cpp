@@ -217,17 +217,14 @@ private:
     });
     kb.ifThen(kb.gei(warpgroup, em.idx(1)), [&] {
       Value consumer = kb.subi(warpgroup, em.idx(1));
-      Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-          b, loc, em.accumulatorType(tileN));
-      SmallVector<Value> acc =
-          pipe.consume(consumer, steps, ValueRange{init}, kTileK / kWGMMAK,
-                       [&](Value stage, Value c, ValueRange acc) {
-                         return multiplyRows(stage, c, acc);
-                       });
+      Value acc = pipe.consume(consumer, steps, tileN, kTileK / kWGMMAK,
+                               [&](Value stage, Value c, Value acc) {
+                                 return multiplyRows(stage, c, acc);
+                               });
       // Both consumers are done reading the stages before the tile
       // overwrites them (the producer's loads all landed: the consumers
       // waited for each).
-      consumerBarrier();
+      pipe.consumerBarrier();
       // Upstream's nvgpu.warpgroup.mma.store takes warp w's rows to 16 w of
       // its destination with w = tid / 32, as if its warpgroup were the
       // block's first: warpgroup g's 64 rows land 64 g rows past the view.
@@ -237,42 +234,22 @@ private:
                            em.tileType({kTileM + 64, tileN}, b.getF32Type()));
       Value start =
           em.view(smem, base, em.tileType({64, tileN}, b.getF32Type()));
-      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc[0], start);
-      consumerBarrier();
+      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc, start);
+      pipe.consumerBarrier();
       storeRows(tile, 64, kb.subi(tid, em.idx(128)), 128 * kConsumers);
     });
   }
 
   /// Consumer `c`'s products of one landed stage: its 64 rows of x against
   /// all tileN rows of W, four k-steps of 16, issued without waiting.
-  SmallVector<Value> multiplyRows(Value stage, Value c, ValueRange acc) {
+  Value multiplyRows(Value stage, Value c, Value acc) {
     Value wTile = stageTile(stage, 1);
     // Consumer c's 64 rows of the x tile, as a 64 x 64 tile of its own.
     Value rowsOff = kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
                                           kb.muli(c, em.idx(64 * kTileK * 2))));
     Value xRows =
         em.view(smem, rowsOff, em.tileType({64, kTileK}, b.getBF16Type()));
-    MemRefType aType = em.tileType({64, kWGMMAK}, b.getBF16Type());
-    MemRefType bType = em.tileType({kWGMMAK, tileN}, b.getBF16Type());
-    // Room for two stages' groups: the wait that bounds them comes after.
-    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWGMMAK);
-    Value out = acc[0];
-    for (int64_t k = 0; k < kTileK; k += kWGMMAK) {
-      Value dA = em.descriptor(xRows, tmX, 0, 64, k, aType);
-      Value dB = em.descriptor(wTile, tmW, 0, tileN, k, bType);
-      out = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(tileN), dA,
-                                          dB, noWait, UnitAttr(), UnitAttr(),
-                                          out);
-    }
-    return {out};
-  }
-
-  /// bar.sync 1 over the consumer warpgroups' threads.
-  void consumerBarrier() {
-    Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
-    Value n = arith::ConstantIntOp::create(b, loc, 128 * kConsumers, 32);
-    NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
-                            Value());
+    return em.multiplyRowsStage(xRows, wTile, tmW, tileN, acc);
   }
 
   /// The f32 tile in shared memory (output row r at tile row r + `skip`)

@@ -334,14 +334,11 @@ private:
       Value consumer = kb.subi(warpgroup, kb.idx(1));
       Value t = kb.subi(tid, kb.idx(kThreads));
       Value weight = rowWeight(t);
-      Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-          b, loc, em.accumulatorType(tileN));
-      SmallVector<Value> acc =
-          pipe.consume(consumer, steps, ValueRange{init}, kTileK / kWGMMAK,
-                       [&](Value stage, Value c, ValueRange acc) {
-                         return multiplyRows(stage, c, acc);
-                       });
-      consumerBarrier();
+      Value acc = pipe.consume(consumer, steps, tileN, kTileK / kWGMMAK,
+                               [&](Value stage, Value c, Value acc) {
+                                 return multiplyRows(stage, c, acc);
+                               });
+      pipe.consumerBarrier();
       if (weight)
         kb.ifThen(kb.lti(t, kb.idx(kTile)),
                   [&] { mma.sts(weight, rowWeights, {t}); });
@@ -351,43 +348,23 @@ private:
       Value tile =
           em.view(smem, base, em.tileType({kTile + 64, tileN}, b.getF32Type()));
       nvgpu::WarpgroupMmaStoreOp::create(
-          b, loc, acc[0],
+          b, loc, acc,
           em.view(smem, base, em.tileType({64, tileN}, b.getF32Type())));
-      consumerBarrier();
+      pipe.consumerBarrier();
       epi(tile, rowWeights, EpilogueThreads{t, kThreads * kConsumers, 64});
     });
   }
 
   /// Consumer `c`'s products of one landed stage: its 64 rows against all
   /// tileN weight rows, four k-steps of 16, issued without waiting.
-  SmallVector<Value> multiplyRows(Value stage, Value c, ValueRange acc) {
+  Value multiplyRows(Value stage, Value c, Value acc) {
     Value rows = em.view(
         smem,
         kb.addi(stageOffset(stage, 0), kb.muli(c, kb.idx(64 * kTileK * 2))),
         em.tileType({64, kTileK}, b.getBF16Type()));
     Value weights = em.view(smem, stageOffset(stage, 1),
                             em.tileType({tileN, kTileK}, b.getBF16Type()));
-    MemRefType aType = em.tileType({64, kWGMMAK}, b.getBF16Type());
-    MemRefType bType = em.tileType({kWGMMAK, tileN}, b.getBF16Type());
-    // Room for two stages' groups: the wait that bounds them comes after.
-    auto noWait = b.getI64IntegerAttr(2 * kTileK / kWGMMAK);
-    Value out = acc[0];
-    for (int64_t k = 0; k < kTileK; k += kWGMMAK) {
-      Value dA = em.descriptor(rows, weightMaps[0], 0, 64, k, aType);
-      Value dB = em.descriptor(weights, weightMaps[0], 0, tileN, k, bType);
-      out = nvgpu::WarpgroupMmaOp::create(b, loc, em.accumulatorType(tileN), dA,
-                                          dB, noWait, UnitAttr(), UnitAttr(),
-                                          out);
-    }
-    return {out};
-  }
-
-  /// bar.sync 1 over the consumer warpgroups' threads.
-  void consumerBarrier() {
-    Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
-    Value n = arith::ConstantIntOp::create(b, loc, kThreads * kConsumers, 32);
-    NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
-                            Value());
+    return em.multiplyRowsStage(rows, weights, weightMaps[0], tileN, acc);
   }
 
   SmallVector<Value> mainLoop(Value first, int64_t steps,

@@ -142,6 +142,25 @@ struct WGMMAEmitter {
     return out;
   }
 
+  /// acc += rows (a 64 x 64 tile) times weights (an n x 64 tile)^T for one
+  /// landed stage: four k-steps of m64nNk16, issued without waiting (the
+  /// caller bounds the pending groups with wgmma.wait_group). `tm` gives
+  /// the swizzle.
+  Value multiplyRowsStage(Value rows, Value weights, Value tm, int64_t n,
+                          Value acc) {
+    MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
+    MemRefType bType = tileType({kWGMMAK, n}, b.getBF16Type());
+    // Room for two stages' groups: the wait that bounds them comes after.
+    auto noWait = b.getI64IntegerAttr(2 * kWGMMATileK / kWGMMAK);
+    for (int64_t k = 0; k < kWGMMATileK; k += kWGMMAK) {
+      Value dA = descriptor(rows, tm, 0, 64, k, aType);
+      Value dB = descriptor(weights, tm, 0, n, k, bType);
+      acc = nvgpu::WarpgroupMmaOp::create(b, loc, accumulatorType(n), dA, dB,
+                                          noWait, UnitAttr(), UnitAttr(), acc);
+    }
+    return acc;
+  }
+
   /// The two 64 x 128 accumulators into a 128 x 128 f32 tile of shared
   /// memory at byte `offset` (callers put barriers around it).
   Value storeAccumulators(Value smem, Value offset, ArrayRef<Value> acc) {

@@ -109,10 +109,8 @@ void WGMMAPipeline::produceWithCopies(Value tid, Value steps,
             [&] { landed(kb.subi(steps, em.idx(1)), mma.commitGroup(), 0); });
 }
 
-SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
-                                          ValueRange init,
-                                          int64_t groupsPerStage,
-                                          const Multiply &multiply) {
+Value WGMMAPipeline::consume(Value consumer, Value steps, int64_t columns,
+                             int64_t groupsPerStage, const Multiply &multiply) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
@@ -122,15 +120,17 @@ SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
   auto release = [&](Value kt) {
     nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(kt, em.stages));
   };
-  auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1), init);
+  Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+      b, loc, em.accumulatorType(columns));
+  auto loop =
+      scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1), ValueRange{init});
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
     Value stage = em.remuIdx(kt, em.stages);
     waitRound(full, kt, stage, 0);
-    SmallVector<Value> acc =
-        multiply(stage, consumer, loop.getRegionIterArgs());
+    Value acc = multiply(stage, consumer, loop.getRegionIterArgs()[0]);
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);
@@ -140,5 +140,14 @@ SmallVector<Value> WGMMAPipeline::consume(Value consumer, Value steps,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
             [&] { release(kb.subi(steps, em.idx(1))); });
-  return SmallVector<Value>(loop.getResults());
+  return loop.getResult(0);
+}
+
+void WGMMAPipeline::consumerBarrier() {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
+  Value n = arith::ConstantIntOp::create(b, loc, 128 * consumers, 32);
+  NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
+                          Value());
 }

@@ -53,9 +53,8 @@ public:
   /// after the full barrier expects `stageBytes`).
   using IssueLoads = std::function<void(Value stage, Value kt)>;
   /// The wgmma groups of one landed stage for consumer `consumer` (0-based),
-  /// issued without waiting; returns the new accumulators.
-  using Multiply = std::function<SmallVector<Value>(Value stage, Value consumer,
-                                                    ValueRange acc)>;
+  /// issued without waiting; returns the new accumulator.
+  using Multiply = std::function<Value(Value stage, Value consumer, Value acc)>;
 
   /// `stageBytes`: the TMA bytes of one stage; `copies`: whether the
   /// producer also copies with cp.async (produceWithCopies).
@@ -78,11 +77,15 @@ public:
   void produceWithCopies(Value tid, Value steps, const IssueLoads &loads,
                          const IssueLoads &copy);
 
-  /// A consumer's role (`consumer` = warpgroup - 1): `steps` k-steps from
-  /// `init`; returns the accumulators with every product complete and every
-  /// stage released.
-  SmallVector<Value> consume(Value consumer, Value steps, ValueRange init,
-                             int64_t groupsPerStage, const Multiply &multiply);
+  /// A consumer's role (`consumer` = warpgroup - 1): `steps` k-steps into
+  /// a zeroed 64 x `columns` f32 accumulator; returns it with every
+  /// product complete and every stage released.
+  Value consume(Value consumer, Value steps, int64_t columns,
+                int64_t groupsPerStage, const Multiply &multiply);
+
+  /// bar.sync 1 over the consumer warpgroups' threads (the producer may
+  /// have exited).
+  void consumerBarrier();
 
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
