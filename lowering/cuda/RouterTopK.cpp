@@ -1,5 +1,4 @@
-//===- RouterTopK.cpp - a warp's top-k of one token's router row -*- C++
-//-*-===//
+//===- RouterTopK.cpp - a warp's top-k of one router row --------*- C++ -*-===//
 #include "lowering/cuda/RouterTopK.h"
 
 #include <cmath>
@@ -7,13 +6,20 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
-                            const RouterSelection &sel, Value lane, Value t,
-                            const std::function<Value(Value)> &logitAt) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  int64_t slots = (sel.experts + 31) / 32;
+namespace {
+
+/// The lane's experts (l, l + 32, ...), their scores and biased scores
+/// (-inf past the last expert).
+struct LaneExperts {
   SmallVector<Value> ids, score, biased;
+};
+
+LaneExperts scoreLane(KernelBuilder &kb, MMAEmitter &em,
+                      const RouterSelection &sel, Value lane,
+                      const std::function<Value(Value)> &logitAt) {
+  int64_t slots = (sel.experts + 31) / 32;
+  LaneExperts out;
+  SmallVector<Value> &ids = out.ids, &score = out.score, &biased = out.biased;
   for (int64_t i = 0; i < slots; ++i) {
     Value e = kb.addi(lane, kb.idx(32 * i));
     Value in = kb.lti(e, kb.idx(sel.experts));
@@ -47,6 +53,19 @@ void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
                             {kb.minsi(ids[i], kb.idx(sel.experts - 1))}));
     biased.push_back(kb.select(in, s, kb.f32(-INFINITY)));
   }
+  return out;
+}
+
+} // namespace
+
+void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
+                            const RouterSelection &sel, Value lane, Value t,
+                            const std::function<Value(Value)> &logitAt) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  LaneExperts lx = scoreLane(kb, em, sel, lane, logitAt);
+  SmallVector<Value> &ids = lx.ids, &score = lx.score, &biased = lx.biased;
+  int64_t slots = int64_t(ids.size());
   int64_t k = sel.topK;
   SmallVector<Value> chosenIds, chosenW;
   Value total = kb.f32(0.0);
