@@ -1,5 +1,4 @@
-//===- SplitRouter.cpp - k3.moe_router as a linear and a top-k ---*- C++
-//-*-===//
+//===- SplitRouter.cpp - the router as a linear and a top-k -----*- C++ -*-===//
 //
 // The router's product is a GEMM of the model's narrowest shape (E = 256
 // or 896 outputs): as its own k3.linear it runs on the linear kernels,

@@ -1,5 +1,4 @@
-//===- WGMMAPipeline.cpp - producer/consumer warpgroups for wgmma -*- C++
-//-*-===//
+//===- WGMMAPipeline.cpp - producer and consumer warpgroups -----*- C++ -*-===//
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/cuda/MMA.h"
 

@@ -1,5 +1,4 @@
-//===- WGMMAPipeline.h - producer/consumer warpgroups for wgmma --*- C++
-//-*-===//
+//===- WGMMAPipeline.h - producer and consumer warpgroups -------*- C++ -*-===//
 //
 // The warp-specialised main loop of Hopper GEMMs, as CUTLASS's and
 // ThunderKittens' kernels run it: warpgroup 0 produces (one thread issues
