@@ -2,7 +2,9 @@
 awkward shapes (the GPU side of "every lowering is checked against the
 oracle"): the GEMV linear (lowering/cuda/LinearGEMV.cpp) with token counts
 that are not multiples of its 4-token tile, K with a partial last step,
-odd N (one row per warp), f32/bf16 weights and inputs, bf16 output; the
+odd N (one row per warp), f32/bf16 weights and inputs, bf16 output, and
+as k3.linear_group over several weights (a KDA layer's six projections,
+odd N with mixed result types); the
 block-per-row argmax (lowering/cuda/ArgmaxRows.cpp) with ties, rows of
 -inf, the maximum in the first or last column, vocabularies smaller than a
 block; the latent attention (lowering/cuda/LatentAttentionRows.cpp) at
@@ -45,6 +47,14 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
 # tiles: (name, N, K, w, x, y); kernel as k3-compile chooses it.
 WGMMA_LINEARS = (("wgmma_n576_k2304", 576, 2304, "bf16", "bf16", "f32"),
                  ("wgmma_n40_k512_bf16out", 40, 512, "bf16", "bf16", "bf16"))
+# k3.linear_group (k3-group-linears, LinearGEMV.cpp): one grid over several
+# weights' rows. (name, K, [N...], x dtype, [result dtypes...]): a KDA
+# layer's six projections at Kimi-Linear's sizes, and odd N (one row per
+# warp) with a partial last K step and mixed result types.
+GROUPS = (("group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
+           ("bf16",) * 6),
+          ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")))
+GROUP_TOKENS = (1, 5, 64)
 LINEAR_TOKENS = (1, 3, 5, 17, 64, 130)
 VOCABS = (163840, 1000, 7)
 ARGMAX_ROWS = 6
@@ -55,6 +65,23 @@ LINEAR_MODEL = """func.func @forward(%x: tensor<?x{K}x{X}> {{k3.name = "x", k3.d
   return %y : tensor<?x{N}x{Y}>
 }}
 """
+
+
+def group_model(k: int, ns, x: str, ys) -> str:
+    """A function of one k3.linear_group (bf16 weights w0, w1, ...)."""
+    res = [f"tensor<?x{n}x{y}>" for n, y in zip(ns, ys)]
+    outs = ", ".join(f'{r} {{k3.name = "y{i}"}}' for i, r in enumerate(res))
+    weights = ", ".join(f"tensor<{n}x{k}xbf16>" for n in ns)
+    names = ", ".join(f"%y{i}" for i in range(len(ns)))
+    lines = [f'func.func @forward(%x: tensor<?x{k}x{x}> {{k3.name = "x", k3.dims = array<i64: -1, {k}>}})',
+             f"    -> ({outs}) {{"]
+    lines += [f'  %w{i} = k3.weight "w{i}" : tensor<{n}x{k}xbf16>' for i, n in enumerate(ns)]
+    lines += [f"  {names} = k3.linear_group %x, {', '.join(f'%w{i}' for i in range(len(ns)))}",
+              f"      : (tensor<?x{k}x{x}>, {weights}) -> ({', '.join(res)})",
+              f"  return {names} : {', '.join(res)}", "}", ""]
+    return "\n".join(lines)
+
+
 # Gated MLA's latent attention at Kimi-Linear-48B's sizes (32 heads, nope
 # 128, rope 64, v 128, kv_lora_rank 512): lowering/cuda/LatentAttentionRows.cpp.
 MLA = dict(H=32, DN=128, DR=64, DV=128, R=512, L=256)
@@ -247,6 +274,8 @@ def prepare() -> int:
                       "kernel-config=linear.kernel=linear_gemv")
     for name, n, k, w, x, y in WGMMA_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
+    for name, k, ns, x, ys in GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), "")
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -277,6 +306,7 @@ def prepare() -> int:
             save_file({"x": rng.standard_normal((5, k)).astype(np.float32)},
                       str(OUT / f"in_{name}.safetensors"))
     save_file({"l": argmax_rows(163840, rng)}, str(OUT / "in_argmax_v163840.safetensors"))
+    save_bf16(OUT / "in_group_odd_k2312.safetensors", "x", rng.standard_normal((5, 2312)))
     # The short convolution over packed sequences (an empty one, ones
     # shorter than the kernel, ones crossing tiles) and the gated norm.
     lens = [1, 2, 0, 17, 40, 3]
@@ -335,6 +365,38 @@ def save_bf16(path: Path, name: str, a: np.ndarray) -> None:
         f.write(len(header).to_bytes(8, "little") + header + bits.tobytes())
 
 
+def check_groups(res, dev, g) -> None:
+    """k3.linear_group on the GEMV against float64, per result."""
+    import torch
+    from safetensors.torch import save_file
+    import k3
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16}
+    for name, k, ns, xt, ys in GROUPS:
+        ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
+        wfile = OUT / f"{name}.w.safetensors"
+        save_file({f"w{i}": w.cpu() for i, w in enumerate(ws)}, str(wfile))
+        for t in GROUP_TOKENS:
+            x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
+
+            def case(ws=ws, x=x, t=t, name=name, wfile=wfile, ys=ys, k=k):
+                s = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
+                s.load_weights(str(wfile))
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack", x=x)
+                errs = []
+                for i, (w, yt) in enumerate(zip(ws, ys)):
+                    got = torch.from_dlpack(out[f"y{i}"]).double()
+                    ref = x.double() @ w.double().T
+                    err = float((got - ref).norm() / ref.norm())
+                    bound = k * 2.0 ** -24 if yt == "f32" else 2.0 ** -8
+                    if not err < bound:
+                        raise AssertionError(f"result {i}: error vs f64 {err:.3e} (bound {bound})")
+                    errs.append(err)
+                s.close()
+                return {"err_vs_oracle": max(errs), "errs": errs}
+            res.guard(case, case=name, impl="k3", variant="linear_gemv (linear_group)",
+                      shape={"T": t, "N": list(ns), "K": k, "x": xt, "y": list(ys)})
+
+
 def argmax_rows(v: int, rng) -> np.ndarray:
     rows = rng.standard_normal((ARGMAX_ROWS, v)).astype(np.float32)
     rows[0, [3 % v, v // 2, v - 1]] = 50.0            # ties: the lowest wins
@@ -378,6 +440,7 @@ def check() -> int:
                 return {"err_vs_oracle": err, "bound": bound}
             res.guard(case, case=name, impl="k3", variant=kernel,
                       shape={"T": t, "N": n, "K": k, "w": wt, "x": xt, "y": yt})
+    check_groups(res, dev, g)
     rng = np.random.default_rng(0)
     for v in VOCABS:
         rows = argmax_rows(v, rng)

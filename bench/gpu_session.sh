@@ -222,7 +222,7 @@ for stage in "${STAGES[@]}"; do
     # shapes (carry out/kernels_check), then compute-sanitizer on each.
     step kernels-check python3 bench/gpu_kernels_check.py check
     CS=/usr/local/cuda/bin/compute-sanitizer
-    for a in gemv_f32_n40_k96 gemv_bf16w_f32x_n256_k2304 gemv_bf16_n4096_k128 argmax_v163840 mla flash_kimi; do
+    for a in gemv_f32_n40_k96 gemv_bf16w_f32x_n256_k2304 gemv_bf16_n4096_k128 group_odd_k2312 argmax_v163840 mla flash_kimi; do
       for tool in memcheck racecheck; do
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
           "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 --symbol num_seqs=1 \
@@ -240,6 +240,17 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
+    # A small Kimi-Linear (out/e2e/init-check.k3bin, from bench/e2e.py
+    # prepare) generating for two sequences: the decode entry's grouped
+    # GEMVs and its in-place state updates (short convolution, KDA, latent
+    # cache) under the sanitizer.
+    if [ -f out/e2e/init-check.k3bin ]; then
+      for tool in memcheck racecheck; do
+        step "sanitizer-$tool-decode" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+          out/e2e/init-check.k3bin --device cuda:0 --random-weights 1 --prompt "1,2,3,4,5" \
+          --prompt "7,8" --max-new-tokens 3 --quiet
+      done
+    fi
     ;;
   gemm) step gemm python3 bench/gemm.py run ;;
   moe)

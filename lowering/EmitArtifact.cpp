@@ -80,10 +80,15 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
     if (failed(planner.planEntry(fn, entry)))
       return failure();
     // The decode entry (k3-decode-entry), when it was outlined and planned.
+    // It takes one token per sequence, which its in-place state updates
+    // rely on (StateInPlace.h); the runtime enforces it.
     if (auto decode = module.lookupSymbol<func::FuncOp>(entry + "_decode"))
-      if (K3Dialect::DecodeAttrHelper(ctx).isAttrPresent(decode) &&
-          failed(planner.planEntry(decode, decode.getSymName())))
-        return failure();
+      if (K3Dialect::DecodeAttrHelper(ctx).isAttrPresent(decode)) {
+        if (failed(planner.planEntry(decode, decode.getSymName())))
+          return failure();
+        builder.setMetadata(art::kMetaOneTokenEntries,
+                            decode.getSymName().str());
+      }
 
     std::string err;
     if (!builder.writeFile(output, err))

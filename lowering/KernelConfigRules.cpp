@@ -256,31 +256,47 @@ bool linearWGMMAApplies(LinearOp op) {
 
 bool isGEMVElement(Type t) { return t.isF32() || t.isBF16() || t.isF16(); }
 
-bool linearGEMVApplies(LinearOp op) {
-  int64_t nIn = dimOf(op.getWeight(), 1), nOut = dimOf(op.getWeight(), 0);
-  Type w = elementOf(op.getWeight());
+bool gemvOperands(Value input, Value weight) {
+  int64_t nIn = dimOf(weight, 1), nOut = dimOf(weight, 0);
+  Type w = elementOf(weight);
   return nIn > 0 && nOut > 0 && isGEMVElement(w) &&
-         isGEMVElement(elementOf(op.getInput())) &&
+         isGEMVElement(elementOf(input)) &&
          nIn % linearGEMVVectorElements(w) == 0;
 }
 
-LogicalResult verifyLinearGEMV(LinearOp op, KernelConfigAttr c) {
+/// The weights of a k3.linear or a k3.linear_group (the GEMV's rows are
+/// theirs, one after another).
+SmallVector<Value> gemvWeights(Operation *op) {
+  if (auto o = dyn_cast<LinearGroupOp>(op))
+    return SmallVector<Value>(o.getWeights());
+  return {cast<LinearOp>(op).getWeight()};
+}
+
+bool linearGEMVApplies(Operation *op) {
+  Value x = op->getOperand(0);
+  return llvm::all_of(gemvWeights(op),
+                      [&](Value w) { return gemvOperands(x, w); });
+}
+
+LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
   if (!linearGEMVApplies(op))
-    return op.emitOpError() << "linear_gemv needs f32, bf16 or f16 operands "
-                               "and K a multiple of a 16-byte vector";
+    return op->emitOpError() << "linear_gemv needs f32, bf16 or f16 operands "
+                                "and K a multiple of a 16-byte vector";
   LinearGEMVTile t = linearGEMVTile(c);
   if (c.getTile().size() != 2)
-    return op.emitOpError() << "linear_gemv needs tile = [R, TT], got "
-                            << c.getTile().size() << " sizes";
+    return op->emitOpError() << "linear_gemv needs tile = [R, TT], got "
+                             << c.getTile().size() << " sizes";
   if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
-    return op.emitOpError() << "linear_gemv tile R must be in [1, 8] and TT "
-                               "in [1, 16], got ["
-                            << t.rows << ", " << t.tokens << "]";
-  if (dimOf(op.getWeight(), 0) % t.rows != 0)
-    return op.emitOpError() << "linear_gemv tile R = " << t.rows
-                            << " must divide N = " << dimOf(op.getWeight(), 0);
+    return op->emitOpError() << "linear_gemv tile R must be in [1, 8] and TT "
+                                "in [1, 16], got ["
+                             << t.rows << ", " << t.tokens << "]";
+  // A warp's R rows lie in one weight.
+  for (Value w : gemvWeights(op))
+    if (dimOf(w, 0) % t.rows != 0)
+      return op->emitOpError() << "linear_gemv tile R = " << t.rows
+                               << " must divide N = " << dimOf(w, 0);
   if (t.warps < 1 || t.warps > 32)
-    return op.emitOpError()
+    return op->emitOpError()
            << "linear_gemv warps must be in [1, 32], got " << t.warps;
   return success();
 }
@@ -845,9 +861,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
     // 16-byte weight loads and 4 of x per step, 8 f32 sums).
     LinearGEMVTile t;
-    int64_t nOut = dimOf(cast<LinearOp>(op).getWeight(), 0);
-    if (nOut % t.rows != 0)
-      t.rows = 1;
+    for (Value w : gemvWeights(op))
+      if (dimOf(w, 0) % t.rows != 0)
+        t.rows = 1;
     return config(ctx, kind, {t.rows, t.tokens}, t.warps);
   }
   case KernelKind::argmax_rows:
@@ -940,6 +956,10 @@ KernelKind defaultLinearKind(LinearOp op, bool decode) {
 KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<LinearOp>(op))
     return defaultLinearKind(o, decode);
+  // k3-group-linears groups a decode step's linears for the GEMV.
+  if (isa<LinearGroupOp>(op))
+    return linearGEMVApplies(op) ? KernelKind::linear_gemv
+                                 : KernelKind::loop_nest;
   if (auto o = dyn_cast<ArgmaxOp>(op))
     return argmaxRowsApplies(o) ? KernelKind::argmax_rows
                                 : KernelKind::loop_nest;
@@ -1020,7 +1040,7 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
   case KernelKind::linear_tma_wgmma:
     return isa<LinearOp>(op) && linearWGMMAApplies(cast<LinearOp>(op));
   case KernelKind::linear_gemv:
-    return isa<LinearOp>(op) && linearGEMVApplies(cast<LinearOp>(op));
+    return isa<LinearOp, LinearGroupOp>(op) && linearGEMVApplies(op);
   case KernelKind::argmax_rows:
     return isa<ArgmaxOp>(op) && argmaxRowsApplies(cast<ArgmaxOp>(op));
   case KernelKind::latent_attention_rows:
@@ -1173,8 +1193,8 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyLinearWGMMA(o, config, gpu);
     return wrongOp();
   case KernelKind::linear_gemv:
-    if (auto o = dyn_cast<LinearOp>(op))
-      return verifyLinearGEMV(o, config);
+    if (isa<LinearOp, LinearGroupOp>(op))
+      return verifyLinearGEMV(op, config);
     return wrongOp();
   case KernelKind::argmax_rows:
     if (auto o = dyn_cast<ArgmaxOp>(op))

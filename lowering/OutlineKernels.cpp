@@ -4,6 +4,7 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
+#include "lowering/StateInPlace.h"
 #include "lowering/SymbolicShape.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -88,8 +89,12 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     SmallVector<Operation *> ops;
     for (Operation &op : fn.getBody().front())
       ops.push_back(&op);
+    // State writes whose value already sits in the state's buffer.
+    llvm::DenseSet<Operation *> writtenInPlace;
     for (Operation *op : ops) {
       if (auto write = dyn_cast<StateWriteOp>(op)) {
+        if (writtenInPlace.contains(op))
+          continue;
         if (failed(outline(op, {write.getValue()}, shapes, b)))
           return failure();
         continue;
@@ -98,10 +103,24 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
         annotate(op, shapes, b);
         continue;
       }
+      markStateInPlace(op, writtenInPlace);
       if (failed(outline(op, op->getOperands(), shapes, b)))
         return failure();
     }
     return success();
+  }
+
+  /// Marks `op` k3.state_in_place when a result of it may take its state's
+  /// buffer (StateInPlace.h); that write then needs no copy. Before the
+  /// kernel is emitted: the mark is part of its key and its body.
+  void markStateInPlace(Operation *op,
+                        llvm::DenseSet<Operation *> &writtenInPlace) {
+    for (OpResult r : op->getResults())
+      if (StateWriteOp w = stateWrittenInPlace(r)) {
+        K3Dialect::StateInPlaceAttrHelper(op->getContext())
+            .setAttr(op, UnitAttr::get(op->getContext()));
+        writtenInPlace.insert(w);
+      }
   }
 
   /// Attaches `k3.shapes` (one symbolic shape per tensor result).

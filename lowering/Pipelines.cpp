@@ -111,6 +111,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("GLU MLPs as a gate/up GEMM and a down linear "
                      "(k3-split-glu-mlp); off: one fused op each"),
       llvm::cl::init(true)};
+  Option<bool> groupLinears{
+      *this, "group-linears",
+      llvm::cl::desc("In the decode entry, the linears of one input as one "
+                     "k3.linear_group (k3-group-linears)"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -171,6 +176,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   }
   if (o.kda == CompileOptions::KDALowering::Auto && isGPU(o.target))
     pm.addPass(k3::createK3KDAMMASplit());
+  // After every rewrite that creates or retypes linears (precision, router
+  // split, MLA expansion).
+  if (o.decodeEntry && o.groupLinears)
+    pm.addPass(k3::createK3GroupLinears());
   k3::K3SelectKernelConfigOptions select;
   select.target = o.target;
   select.overrides.assign(o.kernelConfig.begin(), o.kernelConfig.end());

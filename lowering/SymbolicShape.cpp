@@ -186,6 +186,13 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         return leading(l.getResult(), l.getInput(),
                        cast<RankedTensorType>(l.getType()).getRank() - 1);
       })
+      .Case<LinearGroupOp>([&](LinearGroupOp l) -> LogicalResult {
+        int64_t lead = cast<RankedTensorType>(l.getInput().getType()).getRank();
+        for (Value r : l.getResults())
+          if (failed(leading(r, l.getInput(), lead - 1)))
+            return failure();
+        return success();
+      })
       .Case<ShortConvOp>([&](ShortConvOp c) -> LogicalResult {
         if (failed(same(c.getResult(), c.getInput())))
           return failure();

@@ -226,6 +226,21 @@ def K3SplitRouter : Pass<"k3-split-router"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3GroupLinears : Pass<"k3-group-linears"> {
+  let summary = "In the decode entry, the linears of one input as one op";
+  let description = [{
+    In each function marked `k3.decode` (k3-decode-entry), replaces the
+    `k3.linear` ops that read the same input by one `k3.linear_group`: a
+    KDA layer's q, k, v, f_a, b and g_a projections, MLA's q and kv_a. A
+    decode step reads each weight once, so its time is weight bytes plus a
+    fixed cost per launch; one launch over all the weights' rows pays that
+    cost once and keeps more rows in flight (docs/architecture.md). The
+    prefill entry keeps its linears (they run on the wgmma GEMM, whose
+    tiles fill the GPU already).
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3MoEGrouped : Pass<"k3-moe-grouped"> {
   let summary = "MoE as dispatch, two grouped GEMMs and a combine";
   let description = [{

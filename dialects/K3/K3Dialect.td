@@ -70,6 +70,10 @@ def K3_Dialect : Dialect {
     "::mlir::ArrayAttr":$phases,
     "::mlir::ArrayAttr":$shapes,
     "::mlir::DenseI64ArrayAttr":$dims,
+    // k3-outline-kernels: an op whose result is written back to the state
+    // it reads takes that state's buffer for it (no copy launch); its
+    // kernel updates the state in place (skips copying the old contents).
+    "::mlir::UnitAttr":$state_in_place,
     // The launch of a GPU kernel (kernel patterns, GPU distribution).
     "::mlir::k3::LaunchShapeAttr":$launch_shape,
     // The TMA tensor maps a GPU kernel takes after its sizes

@@ -1,7 +1,7 @@
 //===- K3FusedOps.cpp - verifiers of the graph-level fusions ----*- C++ -*-===//
 //
-// k3.last_tokens and k3.add_rms_norm (K3FusedOps.td). Dynamic sizes are
-// compared only where both sides are static.
+// k3.last_tokens, k3.linear_group and k3.add_rms_norm (K3FusedOps.td). Dynamic
+// sizes are compared only where both sides are static.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
@@ -38,6 +38,43 @@ LogicalResult LastTokensOp::verify() {
                             "'input' ("
                          << rt(x).getElementType() << "), got "
                          << rt(r).getElementType();
+  return success();
+}
+
+LogicalResult LinearGroupOp::verify() {
+  if (getWeights().empty())
+    return emitOpError() << "expects at least one weight";
+  if (getWeights().size() != getResults().size())
+    return emitOpError() << "expects one result per weight, got "
+                         << getWeights().size() << " weights and "
+                         << getResults().size() << " results";
+  Named x = named("input", getInput());
+  if (failed(expectRankAtLeast(*this, x, 1)))
+    return failure();
+  int64_t last = x.type.getRank() - 1;
+  // Names for the diagnostics, alive as long as the checks below.
+  SmallVector<std::string> names;
+  for (size_t i = 0; i < getWeights().size(); ++i) {
+    names.push_back("weights[" + std::to_string(i) + "]");
+    names.push_back("results[" + std::to_string(i) + "]");
+  }
+  for (auto [i, w, r] : llvm::enumerate(getWeights(), getResults())) {
+    Named wn = named(names[2 * i].c_str(), w),
+          rn = named(names[2 * i + 1].c_str(), r);
+    if (failed(expectRank(*this, wn, 2)))
+      return failure();
+    if (rn.type.getRank() != x.type.getRank())
+      return emitOpError() << "expects '" << rn.name
+                           << "' to have the rank of 'input' ("
+                           << x.type.getRank() << "), got "
+                           << rn.type.getRank();
+    for (int64_t d = 0; d < last; ++d)
+      if (failed(expectSameDim(*this, x, d, rn, d, "batch dimension")))
+        return failure();
+    if (failed(expectSameDim(*this, x, last, wn, 1, "input features")) ||
+        failed(expectSameDim(*this, wn, 0, rn, last, "output features")))
+      return failure();
+  }
   return success();
 }
 

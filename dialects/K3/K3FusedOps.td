@@ -1,8 +1,9 @@
 //===- K3FusedOps.td - graph-level fusions -----------------*- tablegen -*-===//
 //
 // Ops that graph passes create, not model descriptions: the selection of
-// each sequence's last token before the LM head (k3-last-token-logits) and
-// RMSNorm fused with the residual add before it (k3-fuse-add-rms-norm).
+// each sequence's last token before the LM head (k3-last-token-logits),
+// the linears of one input as one op (k3-group-linears) and RMSNorm fused
+// with the residual add before it (k3-fuse-add-rms-norm).
 // Verifiers in K3FusedOps.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +31,35 @@ def K3_LastTokensOp : K3_Op<"last_tokens", [Pure]> {
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $cu_seqlens attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_LinearGroupOp : K3_Op<"linear_group", [Pure]> {
+  let summary = "linear projections of one input, in one kernel";
+  let description = [{
+    `results[i][..., o] = sum_k input[..., k] * weights[i][o, k]`: the
+    `k3.linear` of each weight (`nn.Linear` layout `[out, in]`, f32
+    accumulation), all reading the same input. Results may differ in
+    element type (each is stored in its own).
+
+    `k3-group-linears` forms it in the decode entry from the `k3.linear`
+    ops that share an input (a KDA layer's q, k, v, f_a, b and g_a
+    projections): a decode step's time there is weight bytes and launches,
+    and one launch over all the weights' rows reads the input once and
+    fills the GPU with rows instead of six short kernels.
+
+    ```mlir
+    %q, %k = k3.linear_group %x, %wq, %wk
+        : (tensor<?x64xbf16>, tensor<128x64xbf16>, tensor<32x64xbf16>)
+        -> (tensor<?x128xbf16>, tensor<?x32xbf16>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input,
+                       Variadic<K3_FloatTensor>:$weights);
+  let results = (outs Variadic<K3_FloatTensor>:$results);
+  let assemblyFormat = [{
+    $input `,` $weights attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

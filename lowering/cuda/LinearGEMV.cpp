@@ -18,6 +18,10 @@
 // stored. Blocks: `warps` warps on consecutive row groups; the grid is
 // ceil(T / TT) token tiles x ceil(N / (warps R)) row tiles, linear in T.
 //
+// k3.linear_group (k3-group-linears) is the same grid over its weights'
+// rows one after another: a warp's R rows lie in one weight (R divides
+// each N), and a warp-uniform branch picks it.
+//
 // Covered: f32, bf16 or f16 weights and inputs, K a multiple of the
 // 16-byte vector (8 bf16 / 4 f32 elements), N a multiple of R; any T.
 //
@@ -33,18 +37,34 @@ using namespace mlir::k3;
 
 namespace {
 
+/// One weight's rows of the grid: rows [first, first + n) of the
+/// concatenation are rows [0, n) of `w`, written to the columns of `y`.
+struct GEMVSegment {
+  Value w, y;
+  int64_t first, n;
+};
+
 /// The kernel body, step by step.
 class GEMVKernel {
 public:
   GEMVKernel(const KernelEmission &e, Value rows, LinearGEMVTile tile)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, rows(rows),
-        tile(tile), nOut(e.inputs[1].shape[0]), nIn(e.inputs[1].shape[1]) {
-    w = em.contiguousView(e.inputs[1]);
+        tile(tile), nIn(e.inputs[1].shape[1]) {
     x = em.contiguousView(e.inputs[0].base, {rows, kb.idx(nIn)});
-    y = em.contiguousView(e.outputs[0].base, {rows, kb.idx(nOut)});
+    // Inputs: x, then one weight per output (k3.linear: one).
+    for (size_t i = 0; i < e.outputs.size(); ++i) {
+      int64_t n = e.inputs[1 + i].shape[0];
+      segments.push_back(
+          {em.contiguousView(e.inputs[1 + i]),
+           em.contiguousView(e.outputs[i].base, {rows, kb.idx(n)}), nOut, n});
+      nOut += n;
+    }
     vec = linearGEMVVectorElements(
-        cast<MemRefType>(w.getType()).getElementType());
+        cast<MemRefType>(segments[0].w.getType()).getElementType());
   }
+
+  /// Rows of all the weights together.
+  int64_t outputRows() const { return nOut; }
 
   void emit() {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -54,13 +74,22 @@ public:
     t0 = kb.muli(em.divu(bid, rowTiles), kb.idx(tile.tokens));
     Value group =
         kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp);
-    n0 = kb.muli(group, kb.idx(tile.rows));
-    // Warp-uniform: a warp past the last rows or tokens has nothing to do.
-    kb.ifThen(kb.andi(kb.lti(n0, kb.idx(nOut)), kb.lti(t0, rows)), [&] {
-      SmallVector<Value> sums = accumulate(lane);
-      for (Value &s : sums)
-        s = em.warpSum(s);
-      store(lane, sums);
+    Value n0 = kb.muli(group, kb.idx(tile.rows));
+    // Warp-uniform: a warp past the last tokens, or past its segment's
+    // rows, has nothing to do (R divides every segment: no warp straddles
+    // two).
+    kb.ifThen(kb.lti(t0, rows), [&] {
+      for (const GEMVSegment &s : segments) {
+        Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
+                           kb.lti(n0, kb.idx(s.first + s.n)));
+        kb.ifThen(in, [&] {
+          Value r0 = kb.subi(n0, kb.idx(s.first));
+          SmallVector<Value> sums = accumulate(s, r0, lane);
+          for (Value &v : sums)
+            v = em.warpSum(v);
+          store(s, r0, lane, sums);
+        });
+      }
     });
   }
 
@@ -70,25 +99,25 @@ private:
     return kb.minsi(kb.addi(t0, kb.idx(t)), kb.subi(rows, kb.idx(1)));
   }
 
-  /// The lane's R x TT partial sums over its columns (LaneDots.h).
-  SmallVector<Value> accumulate(Value lane) {
+  /// The lane's R x TT partial sums of rows r0.. of `s` (LaneDots.h).
+  SmallVector<Value> accumulate(const GEMVSegment &s, Value r0, Value lane) {
     SmallVector<ViewRow> weights, xs;
     for (int64_t r = 0; r < tile.rows; ++r)
-      weights.push_back({w, {kb.addi(n0, kb.idx(r))}});
+      weights.push_back({s.w, {kb.addi(r0, kb.idx(r))}});
     for (int64_t t = 0; t < tile.tokens; ++t)
       xs.push_back({x, {token(t)}});
     return laneDotProducts(em, weights, xs, nIn, vec, lane);
   }
 
   /// Lane 0 writes the warp's sums of the tokens that exist.
-  void store(Value lane, ArrayRef<Value> sums) {
+  void store(const GEMVSegment &s, Value r0, Value lane, ArrayRef<Value> sums) {
     kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
       for (int64_t t = 0; t < tile.tokens; ++t) {
         Value tok = kb.addi(t0, kb.idx(t));
         kb.ifThen(kb.lti(tok, rows), [&] {
           for (int64_t r = 0; r < tile.rows; ++r)
-            kb.store(sums[r * tile.tokens + t], y,
-                     {tok, kb.addi(n0, kb.idx(r))});
+            kb.store(sums[r * tile.tokens + t], s.y,
+                     {tok, kb.addi(r0, kb.idx(r))});
         });
       }
     });
@@ -100,13 +129,16 @@ private:
   MMAEmitter em;
   Value rows;
   LinearGEMVTile tile;
-  int64_t nOut, nIn, vec = 8;
-  Value w, x, y, t0, n0;
+  int64_t nOut = 0, nIn, vec = 8;
+  SmallVector<GEMVSegment> segments;
+  Value x, t0;
 };
 
-struct LinearGEMVPattern : OpKernelPattern<LinearOp> {
-  LinearGEMVPattern() : OpKernelPattern(KernelKind::linear_gemv) {}
-  LogicalResult emit(LinearOp op, Adaptor, KernelEmission &e) const override {
+/// k3.linear and k3.linear_group: the GEMV over their weights' rows.
+template <typename OpTy> struct LinearGEMVPattern : OpKernelPattern<OpTy> {
+  LinearGEMVPattern() : OpKernelPattern<OpTy>(KernelKind::linear_gemv) {}
+  LogicalResult emit(OpTy op, typename OpKernelPattern<OpTy>::Adaptor,
+                     KernelEmission &e) const override {
     KernelBuilder &kb = e.kb;
     // Rows: every leading dimension of x, as one linear size.
     Value rows =
@@ -116,11 +148,12 @@ struct LinearGEMVPattern : OpKernelPattern<LinearOp> {
       return op.emitOpError() << "linear_gemv needs a row count linear in "
                                  "one runtime size";
     LinearGEMVTile tile = linearGEMVTile(e.config);
-    const int64_t rowTiles = linearGEMVRowTiles(e.inputs[1].shape[0], tile);
+    GEMVKernel kernel(e, rows, tile);
+    const int64_t rowTiles = linearGEMVRowTiles(kernel.outputRows(), tile);
     // ceil(rows / TT) token tiles x rowTiles row tiles.
     e.setLaunch(*form, rowTiles, (tile.tokens - 1) * rowTiles, tile.tokens,
                 {32 * tile.warps, 1, 1});
-    GEMVKernel(e, rows, tile).emit();
+    kernel.emit();
     e.finishSinglePhase(op.getLoc());
     return success();
   }
@@ -129,5 +162,6 @@ struct LinearGEMVPattern : OpKernelPattern<LinearOp> {
 } // namespace
 
 void mlir::k3::populateLinearGEMVPattern(KernelPatternSet &patterns) {
-  patterns.add<LinearGEMVPattern>();
+  patterns.add<LinearGEMVPattern<LinearOp>>();
+  patterns.add<LinearGEMVPattern<LinearGroupOp>>();
 }

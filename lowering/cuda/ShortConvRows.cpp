@@ -21,9 +21,11 @@
 // Empty sequences have no token: the blocks of the first token tile copy
 // their state (or zeros) through.
 //
-// final_state is its own buffer (the plan never places an op's result on
-// one of its operands; k3.state_write's copy moves it back), so reading
-// conv_state and writing final_state from different blocks does not race.
+// In prefill final_state is its own buffer (k3.state_write's copy moves it
+// back), so reading conv_state and writing final_state from different
+// blocks does not race. In the decode entry a sequence has one token, so
+// one thread reads and then writes each (sequence, channel) window, and
+// final_state is conv_state's buffer (lowering/StateInPlace.h).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"

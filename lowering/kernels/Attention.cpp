@@ -8,6 +8,7 @@
 // must.
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/StateInPlace.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -102,10 +103,13 @@ private:
   void updateCache() {
     int64_t width = cache.shape[2];
     Value cacheLen = kb.dim(cache.shape[1]);
-    kb.parallel({kb.dim(cache.shape[0]), cacheLen, kb.idx(width)},
-                [&](ValueRange iv) {
-                  kb.store(kb.load(cache.full, iv), cacheOut, iv);
-                });
+    // The old rows, unless the result is the cache's own buffer
+    // (StateInPlace.h).
+    if (!updatesStateInPlace(op))
+      kb.parallel({kb.dim(cache.shape[0]), cacheLen, kb.idx(width)},
+                  [&](ValueRange iv) {
+                    kb.store(kb.load(cache.full, iv), cacheOut, iv);
+                  });
     kb.parallel({numTokens}, [&](ValueRange iv) {
       Value t = iv[0];
       auto [start, n] = sequenceOf(t);

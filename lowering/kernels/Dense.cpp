@@ -33,12 +33,11 @@ LogicalResult k3::emitEmbedding(EmbeddingOp op, KernelBuilder &kb,
   return success();
 }
 
-LogicalResult k3::emitLinear(LinearOp op, KernelBuilder &kb,
-                             ArrayRef<KernelOperand> in,
-                             ArrayRef<KernelOperand> out) {
-  auto ops = operandsOf(op, in);
-  KernelOperand input = ops.getInput(), weight = ops.getWeight();
-  Value x = as2D(kb, input), w = weight.full, y = as2D(kb, out[0]);
+/// y = x w^T over x's rows: one parallel loop nest.
+static void linearRows(KernelBuilder &kb, const KernelOperand &input,
+                       const KernelOperand &weight,
+                       const KernelOperand &result) {
+  Value x = as2D(kb, input), w = weight.full, y = as2D(kb, result);
   Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
   Value nIn = kb.dim(weight.shape[1]), nOut = kb.dim(weight.shape[0]);
   kb.parallel({rows, nOut}, [&](ValueRange iv) {
@@ -47,6 +46,22 @@ LogicalResult k3::emitLinear(LinearOp op, KernelBuilder &kb,
     });
     kb.store(acc, y, {iv[0], iv[1]});
   });
+}
+
+LogicalResult k3::emitLinear(LinearOp op, KernelBuilder &kb,
+                             ArrayRef<KernelOperand> in,
+                             ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  linearRows(kb, ops.getInput(), ops.getWeight(), out[0]);
+  return success();
+}
+
+LogicalResult k3::emitLinearGroup(LinearGroupOp op, KernelBuilder &kb,
+                                  ArrayRef<KernelOperand> in,
+                                  ArrayRef<KernelOperand> out) {
+  // Operands: the input, then the weights in result order.
+  for (size_t i = 0; i < out.size(); ++i)
+    linearRows(kb, in[0], in[1 + i], out[i]);
   return success();
 }
 

@@ -12,6 +12,7 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](EmbeddingOp o) { return emitEmbedding(o, kb, in, out); })
       .Case([&](LinearOp o) { return emitLinear(o, kb, in, out); })
+      .Case([&](LinearGroupOp o) { return emitLinearGroup(o, kb, in, out); })
       .Case([&](RMSNormOp o) { return emitRMSNorm(o, kb, in, out); })
       .Case([&](GatedRMSNormOp o) { return emitGatedRMSNorm(o, kb, in, out); })
       .Case([&](AddOp o) { return emitAdd(o, kb, in, out); })

@@ -23,6 +23,7 @@ using Out = ArrayRef<KernelOperand>;
 // Dense.cpp
 LogicalResult emitEmbedding(EmbeddingOp, KernelBuilder &, In, Out);
 LogicalResult emitLinear(LinearOp, KernelBuilder &, In, Out);
+LogicalResult emitLinearGroup(LinearGroupOp, KernelBuilder &, In, Out);
 LogicalResult emitRMSNorm(RMSNormOp, KernelBuilder &, In, Out);
 LogicalResult emitGatedRMSNorm(GatedRMSNormOp, KernelBuilder &, In, Out);
 LogicalResult emitAdd(AddOp, KernelBuilder &, In, Out);

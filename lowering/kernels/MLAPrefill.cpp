@@ -6,6 +6,7 @@
 // lowering, for the CPU and for shapes the CUDA kernel does not take.
 //
 //===----------------------------------------------------------------------===//
+#include "lowering/StateInPlace.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -62,10 +63,13 @@ LogicalResult k3::emitLatentCacheAppend(LatentCacheAppendOp op,
         cacheOut = out[0].full;
   int64_t width = cache.shape[2];
   Value cacheLen = kb.dim(cache.shape[1]);
-  // Phase 1: the old rows (a copy where the result is another buffer).
-  kb.parallel(
-      {kb.dim(cache.shape[0]), cacheLen, kb.idx(width)},
-      [&](ValueRange iv) { kb.store(kb.load(cache.full, iv), cacheOut, iv); });
+  // Phase 1: the old rows, unless the result is the cache's own buffer
+  // (StateInPlace.h).
+  if (!updatesStateInPlace(op))
+    kb.parallel({kb.dim(cache.shape[0]), cacheLen, kb.idx(width)},
+                [&](ValueRange iv) {
+                  kb.store(kb.load(cache.full, iv), cacheOut, iv);
+                });
   // Phase 2: the new rows after them.
   kb.parallel({kb.dim(latIn.shape[0]), kb.idx(width)}, [&](ValueRange iv) {
     Value t = iv[0], c = iv[1];

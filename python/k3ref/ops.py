@@ -144,6 +144,11 @@ def linear(x, w):
     return _a(x) @ _a(w).T
 
 
+def linear_group(x, weights):
+    """``[x W_iᵀ for W_i in weights]``: the linears of one input (k3.linear_group)."""
+    return [linear(x, w) for w in weights]
+
+
 def argmax_sample(logits):
     """Greedy sampling: argmax over the last axis (first index wins ties)."""
     return np.argmax(_a(logits), axis=-1)

@@ -29,6 +29,24 @@ int64_t element(const void *values, size_t elementSize, uint64_t i) {
   memcpy(&x, p, 8);
   return x;
 }
+/// Whether the artifact lists `entry` as compiled for one token per
+/// sequence (metadata one_token_entries, comma-separated).
+bool isOneTokenEntry(const Artifact &a, const std::string &entry) {
+  const std::string *list = a.meta(kMetaOneTokenEntries);
+  if (!list)
+    return false;
+  size_t at = 0;
+  while (at <= list->size()) {
+    size_t end = list->find(',', at);
+    if (end == std::string::npos)
+      end = list->size();
+    if (list->compare(at, end - at, entry) == 0)
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 } // namespace
 
 bool inputHasValueChecks(const Artifact &a, const TensorSpec &t) {
@@ -104,12 +122,17 @@ void checkSequences(const Artifact &a, const Entry &e, const int32_t *cu,
         std::to_string(numTokens));
   const std::string *ms = a.meta("max_seq_len");
   int64_t maxLen = ms ? std::strtoll(ms->c_str(), nullptr, 10) : 0;
+  const bool oneToken = isOneTokenEntry(a, e.name);
   for (int64_t i = 0; i < numSeqs; ++i) {
     std::string seq = "sequence " + std::to_string(i);
     int64_t len = int64_t(cu[i + 1]) - cu[i];
     if (len < 0)
       bad("cu_seqlens decreases at " + std::to_string(i + 1) + " (" +
           std::to_string(cu[i]) + " then " + std::to_string(cu[i + 1]) + ")");
+    if (oneToken && len > 1)
+      bad(seq + " has " + std::to_string(len) +
+          " tokens; this entry takes at most one per sequence (a decode "
+          "step: run the prompt through the prefill entry)");
     int64_t before = ctx ? ctx[i] : 0;
     if (before < 0)
       bad(seq + ": context_lens = " + std::to_string(before) + " < 0");

@@ -31,6 +31,10 @@ constexpr const char *kMetaConfigJson = "config_json";
 constexpr const char *kMetaVocabSize = "vocab_size";
 constexpr const char *kMetaMaxTokens = "max_tokens";
 constexpr const char *kMetaMaxSeqs = "max_seqs";
+// Entries compiled for at most one token per sequence (comma-separated
+// names): their kernels update the decode state in place on that promise,
+// and the runtime refuses a call that breaks it.
+constexpr const char *kMetaOneTokenEntries = "one_token_entries";
 // A symbol the runtime sets from the device rather than from the caller:
 // its streaming multiprocessors (1 on the CPU).
 constexpr const char *kSymbolDeviceSMCount = "device_sm_count";

@@ -1,7 +1,7 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics
 
 // Verifier diagnostics of the ops graph passes create (K3FusedOps.td):
-// k3.last_tokens and k3.add_rms_norm.
+// k3.last_tokens, k3.linear_group and k3.add_rms_norm.
 
 func.func @last_tokens_rows(%x: tensor<?x8xf32>, %cu: tensor<3xi32>) {
   // expected-error @+1 {{'k3.last_tokens' op expects one result row per sequence: 'cu_seqlens' has 3 offsets (2 sequences) but 'result' has 3 rows}}
@@ -66,5 +66,37 @@ func.func @add_rms_norm_sum(%x: tensor<?x8xf32>, %w: tensor<8xbf16>) {
   // expected-error @+1 {{'k3.add_rms_norm' op shape mismatch: 'input' dimension 1 is 8 but 'sum' dimension 1 is 6}}
   %h, %y = k3.add_rms_norm %x, %x, %w {epsilon = 1.0e-5 : f64}
       : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xbf16>) -> (tensor<?x6xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_group_counts(%x: tensor<?x8xf32>, %a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{'k3.linear_group' op expects one result per weight, got 2 weights and 1 results}}
+  %r = k3.linear_group %x, %a, %b : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_group_features(%x: tensor<?x8xf32>, %a: tensor<4x8xf32>, %b: tensor<2x6xf32>) {
+  // expected-error @+1 {{'k3.linear_group' op input features mismatch: 'input' dimension 1 is 8 but 'weights[1]' dimension 1 is 6}}
+  %r:2 = k3.linear_group %x, %a, %b : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x6xf32>) -> (tensor<?x4xf32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_group_outputs(%x: tensor<?x8xf32>, %a: tensor<4x8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{'k3.linear_group' op output features mismatch: 'weights[1]' dimension 0 is 2 but 'results[1]' dimension 1 is 3}}
+  %r:2 = k3.linear_group %x, %a, %b : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<2x8xf32>) -> (tensor<?x4xf32>, tensor<?x3xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_group_rows(%x: tensor<5x8xf32>, %a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'k3.linear_group' op batch dimension mismatch: 'input' dimension 0 is 5 but 'results[0]' dimension 0 is 6}}
+  %r = k3.linear_group %x, %a : (tensor<5x8xf32>, tensor<4x8xf32>) -> tensor<6x4xf32>
   return
 }

@@ -1,0 +1,80 @@
+//===- StateInPlace.cpp - ops that update their state in place --*- C++ -*-===//
+//
+// The rules, per op and kernel (each kernel's header comment says why it
+// holds):
+// * k3.latent_attention, k3.latent_cache_append, any kernel: the new rows
+//   go to positions >= cache_lens, which no key read of the call touches
+//   (keys come from the old rows or the new latents); in place the old rows
+//   are not copied.
+// * k3.kda on `kda_recurrent`: a block loads its (sequence, head, columns)
+//   tile of the state before its first token and stores the same tile after
+//   its last; no other block touches it.
+// * k3.short_conv on `short_conv_rows`, in the decode entry only: there a
+//   sequence has at most one token (the runtime refuses more,
+//   input_checks.cpp), so one thread reads and then writes each (sequence,
+//   channel) window. In prefill a sequence's first and last tokens may sit
+//   in different blocks.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/StateInPlace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace {
+
+/// The kernel kind `op` was configured with (the loop nest without one).
+KernelKind kindOf(Operation *op) {
+  KernelConfigAttr c =
+      K3Dialect::KernelConfigAttrHelper(op->getContext()).getAttr(op);
+  return c ? c.getKernel() : KernelKind::loop_nest;
+}
+
+bool inDecodeEntry(Operation *op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
+}
+
+/// The state operand that `result` updates, where its kernel allows one
+/// buffer for both; null otherwise.
+Value stateOperandOf(OpResult result) {
+  Operation *op = result.getOwner();
+  if (auto o = dyn_cast<LatentAttentionOp>(op))
+    return result == o.getLatentCacheOut() ? o.getLatentCache() : Value();
+  if (auto o = dyn_cast<LatentCacheAppendOp>(op))
+    return o.getCache();
+  if (auto o = dyn_cast<KDAOp>(op))
+    return result == o.getFinalState() &&
+                   kindOf(op) == KernelKind::kda_recurrent
+               ? o.getInitialState()
+               : Value();
+  if (auto o = dyn_cast<ShortConvOp>(op))
+    return result == o.getFinalState() &&
+                   kindOf(op) == KernelKind::short_conv_rows &&
+                   inDecodeEntry(op)
+               ? o.getConvState()
+               : Value();
+  return Value();
+}
+
+} // namespace
+
+StateWriteOp mlir::k3::stateWrittenInPlace(OpResult result) {
+  if (!result.hasOneUse())
+    return nullptr;
+  auto write = dyn_cast<StateWriteOp>(*result.getUsers().begin());
+  if (!write)
+    return nullptr;
+  Value state = stateOperandOf(result);
+  auto read = state ? state.getDefiningOp<StateReadOp>() : nullptr;
+  // Another reader of the old state would see the new one.
+  if (!read || read.getName() != write.getName() || !state.hasOneUse())
+    return nullptr;
+  return write;
+}
+
+bool mlir::k3::updatesStateInPlace(Operation *op) {
+  return K3Dialect::StateInPlaceAttrHelper(op->getContext()).isAttrPresent(op);
+}

@@ -1,0 +1,34 @@
+//===- StateInPlace.h - ops that update their state in place ----*- C++ -*-===//
+//
+// A result written back to the state it was computed from (k3.state_read
+// "s" -> op -> k3.state_write "s") normally lands in a buffer of its own
+// and a copy launch moves it into the state: per decode step of
+// Kimi-Linear-48B 87 copies (conv states, KDA states, latent caches) of
+// ~700 launches, and latent attention copied the whole cache besides
+// (bench/results/profile-gpu/kl48b-decode-B1-20261202T2207Z-db42aea.txt).
+// Where the op's kernel reads every element of the state before any
+// thread writes it, or writes only elements that nothing reads, the
+// result can take the state's buffer instead (k3-outline-kernels marks the
+// op `k3.state_in_place` and drops the copy).
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_STATEINPLACE_H
+#define K3_LOWERING_STATEINPLACE_H
+
+#include "dialects/K3/K3Dialect.h"
+
+namespace mlir::k3 {
+
+/// The k3.state_write that `result` may reach without a copy: `result`'s
+/// only use, writing the state that its op reads through a k3.state_read
+/// used by that op alone, and an op whose kernel (its k3.kernel_config)
+/// is safe on one buffer for the two. Null otherwise.
+StateWriteOp stateWrittenInPlace(OpResult result);
+
+/// Whether `op` was marked to update its state in place (its kernel then
+/// skips copying the old contents).
+bool updatesStateInPlace(Operation *op);
+
+} // namespace mlir::k3
+
+#endif // K3_LOWERING_STATEINPLACE_H

@@ -1,0 +1,85 @@
+//===- GroupLinears.cpp - the linears of one input as one op ----*- C++ -*-===//
+//
+// A decode step of Kimi-Linear-48B ran about 700 kernels, most of them GEMVs
+// of a few microseconds: per KDA layer six projections of the same
+// normalised row (q, k, v 2304 -> 4096; f_a, g_a -> 128; b -> 32), each a
+// launch with its own ramp and tail
+// (bench/results/profile-gpu/kl48b-decode-B1-20261202T2207Z-db42aea.txt).
+// One k3.linear_group reads the row once and spreads all the weights' rows
+// over one grid.
+//
+// Only functions marked k3.decode: their linears run on the GEMV kernel
+// (one weight pass per step). The group is placed at its first member, so
+// every use of a member's result stays dominated; the weights of later
+// members (k3.weight, no operands) move before it where they came later.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3GROUPLINEARS
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// Whether `op`'s weight can move before `at`: it does already, or it is a
+/// k3.weight (no operands), which may move anywhere in the block.
+bool weightAvailableAt(LinearOp op, Operation *at) {
+  Operation *def = op.getWeight().getDefiningOp();
+  if (!def)
+    return true; // a block argument dominates the whole body
+  return def->isBeforeInBlock(at) || isa<WeightOp>(def);
+}
+
+/// Replaces `members` (linears of one input, in block order) by one group.
+void groupLinears(ArrayRef<LinearOp> members) {
+  LinearOp first = members.front();
+  SmallVector<Value> weights;
+  SmallVector<Type> types;
+  for (LinearOp op : members) {
+    Operation *def = op.getWeight().getDefiningOp();
+    if (def && !def->isBeforeInBlock(first))
+      def->moveBefore(first);
+    weights.push_back(op.getWeight());
+    types.push_back(op.getResult().getType());
+  }
+  OpBuilder b(first);
+  SmallVector<Location> locs;
+  for (LinearOp op : members)
+    locs.push_back(op.getLoc());
+  auto group = LinearGroupOp::create(b, b.getFusedLoc(locs), types,
+                                     first.getInput(), weights);
+  for (auto [i, op] : llvm::enumerate(members)) {
+    LinearOp member = op;
+    member.getResult().replaceAllUsesWith(group.getResult(i));
+    member.erase();
+  }
+}
+
+struct K3GroupLinearsPass : impl::K3GroupLinearsBase<K3GroupLinearsPass> {
+  void runOnOperation() override {
+    getOperation()->walk([&](func::FuncOp fn) {
+      if (K3Dialect::DecodeAttrHelper(fn.getContext()).isAttrPresent(fn))
+        groupFunction(fn);
+    });
+  }
+
+  void groupFunction(func::FuncOp fn) {
+    llvm::MapVector<Value, SmallVector<LinearOp>> byInput;
+    fn.walk([&](LinearOp op) { byInput[op.getInput()].push_back(op); });
+    for (auto &[input, ops] : byInput) {
+      SmallVector<LinearOp> members;
+      for (LinearOp op : ops)
+        if (op->getBlock() == ops.front()->getBlock() &&
+            weightAvailableAt(op, ops.front()))
+          members.push_back(op);
+      if (members.size() >= 2)
+        groupLinears(members);
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::k3
