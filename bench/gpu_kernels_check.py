@@ -297,6 +297,14 @@ def prepare() -> int:
         H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
         DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]), S=(m["DN"] + m["DR"]) ** -0.5),
         "mla-expand=0")
+    # A small Kimi-Linear (4 layers, 16 experts) for up to 4 sequences: its
+    # decode entry (grouped GEMVs, in-place state updates) under
+    # compute-sanitizer through k3-run's generation.
+    src = OUT / "decode_small.mlir"
+    subprocess.run([str(K3OPT.parent / "k3-import"), str(ROOT / "bench/configs/kl-scaled-e16.json"),
+                    "--max-context", "64", "-o", str(src)], check=True)
+    subprocess.run([str(K3OPT), str(src), f"--k3-compile=target=cuda output={OUT / 'decode_small.k3bin'} "
+                    "max-tokens=64 max-seqs=4 activation-dtype=bf16", "-o", os.devnull], check=True)
     # Inputs for compute-sanitizer runs through k3-run (--random-weights):
     # f32 x of 5 tokens (not a multiple of the 4-token tile), 6 argmax rows.
     from safetensors.numpy import save_file

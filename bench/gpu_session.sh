@@ -240,17 +240,14 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
-    # A small Kimi-Linear (out/e2e/init-check.k3bin, from bench/e2e.py
-    # prepare) generating for two sequences: the decode entry's grouped
-    # GEMVs and its in-place state updates (short convolution, KDA, latent
-    # cache) under the sanitizer.
-    if [ -f out/e2e/init-check.k3bin ]; then
-      for tool in memcheck racecheck; do
-        step "sanitizer-$tool-decode" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
-          out/e2e/init-check.k3bin --device cuda:0 --random-weights 1 --prompt "1,2,3,4,5" \
-          --prompt "7,8" --max-new-tokens 3 --quiet
-      done
-    fi
+    # A small Kimi-Linear generating for two sequences: the decode entry's
+    # grouped GEMVs and its in-place state updates (short convolution, KDA,
+    # latent cache) under the sanitizer.
+    for tool in memcheck racecheck; do
+      step "sanitizer-$tool-decode" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+        out/kernels_check/decode_small.k3bin --device cuda:0 --random-weights 1 --prompt "1,2,3,4,5" \
+        --prompt "7,8" --max-new-tokens 3 --quiet
+    done
     ;;
   gemm) step gemm python3 bench/gemm.py run ;;
   moe)
