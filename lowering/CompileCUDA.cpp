@@ -25,7 +25,9 @@ namespace {
 constexpr const char *kDevicePipeline =
     // nvgpu before scf-to-cf: the nvgpu types of loop-carried values
     // (warpgroup accumulators) convert with the structured loops.
-    "gpu.module(expand-strided-metadata,lower-affine,"
+    // k3-grid-dependency-control first: its wait must precede everything.
+    "gpu.module(k3-grid-dependency-control,expand-strided-metadata,"
+    "lower-affine,"
     "convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,"
     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},"
     "convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts)";

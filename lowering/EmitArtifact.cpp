@@ -69,8 +69,12 @@ struct K3EmitArtifactPass : impl::K3EmitArtifactBase<K3EmitArtifactPass> {
         compileKernels(kernels, linker, ptxOutput);
     if (failed(compiled))
       return failure();
-    if (compiled->gpu)
+    if (compiled->gpu) {
       builder.addSymbol(art::kSymbolDeviceSMCount, kMaxDeviceSMs);
+      // Every kernel waits for its predecessor (CompileCUDA.cpp runs
+      // k3-grid-dependency-control): launches may overlap.
+      builder.setMetadata(art::kMetaGridDependencyControl, "1");
+    }
     uint32_t objectId = builder.addKernelObject(
         compiled->gpu ? art::kTargetCudaSm90a : art::kTargetCpuX86_64,
         std::move(compiled->object), compiled->symbols);

@@ -6,6 +6,8 @@
 //   k3-weight-init-kernels  the kernels behind --random-weights
 //   k3-plan-memory      buffers, liveness, arena offsets
 //   k3-emit-artifact    kernels -> native code / cubins; plan -> .k3bin
+//   k3-grid-dependency-control  (in the cubin pipeline) kernels that
+//                       overlap their start with the previous one's end
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,6 +102,26 @@ def K3WeightInitKernels : Pass<"k3-weight-init-kernels",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
     "::mlir::gpu::GPUDialect", "::mlir::func::FuncDialect",
   ];
+}
+
+def K3GridDependencyControl : Pass<"k3-grid-dependency-control",
+                                    "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Let each GPU kernel start while the one before it drains";
+  let description = [{
+    Puts `nvvm.griddepcontrol wait` and then `nvvm.griddepcontrol
+    launch_dependents` at the entry of every kernel of the module. Launched
+    with programmatic stream serialization (the runtime does so in launch
+    graphs where the artifact's metadata says `grid_dependency_control`),
+    a kernel's blocks are scheduled as soon as every block of the kernel
+    before it has started, and wait, before touching memory, until that
+    kernel has finished and its writes are visible: the launch latency and
+    the ramp of a kernel hide behind the tail of the previous one, which is
+    most of the time of a decode step's short kernels. Every kernel waits,
+    so a kernel never runs ahead of any earlier one (the wait of each is
+    transitive); launched without the attribute both instructions are
+    no-ops.
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
 }
 
 def K3PlanMemory : Pass<"k3-plan-memory", "::mlir::ModuleOp"> {

@@ -101,6 +101,10 @@ public:
   // launchGraph replays, ordered with uploads and downloads. CUDA: a CUDA
   // graph (one launch for the whole entry); CPU: the recorded launch list.
   virtual bool supportsGraphs() const { return false; }
+  /// Launches captured into graphs may overlap the previous kernel's end
+  /// (programmatic dependent launch): only for kernels that wait for their
+  /// predecessor themselves (artifact metadata grid_dependency_control).
+  virtual void setGridOverlap(bool on) {}
   virtual bool beginCapture(std::string &err) {
     err = "launch graphs are not supported on " + name();
     return false;

@@ -33,6 +33,25 @@ constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+// cuLaunchKernelEx (CUDA 12+): a launch config with attributes; the one used
+// here is programmatic stream serialization (id 6, an int value).
+constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+struct CUlaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+struct CUlaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+};
 // Tensor maps (cuda.h, CUDA 12+/13): CUtensorMap is 16 u64 ("opaque"),
 // 64-byte aligned; the enums are passed as int.
 typedef unsigned long long cuuint64_t;
@@ -75,6 +94,9 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);
+  // Optional (null on drivers without it): launches then never overlap.
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **,
+                               void **);
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
@@ -151,6 +173,8 @@ bool loadDriver(Driver &d, std::string &err) {
   d.cuTensorMapEncodeTiled =
       reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
           dlsym(d.lib, "cuTensorMapEncodeTiled"));
+  d.cuLaunchKernelEx = reinterpret_cast<decltype(d.cuLaunchKernelEx)>(
+      dlsym(d.lib, "cuLaunchKernelEx"));
   return sym(d, d.cuInit, "cuInit", err) &&
          sym(d, d.cuDriverGetVersion, "cuDriverGetVersion", err) &&
          sym(d, d.cuDeviceGetCount, "cuDeviceGetCount", err) &&
@@ -310,6 +334,7 @@ public:
   // its own stream and replayed on the default stream.
   CUstream captureStream = nullptr;
   bool capturing = false;
+  bool gridOverlap = false; // setGridOverlap: the artifact's kernels allow it
 
   ~CudaBackend() override {
     if (captureStream)
@@ -513,6 +538,8 @@ public:
       }
     }
     params[numArgs] = nullptr;
+    if (capturing && gridOverlap && d.cuLaunchKernelEx)
+      return launchOverlapped(f, name, grid, block, smem, params, err);
     return check(
         d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
                          unsigned(grid[2]), unsigned(block[0]),
@@ -520,8 +547,30 @@ public:
                          capturing ? captureStream : nullptr, params, nullptr),
         "cuLaunchKernel", "kernel '" + name + "'", err);
   }
+  /// A launch into the graph being captured that may start while the
+  /// kernel before it drains (its kernel waits for it: griddepcontrol).
+  bool launchOverlapped(CUfunction f, const std::string &name,
+                        const int64_t grid[3], const int64_t block[3],
+                        int64_t smem, void **params, std::string &err) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{unsigned(grid[0]),
+                       unsigned(grid[1]),
+                       unsigned(grid[2]),
+                       unsigned(block[0]),
+                       unsigned(block[1]),
+                       unsigned(block[2]),
+                       unsigned(smem),
+                       captureStream,
+                       &attr,
+                       1};
+    return check(d.cuLaunchKernelEx(&cfg, f, params, nullptr),
+                 "cuLaunchKernelEx", "kernel '" + name + "'", err);
+  }
   std::string name_() const { return name(); }
   bool supportsGraphs() const override { return true; }
+  void setGridOverlap(bool on) override { gridOverlap = on; }
   bool beginCapture(std::string &err) override {
     if (!captureStream &&
         !check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),

@@ -255,6 +255,11 @@ void Session::allocatePlan() {
                               " tensor-map slots: " + err);
   const char *g = std::getenv("K3_LAUNCH_GRAPHS");
   graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
+  // Overlapping launches need kernels that wait for their predecessor;
+  // K3_GRID_OVERLAP=0 turns it off (A/B measurements).
+  const std::string *gdc = a.meta(artifact::kMetaGridDependencyControl);
+  const char *o = std::getenv("K3_GRID_OVERLAP");
+  be_->setGridOverlap(gdc && *gdc == "1" && !(o && std::string(o) == "0"));
 }
 
 Session::~Session() { cleanup(); }

@@ -17,6 +17,13 @@
 // PTX-DAG: .visible .entry moe_topk_{{[0-9]+}}(
 // PTX-DAG: .visible .entry latent_attention_{{[0-9]+}}(
 
+// Every kernel waits for the one before it and then lets the next start
+// (k3-grid-dependency-control), and the artifact says so.
+// PTX: griddepcontrol.wait;
+// PTX-NEXT: griddepcontrol.launch_dependents;
+// RUN: k3-run %t.k3bin --describe | FileCheck %s --check-prefix=META
+// META: meta grid_dependency_control = 1
+
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill
 // PTXAS: Compiling entry function 'embedding_0' for 'sm_90a'
 // PTXAS-NOT: {{[1-9][0-9]*}} bytes spill

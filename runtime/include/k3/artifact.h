@@ -35,6 +35,11 @@ constexpr const char *kMetaMaxSeqs = "max_seqs";
 // names): their kernels update the decode state in place on that promise,
 // and the runtime refuses a call that breaks it.
 constexpr const char *kMetaOneTokenEntries = "one_token_entries";
+// "1" where every GPU kernel starts with griddepcontrol.wait (the
+// k3-grid-dependency-control pass): the runtime may then launch them with
+// programmatic stream serialization, overlapping each kernel's launch with
+// the previous one's end.
+constexpr const char *kMetaGridDependencyControl = "grid_dependency_control";
 // A symbol the runtime sets from the device rather than from the caller:
 // its streaming multiprocessors (1 on the CPU).
 constexpr const char *kSymbolDeviceSMCount = "device_sm_count";
