@@ -41,7 +41,11 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
            ("gemv_bf16w_f32x_n256_k2304", 256, 2304, "bf16", "f32", "f32"),
            ("gemv_bf16_n576_k2304_bf16out", 576, 2304, "bf16", "bf16", "bf16"),
            ("gemv_bf16_n41_k2312", 41, 2312, "bf16", "bf16", "f32"),
-           ("gemv_bf16_n4096_k128", 4096, 128, "bf16", "f32", "f32"))
+           ("gemv_bf16_n4096_k128", 4096, 128, "bf16", "f32", "f32"),
+           # K split over 2 and 4 warps (an o projection's shape; 40 rows
+           # with K's partial last step in the last slice).
+           ("gemv_bf16_n2304_k4096_split", 2304, 4096, "bf16", "bf16", "bf16"),
+           ("gemv_bf16_n40_k4104_split", 40, 4104, "bf16", "f32", "f32"))
 # The prefill default on bf16 inputs (TMA + wgmma) with a partial last
 # column tile (N not a multiple of 128) and row counts across its 128-row
 # tiles: (name, N, K, w, x, y); kernel as k3-compile chooses it.
@@ -53,7 +57,8 @@ WGMMA_LINEARS = (("wgmma_n576_k2304", 576, 2304, "bf16", "bf16", "f32"),
 # warp) with a partial last K step and mixed result types.
 GROUPS = (("group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
            ("bf16",) * 6),
-          ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")))
+          ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")),
+          ("group_split_k4096", 4096, (2304, 8), "bf16", ("bf16", "f32")))
 GROUP_TOKENS = (1, 5, 64)
 LINEAR_TOKENS = (1, 3, 5, 17, 64, 130)
 VOCABS = (163840, 1000, 7)

@@ -272,6 +272,35 @@ SmallVector<Value> gemvWeights(Operation *op) {
   return {cast<LinearOp>(op).getWeight()};
 }
 
+/// Whole steps of K of a warp (32 lanes x one 16-byte vector each).
+int64_t gemvSteps(Operation *op) {
+  Value w = gemvWeights(op).front();
+  return dimOf(w, 1) / (32 * linearGEMVVectorElements(elementOf(w)));
+}
+
+/// The GEMV's tile: R rows and S K-slices per warp group such that a
+/// one-token grid has about kGEMVWarps warps (a decode step of one
+/// sequence: the GPU's memory pipes need that many loads in flight), two
+/// rows per warp where that leaves enough (they share x's loads), K split
+/// where rows alone do not (an o projection: 2304 rows of K = 4096).
+constexpr int64_t kGEMVWarps = 4096;
+LinearGEMVTile defaultGEMVTile(Operation *op) {
+  LinearGEMVTile t;
+  int64_t n = 0;
+  for (Value w : gemvWeights(op)) {
+    n += dimOf(w, 0);
+    if (dimOf(w, 0) % 2 != 0)
+      t.rows = 1;
+  }
+  if (n / t.rows < kGEMVWarps)
+    t.rows = 1;
+  int64_t steps = gemvSteps(op);
+  while (n / t.rows * t.slices < kGEMVWarps && 2 * t.slices <= t.warps &&
+         steps % (2 * t.slices) == 0 && steps >= 2 * t.slices)
+    t.slices *= 2;
+  return t;
+}
+
 bool linearGEMVApplies(Operation *op) {
   Value x = op->getOperand(0);
   return llvm::all_of(gemvWeights(op),
@@ -283,8 +312,9 @@ LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
     return op->emitOpError() << "linear_gemv needs f32, bf16 or f16 operands "
                                 "and K a multiple of a 16-byte vector";
   LinearGEMVTile t = linearGEMVTile(c);
-  if (c.getTile().size() != 2)
-    return op->emitOpError() << "linear_gemv needs tile = [R, TT], got "
+  if (c.getTile().size() != 2 && c.getTile().size() != 3)
+    return op->emitOpError() << "linear_gemv needs tile = [R, TT] or [R, TT, "
+                                "S], got "
                              << c.getTile().size() << " sizes";
   if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
     return op->emitOpError() << "linear_gemv tile R must be in [1, 8] and TT "
@@ -298,6 +328,14 @@ LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
   if (t.warps < 1 || t.warps > 32)
     return op->emitOpError()
            << "linear_gemv warps must be in [1, 32], got " << t.warps;
+  // S warps split K in whole steps of 32 lanes x 16 bytes.
+  int64_t steps = gemvSteps(op);
+  if (t.slices < 1 || t.warps % t.slices != 0 ||
+      (t.slices > 1 && (steps < t.slices || steps % t.slices != 0)))
+    return op->emitOpError()
+           << "linear_gemv tile S = " << t.slices
+           << " must divide warps = " << t.warps << " and the " << steps
+           << " whole steps of K (32 lanes x 16 bytes)";
   return success();
 }
 
@@ -367,6 +405,9 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
     return op->emitOpError() << kind << " needs tile = [R, TT], got "
                              << c.getTile().size() << " sizes";
   LinearGEMVTile t = linearGEMVTile(c);
+  if (c.getTile().size() != 2)
+    return op->emitOpError() << kind << " needs tile = [R, TT], got "
+                             << c.getTile().size() << " sizes";
   if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
     return op->emitOpError() << kind
                              << " tile R must be in [1, 8] and TT in [1, 16], "
@@ -860,11 +901,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::linear_gemv: {
     // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
     // 16-byte weight loads and 4 of x per step, 8 f32 sums).
-    LinearGEMVTile t;
-    for (Value w : gemvWeights(op))
-      if (dimOf(w, 0) % t.rows != 0)
-        t.rows = 1;
-    return config(ctx, kind, {t.rows, t.tokens}, t.warps);
+    LinearGEMVTile t = defaultGEMVTile(op);
+    if (t.slices == 1)
+      return config(ctx, kind, {t.rows, t.tokens}, t.warps);
+    return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps);
   }
   case KernelKind::argmax_rows:
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.
@@ -1098,10 +1138,12 @@ KDARecurrentTile mlir::k3::kdaRecurrentTile(KernelConfigAttr config) {
 LinearGEMVTile mlir::k3::linearGEMVTile(KernelConfigAttr config) {
   LinearGEMVTile tile;
   ArrayRef<int64_t> t = config.getTile();
-  if (t.size() == 2) {
+  if (t.size() == 2 || t.size() == 3) {
     tile.rows = t[0];
     tile.tokens = t[1];
   }
+  if (t.size() == 3)
+    tile.slices = t[2];
   tile.warps = config.getWarps();
   return tile;
 }
@@ -1111,7 +1153,8 @@ int64_t mlir::k3::linearGEMVVectorElements(Type weightElement) {
 }
 
 int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
-  return (nOut + t.warps * t.rows - 1) / (t.warps * t.rows);
+  int64_t rowsPerBlock = t.warps / std::max<int64_t>(t.slices, 1) * t.rows;
+  return (nOut + rowsPerBlock - 1) / rowsPerBlock;
 }
 
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {

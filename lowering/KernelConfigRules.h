@@ -58,14 +58,16 @@ int64_t routerTokensPerBlock(KernelConfigAttr config);
 int64_t routerVectorWidth(MoERouterOp op);
 
 /// The tile of the GEMV linear (lowering/cuda/LinearGEMV.cpp): R output
-/// rows per warp, TT tokens per block, warps per block.
+/// rows per warp, TT tokens per block, warps per block, and S warps that
+/// split K for one group of R rows (tile [R, TT] or [R, TT, S]; S = 1 for
+/// the grouped MoE GEMV).
 struct LinearGEMVTile {
-  int64_t rows = 2, tokens = 4, warps = 4;
+  int64_t rows = 2, tokens = 4, warps = 4, slices = 1;
 };
 LinearGEMVTile linearGEMVTile(KernelConfigAttr config);
 /// Elements of one 16-byte vector of the weight's element type.
 int64_t linearGEMVVectorElements(Type weightElement);
-/// Row tiles of the GEMV grid: ceil(N / (warps R)).
+/// Row tiles of the GEMV grid: ceil(N / ((warps / S) R)).
 int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.

@@ -64,16 +64,27 @@ SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
                                              ArrayRef<ViewRow> weights,
                                              ArrayRef<ViewRow> xs, int64_t k,
                                              int64_t vec, Value lane) {
+  return laneDotProducts(em, weights, xs, k, vec, lane,
+                         {em.kb.idx(0), k / (32 * vec), Value()});
+}
+
+SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
+                                             ArrayRef<ViewRow> weights,
+                                             ArrayRef<ViewRow> xs, int64_t k,
+                                             int64_t vec, Value lane,
+                                             const LaneDotSlice &slice) {
   KernelBuilder &kb = em.kb;
   OpBuilder &b = em.b;
   Location loc = em.loc;
   LaneDots dots(em, weights, xs, vec);
-  const int64_t step = 32 * vec, steps = k / step, unroll = unrollOf(steps);
+  const int64_t step = 32 * vec, steps = slice.steps, unroll = unrollOf(steps);
   Value laneCol = kb.muli(lane, kb.idx(vec));
   SmallVector<Value> acc(weights.size() * xs.size(), kb.f32(0.0));
   if (steps > 0) {
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps * step),
-                                   kb.idx(unroll * step), acc);
+    Value first = kb.muli(slice.first, kb.idx(step));
+    auto loop =
+        scf::ForOp::create(b, loc, first, kb.addi(first, kb.idx(steps * step)),
+                           kb.idx(unroll * step), acc);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> cols, it(loop.getRegionIterArgs());
@@ -87,9 +98,12 @@ SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
   if (k % step == 0)
     return acc;
   // The partial last step: lanes past K keep their sums.
-  Value c = kb.addi(kb.idx(steps * step), laneCol);
+  Value c = kb.addi(kb.idx(k / step * step), laneCol);
+  Value takes = kb.lti(c, kb.idx(k));
+  if (slice.takesTail)
+    takes = kb.andi(slice.takesTail, takes);
   SmallVector<Type> types(acc.size(), b.getF32Type());
-  auto tail = scf::IfOp::create(b, loc, types, kb.lti(c, kb.idx(k)),
+  auto tail = scf::IfOp::create(b, loc, types, takes,
                                 /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);

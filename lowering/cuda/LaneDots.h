@@ -23,12 +23,25 @@ struct ViewRow {
   SmallVector<Value> at;
 };
 
+/// A warp's share of K: `steps` whole steps (32 vectors each) from step
+/// `first` (dynamic: a warp's slice index times `steps`), and whether the
+/// warp also takes the partial last step of K (an i1; null: it does).
+struct LaneDotSlice {
+  Value first;
+  int64_t steps;
+  Value takesTail;
+};
+
 /// The lane's partial sums sum_k w[r][k] x[t][k] over its columns of K,
 /// `vec` elements per 16-byte vector, as acc[r * xs.size() + t]. K is a
 /// multiple of `vec`; the last step may be partial.
 SmallVector<Value> laneDotProducts(MMAEmitter &em, ArrayRef<ViewRow> weights,
                                    ArrayRef<ViewRow> xs, int64_t k, int64_t vec,
                                    Value lane);
+/// The same over one slice of K's whole steps (split-K GEMVs).
+SmallVector<Value> laneDotProducts(MMAEmitter &em, ArrayRef<ViewRow> weights,
+                                   ArrayRef<ViewRow> xs, int64_t k, int64_t vec,
+                                   Value lane, const LaneDotSlice &slice);
 
 } // namespace mlir::k3
 

@@ -18,6 +18,14 @@
 // stored. Blocks: `warps` warps on consecutive row groups; the grid is
 // ceil(T / TT) token tiles x ceil(N / (warps R)) row tiles, linear in T.
 //
+// Tile [R, TT, S]: S warps of a block share one group of R rows, each
+// over a slice of K's whole steps (the last one also takes K's partial
+// step); lane 0 of each keeps its sums in shared memory and, after a
+// barrier, the group's first warp adds the S partials in slice order and
+// stores them. A narrow GEMV (an o projection: 2304 rows of K = 4096)
+// then has S times the warps, and so the loads in flight, of one warp per
+// row group (config rule: KernelConfigRules.cpp, defaultGEMVTile).
+//
 // k3.linear_group (k3-group-linears) is the same grid over its weights'
 // rows one after another: a warp's R rows lie in one weight (R divides
 // each N), and a warp-uniform branch picks it.
@@ -48,8 +56,8 @@ struct GEMVSegment {
 class GEMVKernel {
 public:
   GEMVKernel(const KernelEmission &e, Value rows, LinearGEMVTile tile)
-      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, rows(rows),
-        tile(tile), nIn(e.inputs[1].shape[1]) {
+      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, fn(e.fn),
+        rows(rows), tile(tile), nIn(e.inputs[1].shape[1]) {
     x = em.contiguousView(e.inputs[0].base, {rows, kb.idx(nIn)});
     // Inputs: x, then one weight per output (k3.linear: one).
     for (size_t i = 0; i < e.outputs.size(); ++i) {
@@ -71,25 +79,40 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
     const int64_t rowTiles = linearGEMVRowTiles(nOut, tile);
+    const int64_t slices = tile.slices, groups = tile.warps / slices;
     t0 = kb.muli(em.divu(bid, rowTiles), kb.idx(tile.tokens));
-    Value group =
-        kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp);
-    Value n0 = kb.muli(group, kb.idx(tile.rows));
+    // Warps g S .. g S + S - 1 share row group g, each a slice of K.
+    Value slice = em.remu(warp, slices), g = em.divu(warp, slices);
+    Value group = kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(groups)), g);
+    n0 = kb.muli(group, kb.idx(tile.rows));
+    Value live = kb.lti(t0, rows);
+    Value partials;
+    if (slices > 1)
+      partials = em.workgroupArray(fn, b.getF32Type(),
+                                   tile.warps * tile.rows * tile.tokens);
     // Warp-uniform: a warp past the last tokens, or past its segment's
     // rows, has nothing to do (R divides every segment: no warp straddles
     // two).
-    kb.ifThen(kb.lti(t0, rows), [&] {
-      for (const GEMVSegment &s : segments) {
-        Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
-                           kb.lti(n0, kb.idx(s.first + s.n)));
-        kb.ifThen(in, [&] {
-          Value r0 = kb.subi(n0, kb.idx(s.first));
-          SmallVector<Value> sums = accumulate(s, r0, lane);
-          for (Value &v : sums)
-            v = em.warpSum(v);
+    kb.ifThen(live, [&] {
+      forSegments([&](const GEMVSegment &s, Value r0) {
+        SmallVector<Value> sums = accumulate(s, r0, lane, slice);
+        for (Value &v : sums)
+          v = em.warpSum(v);
+        if (slices == 1)
           store(s, r0, lane, sums);
-        });
-      }
+        else
+          keepPartials(partials, warp, lane, sums);
+      });
+    });
+    if (slices == 1)
+      return;
+    // Every thread reaches the barrier; slice 0 adds the slices' sums in
+    // slice order (the same result on every run) and stores them.
+    gpu::BarrierOp::create(b, loc);
+    kb.ifThen(kb.andi(live, kb.eqi(slice, kb.idx(0))), [&] {
+      forSegments([&](const GEMVSegment &s, Value r0) {
+        store(s, r0, lane, gatherPartials(partials, g));
+      });
     });
   }
 
@@ -99,14 +122,56 @@ private:
     return kb.minsi(kb.addi(t0, kb.idx(t)), kb.subi(rows, kb.idx(1)));
   }
 
-  /// The lane's R x TT partial sums of rows r0.. of `s` (LaneDots.h).
-  SmallVector<Value> accumulate(const GEMVSegment &s, Value r0, Value lane) {
+  /// Runs `body(segment, first row in it)` in the segment of the warp's
+  /// rows (a warp-uniform branch per segment).
+  void forSegments(function_ref<void(const GEMVSegment &, Value)> body) {
+    for (const GEMVSegment &s : segments) {
+      Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
+                         kb.lti(n0, kb.idx(s.first + s.n)));
+      kb.ifThen(in, [&] { body(s, kb.subi(n0, kb.idx(s.first))); });
+    }
+  }
+
+  /// The lane's R x TT partial sums of rows r0.. of `s` over its slice of
+  /// K (LaneDots.h); the last slice takes K's partial step.
+  SmallVector<Value> accumulate(const GEMVSegment &s, Value r0, Value lane,
+                                Value slice) {
     SmallVector<ViewRow> weights, xs;
     for (int64_t r = 0; r < tile.rows; ++r)
       weights.push_back({s.w, {kb.addi(r0, kb.idx(r))}});
     for (int64_t t = 0; t < tile.tokens; ++t)
       xs.push_back({x, {token(t)}});
-    return laneDotProducts(em, weights, xs, nIn, vec, lane);
+    if (tile.slices == 1)
+      return laneDotProducts(em, weights, xs, nIn, vec, lane);
+    int64_t steps = nIn / (32 * vec) / tile.slices;
+    LaneDotSlice part{kb.muli(slice, kb.idx(steps)), steps,
+                      kb.eqi(slice, kb.idx(tile.slices - 1))};
+    return laneDotProducts(em, weights, xs, nIn, vec, lane, part);
+  }
+
+  /// Lane 0 keeps the warp's sums in shared memory, R x TT per warp.
+  void keepPartials(Value partials, Value warp, Value lane,
+                    ArrayRef<Value> sums) {
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+      Value base = kb.muli(warp, kb.idx(sums.size()));
+      for (auto [i, v] : llvm::enumerate(sums))
+        kb.store(v, partials, {kb.addi(base, kb.idx(i))});
+    });
+  }
+
+  /// Row group g's sums: its S warps' partials added in slice order.
+  SmallVector<Value> gatherPartials(Value partials, Value g) {
+    const int64_t n = tile.rows * tile.tokens;
+    Value base = kb.muli(g, kb.idx(tile.slices * n));
+    SmallVector<Value> sums;
+    for (int64_t i = 0; i < n; ++i) {
+      Value acc = kb.load(partials, {kb.addi(base, kb.idx(i))});
+      for (int64_t k = 1; k < tile.slices; ++k)
+        acc =
+            kb.add(acc, kb.load(partials, {kb.addi(base, kb.idx(k * n + i))}));
+      sums.push_back(acc);
+    }
+    return sums;
   }
 
   /// Lane 0 writes the warp's sums of the tokens that exist.
@@ -127,11 +192,12 @@ private:
   OpBuilder &b;
   Location loc;
   MMAEmitter em;
+  FunctionOpInterface fn;
   Value rows;
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn, vec = 8;
   SmallVector<GEMVSegment> segments;
-  Value x, t0;
+  Value x, t0, n0;
 };
 
 /// k3.linear and k3.linear_group: the GEMV over their weights' rows.
