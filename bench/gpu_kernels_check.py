@@ -42,8 +42,9 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
            ("gemv_bf16_n576_k2304_bf16out", 576, 2304, "bf16", "bf16", "bf16"),
            ("gemv_bf16_n41_k2312", 41, 2312, "bf16", "bf16", "f32"),
            ("gemv_bf16_n4096_k128", 4096, 128, "bf16", "f32", "f32"),
-           # K split over 2 and 4 warps (an o projection's shape; 40 rows
-           # with K's partial last step in the last slice).
+           # K split over 2 and 4 warps (tile [R, TT, S], SPLIT_TILES: an o
+           # projection's shape; 40 rows with K's partial last step in the
+           # last slice).
            ("gemv_bf16_n2304_k4096_split", 2304, 4096, "bf16", "bf16", "bf16"),
            ("gemv_bf16_n40_k4104_split", 40, 4104, "bf16", "f32", "f32"))
 # The prefill default on bf16 inputs (TMA + wgmma) with a partial last
@@ -60,6 +61,9 @@ GROUPS = (("group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
           ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")),
           ("group_split_k4096", 4096, (2304, 8), "bf16", ("bf16", "f32")))
 GROUP_TOKENS = (1, 5, 64)
+# Split-K tiles (a tuning option of linear_gemv) of the cases above.
+SPLIT_TILES = {"gemv_bf16_n2304_k4096_split": "1x4x2", "gemv_bf16_n40_k4104_split": "1x4x4",
+               "group_split_k4096": "1x4x2"}
 LINEAR_TOKENS = (1, 3, 5, 17, 64, 130)
 VOCABS = (163840, 1000, 7)
 ARGMAX_ROWS = 6
@@ -275,12 +279,14 @@ def compile_model(name: str, text: str, extra: str, max_tokens: int = 256,
 def prepare() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for name, n, k, w, x, y in LINEARS:
+        tile = f",linear.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y),
-                      "kernel-config=linear.kernel=linear_gemv")
+                      "kernel-config=linear.kernel=linear_gemv" + tile)
     for name, n, k, w, x, y in WGMMA_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
     for name, k, ns, x, ys in GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), "")
+        tile = f"kernel-config=linear_group.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
+        compile_model(name, group_model(k, ns, x, ys), tile)
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -406,7 +412,8 @@ def check_groups(res, dev, g) -> None:
                     errs.append(err)
                 s.close()
                 return {"err_vs_oracle": max(errs), "errs": errs}
-            res.guard(case, case=name, impl="k3", variant="linear_gemv (linear_group)",
+            res.guard(case, case=name, impl="k3",
+                      variant="linear_gemv (linear_group)" + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": list(ns), "K": k, "x": xt, "y": list(ys)})
 
 
@@ -451,7 +458,8 @@ def check() -> int:
                 if not err < bound:
                     raise AssertionError(f"error vs f64 {err:.3e} (bound {bound})")
                 return {"err_vs_oracle": err, "bound": bound}
-            res.guard(case, case=name, impl="k3", variant=kernel,
+            res.guard(case, case=name, impl="k3",
+                      variant=kernel + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": n, "K": k, "w": wt, "x": xt, "y": yt})
     check_groups(res, dev, g)
     rng = np.random.default_rng(0)

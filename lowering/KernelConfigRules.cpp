@@ -278,26 +278,19 @@ int64_t gemvSteps(Operation *op) {
   return dimOf(w, 1) / (32 * linearGEMVVectorElements(elementOf(w)));
 }
 
-/// The GEMV's tile: R rows and S K-slices per warp group such that a
-/// one-token grid has about kGEMVWarps warps (a decode step of one
-/// sequence: the GPU's memory pipes need that many loads in flight), two
-/// rows per warp where that leaves enough (they share x's loads), K split
-/// where rows alone do not (an o projection: 2304 rows of K = 4096).
-constexpr int64_t kGEMVWarps = 4096;
+/// The GEMV's default tile: two rows per warp (they share x's loads) where
+/// every weight has an even row count, four tokens, four warps, K whole
+/// (S = 1). Splitting K for more warps at one token was measured slower
+/// on the whole decode step (R = 1 and S = 2 or 4 where a one-token grid
+/// had fewer than 4096 warps: 3.71 / 9.54 / 41.7 ms at B = 1 / 8 / 64
+/// against 3.68 / 9.42 / 40.0, bench/results/e2e-checks/
+/// decode-gemv-split-ab-nvidia-h200-20261203T0050Z.txt); it stays a tuning
+/// option (tile [R, TT, S]).
 LinearGEMVTile defaultGEMVTile(Operation *op) {
   LinearGEMVTile t;
-  int64_t n = 0;
-  for (Value w : gemvWeights(op)) {
-    n += dimOf(w, 0);
-    if (dimOf(w, 0) % 2 != 0)
+  for (Value w : gemvWeights(op))
+    if (dimOf(w, 0) % t.rows != 0)
       t.rows = 1;
-  }
-  if (n / t.rows < kGEMVWarps)
-    t.rows = 1;
-  int64_t steps = gemvSteps(op);
-  while (n / t.rows * t.slices < kGEMVWarps && 2 * t.slices <= t.warps &&
-         steps % (2 * t.slices) == 0 && steps >= 2 * t.slices)
-    t.slices *= 2;
   return t;
 }
 

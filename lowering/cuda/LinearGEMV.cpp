@@ -22,9 +22,9 @@
 // over a slice of K's whole steps (the last one also takes K's partial
 // step); lane 0 of each keeps its sums in shared memory and, after a
 // barrier, the group's first warp adds the S partials in slice order and
-// stores them. A narrow GEMV (an o projection: 2304 rows of K = 4096)
-// then has S times the warps, and so the loads in flight, of one warp per
-// row group (config rule: KernelConfigRules.cpp, defaultGEMVTile).
+// stores them: S times the warps, and so the loads in flight, of one warp
+// per row group, for narrow GEMVs (a tuning option: on the whole decode
+// step it was slower, KernelConfigRules.cpp's defaultGEMVTile).
 //
 // k3.linear_group (k3-group-linears) is the same grid over its weights'
 // rows one after another: a warp's R rows lie in one weight (R divides

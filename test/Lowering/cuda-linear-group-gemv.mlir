@@ -1,7 +1,7 @@
 // REQUIRES: ptxas
 // k3.linear_group with kernel = linear_gemv (lowering/cuda/LinearGEMV.cpp):
 // one grid over the weights' rows one after another (here 256 + 32 + 6 =
-// 294 rows; R = 1 and S = 2 by default: 147 row tiles of two row groups); a warp-uniform branch picks
+// 294 rows, R = 2: 37 row tiles of 4 warps); a warp-uniform branch picks
 // the weight of its rows and stores into that weight's result, in the
 // result's own element type.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
@@ -14,21 +14,19 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.linear_group {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [1, 4, 2], warps = 4>
+// CONFIG: k3.linear_group {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>
 // BADROWS: error: 'k3.linear_group' op linear_gemv tile R = 4 must divide N = 6
 
-// ceil(T / 4) x 147 blocks of 128 threads.
+// ceil(T / 4) x 37 blocks of 128 threads.
 // CHECK-LABEL: gpu.func @linear_group_0(
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 147, grid_offset = 441, grid_divisor = 4, block = [128, 1, 1]>
-// One branch per weight, each with its loads and shuffles; after the
-// barrier one branch per weight stores the added slices into its result.
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 37, grid_offset = 111, grid_divisor = 4, block = [128, 1, 1]>
+// One branch per weight, each with its loads, shuffles and stores.
 // CHECK: vector.load {{.*}} : memref<256x512xbf16>, vector<8xbf16>
 // CHECK-COUNT-5: gpu.shuffle  xor
-// CHECK: vector.load {{.*}} : memref<32x512xbf16>, vector<8xbf16>
-// CHECK: vector.load {{.*}} : memref<6x512xbf16>, vector<8xbf16>
-// CHECK: gpu.barrier
 // CHECK: memref.store {{.*}} : memref<?x256xbf16>
+// CHECK: vector.load {{.*}} : memref<32x512xbf16>, vector<8xbf16>
 // CHECK: memref.store {{.*}} : memref<?x32xf32>
+// CHECK: vector.load {{.*}} : memref<6x512xbf16>, vector<8xbf16>
 // CHECK: memref.store {{.*}} : memref<?x6xbf16>
 
 // PTXAS: Function properties for linear_group_0

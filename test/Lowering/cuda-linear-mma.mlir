@@ -31,7 +31,7 @@
 // 40 outputs (not a multiple of 32): the default for what the tensor
 // cores do not cover, the GEMV (test/Lowering/cuda-linear-gemv.mlir).
 // CHECK-LABEL: gpu.func @linear_2(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = linear_gemv, tile = [1, 4], warps = 4>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>
 // CHECK-NOT: k3gpu.mma_sync
 // CHECK: gpu.return
 

@@ -51,10 +51,10 @@
 // Linears: the tensor cores where they cover the op (f32 input, sizes
 // multiples of 32: 3xTF32), else the GEMV (test/Lowering/cuda-linear-gemv.mlir).
 // GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, tile = [64, 32, 32], warps = 4>{{.*}}tensor<32x96xf32>
-// GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [1, 4], warps = 4>{{.*}}tensor<40x96xf32>
+// GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x96xf32>
 
 // MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, tile = [64, 32, 32], warps = 4>{{.*}}tensor<32x96xf32>
-// MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [1, 4], warps = 4>{{.*}}tensor<40x96xf32>
+// MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x96xf32>
 
 // WIDE: sm_count = 1024
 // 96 heads x 8 column tiles fit 1024 SMs with one warp per block.
