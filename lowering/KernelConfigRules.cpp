@@ -427,8 +427,14 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// loads in flight per lane, a quarter of the blocks); R = 8, 8 warps or 2
 /// warps did not pay (bench/results/e2e-checks/
 /// decode-ab-nvidia-h200-20261202.txt).
+/// The dense GLU of a decode step (the shared expert: 1024 rows, the dense
+/// layer's 9216) takes R = 2: at R = 4 the shared expert's grid was 64
+/// blocks, fewer than the SMs; R = 2 gave 3.63 / 9.28 / 39.7 ms a step at
+/// B = 1 / 8 / 64 against 3.69 / 9.35 / 39.7, R = 1 3.59 / 9.39 / 40.2
+/// (e2e-checks/decode-moe-tile-ab-nvidia-h200-20261203T0105Z.txt; the
+/// routed experts stay at R = 4: R = 1, 2 or 8 were slower there).
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
-  int64_t rows = 4;
+  int64_t rows = isa<GLUGateUpOp>(op) ? 2 : 4;
   while (groupedGEMVOutputs(op) % rows != 0)
     rows /= 2;
   int64_t tt = groupedGEMVTileRows(op);

@@ -18,7 +18,7 @@
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.tile=8x4" | FileCheck %s --check-prefix=TUNED
 // An override scoped by the kernel kind reaches the ops of that kind only.
-// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_gemv.warps=8,glu_gemv.tile=2x4" | FileCheck %s --check-prefix=KIND
+// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_gemv.warps=8,glu_gemv.tile=1x4" | FileCheck %s --check-prefix=KIND
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_glu.tile=1x8" 2>&1 | FileCheck %s --check-prefix=BADTT
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.tile=3x4" 2>&1 | FileCheck %s --check-prefix=BADROWS
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=glu_gate_up.tile=1x17" 2>&1 | FileCheck %s --check-prefix=BADTOKENS
@@ -31,11 +31,11 @@
 // CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>, num_experts = 8 : i64, tile_rows = 4 : i64
 // CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>
 // CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>
-// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [4, 4], warps = 4>
+// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [2, 4], warps = 4>
 // TUNED: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [8, 4], warps = 4>
 // KIND: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 8>
 // KIND: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 8>
-// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [2, 4], warps = 4>
+// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 4>
 // BADTT: error: 'k3.moe_grouped_glu' op moe_grouped_gemv tile TT = 8 must be k3.moe_dispatch's tile_rows = 4
 // BADROWS: error: 'k3.moe_grouped_down' op moe_grouped_gemv tile R = 3 must divide N = 256
 // BADTOKENS: error: 'k3.glu_gate_up' op glu_gemv tile R must be in [1, 8] and TT in [1, 16], got [1, 17]
@@ -53,9 +53,9 @@
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]>
 // CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
 // CHECK: memref.store {{.*}} : memref<?x256xf32>
-// The shared expert: ceil(T / 4) row tiles x 128 / 16 row groups.
+// The shared expert (R = 2): ceil(T / 4) row tiles x 128 / 8 row groups.
 // CHECK-LABEL: gpu.func @glu_gate_up_4(
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 24, grid_divisor = 4, block = [128, 1, 1]>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 16, grid_offset = 48, grid_divisor = 4, block = [128, 1, 1]>
 // CHECK: vector.load {{.*}} : memref<128x256xbf16>, vector<8xbf16>
 
 // PTX: ld.global.v4.b32
