@@ -29,8 +29,10 @@ int64_t element(const void *values, size_t elementSize, uint64_t i) {
   memcpy(&x, p, 8);
   return x;
 }
-/// Whether the artifact lists `entry` as compiled for one token per
-/// sequence (metadata one_token_entries, comma-separated).
+} // namespace
+
+// Whether the artifact lists `entry` as compiled for one token per
+// sequence (metadata one_token_entries, comma-separated).
 bool isOneTokenEntry(const Artifact &a, const std::string &entry) {
   const std::string *list = a.meta(kMetaOneTokenEntries);
   if (!list)
@@ -46,8 +48,6 @@ bool isOneTokenEntry(const Artifact &a, const std::string &entry) {
   }
   return false;
 }
-
-} // namespace
 
 bool inputHasValueChecks(const Artifact &a, const TensorSpec &t) {
   return (isTokenIds(t) && a.meta(kMetaVocabSize)) || t.maxValue.has_value();

@@ -259,7 +259,7 @@ void Session::allocatePlan() {
   // K3_GRID_OVERLAP=0 turns it off (A/B measurements).
   const std::string *gdc = a.meta(artifact::kMetaGridDependencyControl);
   const char *o = std::getenv("K3_GRID_OVERLAP");
-  be_->setGridOverlap(gdc && *gdc == "1" && !(o && std::string(o) == "0"));
+  gridOverlap_ = gdc && *gdc == "1" && !(o && std::string(o) == "0");
 }
 
 Session::~Session() { cleanup(); }

@@ -219,6 +219,9 @@ private:
   std::vector<LaunchGraph> graphs_; // most recent last, at most kMaxGraphs
   std::vector<int64_t> lastKey_; // entry, then symbol values, of the last run
   bool graphsEnabled_ = false;
+  // Overlapped launches allowed by the artifact (grid_dependency_control)
+  // and the environment (K3_GRID_OVERLAP); used for decode entries only.
+  bool gridOverlap_ = false;
   std::string graphsOff_; // why graphs were turned off, if they were
   static constexpr size_t kMaxGraphs = 8;
   size_t graphReplays_ = 0, graphsCaptured_ = 0;
