@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import ops
+from . import mxfp4, ops
 
 f64 = np.float64
 
@@ -482,7 +482,9 @@ def _dtype_name(dt):
 
 def save_safetensors(path, tensors: dict, dtype=None, metadata: Optional[dict] = None):
     """Write a .safetensors file.  ``dtype``: None (keep), 'bf16', 'f32', 'f64' or a numpy dtype
-    applied to floating tensors.  BF16 is written through ml_dtypes."""
+    applied to floating tensors.  BF16 is written through ml_dtypes.  Integer tensors are
+    written unchanged (uint8 as "U8": the MXFP4 ``weight_packed``/``weight_scale`` pairs of
+    ``k3ref.mxfp4.quantize_experts``)."""
     conv = {"bf16": _bf16(), "f32": np.float32, "f64": np.float64, None: None}.get(dtype, dtype)
     header = {}
     blobs = []
@@ -510,7 +512,11 @@ def save_safetensors(path, tensors: dict, dtype=None, metadata: Optional[dict] =
 
 def load_safetensors(path, to_float64: bool = True, strip_prefix: str = "language_model."):
     """Read a .safetensors file (BF16 supported).  Floating tensors become float64 unless
-    ``to_float64`` is False; ``strip_prefix`` is removed from names that carry it."""
+    ``to_float64`` is False; ``strip_prefix`` is removed from names that carry it.
+
+    With ``to_float64``, an MXFP4 pair ``X.weight_packed`` + ``X.weight_scale`` (both U8,
+    docs/mxfp4.md) is dequantized into ``X.weight`` (float64, ``k3ref.mxfp4.dequantize``)
+    and the pair itself is left out of the result."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
@@ -529,6 +535,14 @@ def load_safetensors(path, to_float64: bool = True, strip_prefix: str = "languag
         if strip_prefix and name.startswith(strip_prefix):
             name = name[len(strip_prefix):]
         out[name] = arr
+    if to_float64:
+        for name in [n for n in out if n.endswith(".weight_packed")]:
+            base = name[:-len(".weight_packed")]
+            sname = base + ".weight_scale"
+            if sname in out and out[name].dtype == np.uint8 and out[sname].dtype == np.uint8:
+                if base + ".weight" in out:
+                    raise ValueError(f"{path}: both {base}.weight and its MXFP4 pair are present")
+                out[base + ".weight"] = mxfp4.dequantize(out.pop(name), out.pop(sname))
     return out
 
 
