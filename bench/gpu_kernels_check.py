@@ -259,6 +259,25 @@ MOE_DECODE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x",
   return %y, %h : tensor<?x{D}xbf16>, tensor<?x{I}xbf16>
 }}
 """
+# MXFP4 routed experts (f4E2M1FN, docs/mxfp4.md): the decode step's
+# moe_grouped_gemv (k3.decode: LaneDots' MXFP4 form) and the prefill's loop
+# nest (WeightElements), 16 experts top-4, D 544 and I 160 (whole 32-element
+# scale blocks, K shorter than one 1024-element step: only a partial step).
+MOE_MXFP4 = dict(E=16, K=4, D=544, I=160)
+MOE_MXFP4_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {ATTRS} {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xf4E2M1FN>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xf4E2M1FN>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xf4E2M1FN>
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xf4E2M1FN>,
+         tensor<{E}x{I}x{D}xf4E2M1FN>, tensor<{E}x{D}x{I}xf4E2M1FN>) -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
+MOE_MXFP4_FORMS = {"decode": "attributes {k3.decode}", "prefill": ""}
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -301,6 +320,10 @@ def prepare() -> int:
     for art, extra in ROUTER_VARIANTS.values():
         compile_model(art, ROUTER_MODEL, extra)
     compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
+    for form, attrs in MOE_MXFP4_FORMS.items():
+        compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",
+                      max_tokens=256, max_seqs=256)
+    prepare_mxfp4_weights()
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
@@ -484,6 +507,7 @@ def check() -> int:
     check_short_convs(res, rng)
     check_router(res, rng)
     check_moe_decode(res, rng)
+    check_moe_mxfp4(res, rng)
     res.write()
     return 1 if res.failures else 0
 
@@ -677,16 +701,15 @@ def check_router(res, rng) -> None:
         res.guard(case, case="router", impl="k3", variant=variant, shape={"T": t})
 
 
-def moe_decode_routing(t: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def moe_decode_routing(t: int, rng, c=MOE_DECODE) -> tuple[np.ndarray, np.ndarray]:
     """Distinct experts per token, expert 3 in every token's first slot (at
     T = 64 its segment is 16 tiles of 4 rows), positive weights."""
-    c = MOE_DECODE
     idx = np.stack([np.concatenate([[3], rng.permutation(
         [e for e in range(c["E"]) if e != 3])[:c["K"] - 1]]) for _ in range(t)]).astype(np.int32)
     return idx, rng.uniform(0.1, 1.0, (t, c["K"])).astype(np.float32)
 
 
-def moe_decode_reference(x, idx, wts, w):
+def moe_decode_reference(x, idx, wts, w, shared=True):
     """float64, with h rounded to bf16 where the kernels store it."""
     def silu(a):
         return a / (1 + np.exp(-a))
@@ -696,7 +719,63 @@ def moe_decode_reference(x, idx, wts, w):
         for j, e in enumerate(idx[t]):
             h = bf16_round(silu(w["w1"][e] @ x[t]) * (w["w3"][e] @ x[t])).astype(np.float64)
             y[t] += wts[t, j] * (w["w2"][e] @ h)
-    return y, silu(x @ w["sg"].T) * (x @ w["su"].T)
+    return y, (silu(x @ w["sg"].T) * (x @ w["su"].T) if shared else None)
+
+
+def prepare_mxfp4_weights() -> None:
+    """MXFP4 experts from normal values by k3ref's encoder, as the
+    checkpoint stores them (`<name>_packed`, `<name>_scale`, U8)."""
+    from k3ref import model, mxfp4
+    rng = np.random.default_rng(21)
+    c = MOE_MXFP4
+    shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
+              "w2": (c["E"], c["D"], c["I"])}
+    tensors = {}
+    for k, s in shapes.items():
+        packed, scale = mxfp4.quantize(rng.standard_normal(s) / s[-1] ** 0.5)
+        tensors[f"{k}_packed"], tensors[f"{k}_scale"] = packed, scale
+    model.save_safetensors(OUT / "moe_mxfp4.safetensors", tensors)
+    # Inputs for compute-sanitizer through k3-run (bench/gpu_session.sh).
+    import ml_dtypes
+    t = 5
+    idx, wts = moe_decode_routing(t, rng, c)
+    for form in MOE_MXFP4_FORMS:
+        model.save_safetensors(OUT / f"in_moe_mxfp4_{form}.safetensors", {
+            "x": rng.standard_normal((t, c["D"])).astype(ml_dtypes.bfloat16), "idx": idx,
+            "wts": wts})
+
+
+def check_moe_mxfp4(res, rng) -> None:
+    """MXFP4 experts against float64 on the dequantised weights, decode
+    (T = 1, 5, 64) and prefill (T = 200), within 2^-7 normwise."""
+    import torch
+    import k3
+    from k3ref import model, mxfp4
+    c = MOE_MXFP4
+    raw = model.load_safetensors(OUT / "moe_mxfp4.safetensors", to_float64=False)
+    w = {k: mxfp4.dequantize(raw[f"{k}_packed"], raw[f"{k}_scale"]) for k in ("w1", "w3", "w2")}
+    for form, tokens in (("decode", (1, 5, 64)), ("prefill", (200,))):
+        for t in tokens:
+            x = bf16_round(rng.standard_normal((t, c["D"])))
+            idx, wts = moe_decode_routing(t, rng, c)
+
+            def case(t=t, x=x, idx=idx, wts=wts, form=form):
+                s = k3.Session(str(OUT / f"moe_mxfp4_{form}.k3bin"), device="cuda:0")
+                s.load_weights([str(OUT / "moe_mxfp4.safetensors")])
+                dev = torch.device("cuda:0")
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t},
+                            outputs="dlpack", x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
+                            idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
+                y = torch.from_dlpack(out["y"]).double().cpu().numpy()
+                s.close()
+                want, _ = moe_decode_reference(x, idx, wts, w, shared=False)
+                err = float(np.linalg.norm(y - want) / np.linalg.norm(want))
+                if not err < 2.0 ** -7:
+                    raise AssertionError(f"y err {err:.2e} (bound 2^-7)")
+                return {"err_y": err}
+            kernel = "moe_grouped_gemv" if form == "decode" else "loop_nest"
+            res.guard(case, case="moe_mxfp4", impl="k3", variant=f"{form} {kernel}",
+                      shape={"T": t, **c})
 
 
 def check_moe_decode(res, rng) -> None:

@@ -37,6 +37,9 @@
 #   gemm      bench/gemm.py run (carry out/gemm);
 #   moe       bench/moe.py run and compute-sanitizer on a small MoE (carry
 #             out/moe);
+#   mxfp4     bench/moe.py run --mxfp4: MXFP4 experts beside bf16 at K3's
+#             MoE shapes, decode (carry out/moe: `bench/moe.py prepare
+#             --mxfp4` here);
 #   mla       bench/mla.py run, its prefill part (k3.mla_prefill_attention
 #             beside torch SDPA), and compute-sanitizer on a small prefill
 #             (carry out/mla: `.venv/bin/python bench/mla.py prepare` here);
@@ -240,6 +243,15 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
+    # MXFP4 experts: the decode GEMV and the prefill loop nest.
+    for a in moe_mxfp4_decode moe_mxfp4_prefill; do
+      for tool in memcheck racecheck; do
+        step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
+          "out/kernels_check/$a.k3bin" --device cuda:0 --symbol num_seqs=1 \
+          --weights out/kernels_check/moe_mxfp4.safetensors \
+          --inputs "out/kernels_check/in_$a.safetensors" --quiet
+      done
+    done
     # A small Kimi-Linear generating for two sequences: the decode entry's
     # grouped GEMVs and its in-place state updates (short convolution, KDA,
     # latent cache) under the sanitizer.
@@ -250,6 +262,10 @@ for stage in "${STAGES[@]}"; do
     done
     ;;
   gemm) step gemm python3 bench/gemm.py run ;;
+  mxfp4)
+    # Issue 21: MXFP4 experts beside bf16 at K3's MoE shapes (carry out/moe).
+    step moe-mxfp4 python3 bench/moe.py run --mxfp4
+    ;;
   moe)
     # Issue 15: the grouped MoE path beside torch._grouped_mm (carry
     # out/moe), then compute-sanitizer on a small model through k3-run.

@@ -5,6 +5,7 @@ case checked against a float64 reference first (bench/protocol.py).
 
     .venv/bin/python bench/moe.py prepare     # here: one artifact per config
     python3 bench/moe.py run                  # on the GPU machine
+    (with --mxfp4: MXFP4 experts beside bf16, bench/moe_mxfp4.py)
 
 Configs: Kimi-Linear-48B (256 experts, top-8, hidden 2304, intermediate
 1024) and K3's latent MoE (896 experts, top-16, latent 3584, intermediate
@@ -386,5 +387,9 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    cmd = sys.argv[1:] or ["run"]
-    sys.exit(prepare() if cmd == ["prepare"] else run())
+    args = sys.argv[1:]
+    if "--mxfp4" in args:  # MXFP4 experts beside bf16 (bench/moe_mxfp4.py)
+        import moe_mxfp4
+        args.remove("--mxfp4")
+        sys.exit(moe_mxfp4.prepare() if args == ["prepare"] else moe_mxfp4.run())
+    sys.exit(prepare() if args == ["prepare"] else run())

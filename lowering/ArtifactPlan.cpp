@@ -24,6 +24,8 @@ FailureOr<art::DType> dtypeOf(Operation *where, Type t) {
     return art::DType::F32;
   if (e.isInteger(32))
     return art::DType::I32;
+  if (isa<Float4E2M1FNType>(e))
+    return art::DType::MXFP4;
   return where->emitOpError()
          << "element type " << e << " has no artifact dtype";
 }

@@ -183,7 +183,8 @@ private:
 struct KernelOperand {
   Value base;     // rank-0 memref, the bare pointer
   SymShape shape; // symbolic shape
-  Value full;     // `base` viewed at `shape`
+  Value full;     // `base` viewed at `shape`; MXFP4: unused (its bytes)
+  Type stored;    // the tensor's element type (f4E2M1FN: bytes in `base`)
 
   /// False for an absent optional operand (a default-constructed one).
   explicit operator bool() const { return static_cast<bool>(base); }

@@ -348,8 +348,9 @@ int64_t dispatchTileRows(Value tileOffsets) {
 bool groupedGEMVApplies(Operation *op) {
   auto gemv = [](Value x, Value w, int64_t k) {
     Type we = elementOf(w);
-    return isGEMVElement(elementOf(x)) && isGEMVElement(we) && k > 0 &&
-           k % linearGEMVVectorElements(we) == 0;
+    bool mxfp4 = isa<Float4E2M1FNType>(we); // only routed expert stacks
+    return isGEMVElement(elementOf(x)) && (isGEMVElement(we) || mxfp4) &&
+           k > 0 && k % linearGEMVVectorElements(we) == 0;
   };
   auto smallTiles = [](Value tileOffsets) {
     int64_t rows = dispatchTileRows(tileOffsets);
@@ -391,7 +392,8 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
   if (!groupedGEMVApplies(op))
     return op->emitOpError()
            << kind
-           << " needs f32, bf16 or f16 operands, the reduction a multiple of "
+           << " needs f32, bf16 or f16 operands (MoE weights also MXFP4), the "
+              "reduction a multiple of "
               "a 16-byte vector, and for the MoE ops k3.moe_dispatch's tiles "
               "of 1 to 16 rows";
   if (c.getTile().size() != 2)

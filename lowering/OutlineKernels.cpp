@@ -243,9 +243,10 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
         (isa<StateWriteOp>(op) ? std::string("copy") : kernelStem(op)) + "_" +
         std::to_string(cache.size());
     SmallVector<Type> argTypes;
+    // An MXFP4 (f4E2M1FN) tensor is its bytes: codes, then scales.
     auto bare = [&](Type tensor) {
-      return MemRefType::get({},
-                             cast<RankedTensorType>(tensor).getElementType());
+      Type e = cast<RankedTensorType>(tensor).getElementType();
+      return MemRefType::get({}, isa<Float4E2M1FNType>(e) ? b.getI8Type() : e);
     };
     for (Value v : inputs)
       argTypes.push_back(bare(v.getType()));
@@ -289,11 +290,14 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     SmallVector<KernelOperand> ins, outs;
     for (unsigned i = 0; i < numIn; ++i) {
       Value base = body->getArgument(i);
-      ins.push_back({base, inShapes[i], kb.view(base, inShapes[i])});
+      ins.push_back(
+          {base, inShapes[i], kb.view(base, inShapes[i]),
+           cast<RankedTensorType>(inputs[i].getType()).getElementType()});
     }
     for (unsigned i = 0; i < numOut; ++i) {
       Value base = body->getArgument(numIn + i);
-      outs.push_back({base, outShapes[i], kb.view(base, outShapes[i])});
+      outs.push_back({base, outShapes[i], kb.view(base, outShapes[i]),
+                      cast<RankedTensorType>(outTypes[i]).getElementType()});
     }
     // The kernel records the config that built it.
     K3Dialect::KernelConfigAttrHelper(ctx).setAttr(fn, config);

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -32,6 +33,27 @@ constexpr int64_t kAlignment = 256;
 int64_t alignUp(int64_t v) {
   return std::max<int64_t>(kAlignment,
                            (v + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+/// The device bytes of the module's weights (each name once), and of those
+/// the MXFP4 ones: codes at half a byte an element plus a scale byte per
+/// 32 elements; all on the one device an artifact runs on today.
+std::pair<int64_t, int64_t> weightBytes(ModuleOp module) {
+  llvm::StringSet<> seen;
+  int64_t all = 0, mxfp4 = 0;
+  module.walk([&](WeightOp w) {
+    if (!seen.insert(w.getName()).second)
+      return;
+    RankedTensorType t = w.getType();
+    int64_t n = t.getNumElements();
+    if (isa<Float4E2M1FNType>(t.getElementType())) {
+      mxfp4 += n / 2 + n / 32;
+      all += n / 2 + n / 32;
+    } else {
+      all += n * ((t.getElementTypeBitWidth() + 7) / 8);
+    }
+  });
+  return {all, mxfp4};
 }
 
 int64_t elementBytes(Type t) {
@@ -174,6 +196,12 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
                    << " bytes (without reuse " << naive << " bytes) at "
                    << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
                    << " sequences\n";
+    if (report) {
+      auto [all, mxfp4] = weightBytes(module);
+      llvm::errs() << "k3-plan-memory: weights " << all
+                   << " bytes per device (1 device), of which MXFP4 " << mxfp4
+                   << " bytes\n";
+    }
     return success();
   }
 };

@@ -142,8 +142,12 @@ struct K3WeightInitKernelsPass
       return signalPassFailure();
     }
     llvm::SetVector<Type> dtypes;
+    // MXFP4 weights are random bytes, not values through a dtype: the
+    // runtime fills them on host threads (dtype.cpp, randomInit).
     module.walk([&](WeightOp w) {
-      dtypes.insert(cast<RankedTensorType>(w.getType()).getElementType());
+      Type t = cast<RankedTensorType>(w.getType()).getElementType();
+      if (!isa<Float4E2M1FNType>(t))
+        dtypes.insert(t);
     });
     for (Type t : dtypes)
       addKernel(kernels, t);

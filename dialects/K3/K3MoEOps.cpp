@@ -66,6 +66,8 @@ LogicalResult MoEGroupedGLUOp::verify() {
         idx = named("indices", getIndices());
   if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, w1, 3)) ||
       failed(expectSameShape(*this, w1, w3)) ||
+      failed(expectSameWeightType(*this, w1, w3)) ||
+      failed(expectWeightBlocks(*this, w1)) ||
       failed(expectRank(*this, r, 3)) ||
       failed(verifyRoutingTables(*this, getIndices(), getRowSource(),
                                  getOffsets(), getTileOffsets(), w1)))
@@ -85,6 +87,7 @@ LogicalResult MoEGroupedDownOp::verify() {
         r = named("result", getResult()), idx = named("indices", getIndices()),
         wts = named("weights", getWeights());
   if (failed(expectRank(*this, h, 3)) || failed(expectRank(*this, w2, 3)) ||
+      failed(expectWeightBlocks(*this, w2)) ||
       failed(expectRank(*this, r, 3)) ||
       failed(expectSameShape(*this, idx, wts)) ||
       failed(verifyRoutingTables(*this, getIndices(), getRowSource(),

@@ -58,8 +58,8 @@ def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu", [Pure]> {
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
                        K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
-                       K3_IndexTensor:$tile_offsets, K3_FloatTensor:$w1,
-                       K3_FloatTensor:$w3, K3_GLUActivationAttr:$activation,
+                       K3_IndexTensor:$tile_offsets, K3_WeightTensor:$w1,
+                       K3_WeightTensor:$w3, K3_GLUActivationAttr:$activation,
                        OptionalAttr<F64Attr>:$beta,
                        OptionalAttr<F64Attr>:$linear_beta);
   let results = (outs K3_FloatTensor:$result);
@@ -81,7 +81,7 @@ def K3_MoEGroupedDownOp : K3_Op<"moe_grouped_down", [Pure]> {
   let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
                        K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
                        K3_IndexTensor:$tile_offsets, K3_F32Tensor:$weights,
-                       K3_FloatTensor:$w2);
+                       K3_WeightTensor:$w2);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $indices `,` $row_source `,` $offsets `,` $tile_offsets `,`

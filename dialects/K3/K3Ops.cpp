@@ -65,7 +65,7 @@ LogicalResult WeightOp::verify() {
   Named r = named("result", getResult());
   if (getName().empty())
     return emitOpError() << "expects a non-empty weight name";
-  if (failed(expectStatic(*this, r)))
+  if (failed(expectStatic(*this, r)) || failed(expectWeightBlocks(*this, r)))
     return failure();
   if (isExpertStack()) {
     if (r.type.getRank() < 2)
@@ -424,6 +424,9 @@ LogicalResult MoEExpertsOp::verify() {
       failed(expectSameShape(*this, idx, wts)) ||
       failed(expectRank(*this, w1, 3)) || failed(expectRank(*this, w2, 3)) ||
       failed(expectSameShape(*this, w1, w3)) ||
+      failed(expectSameWeightType(*this, w1, w3)) ||
+      failed(expectWeightBlocks(*this, w1)) ||
+      failed(expectWeightBlocks(*this, w2)) ||
       failed(expectSameShape(*this, x, r)))
     return failure();
   if (failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||

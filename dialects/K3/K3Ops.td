@@ -17,6 +17,10 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def K3_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+// A weight as stored: a float tensor, or MXFP4 (`f4E2M1FN`: OCP MX E2M1
+// values, one E8M0 scale per 32 consecutive elements of the last dimension;
+// docs/mxfp4.md). Only the ops that read MXFP4 weights take this type.
+def K3_WeightTensor : RankedTensorOf<[F32, BF16, F16, F4E2M1FN]>;
 def K3_F32Tensor : RankedTensorOf<[F32]>;
 def K3_IndexTensor : RankedTensorOf<[I32]>;
 
@@ -35,13 +39,18 @@ def K3_WeightOp : K3_Op<"weight", [Pure]> {
     the result enumerates experts and the placeholder is replaced by the
     expert index, so 896 experts are one op rather than 896.
 
+    An `f4E2M1FN` weight is MXFP4 (routed experts of K3's checkpoint):
+    logically the shape shown; stored as the checkpoint's `<name>_packed`
+    (u8, two E2M1 codes a byte) followed by `<name>_scale` (u8, one E8M0
+    scale per 32 elements of the last dimension); see docs/mxfp4.md.
+
     ```mlir
     %wq = k3.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xbf16>
     %w1 = k3.weight "model.layers.1.mlp.experts.{expert}.w1.weight" : tensor<8x32x16xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name);
-  let results = (outs K3_FloatTensor:$result);
+  let results = (outs K3_WeightTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -361,8 +370,8 @@ def K3_MoEExpertsOp : K3_Op<"moe_experts", [Pure]> {
     `k3.linear` and `k3.rms_norm` ops).
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
-                       K3_F32Tensor:$weights, K3_FloatTensor:$w1,
-                       K3_FloatTensor:$w3, K3_FloatTensor:$w2,
+                       K3_F32Tensor:$weights, K3_WeightTensor:$w1,
+                       K3_WeightTensor:$w3, K3_WeightTensor:$w2,
                        K3_GLUActivationAttr:$activation,
                        OptionalAttr<F64Attr>:$beta,
                        OptionalAttr<F64Attr>:$linear_beta);

@@ -64,6 +64,28 @@ LogicalResult expectStatic(Operation *op, Named t) {
   return success();
 }
 
+LogicalResult expectWeightBlocks(Operation *op, Named w) {
+  if (!isa<Float4E2M1FNType>(w.type.getElementType()))
+    return success();
+  int64_t last = w.type.getRank() ? w.type.getShape().back() : 0;
+  if (w.type.getRank() == 0 || ShapedType::isDynamic(last) || last % 32 != 0)
+    return op->emitOpError()
+           << "expects the last dimension of MXFP4 weight '" << w.name
+           << "' to be a static multiple of 32 (one E8M0 scale per 32 "
+              "elements), got "
+           << w.type;
+  return success();
+}
+
+LogicalResult expectSameWeightType(Operation *op, Named a, Named b) {
+  if (a.type.getElementType() != b.type.getElementType())
+    return op->emitOpError()
+           << "expects '" << a.name << "' and '" << b.name
+           << "' to have the same element type, got " << a.type.getElementType()
+           << " and " << b.type.getElementType();
+  return success();
+}
+
 LogicalResult expectPositive(Operation *op, StringRef attr, double v) {
   if (!(v > 0.0))
     return op->emitOpError()

@@ -50,6 +50,13 @@ LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta);
 
+/// An MXFP4 weight (`f4E2M1FN`) has whole 32-element scale blocks along its
+/// last dimension; float weights pass.
+LogicalResult expectWeightBlocks(Operation *op, Named w);
+/// Weights read by one op together (`gate` and `up`) share one storage
+/// type, so that one kernel decodes both the same way.
+LogicalResult expectSameWeightType(Operation *op, Named a, Named b);
+
 /// The same on (name, value) pairs.
 inline LogicalResult expectRank(Operation *op, const char *name, Value v,
                                 int64_t rank) {

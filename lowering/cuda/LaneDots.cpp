@@ -1,24 +1,46 @@
 //===- LaneDots.cpp - a warp's dot products over K, at bandwidth -*- C++ -*-=//
 #include "lowering/cuda/LaneDots.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
 
-/// The products of one warp's rows over the lane's columns.
-class LaneDots {
+SmallVector<Value> at(const ViewRow &row, Value column) {
+  SmallVector<Value> idx(row.at);
+  idx.push_back(column);
+  return idx;
+}
+
+/// The products of one warp's rows over the lane's columns, by weight
+/// storage; laneDotLoop walks the columns.
+class ColumnProducts {
+public:
+  virtual ~ColumnProducts() = default;
+  /// Adds the products of the lane's columns `cols` (one weight vector
+  /// each) to `acc`.
+  virtual void multiplyColumns(ArrayRef<Value> cols,
+                               SmallVectorImpl<Value> &acc) = 0;
+  /// Columns of one iteration (loads in flight together).
+  virtual int64_t maxUnroll() const { return 4; }
+};
+
+/// Float weights: 16-byte vectors of `vec` elements.
+class LaneDots : public ColumnProducts {
 public:
   LaneDots(MMAEmitter &em, ArrayRef<ViewRow> weights, ArrayRef<ViewRow> xs,
            int64_t vec)
-      : em(em), kb(em.kb), weights(weights), xs(xs), vec(vec) {}
+      : em(em), weights(weights), xs(xs), vec(vec) {}
 
-  /// Adds the products of the lane's columns `cols` (one 16-byte vector
-  /// each) to `acc`: every load first, then the products, so that the
-  /// loads of all the vectors are in flight together.
-  void multiplyColumns(ArrayRef<Value> cols, SmallVectorImpl<Value> &acc) {
+  /// Every load first, then the products, so that the loads of all the
+  /// vectors are in flight together.
+  void multiplyColumns(ArrayRef<Value> cols,
+                       SmallVectorImpl<Value> &acc) override {
     SmallVector<SmallVector<SmallVector<Value>>> wv(cols.size()),
         xv(cols.size());
     for (auto [u, c] : llvm::enumerate(cols)) {
@@ -37,26 +59,123 @@ public:
   }
 
 private:
-  static SmallVector<Value> at(const ViewRow &row, Value column) {
-    SmallVector<Value> idx(row.at);
-    idx.push_back(column);
-    return idx;
-  }
-
   MMAEmitter &em;
-  KernelBuilder &kb;
   ArrayRef<ViewRow> weights, xs;
   int64_t vec;
 };
 
+/// MXFP4 weights: per row and column, 16 bytes of codes (a 32-element
+/// block) and its E8M0 scale. A code becomes an f16 by placing its bits
+/// (sign at 15, exponent at 10-11, mantissa at 9: the value times 2^-14,
+/// subnormal 0.5 included) and widening; pairing nibble p of a 32-bit
+/// word with nibble p + 4 puts both in one f16x2 with one mask and shift.
+/// Each row's block sum is scaled once: 2^14 2^(s - 127).
+class MXFP4Dots : public ColumnProducts {
+public:
+  MXFP4Dots(MMAEmitter &em, ArrayRef<MXFP4Row> weights, ArrayRef<ViewRow> xs)
+      : em(em), kb(em.kb), b(em.b), loc(em.loc), weights(weights), xs(xs) {}
+
+  // A block's 32 x values per x row are live across the decode: one
+  // column per iteration keeps the registers bounded.
+  int64_t maxUnroll() const override { return 1; }
+
+  void multiplyColumns(ArrayRef<Value> cols,
+                       SmallVectorImpl<Value> &acc) override {
+    for (Value c : cols) {
+      SmallVector<SmallVector<Value>> x;
+      for (const ViewRow &row : xs)
+        x.push_back(em.loadVector(row.mem, at(row, c), 32));
+      for (auto [r, w] : llvm::enumerate(weights)) {
+        SmallVector<Value> v = decodeBlock(w, c);
+        Value scale = blockScale(w, c);
+        for (size_t t = 0; t < xs.size(); ++t) {
+          Value sum = kb.f32(0.0);
+          for (int64_t i = 0; i < 32; ++i)
+            sum = em.fmaContract(v[i], x[t][i], sum);
+          Value &a = acc[r * xs.size() + t];
+          a = em.fmaContract(sum, scale, a);
+        }
+      }
+    }
+  }
+
+private:
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+  Value byteAt(const MXFP4Row &w, Value start, Value offset) {
+    return arith::ExtUIOp::create(
+        b, loc, b.getI32Type(),
+        memref::LoadOp::create(b, loc, w.bytes,
+                               ValueRange{kb.addi(start, offset)}));
+  }
+
+  /// Elements c .. c + 31 of the row, times 2^-14, as f32.
+  SmallVector<Value> decodeBlock(const MXFP4Row &w, Value c) {
+    auto vt = VectorType::get({16}, b.getI8Type());
+    auto ld = vector::LoadOp::create(
+        b, loc, vt, w.bytes, ValueRange{kb.addi(w.codes, em.divu(c, 2))});
+    ld.setAlignment(16);
+    Value words = vector::BitCastOp::create(
+        b, loc, VectorType::get({4}, b.getI32Type()), ld);
+    SmallVector<Value> v(32);
+    auto half2 = VectorType::get({2}, b.getF16Type());
+    auto f32x2 = VectorType::get({2}, b.getF32Type());
+    for (int64_t word = 0; word < 4; ++word) {
+      Value q = em.extract(words, {word});
+      for (int64_t p = 0; p < 4; ++p) {
+        Value t = p ? arith::ShRUIOp::create(b, loc, q, i32(4 * p)) : q;
+        Value mag = arith::ShLIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, t, i32(0x00070007)), i32(9));
+        Value sign = arith::ShLIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, t, i32(0x00080008)), i32(12));
+        Value bits = vector::BroadcastOp::create(
+            b, loc, VectorType::get({1}, b.getI32Type()),
+            arith::OrIOp::create(b, loc, mag, sign));
+        Value h2 = vector::BitCastOp::create(b, loc, half2, bits);
+        Value f = arith::ExtFOp::create(b, loc, f32x2, h2);
+        v[8 * word + p] = em.extract(f, {0});
+        v[8 * word + p + 4] = em.extract(f, {1});
+      }
+    }
+    return v;
+  }
+
+  /// 2^14 2^(s - 127) for the block of column c: s << 23 as f32 bits
+  /// (s = 0, 2^-127, as 2^-126 halved: no subnormal to flush).
+  Value blockScale(const MXFP4Row &w, Value c) {
+    Value s = byteAt(w, w.scales, em.divu(c, 32));
+    Value isZero =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, s, i32(0));
+    Value e = arith::SelectOp::create(b, loc, isZero, i32(1), s);
+    Value pow = arith::BitcastOp::create(
+        b, loc, b.getF32Type(), arith::ShLIOp::create(b, loc, e, i32(23)));
+    Value k = arith::SelectOp::create(b, loc, isZero, kb.f32(8192.0),
+                                      kb.f32(16384.0));
+    return arith::MulFOp::create(b, loc, pow, k);
+  }
+
+  MMAEmitter &em;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  ArrayRef<MXFP4Row> weights;
+  ArrayRef<ViewRow> xs;
+};
+
 /// Steps of the warp's 32 vectors per loop iteration: 4, 3 or 2 when they
-/// divide the step count (a constant trip count), else 1.
-int64_t unrollOf(int64_t steps) {
+/// divide the step count (a constant trip count) and `most` allows, else 1.
+int64_t unrollOf(int64_t steps, int64_t most) {
   for (int64_t u : {4, 3, 2})
-    if (steps % u == 0)
+    if (u <= most && steps % u == 0)
       return u;
   return 1;
 }
+
+/// The lane's sums over its columns of K (see laneDotProducts).
+SmallVector<Value> laneDotLoop(MMAEmitter &em, ColumnProducts &dots,
+                               size_t sums, int64_t k, int64_t vec, Value lane,
+                               const LaneDotSlice &slice);
 
 } // namespace
 
@@ -73,13 +192,31 @@ SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
                                              ArrayRef<ViewRow> xs, int64_t k,
                                              int64_t vec, Value lane,
                                              const LaneDotSlice &slice) {
+  LaneDots dots(em, weights, xs, vec);
+  return laneDotLoop(em, dots, weights.size() * xs.size(), k, vec, lane, slice);
+}
+
+SmallVector<Value> mlir::k3::laneDotProductsMXFP4(MMAEmitter &em,
+                                                  ArrayRef<MXFP4Row> weights,
+                                                  ArrayRef<ViewRow> xs,
+                                                  int64_t k, Value lane) {
+  MXFP4Dots dots(em, weights, xs);
+  return laneDotLoop(em, dots, weights.size() * xs.size(), k, 32, lane,
+                     {em.kb.idx(0), k / (32 * 32), Value()});
+}
+
+namespace {
+
+SmallVector<Value> laneDotLoop(MMAEmitter &em, ColumnProducts &dots,
+                               size_t sums, int64_t k, int64_t vec, Value lane,
+                               const LaneDotSlice &slice) {
   KernelBuilder &kb = em.kb;
   OpBuilder &b = em.b;
   Location loc = em.loc;
-  LaneDots dots(em, weights, xs, vec);
-  const int64_t step = 32 * vec, steps = slice.steps, unroll = unrollOf(steps);
+  const int64_t step = 32 * vec, steps = slice.steps,
+                unroll = unrollOf(steps, dots.maxUnroll());
   Value laneCol = kb.muli(lane, kb.idx(vec));
-  SmallVector<Value> acc(weights.size() * xs.size(), kb.f32(0.0));
+  SmallVector<Value> acc(sums, kb.f32(0.0));
   if (steps > 0) {
     Value first = kb.muli(slice.first, kb.idx(step));
     auto loop =
@@ -116,3 +253,5 @@ SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
   }
   return SmallVector<Value>(tail.getResults());
 }
+
+} // namespace

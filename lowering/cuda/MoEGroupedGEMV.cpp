@@ -25,7 +25,9 @@
 //   weight times the sum, in f32, for k3.moe_combine.
 //
 // Covered: f32, bf16 or f16 rows and weights, the reduction a multiple of
-// the 16-byte vector, N a multiple of R.
+// the 16-byte vector, N a multiple of R. MXFP4 routed weights (f4E2M1FN)
+// read only their packed bytes: 16 bytes of codes (a 32-element block) and
+// one scale byte per lane and step (LaneDots.h, laneDotProductsMXFP4).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -66,8 +68,8 @@ public:
     const SymShape &w = f.weights[0].shape;
     nOut = w[w.size() - 2];
     nIn = w.back();
-    vec = linearGEMVVectorElements(
-        cast<MemRefType>(f.weights[0].base.getType()).getElementType());
+    mxfp4 = isa<Float4E2M1FNType>(f.weights[0].stored);
+    vec = linearGEMVVectorElements(f.weights[0].stored);
     if (!f.dense) {
       experts = f.offsets.shape[0] - 1;
       topK = f.indices.shape[1];
@@ -101,7 +103,9 @@ public:
     kb.ifThen(kb.andi(live, kb.lti(n0, kb.idx(nOut))), [&] {
       locate(mTile);
       SmallVector<Value> sums =
-          laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
+          mxfp4
+              ? laneDotProductsMXFP4(em, mxfp4Rows(), inputRows(), nIn, lane)
+              : laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
       for (Value &s : sums)
         s = em.warpSum(s);
       kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
@@ -113,7 +117,9 @@ private:
   void makeViews() {
     tokenCount = kb.dim(f.rows.shape[0]);
     for (const KernelOperand &w : f.weights)
-      weightViews.push_back(em.contiguousView(w));
+      weightViews.push_back(
+          mxfp4 ? em.contiguousView(w.base, {kb.idx(mxfp4Bytes(w))})
+                : em.contiguousView(w));
     if (f.dense) {
       x = em.contiguousView(f.rows);
       out = em.contiguousView(f.result.base, {tokenCount, kb.idx(nOut)});
@@ -152,6 +158,33 @@ private:
         rows.push_back({w, f.dense ? SmallVector<Value>{n}
                                    : SmallVector<Value>{expert, n}});
       }
+    return rows;
+  }
+
+  /// MXFP4: the weight's elements; its bytes (codes, then scales).
+  static int64_t mxfp4Elements(const KernelOperand &w) {
+    int64_t n = 1;
+    for (int64_t d : w.shape)
+      n *= d;
+    return n;
+  }
+  static int64_t mxfp4Bytes(const KernelOperand &w) {
+    return mxfp4Elements(w) / 2 + mxfp4Elements(w) / 32;
+  }
+
+  /// The warp's MXFP4 weight rows, in weightRows' order: where each row's
+  /// codes and scales start in its weight's bytes.
+  SmallVector<MXFP4Row> mxfp4Rows() {
+    SmallVector<MXFP4Row> rows;
+    for (auto [w, bytes] : llvm::zip(f.weights, weightViews)) {
+      Value scales = kb.idx(mxfp4Elements(w) / 2);
+      for (int64_t r = 0; r < tile.rows; ++r) {
+        Value n = kb.addi(n0, kb.idx(r));
+        Value row = f.dense ? n : kb.addi(kb.muli(expert, kb.idx(nOut)), n);
+        rows.push_back({bytes, kb.muli(row, kb.idx(nIn / 2)),
+                        kb.addi(scales, kb.muli(row, kb.idx(nIn / 32)))});
+      }
+    }
     return rows;
   }
 
@@ -202,6 +235,7 @@ private:
   MMAEmitter em;
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn = 0, vec = 8, experts = 0, topK = 1;
+  bool mxfp4 = false; // weights in MXFP4 (WeightElements.h)
   SmallVector<Value> weightViews;
   Value tokenCount, x, out, rowSource, rowWeights;
   Value n0, expert, rowStart, validRows;

@@ -12,6 +12,7 @@
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
 #include "lowering/KernelPatterns.h"
+#include "lowering/kernels/WeightElements.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -81,12 +82,13 @@ LogicalResult emitMoECombine(MoECombineOp, KernelBuilder &, In, Out);
 /// the slice of stacked weights (or is null for plain 2-D weights).
 Value emitGLUChannel(KernelBuilder &kb, GLUActivation act,
                      std::optional<double> beta, std::optional<double> lbeta,
-                     Value x, Value t, Value wGate, Value wUp, Value expert,
-                     Value i, int64_t hidden);
+                     Value x, Value t, const WeightElements &wGate,
+                     const WeightElements &wUp, Value expert, Value i,
+                     int64_t hidden);
 /// sum_i W_down[d, i] h[hIdx..., i] over the `inter` channels (`expert`
 /// selects the slice of stacked weights, or is null).
-Value emitDownRow(KernelBuilder &kb, Value wDown, Value expert, Value d,
-                  Value h, ArrayRef<Value> hIdx, int64_t inter);
+Value emitDownRow(KernelBuilder &kb, const WeightElements &wDown, Value expert,
+                  Value d, Value h, ArrayRef<Value> hIdx, int64_t inter);
 LogicalResult emitAttnResMix(AttnResMixOp, KernelBuilder &, In, Out);
 
 /// Workspace the loop nest of `op` needs (MoE.cpp: the MLPs' activated

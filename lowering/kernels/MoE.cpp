@@ -24,7 +24,8 @@ Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
 Value mlir::k3::emitGLUChannel(KernelBuilder &kb, GLUActivation act,
                                std::optional<double> beta,
                                std::optional<double> lbeta, Value x, Value t,
-                               Value wGate, Value wUp, Value expert, Value i,
+                               const WeightElements &wGate,
+                               const WeightElements &wUp, Value expert, Value i,
                                int64_t hidden) {
   auto widx = [&](Value r, Value c) -> SmallVector<Value> {
     if (expert)
@@ -35,21 +36,21 @@ Value mlir::k3::emitGLUChannel(KernelBuilder &kb, GLUActivation act,
       kb.reduceSumN(kb.idx(hidden), {kb.f32(0.0), kb.f32(0.0)},
                     [&](Value d, ValueRange acc) -> SmallVector<Value> {
                       Value xv = kb.load(x, {t, d});
-                      return {kb.fma(xv, kb.load(wGate, widx(i, d)), acc[0]),
-                              kb.fma(xv, kb.load(wUp, widx(i, d)), acc[1])};
+                      return {kb.fma(xv, wGate.load(widx(i, d)), acc[0]),
+                              kb.fma(xv, wUp.load(widx(i, d)), acc[1])};
                     });
   return emitGLUActivation(kb, act, beta, lbeta, dots[0], dots[1]);
 }
 
-Value mlir::k3::emitDownRow(KernelBuilder &kb, Value wDown, Value expert,
-                            Value d, Value h, ArrayRef<Value> hIdx,
-                            int64_t inter) {
+Value mlir::k3::emitDownRow(KernelBuilder &kb, const WeightElements &wDown,
+                            Value expert, Value d, Value h,
+                            ArrayRef<Value> hIdx, int64_t inter) {
   return kb.reduceSum(kb.idx(inter), kb.f32(0.0), [&](Value i, Value acc) {
     SmallVector<Value> w = {d, i}, hi(hIdx);
     if (expert)
       w.insert(w.begin(), expert);
     hi.push_back(i);
-    return kb.fma(kb.load(wDown, w), kb.load(h, hi), acc);
+    return kb.fma(wDown.load(w), kb.load(h, hi), acc);
   });
 }
 
@@ -64,17 +65,17 @@ LogicalResult k3::emitGLUMLP(GLUMLPOp op, KernelBuilder &kb, In in, Out out) {
   int64_t hidden = input.shape[1], inter = wGate.shape[0];
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
+  WeightElements gate(kb, wGate), up(kb, ops.getWUp()),
+      down(kb, ops.getWDown());
   kb.parallelWarps({tokens, kb.idx(inter)}, [&](ValueRange iv) {
-    kb.store(emitGLUChannel(
-                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-                 optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
-                 wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
+    kb.store(emitGLUChannel(kb, op.getActivation(),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), input.full,
+                            iv[0], gate, up, Value(), iv[1], hidden),
              h, iv);
   });
   kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
-    kb.store(
-        emitDownRow(kb, ops.getWDown().full, Value(), iv[1], h, {iv[0]}, inter),
-        y, iv);
+    kb.store(emitDownRow(kb, down, Value(), iv[1], h, {iv[0]}, inter), y, iv);
   });
   return success();
 }
@@ -84,11 +85,12 @@ LogicalResult k3::emitGLUGateUp(GLUGateUpOp op, KernelBuilder &kb, In in,
   auto ops = operandsOf(op, in);
   KernelOperand input = ops.getInput(), wGate = ops.getWGate();
   int64_t hidden = input.shape[1], inter = wGate.shape[0];
+  WeightElements gate(kb, wGate), up(kb, ops.getWUp());
   kb.parallelWarps({kb.dim(input.shape[0]), kb.idx(inter)}, [&](ValueRange iv) {
-    kb.store(emitGLUChannel(
-                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-                 optionalDouble(op.getLinearBetaAttr()), input.full, iv[0],
-                 wGate.full, ops.getWUp().full, Value(), iv[1], hidden),
+    kb.store(emitGLUChannel(kb, op.getActivation(),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), input.full,
+                            iv[0], gate, up, Value(), iv[1], hidden),
              out[0].full, iv);
   });
   return success();
@@ -241,13 +243,14 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   int64_t hidden = input.shape[1], topK = indices.shape[1], inter = w1.shape[1];
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
+  WeightElements gate(kb, w1), up(kb, ops.getW3()), down(kb, ops.getW2());
   // h[t, j, i]: channel i of the j-th chosen expert of token t.
   kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
     Value e = kb.loadIndex(idx, {iv[0], iv[1]});
     kb.store(emitGLUChannel(kb, op.getActivation(),
                             optionalDouble(op.getBetaAttr()),
                             optionalDouble(op.getLinearBetaAttr()), x, iv[0],
-                            w1.full, ops.getW3().full, e, iv[2], hidden),
+                            gate, up, e, iv[2], hidden),
              h, iv);
   });
   // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
@@ -256,9 +259,8 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);
       Value e = kb.loadIndex(idx, {t, jj});
-      Value a =
-          kb.mul(emitDownRow(kb, ops.getW2().full, e, d, h, {t, jj}, inter),
-                 kb.load(wts, {t, jj}));
+      Value a = kb.mul(emitDownRow(kb, down, e, d, h, {t, jj}, inter),
+                       kb.load(wts, {t, jj}));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     kb.store(acc, y, {t, d});

@@ -100,12 +100,13 @@ LogicalResult k3::emitMoEGroupedGLU(MoEGroupedGLUOp op, KernelBuilder &kb,
   Value idx = flatRows(kb, ops.getIndices()),
         src = flatRows(kb, ops.getRowSource()), h = flatRows(kb, out[0]);
   Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  WeightElements gate(kb, w1), up(kb, ops.getW3());
   kb.parallelWarps({rows, kb.idx(inter)}, [&](ValueRange iv) {
     SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    kb.store(emitGLUChannel(
-                 kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
-                 optionalDouble(op.getLinearBetaAttr()), x.full, row.token,
-                 w1.full, ops.getW3().full, row.expert, iv[1], hidden),
+    kb.store(emitGLUChannel(kb, op.getActivation(),
+                            optionalDouble(op.getBetaAttr()),
+                            optionalDouble(op.getLinearBetaAttr()), x.full,
+                            row.token, gate, up, row.expert, iv[1], hidden),
              h, iv);
   });
   return success();
@@ -122,9 +123,10 @@ LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
         wts = flatRows(kb, ops.getWeights()), h = flatRows(kb, ops.getInput()),
         y = flatRows(kb, out[0]);
   Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  WeightElements down(kb, w2);
   kb.parallelWarps({rows, kb.idx(width)}, [&](ValueRange iv) {
     SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    Value dot = emitDownRow(kb, w2.full, row.expert, iv[1], h, {iv[0]}, inter);
+    Value dot = emitDownRow(kb, down, row.expert, iv[1], h, {iv[0]}, inter);
     kb.store(kb.mul(dot, kb.load(wts, {row.pair})), y, iv);
   });
   return success();

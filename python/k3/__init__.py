@@ -194,6 +194,15 @@ class Session:
         self.last_load = LoadStats(st.bytes, st.files, st.seconds)
         return self.last_load
 
+    def set_weight(self, name: str, data: np.ndarray) -> None:
+        """Weight ``name`` from a host array holding its bytes in the
+        manifest's dtype and layout: bf16 as uint16 or ml_dtypes.bfloat16,
+        mxfp4 as uint8 (codes ``[.., in/2]`` then scales ``[.., in/32]``,
+        flattened). The byte count must be the weight's."""
+        a = np.ascontiguousarray(data)
+        _capi.check(_capi.lib().k3_session_set_weight(
+            self._h, name.encode(), a.ctypes.data, a.nbytes))
+
     def random_weights(self, seed: int = 0) -> str:
         """Deterministic init from each weight's recipe (docs/runtime.md).
         Returns where the values were made: "device kernels" (the

@@ -167,6 +167,7 @@ def lib() -> ctypes.CDLL:
         "k3_session_set_load_progress": (None, [P, PROGRESS_FN, c_void_p]),
         "k3_session_load_stats": (None, [P, POINTER(LoadStats)]),
         "k3_session_init_random_weights": (c_int, [P, c_uint64]),
+        "k3_session_set_weight": (c_int, [P, c_char_p, c_void_p, c_size_t]),
         "k3_session_reset_state": (c_int, [P, c_int64]),
         "k3_session_run": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
                                    POINTER(HostTensor), c_size_t]),

@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 from typing import Optional
 
-DTYPES = ("bf16", "f16", "f32", "i32")
+DTYPES = ("bf16", "f16", "f32", "i32", "mxfp4")
 INIT_KINDS = ("unspecified", "normal", "uniform", "constant")
 NO_SYM = 0xFFFFFFFF
 

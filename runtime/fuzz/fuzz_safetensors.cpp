@@ -1,4 +1,5 @@
 // libFuzzer target: safetensors header/offset validation and conversion.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -22,9 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (t.numel() > (1u << 20))
       continue;
     for (uint8_t d = 0; d < k3::artifact::kNumDTypes; ++d) {
-      std::vector<uint8_t> out(
-          size_t(t.numel()) * k3::artifact::dtypeSize(k3::artifact::DType(d)) +
-          1);
+      // mxfp4 takes U8 tensors (its codes or scales) byte for byte.
+      size_t unit =
+          std::max<size_t>(k3::artifact::dtypeSize(k3::artifact::DType(d)), 1);
+      std::vector<uint8_t> out(size_t(t.numel()) * unit + 1);
       k3::st::convert(t, k3::artifact::DType(d), out.data(), err);
     }
   }

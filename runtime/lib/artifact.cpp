@@ -19,8 +19,15 @@ size_t dtypeSize(DType t) {
   case DType::F32:
   case DType::I32:
     return 4;
+  case DType::MXFP4:
+    return 0;
   }
   return 0;
+}
+uint64_t tensorBytes(DType t, uint64_t numel) {
+  if (t == DType::MXFP4)
+    return numel / 2 + numel / kMXFP4Block;
+  return numel * dtypeSize(t);
 }
 const char *dtypeName(DType t) {
   switch (t) {
@@ -32,6 +39,8 @@ const char *dtypeName(DType t) {
     return "f32";
   case DType::I32:
     return "i32";
+  case DType::MXFP4:
+    return "mxfp4";
   }
   return "invalid";
 }

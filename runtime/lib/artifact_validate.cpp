@@ -2,6 +2,7 @@
 // docs/artifact-format.md.
 #include "artifact_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -79,16 +80,17 @@ bool validateTensorMaps(const Artifact &a, const std::vector<int64_t> &symMax,
       srcName = "weight '" + w.name + "'";
       if (t.source.offset != 0)
         return fail(p + ".source", n + ": a weight source has no offset");
-      srcBytes = dtypeSize(w.dtype);
+      uint64_t numel = 1;
       for (int64_t d : w.shape)
-        srcBytes *= uint64_t(d);
+        numel *= uint64_t(d);
+      srcBytes = tensorBytes(w.dtype, numel);
     } else {
       return fail(p + ".source",
                   n + ": source must be a buffer or weight argument (kind " +
                       std::to_string(int(t.source.kind)) + ")");
     }
     n += " (" + srcName + ")";
-    if (uint8_t(t.dtype) >= kNumDTypes)
+    if (uint8_t(t.dtype) >= kNumDTypes || t.dtype == DType::MXFP4)
       return fail(p, n + ": invalid dtype " + std::to_string(int(t.dtype)));
     size_t es = dtypeSize(t.dtype);
     if (t.rank < 1 || t.rank > kMaxTensorMapRank)
@@ -274,7 +276,7 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
     if (w.shape.size() > kMaxRank)
       return fail(p, "weight '" + w.name + "': rank " +
                          std::to_string(w.shape.size()) + " > 8");
-    unsigned __int128 bytes = dtypeSize(w.dtype);
+    unsigned __int128 bytes = std::max<size_t>(dtypeSize(w.dtype), 1);
     for (int64_t d : w.shape) {
       if (d < 0)
         return fail(p, "weight '" + w.name + "': negative dim " +
@@ -283,6 +285,11 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
       if (bytes > (unsigned __int128)(int64_t(1) << 50))
         return fail(p, "weight '" + w.name + "': size overflows");
     }
+    if (w.dtype == DType::MXFP4 &&
+        (w.shape.empty() || w.shape.back() % int64_t(kMXFP4Block) != 0))
+      return fail(p, "weight '" + w.name +
+                         "': mxfp4 needs a last dimension that is a multiple "
+                         "of 32 (one scale per 32 elements)");
     if (uint8_t(w.init.kind) > uint8_t(InitKind::Constant))
       return fail(p, "weight '" + w.name + "': invalid init kind " +
                          std::to_string(int(w.init.kind)));
@@ -375,7 +382,7 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
           return fail(tp, "empty tensor name in entry '" + en.name + "'");
         if (!io.insert(t.name).second)
           return fail(tp, tn + ": duplicate input/output name");
-        if (uint8_t(t.dtype) >= kNumDTypes)
+        if (uint8_t(t.dtype) >= kNumDTypes || t.dtype == DType::MXFP4)
           return fail(tp, tn + ": invalid dtype");
         if (t.shape.size() > kMaxRank)
           return fail(tp, tn + ": rank > 8");

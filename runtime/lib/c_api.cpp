@@ -299,6 +299,13 @@ void k3_session_load_stats(const k3_session *s, k3_load_stats *out) {
     out->seconds = s->loadStats.seconds;
   }
 }
+k3_status k3_session_set_weight(k3_session *s, const char *name,
+                                const void *data, size_t bytes) {
+  if (!s || !name || (bytes && !data))
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_set_weight: NULL argument");
+  return guard([&] { s->s->setWeight(name, data, bytes); });
+}
 k3_status k3_session_init_random_weights(k3_session *s, uint64_t seed) {
   if (!s)
     return setError(K3_ERROR_INVALID_ARGUMENT,

@@ -95,6 +95,36 @@ RandomInitRecipe randomInitRecipe(const artifact::Weight &w, uint64_t seed) {
 
 namespace {
 
+/// The E8M0 scale byte of a random MXFP4 weight: uniformly random E2M1
+/// codes have an rms of sqrt(8.5625) (the mean square of 0, 0.5, 1, 1.5,
+/// 2, 3, 4, 6); the scale is the power of two nearest to bringing that to
+/// the recipe's rms (Normal: its std; Uniform(a): a / sqrt(3); Constant:
+/// |v|).
+uint8_t mxfp4RandomScale(const RandomInitRecipe &r) {
+  using artifact::InitKind;
+  double rms = r.kind == InitKind::Uniform ? r.param / std::sqrt(3.0)
+                                           : std::fabs(r.param);
+  if (!(rms > 0.0))
+    return 0; // with all-zero codes: zeros
+  double e = std::nearbyint(std::log2(rms / std::sqrt(8.5625)));
+  return uint8_t(std::min(127.0, std::max(-127.0, e)) + 127.0);
+}
+
+/// Bytes [begin, end) of a random MXFP4 weight of `numel` elements: its
+/// codes (each byte splitmix64's top 8 bits: two uniform E2M1 codes), then
+/// its scales, all equal. A zero-rms recipe gives zero codes.
+void randomInitMXFP4Range(const artifact::Weight &w, uint64_t seed, void *out,
+                          size_t numel, size_t begin, size_t end) {
+  const RandomInitRecipe r = randomInitRecipe(w, seed);
+  const uint8_t scale = mxfp4RandomScale(r);
+  const size_t codes = numel / 2;
+  uint8_t *o = static_cast<uint8_t *>(out);
+  for (size_t j = begin; j < end; ++j)
+    o[j] = j >= codes ? scale
+           : scale    ? uint8_t(splitmix64(r.base + j) >> 56)
+                      : 0;
+}
+
 /// Elements [begin, end) of randomInit's weight.
 void randomInitRange(const artifact::Weight &w, uint64_t seed, void *out,
                      size_t begin, size_t end) {
@@ -133,6 +163,8 @@ void randomInitRange(const artifact::Weight &w, uint64_t seed, void *out,
     case DType::F16:
       static_cast<uint16_t *>(out)[j] = floatToF16(f);
       break;
+    case DType::MXFP4: // randomInit fills it by bytes
+      break;
     case DType::I32: {
       double r = std::nearbyint(v);
       if (r > 2147483647.0)
@@ -150,21 +182,30 @@ void randomInitRange(const artifact::Weight &w, uint64_t seed, void *out,
 
 void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
                 size_t numel, unsigned threads) {
-  // Below a million elements one thread is quicker than starting more.
+  // MXFP4 is filled by bytes (codes, then scales), the rest by elements.
+  const bool mxfp4 = w.dtype == artifact::DType::MXFP4;
+  const size_t units = mxfp4 ? artifact::tensorBytes(w.dtype, numel) : numel;
+  auto fill = [&w, seed, out, numel, mxfp4](size_t b, size_t e) {
+    if (mxfp4)
+      randomInitMXFP4Range(w, seed, out, numel, b, e);
+    else
+      randomInitRange(w, seed, out, b, e);
+  };
+  // Below a million units one thread is quicker than starting more.
   constexpr size_t kPerThread = size_t(1) << 20;
   if (threads == 0)
     threads = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
-  size_t n = std::min<size_t>(threads, (numel + kPerThread - 1) / kPerThread);
+  size_t n = std::min<size_t>(threads, (units + kPerThread - 1) / kPerThread);
   if (n <= 1) {
-    randomInitRange(w, seed, out, 0, numel);
+    fill(0, units);
     return;
   }
   std::vector<std::thread> pool;
-  size_t chunk = (numel + n - 1) / n;
+  size_t chunk = (units + n - 1) / n;
   for (size_t t = 0; t < n; ++t) {
-    size_t b = t * chunk, e = std::min(numel, b + chunk);
+    size_t b = t * chunk, e = std::min(units, b + chunk);
     if (b < e)
-      pool.emplace_back(randomInitRange, std::cref(w), seed, out, b, e);
+      pool.emplace_back(fill, b, e);
   }
   for (std::thread &t : pool)
     t.join();

@@ -38,6 +38,8 @@ const char *dtypeFor(artifact::DType t) {
     return "F32";
   case artifact::DType::I32:
     return "I32";
+  case artifact::DType::MXFP4:
+    return "U8"; // its codes and scales, each a U8 tensor
   }
   return "?";
 }
@@ -414,9 +416,10 @@ bool convertRange(const TensorInfo &t, artifact::DType dst, uint64_t first,
   bool same = (t.dtype == "BF16" && dst == DType::BF16) ||
               (t.dtype == "F16" && dst == DType::F16) ||
               (t.dtype == "F32" && dst == DType::F32) ||
-              (t.dtype == "I32" && dst == DType::I32);
+              (t.dtype == "I32" && dst == DType::I32) ||
+              (t.dtype == "U8" && dst == DType::MXFP4); // codes or scales
   if (same) {
-    size_t es = artifact::dtypeSize(dst);
+    size_t es = dst == DType::MXFP4 ? 1 : artifact::dtypeSize(dst);
     if (count)
       memcpy(out, t.data + first * es, size_t(count) * es);
     return true;

@@ -21,10 +21,10 @@ using namespace artifact;
 void fail(k3_status s, const std::string &msg) { throw Error{s, msg}; }
 
 uint64_t weightBytes(const Weight &w) {
-  uint64_t n = dtypeSize(w.dtype);
+  uint64_t n = 1;
   for (int64_t d : w.shape)
     n *= uint64_t(d);
-  return n;
+  return tensorBytes(w.dtype, n);
 }
 std::string shapeString(const std::vector<int64_t> &s) {
   std::string r = "[";
@@ -307,6 +307,23 @@ void Session::uploadWeight(size_t i, const void *host) {
   if (!be_->upload(weightPtr_[i], host, bytes, err))
     fail(K3_ERROR_DEVICE, "uploading weight '" + w.name + "': " + err);
   weightLoaded_[i] = true;
+}
+
+void Session::setWeight(const std::string &name, const void *host,
+                        uint64_t bytes) {
+  for (size_t i = 0; i < art_->weights.size(); ++i) {
+    const Weight &w = art_->weights[i];
+    if (w.name != name)
+      continue;
+    if (bytes != weightBytes(w))
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           "weight '" + name + "' (" + dtypeName(w.dtype) + " " +
+               shapeString(w.shape) + ") is " + std::to_string(weightBytes(w)) +
+               " bytes, got " + std::to_string(bytes));
+    uploadWeight(i, host);
+    return;
+  }
+  fail(K3_ERROR_INVALID_ARGUMENT, "the artifact has no weight '" + name + "'");
 }
 
 void Session::resetState(int64_t slot) {

@@ -71,6 +71,9 @@ public:
   /// artifact's weight-init kernels on a GPU, on host threads on the CPU;
   /// K3_RANDOM_WEIGHTS=host|device chooses. Returns where they were made.
   std::string initRandomWeights(uint64_t seed);
+  /// Weight `name` from `bytes` host bytes in its manifest layout (mxfp4:
+  /// codes then scales); the size must be the weight's.
+  void setWeight(const std::string &name, const void *host, uint64_t bytes);
   void resetState(int64_t slot);
   /// Runs an entry; with `download` false the outputs stay on the device
   /// (outputs() is empty; readOutput copies parts of them).

@@ -136,20 +136,21 @@ public:
     return found_[name] = nullptr;
   }
 
-  /// The checkpoint tensors of weight `w`: one, or for a name with the
+  /// The checkpoint tensors of weight `w` under `name` (`w.name`, or for
+  /// MXFP4 its `_packed` or `_scale` form): one, or for a name with the
   /// "{expert}" placeholder one per expert, stacked along the first
   /// dimension.
-  std::vector<CheckpointPart> parts(const Weight &w) {
+  std::vector<CheckpointPart> parts(const Weight &w, const std::string &name) {
     std::vector<CheckpointPart> out;
     static const std::string kExpert = "{expert}";
-    size_t at = w.name.find(kExpert);
+    size_t at = name.find(kExpert);
     if (at == std::string::npos) {
-      out.push_back({w.name, lookup(w.name)});
+      out.push_back({name, lookup(name)});
       return out;
     }
     for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
-      std::string n = w.name.substr(0, at) + std::to_string(e) +
-                      w.name.substr(at + kExpert.size());
+      std::string n = name.substr(0, at) + std::to_string(e) +
+                      name.substr(at + kExpert.size());
       out.push_back({n, lookup(n)});
     }
     return out;
@@ -167,42 +168,104 @@ private:
   std::deque<st::TensorInfo> slabs_; // stable addresses
 };
 
+/// One checkpoint tensor of a weight, with the shape and dtype it must have
+/// and how many elements of the weight's storage (bytes for MXFP4) it fills.
+struct WeightPart {
+  CheckpointPart source;
+  std::vector<int64_t> shape;
+  const char *u8Role = nullptr; // MXFP4: "codes" or "scales"; else null
+  uint64_t elements = 0;
+};
+
+/// The checkpoint tensors of weight `w`, in storage order: its parts (one,
+/// or one per expert); for MXFP4 the `<name>_packed` parts [.., in / 2]
+/// then the `<name>_scale` parts [.., in / 32], both U8 (the checkpoint's
+/// compressed-tensors layout, docs/mxfp4.md).
+std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck) {
+  bool stacked = w.name.find("{expert}") != std::string::npos;
+  std::vector<int64_t> shape =
+      stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
+              : w.shape;
+  auto numel = [](const std::vector<int64_t> &s) {
+    uint64_t n = 1;
+    for (int64_t d : s)
+      n *= uint64_t(d);
+    return n;
+  };
+  std::vector<WeightPart> out;
+  auto add = [&](const std::string &name, std::vector<int64_t> s,
+                 const char *role) {
+    for (CheckpointPart &p : ck.parts(w, name))
+      out.push_back({p, s, role, numel(s)});
+  };
+  if (w.dtype != DType::MXFP4) {
+    add(w.name, shape, nullptr);
+    return out;
+  }
+  std::vector<int64_t> codes = shape, scales = shape;
+  codes.back() /= 2;
+  scales.back() /= int64_t(kMXFP4Block);
+  add(w.name + "_packed", codes, "codes");
+  add(w.name + "_scale", scales, "scales");
+  return out;
+}
+
 /// Every weight of the manifest is in the checkpoint, each part with the
 /// manifest's layout: checked before any device memory is touched.
 void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
   for (auto &w : a.weights) {
-    bool stacked = w.name.find("{expert}") != std::string::npos;
-    std::vector<int64_t> partShape =
-        stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
-                : w.shape;
-    for (auto &[n, t] : ck.parts(w)) {
+    for (const WeightPart &part : weightParts(w, ck)) {
+      auto &[n, t] = part.source;
+      std::string kind = part.u8Role ? std::string("u8 MXFP4 ") + part.u8Role
+                                     : std::string(dtypeName(w.dtype));
       if (!t)
-        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + dtypeName(w.dtype) +
-                                   " " + shapeString(partShape) +
-                                   ") not found in " + ck.names());
-      if (!sameLayout(t->shape, partShape))
-        fail(K3_ERROR_WEIGHTS,
-             "weight '" + n + "'" +
-                 (t->name == n || t->name == "language_model." + n
-                      ? ""
-                      : " (as '" + t->name + "')") +
-                 " has shape " + shapeString(t->shape) + " in " + t->file +
-                 " but the artifact expects " + shapeString(partShape));
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + kind + " " +
+                                   shapeString(part.shape) + ") not found in " +
+                                   ck.names());
+      std::string as = t->name == n || t->name == "language_model." + n
+                           ? ""
+                           : " (as '" + t->name + "')";
+      if (!sameLayout(t->shape, part.shape))
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "'" + as + " has shape " +
+                                   shapeString(t->shape) + " in " + t->file +
+                                   " but the artifact expects " +
+                                   shapeString(part.shape));
+      if (part.u8Role && t->dtype != "U8")
+        fail(K3_ERROR_WEIGHTS, "weight '" + n + "'" + as + " has dtype " +
+                                   t->dtype + " in " + t->file + " but MXFP4 " +
+                                   part.u8Role + " are U8");
     }
   }
 }
 
 /// Where weight `w` goes (device address `device`) and how its checkpoint
-/// parts lie in it: end to end, equal sizes.
+/// parts lie in it: end to end.
 UploadTarget uploadTarget(const Weight &w, uint64_t device,
-                          const std::vector<CheckpointPart> &parts) {
+                          const std::vector<WeightPart> &parts) {
   UploadTarget t;
   t.name = w.name;
   t.device = device;
-  t.elementBytes = dtypeSize(w.dtype);
-  if (!parts.empty())
-    t.partElements.assign(parts.size(), weightNumel(w) / parts.size());
+  t.elementBytes = w.dtype == DType::MXFP4 ? 1 : dtypeSize(w.dtype);
+  for (const WeightPart &p : parts)
+    t.partElements.push_back(p.elements);
   return t;
+}
+
+/// An E8M0 scale byte of 0xFF is NaN: a checkpoint holding one is refused
+/// rather than loaded as NaN weights.
+bool checkScales(const WeightPart &part, const UploadPiece &piece,
+                 const void *out, std::string &err) {
+  if (!part.u8Role || std::string(part.u8Role) != "scales")
+    return true;
+  const uint8_t *s = static_cast<const uint8_t *>(out);
+  for (uint64_t k = 0; k < piece.count; ++k)
+    if (s[k] == 0xFF) {
+      err = "weight '" + part.source.first + "': scale " +
+            std::to_string(piece.first + k) +
+            " is 0xFF (NaN in E8M0); a valid MXFP4 scale is 0..254";
+      return false;
+    }
+  return true;
 }
 
 } // namespace
@@ -224,25 +287,26 @@ Session::loadWeights(const std::vector<std::string> &given,
   // Every destination is allocated before the first copy, and none counts
   // as loaded until all are.
   WeightLoadStats stats;
-  std::vector<std::vector<CheckpointPart>> sources(a.weights.size());
+  std::vector<std::vector<WeightPart>> sources(a.weights.size());
   std::vector<UploadTarget> targets;
   std::set<std::string> files;
   for (size_t i = 0; i < a.weights.size(); ++i) {
     allocWeight(i);
     weightLoaded_[i] = false;
-    sources[i] = ck.parts(a.weights[i]);
+    sources[i] = weightParts(a.weights[i], ck);
     targets.push_back(uploadTarget(a.weights[i], weightPtr_[i], sources[i]));
-    for (const CheckpointPart &part : sources[i])
-      files.insert(part.second->file);
+    for (const WeightPart &part : sources[i])
+      files.insert(part.source.second->file);
     stats.bytes += weightBytes(a.weights[i]);
   }
   FillFn fill = [&](const UploadPiece &p, void *out, std::string &e) {
-    const CheckpointPart &part = sources[p.target][p.part];
-    if (st::convertRange(*part.second, a.weights[p.target].dtype, p.first,
-                         p.count, out, e))
-      return true;
-    e = "weight '" + part.first + "': " + e;
-    return false;
+    const WeightPart &part = sources[p.target][p.part];
+    if (!st::convertRange(*part.source.second, a.weights[p.target].dtype,
+                          p.first, p.count, out, e)) {
+      e = "weight '" + part.source.first + "': " + e;
+      return false;
+    }
+    return checkScales(part, p, out, e);
   };
   switch (uploadTargets(*be_, targets, fill, opt, err)) {
   case UploadStatus::FillFailed:

@@ -293,6 +293,29 @@ TEST(ArtifactErrors, SemanticChecks) {
     a.weights[0].init.param = -1;
     expectErr(a, "negative init");
   }
+  {
+    // mxfp4: whole 32-element scale blocks, and a weight dtype only.
+    Artifact a = base;
+    a.weights[0].dtype = DType::MXFP4;
+    a.weights[0].shape = {8, 48};
+    expectErr(a, "mxfp4 needs a last dimension that is a multiple of 32");
+  }
+  {
+    Artifact a = base;
+    a.entries[0].outputs[0].dtype = DType::MXFP4;
+    expectErr(a, "invalid dtype");
+  }
+}
+
+TEST(Artifact, MXFP4Bytes) {
+  // Codes at half a byte an element, one scale byte per 32 elements.
+  EXPECT_EQ(tensorBytes(DType::MXFP4, 8 * 64), 8u * 64 / 2 + 8 * 64 / 32);
+  EXPECT_EQ(tensorBytes(DType::BF16, 10), 20u);
+  EXPECT_EQ(dtypeSize(DType::MXFP4), 0u);
+  EXPECT_STREQ(dtypeName(DType::MXFP4), "mxfp4");
+  DType d;
+  ASSERT_TRUE(parseDType("mxfp4", d));
+  EXPECT_EQ(d, DType::MXFP4);
 }
 
 TEST(ArtifactErrors, InvalidEnumBytes) {

@@ -65,6 +65,31 @@ TEST(Safetensors, WriteReadSingle) {
   EXPECT_EQ(c.metadata()[0].second, "pt");
 }
 
+// MXFP4 weights load their U8 codes and scales byte for byte; no other
+// source dtype converts to mxfp4.
+TEST(Safetensors, U8ToMXFP4IsACopy) {
+  std::vector<uint8_t> codes = {0x21, 0xF0, 0x7A, 0x08};
+  std::vector<float> f = {1.f, 2.f};
+  std::string err, p = tmp("mxfp4.safetensors");
+  ASSERT_TRUE(st::write(p,
+                        {{"w.weight_packed", "U8", {2, 2}, codes.data(), 4},
+                         {"w.f", "F32", {2}, f.data(), 8}},
+                        {}, err))
+      << err;
+  st::Collection c;
+  ASSERT_TRUE(c.open(p, err)) << err;
+  std::vector<uint8_t> out(4);
+  ASSERT_TRUE(st::convert(*c.find("w.weight_packed"), artifact::DType::MXFP4,
+                          out.data(), err))
+      << err;
+  EXPECT_EQ(out, codes);
+  EXPECT_FALSE(
+      st::convert(*c.find("w.f"), artifact::DType::MXFP4, out.data(), err));
+  EXPECT_NE(err.find("cannot convert safetensors dtype F32 to mxfp4"),
+            std::string::npos)
+      << err;
+}
+
 // convertRange: a part of a tensor, as the checkpoint loader converts a
 // large weight in pieces on several threads.
 TEST(Safetensors, ConvertRange) {

@@ -47,12 +47,19 @@ constexpr const char *kSymbolDeviceSMCount = "device_sm_count";
 constexpr const char *kTargetCpuX86_64 = "cpu-x86_64";
 constexpr const char *kTargetCudaSm90a = "cuda-sm_90a";
 
-enum class DType : uint8_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3 };
-constexpr uint8_t kNumDTypes = 4;
-size_t dtypeSize(DType t);
+// MXFP4 (weights only): OCP MX E2M1 codes, two a byte, then one E8M0 scale
+// byte per 32 elements of the last dimension (docs/mxfp4.md); it has no
+// per-element size, so dtypeSize is 0 and tensorBytes gives its bytes.
+enum class DType : uint8_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3, MXFP4 = 4 };
+constexpr uint8_t kNumDTypes = 5;
+size_t dtypeSize(DType t);      // bytes per element; 0 for mxfp4
 bool dtypeIsInteger(DType t);   // i32
-const char *dtypeName(DType t); // "bf16", "f16", "f32", "i32"
+const char *dtypeName(DType t); // "bf16", "f16", "f32", "i32", "mxfp4"
 bool parseDType(const std::string &s, DType &out);
+/// Bytes of `numel` elements of `t`: mxfp4 numel / 2 codes + numel / 32
+/// scales (numel a multiple of 32, which the validator checks).
+uint64_t tensorBytes(DType t, uint64_t numel);
+constexpr uint64_t kMXFP4Block = 32;
 
 // A dimension: a constant, or ceil_div(a * sym + b, c) over a runtime symbol.
 constexpr uint32_t kNoSymbol = 0xFFFFFFFFu;

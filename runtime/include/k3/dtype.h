@@ -24,6 +24,9 @@ uint64_t splitmix64(uint64_t x); // the finaliser ("mix") of SplitMix64
 //   pi u_{2j+1}) Uniform(a):   element j = a * (2 u_j - 1) Constant(v):  v;
 //   Unspecified: Normal(0.02) for float dtypes, 0 for i32.
 // Values are computed in double, rounded to float, then to the dtype.
+// MXFP4 (`numel` elements, tensorBytes(MXFP4, numel) bytes at `out`): its
+// code bytes are the top 8 bits of splitmix64(base + byte), its scales all
+// the power of two that gives the recipe's rms (dtype.cpp).
 // Every element depends only on (seed, name, index), so the work is split
 // over `threads` host threads (0: the hardware's count, at most 64) with the
 // same bytes for any count: a 6.4 B-parameter model takes seconds, not

@@ -35,7 +35,8 @@ typedef enum k3_dtype {
   K3_DTYPE_BF16 = 0,
   K3_DTYPE_F16 = 1,
   K3_DTYPE_F32 = 2,
-  K3_DTYPE_I32 = 3
+  K3_DTYPE_I32 = 3,
+  K3_DTYPE_MXFP4 = 4 /* weights only; k3_dtype_size gives 0 */
 } k3_dtype;
 
 /* Buffer kinds (artifact BUFS section). */
@@ -54,7 +55,8 @@ int k3_runtime_api_version(void);
 const char *k3_last_error(void);
 const char *k3_status_name(k3_status s);
 size_t k3_dtype_size(k3_dtype t);
-const char *k3_dtype_name(k3_dtype t); /* "bf16", "f16", "f32", "i32" */
+const char *
+k3_dtype_name(k3_dtype t); /* "bf16", "f16", "f32", "i32", "mxfp4" */
 
 /* ---- artifacts -------------------------------------------------------- */
 k3_status k3_artifact_open(const char *path, k3_artifact **out);
@@ -142,6 +144,11 @@ typedef struct k3_load_stats {
   double seconds;
 } k3_load_stats;
 void k3_session_load_stats(const k3_session *s, k3_load_stats *out);
+/* One weight from host memory: `bytes` bytes in the manifest's dtype and
+ * layout (mxfp4: its codes [.., in / 2] then its scales [.., in / 32], as
+ * the checkpoint's weight_packed and weight_scale); the size must match. */
+k3_status k3_session_set_weight(k3_session *s, const char *name,
+                                const void *data, size_t bytes);
 /* Deterministic init from each weight's recipe (docs/runtime.md): made by
  * the artifact's weight-init kernels on a GPU, on host threads on the CPU
  * (K3_RANDOM_WEIGHTS=host|device chooses); the same values either way. */

@@ -19,7 +19,7 @@ func.func @weight_dynamic_shape() {
 // -----
 
 func.func @weight_integer_type() {
-  // expected-error @+1 {{'k3.weight' op result #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'k3.weight' op result #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float or f4E2M1FN type values, but got 'tensor<4xi32>'}}
   %w = k3.weight "ids" : tensor<4xi32>
   return
 }

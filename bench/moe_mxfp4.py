@@ -1,0 +1,194 @@
+"""MXFP4 routed experts on the GPU (issue 21), `bench/moe.py --mxfp4`: our
+MoE experts with MXFP4 weights (f4E2M1FN: packed E2M1 codes plus one E8M0
+scale per 32 inputs, docs/mxfp4.md) beside the same experts in bf16, both
+compiled here and run in one process on the same routing and activations.
+
+    .venv/bin/python bench/moe.py prepare --mxfp4    # here
+    python3 bench/moe.py run --mxfp4                 # on the GPU machine
+
+Shapes: K3's latent MoE (896 experts, top-16, latent 3584, intermediate
+3072) at T in {1, 8, 64} tokens, a decode step's MoE (`k3.decode`: the
+dispatch in tiles of 4 rows, the moe_grouped_gemv kernels). Prefill with
+MXFP4 runs a loop nest on the GPU today (no tensor-core dequantisation
+yet): not measured here.
+
+Weights: random codes (uniform bytes) and scales (bytes 116..120), made
+on the device, uploaded with Session.set_weight (codes then scales, the
+checkpoint's bytes); the bf16 session gets the dequantised values (exact
+in bf16), so both compute the same products. Each row is checked first on
+the sampled tokens against float64 experts on the dequantised weights
+(bench/moe.py's reference; bound 2^-8 normwise). Reported per row: the
+median (CUDA events), the packed weight bytes the touched experts hold,
+TB/s over them, and the share of the copy ceiling: those bytes over the
+read bandwidth of a 4 GiB device copy timed in the same process.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "python"))
+import protocol  # noqa: E402
+
+OUT = ROOT / "out" / "moe"
+K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
+TOKENS = tuple(int(t) for t in os.environ.get("K3_MXFP4_TOKENS", "1,8,64").split(","))
+# name: (experts, top-k, width D, intermediate I)
+CONFIGS = {"k3-latent": (896, 16, 3584, 3072)}
+BOUND = 2.0 ** -8
+MODEL = """func.func @forward(
+    %x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) attributes {{k3.decode}} {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}x{W}>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}x{W}>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}x{W}>
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}x{W}>,
+         tensor<{E}x{I}x{D}x{W}>, tensor<{E}x{D}x{I}x{W}>) -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
+STORAGE = {"mxfp4": "f4E2M1FN", "bf16": "bf16"}
+
+
+def artifact(name: str, storage: str) -> Path:
+    return OUT / f"{name}.decode-{storage}.k3bin"
+
+
+def prepare() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (e, k, d, i) in CONFIGS.items():
+        for storage, w in STORAGE.items():
+            src = OUT / f"{name}.decode-{storage}.mlir"
+            src.write_text(MODEL.format(E=e, K=k, D=d, I=i, W=w))
+            opts = (f"target=cuda output={artifact(name, storage)} max-tokens={max(TOKENS)} "
+                    "max-seqs=1 decode-entry=0 activation-dtype=bf16")
+            subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
+                           check=True)
+    return 0
+
+
+class MXFP4Weight:
+    """Random MXFP4 bytes of one [E, N, K] stack on the device, and its
+    dequantised values per expert (float64 or bf16)."""
+
+    def __init__(self, e, n, k, g, dev):
+        import torch
+        self.codes = torch.randint(0, 256, (e, n, k // 2), dtype=torch.uint8, device=dev,
+                                   generator=g)
+        self.scales = torch.randint(116, 121, (e, n, k // 32), dtype=torch.uint8, device=dev,
+                                    generator=g)
+        table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+        self.table = torch.tensor(table + [-v for v in table], dtype=torch.float64, device=dev)
+
+    def host_bytes(self):
+        import torch
+        return torch.cat([self.codes.flatten(), self.scales.flatten()]).cpu().numpy()
+
+    def expert(self, e, dtype=None):
+        """Expert e's [N, K] values: low nibble = even element (docs/mxfp4.md)."""
+        import torch
+        c = self.codes[e].long()
+        codes = torch.stack([c & 15, c >> 4], dim=-1).flatten(-2)
+        v = self.table[codes] * torch.exp2(self.scales[e].double() - 127).repeat_interleave(32, -1)
+        return v if dtype is None else v.to(dtype)
+
+    def __getitem__(self, e):  # bench/moe.py's reference indexes w[e]
+        return self.expert(e)
+
+
+def copy_read_tbps() -> float:
+    """Read bandwidth of a 4 GiB device-to-device copy (bytes read / time)."""
+    import torch
+    a = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = protocol.summary(protocol.cuda_event_times(lambda: b.copy_(a)))["median_ms"]
+    del a, b
+    torch.cuda.empty_cache()
+    return (4 << 30) / ms / 1e9
+
+
+def run_config(res, name, e, k, d, inter, read_tbps) -> None:
+    import torch
+    import k3
+    import moe
+    dev = torch.device("cuda:0")
+    g = torch.Generator(device=dev).manual_seed(21)
+    shapes = {t: {"T": t, "E": e, "top_k": k, "D": d, "I": inter} for t in TOKENS}
+    weights = (MXFP4Weight(e, inter, d, g, dev), MXFP4Weight(e, inter, d, g, dev),
+               MXFP4Weight(e, d, inter, g, dev))
+    cases = []
+    for t in TOKENS:
+        x = torch.randn(t, d, device=dev, generator=g).to(torch.bfloat16)
+        idx, wts = moe.routing(t, e, k, g, dev)
+        rows = torch.tensor(moe.checked_tokens(t), device=dev)
+        cases.append({"T": t, "x": x, "idx": idx, "wts": wts, "rows": rows,
+                      "ref": moe.reference(x, idx, wts, *weights, rows)})
+    # Packed bytes an expert's three projections hold.
+    expert_bytes = 3 * d * inter * (1 / 2 + 1 / 32)
+    for storage in STORAGE:
+        def session():
+            s = k3.Session(str(artifact(name, storage)), device="cuda:0")
+            for wname, w in zip(("w1", "w3", "w2"), weights):
+                if storage == "mxfp4":
+                    s.set_weight(wname, w.host_bytes())
+                else:
+                    full = torch.cat([w.expert(i, torch.bfloat16)[None] for i in range(e)])
+                    s.set_weight(wname, full.view(torch.int16).cpu().numpy())
+                    del full
+            return s
+        try:
+            s = session()
+        except Exception as ex:  # noqa: BLE001
+            for t in TOKENS:
+                res.failed(f"{type(ex).__name__}: {ex}", case=name, impl="k3",
+                           variant=f"moe_grouped_gemv {storage}", shape=shapes[t])
+            continue
+        for c in cases:
+            touched = len(torch.unique(c["idx"]))
+
+            def one(c=c, touched=touched):
+                inputs = dict(x=c["x"], idx=c["idx"], wts=c["wts"])
+                syms = {"num_tokens": c["T"], "num_seqs": 1}
+                y = torch.from_dlpack(s.run("forward", symbols=syms, outputs="dlpack",
+                                            **inputs)["y"])
+                err = protocol.rel_err(y[c["rows"]], c["ref"])
+                if not err < BOUND:
+                    raise AssertionError(f"error vs f64 {err:.3e} (bound {BOUND:.2e})")
+                row = {**protocol.summary(protocol.k3_times(s, "forward", symbols=syms,
+                                                            **inputs)), "err_vs_oracle": err}
+                packed = touched * expert_bytes
+                row.update(touched_experts=touched, mxfp4_bytes=packed,
+                           TBps_mxfp4_bytes=packed / row["median_ms"] / 1e9,
+                           copy_read_TBps=read_tbps,
+                           share_of_copy_ceiling=packed / read_tbps / 1e9 / row["median_ms"])
+                return row
+            res.guard(one, case=name, impl="k3", variant=f"moe_grouped_gemv {storage}",
+                      shape=shapes[c["T"]])
+        s.close()
+        torch.cuda.empty_cache()
+
+
+def run() -> int:
+    res = protocol.Results("moe", tag="mxfp4")
+    try:
+        read_tbps = copy_read_tbps()
+        res.add(case="copy", impl="torch", variant="4 GiB device copy", shape={},
+                read_TBps=read_tbps)
+    except Exception as ex:  # noqa: BLE001
+        res.failed(f"{type(ex).__name__}: {ex}", case="copy", impl="torch", shape={})
+        read_tbps = float("nan")
+    for name, (e, k, d, inter) in CONFIGS.items():
+        try:
+            run_config(res, name, e, k, d, inter, read_tbps)
+        except Exception as ex:  # noqa: BLE001
+            res.failed(f"{type(ex).__name__}: {ex}", case=name, impl="k3",
+                       shape={"E": e, "top_k": k, "D": d, "I": inter})
+    res.write()
+    return 1 if res.failures else 0
