@@ -72,34 +72,56 @@ private:
 /// Each row's block sum is scaled once: 2^14 2^(s - 127).
 class MXFP4Dots : public ColumnProducts {
 public:
-  MXFP4Dots(MMAEmitter &em, ArrayRef<MXFP4Row> weights, ArrayRef<ViewRow> xs)
-      : em(em), kb(em.kb), b(em.b), loc(em.loc), weights(weights), xs(xs) {}
+  MXFP4Dots(MMAEmitter &em, ArrayRef<MXFP4Row> weights, ArrayRef<ViewRow> xs,
+            Value validRows)
+      : em(em), kb(em.kb), b(em.b), loc(em.loc), weights(weights), xs(xs),
+        validRows(validRows) {}
 
-  // A block's 32 x values per x row are live across the decode: one
-  // column per iteration keeps the registers bounded.
+  // The decoded blocks of all rows are live across the x rows: one column
+  // per iteration keeps the registers bounded.
   int64_t maxUnroll() const override { return 1; }
 
+  /// Each row's block is decoded once and multiplied with the x rows; x
+  /// row t > 0 is read and multiplied only when the tile has it (a
+  /// warp-uniform branch): decoding makes the MXFP4 GEMV bound by its
+  /// arithmetic, and a decode step's tiles mostly hold one row. x is read
+  /// again per weight row (from L1) rather than held: R x TT blocks of 32
+  /// values do not fit the registers.
   void multiplyColumns(ArrayRef<Value> cols,
                        SmallVectorImpl<Value> &acc) override {
-    for (Value c : cols) {
-      SmallVector<SmallVector<Value>> x;
-      for (const ViewRow &row : xs)
-        x.push_back(em.loadVector(row.mem, at(row, c), 32));
+    const size_t tt = xs.size();
+    for (Value c : cols)
       for (auto [r, w] : llvm::enumerate(weights)) {
         SmallVector<Value> v = decodeBlock(w, c);
         Value scale = blockScale(w, c);
-        for (size_t t = 0; t < xs.size(); ++t) {
-          Value sum = kb.f32(0.0);
-          for (int64_t i = 0; i < 32; ++i)
-            sum = em.fmaContract(v[i], x[t][i], sum);
-          Value &a = acc[r * xs.size() + t];
-          a = em.fmaContract(sum, scale, a);
+        for (size_t t = 0; t < tt; ++t) {
+          Value &a = acc[r * tt + t];
+          auto product = [&, t]() -> SmallVector<Value> {
+            SmallVector<Value> x = em.loadVector(xs[t].mem, at(xs[t], c), 32);
+            Value sum = kb.f32(0.0);
+            for (int64_t i = 0; i < 32; ++i)
+              sum = em.fmaContract(v[i], x[i], sum);
+            return {em.fmaContract(sum, scale, a)};
+          };
+          a = t == 0 || !validRows ? product()[0] : ifRow(t, {a}, product)[0];
         }
       }
-    }
   }
 
 private:
+  /// `then()` where x row t exists, else `keep`.
+  SmallVector<Value> ifRow(size_t t, ArrayRef<Value> keep,
+                           llvm::function_ref<SmallVector<Value>()> then) {
+    SmallVector<Type> types(keep.size(), b.getF32Type());
+    auto op = scf::IfOp::create(b, loc, types, kb.lti(kb.idx(t), validRows),
+                                /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    scf::YieldOp::create(b, loc, then());
+    b.setInsertionPointToStart(op.elseBlock());
+    scf::YieldOp::create(b, loc, keep);
+    return SmallVector<Value>(op.getResults());
+  }
   Value i32(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
   }
@@ -161,6 +183,7 @@ private:
   Location loc;
   ArrayRef<MXFP4Row> weights;
   ArrayRef<ViewRow> xs;
+  Value validRows;
 };
 
 /// Steps of the warp's 32 vectors per loop iteration: 4, 3 or 2 when they
@@ -199,8 +222,9 @@ SmallVector<Value> mlir::k3::laneDotProducts(MMAEmitter &em,
 SmallVector<Value> mlir::k3::laneDotProductsMXFP4(MMAEmitter &em,
                                                   ArrayRef<MXFP4Row> weights,
                                                   ArrayRef<ViewRow> xs,
-                                                  int64_t k, Value lane) {
-  MXFP4Dots dots(em, weights, xs);
+                                                  int64_t k, Value lane,
+                                                  Value validRows) {
+  MXFP4Dots dots(em, weights, xs, validRows);
   return laneDotLoop(em, dots, weights.size() * xs.size(), k, 32, lane,
                      {em.kb.idx(0), k / (32 * 32), Value()});
 }

@@ -53,11 +53,13 @@ SmallVector<Value> laneDotProducts(MMAEmitter &em, ArrayRef<ViewRow> weights,
 
 /// The lane's partial sums over MXFP4 weight rows: a lane reads 16 bytes of
 /// codes (one 32-element scale block) and the block's scale byte per row
-/// and step, and 32 elements of each x row. K is a multiple of 32.
+/// and step, and 32 elements of each x row. K is a multiple of 32. x rows
+/// from `validRows` on (an index; null: all valid) are not read, their
+/// sums stay 0.
 SmallVector<Value> laneDotProductsMXFP4(MMAEmitter &em,
                                         ArrayRef<MXFP4Row> weights,
                                         ArrayRef<ViewRow> xs, int64_t k,
-                                        Value lane);
+                                        Value lane, Value validRows);
 
 } // namespace mlir::k3
 

@@ -104,7 +104,8 @@ public:
       locate(mTile);
       SmallVector<Value> sums =
           mxfp4
-              ? laneDotProductsMXFP4(em, mxfp4Rows(), inputRows(), nIn, lane)
+              ? laneDotProductsMXFP4(em, mxfp4Rows(), inputRows(), nIn, lane,
+                                     validRows)
               : laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
       for (Value &s : sums)
         s = em.warpSum(s);
