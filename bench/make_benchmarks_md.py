@@ -45,7 +45,8 @@ def fmt_ms(r: dict, untimed: str = "FAILED") -> str:
     if r.get("status") == "skipped":
         return "skipped"
     if r.get("status") == "ok" and "median_ms" not in r:
-        return untimed
+        # A row that measured a rate without keeping its times.
+        return "—" if any(k in r for k in ("TBps", "GBps")) else untimed
     if r.get("status") != "ok" or "median_ms" not in r:
         return "FAILED"
     return f"{r['median_ms']:.3f}"
@@ -74,7 +75,7 @@ def label(r: dict) -> str:
 def case_label(r: dict) -> str:
     """The case, with its token count where cases repeat over T (gemm)."""
     case, shape = str(r.get("case", "")), r.get("shape")
-    if isinstance(shape, dict) and "T" in shape and "N" in shape:
+    if isinstance(shape, dict) and "T" in shape and ("N" in shape or "top_k" in shape):
         return f"{case} T{shape['T']}"
     return case
 
@@ -85,6 +86,14 @@ def extra(r: dict) -> str:
                       ("GBps", "GB/s (checkpoint load)")):
         if key in r:
             parts.append(f"{r[key]:.1f} {unit}")
+    if "TBps_mxfp4_bytes" in r:
+        # bench/moe_mxfp4.py: the rate on the bytes each storage reads (a
+        # bf16 expert holds 2 / (1/2 + 1/32) times its MXFP4 bytes).
+        bf16 = "bf16" in str(r.get("variant", ""))
+        tbps = r["TBps_mxfp4_bytes"] * (2 / (1 / 2 + 1 / 32) if bf16 else 1)
+        parts.append(f"{tbps:.2f} TB/s on its {'bf16' if bf16 else 'MXFP4'} weight bytes, "
+                     f"{100 * tbps / r['copy_TBps']:.0f} % of the copy ceiling"
+                     if "copy_TBps" in r else f"{tbps:.2f} TB/s")
     if "ratio_vs_baseline" in r:
         parts.append(f"{r['ratio_vs_baseline']:.3f}× baseline")
     if r.get("status") != "ok" and r.get("error"):

@@ -56,11 +56,20 @@ MODEL = """func.func @forward(
 }}
 """
 # variant: (weight element type, k3-compile options); the default GEMV
-# tile [R, TT] is [4, 4]; "mxfp4-R2" halves the rows per warp (fewer
-# registers for the decoded blocks, more warps resident).
+# tile [R, TT] is [4, 4]; R = 2 or 1 rows per warp (fewer registers for the
+# decoded blocks), and 4 blocks per SM (launch bounds: at most 128
+# registers, more warps resident to hide the loads).
 VARIANTS = {"mxfp4": ("f4E2M1FN", ""),
             "mxfp4-R2": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=2x4"),
+            "mxfp4-R1": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=1x4"),
+            "mxfp4-R2-4perSM": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=2x4,"
+                                            "moe_grouped_gemv.blocks_per_sm=4"),
+            "mxfp4-R1-4perSM": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=1x4,"
+                                            "moe_grouped_gemv.blocks_per_sm=4"),
             "bf16": ("bf16", "")}
+if os.environ.get("K3_MXFP4_VARIANTS"):
+    VARIANTS = {k: v for k, v in VARIANTS.items()
+                if k in os.environ["K3_MXFP4_VARIANTS"].split(",")}
 
 
 def artifact(name: str, variant: str) -> Path:
@@ -115,10 +124,10 @@ def copy_tbps() -> float:
     import torch
     a = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
-    ms = protocol.summary(protocol.cuda_event_times(lambda: b.copy_(a)))["median_ms"]
+    row = protocol.summary(protocol.cuda_event_times(lambda: b.copy_(a)))
     del a, b
     torch.cuda.empty_cache()
-    return 2 * (4 << 30) / ms / 1e9
+    return {**row, "TBps": 2 * (4 << 30) / row["median_ms"] / 1e9}
 
 
 def run_config(res, name, e, k, d, inter, ceiling_tbps) -> None:
@@ -185,9 +194,10 @@ def run_config(res, name, e, k, d, inter, ceiling_tbps) -> None:
 def run() -> int:
     res = protocol.Results("moe", tag="mxfp4")
     try:
-        ceiling = copy_tbps()
+        copy = copy_tbps()
+        ceiling = copy["TBps"]
         res.add(case="copy", impl="torch", variant="4 GiB device copy (read + write)",
-                shape={}, TBps=ceiling)
+                shape={}, **copy)
     except Exception as ex:  # noqa: BLE001
         res.failed(f"{type(ex).__name__}: {ex}", case="copy", impl="torch", shape={})
         ceiling = float("nan")
