@@ -48,7 +48,8 @@ OUT = ROOT / "out" / "moe"
 K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
 TOKENS = tuple(int(t) for t in os.environ.get("K3_MOE_TOKENS", "1,64,1024,8192").split(","))
 # name: (experts, top-k, width D, intermediate I)
-CONFIGS = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
+CONFIGS_ALL = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
+CONFIGS = dict(CONFIGS_ALL)
 if os.environ.get("K3_MOE_CONFIGS"):
     CONFIGS = {k: v for k, v in CONFIGS.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
 # Artifacts per config: the default kernel configs (two stages, three

@@ -27,20 +27,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "python"))
-import protocol  # noqa: E402
+import moe  # bench/moe.py: its paths, routing, sampled rows and reference
+import protocol
 
-OUT = ROOT / "out" / "moe"
-K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
+OUT, K3OPT, BOUND = moe.OUT, moe.K3OPT, moe.BOUND
 TOKENS = tuple(int(t) for t in os.environ.get("K3_MXFP4_TOKENS", "1,8,64").split(","))
-# name: (experts, top-k, width D, intermediate I)
-CONFIGS = {"k3-latent": (896, 16, 3584, 3072)}
-BOUND = 2.0 ** -8
+CONFIGS = {"k3-latent": moe.CONFIGS_ALL["k3-latent"]}  # (E, top-k, D, I)
 MODEL = """func.func @forward(
     %x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
     %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
@@ -133,7 +127,6 @@ def copy_tbps() -> float:
 def run_config(res, name, e, k, d, inter, ceiling_tbps) -> None:
     import torch
     import k3
-    import moe
     dev = torch.device("cuda:0")
     g = torch.Generator(device=dev).manual_seed(21)
     shapes = {t: {"T": t, "E": e, "top_k": k, "D": d, "I": inter} for t in TOKENS}
