@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "tools/k3-import/lib/ConfigFile.h"
 #include "tools/k3-import/lib/EmitModule.h"
+#include "tools/k3-import/lib/ExpertPrecision.h"
 #include "tools/k3-import/lib/ImportError.h"
 #include "tools/k3-import/lib/ParseDecoder.h"
 
@@ -34,6 +35,7 @@ struct Options {
   std::string in, out = "-", name;
   int64_t maxContext = -1; // -1: from the config
   bool f32Weights = false, bf16KdaOperands = false;
+  bool dequantizedExperts = false;
   std::string activationDType;
 };
 
@@ -43,11 +45,15 @@ void usage() {
          "N] [--name NAME] [--weight-dtype bf16|f32]\n"
          "                 [--kda-operand-dtype f32|bf16] "
          "[--activation-dtype f32|bf16]\n"
+         "                 [--dequantized-experts]\n"
          "  Imports a Kimi K3 (kimi_k3, text_config) or Kimi Linear "
          "(kimi_linear)\n"
          "  Hugging Face config.json as K3 IR (docs/import.md); a "
          "checkpoint\n  directory DIR stands for DIR/config.json "
-         "(model named after DIR).\n";
+         "(model named after DIR).\n"
+         "  A quantization_config (MXFP4 routed experts) types the experts "
+         "f4E2M1FN;\n  --dequantized-experts imports them as bf16 (the "
+         "checkpoint's experts\n  were dequantised).\n";
 }
 
 /// `v` is one of `a` / `b` (the message names them in that order).
@@ -104,6 +110,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &o) {
       }
       if (!readValueOption(a, argv[++i], o))
         return 1;
+    } else if (a == "--dequantized-experts") {
+      o.dequantizedExperts = true;
     } else if (a == "-h" || a == "--help") {
       usage();
       return 0;
@@ -200,10 +208,17 @@ int main(int argc, char **argv) {
     return 1;
   }
   const Config &cfg = parsed->decoder;
+  llvm::Expected<ExpertPrecision> experts =
+      expertPrecision(*parsed, o.dequantizedExperts);
+  if (!experts) {
+    printErrors(o.in, experts.takeError());
+    return 1;
+  }
 
   mlir::MLIRContext ctx;
   EmitOptions opts = emitOptions(o, cfg);
-  mlir::OwningOpRef<mlir::ModuleOp> module = emitModule(ctx, cfg, opts);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      emitModule(ctx, cfg, *experts, opts);
   if (mlir::failed(mlir::verify(*module))) {
     llvm::errs() << o.in
                  << ": internal error: the imported module does not verify\n";

@@ -29,9 +29,10 @@ constexpr int64_t kDyn = ShapedType::kDynamic;
 
 class Emitter {
 public:
-  Emitter(MLIRContext &ctx, const Config &c, ModuleOp m,
-          const EmitOptions &opts)
-      : ctx_(ctx), c_(c), m_(m), b_(&ctx), loc_(UnknownLoc::get(&ctx)) {
+  Emitter(MLIRContext &ctx, const Config &c, const ExpertPrecision &experts,
+          ModuleOp m, const EmitOptions &opts)
+      : ctx_(ctx), c_(c), experts_(experts), m_(m), b_(&ctx),
+        loc_(UnknownLoc::get(&ctx)) {
     f32_ = b_.getF32Type();
     bf16_ = opts.f32Weights ? f32_ : b_.getBF16Type();
     i32_ = b_.getI32Type();
@@ -97,9 +98,11 @@ private:
   Value mlaLatent(Value ckv, Value T, Value kvNorm);
   void emitMlaMixer(int64_t maxContext);
 
-  // MoE block and layer templates.
-  void emitMoe();
-  std::string emitLayer(bool kda, bool moe, bool open);
+  // MoE blocks and layer templates.
+  void nameMoeBlocks();
+  void emitMoe(ExpertPrecision::Layer mxfp4);
+  std::string emitLayer(bool kda, bool moe, bool open,
+                        ExpertPrecision::Layer mxfp4);
 
   // @forward.
   func::FuncOp declareForward();
@@ -108,11 +111,18 @@ private:
 
   MLIRContext &ctx_;
   const Config &c_;
+  const ExpertPrecision &experts_;
   ModuleOp m_;
   OpBuilder b_;
   Location loc_;
   Type f32_, bf16_, i32_, kdaOperand_;
-  std::string moeName_;
+  /// The MoE block template of each expert precision (its name's suffix),
+  /// in layer order.
+  std::map<ExpertPrecision::Layer, std::string> moeSuffix_;
+  std::vector<ExpertPrecision::Layer> moeOrder_;
+  std::string moeBlock(ExpertPrecision::Layer mxfp4) {
+    return (c_.latent ? "latent_moe" : "moe") + moeSuffix_[mxfp4];
+  }
 };
 
 Value Emitter::gluMlp(Value x, StringRef prefix, int64_t inter) {
@@ -312,11 +322,33 @@ void Emitter::emitMlaMixer(int64_t L) {
 // MoE block (K3-SPEC §5) and decoder layers (§6, §7)
 //===----------------------------------------------------------------------===//
 
-void Emitter::emitMoe() {
+/// One MoE block template per precision of the routed experts: the plain
+/// name (`latent_moe` for K3, `moe` for Kimi Linear) when all MoE layers
+/// agree, else `_mxfp4` (`_mxfp4_w1_w3`: only those projections) on the
+/// templates whose experts are MXFP4.
+void Emitter::nameMoeBlocks() {
+  for (int64_t i = 0; i < c_.layers; ++i)
+    if (c_.isMoe[i] && !moeSuffix_.count(experts_.layer(i))) {
+      moeSuffix_[experts_.layer(i)] = "";
+      moeOrder_.push_back(experts_.layer(i));
+    }
+  for (const ExpertPrecision::Layer &q : moeOrder_) {
+    if (moeOrder_.size() == 1 || !(q[0] || q[1] || q[2]))
+      continue;
+    std::string &suffix = moeSuffix_[q];
+    suffix = "_mxfp4";
+    if (!(q[0] && q[1] && q[2]))
+      for (int w = 0; w < 3; ++w)
+        suffix += q[w] ? std::string("_w") + "123"[w] : "";
+  }
+}
+
+/// `mxfp4[w]`: expert projection w1/w2/w3 is MXFP4, an f4E2M1FN stack (the
+/// runtime loads it from `<name>_packed` / `<name>_scale`, docs/import.md).
+void Emitter::emitMoe(ExpertPrecision::Layer mxfp4) {
   int64_t D = c_.hidden, E = c_.experts, k = c_.topK, I = c_.moeInter;
   int64_t Dm = c_.expertWidth();
-  moeName_ = c_.latent ? "latent_moe" : "moe";
-  auto fn = startFunc(moeName_, {act(D)}, {act(D)});
+  auto fn = startFunc(moeBlock(mxfp4), {act(D)}, {act(D)});
   Value x = fn.getArgument(0);
   Value wr = weight("gate.weight", {E, D});
   Value bias = weight("gate.e_score_correction_bias", {E}, true);
@@ -333,9 +365,15 @@ void Emitter::emitMoe() {
       rnorm = weight("routed_expert_norm.weight", {Dm});
     wup = weight("routed_expert_up_proj.weight", {D, Dm});
   }
-  Value w1 = weight("experts.{expert}.w1.weight", {E, I, Dm});
-  Value w3 = weight("experts.{expert}.w3.weight", {E, I, Dm});
-  Value w2 = weight("experts.{expert}.w2.weight", {E, Dm, I});
+  auto expert = [&](int w, ArrayRef<int64_t> shape) -> Value {
+    Type elt = mxfp4[w] ? Type(b_.getType<Float4E2M1FNType>()) : bf16_;
+    return WeightOp::create(b_, loc_, t(shape, elt),
+                            b_.getStringAttr(std::string("experts.{expert}.w") +
+                                             "123"[w] + ".weight"));
+  };
+  Value w1 = expert(0, {E, I, Dm});
+  Value w3 = expert(2, {E, I, Dm});
+  Value w2 = expert(1, {E, Dm, I});
   Value l = c_.latent ? linear(x, wdown) : x;
   Value r = MoEExpertsOp::create(
       b_, loc_, act(Dm), l, router.getIndices(), router.getWeights(), w1, w3,
@@ -352,9 +390,11 @@ void Emitter::emitMoe() {
 
 /// One layer template: `(P[, B], cu_seqlens, context_lens) -> (P[, B])`.
 /// `open`: the layer starts an AttnRes block (pushes P onto B).
-std::string Emitter::emitLayer(bool kda, bool moe, bool open) {
+std::string Emitter::emitLayer(bool kda, bool moe, bool open,
+                               ExpertPrecision::Layer mxfp4) {
+  // kda_moe_layer, or kda_moe_mxfp4_layer beside latent_moe_mxfp4.
   std::string name = std::string(kda ? "kda" : "mla") +
-                     (moe ? "_moe" : "_dense") + "_layer" +
+                     (moe ? "_moe" + moeSuffix_[mxfp4] : "_dense") + "_layer" +
                      (open ? "_open" : "");
   int64_t D = c_.hidden;
   bool ar = c_.attnResBlock > 0;
@@ -396,7 +436,7 @@ std::string Emitter::emitLayer(bool kda, bool moe, bool open) {
                                             fa(c_.eps)))
                : p1;
   Value yn = rmsNorm(y, pal, c_.eps);
-  Value m = moe ? LayerOp::create(b_, loc_, TypeRange{act(D)}, moeName_,
+  Value m = moe ? LayerOp::create(b_, loc_, TypeRange{act(D)}, moeBlock(mxfp4),
                                   "block_sparse_moe.", ValueRange{yn})
                       .getResult(0)
                 : gluMlp(yn, "mlp.", c_.intermediate);
@@ -431,24 +471,27 @@ func::FuncOp Emitter::declareForward() {
 /// shared mixers and MoE block; returns each layer's template.
 std::vector<std::string> Emitter::emitTemplates(int64_t L) {
   bool ar = c_.attnResBlock > 0;
-  std::map<std::tuple<bool, bool, bool>, std::string> kinds;
+  std::map<std::tuple<bool, bool, bool, ExpertPrecision::Layer>, std::string>
+      kinds;
   std::vector<std::string> layerFn(c_.layers);
-  if (c_.anyMoe())
-    moeName_ = c_.latent ? "latent_moe" : "moe";
+  nameMoeBlocks();
   for (int64_t i = 0; i < c_.layers; ++i) {
-    bool open = ar && i % c_.attnResBlock == 0;
-    auto key = std::make_tuple(bool(c_.isKda[i]), bool(c_.isMoe[i]), open);
+    bool open = ar && i % c_.attnResBlock == 0, kda = c_.isKda[i],
+         moe = c_.isMoe[i];
+    ExpertPrecision::Layer mxfp4 =
+        moe ? experts_.layer(i) : ExpertPrecision::Layer{};
+    auto key = std::make_tuple(kda, moe, open, mxfp4);
     auto it = kinds.find(key);
     if (it == kinds.end())
-      it = kinds.emplace(key, emitLayer(c_.isKda[i], c_.isMoe[i], open)).first;
+      it = kinds.emplace(key, emitLayer(kda, moe, open, mxfp4)).first;
     layerFn[i] = it->second;
   }
   if (c_.anyKda())
     emitKdaMixer();
   if (c_.anyMla())
     emitMlaMixer(L);
-  if (c_.anyMoe())
-    emitMoe();
+  for (const ExpertPrecision::Layer &mxfp4 : moeOrder_)
+    emitMoe(mxfp4);
   return layerFn;
 }
 
@@ -508,6 +551,7 @@ void Emitter::emit(int64_t L) {
 } // namespace
 
 OwningOpRef<ModuleOp> emitModule(MLIRContext &ctx, const Config &c,
+                                 const ExpertPrecision &experts,
                                  const EmitOptions &opts) {
   ctx.loadDialect<K3Dialect, func::FuncDialect, tensor::TensorDialect,
                   arith::ArithDialect>();
@@ -524,7 +568,7 @@ OwningOpRef<ModuleOp> emitModule(MLIRContext &ctx, const Config &c,
         *module, ActivationDTypeAttr::get(&ctx, opts.activationDType == "bf16"
                                                     ? ActivationDType::bf16
                                                     : ActivationDType::f32));
-  Emitter(ctx, c, *module, opts).emit(opts.maxContext);
+  Emitter(ctx, c, experts, *module, opts).emit(opts.maxContext);
   return module;
 }
 

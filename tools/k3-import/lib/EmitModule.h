@@ -3,8 +3,8 @@
 // Emits the imported decoder as K3 IR in the style of examples/tiny_k3.mlir:
 // `@forward`, one private template per layer kind, one `k3.layer` per layer,
 // relative weight names inside templates, routed experts as one stacked
-// `experts.{expert}.*` weight (docs/import.md). The Config is trusted:
-// ParseDecoder has validated it.
+// `experts.{expert}.*` weight (docs/import.md), f4E2M1FN where they are
+// MXFP4. The Config is trusted: ParseDecoder has validated it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_IMPORT_EMITMODULE_H
@@ -37,10 +37,13 @@ struct EmitOptions {
   std::string activationDType;
 };
 
-/// The module for `c` (the K3, func, tensor and arith dialects are loaded
-/// into `ctx`). Not verified: the caller does, as a check of the emitter.
-mlir::OwningOpRef<mlir::ModuleOp>
-emitModule(mlir::MLIRContext &ctx, const Config &c, const EmitOptions &opts);
+/// The module for `c`, its routed experts in the precision `experts` says
+/// (the K3, func, tensor and arith dialects are loaded into `ctx`). Not
+/// verified: the caller does, as a check of the emitter.
+mlir::OwningOpRef<mlir::ModuleOp> emitModule(mlir::MLIRContext &ctx,
+                                             const Config &c,
+                                             const ExpertPrecision &experts,
+                                             const EmitOptions &opts);
 
 } // namespace k3import
 

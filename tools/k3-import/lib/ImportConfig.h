@@ -10,6 +10,7 @@
 #ifndef K3_IMPORT_IMPORTCONFIG_H
 #define K3_IMPORT_IMPORTCONFIG_H
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,18 @@ struct Config {
   /// The width the routed experts work on: the latent width of K3's latent
   /// MoE, else the hidden size.
   int64_t expertWidth() const { return latent.value_or(hidden); }
+};
+
+/// Which routed-expert projections (w1, w2, w3) of each layer are stored
+/// as MXFP4 in the checkpoint, and so typed f4E2M1FN in the IR
+/// (ExpertPrecision.h decides it from the quantization_config).
+struct ExpertPrecision {
+  using Layer = std::array<bool, 3>;
+  std::vector<Layer> mxfp4; // per decoder layer; empty: none
+
+  Layer layer(int64_t i) const {
+    return i < int64_t(mxfp4.size()) ? mxfp4[i] : Layer{false, false, false};
+  }
 };
 
 } // namespace k3import

@@ -41,10 +41,12 @@ private:
 /// The error `field: message`.
 llvm::Error fieldError(std::string field, std::string message);
 
-/// A problem that does not stop the import (printed `<field>: warning: ...`).
-struct Warning {
+/// A field path and a message, not (yet) an error.
+struct FieldMessage {
   std::string field, message;
 };
+/// A problem that does not stop the import (printed `<field>: warning: ...`).
+using Warning = FieldMessage;
 using Warnings = std::vector<Warning>;
 
 /// `v` as the messages write numbers (shortest of %g: 1e-05, -7.5, 16).

@@ -585,21 +585,6 @@ Error readWrapper(const js::Value &root, const js::Value &tc) {
   return top.checkUnknown();
 }
 
-/// MXFP4 experts are not imported yet: the bf16 model is.
-std::string quantizationWarning(const js::Value &quant) {
-  std::string what;
-  if (quant.isObject()) {
-    if (auto *m = quant.get("quant_method"); m && m->isString())
-      what = m->str;
-    if (auto *f = quant.get("format"); f && f->isString())
-      what += (what.empty() ? "" : " ") + std::string("\"") + f->str + "\"";
-  }
-  return (what.empty() ? std::string("quantised checkpoint") : what) +
-         " is not supported yet: routed experts must be given as "
-         "dequantised bf16 weights "
-         "(experts.{e}.w1/w2/w3.weight); importing the bf16 model";
-}
-
 bool givenIn(const js::Value &obj, const char *key) {
   const js::Value *v = obj.get(key);
   return v && v->type != js::Type::Null;
@@ -629,9 +614,6 @@ llvm::Expected<ParsedConfig> parseConfig(const js::Value &root,
     out.quantization = tc->get("quantization_config");
     out.quantizationPath = "text_config.quantization_config";
   }
-  if (out.quantization)
-    warnings.push_back(
-        {"quantization_config", quantizationWarning(*out.quantization)});
   return out;
 }
 
