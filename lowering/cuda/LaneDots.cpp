@@ -77,30 +77,35 @@ public:
       : em(em), kb(em.kb), b(em.b), loc(em.loc), weights(weights), xs(xs),
         validRows(validRows) {}
 
-  // The decoded blocks of all rows are live across the x rows: one column
-  // per iteration keeps the registers bounded.
+  // One column per iteration keeps the registers bounded.
   int64_t maxUnroll() const override { return 1; }
 
-  /// Each row's block is decoded once and multiplied with the x rows; x
-  /// row t > 0 is read and multiplied only when the tile has it (a
-  /// warp-uniform branch): decoding makes the MXFP4 GEMV bound by its
-  /// arithmetic, and a decode step's tiles mostly hold one row. x is read
-  /// again per weight row (from L1) rather than held: R x TT blocks of 32
-  /// values do not fit the registers.
+  /// Each row's codes are read once; x row t > 0 is read and multiplied
+  /// only when the tile has it (a warp-uniform branch): decoding makes the
+  /// MXFP4 GEMV bound by its arithmetic, and a decode step's tiles mostly
+  /// hold one row. A 32-bit word of codes (8 elements) is decoded right
+  /// before its 8 products, so that few decoded values are live: at 32 a
+  /// block, the kernel held 160 registers and 3 blocks per SM
+  /// (docs/mxfp4.md).
   void multiplyColumns(ArrayRef<Value> cols,
                        SmallVectorImpl<Value> &acc) override {
     const size_t tt = xs.size();
     for (Value c : cols)
       for (auto [r, w] : llvm::enumerate(weights)) {
-        SmallVector<Value> v = decodeBlock(w, c);
+        Value words = loadCodes(w, c);
         Value scale = blockScale(w, c);
         for (size_t t = 0; t < tt; ++t) {
           Value &a = acc[r * tt + t];
           auto product = [&, t]() -> SmallVector<Value> {
-            SmallVector<Value> x = em.loadVector(xs[t].mem, at(xs[t], c), 32);
             Value sum = kb.f32(0.0);
-            for (int64_t i = 0; i < 32; ++i)
-              sum = em.fmaContract(v[i], x[i], sum);
+            for (int64_t word = 0; word < 4; ++word) {
+              Value at8 = kb.addi(c, kb.idx(8 * word));
+              SmallVector<Value> x =
+                  em.loadVector(xs[t].mem, at(xs[t], at8), 8);
+              SmallVector<Value> v = decodeWord(em.extract(words, {word}));
+              for (int64_t i = 0; i < 8; ++i)
+                sum = em.fmaContract(v[i], x[i], sum);
+            }
             return {em.fmaContract(sum, scale, a)};
           };
           a = t == 0 || !validRows ? product()[0] : ifRow(t, {a}, product)[0];
@@ -132,33 +137,35 @@ private:
                                ValueRange{kb.addi(start, offset)}));
   }
 
-  /// Elements c .. c + 31 of the row, times 2^-14, as f32.
-  SmallVector<Value> decodeBlock(const MXFP4Row &w, Value c) {
+  /// The 16 code bytes of column c's block (elements c .. c + 31) as four
+  /// 32-bit words.
+  Value loadCodes(const MXFP4Row &w, Value c) {
     auto vt = VectorType::get({16}, b.getI8Type());
     auto ld = vector::LoadOp::create(
         b, loc, vt, w.bytes, ValueRange{kb.addi(w.codes, em.divu(c, 2))});
     ld.setAlignment(16);
-    Value words = vector::BitCastOp::create(
-        b, loc, VectorType::get({4}, b.getI32Type()), ld);
-    SmallVector<Value> v(32);
+    return vector::BitCastOp::create(b, loc,
+                                     VectorType::get({4}, b.getI32Type()), ld);
+  }
+
+  /// The 8 elements of a code word q, times 2^-14, as f32.
+  SmallVector<Value> decodeWord(Value q) {
+    SmallVector<Value> v(8);
     auto half2 = VectorType::get({2}, b.getF16Type());
     auto f32x2 = VectorType::get({2}, b.getF32Type());
-    for (int64_t word = 0; word < 4; ++word) {
-      Value q = em.extract(words, {word});
-      for (int64_t p = 0; p < 4; ++p) {
-        Value t = p ? arith::ShRUIOp::create(b, loc, q, i32(4 * p)) : q;
-        Value mag = arith::ShLIOp::create(
-            b, loc, arith::AndIOp::create(b, loc, t, i32(0x00070007)), i32(9));
-        Value sign = arith::ShLIOp::create(
-            b, loc, arith::AndIOp::create(b, loc, t, i32(0x00080008)), i32(12));
-        Value bits = vector::BroadcastOp::create(
-            b, loc, VectorType::get({1}, b.getI32Type()),
-            arith::OrIOp::create(b, loc, mag, sign));
-        Value h2 = vector::BitCastOp::create(b, loc, half2, bits);
-        Value f = arith::ExtFOp::create(b, loc, f32x2, h2);
-        v[8 * word + p] = em.extract(f, {0});
-        v[8 * word + p + 4] = em.extract(f, {1});
-      }
+    for (int64_t p = 0; p < 4; ++p) {
+      Value t = p ? arith::ShRUIOp::create(b, loc, q, i32(4 * p)) : q;
+      Value mag = arith::ShLIOp::create(
+          b, loc, arith::AndIOp::create(b, loc, t, i32(0x00070007)), i32(9));
+      Value sign = arith::ShLIOp::create(
+          b, loc, arith::AndIOp::create(b, loc, t, i32(0x00080008)), i32(12));
+      Value bits = vector::BroadcastOp::create(
+          b, loc, VectorType::get({1}, b.getI32Type()),
+          arith::OrIOp::create(b, loc, mag, sign));
+      Value h2 = vector::BitCastOp::create(b, loc, half2, bits);
+      Value f = arith::ExtFOp::create(b, loc, f32x2, h2);
+      v[p] = em.extract(f, {0});
+      v[p + 4] = em.extract(f, {1});
     }
     return v;
   }
