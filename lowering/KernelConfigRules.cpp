@@ -435,10 +435,14 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// B = 1 / 8 / 64 against 3.69 / 9.35 / 39.7, R = 1 3.59 / 9.39 / 40.2
 /// (e2e-checks/decode-moe-tile-ab-nvidia-h200-20261203T0105Z.txt; the
 /// routed experts stay at R = 4: R = 1, 2 or 8 were slower there).
-/// MXFP4 experts take R = 2: their GEMV is bound by decoding, not by the
-/// bytes, and two rows per warp decode with fewer registers: 0.213 ms
-/// against 0.231 (R = 4) and 0.282 (R = 1) at K3's T = 1, equal at T = 8
-/// (bench/results/moe-mxfp4-nvidia-h200-20261203T064125Z.json).
+/// MXFP4 experts take R = 2 and launch bounds for 4 blocks per SM: their
+/// GEMV is bound by decoding and by too few warps to hide its loads, not
+/// by the bytes. Two rows per warp: 0.213 ms against 0.231 (R = 4) and
+/// 0.282 (R = 1) at K3's T = 1, equal at T = 8
+/// (bench/results/moe-mxfp4-nvidia-h200-20261203T064125Z.json); with the
+/// codes decoded a word at a time, 4 blocks per SM (at most 128 registers)
+/// gave 0.202 / 1.43 / 9.61 ms at T = 1 / 8 / 64 against 0.236 / 1.68 /
+/// 10.9 without (moe-mxfp4-nvidia-h200-20261203T073931Z.json).
 bool hasMXFP4Weights(Operation *op) {
   Value w = isa<MoEGroupedGLUOp>(op)    ? cast<MoEGroupedGLUOp>(op).getW1()
             : isa<MoEGroupedDownOp>(op) ? cast<MoEGroupedDownOp>(op).getW2()
@@ -447,11 +451,13 @@ bool hasMXFP4Weights(Operation *op) {
 }
 
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
-  int64_t rows = isa<GLUGateUpOp>(op) || hasMXFP4Weights(op) ? 2 : 4;
+  bool mxfp4 = hasMXFP4Weights(op);
+  int64_t rows = isa<GLUGateUpOp>(op) || mxfp4 ? 2 : 4;
   while (groupedGEMVOutputs(op) % rows != 0)
     rows /= 2;
   int64_t tt = groupedGEMVTileRows(op);
-  return config(op->getContext(), kind, {rows, tt ? tt : 4}, 4);
+  return config(op->getContext(), kind, {rows, tt ? tt : 4}, 4, 0,
+                mxfp4 ? 4 : 0);
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,8 +16,9 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv,
-// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv,
+// MXFP4 defaults: two rows per warp, launch bounds for 4 blocks per SM.
+// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [2, 4], warps = 4, blocks_per_sm = 4>
+// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [2, 4], warps = 4, blocks_per_sm = 4>
 
 // The kernel takes each weight as its bytes (codes, then scales).
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
