@@ -278,6 +278,14 @@ MOE_MXFP4_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", 
 }}
 """
 MOE_MXFP4_FORMS = {"decode": "attributes {k3.decode}", "prefill": ""}
+# The prefill's tensor-core form (moe_grouped_wgmma with MXFP4 tiles
+# decoded in shared memory, lowering/cuda/MXFP4Tile.h) needs whole 64-wide
+# k-steps: D 384 (rows' scales 4-byte aligned), I 192 (every other row's
+# scales start mid-word). Its weights come twice: normal values, and W1/W3
+# with tiny scales (E8M0 0..3: products that are bf16 subnormals) against
+# x scaled by 2^120.
+MOE_MXFP4_WGMMA = dict(E=16, K=4, D=384, I=192)
+MXFP4_TINY_X_SCALE = 2.0 ** 120
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -323,6 +331,8 @@ def prepare() -> int:
     for form, attrs in MOE_MXFP4_FORMS.items():
         compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",
                       max_tokens=256, max_seqs=256)
+    compile_model("moe_mxfp4_wgmma", MOE_MXFP4_MODEL.format(ATTRS="", **MOE_MXFP4_WGMMA), "",
+                  max_tokens=1024, max_seqs=1)
     prepare_mxfp4_weights()
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
@@ -722,48 +732,72 @@ def moe_decode_reference(x, idx, wts, w, shared=True):
     return y, (silu(x @ w["sg"].T) * (x @ w["su"].T) if shared else None)
 
 
-def prepare_mxfp4_weights() -> None:
-    """MXFP4 experts from normal values by k3ref's encoder, as the
-    checkpoint stores them (`<name>_packed`, `<name>_scale`, U8)."""
-    from k3ref import model, mxfp4
-    rng = np.random.default_rng(21)
-    c = MOE_MXFP4
+def mxfp4_weights(c, rng, tiny=False) -> dict:
+    """MXFP4 experts of config ``c`` from normal values by k3ref's encoder,
+    as the checkpoint stores them (`<name>_packed`, `<name>_scale`, U8);
+    ``tiny``: W1 and W3 with E8M0 scales 0..3 (2^-127 .. 2^-124)."""
+    from k3ref import mxfp4
     shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
               "w2": (c["E"], c["D"], c["I"])}
     tensors = {}
     for k, s in shapes.items():
         packed, scale = mxfp4.quantize(rng.standard_normal(s) / s[-1] ** 0.5)
+        if tiny and k != "w2":
+            scale = rng.integers(0, 4, scale.shape).astype(np.uint8)
         tensors[f"{k}_packed"], tensors[f"{k}_scale"] = packed, scale
-    model.save_safetensors(OUT / "moe_mxfp4.safetensors", tensors)
+    return tensors
+
+
+def prepare_mxfp4_weights() -> None:
+    from k3ref import model
+    rng = np.random.default_rng(21)
+    model.save_safetensors(OUT / "moe_mxfp4.safetensors", mxfp4_weights(MOE_MXFP4, rng))
+    model.save_safetensors(OUT / "moe_mxfp4_wgmma.safetensors",
+                           mxfp4_weights(MOE_MXFP4_WGMMA, rng))
+    model.save_safetensors(OUT / "moe_mxfp4_wgmma_tiny.safetensors",
+                           mxfp4_weights(MOE_MXFP4_WGMMA, rng, tiny=True))
     # Inputs for compute-sanitizer through k3-run (bench/gpu_session.sh).
     import ml_dtypes
-    t = 5
-    idx, wts = moe_decode_routing(t, rng, c)
-    for form in MOE_MXFP4_FORMS:
-        model.save_safetensors(OUT / f"in_moe_mxfp4_{form}.safetensors", {
+    for name, c, t in (("moe_mxfp4_decode", MOE_MXFP4, 5), ("moe_mxfp4_prefill", MOE_MXFP4, 5),
+                       ("moe_mxfp4_wgmma", MOE_MXFP4_WGMMA, 300)):
+        idx, wts = moe_decode_routing(t, rng, c)
+        model.save_safetensors(OUT / f"in_{name}.safetensors", {
             "x": rng.standard_normal((t, c["D"])).astype(ml_dtypes.bfloat16), "idx": idx,
             "wts": wts})
 
 
+# MXFP4 checks: (artifact, weights, config, token counts, x scale, kernel).
+MXFP4_CHECKS = (
+    ("moe_mxfp4_decode", "moe_mxfp4", MOE_MXFP4, (1, 5, 64), 1.0, "decode moe_grouped_gemv"),
+    ("moe_mxfp4_prefill", "moe_mxfp4", MOE_MXFP4, (200,), 1.0, "prefill loop_nest"),
+    ("moe_mxfp4_wgmma", "moe_mxfp4_wgmma", MOE_MXFP4_WGMMA, (1, 200, 1000), 1.0,
+     "prefill moe_grouped_wgmma"),
+    ("moe_mxfp4_wgmma", "moe_mxfp4_wgmma_tiny", MOE_MXFP4_WGMMA, (200,), MXFP4_TINY_X_SCALE,
+     "prefill moe_grouped_wgmma, W1/W3 scales 2^-127..2^-124, x 2^120"),
+)
+
+
 def check_moe_mxfp4(res, rng) -> None:
-    """MXFP4 experts against float64 on the dequantised weights, decode
-    (T = 1, 5, 64) and prefill (T = 200), within 2^-7 normwise."""
+    """MXFP4 experts against float64 on the dequantised weights (decode,
+    the prefill loop nest and the prefill's tensor-core kernels), within
+    2^-7 normwise."""
     import torch
     import k3
     from k3ref import model, mxfp4
-    c = MOE_MXFP4
-    raw = model.load_safetensors(OUT / "moe_mxfp4.safetensors", to_float64=False)
-    w = {k: mxfp4.dequantize(raw[f"{k}_packed"], raw[f"{k}_scale"]) for k in ("w1", "w3", "w2")}
-    for form, tokens in (("decode", (1, 5, 64)), ("prefill", (200,))):
+    for art, wfile, c, tokens, xscale, kernel in MXFP4_CHECKS:
+        raw = model.load_safetensors(OUT / f"{wfile}.safetensors", to_float64=False)
+        w = {k: mxfp4.dequantize(raw[f"{k}_packed"], raw[f"{k}_scale"])
+             for k in ("w1", "w3", "w2")}
         for t in tokens:
-            x = bf16_round(rng.standard_normal((t, c["D"])))
+            x = bf16_round(rng.standard_normal((t, c["D"])) * xscale)
             idx, wts = moe_decode_routing(t, rng, c)
 
-            def case(t=t, x=x, idx=idx, wts=wts, form=form):
-                s = k3.Session(str(OUT / f"moe_mxfp4_{form}.k3bin"), device="cuda:0")
-                s.load_weights([str(OUT / "moe_mxfp4.safetensors")])
+            def case(t=t, x=x, idx=idx, wts=wts, art=art, wfile=wfile, w=w):
+                s = k3.Session(str(OUT / f"{art}.k3bin"), device="cuda:0")
+                s.load_weights([str(OUT / f"{wfile}.safetensors")])
                 dev = torch.device("cuda:0")
-                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t},
+                seqs = 1 if art == "moe_mxfp4_wgmma" else t
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": seqs},
                             outputs="dlpack", x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
                             idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
                 y = torch.from_dlpack(out["y"]).double().cpu().numpy()
@@ -773,8 +807,7 @@ def check_moe_mxfp4(res, rng) -> None:
                 if not err < 2.0 ** -7:
                     raise AssertionError(f"y err {err:.2e} (bound 2^-7)")
                 return {"err_y": err}
-            kernel = "moe_grouped_gemv" if form == "decode" else "loop_nest"
-            res.guard(case, case="moe_mxfp4", impl="k3", variant=f"{form} {kernel}",
+            res.guard(case, case="moe_mxfp4", impl="k3", variant=kernel,
                       shape={"T": t, **c})
 
 

@@ -243,12 +243,15 @@ for stage in "${STAGES[@]}"; do
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done
-    # MXFP4 experts: the decode GEMV and the prefill loop nest.
-    for a in moe_mxfp4_decode moe_mxfp4_prefill; do
+    # MXFP4 experts: the decode GEMV, the prefill loop nest and the
+    # prefill's tensor-core kernels (artifact:weights).
+    for a in moe_mxfp4_decode:moe_mxfp4 moe_mxfp4_prefill:moe_mxfp4 \
+      moe_mxfp4_wgmma:moe_mxfp4_wgmma; do
+      w=${a#*:} a=${a%%:*}
       for tool in memcheck racecheck; do
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
           "out/kernels_check/$a.k3bin" --device cuda:0 --symbol num_seqs=1 \
-          --weights out/kernels_check/moe_mxfp4.safetensors \
+          --weights "out/kernels_check/$w.safetensors" \
           --inputs "out/kernels_check/in_$a.safetensors" --quiet
       done
     done

@@ -94,6 +94,15 @@ def extra(r: dict) -> str:
         parts.append(f"{tbps:.2f} TB/s on its {'bf16' if bf16 else 'MXFP4'} weight bytes, "
                      f"{100 * tbps / r['copy_TBps']:.0f} % of the copy ceiling"
                      if "copy_TBps" in r else f"{tbps:.2f} TB/s")
+    if "grouped_glu_TFLOPs" in r or "grouped_down_TFLOPs" in r:
+        # bench/moe_mxfp4.py's prefill rows: each grouped GEMM alone.
+        parts.append(", ".join(f"{name} {r[key]:.0f} TFLOP/s" for key, name in (
+            ("grouped_glu_TFLOPs", "gate/up GEMM"), ("grouped_down_TFLOPs", "down GEMM"))
+            if key in r))
+    if "whole_ratio" in r:
+        parts.append("MXFP4 over bf16: " + ", ".join(f"{name} {r[key]:.2f}" for key, name in (
+            ("grouped_glu_ratio", "gate/up TFLOP/s"), ("grouped_down_ratio", "down TFLOP/s"),
+            ("whole_ratio", "speed of the whole experts")) if key in r))
     if "ratio_vs_baseline" in r:
         parts.append(f"{r['ratio_vs_baseline']:.3f}× baseline")
     if r.get("status") != "ok" and r.get("error"):

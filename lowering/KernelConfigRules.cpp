@@ -767,10 +767,15 @@ LogicalResult verifyMoEDispatchRows(MoEDispatchOp op, KernelConfigAttr c) {
 
 /// Whether MoEGroupedWGMMA.cpp's kernel covers `op` (the grouped MoE GEMMs,
 /// kind moe_grouped_wgmma, and its one-expert form for k3.glu_gate_up, kind
-/// glu_wgmma): bf16 rows and weights, sizes in whole 64-wide k steps and
+/// glu_wgmma): bf16 rows, bf16 weights (or, for the MoE ops, MXFP4 ones,
+/// decoded to bf16 in shared memory), sizes in whole 64-wide k steps and
 /// whole column tiles (64 channels of gate and up; 128 output columns), and
 /// for the MoE ops routing tables cut in the kernel's 128-row tiles.
 bool groupedWGMMAApplies(Operation *op) {
+  auto bf16OrMXFP4 = [](Value w) {
+    Type t = elementOf(w);
+    return t.isBF16() || isa<Float4E2M1FNType>(t);
+  };
   if (auto o = dyn_cast<GLUGateUpOp>(op)) {
     int64_t hidden = dimOf(o.getWGate(), 1), inter = dimOf(o.getWGate(), 0);
     return elementOf(o.getInput()).isBF16() &&
@@ -783,14 +788,15 @@ bool groupedWGMMAApplies(Operation *op) {
   };
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op)) {
     int64_t hidden = dimOf(o.getW1(), 2), inter = dimOf(o.getW1(), 1);
-    return elementOf(o.getInput()).isBF16() && elementOf(o.getW1()).isBF16() &&
-           elementOf(o.getW3()).isBF16() && elementOf(o.getResult()).isBF16() &&
-           hidden > 0 && hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
+    return elementOf(o.getInput()).isBF16() && bf16OrMXFP4(o.getW1()) &&
+           elementOf(o.getW3()) == elementOf(o.getW1()) &&
+           elementOf(o.getResult()).isBF16() && hidden > 0 &&
+           hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
            tiledBy128(o.getTileOffsets());
   }
   if (auto o = dyn_cast<MoEGroupedDownOp>(op)) {
     int64_t width = dimOf(o.getW2(), 1), inter = dimOf(o.getW2(), 2);
-    return elementOf(o.getInput()).isBF16() && elementOf(o.getW2()).isBF16() &&
+    return elementOf(o.getInput()).isBF16() && bf16OrMXFP4(o.getW2()) &&
            elementOf(o.getResult()).isF32() && width > 0 && width % 128 == 0 &&
            inter > 0 && inter % 64 == 0 && tiledBy128(o.getTileOffsets());
   }
@@ -803,7 +809,8 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
   if (!groupedWGMMAApplies(op))
     return op->emitOpError()
            << kind
-           << " needs bf16 rows and weights, the widths in multiples of 64 "
+           << " needs bf16 rows, bf16 or (MoE) MXFP4 weights, the widths in "
+              "multiples of 64 "
               "(the MoE down output in multiples of 128, f32), and for the MoE "
               "ops k3.moe_dispatch's tiles of 128 rows";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
@@ -821,6 +828,13 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << kind << " stages must be in [2, 6], got " << c.getStages();
+  bool mxfp4 = hasMXFP4Weights(op);
+  // MXFP4 tiles are decoded by the threads that multiply them, one weight
+  // row each (MXFP4Tile.h): the one-warpgroup schedule.
+  if (mxfp4 && !narrow)
+    return op->emitOpError() << kind
+                             << " with MXFP4 weights has the tile [128, 128, "
+                                "64] with one warpgroup (4 warps)";
   if (wide) {
     // The copying producer's arrivals lag a step: with two stages it could
     // wait for a release that waits for it (WGMMAPipeline.h).
@@ -842,7 +856,8 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
                                   "output columns in multiples of 256, got "
                                << columns;
   }
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), c.getTile()[1]);
+  if (int64_t bytes =
+          groupedWGMMASharedBytes(c.getStages(), c.getTile()[1], mxfp4);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << kind << " needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1184,6 +1199,19 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
   int64_t epilogueRows = tileN == 256 ? 192 : 128;
   return std::max<int64_t>(stages * (128 + tileN) * 64 * 2,
                            epilogueRows * tileN * 4) +
+         1024;
+}
+
+int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
+                                          bool mxfp4) {
+  if (!mxfp4)
+    return linearWGMMASharedBytes(stages, tileN);
+  // Each weight row's staged bytes after the stages' tiles; the
+  // epilogue's f32 tile may cover them.
+  int64_t epilogueRows = tileN == 256 ? 192 : 128;
+  return std::max<int64_t>(
+             stages * ((128 + tileN) * 64 * 2 + tileN * kMXFP4StagedRowBytes),
+             epilogueRows * tileN * 4) +
          1024;
 }
 

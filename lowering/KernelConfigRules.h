@@ -72,6 +72,13 @@ int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
 int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128);
+/// Dynamic shared memory of the grouped MoE wgmma kernel: the linear's,
+/// and with MXFP4 weights each stage's staged codes and scales
+/// (MXFP4Tile.h) after the stages.
+int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4);
+/// Staged bytes of one MXFP4 weight row and k-step of 64: 32 of codes and
+/// the aligned 4-byte word that holds its two scales.
+constexpr int64_t kMXFP4StagedRowBytes = 36;
 /// Dynamic shared memory of mla_flash_wgmma for `stages` key/value buffers
 /// (MLAFlashWGMMA.cpp lays it out).
 int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages);

@@ -22,12 +22,18 @@
 //   W3, so one 128-column product holds both halves of 64 channels, and
 //   the epilogue writes act(gate, up) as bf16 h.
 // - Down: the epilogue writes each row times its routing weight, in f32.
+// - MXFP4 weights (f4E2M1FN, the one-warpgroup schedule): no TMA; each
+//   thread stages one weight row's codes and scales by cp.async in the
+//   rows' group and, once it landed, decodes them into the stage's bf16
+//   tile in the swizzle (MXFP4Tile.h) before the fence that publishes the
+//   rows.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MoESegments.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
@@ -73,6 +79,13 @@ struct GroupedGEMM {
   int64_t columnTiles;       // I / (tile columns / 2) or D / tile columns
   int64_t weightRowsPerMap;  // tile columns / 2 (W1 and W3 halves) or all
   KernelOperand rowWeights;  // down: the routing weights [T, K] (else none)
+  SmallVector<KernelOperand> weights; // the operands at `maps`
+
+  /// Whether the weights are MXFP4 (bytes: codes, then scales).
+  bool mxfp4() const {
+    return !weights.empty() && weights[0].stored &&
+           isa<Float4E2M1FNType>(weights[0].stored);
+  }
 };
 
 /// Who writes the tile: `threads` threads, this one `t`; output row r is
@@ -93,7 +106,8 @@ public:
   GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
       : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
         loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
-        mma{b, loc, kb}, specialised(tileN == 256) {
+        mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
+        mxfp4Rows(em, mma, tileN) {
     if (g.rowWeights)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
@@ -108,14 +122,19 @@ public:
     if (!tokens)
       return op->emitOpError() << "the grouped wgmma kernel needs a token "
                                   "count linear in one runtime size";
-    addTensorMapParameters();
+    if (mxfp4 && (specialised || g.dense))
+      return op->emitOpError() << "MXFP4 weights run the grouped wgmma "
+                                  "kernel's one-warpgroup schedule only";
+    if (!mxfp4)
+      addTensorMapParameters();
     int64_t nb = g.columnTiles;
     if (g.dense)
       return emitDense(*tokens, epi);
     // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
     // partial), times the column tiles.
     e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
-                {threads(), 1, 1}, linearWGMMASharedBytes(em.stages, tileN));
+                {threads(), 1, 1},
+                groupedWGMMASharedBytes(em.stages, tileN, mxfp4));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = em.divuIdx(bid, nb);
     nTile = em.remuIdx(bid, nb);
@@ -247,11 +266,38 @@ private:
   /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
   void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first) {
     copyRows(stage, kt, copies);
+    if (mxfp4)
+      return mxfp4Rows.stage(stagingOf(stage), tid, weightRow, kt);
     kb.ifThen(first, [&] {
       nvgpu::MBarrierArriveExpectTxOp::create(
           b, loc, bars, kb.idx(kWGMMATileBytes), stage, Value());
       loadWeights(stage, kt, bars);
     });
+  }
+
+  /// MXFP4: the stage's staging bytes, after every stage's tiles.
+  Value stagingOf(Value stage) {
+    Value at = kb.addi(kb.addi(base, kb.idx(em.stages * stageBytes())),
+                       kb.muli(stage, kb.idx(mxfp4Rows.stagingBytes())));
+    return mma.sharedView(smem, b.getI8Type(), at, {mxfp4Rows.stagingBytes()});
+  }
+
+  /// MXFP4: this thread's weight row (tile row tid): the weight of its
+  /// half (gate/up: W1 above W3) and its row in the expert's stack.
+  MXFP4WeightRow mxfp4WeightRow() {
+    int64_t rowsPerMap = g.weightRowsPerMap;
+    Value map = em.divuIdx(tid, rowsPerMap);
+    Value n = kb.addi(kb.muli(nTile, kb.idx(rowsPerMap)),
+                      em.remuIdx(tid, rowsPerMap));
+    const KernelOperand &w0 = g.weights[0];
+    int64_t outs = w0.shape[1], numel = weightElements(w0);
+    Value row = kb.addi(kb.muli(expert, kb.idx(outs)), n);
+    Value bytes = weightBytes[0];
+    if (weightBytes.size() == 2)
+      bytes = arith::SelectOp::create(b, loc, kb.eqi(map, kb.idx(0)),
+                                      weightBytes[0], weightBytes[1]);
+    return {bytes, kb.muli(row, kb.idx(g.reduction / 2)),
+            kb.addi(kb.idx(numel / 2), kb.muli(row, kb.idx(g.reduction / 32)))};
   }
 
   /// The operands' views and tensor maps.
@@ -265,6 +311,15 @@ private:
     rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
     for (Value arg : mapArgs)
       weightMaps.push_back(em.tensorMap(arg, weightBox()));
+    swizzle = weightMaps.empty() ? em.swizzleTag(weightBox()) : weightMaps[0];
+    if (!mxfp4)
+      return;
+    for (const KernelOperand &w : g.weights) {
+      int64_t numel = weightElements(w);
+      weightBytes.push_back(
+          mma.contiguousView(w.base, {kb.idx(numel / 2 + numel / 32)}));
+    }
+    weightRow = mxfp4WeightRow();
   }
 
   /// Thread r's row weight (down), loaded before the products so that its
@@ -284,12 +339,15 @@ private:
     if (specialised)
       return specialisedBody(epi);
     Value first = kb.eqi(tid, kb.idx(0));
-    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
-    for (int64_t s = 0; s < em.stages; ++s)
-      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
-    for (Value tm : weightMaps)
-      nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
-    gpu::BarrierOp::create(b, loc);
+    if (!mxfp4) {
+      bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+      for (int64_t s = 0; s < em.stages; ++s)
+        nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s),
+                                      first);
+      for (Value tm : weightMaps)
+        nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+      gpu::BarrierOp::create(b, loc);
+    }
     SmallVector<RowCopy> copies = rowCopies();
     int64_t steps = g.reduction / kTileK;
     // One cp.async group per stage even past the last step, so that the
@@ -364,7 +422,7 @@ private:
         em.tileType({64, kTileK}, b.getBF16Type()));
     Value weights = em.view(smem, stageOffset(stage, 1),
                             em.tileType({tileN, kTileK}, b.getBF16Type()));
-    return em.multiplyRowsStage(rows, weights, weightMaps[0], tileN, acc);
+    return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc);
   }
 
   SmallVector<Value> mainLoop(Value first, int64_t steps,
@@ -380,16 +438,21 @@ private:
     // Step kt's rows landed (the later stages' groups may be pending) and
     // are visible to the async proxy that wgmma reads through.
     mma.waitGroups(group, int32_t(em.stages - 1));
+    // MXFP4: this thread's staged weight row landed with its rows.
+    if (mxfp4)
+      mxfp4Rows.decode(stagingOf(stage), tid, weightRow, kt,
+                       em.tile(smem, stageOffset(stage, 1)));
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(b.getContext(),
                                    NVVM::SharedSpace::shared_cta));
     gpu::BarrierOp::create(b, loc);
-    em.waitStage(bars, kt, stage);
+    if (!mxfp4)
+      em.waitStage(bars, kt, stage);
     SmallVector<Value> acc =
         em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
-                         em.tile(smem, stageOffset(stage, 1)), weightMaps[0],
-                         weightMaps[0], loop.getRegionIterArgs());
+                         em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
+                         loop.getRegionIterArgs());
     // Every warp is done with the stage before it is refilled.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, kb.idx(em.stages));
@@ -408,10 +471,15 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   MMAEmitter mma;
-  bool specialised;
+  bool specialised, mxfp4;
+  MXFP4TileRows mxfp4Rows;
+  MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
-  SmallVector<Value> mapArgs, weightMaps;
+  SmallVector<Value> mapArgs, weightMaps, weightBytes;
+  /// A value of the tensor-map type that names the operand tiles' swizzle
+  /// for their wgmma descriptors.
+  Value swizzle;
 
 public:
   Value nTileIndex() const { return nTile; }
@@ -491,7 +559,8 @@ struct GroupedGLUPattern : OpKernelPattern<MoEGroupedGLUOp> {
                   a.getInput().shape[1],
                   a.getW1().shape[1] / (tileColumns(e) / 2),
                   tileColumns(e) / 2,
-                  KernelOperand()};
+                  KernelOperand(),
+                  {a.getW1(), a.getW3()}};
     return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
                          op.getLinearBetaAttr(), a.getW1().shape[1]);
   }
@@ -511,7 +580,8 @@ struct DenseGLUPattern : OpKernelPattern<GLUGateUpOp> {
                   a.getInput().shape[1],
                   inter / (tileColumns(e) / 2),
                   tileColumns(e) / 2,
-                  KernelOperand()};
+                  KernelOperand(),
+                  {a.getWGate(), a.getWUp()}};
     return emitGLUKernel(g, e, op, op.getActivation(), op.getBetaAttr(),
                          op.getLinearBetaAttr(), inter);
   }
@@ -530,7 +600,8 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
                   a.getInput().shape[2],
                   width / tileColumns(e),
                   tileColumns(e),
-                  a.getWeights()};
+                  a.getWeights(),
+                  {a.getW2()}};
     GroupedKernel k(g, e, op);
     KernelBuilder &kb = e.kb;
     OpBuilder &b = kb.builder();

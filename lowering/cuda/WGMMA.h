@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -75,6 +76,15 @@ struct WGMMAEmitter {
     return UnrealizedConversionCastOp::create(b, loc, tensorMapType(shape),
                                               pointer)
         .getResult(0);
+  }
+
+  /// A value of the tensor-map type of a `shape` box with no map behind
+  /// it, for tiles that the threads write in the swizzle themselves
+  /// (MXFP4Tile.h): a wgmma descriptor reads only its type's swizzle.
+  Value swizzleTag(ArrayRef<int64_t> shape) {
+    Value null =
+        LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(ctx()));
+    return tensorMap(null, shape);
   }
 
   /// The first 1024-byte boundary of dynamic shared memory, as a byte
