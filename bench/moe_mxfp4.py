@@ -74,7 +74,10 @@ VARIANTS = {"mxfp4": ("f4E2M1FN", ""),
 # (test/Lowering/cuda-moe-grouped-mxfp4.mlir): 2 per SM beside it.
 VARIANTS["mxfp4-wgmma-2perSM"] = ("f4E2M1FN", "kernel-config=moe_grouped_glu.blocks_per_sm=2,"
                                               "moe_grouped_down.blocks_per_sm=2")
-PREFILL_VARIANTS = ("mxfp4", "mxfp4-wgmma-2perSM", "bf16")
+VARIANTS["mxfp4-wgmma-3stages-2perSM"] = (
+    "f4E2M1FN", "kernel-config=moe_grouped_glu.blocks_per_sm=2,moe_grouped_glu.stages=3,"
+                "moe_grouped_down.blocks_per_sm=2,moe_grouped_down.stages=3")
+PREFILL_VARIANTS = ("mxfp4", "mxfp4-wgmma-2perSM", "mxfp4-wgmma-3stages-2perSM", "bf16")
 if os.environ.get("K3_MXFP4_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items()
                 if k in os.environ["K3_MXFP4_VARIANTS"].split(",")}

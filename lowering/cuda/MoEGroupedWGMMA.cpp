@@ -359,7 +359,8 @@ private:
       group = mma.commitGroup();
     }
     Value weight = rowWeight(tid);
-    SmallVector<Value> acc = mainLoop(first, steps, copies, group);
+    SmallVector<Value> acc = mxfp4 ? mainLoopMXFP4(first, steps, copies, group)
+                                   : mainLoop(first, steps, copies, group);
     if (weight)
       mma.sts(weight, rowWeights, {tid});
     gpu::BarrierOp::create(b, loc);
@@ -438,22 +439,72 @@ private:
     // Step kt's rows landed (the later stages' groups may be pending) and
     // are visible to the async proxy that wgmma reads through.
     mma.waitGroups(group, int32_t(em.stages - 1));
-    // MXFP4: this thread's staged weight row landed with its rows.
-    if (mxfp4)
-      mxfp4Rows.decode(stagingOf(stage), tid, weightRow, kt,
-                       em.tile(smem, stageOffset(stage, 1)));
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
+    fenceForWGMMA();
     gpu::BarrierOp::create(b, loc);
-    if (!mxfp4)
-      em.waitStage(bars, kt, stage);
+    em.waitStage(bars, kt, stage);
     SmallVector<Value> acc =
         em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
                          em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
                          loop.getRegionIterArgs());
     // Every warp is done with the stage before it is refilled.
+    gpu::BarrierOp::create(b, loc);
+    Value next = kb.addi(kt, kb.idx(em.stages));
+    kb.ifThen(kb.lti(next, kb.idx(steps)),
+              [&] { issue(stage, next, copies, first); });
+    mma.commitGroup();
+    scf::YieldOp::create(b, loc, acc);
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// This thread's generic-proxy writes of shared memory (its cp.async
+  /// copies that landed, its decoded weights) made visible to wgmma's
+  /// async proxy; a block barrier then publishes everyone's.
+  void fenceForWGMMA() {
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+  }
+
+  /// Once this thread's copies of step `kt` landed (at most `pending`
+  /// later groups in flight): its weight row of the step decoded into the
+  /// stage's tile, and both fenced for wgmma.
+  void decodeLanded(Value kt, Value group, int32_t pending) {
+    mma.waitGroups(group, pending);
+    Value stage = em.remuIdx(kt, em.stages);
+    mxfp4Rows.decode(stagingOf(stage), tid, weightRow, kt,
+                     em.tile(smem, stageOffset(stage, 1)));
+    fenceForWGMMA();
+  }
+
+  /// The main loop with MXFP4 weights: the decode of step kt + 1 runs
+  /// while step kt's wgmma groups do (they read another stage), so that
+  /// the tensor cores and the integer units overlap within a block too.
+  /// The copies of step kt + 1 were issued `stages - 1` steps before.
+  SmallVector<Value> mainLoopMXFP4(Value first, int64_t steps,
+                                   ArrayRef<RowCopy> copies, Value group) {
+    int32_t pending = int32_t(em.stages - 1);
+    decodeLanded(kb.idx(0), group, pending);
+    gpu::BarrierOp::create(b, loc);
+    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType(kTile));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
+                                   ValueRange{init, init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    Value stage = em.remuIdx(kt, em.stages);
+    SmallVector<Value> acc =
+        em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
+                         em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
+                         loop.getRegionIterArgs(), /*drain=*/false);
+    // Groups committed: stages + kt; step kt + 1's is done when at most
+    // stages - 2 are pending.
+    Value after = kb.addi(kt, kb.idx(1));
+    kb.ifThen(kb.lti(after, kb.idx(steps)),
+              [&] { decodeLanded(after, group, pending - 1); });
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    // Every warp is done with stage kt and has published step kt + 1.
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, kb.idx(em.stages));
     kb.ifThen(kb.lti(next, kb.idx(steps)),

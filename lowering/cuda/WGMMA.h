@@ -131,9 +131,11 @@ struct WGMMAEmitter {
 
   /// acc[h] += a_tile[64 h .. 64 h + 64, :] b_tile^T for one landed stage
   /// (both tiles 128 x 64, K-major): four k-steps of 16, both halves; no
-  /// waits between the products (one drain at the end of the stage).
+  /// waits between the products (one drain at the end of the stage, unless
+  /// `drain` is false: then the caller waits with wgmma.wait_group).
   SmallVector<Value> multiplyStage(Value aTile, Value bTile, Value tmA,
-                                   Value tmB, ValueRange acc) {
+                                   Value tmB, ValueRange acc,
+                                   bool drain = true) {
     SmallVector<Value> out(acc);
     const int64_t n = kWGMMATileRows;
     MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
@@ -148,7 +150,8 @@ struct WGMMAEmitter {
                                                UnitAttr(), out[h]);
       }
     }
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    if (drain)
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     return out;
   }
 

@@ -30,13 +30,24 @@
 // CHECK: builtin.unrealized_conversion_cast %{{.*}} : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: nvgpu.device_async_copy {{.*}}], 16, %{{.*}} {bypassL1} : memref<139264xi8> to memref<4608xi8
 // CHECK: nvgpu.device_async_copy {{.*}}], 4 : memref<139264xi8> to memref<4608xi8
-// CHECK: scf.for
+// Step 0 decoded before the main loop (its group landed: 1 of 2 pending),
+// then each step's products issued, step kt + 1's row decoded (0 pending)
+// while they run, one drain, one barrier, the copies of step kt + 2.
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK: scf.for
 // CHECK-COUNT-4: vector.store {{.*}} : memref<128x64xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.barrier
+// CHECK: scf.for
 // CHECK-NOT: nvgpu.mbarrier.try_wait.parity
 // CHECK-COUNT-8: nvgpu.warpgroup.mma {{.*}}{waitGroup = 8 : i64}
+// CHECK-NOT: nvvm.wgmma.wait.group.sync.aligned
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: scf.for
+// CHECK-COUNT-4: vector.store {{.*}} : memref<128x64xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK: nvvm.fence.proxy
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: gpu.barrier
 // CHECK: scf.yield
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-NOT: k3.tensor_maps
