@@ -57,21 +57,15 @@ MODEL = """func.func @forward(
   return %y : tensor<?x{D}xbf16>
 }}
 """
-# variant: (weight element type, k3-compile options); the default GEMV
-# tile [R, TT] is [4, 4]; R = 2 or 1 rows per warp (fewer registers for the
-# decoded blocks), and 4 blocks per SM (launch bounds: at most 128
-# registers, more warps resident to hide the loads).
+# variant: (weight element type, k3-compile options). Decode: the MXFP4
+# GEMV multiplies a warp's 16 rows on the tensor cores (MXFP4WarpMMA.h),
+# 4 warps a block by default; 8 or 2 beside it. (The CUDA-core form's
+# R = 1, 2, 4 and launch-bound variants: bench/results/
+# moe-mxfp4-nvidia-h200-20261203T064125Z.json, ...T073931Z.json.)
 VARIANTS = {"mxfp4": ("f4E2M1FN", ""),
-            "mxfp4-R2": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=2x4"),
-            "mxfp4-R1": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=1x4"),
-            "mxfp4-R2-4perSM": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=2x4,"
-                                            "moe_grouped_gemv.blocks_per_sm=4"),
-            "mxfp4-R1-4perSM": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.tile=1x4,"
-                                            "moe_grouped_gemv.blocks_per_sm=4"),
+            "mxfp4-8warps": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.warps=8"),
+            "mxfp4-2warps": ("f4E2M1FN", "kernel-config=moe_grouped_gemv.warps=2"),
             "bf16": ("bf16", "")}
-# The decode GEMV tiles mean nothing to a prefill; the MXFP4 gate/up
-# kernel spills a few registers at the default 3 blocks per SM
-# (test/Lowering/cuda-moe-grouped-mxfp4.mlir): 2 per SM beside it.
 VARIANTS["mxfp4-wgmma-2perSM"] = ("f4E2M1FN", "kernel-config=moe_grouped_glu.blocks_per_sm=2,"
                                               "moe_grouped_down.blocks_per_sm=2")
 VARIANTS["mxfp4-wgmma-3stages-2perSM"] = (

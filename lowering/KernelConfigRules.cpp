@@ -387,6 +387,14 @@ int64_t groupedGEMVTileRows(Operation *op) {
   return 0;
 }
 
+/// Whether the grouped MoE op's weights are MXFP4 (docs/mxfp4.md).
+bool hasMXFP4Weights(Operation *op) {
+  Value w = isa<MoEGroupedGLUOp>(op)    ? cast<MoEGroupedGLUOp>(op).getW1()
+            : isa<MoEGroupedDownOp>(op) ? cast<MoEGroupedDownOp>(op).getW2()
+                                        : Value();
+  return w && isa<Float4E2M1FNType>(elementOf(w));
+}
+
 LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
   StringRef kind = stringifyKernelKind(c.getKernel());
   if (!groupedGEMVApplies(op))
@@ -403,11 +411,21 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
   if (c.getTile().size() != 2)
     return op->emitOpError() << kind << " needs tile = [R, TT], got "
                              << c.getTile().size() << " sizes";
-  if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
+  // MXFP4 weights multiply on the tensor cores: a warp's 16 rows by at
+  // most 8 tokens, one mma.sync m16n8k16 tile (MXFP4WarpMMA.h).
+  if (hasMXFP4Weights(op)) {
+    if (t.rows != 16 || t.tokens < 1 || t.tokens > 8)
+      return op->emitOpError()
+             << kind
+             << " with MXFP4 weights has the tile R = 16 and TT in [1, 8], "
+                "got ["
+             << t.rows << ", " << t.tokens << "]";
+  } else if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16) {
     return op->emitOpError() << kind
                              << " tile R must be in [1, 8] and TT in [1, 16], "
                                 "got ["
                              << t.rows << ", " << t.tokens << "]";
+  }
   if (int64_t rows = groupedGEMVTileRows(op); rows && rows != t.tokens)
     return op->emitOpError()
            << kind << " tile TT = " << t.tokens
@@ -435,29 +453,21 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// B = 1 / 8 / 64 against 3.69 / 9.35 / 39.7, R = 1 3.59 / 9.39 / 40.2
 /// (e2e-checks/decode-moe-tile-ab-nvidia-h200-20261203T0105Z.txt; the
 /// routed experts stay at R = 4: R = 1, 2 or 8 were slower there).
-/// MXFP4 experts take R = 2 and launch bounds for 4 blocks per SM: their
-/// GEMV is bound by decoding and by too few warps to hide its loads, not
-/// by the bytes. Two rows per warp: 0.213 ms against 0.231 (R = 4) and
-/// 0.282 (R = 1) at K3's T = 1, equal at T = 8
-/// (bench/results/moe-mxfp4-nvidia-h200-20261203T064125Z.json); with the
-/// codes decoded a word at a time, 4 blocks per SM (at most 128 registers)
-/// gave 0.202 / 1.43 / 9.61 ms at T = 1 / 8 / 64 against 0.236 / 1.68 /
-/// 10.9 without (moe-mxfp4-nvidia-h200-20261203T073931Z.json).
-bool hasMXFP4Weights(Operation *op) {
-  Value w = isa<MoEGroupedGLUOp>(op)    ? cast<MoEGroupedGLUOp>(op).getW1()
-            : isa<MoEGroupedDownOp>(op) ? cast<MoEGroupedDownOp>(op).getW2()
-                                        : Value();
-  return w && isa<Float4E2M1FNType>(elementOf(w));
-}
+/// MXFP4 experts multiply on the tensor cores, 16 rows of each weight
+/// per warp (MXFP4WarpMMA.h). The earlier CUDA-core form (a lane's
+/// 32-element block decoded to f16 and multiplied per token) was bound by
+/// the decoding and by too few warps to hide its loads: 0.202 / 1.43 /
+/// 9.61 ms at K3's T = 1 / 8 / 64 with R = 2 and 4 blocks per SM
+/// (bench/results/moe-mxfp4-nvidia-h200-20261203T073931Z.json).
 
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
-  bool mxfp4 = hasMXFP4Weights(op);
-  int64_t rows = isa<GLUGateUpOp>(op) || mxfp4 ? 2 : 4;
+  int64_t tt = groupedGEMVTileRows(op);
+  if (hasMXFP4Weights(op))
+    return config(op->getContext(), kind, {16, tt ? tt : 4}, 4);
+  int64_t rows = isa<GLUGateUpOp>(op) ? 2 : 4;
   while (groupedGEMVOutputs(op) % rows != 0)
     rows /= 2;
-  int64_t tt = groupedGEMVTileRows(op);
-  return config(op->getContext(), kind, {rows, tt ? tt : 4}, 4, 0,
-                mxfp4 ? 4 : 0);
+  return config(op->getContext(), kind, {rows, tt ? tt : 4}, 4);
 }
 
 //===----------------------------------------------------------------------===//

@@ -23,14 +23,6 @@ struct ViewRow {
   SmallVector<Value> at;
 };
 
-/// One row of an MXFP4 weight (WeightElements.h): the weight's bytes
-/// (codes, then scales; a flat i8 view) and the byte indices where the
-/// row's codes and its scales start.
-struct MXFP4Row {
-  Value bytes;
-  Value codes, scales;
-};
-
 /// A warp's share of K: `steps` whole steps (32 vectors each) from step
 /// `first` (dynamic: a warp's slice index times `steps`), and whether the
 /// warp also takes the partial last step of K (an i1; null: it does).
@@ -50,16 +42,6 @@ SmallVector<Value> laneDotProducts(MMAEmitter &em, ArrayRef<ViewRow> weights,
 SmallVector<Value> laneDotProducts(MMAEmitter &em, ArrayRef<ViewRow> weights,
                                    ArrayRef<ViewRow> xs, int64_t k, int64_t vec,
                                    Value lane, const LaneDotSlice &slice);
-
-/// The lane's partial sums over MXFP4 weight rows: a lane reads 16 bytes of
-/// codes (one 32-element scale block) and the block's scale byte per row
-/// and step, and 32 elements of each x row. K is a multiple of 32. x rows
-/// from `validRows` on (an index; null: all valid) are not read, their
-/// sums stay 0.
-SmallVector<Value> laneDotProductsMXFP4(MMAEmitter &em,
-                                        ArrayRef<MXFP4Row> weights,
-                                        ArrayRef<ViewRow> xs, int64_t k,
-                                        Value lane, Value validRows);
 
 } // namespace mlir::k3
 

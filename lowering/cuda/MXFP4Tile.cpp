@@ -44,36 +44,41 @@ void MXFP4TileRows::stage(Value staging, Value r, const MXFP4WeightRow &row,
       UnitAttr());
 }
 
-Value MXFP4TileRows::scalePair(Value s) {
-  OpBuilder &b = em.b;
-  Location loc = em.loc;
+namespace {
+Value i32Const(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+} // namespace
+
+Value mlir::k3::e8m0ScalePair(OpBuilder &b, Location loc, Value s) {
   // s << 7 is 2^(s - 127) as bf16 bits for s >= 1; s = 0 is the subnormal
   // 2^-127 (the top mantissa bit).
-  Value isZero =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, s, i32(0));
+  Value isZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, s,
+                                       i32Const(b, loc, 0));
   Value bits = arith::SelectOp::create(
-      b, loc, isZero, i32(0x40), arith::ShLIOp::create(b, loc, s, i32(7)));
+      b, loc, isZero, i32Const(b, loc, 0x40),
+      arith::ShLIOp::create(b, loc, s, i32Const(b, loc, 7)));
   Value both = arith::OrIOp::create(
-      b, loc, bits, arith::ShLIOp::create(b, loc, bits, i32(16)));
+      b, loc, bits, arith::ShLIOp::create(b, loc, bits, i32Const(b, loc, 16)));
   Value v = vector::BroadcastOp::create(
       b, loc, VectorType::get({1}, b.getI32Type()), both);
   return vector::BitCastOp::create(b, loc,
                                    VectorType::get({2}, b.getBF16Type()), v);
 }
 
-Value MXFP4TileRows::decodeWord(Value q, Value scale) {
-  OpBuilder &b = em.b;
-  Location loc = em.loc;
+SmallVector<Value, 4> mlir::k3::decodeE2M1Pairs(OpBuilder &b, Location loc,
+                                                Value q, Value scale) {
   auto bf16x2 = VectorType::get({2}, b.getBF16Type());
-  Value unbias = scalePair(i32(kTwoTo126));
-  SmallVector<Value> v(4);
+  auto c = [&](int64_t v) { return i32Const(b, loc, v); };
+  Value unbias = e8m0ScalePair(b, loc, c(kTwoTo126));
+  SmallVector<Value, 4> v(4);
   for (int64_t p = 0; p < 4; ++p) {
     // Nibble p in the low half, nibble p + 4 in the high half.
-    Value t = p ? arith::ShRUIOp::create(b, loc, q, i32(4 * p)).getResult() : q;
+    Value t = p ? arith::ShRUIOp::create(b, loc, q, c(4 * p)).getResult() : q;
     Value mag = arith::ShLIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, t, i32(0x00070007)), i32(6));
+        b, loc, arith::AndIOp::create(b, loc, t, c(0x00070007)), c(6));
     Value sign = arith::ShLIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, t, i32(0x00080008)), i32(12));
+        b, loc, arith::AndIOp::create(b, loc, t, c(0x00080008)), c(12));
     Value bits = vector::BroadcastOp::create(
         b, loc, VectorType::get({1}, b.getI32Type()),
         arith::OrIOp::create(b, loc, mag, sign));
@@ -81,6 +86,13 @@ Value MXFP4TileRows::decodeWord(Value q, Value scale) {
     v[p] = arith::MulFOp::create(
         b, loc, arith::MulFOp::create(b, loc, x, unbias), scale);
   }
+  return v;
+}
+
+Value MXFP4TileRows::decodeWord(Value q, Value scale) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  SmallVector<Value, 4> v = decodeE2M1Pairs(b, loc, q, scale);
   // {0, 4} {1, 5} -> {0, 1, 4, 5}; {2, 6} {3, 7} -> {2, 3, 6, 7}; then 0..7.
   Value lo = vector::ShuffleOp::create(b, loc, v[0], v[1],
                                        ArrayRef<int64_t>{0, 2, 1, 3});
@@ -119,8 +131,10 @@ void MXFP4TileRows::decode(Value staging, Value r, const MXFP4WeightRow &row,
       arith::ShLIOp::create(
           b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), block),
           i32(3)));
-  Value scale = scalePair(arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, word, at), i32(0xFF)));
+  Value scale = e8m0ScalePair(
+      b, loc,
+      arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, at),
+                            i32(0xFF)));
   auto codesLoad = vector::LoadOp::create(
       b, loc, VectorType::get({16}, b.getI8Type()), staging,
       ValueRange{

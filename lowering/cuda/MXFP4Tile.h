@@ -42,6 +42,16 @@ struct MXFP4WeightRow {
   Value codes, scales;
 };
 
+/// 2^(s - 127) for the E8M0 byte `s` (an i32, 0..254) in both halves of a
+/// bf16x2 (s = 0: the subnormal 2^-127).
+Value e8m0ScalePair(OpBuilder &b, Location loc, Value s);
+
+/// The 8 E2M1 codes of a 32-bit word `q` (element j in nibble j) times
+/// `scale` (a bf16x2 pair, e8m0ScalePair), as four bf16x2 pairs: pair p
+/// holds elements p and p + 4. Exact: a code has two significant bits.
+SmallVector<Value, 4> decodeE2M1Pairs(OpBuilder &b, Location loc, Value q,
+                                      Value scale);
+
 /// Elements of a weight operand (static: weights always are).
 inline int64_t weightElements(const KernelOperand &w) {
   int64_t n = 1;
@@ -72,9 +82,8 @@ public:
 private:
   /// Byte index of the row's scales of k-step `kt`.
   Value scaleByte(const MXFP4WeightRow &row, Value kt);
-  /// 2^(s - 127) for the E8M0 byte `s` (i32) in both halves of a bf16x2.
-  Value scalePair(Value s);
-  /// The 8 elements of code word `q` times the block's `scale` (bf16x2).
+  /// The 8 elements of code word `q` times the block's `scale` (bf16x2),
+  /// in order.
   Value decodeWord(Value q, Value scale);
   Value i32(int64_t v);
 

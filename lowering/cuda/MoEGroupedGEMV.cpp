@@ -26,8 +26,9 @@
 //
 // Covered: f32, bf16 or f16 rows and weights, the reduction a multiple of
 // the 16-byte vector, N a multiple of R. MXFP4 routed weights (f4E2M1FN)
-// read only their packed bytes: 16 bytes of codes (a 32-element block) and
-// one scale byte per lane and step (LaneDots.h, laneDotProductsMXFP4).
+// read only their packed bytes and multiply on the tensor cores: a warp's
+// R = 16 rows of each weight by the tile's TT <= 8 tokens with mma.sync
+// (MXFP4WarpMMA.h); each lane stores its fragment's outputs.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -35,6 +36,7 @@
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/LaneDots.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MXFP4WarpMMA.h"
 #include "lowering/cuda/MoESegments.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
@@ -102,11 +104,12 @@ public:
                          kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)}));
     kb.ifThen(kb.andi(live, kb.lti(n0, kb.idx(nOut))), [&] {
       locate(mTile);
+      if (mxfp4)
+        return storeFragments(mxfp4WarpProducts(em, mxfp4LaneRows(lane),
+                                                laneToken(lane), nIn, lane),
+                              lane);
       SmallVector<Value> sums =
-          mxfp4
-              ? laneDotProductsMXFP4(em, mxfp4Rows(), inputRows(), nIn, lane,
-                                     validRows)
-              : laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
+          laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
       for (Value &s : sums)
         s = em.warpSum(s);
       kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
@@ -173,20 +176,57 @@ private:
     return mxfp4Elements(w) / 2 + mxfp4Elements(w) / 32;
   }
 
-  /// The warp's MXFP4 weight rows, in weightRows' order: where each row's
-  /// codes and scales start in its weight's bytes.
-  SmallVector<MXFP4Row> mxfp4Rows() {
-    SmallVector<MXFP4Row> rows;
+  /// MXFP4: rows g and g + 8 of the warp's 16 of each weight (lane g =
+  /// lane / 4): where their codes and scales start in the weight's bytes.
+  SmallVector<MXFP4LaneRows> mxfp4LaneRows(Value lane) {
+    SmallVector<MXFP4LaneRows> rows;
+    Value g = em.divu(lane, 4);
     for (auto [w, bytes] : llvm::zip(f.weights, weightViews)) {
-      Value scales = kb.idx(mxfp4Elements(w) / 2);
-      for (int64_t r = 0; r < tile.rows; ++r) {
-        Value n = kb.addi(n0, kb.idx(r));
-        Value row = f.dense ? n : kb.addi(kb.muli(expert, kb.idx(nOut)), n);
-        rows.push_back({bytes, kb.muli(row, kb.idx(nIn / 2)),
-                        kb.addi(scales, kb.muli(row, kb.idx(nIn / 32)))});
+      MXFP4LaneRows lr;
+      lr.bytes = bytes;
+      for (int64_t r = 0; r < 2; ++r) {
+        Value n = kb.addi(n0, kb.addi(g, kb.idx(8 * r)));
+        Value row = kb.addi(kb.muli(expert, kb.idx(nOut)), n);
+        lr.codes[r] = kb.muli(row, kb.idx(nIn / 2));
+        lr.scales[r] = kb.addi(kb.idx(mxfp4Elements(w) / 2),
+                               kb.muli(row, kb.idx(nIn / 32)));
       }
+      rows.push_back(lr);
     }
     return rows;
+  }
+
+  /// MXFP4: the lane's token, row g of the tile (x gathered by token for
+  /// gate/up, h's sorted row for down).
+  LaneToken laneToken(Value lane) {
+    Value g = em.divu(lane, 4);
+    Value r = kb.addi(rowStart, kb.minsi(g, kb.subi(validRows, kb.idx(1))));
+    if (f.glu)
+      r = em.divu(kb.loadIndex(rowSource, {r}), topK);
+    return {x, r, kb.lti(g, validRows)};
+  }
+
+  /// MXFP4: lane (g, c) stores its fragment's outputs, rows g and g + 8 of
+  /// tokens 2 c and 2 c + 1 (the accumulator's c0..c3), where they exist.
+  void storeFragments(ArrayRef<Acc> d, Value lane) {
+    Value g = em.divu(lane, 4), c = em.remu(lane, 4);
+    for (int64_t t = 0; t < 2; ++t) {
+      Value j = kb.addi(kb.muli(c, kb.idx(2)), kb.idx(t));
+      kb.ifThen(kb.lti(j, validRows), [&] {
+        Value row = kb.addi(rowStart, j);
+        Value scale;
+        if (!f.glu)
+          scale = kb.load(rowWeights, {kb.loadIndex(rowSource, {row})});
+        for (int64_t r = 0; r < 2; ++r) {
+          Value n = kb.addi(n0, kb.addi(g, kb.idx(8 * r)));
+          Value v = d[0][2 * r + t];
+          v = f.glu ? emitGLUActivation(kb, f.act, f.beta, f.linearBeta, v,
+                                        d[1][2 * r + t])
+                    : kb.mul(scale, v);
+          kb.store(v, out, {row, n});
+        }
+      });
+    }
   }
 
   /// Sorted row j of the tile, clamped to its last row.
