@@ -995,6 +995,14 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // others' products: at T = 8192 the gate/up GEMM ran at 303 TFLOP/s
     // with 4 stages and one block per SM, 446 with 3 and two, 488 with 2
     // and three (bench/results/moe-nvidia-h200-20261202T023517Z.json).
+    // MXFP4 weights, decoded by the block's threads while its previous
+    // step's products run, take three stages and two blocks per SM (the
+    // copies of step kt + 1 have a step more to land): at K3's T = 8192
+    // gate/up 236 TFLOP/s against 208 with two stages and three blocks,
+    // 75 % of bf16's 316 (bench/results/
+    // moe-mxfp4-nvidia-h200-20261203T092851Z.json).
+    if (hasMXFP4Weights(op))
+      return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
   case KernelKind::moe_router_mma:
     return defaultRouterMMAConfig(cast<MoERouterOp>(op), 8);

@@ -11,6 +11,8 @@ namespace {
 
 /// Elements of one block (one scale) and blocks per iteration (4 lanes).
 constexpr int64_t kBlock = 32, kBlocksPerStep = 4;
+/// Steps whose bytes are in flight while one is decoded.
+constexpr int64_t kAhead = 2;
 
 /// What one iteration reads: per weight and row, 4 words of codes and the
 /// scale byte (i32); x's block as 4 vectors of 8 bf16.
@@ -48,8 +50,13 @@ public:
       for (int64_t i = 0; i < 4; ++i)
         init.push_back(kb.f32(0.0));
     size_t accs = init.size();
-    SmallVector<Value> first = load(kb.idx(0)).flat();
-    init.append(first.begin(), first.end());
+    size_t perStep = 0;
+    for (int64_t a = 0; a < kAhead; ++a) {
+      SmallVector<Value> bytes =
+          load(kb.idx(std::min<int64_t>(a, steps - 1))).flat();
+      perStep = bytes.size();
+      init.append(bytes.begin(), bytes.end());
+    }
     auto loop =
         scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1), init);
     {
@@ -57,12 +64,15 @@ public:
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
       ValueRange it = loop.getRegionIterArgs();
-      // The next step's bytes first (the last step reloads its own: cached,
-      // and the loop stays branch-free).
-      Value next = kb.minsi(kb.addi(i, kb.idx(1)), kb.idx(steps - 1));
+      // Step i + kAhead's bytes first (the last steps reload the last:
+      // cached, and the loop stays branch-free); step i's are the oldest
+      // carried.
+      Value next = kb.minsi(kb.addi(i, kb.idx(kAhead)), kb.idx(steps - 1));
       SmallVector<Value> ahead = load(next).flat();
       SmallVector<Value> acc(it.begin(), it.begin() + accs);
-      multiply(StepBytes::unflat(it.drop_front(accs), 2 * weights.size()), acc);
+      multiply(StepBytes::unflat(it.slice(accs, perStep), 2 * weights.size()),
+               acc);
+      acc.append(it.begin() + accs + perStep, it.end());
       acc.append(ahead.begin(), ahead.end());
       scf::YieldOp::create(b, loc, acc);
     }
