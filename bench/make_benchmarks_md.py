@@ -94,6 +94,11 @@ def extra(r: dict) -> str:
         parts.append(f"{tbps:.2f} TB/s on its {'bf16' if bf16 else 'MXFP4'} weight bytes, "
                      f"{100 * tbps / r['copy_TBps']:.0f} % of the copy ceiling"
                      if "copy_TBps" in r else f"{tbps:.2f} TB/s")
+    if "gemv_share_of_copy_ceiling" in r:
+        # bench/moe_mxfp4.py's decode rows: the two GEMV kernels alone.
+        parts.append(f"GEMV kernels alone {r['gemv_ms']:.3f} ms, "
+                     f"{100 * r['gemv_share_of_copy_ceiling']:.0f} % of the ceiling"
+                     + (" (on the MXFP4 bytes)" if "bf16" in str(r.get("variant", "")) else ""))
     if "grouped_glu_TFLOPs" in r or "grouped_down_TFLOPs" in r:
         # bench/moe_mxfp4.py's prefill rows: each grouped GEMM alone.
         parts.append(", ".join(f"{name} {r[key]:.0f} TFLOP/s" for key, name in (

@@ -189,8 +189,22 @@ def checked_run(s, c) -> tuple:
     return inputs, syms, err
 
 
+def kernel_means(s, inputs, syms) -> dict:
+    """Each kernel's mean time from a second, profiled series (its events
+    sit between the launches, so the series' own time is not reported)."""
+    s.profiling = True
+    s.reset_profile()
+    protocol.k3_times(s, "forward", symbols=syms, warmup=0, **inputs)
+    kernels = {p["kernel"]: {"mean_ms": p["total_ms"] / p["calls"], "calls": p["calls"]}
+               for p in s.profile("forward")}
+    s.profiling = False
+    return kernels
+
+
 def decode_row(s, c, expert_bytes, ceiling_tbps) -> dict:
-    """Time and packed-byte bandwidth of a decode step's experts."""
+    """Time and packed-byte bandwidth of a decode step's experts: the whole
+    forward (dispatch and combine included), and the two grouped GEMV
+    kernels alone (their profiled means)."""
     import torch
     inputs, syms, err = checked_run(s, c)
     row = {**protocol.summary(protocol.k3_times(s, "forward", symbols=syms, **inputs)),
@@ -200,6 +214,11 @@ def decode_row(s, c, expert_bytes, ceiling_tbps) -> dict:
     row.update(touched_experts=touched, mxfp4_bytes=packed,
                TBps_mxfp4_bytes=packed / row["median_ms"] / 1e9, copy_TBps=ceiling_tbps,
                share_of_copy_ceiling=packed / ceiling_tbps / 1e9 / row["median_ms"])
+    row["kernels"] = kernel_means(s, inputs, syms)
+    gemv = [v["mean_ms"] for name, v in row["kernels"].items() if "grouped" in name]
+    if gemv:
+        row["gemv_ms"] = sum(gemv)
+        row["gemv_share_of_copy_ceiling"] = packed / ceiling_tbps / 1e9 / row["gemv_ms"]
     return row
 
 
@@ -209,12 +228,7 @@ def prefill_row(s, c, d, inter, k) -> dict:
     inputs, syms, err = checked_run(s, c)
     row = {**protocol.summary(protocol.k3_times(s, "forward", symbols=syms, **inputs)),
            "err_vs_oracle": err}
-    s.profiling = True
-    s.reset_profile()
-    protocol.k3_times(s, "forward", symbols=syms, warmup=0, **inputs)
-    kernels = {p["kernel"]: {"mean_ms": p["total_ms"] / p["calls"], "calls": p["calls"]}
-               for p in s.profile("forward")}
-    s.profiling = False
+    kernels = kernel_means(s, inputs, syms)
     pairs = c["T"] * k
     flop = {"grouped_glu": 2.0 * pairs * 2 * d * inter, "grouped_down": 2.0 * pairs * d * inter}
     row["kernels"] = kernels

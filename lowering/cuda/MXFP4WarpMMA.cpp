@@ -11,8 +11,11 @@ namespace {
 
 /// Elements of one block (one scale) and blocks per iteration (4 lanes).
 constexpr int64_t kBlock = 32, kBlocksPerStep = 4;
-/// Steps whose bytes are in flight while one is decoded.
-constexpr int64_t kAhead = 2;
+/// Steps whose bytes are in flight while one is decoded: one. Two took
+/// 98 registers instead of 76 and K3's T = 1 ran 0.179 ms instead of 0.144
+/// (bench/results/moe-mxfp4-nvidia-h200-20261203T093905Z.json against
+/// ...T092851Z.json).
+constexpr int64_t kAhead = 1;
 
 /// What one iteration reads: per weight and row, 4 words of codes and the
 /// scale byte (i32); x's block as 4 vectors of 8 bf16.

@@ -16,9 +16,9 @@
 // (m / 2, 2 (m % 2)) and (m / 2, 2 (m % 2) + 1) as the A fragment's k
 // columns 2 c, 2 c + 1 and 2 c + 8, 2 c + 9 of both rows, and x's pairs of
 // the same elements as B's: the products pair the same elements, in a k
-// order the mma does not care about. The bytes of the step two ahead are
-// loaded before this one's are decoded (loop-carried registers), so a warp
-// always has two steps of loads in flight. Blocks past K (K / 32 not a multiple of
+// order the mma does not care about. The next step's bytes are loaded
+// before this one's are decoded (loop-carried registers), so a warp always
+// has a step of loads in flight. Blocks past K (K / 32 not a multiple of
 // 4) read zero codes; tokens past the tile read zeros.
 //
 //===----------------------------------------------------------------------===//
