@@ -74,7 +74,10 @@ VARIANTS = {"mxfp4": ("f4E2M1FN", ""),
 VARIANTS["mxfp4-wgmma-2stages-3perSM"] = (
     "f4E2M1FN", "kernel-config=moe_grouped_glu.blocks_per_sm=3,moe_grouped_glu.stages=2,"
                 "moe_grouped_down.blocks_per_sm=3,moe_grouped_down.stages=2")
-PREFILL_VARIANTS = ("mxfp4", "mxfp4-wgmma-2stages-3perSM", "bf16")
+VARIANTS["mxfp4-wgmma-4stages-1perSM"] = (
+    "f4E2M1FN", "kernel-config=moe_grouped_glu.blocks_per_sm=1,moe_grouped_glu.stages=4,"
+                "moe_grouped_down.blocks_per_sm=1,moe_grouped_down.stages=4")
+PREFILL_VARIANTS = ("mxfp4", "mxfp4-wgmma-2stages-3perSM", "mxfp4-wgmma-4stages-1perSM", "bf16")
 if os.environ.get("K3_MXFP4_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items()
                 if k in os.environ["K3_MXFP4_VARIANTS"].split(",")}
