@@ -281,11 +281,13 @@ MOE_MXFP4_FORMS = {"decode": "attributes {k3.decode}", "prefill": ""}
 # The prefill's tensor-core form (moe_grouped_wgmma with MXFP4 tiles
 # decoded in shared memory, lowering/cuda/MXFP4Tile.h) needs whole 64-wide
 # k-steps: D 384 (rows' scales 4-byte aligned), I 192 (every other row's
-# scales start mid-word). Its weights come twice: normal values, and W1/W3
+# scales start mid-word). Its weights come three times: normal values; W1/W3
 # with tiny scales (E8M0 0..3: products that are bf16 subnormals) against
-# x scaled by 2^120.
+# x scaled by 2^120; W1/W3 with large ones (E8M0 129..131: the decode's
+# two-multiply path, 2^(s - 1) past bf16) against x scaled by 2^-8.
 MOE_MXFP4_WGMMA = dict(E=16, K=4, D=384, I=192)
 MXFP4_TINY_X_SCALE = 2.0 ** 120
+MXFP4_BIG_X_SCALE = 2.0 ** -8
 ARGMAX_MODEL = """func.func @forward(%l: tensor<?x{V}xf32> {{k3.name = "l", k3.dims = array<i64: -1, {V}>}})
     -> (tensor<?xi32> {{k3.name = "a"}}) {{
   %a = k3.argmax %l : (tensor<?x{V}xf32>) -> tensor<?xi32>
@@ -732,18 +734,18 @@ def moe_decode_reference(x, idx, wts, w, shared=True):
     return y, (silu(x @ w["sg"].T) * (x @ w["su"].T) if shared else None)
 
 
-def mxfp4_weights(c, rng, tiny=False) -> dict:
+def mxfp4_weights(c, rng, w13_scales=None) -> dict:
     """MXFP4 experts of config ``c`` from normal values by k3ref's encoder,
     as the checkpoint stores them (`<name>_packed`, `<name>_scale`, U8);
-    ``tiny``: W1 and W3 with E8M0 scales 0..3 (2^-127 .. 2^-124)."""
+    ``w13_scales``: W1's and W3's E8M0 scales drawn from [lo, hi) instead."""
     from k3ref import mxfp4
     shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
               "w2": (c["E"], c["D"], c["I"])}
     tensors = {}
     for k, s in shapes.items():
         packed, scale = mxfp4.quantize(rng.standard_normal(s) / s[-1] ** 0.5)
-        if tiny and k != "w2":
-            scale = rng.integers(0, 4, scale.shape).astype(np.uint8)
+        if w13_scales and k != "w2":
+            scale = rng.integers(*w13_scales, scale.shape).astype(np.uint8)
         tensors[f"{k}_packed"], tensors[f"{k}_scale"] = packed, scale
     return tensors
 
@@ -755,7 +757,11 @@ def prepare_mxfp4_weights() -> None:
     model.save_safetensors(OUT / "moe_mxfp4_wgmma.safetensors",
                            mxfp4_weights(MOE_MXFP4_WGMMA, rng))
     model.save_safetensors(OUT / "moe_mxfp4_wgmma_tiny.safetensors",
-                           mxfp4_weights(MOE_MXFP4_WGMMA, rng, tiny=True))
+                           mxfp4_weights(MOE_MXFP4_WGMMA, rng, (0, 4)))
+    model.save_safetensors(OUT / "moe_mxfp4_wgmma_big.safetensors",
+                           mxfp4_weights(MOE_MXFP4_WGMMA, rng, (129, 132)))
+    model.save_safetensors(OUT / "moe_mxfp4_big.safetensors",
+                           mxfp4_weights(MOE_MXFP4, rng, (129, 132)))
     # Inputs for compute-sanitizer through k3-run (bench/gpu_session.sh).
     import ml_dtypes
     for name, c, t in (("moe_mxfp4_decode", MOE_MXFP4, 5), ("moe_mxfp4_prefill", MOE_MXFP4, 5),
@@ -774,6 +780,10 @@ MXFP4_CHECKS = (
      "prefill moe_grouped_wgmma"),
     ("moe_mxfp4_wgmma", "moe_mxfp4_wgmma_tiny", MOE_MXFP4_WGMMA, (200,), MXFP4_TINY_X_SCALE,
      "prefill moe_grouped_wgmma, W1/W3 scales 2^-127..2^-124, x 2^120"),
+    ("moe_mxfp4_wgmma", "moe_mxfp4_wgmma_big", MOE_MXFP4_WGMMA, (200,), MXFP4_BIG_X_SCALE,
+     "prefill moe_grouped_wgmma, W1/W3 scales 2^2..2^4, x 2^-8"),
+    ("moe_mxfp4_decode", "moe_mxfp4_big", MOE_MXFP4, (5,), MXFP4_BIG_X_SCALE,
+     "decode moe_grouped_gemv, W1/W3 scales 2^2..2^4, x 2^-8"),
 )
 
 

@@ -10,8 +10,6 @@ using namespace mlir::k3;
 namespace {
 /// Bytes of codes of one row and k-step (64 elements).
 constexpr int64_t kCodeBytes = 32;
-/// The E8M0 byte of 2^126, which undoes the 2^-126 of a code's bits.
-constexpr int64_t kTwoTo126 = 127 + 126;
 } // namespace
 
 Value MXFP4TileRows::i32(int64_t v) {
@@ -67,10 +65,10 @@ Value mlir::k3::e8m0ScalePair(OpBuilder &b, Location loc, Value s) {
 }
 
 SmallVector<Value, 4> mlir::k3::decodeE2M1Pairs(OpBuilder &b, Location loc,
-                                                Value q, Value scale) {
+                                                Value q, Value scale,
+                                                Value unbias) {
   auto bf16x2 = VectorType::get({2}, b.getBF16Type());
   auto c = [&](int64_t v) { return i32Const(b, loc, v); };
-  Value unbias = e8m0ScalePair(b, loc, c(kTwoTo126));
   SmallVector<Value, 4> v(4);
   for (int64_t p = 0; p < 4; ++p) {
     // Nibble p in the low half, nibble p + 4 in the high half.
@@ -83,16 +81,53 @@ SmallVector<Value, 4> mlir::k3::decodeE2M1Pairs(OpBuilder &b, Location loc,
         b, loc, VectorType::get({1}, b.getI32Type()),
         arith::OrIOp::create(b, loc, mag, sign));
     Value x = vector::BitCastOp::create(b, loc, bf16x2, bits);
-    v[p] = arith::MulFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, x, unbias), scale);
+    if (unbias)
+      x = arith::MulFOp::create(b, loc, x, unbias);
+    v[p] = arith::MulFOp::create(b, loc, x, scale);
   }
   return v;
 }
 
-Value MXFP4TileRows::decodeWord(Value q, Value scale) {
+SmallVector<Value> mlir::k3::decodeE2M1Block(OpBuilder &b, Location loc,
+                                             ArrayRef<Value> words, Value s) {
+  auto pair = VectorType::get({2}, b.getBF16Type());
+  SmallVector<Type> types(4 * words.size(), pair);
+  // 2^126 2^(s - 127) = 2^(s - 1) is a bf16 (exponent field s + 126) for
+  // s <= 128 (a block's largest weight at most 12): one multiply a pair.
+  Value fast = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, s,
+                                     i32Const(b, loc, 128));
+  auto op = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);
+  auto decodeAll = [&](Value scale, Value unbias) {
+    SmallVector<Value> out;
+    for (Value q : words) {
+      SmallVector<Value, 4> v = decodeE2M1Pairs(b, loc, q, scale, unbias);
+      out.append(v.begin(), v.end());
+    }
+    scf::YieldOp::create(b, loc, out);
+  };
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    Value e = arith::AddIOp::create(b, loc, s, i32Const(b, loc, 126));
+    Value bits = arith::ShLIOp::create(b, loc, e, i32Const(b, loc, 7));
+    Value both = arith::OrIOp::create(
+        b, loc, bits,
+        arith::ShLIOp::create(b, loc, bits, i32Const(b, loc, 16)));
+    Value scale = vector::BitCastOp::create(
+        b, loc, pair,
+        vector::BroadcastOp::create(
+            b, loc, VectorType::get({1}, b.getI32Type()), both));
+    decodeAll(scale, Value());
+    b.setInsertionPointToStart(op.elseBlock());
+    decodeAll(e8m0ScalePair(b, loc, s),
+              e8m0ScalePair(b, loc, i32Const(b, loc, kTwoTo126)));
+  }
+  return SmallVector<Value>(op.getResults());
+}
+
+Value MXFP4TileRows::orderWord(ArrayRef<Value> v) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
-  SmallVector<Value, 4> v = decodeE2M1Pairs(b, loc, q, scale);
   // {0, 4} {1, 5} -> {0, 1, 4, 5}; {2, 6} {3, 7} -> {2, 3, 6, 7}; then 0..7.
   Value lo = vector::ShuffleOp::create(b, loc, v[0], v[1],
                                        ArrayRef<int64_t>{0, 2, 1, 3});
@@ -131,10 +166,8 @@ void MXFP4TileRows::decode(Value staging, Value r, const MXFP4WeightRow &row,
       arith::ShLIOp::create(
           b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), block),
           i32(3)));
-  Value scale = e8m0ScalePair(
-      b, loc,
-      arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, word, at),
-                            i32(0xFF)));
+  Value scale = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, word, at), i32(0xFF));
   auto codesLoad = vector::LoadOp::create(
       b, loc, VectorType::get({16}, b.getI8Type()), staging,
       ValueRange{
@@ -142,10 +175,14 @@ void MXFP4TileRows::decode(Value staging, Value r, const MXFP4WeightRow &row,
   codesLoad.setAlignment(16);
   Value words = vector::BitCastOp::create(
       b, loc, VectorType::get({4}, b.getI32Type()), codesLoad);
+  SmallVector<Value> q;
+  for (int64_t j = 0; j < 4; ++j)
+    q.push_back(mma.extract(words, {j}));
+  SmallVector<Value> pairs = decodeE2M1Block(b, loc, q, scale);
   // Word j of the block holds its elements 8 j .. 8 j + 7: the tile row's
   // 16-byte chunk 4 block + j.
   for (int64_t j = 0; j < 4; ++j) {
-    Value chunk = decodeWord(mma.extract(words, {j}), scale);
+    Value chunk = orderWord(ArrayRef<Value>(pairs).slice(4 * j, 4));
     Value c = kb.addi(kb.muli(block, kb.idx(4)), kb.idx(j));
     auto st = vector::StoreOp::create(b, loc, chunk, tile,
                                       ValueRange{r, em.swizzledColumn(r, c)});

@@ -15,9 +15,10 @@
 //   elements) becomes one 16-byte chunk of the bf16 tile, stored at its
 //   place in the 128-byte swizzle (WGMMA.h). A code's bits placed at bf16's
 //   sign (15), exponent (7-8) and top mantissa bit (6) are its value times
-//   2^-126 (the subnormal 2^-127 is 0.5's); one bf16x2 multiply by 2^126
-//   and one by the block's 2^(s - 127) give the exact products (a code
-//   has two significant bits: no rounding in range). Nibbles p and p + 4
+//   2^-126 (the subnormal 2^-127 is 0.5's); one bf16x2 multiply by the
+//   block's 2^(s - 1) (two, by 2^126 and 2^(s - 127), for s > 128, whose
+//   2^(s - 1) is past bf16) gives the exact products (a code has two
+//   significant bits: no rounding in range). Nibbles p and p + 4
 //   of a word fill one bf16x2 with one mask; two shuffles put the 8 in
 //   order.
 //
@@ -42,15 +43,25 @@ struct MXFP4WeightRow {
   Value codes, scales;
 };
 
+/// The E8M0 byte of 2^126, which undoes the 2^-126 of a code's bits.
+constexpr int64_t kTwoTo126 = 127 + 126;
+
 /// 2^(s - 127) for the E8M0 byte `s` (an i32, 0..254) in both halves of a
 /// bf16x2 (s = 0: the subnormal 2^-127).
 Value e8m0ScalePair(OpBuilder &b, Location loc, Value s);
 
-/// The 8 E2M1 codes of a 32-bit word `q` (element j in nibble j) times
-/// `scale` (a bf16x2 pair, e8m0ScalePair), as four bf16x2 pairs: pair p
-/// holds elements p and p + 4. Exact: a code has two significant bits.
+/// The 8 E2M1 codes of a 32-bit word `q` (element j in nibble j) as four
+/// bf16x2 pairs, pair p holding elements p and p + 4: the codes' bits
+/// (their values times 2^-126) times `unbias` (2^126; null: `scale`
+/// includes it) times `scale`. Exact: a code has two significant bits.
 SmallVector<Value, 4> decodeE2M1Pairs(OpBuilder &b, Location loc, Value q,
-                                      Value scale);
+                                      Value scale, Value unbias);
+
+/// One 32-element block, four code words, with its E8M0 byte `s` (an
+/// i32): 16 pairs, word-major (decodeE2M1Pairs). One multiply a pair
+/// where s <= 128 (2^(s - 1) is a bf16), two otherwise (a branch).
+SmallVector<Value> decodeE2M1Block(OpBuilder &b, Location loc,
+                                   ArrayRef<Value> words, Value s);
 
 /// Elements of a weight operand (static: weights always are).
 inline int64_t weightElements(const KernelOperand &w) {
@@ -82,9 +93,8 @@ public:
 private:
   /// Byte index of the row's scales of k-step `kt`.
   Value scaleByte(const MXFP4WeightRow &row, Value kt);
-  /// The 8 elements of code word `q` times the block's `scale` (bf16x2),
-  /// in order.
-  Value decodeWord(Value q, Value scale);
+  /// A word's 8 decoded elements (its four pairs) in order.
+  Value orderWord(ArrayRef<Value> pairs);
   Value i32(int64_t v);
 
   WGMMAEmitter &em;

@@ -134,7 +134,11 @@ private:
                                      ArrayRef<int64_t>{p, p + 4});
   }
 
+  /// Decoded a word at a time with two multiplies a pair (no branch on
+  /// the scale, decodeE2M1Block's fast path): deciding per block kept all
+  /// 32 pairs of a block live, 124 registers instead of 76 for gate/up.
   void multiply(const StepBytes &s, SmallVectorImpl<Value> &acc) {
+    Value unbias = e8m0ScalePair(b, loc, i32(kTwoTo126));
     for (size_t w = 0; w < weights.size(); ++w) {
       Value scale[2];
       for (int64_t r = 0; r < 2; ++r)
@@ -144,7 +148,7 @@ private:
         SmallVector<Value, 4> pairs[2];
         for (int64_t r = 0; r < 2; ++r)
           pairs[r] = decodeE2M1Pairs(
-              b, loc, em.extract(s.codes[2 * w + r], {q}), scale[r]);
+              b, loc, em.extract(s.codes[2 * w + r], {q}), scale[r], unbias);
         // Two mmas per word: pairs (0, 1) and (2, 3) as k columns 2 c, +1
         // and 2 c + 8, +9.
         for (int64_t h = 0; h < 2; ++h) {
