@@ -426,12 +426,29 @@ private:
     return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc);
   }
 
-  SmallVector<Value> mainLoop(Value first, int64_t steps,
-                              ArrayRef<RowCopy> copies, Value group) {
+  /// The k-step loop over the two 64 x 128 accumulators, zeroed.
+  scf::ForOp stepLoop(int64_t steps) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
         b, loc, em.accumulatorType(kTile));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
-                                   ValueRange{init, init});
+    return scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
+                              ValueRange{init, init});
+  }
+
+  /// A step's end: once every warp is done with `stage` (a block barrier),
+  /// the copies of step kt + stages into it, their group, and `acc`.
+  void refillAndYield(Value stage, Value kt, int64_t steps,
+                      ArrayRef<RowCopy> copies, Value first, ValueRange acc) {
+    gpu::BarrierOp::create(b, loc);
+    Value next = kb.addi(kt, kb.idx(em.stages));
+    kb.ifThen(kb.lti(next, kb.idx(steps)),
+              [&] { issue(stage, next, copies, first); });
+    mma.commitGroup();
+    scf::YieldOp::create(b, loc, acc);
+  }
+
+  SmallVector<Value> mainLoop(Value first, int64_t steps,
+                              ArrayRef<RowCopy> copies, Value group) {
+    scf::ForOp loop = stepLoop(steps);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
@@ -446,13 +463,7 @@ private:
         em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
                          em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
                          loop.getRegionIterArgs());
-    // Every warp is done with the stage before it is refilled.
-    gpu::BarrierOp::create(b, loc);
-    Value next = kb.addi(kt, kb.idx(em.stages));
-    kb.ifThen(kb.lti(next, kb.idx(steps)),
-              [&] { issue(stage, next, copies, first); });
-    mma.commitGroup();
-    scf::YieldOp::create(b, loc, acc);
+    refillAndYield(stage, kt, steps, copies, first, acc);
     return SmallVector<Value>(loop.getResults());
   }
 
@@ -486,10 +497,7 @@ private:
     int32_t pending = int32_t(em.stages - 1);
     decodeLanded(kb.idx(0), group, pending);
     gpu::BarrierOp::create(b, loc);
-    Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-        b, loc, em.accumulatorType(kTile));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
-                                   ValueRange{init, init});
+    scf::ForOp loop = stepLoop(steps);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();
@@ -504,13 +512,8 @@ private:
     kb.ifThen(kb.lti(after, kb.idx(steps)),
               [&] { decodeLanded(after, group, pending - 1); });
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-    // Every warp is done with stage kt and has published step kt + 1.
-    gpu::BarrierOp::create(b, loc);
-    Value next = kb.addi(kt, kb.idx(em.stages));
-    kb.ifThen(kb.lti(next, kb.idx(steps)),
-              [&] { issue(stage, next, copies, first); });
-    mma.commitGroup();
-    scf::YieldOp::create(b, loc, acc);
+    // The barrier also publishes step kt + 1's decoded tile.
+    refillAndYield(stage, kt, steps, copies, first, acc);
     return SmallVector<Value>(loop.getResults());
   }
 
