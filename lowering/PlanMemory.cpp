@@ -80,6 +80,13 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     for (func::FuncOp fn : fns)
       if (failed(planFunction(module, fn)))
         return signalPassFailure();
+    // The entries share the weights: one line for the module.
+    if (report) {
+      auto [all, mxfp4] = weightBytes(module);
+      llvm::errs() << "k3-plan-memory: weights " << all
+                   << " bytes per device (1 device), of which MXFP4 " << mxfp4
+                   << " bytes\n";
+    }
   }
 
   /// Plans one entry's activations in the (shared) arena.
@@ -196,12 +203,6 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
                    << " bytes (without reuse " << naive << " bytes) at "
                    << maxTokens.getValue() << " tokens, " << maxSeqs.getValue()
                    << " sequences\n";
-    if (report) {
-      auto [all, mxfp4] = weightBytes(module);
-      llvm::errs() << "k3-plan-memory: weights " << all
-                   << " bytes per device (1 device), of which MXFP4 " << mxfp4
-                   << " bytes\n";
-    }
     return success();
   }
 };

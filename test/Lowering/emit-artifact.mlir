@@ -13,6 +13,9 @@
 
 // A tiny model: embedding, two norms (one shared kernel), the head.
 // PLAN: k3-plan-memory: {{[0-9]+}} activation buffers, arena {{[0-9]+}} bytes (without reuse {{[0-9]+}} bytes) at 16 tokens, 2 sequences
+// The weights once for the module (every entry shares them).
+// PLAN: k3-plan-memory: weights 544 bytes per device (1 device), of which MXFP4 0 bytes
+// PLAN-NOT: k3-plan-memory: weights
 // GEN: device: cpu
 // GEN: generated: {{[0-9]+}},{{[0-9]+}},{{[0-9]+}},{{[0-9]+}}{{$}}
 // GEN: prefill: 3 tokens
