@@ -168,12 +168,29 @@ private:
   std::deque<st::TensorInfo> slabs_; // stable addresses
 };
 
+/// What a checkpoint tensor holds of its weight: all of it (in the
+/// weight's dtype), or an MXFP4 weight's codes or scales (U8).
+enum class PartRole { whole, mxfp4Codes, mxfp4Scales };
+
+/// How errors name a part's storage.
+std::string roleName(PartRole role, DType dtype) {
+  switch (role) {
+  case PartRole::mxfp4Codes:
+    return "u8 MXFP4 codes";
+  case PartRole::mxfp4Scales:
+    return "u8 MXFP4 scales";
+  case PartRole::whole:
+    break;
+  }
+  return dtypeName(dtype);
+}
+
 /// One checkpoint tensor of a weight, with the shape and dtype it must have
 /// and how many elements of the weight's storage (bytes for MXFP4) it fills.
 struct WeightPart {
   CheckpointPart source;
   std::vector<int64_t> shape;
-  const char *u8Role = nullptr; // MXFP4: "codes" or "scales"; else null
+  PartRole role = PartRole::whole;
   uint64_t elements = 0;
 };
 
@@ -194,19 +211,19 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck) {
   };
   std::vector<WeightPart> out;
   auto add = [&](const std::string &name, std::vector<int64_t> s,
-                 const char *role) {
+                 PartRole role) {
     for (CheckpointPart &p : ck.parts(w, name))
       out.push_back({p, s, role, numel(s)});
   };
   if (w.dtype != DType::MXFP4) {
-    add(w.name, shape, nullptr);
+    add(w.name, shape, PartRole::whole);
     return out;
   }
   std::vector<int64_t> codes = shape, scales = shape;
   codes.back() /= 2;
   scales.back() /= int64_t(kMXFP4Block);
-  add(w.name + "_packed", codes, "codes");
-  add(w.name + "_scale", scales, "scales");
+  add(w.name + "_packed", codes, PartRole::mxfp4Codes);
+  add(w.name + "_scale", scales, PartRole::mxfp4Scales);
   return out;
 }
 
@@ -216,8 +233,7 @@ void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
   for (auto &w : a.weights) {
     for (const WeightPart &part : weightParts(w, ck)) {
       auto &[n, t] = part.source;
-      std::string kind = part.u8Role ? std::string("u8 MXFP4 ") + part.u8Role
-                                     : std::string(dtypeName(w.dtype));
+      std::string kind = roleName(part.role, w.dtype);
       if (!t)
         fail(K3_ERROR_WEIGHTS, "weight '" + n + "' (" + kind + " " +
                                    shapeString(part.shape) + ") not found in " +
@@ -230,10 +246,10 @@ void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
                                    shapeString(t->shape) + " in " + t->file +
                                    " but the artifact expects " +
                                    shapeString(part.shape));
-      if (part.u8Role && t->dtype != "U8")
+      if (part.role != PartRole::whole && t->dtype != "U8")
         fail(K3_ERROR_WEIGHTS, "weight '" + n + "'" + as + " has dtype " +
-                                   t->dtype + " in " + t->file + " but MXFP4 " +
-                                   part.u8Role + " are U8");
+                                   t->dtype + " in " + t->file + " but " +
+                                   kind.substr(3) + " are U8");
     }
   }
 }
@@ -255,7 +271,7 @@ UploadTarget uploadTarget(const Weight &w, uint64_t device,
 /// rather than loaded as NaN weights.
 bool checkScales(const WeightPart &part, const UploadPiece &piece,
                  const void *out, std::string &err) {
-  if (!part.u8Role || std::string(part.u8Role) != "scales")
+  if (part.role != PartRole::mxfp4Scales)
     return true;
   const uint8_t *s = static_cast<const uint8_t *>(out);
   for (uint64_t k = 0; k < piece.count; ++k)
