@@ -135,6 +135,16 @@ def K3_RouterScore : I32EnumAttr<"RouterScore",
 }
 def K3_RouterScoreAttr : EnumAttr<K3_Dialect, K3_RouterScore, "router_score">;
 
+def K3_Reduce_Sum : I32EnumAttrCase<"sum", 0>;
+def K3_Reduce_Max : I32EnumAttrCase<"max", 1>;
+def K3_ReductionKind : I32EnumAttr<"ReductionKind",
+    "how a collective combines the ranks' elements", [K3_Reduce_Sum,
+    K3_Reduce_Max]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+def K3_ReductionKindAttr : EnumAttr<K3_Dialect, K3_ReductionKind, "reduction">;
+
 def K3_ActivationDType_F32 : I32EnumAttrCase<"f32", 0>;
 def K3_ActivationDType_BF16 : I32EnumAttrCase<"bf16", 1>;
 def K3_ActivationDType : I32EnumAttr<"ActivationDType",

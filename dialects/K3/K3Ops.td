@@ -487,5 +487,6 @@ include "dialects/K3/K3ChunkOps.td"
 include "dialects/K3/K3FusedOps.td"
 include "dialects/K3/K3MoEOps.td"
 include "dialects/K3/K3MLAOps.td"
+include "dialects/K3/K3CollectiveOps.td"
 
 #endif // K3_OPS_TD
