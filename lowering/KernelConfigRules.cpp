@@ -1208,29 +1208,32 @@ int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
   return (nOut + rowsPerBlock - 1) / rowsPerBlock;
 }
 
-int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
-  // Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
-  // 16 or 32 KiB); 1 KiB to align the tiles to the 128-byte swizzle's
-  // 1024-byte pattern. The epilogue reuses the stages for the f32 tile:
-  // 128 x 128 (64 KiB), or for the warp-specialised schedule 192 x 256
-  // (192 KiB: its consumers' rows land 64 rows in, LinearWGMMA.cpp).
+namespace {
+/// Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
+/// 16 or 32 KiB), and `stagedPerStage` more bytes after all the stages'
+/// tiles; 1 KiB to align the tiles to the 128-byte swizzle's 1024-byte
+/// pattern. The epilogue reuses the stages for the f32 tile: 128 x 128
+/// (64 KiB), or for the warp-specialised schedule 192 x 256 (192 KiB: its
+/// consumers' rows land 64 rows in, LinearWGMMA.cpp).
+int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN,
+                         int64_t stagedPerStage) {
   int64_t epilogueRows = tileN == 256 ? 192 : 128;
-  return std::max<int64_t>(stages * (128 + tileN) * 64 * 2,
+  return std::max<int64_t>(stages * ((128 + tileN) * 64 * 2 + stagedPerStage),
                            epilogueRows * tileN * 4) +
          1024;
+}
+} // namespace
+
+int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
+  return wgmmaSharedBytes(stages, tileN, 0);
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
                                           bool mxfp4) {
-  if (!mxfp4)
-    return linearWGMMASharedBytes(stages, tileN);
-  // Each weight row's staged bytes after the stages' tiles; the
-  // epilogue's f32 tile may cover them.
-  int64_t epilogueRows = tileN == 256 ? 192 : 128;
-  return std::max<int64_t>(
-             stages * ((128 + tileN) * 64 * 2 + tileN * kMXFP4StagedRowBytes),
-             epilogueRows * tileN * 4) +
-         1024;
+  // MXFP4: each weight row's staged bytes (MXFP4Tile.h); the epilogue's
+  // f32 tile may cover them.
+  return wgmmaSharedBytes(stages, tileN,
+                          mxfp4 ? tileN * kMXFP4StagedRowBytes : 0);
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,

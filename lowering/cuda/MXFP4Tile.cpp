@@ -8,13 +8,15 @@ using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
+Value i32Const(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+} // namespace
+
+namespace {
 /// Bytes of codes of one row and k-step (64 elements).
 constexpr int64_t kCodeBytes = 32;
 } // namespace
-
-Value MXFP4TileRows::i32(int64_t v) {
-  return arith::ConstantIntOp::create(em.b, em.loc, em.b.getI32Type(), v);
-}
 
 Value MXFP4TileRows::scaleByte(const MXFP4WeightRow &row, Value kt) {
   KernelBuilder &kb = em.kb;
@@ -41,12 +43,6 @@ void MXFP4TileRows::stage(Value staging, Value r, const MXFP4WeightRow &row,
       ValueRange{dst}, row.bytes, ValueRange{word}, b.getIndexAttr(4), Value(),
       UnitAttr());
 }
-
-namespace {
-Value i32Const(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
-}
-} // namespace
 
 Value mlir::k3::e8m0ScalePair(OpBuilder &b, Location loc, Value s) {
   // s << 7 is 2^(s - 127) as bf16 bits for s >= 1; s = 0 is the subnormal
@@ -165,9 +161,9 @@ void MXFP4TileRows::decode(Value staging, Value r, const MXFP4WeightRow &row,
       b, loc, shift,
       arith::ShLIOp::create(
           b, loc, arith::IndexCastOp::create(b, loc, b.getI32Type(), block),
-          i32(3)));
+          i32Const(b, loc, 3)));
   Value scale = arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, word, at), i32(0xFF));
+      b, loc, arith::ShRUIOp::create(b, loc, word, at), i32Const(b, loc, 0xFF));
   auto codesLoad = vector::LoadOp::create(
       b, loc, VectorType::get({16}, b.getI8Type()), staging,
       ValueRange{

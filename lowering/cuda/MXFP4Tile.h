@@ -71,6 +71,11 @@ inline int64_t weightElements(const KernelOperand &w) {
   return n;
 }
 
+/// Bytes of an MXFP4 weight operand: its codes, then its scales.
+inline int64_t mxfp4WeightBytes(const KernelOperand &w) {
+  return weightElements(w) / 2 + weightElements(w) / 32;
+}
+
 class MXFP4TileRows {
 public:
   /// Tiles of `rows` weight rows by 64 k (one 128-byte swizzled bf16 row
@@ -95,7 +100,6 @@ private:
   Value scaleByte(const MXFP4WeightRow &row, Value kt);
   /// A word's 8 decoded elements (its four pairs) in order.
   Value orderWord(ArrayRef<Value> pairs);
-  Value i32(int64_t v);
 
   WGMMAEmitter &em;
   MMAEmitter &mma;

@@ -36,6 +36,7 @@
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/LaneDots.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MXFP4WarpMMA.h"
 #include "lowering/cuda/MoESegments.h"
 #include "lowering/kernels/Kernels.h"
@@ -122,7 +123,7 @@ private:
     tokenCount = kb.dim(f.rows.shape[0]);
     for (const KernelOperand &w : f.weights)
       weightViews.push_back(
-          mxfp4 ? em.contiguousView(w.base, {kb.idx(mxfp4Bytes(w))})
+          mxfp4 ? em.contiguousView(w.base, {kb.idx(mxfp4WeightBytes(w))})
                 : em.contiguousView(w));
     if (f.dense) {
       x = em.contiguousView(f.rows);
@@ -165,17 +166,6 @@ private:
     return rows;
   }
 
-  /// MXFP4: the weight's elements; its bytes (codes, then scales).
-  static int64_t mxfp4Elements(const KernelOperand &w) {
-    int64_t n = 1;
-    for (int64_t d : w.shape)
-      n *= d;
-    return n;
-  }
-  static int64_t mxfp4Bytes(const KernelOperand &w) {
-    return mxfp4Elements(w) / 2 + mxfp4Elements(w) / 32;
-  }
-
   /// MXFP4: rows g and g + 8 of the warp's 16 of each weight (lane g =
   /// lane / 4): where their codes and scales start in the weight's bytes.
   SmallVector<MXFP4LaneRows> mxfp4LaneRows(Value lane) {
@@ -188,7 +178,7 @@ private:
         Value n = kb.addi(n0, kb.addi(g, kb.idx(8 * r)));
         Value row = kb.addi(kb.muli(expert, kb.idx(nOut)), n);
         lr.codes[r] = kb.muli(row, kb.idx(nIn / 2));
-        lr.scales[r] = kb.addi(kb.idx(mxfp4Elements(w) / 2),
+        lr.scales[r] = kb.addi(kb.idx(weightElements(w) / 2),
                                kb.muli(row, kb.idx(nIn / 32)));
       }
       rows.push_back(lr);

@@ -314,11 +314,9 @@ private:
     swizzle = weightMaps.empty() ? em.swizzleTag(weightBox()) : weightMaps[0];
     if (!mxfp4)
       return;
-    for (const KernelOperand &w : g.weights) {
-      int64_t numel = weightElements(w);
+    for (const KernelOperand &w : g.weights)
       weightBytes.push_back(
-          mma.contiguousView(w.base, {kb.idx(numel / 2 + numel / 32)}));
-    }
+          mma.contiguousView(w.base, {kb.idx(mxfp4WeightBytes(w))}));
     weightRow = mxfp4WeightRow();
   }
 
