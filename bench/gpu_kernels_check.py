@@ -259,6 +259,28 @@ MOE_DECODE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x",
   return %y, %h : tensor<?x{D}xbf16>, tensor<?x{I}xbf16>
 }}
 """
+# The same layer as the model runs it: the shared expert a k3.glu_mlp added
+# to the routed experts' output, which k3-fuse-shared-expert folds into the
+# grouped GEMVs (rows T K + t, weight one) and their combine.
+MOE_DECODE_SHARED_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) attributes {{k3.decode}} {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
+  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
+         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  %sg = k3.weight "sg" : tensor<{I}x{D}xbf16>
+  %su = k3.weight "su" : tensor<{I}x{D}xbf16>
+  %sd = k3.weight "sd" : tensor<{D}x{I}xbf16>
+  %s = k3.glu_mlp silu %x, %sg, %su, %sd
+      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  %y = k3.add %r, %s : tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
 # MXFP4 routed experts (f4E2M1FN, docs/mxfp4.md): the decode step's
 # moe_grouped_gemv (k3.decode: LaneDots' MXFP4 form) and the prefill's loop
 # nest (WeightElements), 16 experts top-4, D 544 and I 160 (whole 32-element
@@ -330,6 +352,8 @@ def prepare() -> int:
     for art, extra in ROUTER_VARIANTS.values():
         compile_model(art, ROUTER_MODEL, extra)
     compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
+    compile_model("moe_decode_shared", MOE_DECODE_SHARED_MODEL.format(**MOE_DECODE), "", max_tokens=64,
+                  max_seqs=64)
     for form, attrs in MOE_MXFP4_FORMS.items():
         compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",
                       max_tokens=256, max_seqs=256)
@@ -734,6 +758,13 @@ def moe_decode_reference(x, idx, wts, w, shared=True):
     return y, (silu(x @ w["sg"].T) * (x @ w["su"].T) if shared else None)
 
 
+def moe_decode_shared_reference(x, idx, wts, w):
+    """The routed experts plus the shared expert (its h rounded to bf16
+    where the kernel stores it), float64."""
+    y, hs = moe_decode_reference(x, idx, wts, w)
+    return y + bf16_round(hs).astype(np.float64) @ w["sd"].T.astype(np.float64)
+
+
 def mxfp4_weights(c, rng, w13_scales=None) -> dict:
     """MXFP4 experts of config ``c`` from normal values by k3ref's encoder,
     as the checkpoint stores them (`<name>_packed`, `<name>_scale`, U8);
@@ -857,6 +888,38 @@ def check_moe_decode(res, rng) -> None:
                 raise AssertionError(f"y err {ey:.2e}, shared h err {eh:.2e} (bound 2^-7)")
             return {"err_y": ey, "err_h": eh}
         res.guard(case, case="moe_decode", impl="k3", variant="moe_grouped_gemv+glu_gemv",
+                  shape={"T": t, **c})
+    check_moe_decode_shared(res, rng, w, files)
+
+
+def check_moe_decode_shared(res, rng, w, files) -> None:
+    """The shared expert in the grouped GEMVs (k3-fuse-shared-expert) against
+    float64 at T = 1, 5 and 64, within 2^-7 normwise (the bound above)."""
+    import torch
+    import k3
+    c = MOE_DECODE
+    w = dict(w, sd=bf16_round(rng.standard_normal((c["D"], c["I"])) / c["I"] ** 0.5))
+    files = files + [OUT / "moe_decode.sd.safetensors"]
+    save_bf16(files[-1], "sd", w["sd"])
+    for t in (1, 5, 64):
+        x = bf16_round(rng.standard_normal((t, c["D"])))
+        idx, wts = moe_decode_routing(t, rng)
+
+        def case(t=t, x=x, idx=idx, wts=wts):
+            s = k3.Session(str(OUT / "moe_decode_shared.k3bin"), device="cuda:0")
+            s.load_weights([str(f) for f in files])
+            dev = torch.device("cuda:0")
+            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
+                        x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
+                        idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
+            y = torch.from_dlpack(out["y"]).double().cpu().numpy()
+            s.close()
+            want = moe_decode_shared_reference(x, idx, wts, w)
+            ey = float(np.linalg.norm(y - want) / np.linalg.norm(want))
+            if not ey < 2.0 ** -7:
+                raise AssertionError(f"y err {ey:.2e} (bound 2^-7)")
+            return {"err_y": ey}
+        res.guard(case, case="moe_decode_shared", impl="k3", variant="moe_grouped_gemv shared expert",
                   shape={"T": t, **c})
 
 

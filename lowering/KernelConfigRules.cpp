@@ -336,16 +336,32 @@ LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
 // The MoE GEMMs of a few tokens (lowering/cuda/MoEGroupedGEMV.cpp)
 //===----------------------------------------------------------------------===//
 
+bool hasMXFP4Weights(Operation *op);
+
 /// The dispatch tile rows of a routed op's tables (0 without a dispatch).
 int64_t dispatchTileRows(Value tileOffsets) {
   auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
   return d ? d.getTileRows() : 0;
 }
 
+/// Whether the grouped MoE op runs the shared expert in its launch
+/// (k3-fuse-shared-expert).
+bool hasSharedExpert(Operation *op) {
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return o.hasSharedExpert();
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
+    return o.hasSharedExpert();
+  return false;
+}
+
 /// Whether MoEGroupedGEMV.cpp's kernel covers `op`: GEMV elements, the
 /// reduction in whole 16-byte vectors of the weights, gate and up of one
-/// type, and for the MoE ops k3.moe_dispatch's tiles of at most 16 rows.
+/// type, and for the MoE ops k3.moe_dispatch's tiles of at most 16 rows. A
+/// shared expert in the launch runs beside float routed experts only
+/// (the MXFP4 form multiplies on the tensor cores, 16 rows a warp).
 bool groupedGEMVApplies(Operation *op) {
+  if (hasSharedExpert(op) && hasMXFP4Weights(op))
+    return false;
   auto gemv = [](Value x, Value w, int64_t k) {
     Type we = elementOf(w);
     bool mxfp4 = isa<Float4E2M1FNType>(we); // only routed expert stacks
@@ -782,6 +798,8 @@ LogicalResult verifyMoEDispatchRows(MoEDispatchOp op, KernelConfigAttr c) {
 /// whole column tiles (64 channels of gate and up; 128 output columns), and
 /// for the MoE ops routing tables cut in the kernel's 128-row tiles.
 bool groupedWGMMAApplies(Operation *op) {
+  if (hasSharedExpert(op))
+    return false; // the decode entry's form (k3-fuse-shared-expert)
   auto bf16OrMXFP4 = [](Value w) {
     Type t = elementOf(w);
     return t.isBF16() || isa<Float4E2M1FNType>(t);

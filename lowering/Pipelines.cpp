@@ -111,6 +111,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("GLU MLPs as a gate/up GEMM and a down linear "
                      "(k3-split-glu-mlp); off: one fused op each"),
       llvm::cl::init(true)};
+  Option<bool> fuseSharedExpert{
+      *this, "fuse-shared-expert",
+      llvm::cl::desc("In the decode entry, the shared expert in the grouped "
+                     "MoE launches (k3-fuse-shared-expert)"),
+      llvm::cl::init(true)};
   Option<bool> groupLinears{
       *this, "group-linears",
       llvm::cl::desc("In the decode entry, the linears of one input as one "
@@ -158,6 +163,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3MoEGrouped());
   if (o.splitGLUMLP)
     pm.addPass(k3::createK3SplitGLUMLP());
+  // Needs both forms above: the grouped routed experts, the split shared
+  // expert.
+  if (o.moeGrouped && o.splitGLUMLP && o.fuseSharedExpert)
+    pm.addPass(k3::createK3FuseSharedExpert());
   // After the precision policy: the expanded keys and values are
   // activations.
   if (o.mlaExpand)

@@ -242,7 +242,9 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
                    op);
       })
       .Case<MoEGroupedGLUOp, MoEGroupedDownOp>([&](Operation *o) {
-        return leading(o->getResult(0), o->getOperand(1), 2);
+        // [T, slots, width]: T from the input rows; the K routed slots (plus
+        // the shared expert's) are static.
+        return leading(o->getResult(0), o->getOperand(0), 1);
       })
       .Case<GLUGateUpOp>([&](GLUGateUpOp g) -> LogicalResult {
         return leading(g.getResult(), g.getInput(), 1);

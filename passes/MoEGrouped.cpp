@@ -57,13 +57,13 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
         rowsOf(w1.getDimSize(1), tensorType(op.getInput()).getElementType()),
         op.getInput(), op.getIndices(), dispatch.getRowSource(),
         dispatch.getOffsets(), dispatch.getTileOffsets(), op.getW1(),
-        op.getW3(), op.getActivationAttr(), op.getBetaAttr(),
-        op.getLinearBetaAttr());
+        op.getW3(), /*shared_w1=*/Value(), /*shared_w3=*/Value(),
+        op.getActivationAttr(), op.getBetaAttr(), op.getLinearBetaAttr());
     auto down = MoEGroupedDownOp::create(
         rewriter, loc, rowsOf(w2.getDimSize(1), rewriter.getF32Type()),
         glu.getResult(), op.getIndices(), dispatch.getRowSource(),
         dispatch.getOffsets(), dispatch.getTileOffsets(), op.getWeights(),
-        op.getW2());
+        op.getW2(), /*shared_w2=*/Value());
     rewriter.replaceOpWithNewOp<MoECombineOp>(
         op, op.getType(), down.getResult(), dispatch.getPositions());
     return success();

@@ -241,6 +241,25 @@ def K3GroupLinears : Pass<"k3-group-linears"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3FuseSharedExpert : Pass<"k3-fuse-shared-expert"> {
+  let summary = "In the decode entry, the shared expert in the grouped MoE launches";
+  let description = [{
+    In each function marked `k3.decode`, rewrites
+    `k3.add(k3.moe_combine(k3.moe_grouped_down(k3.moe_grouped_glu(x))),
+    k3.linear(k3.glu_gate_up(x)))` (the routed experts after
+    `k3-moe-grouped`, the shared expert after `k3-split-glu-mlp`) into the
+    grouped ops with `shared(...)` weights: the shared expert's rows follow
+    the routed ones (`[T, K + 1, ...]`) and the combine adds them last. A
+    decode step's time is weight bytes plus a fixed cost per launch, and
+    the shared expert's GEMVs were too small to fill the GPU on their own
+    (docs/moe.md); now they run beside the routed experts' blocks, and
+    three launches per MoE layer go. It fires where the shared expert reads
+    the routed experts' input, with their width, GLU and weight element
+    type, and each intermediate value has no other use.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3MoEGrouped : Pass<"k3-moe-grouped"> {
   let summary = "MoE as dispatch, two grouped GEMMs and a combine";
   let description = [{

@@ -39,6 +39,32 @@ LogicalResult verifyRoutingTables(Operation *op, Value indices, Value rowSource,
   return success();
 }
 
+/// Dimension 1 of `t` [T, slots, ...]: the K routed slots of `indices`,
+/// plus one for the shared expert's row where it runs in the same launch.
+LogicalResult expectSlots(Operation *op, Named t, Named indices, bool shared) {
+  int64_t k = indices.type.getDimSize(1);
+  if (ShapedType::isDynamic(k))
+    return success();
+  if (!shared)
+    return expectDim(op, t, 1, k, "experts per token");
+  return expectDim(op, t, 1, k + 1, "experts per token + 1, the shared expert");
+}
+
+/// A shared expert's weight `[N, K]` beside the routed `[E, N, K]` one: the
+/// same rows and reduction, the same element type.
+LogicalResult expectSharedWeight(Operation *op, Named shared, Named routed) {
+  if (failed(expectRank(op, shared, 2)) ||
+      failed(expectSameDim(op, shared, 0, routed, 1, "rows")) ||
+      failed(expectSameDim(op, shared, 1, routed, 2, "reduction width")))
+    return failure();
+  if (shared.type.getElementType() != routed.type.getElementType())
+    return op->emitOpError() << "expects the shared expert's '" << shared.name
+                             << "' to have the routed experts' element type "
+                             << routed.type.getElementType() << ", got "
+                             << shared.type.getElementType();
+  return success();
+}
+
 } // namespace
 
 LogicalResult MoEDispatchOp::verify() {
@@ -75,8 +101,16 @@ LogicalResult MoEGroupedGLUOp::verify() {
   if (failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||
       failed(expectSameDim(*this, w1, 2, x, 1, "expert input width")) ||
       failed(expectSameDim(*this, r, 0, idx, 0, "token count")) ||
-      failed(expectSameDim(*this, r, 1, idx, 1, "experts per token")) ||
+      failed(expectSlots(*this, r, idx, hasSharedExpert())) ||
       failed(expectSameDim(*this, r, 2, w1, 1, "expert intermediate size")))
+    return failure();
+  if (static_cast<bool>(getSharedW1()) != static_cast<bool>(getSharedW3()))
+    return emitOpError() << "expects both shared expert weights or neither";
+  if (hasSharedExpert() &&
+      (failed(
+           expectSharedWeight(*this, named("shared_w1", getSharedW1()), w1)) ||
+       failed(
+           expectSharedWeight(*this, named("shared_w3", getSharedW3()), w3))))
     return failure();
   return expectGLUActivation(*this, getActivation(), optDouble(getBetaAttr()),
                              optDouble(getLinearBetaAttr()));
@@ -94,12 +128,14 @@ LogicalResult MoEGroupedDownOp::verify() {
                                  getOffsets(), getTileOffsets(), w2)))
     return failure();
   if (failed(expectSameDim(*this, h, 0, idx, 0, "token count")) ||
-      failed(expectSameDim(*this, h, 1, idx, 1, "experts per token")) ||
+      failed(expectSlots(*this, h, idx, hasSharedExpert())) ||
       failed(expectSameDim(*this, w2, 2, h, 2, "expert intermediate size")) ||
       failed(expectSameDim(*this, r, 0, h, 0, "token count")) ||
-      failed(expectSameDim(*this, r, 1, h, 1, "experts per token")) ||
+      failed(expectSlots(*this, r, idx, hasSharedExpert())) ||
       failed(expectSameDim(*this, r, 2, w2, 1, "expert output width")))
     return failure();
+  if (hasSharedExpert())
+    return expectSharedWeight(*this, named("shared_w2", getSharedW2()), w2);
   return success();
 }
 
@@ -110,8 +146,12 @@ LogicalResult MoECombineOp::verify() {
   if (failed(expectRank(*this, rows, 3)) || failed(expectRank(*this, pos, 2)) ||
       failed(expectRank(*this, r, 2)))
     return failure();
+  // Rows [T, K + 1, D] carry the shared expert's output (added last).
+  int64_t slots = rows.type.getDimSize(1), k = pos.type.getDimSize(1);
+  bool shared = !ShapedType::isDynamic(slots) && !ShapedType::isDynamic(k) &&
+                slots == k + 1;
   if (failed(expectSameDim(*this, rows, 0, pos, 0, "token count")) ||
-      failed(expectSameDim(*this, rows, 1, pos, 1, "experts per token")) ||
+      failed(expectSlots(*this, rows, pos, shared)) ||
       failed(expectSameDim(*this, r, 0, pos, 0, "token count")) ||
       failed(expectSameDim(*this, r, 1, rows, 2, "output width")))
     return failure();

@@ -47,7 +47,8 @@ def K3_MoEDispatchOp : K3_Op<"moe_dispatch", [Pure]> {
   let hasVerifier = 1;
 }
 
-def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu", [Pure]> {
+def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu",
+    [Pure, AttrSizedOperandSegments]> {
   let summary = "gate and up projections of each sorted row by its expert";
   let description = [{
     For sorted row `r` (pair `p = row_source[r]`, token `t = p / K`,
@@ -55,18 +56,30 @@ def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu", [Pure]> {
     W3[e, i] . x[t])`, with `act` the GLU of `k3.moe_experts`. `h [T, K,
     I]` is read flat as `T K` rows. Accumulation in f32; `h` has the
     input's element type.
+
+    With `shared(W1s, W3s)` (`k3-fuse-shared-expert`), the shared expert of
+    the same input and width runs in the same launch: `h` is `[T, K + 1,
+    I]`, and its rows `T K + t` are `act(W1s[i] . x[t], W3s[i] . x[t])`.
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
                        K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
                        K3_IndexTensor:$tile_offsets, K3_WeightTensor:$w1,
-                       K3_WeightTensor:$w3, K3_GLUActivationAttr:$activation,
+                       K3_WeightTensor:$w3,
+                       Optional<K3_WeightTensor>:$shared_w1,
+                       Optional<K3_WeightTensor>:$shared_w3,
+                       K3_GLUActivationAttr:$activation,
                        OptionalAttr<F64Attr>:$beta,
                        OptionalAttr<F64Attr>:$linear_beta);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = [{
     $activation $input `,` $indices `,` $row_source `,` $offsets `,`
-    $tile_offsets `,` $w1 `,` $w3 attr-dict `:`
+    $tile_offsets `,` $w1 `,` $w3
+    (`shared` `(` $shared_w1^ `,` $shared_w3 `)`)? attr-dict `:`
     functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the shared expert runs in this launch (rows T K + t).
+    bool hasSharedExpert() { return static_cast<bool>(getSharedW1()); }
   }];
   let hasVerifier = 1;
 }
@@ -77,15 +90,25 @@ def K3_MoEGroupedDownOp : K3_Op<"moe_grouped_down", [Pure]> {
     `y[r, d] = weights[p] * (W2[e, d] . h[r])` for sorted row `r` (pair
     `p = row_source[r]`, expert `e = indices[p]`, both read flat). `y [T,
     K, D]` is read flat as `T K` rows. Accumulation in f32.
+
+    With `shared(W2s)`, `h` and `y` are `[T, K + 1, ...]` and the shared
+    expert's rows `T K + t` are `y[T K + t, d] = W2s[d] . h[T K + t]`
+    (weight one).
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
                        K3_IndexTensor:$row_source, K3_IndexTensor:$offsets,
                        K3_IndexTensor:$tile_offsets, K3_F32Tensor:$weights,
-                       K3_WeightTensor:$w2);
+                       K3_WeightTensor:$w2,
+                       Optional<K3_WeightTensor>:$shared_w2);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $indices `,` $row_source `,` $offsets `,` $tile_offsets `,`
-    $weights `,` $w2 attr-dict `:` functional-type(operands, results)
+    $weights `,` $w2 (`shared` `(` $shared_w2^ `)`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the shared expert runs in this launch (rows T K + t).
+    bool hasSharedExpert() { return static_cast<bool>(getSharedW2()); }
   }];
   let hasVerifier = 1;
 }
@@ -96,7 +119,8 @@ def K3_MoECombineOp : K3_Op<"moe_combine", [Pure]> {
     `result[t, d] = sum_j rows[positions[t, j], d]` over `j = 0 .. K - 1`
     in that order (rows `[T, K, D]` read flat): a gather, not a scatter
     with atomics, so every run adds in the same order and gives the same
-    bits.
+    bits. Rows `[T, K + 1, D]` carry the shared expert's output in rows
+    `T K + t` (`k3-fuse-shared-expert`); it is added last.
   }];
   let arguments = (ins K3_FloatTensor:$rows, K3_IndexTensor:$positions);
   let results = (outs K3_FloatTensor:$result);

@@ -21,6 +21,10 @@
 //   tile's TT rows: x gathered by token (row_source / K) for gate/up, h's
 //   own sorted rows for down. Rows past the segment read its last row
 //   again (a clamped index, no divergence) and are not stored.
+// - A shared expert in the same launch (k3-fuse-shared-expert): ceil(T /
+//   TT) more tiles after the routed ones (the grid grows to T (K + 1) row
+//   tiles), each TT tokens of the dense form, written to rows T K + t with
+//   weight one. The branch is block-uniform.
 // - Lane 0 stores: gate/up act(gate, up) in h's type; down the routing
 //   weight times the sum, in f32, for k3.moe_combine.
 //
@@ -54,12 +58,20 @@ struct GEMVForm {
   KernelOperand rows; // x [T, D] (gathered by token) or h [T, K, I]
   KernelOperand indices, rowSource, offsets, tileOffsets; // routed forms
   SmallVector<KernelOperand> weights; // W1 and W3, or W2: [E,] N, K
+  SmallVector<KernelOperand> shared;  // the shared expert's: N, K
   KernelOperand rowWeights;           // down: [T, K]
   KernelOperand result;               // h [T, (K,) I] or y [T, K, D]
   int64_t tileRows = 1;               // TT
   // The GLU of the gate/up form.
   GLUActivation act = GLUActivation::silu;
   std::optional<double> beta, linearBeta;
+};
+
+/// Which rows a block's tile covers.
+enum class TileKind {
+  Routed, // sorted rows of one expert's segment
+  Dense,  // k3.glu_gate_up: TT tokens
+  Shared, // the shared expert: TT tokens, rows T K + t
 };
 
 class GroupedGEMVKernel {
@@ -80,16 +92,22 @@ public:
   }
 
   LogicalResult emit(Operation *op) {
+    if (mxfp4 && !f.shared.empty())
+      return op->emitOpError() << "the grouped GEMV runs a shared expert "
+                                  "beside float routed experts only";
     auto tokens = kb.linearForm(kb.dim(f.rows.shape[0]));
     if (!tokens)
       return op->emitOpError() << "the grouped GEMV needs a token count "
                                   "linear in one runtime size";
     const int64_t rowTiles = linearGEMVRowTiles(nOut, tile);
+    // Routed: at most T K tiles (each has a row); a shared expert's
+    // ceil(T / TT) <= T more.
+    int64_t slots = topK + (f.shared.empty() ? 0 : 1);
     if (f.dense)
       e.setLaunch(*tokens, rowTiles, (f.tileRows - 1) * rowTiles, f.tileRows,
                   {32 * tile.warps, 1, 1});
     else
-      e.setLaunch(*tokens, topK * rowTiles, 0, 1, {32 * tile.warps, 1, 1});
+      e.setLaunch(*tokens, slots * rowTiles, 0, 1, {32 * tile.warps, 1, 1});
     makeViews();
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -99,50 +117,73 @@ public:
         kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp),
         kb.idx(tile.rows));
     // Block-uniform (the tile) and warp-uniform (the rows) conditions.
+    Value rowsLive = kb.lti(n0, kb.idx(nOut));
+    if (f.dense) {
+      Value live = kb.lti(kb.muli(mTile, kb.idx(f.tileRows)), tokenCount);
+      kb.ifThen(kb.andi(live, rowsLive),
+                [&] { multiplyTile(TileKind::Dense, mTile, lane); });
+      return success();
+    }
+    Value routedTiles = kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)});
+    kb.ifThen(kb.andi(kb.lti(mTile, routedTiles), rowsLive),
+              [&] { multiplyTile(TileKind::Routed, mTile, lane); });
+    if (f.shared.empty())
+      return success();
+    Value sharedTile = kb.subi(mTile, routedTiles);
     Value live =
-        f.dense ? kb.lti(kb.muli(mTile, kb.idx(f.tileRows)), tokenCount)
-                : kb.lti(mTile,
-                         kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)}));
-    kb.ifThen(kb.andi(live, kb.lti(n0, kb.idx(nOut))), [&] {
-      locate(mTile);
-      if (mxfp4)
-        return storeFragments(mxfp4WarpProducts(em, mxfp4LaneRows(lane),
-                                                laneToken(lane), nIn, lane),
-                              lane);
-      SmallVector<Value> sums =
-          laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
-      for (Value &s : sums)
-        s = em.warpSum(s);
-      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
-    });
+        kb.andi(kb.gei(mTile, routedTiles),
+                kb.lti(kb.muli(sharedTile, kb.idx(f.tileRows)), tokenCount));
+    kb.ifThen(kb.andi(live, rowsLive),
+              [&] { multiplyTile(TileKind::Shared, sharedTile, lane); });
     return success();
   }
 
 private:
+  /// The warp's R output rows of tile `mTile` (of kind `kind`) over its TT
+  /// rows.
+  void multiplyTile(TileKind kind, Value mTile, Value lane) {
+    locate(kind, mTile);
+    if (mxfp4 && kind == TileKind::Routed)
+      return storeFragments(mxfp4WarpProducts(em, mxfp4LaneRows(lane),
+                                              laneToken(lane), nIn, lane),
+                            lane);
+    SmallVector<Value> sums =
+        laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
+    for (Value &s : sums)
+      s = em.warpSum(s);
+    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
+  }
+
   void makeViews() {
     tokenCount = kb.dim(f.rows.shape[0]);
     for (const KernelOperand &w : f.weights)
       weightViews.push_back(
           mxfp4 ? em.contiguousView(w.base, {kb.idx(mxfp4WeightBytes(w))})
                 : em.contiguousView(w));
+    for (const KernelOperand &w : f.shared)
+      sharedViews.push_back(em.contiguousView(w));
     if (f.dense) {
       x = em.contiguousView(f.rows);
       out = em.contiguousView(f.result.base, {tokenCount, kb.idx(nOut)});
       return;
     }
-    Value pairs = kb.numElements(f.indices.shape);
+    pairs = kb.numElements(f.indices.shape);
     rowSource = kb.view(f.rowSource.base, {pairs});
-    // Gate/up gathers x's rows by token; down reads h's sorted rows.
+    // Gate/up gathers x's rows by token; down reads h's sorted rows (and
+    // the shared expert's after them).
+    Value resultRows = kb.numElements(ArrayRef(f.result.shape).drop_back());
     x = f.glu ? em.contiguousView(f.rows)
-              : em.contiguousView(f.rows.base, {pairs, kb.idx(nIn)});
-    out = em.contiguousView(f.result.base, {pairs, kb.idx(nOut)});
+              : em.contiguousView(f.rows.base, {resultRows, kb.idx(nIn)});
+    out = em.contiguousView(f.result.base, {resultRows, kb.idx(nOut)});
     if (f.rowWeights)
       rowWeights = kb.view(f.rowWeights.base, {pairs});
   }
 
-  /// The tile's expert and rows.
-  void locate(Value mTile) {
-    if (f.dense) {
+  /// The tile's expert (none for the dense and shared tiles) and rows.
+  void locate(TileKind kind, Value mTile) {
+    tileKind = kind;
+    expert = Value();
+    if (kind != TileKind::Routed) {
       rowStart = kb.muli(mTile, kb.idx(f.tileRows));
       validRows = kb.minsi(kb.subi(tokenCount, rowStart), kb.idx(f.tileRows));
       return;
@@ -157,11 +198,11 @@ private:
   /// The warp's weight rows: R of each weight, in operand order.
   SmallVector<ViewRow> weightRows() {
     SmallVector<ViewRow> rows;
-    for (Value w : weightViews)
+    for (Value w : tileKind == TileKind::Shared ? sharedViews : weightViews)
       for (int64_t r = 0; r < tile.rows; ++r) {
         Value n = kb.addi(n0, kb.idx(r));
-        rows.push_back({w, f.dense ? SmallVector<Value>{n}
-                                   : SmallVector<Value>{expert, n}});
+        rows.push_back({w, expert ? SmallVector<Value>{expert, n}
+                                  : SmallVector<Value>{n}});
       }
     return rows;
   }
@@ -225,16 +266,27 @@ private:
                    kb.minsi(kb.idx(j), kb.subi(validRows, kb.idx(1))));
   }
 
-  /// The tile's TT input rows.
+  /// The tile's TT input rows: routed gate/up gathers x by token, down
+  /// reads h's sorted rows; the shared expert's down reads h's rows T K +
+  /// t.
   SmallVector<ViewRow> inputRows() {
     SmallVector<ViewRow> rows;
     for (int64_t j = 0; j < f.tileRows; ++j) {
       Value r = sortedRow(j);
-      if (f.glu && !f.dense)
+      if (f.glu && tileKind == TileKind::Routed)
         r = em.divu(kb.loadIndex(rowSource, {r}), topK);
+      if (!f.glu && tileKind == TileKind::Shared)
+        r = kb.addi(pairs, r);
       rows.push_back({x, {r}});
     }
     return rows;
+  }
+
+  /// Where the tile's row j is stored: the shared expert's after the T K
+  /// routed rows.
+  Value outputRow(Value j) {
+    Value row = kb.addi(rowStart, j);
+    return tileKind == TileKind::Shared ? kb.addi(pairs, row) : row;
   }
 
   /// Lane 0: the tile's existing rows of the warp's R outputs.
@@ -242,16 +294,17 @@ private:
     const int64_t tt = f.tileRows;
     for (int64_t j = 0; j < tt; ++j)
       kb.ifThen(kb.lti(kb.idx(j), validRows), [&] {
-        Value row = kb.addi(rowStart, kb.idx(j));
+        Value row = outputRow(kb.idx(j));
+        // The routing weight (the shared expert's is one).
         Value scale;
-        if (!f.glu)
+        if (!f.glu && tileKind == TileKind::Routed)
           scale = kb.load(rowWeights, {kb.loadIndex(rowSource, {row})});
         for (int64_t r = 0; r < tile.rows; ++r) {
           Value n = kb.addi(n0, kb.idx(r)), v = sums[r * tt + j];
           if (f.glu)
             v = emitGLUActivation(kb, f.act, f.beta, f.linearBeta, v,
                                   sums[(tile.rows + r) * tt + j]);
-          else
+          else if (scale)
             v = kb.mul(scale, v);
           kb.store(v, out, {row, n});
         }
@@ -267,8 +320,9 @@ private:
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn = 0, vec = 8, experts = 0, topK = 1;
   bool mxfp4 = false; // weights in MXFP4 (WeightElements.h)
-  SmallVector<Value> weightViews;
-  Value tokenCount, x, out, rowSource, rowWeights;
+  SmallVector<Value> weightViews, sharedViews;
+  Value tokenCount, pairs, x, out, rowSource, rowWeights;
+  TileKind tileKind = TileKind::Routed;
   Value n0, expert, rowStart, validRows;
 };
 
@@ -308,6 +362,8 @@ struct GroupedGLUGEMVPattern : OpKernelPattern<MoEGroupedGLUOp> {
                      KernelEmission &e) const override {
     GEMVForm f = routedForm(/*glu=*/true, a, e);
     f.weights = {a.getW1(), a.getW3()};
+    if (op.hasSharedExpert())
+      f.shared = {a.getSharedW1(), a.getSharedW3()};
     f.act = op.getActivation();
     f.beta = optionalDouble(op.getBetaAttr());
     f.linearBeta = optionalDouble(op.getLinearBetaAttr());
@@ -321,6 +377,8 @@ struct GroupedDownGEMVPattern : OpKernelPattern<MoEGroupedDownOp> {
                      KernelEmission &e) const override {
     GEMVForm f = routedForm(/*glu=*/false, a, e);
     f.weights = {a.getW2()};
+    if (op.hasSharedExpert())
+      f.shared = {a.getSharedW2()};
     f.rowWeights = a.getWeights();
     return emitGEMV(f, op, e);
   }

@@ -4,7 +4,8 @@
 // k3.moe_grouped_down and k3.moe_combine (K3MoEOps.td): the CPU target's
 // kernels, and the GPU's where no dedicated kernel applies. Each sum runs
 // in the order of the fused k3.moe_experts loop nest (MoE.cpp), so with f32
-// activations both forms give the same bits.
+// activations both forms give the same bits. A shared expert in the same
+// launch (k3-fuse-shared-expert) has rows T K + t after the routed ones.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
@@ -99,15 +100,26 @@ LogicalResult k3::emitMoEGroupedGLU(MoEGroupedGLUOp op, KernelBuilder &kb,
           hidden = x.shape[1];
   Value idx = flatRows(kb, ops.getIndices()),
         src = flatRows(kb, ops.getRowSource()), h = flatRows(kb, out[0]);
-  Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  Value pairs = kb.numElements(ArrayRef<int64_t>(ops.getIndices().shape));
+  GLUActivation act = op.getActivation();
+  std::optional<double> beta = optionalDouble(op.getBetaAttr()),
+                        lbeta = optionalDouble(op.getLinearBetaAttr());
   WeightElements gate(kb, w1), up(kb, ops.getW3());
-  kb.parallelWarps({rows, kb.idx(inter)}, [&](ValueRange iv) {
+  kb.parallelWarps({pairs, kb.idx(inter)}, [&](ValueRange iv) {
     SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    kb.store(emitGLUChannel(kb, op.getActivation(),
-                            optionalDouble(op.getBetaAttr()),
-                            optionalDouble(op.getLinearBetaAttr()), x.full,
-                            row.token, gate, up, row.expert, iv[1], hidden),
+    kb.store(emitGLUChannel(kb, act, beta, lbeta, x.full, row.token, gate, up,
+                            row.expert, iv[1], hidden),
              h, iv);
+  });
+  if (!op.hasSharedExpert())
+    return success();
+  // The shared expert: rows T K + t, every token, one expert.
+  WeightElements sharedGate(kb, ops.getSharedW1()),
+      sharedUp(kb, ops.getSharedW3());
+  kb.parallelWarps({kb.dim(x.shape[0]), kb.idx(inter)}, [&](ValueRange iv) {
+    kb.store(emitGLUChannel(kb, act, beta, lbeta, x.full, iv[0], sharedGate,
+                            sharedUp, /*expert=*/Value(), iv[1], hidden),
+             h, {kb.addi(pairs, iv[0]), iv[1]});
   });
   return success();
 }
@@ -122,13 +134,24 @@ LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
         src = flatRows(kb, ops.getRowSource()),
         wts = flatRows(kb, ops.getWeights()), h = flatRows(kb, ops.getInput()),
         y = flatRows(kb, out[0]);
-  Value rows = kb.numElements(ArrayRef<int64_t>(out[0].shape).take_front(2));
+  Value pairs = kb.numElements(ArrayRef<int64_t>(ops.getIndices().shape));
   WeightElements down(kb, w2);
-  kb.parallelWarps({rows, kb.idx(width)}, [&](ValueRange iv) {
+  kb.parallelWarps({pairs, kb.idx(width)}, [&](ValueRange iv) {
     SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
     Value dot = emitDownRow(kb, down, row.expert, iv[1], h, {iv[0]}, inter);
     kb.store(kb.mul(dot, kb.load(wts, {row.pair})), y, iv);
   });
+  if (!op.hasSharedExpert())
+    return success();
+  // The shared expert's rows T K + t, weight one.
+  WeightElements sharedDown(kb, ops.getSharedW2());
+  kb.parallelWarps({kb.dim(ops.getIndices().shape[0]), kb.idx(width)},
+                   [&](ValueRange iv) {
+                     Value r = kb.addi(pairs, iv[0]);
+                     kb.store(emitDownRow(kb, sharedDown, /*expert=*/Value(),
+                                          iv[1], h, {r}, inter),
+                              y, {r, iv[1]});
+                   });
   return success();
 }
 
@@ -137,14 +160,19 @@ LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
   auto ops = operandsOf(op, in);
   KernelOperand positions = ops.getPositions();
   int64_t topK = positions.shape[1], width = out[0].shape[1];
+  // Rows [T, K + 1, D]: the shared expert's row T K + t is added last.
+  bool shared = ops.getRows().shape[1] == topK + 1;
   Value rows = flatRows(kb, ops.getRows()), pos = positions.full,
         y = out[0].full;
+  Value pairs = kb.numElements(ArrayRef<int64_t>(positions.shape));
   kb.parallel({kb.dim(positions.shape[0]), kb.idx(width)}, [&](ValueRange iv) {
     Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
       Value a = kb.load(rows, {kb.loadIndex(pos, {t, kb.idx(j)}), d});
       acc = j == 0 ? a : kb.add(a, acc);
     }
+    if (shared)
+      acc = kb.add(kb.load(rows, {kb.addi(pairs, t), d}), acc);
     kb.store(acc, y, {t, d});
   });
   return success();

@@ -71,7 +71,70 @@ func.func @down_input_width(%h: tensor<?x2x8xbf16>, %i: tensor<?x2xi32>, %o: ten
 // -----
 
 func.func @combine_slots(%r: tensor<?x2x32xf32>, %pos: tensor<?x4xi32>) {
-  // expected-error @+1 {{'k3.moe_combine' op experts per token mismatch: 'rows' dimension 1 is 2 but 'positions' dimension 1 is 4}}
+  // expected-error @+1 {{'k3.moe_combine' op expects 'rows' dimension 1 (experts per token) to be 4, got 2}}
   %y = k3.moe_combine %r, %pos : (tensor<?x2x32xf32>, tensor<?x4xi32>) -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// Shared expert operands (k3-fuse-shared-expert): one slot more, the
+// routed experts' widths and element type.
+
+func.func @glu_shared_slots(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>, %s: tensor<16x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op expects 'result' dimension 1 (experts per token + 1, the shared expert) to be 3, got 2}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1 shared(%s, %s)
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<16x32xbf16>, tensor<16x32xbf16>) -> tensor<?x2x16xbf16>
+  return
+}
+
+// -----
+
+func.func @glu_slots_without_shared(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op expects 'result' dimension 1 (experts per token) to be 2, got 3}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>) -> tensor<?x3x16xbf16>
+  return
+}
+
+// -----
+
+func.func @glu_shared_rows(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>, %s: tensor<8x32xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op rows mismatch: 'shared_w1' dimension 0 is 8 but 'w1' dimension 1 is 16}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1 shared(%s, %s)
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<8x32xbf16>, tensor<8x32xbf16>) -> tensor<?x3x16xbf16>
+  return
+}
+
+// -----
+
+func.func @glu_shared_type(%x: tensor<?x32xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %w1: tensor<8x16x32xbf16>, %s: tensor<16x32xf32>) {
+  // expected-error @+1 {{'k3.moe_grouped_glu' op expects the shared expert's 'shared_w1' to have the routed experts' element type 'bf16', got 'f32'}}
+  %h = k3.moe_grouped_glu silu %x, %i, %i, %o, %o, %w1, %w1 shared(%s, %s)
+      : (tensor<?x32xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<8x16x32xbf16>, tensor<8x16x32xbf16>, tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<?x3x16xbf16>
+  return
+}
+
+// -----
+
+func.func @down_shared_width(%h: tensor<?x3x16xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %p: tensor<?x2xf32>, %w2: tensor<8x32x16xbf16>, %s: tensor<32x8xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_down' op reduction width mismatch: 'shared_w2' dimension 1 is 8 but 'w2' dimension 2 is 16}}
+  %y = k3.moe_grouped_down %h, %i, %i, %o, %o, %p, %w2 shared(%s)
+      : (tensor<?x3x16xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<?x2xf32>, tensor<8x32x16xbf16>, tensor<32x8xbf16>) -> tensor<?x3x32xf32>
+  return
+}
+
+// -----
+
+func.func @down_shared_slots(%h: tensor<?x2x16xbf16>, %i: tensor<?x2xi32>, %o: tensor<9xi32>,
+    %p: tensor<?x2xf32>, %w2: tensor<8x32x16xbf16>, %s: tensor<32x16xbf16>) {
+  // expected-error @+1 {{'k3.moe_grouped_down' op expects 'input' dimension 1 (experts per token + 1, the shared expert) to be 3, got 2}}
+  %y = k3.moe_grouped_down %h, %i, %i, %o, %o, %p, %w2 shared(%s)
+      : (tensor<?x2x16xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<?x2xf32>, tensor<8x32x16xbf16>, tensor<32x16xbf16>) -> tensor<?x3x32xf32>
   return
 }
