@@ -42,8 +42,8 @@ struct MoEOutput {
 std::optional<MoEOutput> matchMoEOutput(AddOp add) {
   for (auto [routed, shared] : {std::pair(add.getLhs(), add.getRhs()),
                                 std::pair(add.getRhs(), add.getLhs())}) {
-    MoEOutput m{add, routed.getDefiningOp<MoECombineOp>(), {}, {},
-                shared.getDefiningOp<LinearOp>(), {}};
+    MoEOutput m{add, routed.getDefiningOp<MoECombineOp>(), {},
+                {},  shared.getDefiningOp<LinearOp>(),     {}};
     if (!m.combine || !m.sharedDown)
       continue;
     m.down = m.combine.getRows().getDefiningOp<MoEGroupedDownOp>();
@@ -53,8 +53,7 @@ std::optional<MoEOutput> matchMoEOutput(AddOp add) {
     m.glu = m.down.getInput().getDefiningOp<MoEGroupedGLUOp>();
     if (!m.glu)
       continue;
-    Operation *inner[] = {m.combine, m.down, m.glu, m.sharedDown,
-                          m.sharedGLU};
+    Operation *inner[] = {m.combine, m.down, m.glu, m.sharedDown, m.sharedGLU};
     if (llvm::all_of(inner, [](Operation *op) { return op->hasOneUse(); }))
       return m;
   }
@@ -111,8 +110,8 @@ bool weightsMovable(MoEOutput m) {
 void fuse(MoEOutput m) {
   MoEGroupedGLUOp glu = m.glu;
   MoEGroupedDownOp down = m.down;
-  for (Value w : {m.sharedGLU.getWGate(), m.sharedGLU.getWUp(),
-                  m.sharedDown.getWeight()})
+  for (Value w :
+       {m.sharedGLU.getWGate(), m.sharedGLU.getWUp(), m.sharedDown.getWeight()})
     hoistWeight(w, glu);
   OpBuilder b(glu);
   Location gluLoc = b.getFusedLoc({glu.getLoc(), m.sharedGLU.getLoc()});
