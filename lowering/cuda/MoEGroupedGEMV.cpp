@@ -22,7 +22,7 @@
 //   own sorted rows for down. Rows past the segment read its last row
 //   again (a clamped index, no divergence) and are not stored.
 // - A shared expert in the same launch (k3-fuse-shared-expert): ceil(T /
-//   TT) more tiles after the routed ones (the grid grows to T (K + 1) row
+//   TT) more tiles before the routed ones (the grid grows to T (K + 1) row
 //   tiles), each TT tokens of the dense form, written to rows T K + t with
 //   weight one. The branch is block-uniform.
 // - Lane 0 stores: gate/up act(gate, up) in h's type; down the routing
@@ -125,16 +125,20 @@ public:
       return success();
     }
     Value routedTiles = kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)});
-    kb.ifThen(kb.andi(kb.lti(mTile, routedTiles), rowsLive),
-              [&] { multiplyTile(TileKind::Routed, mTile, lane); });
-    if (f.shared.empty())
-      return success();
-    Value sharedTile = kb.subi(mTile, routedTiles);
-    Value live =
-        kb.andi(kb.gei(mTile, routedTiles),
-                kb.lti(kb.muli(sharedTile, kb.idx(f.tileRows)), tokenCount));
-    kb.ifThen(kb.andi(live, rowsLive),
-              [&] { multiplyTile(TileKind::Shared, sharedTile, lane); });
+    // The shared expert's ceil(T / TT) tiles come first: blocks start in
+    // index order, and its tiles are the ones every token needs.
+    Value sharedTiles = kb.idx(0);
+    if (!f.shared.empty()) {
+      sharedTiles = em.divu(kb.addi(tokenCount, kb.idx(f.tileRows - 1)),
+                            f.tileRows);
+      kb.ifThen(kb.andi(kb.lti(mTile, sharedTiles), rowsLive),
+                [&] { multiplyTile(TileKind::Shared, mTile, lane); });
+    }
+    Value routedTile = kb.subi(mTile, sharedTiles);
+    Value routed = kb.andi(kb.gei(mTile, sharedTiles),
+                           kb.lti(routedTile, routedTiles));
+    kb.ifThen(kb.andi(routed, rowsLive),
+              [&] { multiplyTile(TileKind::Routed, routedTile, lane); });
     return success();
   }
 

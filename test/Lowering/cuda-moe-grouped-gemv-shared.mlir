@@ -6,8 +6,9 @@
 // - The pass leaves one k3.moe_grouped_glu and one k3.moe_grouped_down
 //   with `shared(...)` weights and [T, 3, ...] rows; no k3.glu_gate_up,
 //   k3.linear or k3.add remains: three launches fewer per layer.
-// - Each grid grows from T K to T (K + 1) row tiles: the routed tiles,
-//   then ceil(T / 4) shared tiles of 4 tokens. The branch between them is
+// - Each grid grows from T K to T (K + 1) row tiles: ceil(T / 4) shared
+//   tiles of 4 tokens first (blocks start in index order), then the
+//   routed tiles. The branch between them is
 //   block-uniform: a routed tile finds its expert by the binary search,
 //   a shared one reads the 2-D shared weight.
 // RUN: k3-opt %s --k3-moe-grouped --k3-split-glu-mlp --k3-fuse-shared-expert --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
@@ -27,19 +28,19 @@
 // CONFIG-NOT: k3.add
 
 // Gate/up: T (K + 1) = 3 T row tiles x 128 / (4 warps x 4 rows) groups;
-// the routed branch reads the stacked weights, the shared one the 2-D
-// weight; both gather 16-byte vectors of x.
+// the shared branch reads the 2-D weight, the routed one the stacked
+// weights; both gather 16-byte vectors of x.
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 24, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]>
 // CHECK: scf.if
-// CHECK: vector.load {{.*}} : memref<8x128x256xbf16>, vector<8xbf16>
-// CHECK: scf.if
 // CHECK: vector.load {{.*}} : memref<128x256xbf16>, vector<8xbf16>
+// CHECK: scf.if
+// CHECK: vector.load {{.*}} : memref<8x128x256xbf16>, vector<8xbf16>
 // Down: 3 T row tiles x 256 / 16 groups; f32 rows T K + t, weight one.
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 48, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]>
-// CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
 // CHECK: vector.load {{.*}} : memref<256x128xbf16>, vector<8xbf16>
+// CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
 // CHECK: memref.store {{.*}} : memref<?x256xf32>
 
 // PTXAS: Function properties for moe_grouped_down_2
