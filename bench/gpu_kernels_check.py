@@ -352,7 +352,8 @@ def prepare() -> int:
     for art, extra in ROUTER_VARIANTS.values():
         compile_model(art, ROUTER_MODEL, extra)
     compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
-    compile_model("moe_decode_shared", MOE_DECODE_SHARED_MODEL.format(**MOE_DECODE), "", max_tokens=64,
+    compile_model("moe_decode_shared", MOE_DECODE_SHARED_MODEL.format(**MOE_DECODE), "fuse-shared-expert=1",
+                  max_tokens=64,
                   max_seqs=64)
     for form, attrs in MOE_MXFP4_FORMS.items():
         compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",

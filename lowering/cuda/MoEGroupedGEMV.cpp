@@ -129,14 +129,14 @@ public:
     // index order, and its tiles are the ones every token needs.
     Value sharedTiles = kb.idx(0);
     if (!f.shared.empty()) {
-      sharedTiles = em.divu(kb.addi(tokenCount, kb.idx(f.tileRows - 1)),
-                            f.tileRows);
+      sharedTiles =
+          em.divu(kb.addi(tokenCount, kb.idx(f.tileRows - 1)), f.tileRows);
       kb.ifThen(kb.andi(kb.lti(mTile, sharedTiles), rowsLive),
                 [&] { multiplyTile(TileKind::Shared, mTile, lane); });
     }
     Value routedTile = kb.subi(mTile, sharedTiles);
-    Value routed = kb.andi(kb.gei(mTile, sharedTiles),
-                           kb.lti(routedTile, routedTiles));
+    Value routed =
+        kb.andi(kb.gei(mTile, sharedTiles), kb.lti(routedTile, routedTiles));
     kb.ifThen(kb.andi(routed, rowsLive),
               [&] { multiplyTile(TileKind::Routed, routedTile, lane); });
     return success();
