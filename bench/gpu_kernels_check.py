@@ -858,8 +858,6 @@ def check_moe_decode(res, rng) -> None:
     T = 1, 5 (a partial 4-row tile) and 64, within 2^-7 normwise (bf16
     outputs: their own rounding is 2^-8; h is rounded where the reference
     rounds it, a flip there adds one bf16 ulp)."""
-    import torch
-    import k3
     c = MOE_DECODE
     scale = {"w1": c["D"], "w3": c["D"], "w2": c["I"], "sg": c["D"], "su": c["D"]}
     shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
@@ -874,14 +872,7 @@ def check_moe_decode(res, rng) -> None:
         idx, wts = moe_decode_routing(t, rng)
 
         def case(t=t, x=x, idx=idx, wts=wts):
-            s = k3.Session(str(OUT / "moe_decode.k3bin"), device="cuda:0")
-            s.load_weights([str(f) for f in files])
-            dev = torch.device("cuda:0")
-            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
-                        x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
-                        idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
-            y, h = (torch.from_dlpack(out[k]).double().cpu().numpy() for k in "yh")
-            s.close()
+            y, h = run_moe_decode("moe_decode", files, x, idx, wts, "yh")
             want_y, want_h = moe_decode_reference(x, idx, wts, w)
             ey = float(np.linalg.norm(y - want_y) / np.linalg.norm(want_y))
             eh = float(np.linalg.norm(h - want_h) / np.linalg.norm(want_h))
@@ -893,11 +884,26 @@ def check_moe_decode(res, rng) -> None:
     check_moe_decode_shared(res, rng, w, files)
 
 
+def run_moe_decode(name: str, files, x, idx, wts, outputs: str):
+    """One run of out/kernels_check/<name>.k3bin on the GPU: bf16 x, the
+    routing; the named outputs as float64 arrays."""
+    import torch
+    import k3
+    s = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
+    s.load_weights([str(f) for f in files])
+    dev = torch.device("cuda:0")
+    t = x.shape[0]
+    out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
+                x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
+                idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
+    got = [torch.from_dlpack(out[k]).double().cpu().numpy() for k in outputs]
+    s.close()
+    return got
+
+
 def check_moe_decode_shared(res, rng, w, files) -> None:
     """The shared expert in the grouped GEMVs (k3-fuse-shared-expert) against
     float64 at T = 1, 5 and 64, within 2^-7 normwise (the bound above)."""
-    import torch
-    import k3
     c = MOE_DECODE
     w = dict(w, sd=bf16_round(rng.standard_normal((c["D"], c["I"])) / c["I"] ** 0.5))
     files = files + [OUT / "moe_decode.sd.safetensors"]
@@ -907,14 +913,7 @@ def check_moe_decode_shared(res, rng, w, files) -> None:
         idx, wts = moe_decode_routing(t, rng)
 
         def case(t=t, x=x, idx=idx, wts=wts):
-            s = k3.Session(str(OUT / "moe_decode_shared.k3bin"), device="cuda:0")
-            s.load_weights([str(f) for f in files])
-            dev = torch.device("cuda:0")
-            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
-                        x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
-                        idx=torch.from_numpy(idx).to(dev), wts=torch.from_numpy(wts).to(dev))
-            y = torch.from_dlpack(out["y"]).double().cpu().numpy()
-            s.close()
+            (y,) = run_moe_decode("moe_decode_shared", files, x, idx, wts, "y")
             want = moe_decode_shared_reference(x, idx, wts, w)
             ey = float(np.linalg.norm(y - want) / np.linalg.norm(want))
             if not ey < 2.0 ** -7:
