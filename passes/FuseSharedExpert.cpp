@@ -90,21 +90,10 @@ RankedTensorType withSharedSlot(Value v) {
   return t.clone(shape);
 }
 
-/// Makes `w` available before `at`: a k3.weight (no operands) that comes
-/// later in the block moves there.
-void hoistWeight(Value w, Operation *at) {
-  Operation *def = w.getDefiningOp();
-  if (def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at))
-    def->moveBefore(at);
-}
-
 bool weightsMovable(MoEOutput m) {
-  auto movable = [&](Value w) {
-    Operation *def = w.getDefiningOp();
-    return !def || def->isBeforeInBlock(m.glu) || isa<WeightOp>(def);
-  };
-  return movable(m.sharedGLU.getWGate()) && movable(m.sharedGLU.getWUp()) &&
-         movable(m.sharedDown.getWeight());
+  return weightMovableBefore(m.sharedGLU.getWGate(), m.glu) &&
+         weightMovableBefore(m.sharedGLU.getWUp(), m.glu) &&
+         weightMovableBefore(m.sharedDown.getWeight(), m.glu);
 }
 
 void fuse(MoEOutput m) {
@@ -112,7 +101,7 @@ void fuse(MoEOutput m) {
   MoEGroupedDownOp down = m.down;
   for (Value w :
        {m.sharedGLU.getWGate(), m.sharedGLU.getWUp(), m.sharedDown.getWeight()})
-    hoistWeight(w, glu);
+    hoistWeightBefore(w, glu);
   OpBuilder b(glu);
   Location gluLoc = b.getFusedLoc({glu.getLoc(), m.sharedGLU.getLoc()});
   auto newGLU = MoEGroupedGLUOp::create(

@@ -24,24 +24,13 @@ namespace mlir::k3 {
 
 namespace {
 
-/// Whether `op`'s weight can move before `at`: it does already, or it is a
-/// k3.weight (no operands), which may move anywhere in the block.
-bool weightAvailableAt(LinearOp op, Operation *at) {
-  Operation *def = op.getWeight().getDefiningOp();
-  if (!def)
-    return true; // a block argument dominates the whole body
-  return def->isBeforeInBlock(at) || isa<WeightOp>(def);
-}
-
 /// Replaces `members` (linears of one input, in block order) by one group.
 void groupLinears(ArrayRef<LinearOp> members) {
   LinearOp first = members.front();
   SmallVector<Value> weights;
   SmallVector<Type> types;
   for (LinearOp op : members) {
-    Operation *def = op.getWeight().getDefiningOp();
-    if (def && !def->isBeforeInBlock(first))
-      def->moveBefore(first);
+    hoistWeightBefore(op.getWeight(), first);
     weights.push_back(op.getWeight());
     types.push_back(op.getResult().getType());
   }
@@ -73,7 +62,7 @@ struct K3GroupLinearsPass : impl::K3GroupLinearsBase<K3GroupLinearsPass> {
       SmallVector<LinearOp> members;
       for (LinearOp op : ops)
         if (op->getBlock() == ops.front()->getBlock() &&
-            weightAvailableAt(op, ops.front()))
+            weightMovableBefore(op.getWeight(), ops.front()))
           members.push_back(op);
       if (members.size() >= 2)
         groupLinears(members);

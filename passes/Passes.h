@@ -18,6 +18,22 @@ inline bool inDecodeEntry(Operation *op) {
   return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
 }
 
+/// Whether weight `w` is available before `at`, or can be made so by
+/// hoistWeightBefore: a block argument, a value defined before `at`, or a
+/// k3.weight (no operands), which may move anywhere in its block.
+inline bool weightMovableBefore(Value w, Operation *at) {
+  Operation *def = w.getDefiningOp();
+  return !def || isa<WeightOp>(def) || def->isBeforeInBlock(at);
+}
+
+/// Moves `w`'s definition (a k3.weight) before `at` where it comes later in
+/// the same block.
+inline void hoistWeightBefore(Value w, Operation *at) {
+  Operation *def = w.getDefiningOp();
+  if (def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at))
+    def->moveBefore(at);
+}
+
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
