@@ -46,7 +46,17 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
            # projection's shape; 40 rows with K's partial last step in the
            # last slice).
            ("gemv_bf16_n2304_k4096_split", 2304, 4096, "bf16", "bf16", "bf16"),
-           ("gemv_bf16_n40_k4104_split", 40, 4104, "bf16", "f32", "f32"))
+           ("gemv_bf16_n40_k4104_split", 40, 4104, "bf16", "f32", "f32"),
+           # The CUDA-core form on bf16 operands (TILES: [2, 4]; their
+           # default is the tensor-core form).
+           ("gemv_bf16_n576_k2304_cores", 576, 2304, "bf16", "bf16", "bf16"),
+           # The tensor-core form (tile R = 16, LinearGEMVMMA.cpp): the
+           # default (an o projection: K split over 8 warps), two 8-token
+           # mma tiles with K's partial last 32-column step, and a split of
+           # 4 whose last slice takes the partial step.
+           ("gemv_mma_n2304_k4096", 2304, 4096, "bf16", "bf16", "bf16"),
+           ("gemv_mma_n48_k2312_tt16", 48, 2312, "bf16", "bf16", "f32"),
+           ("gemv_mma_n256_k2320_s4", 256, 2320, "bf16", "bf16", "f32"))
 # The prefill default on bf16 inputs (TMA + wgmma) with a partial last
 # column tile (N not a multiple of 128) and row counts across its 128-row
 # tiles: (name, N, K, w, x, y); kernel as k3-compile chooses it.
@@ -61,9 +71,12 @@ GROUPS = (("group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
           ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")),
           ("group_split_k4096", 4096, (2304, 8), "bf16", ("bf16", "f32")))
 GROUP_TOKENS = (1, 5, 64)
-# Split-K tiles (a tuning option of linear_gemv) of the cases above.
+# Tiles other than the default (tuning options of linear_gemv) of the cases
+# above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
+# the tensor-core form.
 SPLIT_TILES = {"gemv_bf16_n2304_k4096_split": "1x4x2", "gemv_bf16_n40_k4104_split": "1x4x4",
-               "group_split_k4096": "1x4x2"}
+               "group_split_k4096": "1x4x2", "gemv_bf16_n576_k2304_cores": "2x4",
+               "gemv_mma_n48_k2312_tt16": "16x16", "gemv_mma_n256_k2320_s4": "16x8x4"}
 LINEAR_TOKENS = (1, 3, 5, 17, 64, 130)
 VOCABS = (163840, 1000, 7)
 ARGMAX_ROWS = 6
@@ -242,6 +255,12 @@ ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.
 # bf16, 16 experts top-4, D 520 and I 136 (K with a partial last 256-element
 # step in both GEMMs).
 MOE_DECODE = dict(E=16, K=4, D=520, I=136)
+# The same on the tensor cores (bf16, every N a multiple of 16: tile R =
+# 16, WarpMMADots.h): D 528 and I 144, K's partial last 32-column step in
+# both GEMMs, K split over 8 (gate/up) and 4 (down) warps by default.
+MOE_DECODE_MMA = dict(E=16, K=4, D=528, I=144)
+# (name prefix, shape) of the decode MoE checks.
+MOE_DECODE_FORMS = (("moe_decode", MOE_DECODE), ("moe_decode_mma", MOE_DECODE_MMA))
 MOE_DECODE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
     %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
     %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
@@ -351,8 +370,9 @@ def prepare() -> int:
     # and the fused router's two kernels (split-router=0).
     for art, extra in ROUTER_VARIANTS.values():
         compile_model(art, ROUTER_MODEL, extra)
-    compile_model("moe_decode", MOE_DECODE_MODEL.format(**MOE_DECODE), "", max_tokens=64, max_seqs=64)
-    compile_model("moe_decode_shared", MOE_DECODE_SHARED_MODEL.format(**MOE_DECODE), "fuse-shared-expert=1",
+    for name, c in MOE_DECODE_FORMS:
+        compile_model(name, MOE_DECODE_MODEL.format(**c), "", max_tokens=64, max_seqs=64)
+        compile_model(f"{name}_shared", MOE_DECODE_SHARED_MODEL.format(**c), "fuse-shared-expert=1",
                   max_tokens=64,
                   max_seqs=64)
     for form, attrs in MOE_MXFP4_FORMS.items():
@@ -386,6 +406,11 @@ def prepare() -> int:
                       str(OUT / f"in_{name}.safetensors"))
     save_file({"l": argmax_rows(163840, rng)}, str(OUT / "in_argmax_v163840.safetensors"))
     save_bf16(OUT / "in_group_odd_k2312.safetensors", "x", rng.standard_normal((5, 2312)))
+    # The tensor-core GEMV: 17 tokens (three 8-token mma tiles, a partial
+    # last one), K's partial last step, split K.
+    for name in ("gemv_mma_n48_k2312_tt16", "gemv_mma_n256_k2320_s4"):
+        k = next(c[2] for c in LINEARS if c[0] == name)
+        save_bf16(OUT / f"in_{name}.safetensors", "x", rng.standard_normal((17, k)))
     # The short convolution over packed sequences (an empty one, ones
     # shorter than the kernel, ones crossing tiles) and the gated norm.
     lens = [1, 2, 0, 17, 40, 3]
@@ -854,34 +879,39 @@ def check_moe_mxfp4(res, rng) -> None:
 
 
 def check_moe_decode(res, rng) -> None:
+    """The decode MoE checks of every form (MOE_DECODE_FORMS)."""
+    for name, c in MOE_DECODE_FORMS:
+        check_moe_decode_form(res, rng, name, c)
+
+
+def check_moe_decode_form(res, rng, name, c) -> None:
     """The decode step's grouped GEMVs (routed and shared) against float64 at
     T = 1, 5 (a partial 4-row tile) and 64, within 2^-7 normwise (bf16
     outputs: their own rounding is 2^-8; h is rounded where the reference
     rounds it, a flip there adds one bf16 ulp)."""
-    c = MOE_DECODE
     scale = {"w1": c["D"], "w3": c["D"], "w2": c["I"], "sg": c["D"], "su": c["D"]}
     shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
               "w2": (c["E"], c["D"], c["I"]), "sg": (c["I"], c["D"]), "su": (c["I"], c["D"])}
     w = {k: bf16_round(rng.standard_normal(s) / scale[k] ** 0.5) for k, s in shapes.items()}
     files = []
     for k, v in w.items():
-        files.append(OUT / f"moe_decode.{k}.safetensors")
+        files.append(OUT / f"{name}.{k}.safetensors")
         save_bf16(files[-1], k, v)
     for t in (1, 5, 64):
         x = bf16_round(rng.standard_normal((t, c["D"])))
-        idx, wts = moe_decode_routing(t, rng)
+        idx, wts = moe_decode_routing(t, rng, c)
 
         def case(t=t, x=x, idx=idx, wts=wts):
-            y, h = run_moe_decode("moe_decode", files, x, idx, wts, "yh")
+            y, h = run_moe_decode(name, files, x, idx, wts, "yh")
             want_y, want_h = moe_decode_reference(x, idx, wts, w)
             ey = float(np.linalg.norm(y - want_y) / np.linalg.norm(want_y))
             eh = float(np.linalg.norm(h - want_h) / np.linalg.norm(want_h))
             if not (ey < 2.0 ** -7 and eh < 2.0 ** -7):
                 raise AssertionError(f"y err {ey:.2e}, shared h err {eh:.2e} (bound 2^-7)")
             return {"err_y": ey, "err_h": eh}
-        res.guard(case, case="moe_decode", impl="k3", variant="moe_grouped_gemv+glu_gemv",
+        res.guard(case, case=name, impl="k3", variant="moe_grouped_gemv+glu_gemv",
                   shape={"T": t, **c})
-    check_moe_decode_shared(res, rng, w, files)
+    check_moe_decode_shared(res, rng, w, files, name, c)
 
 
 def run_moe_decode(name: str, files, x, idx, wts, outputs: str):
@@ -901,25 +931,24 @@ def run_moe_decode(name: str, files, x, idx, wts, outputs: str):
     return got
 
 
-def check_moe_decode_shared(res, rng, w, files) -> None:
+def check_moe_decode_shared(res, rng, w, files, name, c) -> None:
     """The shared expert in the grouped GEMVs (k3-fuse-shared-expert) against
     float64 at T = 1, 5 and 64, within 2^-7 normwise (the bound above)."""
-    c = MOE_DECODE
     w = dict(w, sd=bf16_round(rng.standard_normal((c["D"], c["I"])) / c["I"] ** 0.5))
-    files = files + [OUT / "moe_decode.sd.safetensors"]
+    files = files + [OUT / f"{name}.sd.safetensors"]
     save_bf16(files[-1], "sd", w["sd"])
     for t in (1, 5, 64):
         x = bf16_round(rng.standard_normal((t, c["D"])))
-        idx, wts = moe_decode_routing(t, rng)
+        idx, wts = moe_decode_routing(t, rng, c)
 
         def case(t=t, x=x, idx=idx, wts=wts):
-            (y,) = run_moe_decode("moe_decode_shared", files, x, idx, wts, "y")
+            (y,) = run_moe_decode(f"{name}_shared", files, x, idx, wts, "y")
             want = moe_decode_shared_reference(x, idx, wts, w)
             ey = float(np.linalg.norm(y - want) / np.linalg.norm(want))
             if not ey < 2.0 ** -7:
                 raise AssertionError(f"y err {ey:.2e} (bound 2^-7)")
             return {"err_y": ey}
-        res.guard(case, case="moe_decode_shared", impl="k3", variant="moe_grouped_gemv shared expert",
+        res.guard(case, case=f"{name}_shared", impl="k3", variant="moe_grouped_gemv shared expert",
                   shape={"T": t, **c})
 
 

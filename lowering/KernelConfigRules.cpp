@@ -278,15 +278,56 @@ int64_t gemvSteps(Operation *op) {
   return dimOf(w, 1) / (32 * linearGEMVVectorElements(elementOf(w)));
 }
 
-/// The GEMV's default tile: two rows per warp (they share x's loads) where
-/// every weight has an even row count, four tokens, four warps, K whole
-/// (S = 1). Splitting K for more warps at one token was measured slower
-/// on the whole decode step (R = 1 and S = 2 or 4 where a one-token grid
-/// had fewer than 4096 warps: 3.71 / 9.54 / 41.7 ms at B = 1 / 8 / 64
-/// against 3.68 / 9.42 / 40.0, bench/results/e2e-checks/
-/// decode-gemv-split-ab-nvidia-h200-20261203T0050Z.txt); it stays a tuning
-/// option (tile [R, TT, S]).
+/// Whether the GEMV can multiply on the tensor cores (tile R = 16): bf16
+/// inputs and weights, every weight's N a multiple of 16.
+bool gemvMMAOperands(Operation *op) {
+  if (!elementOf(op->getOperand(0)).isBF16())
+    return false;
+  return llvm::all_of(gemvWeights(op), [](Value w) {
+    return elementOf(w).isBF16() && dimOf(w, 0) % kGEMVMMARows == 0;
+  });
+}
+
+/// Steps of 32 columns of K, the unit of the tensor-core form's split.
+int64_t gemvMMASteps(Operation *op) {
+  return dimOf(gemvWeights(op).front(), 1) / 32;
+}
+
+/// The split of K over S warps (up to 8) that gives a grid of `warps16`
+/// warps of 16 rows at least 1024 warps (about 8 per SM, each with 16
+/// loads of 16 bytes a lane in flight), where S divides K's `steps`.
+int64_t mmaSlicesFor(int64_t warps16, int64_t steps) {
+  int64_t s = 1;
+  while (warps16 * s < 1024 && s < 8 && steps % (2 * s) == 0)
+    s *= 2;
+  return s;
+}
+
+/// The tensor-core GEMV's default tile: 16 rows a warp, one mma tile of 8
+/// tokens, K split until the grid has about 8 warps per SM; 4 warps a
+/// block, or S.
+LinearGEMVTile defaultGEMVMMATile(Operation *op) {
+  int64_t n = 0;
+  for (Value w : gemvWeights(op))
+    n += dimOf(w, 0);
+  LinearGEMVTile t{kGEMVMMARows, 8, 4, 1};
+  t.slices = mmaSlicesFor(n / kGEMVMMARows, gemvMMASteps(op));
+  t.warps = std::max<int64_t>(4, t.slices);
+  return t;
+}
+
+/// The GEMV's default tile. bf16 operands multiply on the tensor cores
+/// (defaultGEMVMMATile). Otherwise two rows per warp (they share x's
+/// loads) where every weight has an even row count, four tokens, four
+/// warps, K whole (S = 1). Splitting K for more warps at one token was
+/// measured slower on the whole decode step of the CUDA-core form (R = 1
+/// and S = 2 or 4 where a one-token grid had fewer than 4096 warps: 3.71 /
+/// 9.54 / 41.7 ms at B = 1 / 8 / 64 against 3.68 / 9.42 / 40.0,
+/// bench/results/e2e-checks/decode-gemv-split-ab-nvidia-h200-20261203T0050Z.txt);
+/// it stays a tuning option (tile [R, TT, S]).
 LinearGEMVTile defaultGEMVTile(Operation *op) {
+  if (gemvMMAOperands(op))
+    return defaultGEMVMMATile(op);
   LinearGEMVTile t;
   for (Value w : gemvWeights(op))
     if (dimOf(w, 0) % t.rows != 0)
@@ -300,6 +341,34 @@ bool linearGEMVApplies(Operation *op) {
                       [&](Value w) { return gemvOperands(x, w); });
 }
 
+/// The warps and the split of a tensor-core GEMV tile (the linear's and
+/// the grouped MoE's): S divides the warps and K's `steps` of 32 columns.
+LogicalResult verifyMMASplit(Operation *op, StringRef kind,
+                             const LinearGEMVTile &t, int64_t steps) {
+  if (t.warps < 1 || t.warps > 32)
+    return op->emitOpError()
+           << kind << " warps must be in [1, 32], got " << t.warps;
+  if (t.slices < 1 || t.warps % t.slices != 0 ||
+      (t.slices > 1 && (steps < t.slices || steps % t.slices != 0)))
+    return op->emitOpError()
+           << kind << " tile S = " << t.slices
+           << " must divide warps = " << t.warps << " and the " << steps
+           << " whole steps of K (32 columns)";
+  return success();
+}
+
+/// Tile [16, TT, S]: bf16 on the tensor cores (LinearGEMVMMA.cpp).
+LogicalResult verifyLinearGEMVMMA(Operation *op, const LinearGEMVTile &t) {
+  if (!gemvMMAOperands(op))
+    return op->emitOpError()
+           << "linear_gemv tile R = 16 multiplies on the tensor cores: it "
+              "needs bf16 inputs and weights, each N a multiple of 16";
+  if (t.tokens < 1 || t.tokens > 16)
+    return op->emitOpError()
+           << "linear_gemv tile TT must be in [1, 16], got " << t.tokens;
+  return verifyMMASplit(op, "linear_gemv", t, gemvMMASteps(op));
+}
+
 LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
   if (!linearGEMVApplies(op))
     return op->emitOpError() << "linear_gemv needs f32, bf16 or f16 operands "
@@ -309,6 +378,8 @@ LogicalResult verifyLinearGEMV(Operation *op, KernelConfigAttr c) {
     return op->emitOpError() << "linear_gemv needs tile = [R, TT] or [R, TT, "
                                 "S], got "
                              << c.getTile().size() << " sizes";
+  if (t.rows == kGEMVMMARows)
+    return verifyLinearGEMVMMA(op, t);
   if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)
     return op->emitOpError() << "linear_gemv tile R must be in [1, 8] and TT "
                                 "in [1, 16], got ["
@@ -411,6 +482,62 @@ bool hasMXFP4Weights(Operation *op) {
   return w && isa<Float4E2M1FNType>(elementOf(w));
 }
 
+/// The reduction width K of the GEMV form of `op`.
+int64_t groupedGEMVReduction(Operation *op) {
+  if (auto o = dyn_cast<GLUGateUpOp>(op))
+    return dimOf(o.getWGate(), 1);
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return dimOf(o.getW1(), 2);
+  return dimOf(cast<MoEGroupedDownOp>(op).getW2(), 2);
+}
+
+/// Whether the grouped GEMV's rows and weights (the shared expert's too)
+/// are bf16: the tensor-core form (tile R = 16).
+bool groupedMMAOperands(Operation *op) {
+  auto bf16 = [](Value v) { return !v || elementOf(v).isBF16(); };
+  if (auto o = dyn_cast<GLUGateUpOp>(op))
+    return bf16(o.getInput()) && bf16(o.getWGate()) && bf16(o.getWUp());
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return bf16(o.getInput()) && bf16(o.getW1()) && bf16(o.getW3()) &&
+           bf16(o.getSharedW1()) && bf16(o.getSharedW3());
+  auto o = cast<MoEGroupedDownOp>(op);
+  return bf16(o.getInput()) && bf16(o.getW2()) && bf16(o.getSharedW2());
+}
+
+/// Tile [16, TT(, S)] with float weights: bf16 on the tensor cores, one
+/// mma tile of at most 8 rows (MoEGroupedGEMV.cpp).
+LogicalResult verifyGroupedGEMVMMA(Operation *op, StringRef kind,
+                                   const LinearGEMVTile &t) {
+  if (!groupedMMAOperands(op))
+    return op->emitOpError()
+           << kind << " tile R = 16 multiplies on the tensor cores: it needs "
+           << "bf16 rows and weights";
+  if (t.tokens < 1 || t.tokens > 8)
+    return op->emitOpError()
+           << kind << " on the tensor cores needs TT in [1, 8], got "
+           << t.tokens;
+  return verifyMMASplit(op, kind, t, groupedGEMVReduction(op) / 32);
+}
+
+/// The tensor-core grouped GEMV's tile: 16 rows a warp, the dispatch's TT
+/// (the dense form: 8), 4 warps, and K split until a one-token step's
+/// grid (its K routed experts and the shared one) has about 8 warps per SM
+/// (mmaSlicesFor).
+KernelConfigAttr defaultGroupedMMAConfig(Operation *op, KernelKind kind,
+                                         int64_t tt) {
+  int64_t experts = 1;
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    experts = dimOf(o.getIndices(), 1) + (o.hasSharedExpert() ? 1 : 0);
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
+    experts = dimOf(o.getIndices(), 1) + (o.hasSharedExpert() ? 1 : 0);
+  int64_t warps16 = experts * groupedGEMVOutputs(op) / kGEMVMMARows;
+  int64_t s = mmaSlicesFor(warps16, groupedGEMVReduction(op) / 32);
+  int64_t warps = std::max<int64_t>(4, s);
+  if (s == 1)
+    return config(op->getContext(), kind, {kGEMVMMARows, tt}, warps);
+  return config(op->getContext(), kind, {kGEMVMMARows, tt, s}, warps);
+}
+
 LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
   StringRef kind = stringifyKernelKind(c.getKernel());
   if (!groupedGEMVApplies(op))
@@ -420,13 +547,20 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
               "reduction a multiple of "
               "a 16-byte vector, and for the MoE ops k3.moe_dispatch's tiles "
               "of 1 to 16 rows";
-  if (c.getTile().size() != 2)
-    return op->emitOpError() << kind << " needs tile = [R, TT], got "
-                             << c.getTile().size() << " sizes";
   LinearGEMVTile t = linearGEMVTile(c);
-  if (c.getTile().size() != 2)
-    return op->emitOpError() << kind << " needs tile = [R, TT], got "
-                             << c.getTile().size() << " sizes";
+  // [16, TT, S]: bf16 on the tensor cores, K split over S warps.
+  bool split =
+      c.getTile().size() == 3 && t.rows == kGEMVMMARows && !hasMXFP4Weights(op);
+  if (c.getTile().size() != 2 && !split)
+    return op->emitOpError()
+           << kind << " needs tile = [R, TT] (or [16, TT, S] with bf16 "
+           << "operands), got " << c.getTile().size() << " sizes";
+  if (!hasMXFP4Weights(op) && t.rows == kGEMVMMARows) {
+    if (failed(verifyGroupedGEMVMMA(op, kind, t)))
+      return failure();
+  } else if (t.slices != 1) {
+    return op->emitOpError() << kind << " splits K only on the tensor cores";
+  }
   // MXFP4 weights multiply on the tensor cores: a warp's 16 rows by at
   // most 8 tokens, one mma.sync m16n8k16 tile (MXFP4WarpMMA.h).
   if (hasMXFP4Weights(op)) {
@@ -436,7 +570,8 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
              << " with MXFP4 weights has the tile R = 16 and TT in [1, 8], "
                 "got ["
              << t.rows << ", " << t.tokens << "]";
-  } else if (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16) {
+  } else if (t.rows != kGEMVMMARows &&
+             (t.rows < 1 || t.rows > 8 || t.tokens < 1 || t.tokens > 16)) {
     return op->emitOpError() << kind
                              << " tile R must be in [1, 8] and TT in [1, 16], "
                                 "got ["
@@ -476,10 +611,15 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// 9.61 ms at K3's T = 1 / 8 / 64 with R = 2 and 4 blocks per SM
 /// (bench/results/moe-mxfp4-nvidia-h200-20261203T073931Z.json).
 
+/// bf16 experts multiply on the tensor cores the same way
+/// (defaultGroupedMMAConfig).
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
   int64_t tt = groupedGEMVTileRows(op);
   if (hasMXFP4Weights(op))
     return config(op->getContext(), kind, {16, tt ? tt : 4}, 4);
+  if (groupedMMAOperands(op) && tt <= 8 &&
+      groupedGEMVOutputs(op) % kGEMVMMARows == 0)
+    return defaultGroupedMMAConfig(op, kind, tt ? tt : 8);
   int64_t rows = isa<GLUGateUpOp>(op) ? 2 : 4;
   while (groupedGEMVOutputs(op) % rows != 0)
     rows /= 2;

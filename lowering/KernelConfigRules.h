@@ -64,6 +64,9 @@ int64_t routerVectorWidth(MoERouterOp op);
 struct LinearGEMVTile {
   int64_t rows = 2, tokens = 4, warps = 4, slices = 1;
 };
+/// R of the GEMVs' tensor-core form (bf16 operands, mma.sync m16n8k16:
+/// lowering/cuda/WarpMMADots.h): a warp's 16 rows of each weight.
+constexpr int64_t kGEMVMMARows = 16;
 LinearGEMVTile linearGEMVTile(KernelConfigAttr config);
 /// Elements of one 16-byte vector of the weight's element type.
 int64_t linearGEMVVectorElements(Type weightElement);

@@ -15,6 +15,7 @@
 
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -39,6 +40,10 @@ LogicalResult emitLinearMMACUDA(LinearOp op, const KernelEmission &e);
 /// k3.linear with TMA and wgmma (LinearWGMMA.cpp).
 void populateLinearWGMMAPattern(KernelPatternSet &patterns);
 void populateLinearGEMVPattern(KernelPatternSet &patterns);
+/// The GEMV's body with tile R = kGEMVMMARows: bf16 on the tensor cores
+/// (LinearGEMVMMA.cpp); the caller sets the launch.
+void emitLinearGEMVMMA(const KernelEmission &e, Value rows,
+                       const LinearGEMVTile &tile);
 void populateArgmaxRowsPattern(KernelPatternSet &patterns);
 void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
 void populateRMSNormRowsPatterns(KernelPatternSet &patterns);

@@ -1,5 +1,4 @@
-//===- LinearGEMV.cpp - k3.linear for a few tokens, at bandwidth -*- C++
-//-*-===//
+//===- LinearGEMV.cpp - k3.linear for a few tokens, at bandwidth -------===//
 //
 // y[t, o] = sum_i x[t, i] w[o, i] when the token count is small (decode
 // steps, short prompts): the time is the weight bytes over the memory
@@ -32,6 +31,8 @@
 //
 // Covered: f32, bf16 or f16 weights and inputs, K a multiple of the
 // 16-byte vector (8 bf16 / 4 f32 elements), N a multiple of R; any T.
+// Tile R = 16 (bf16 weights and inputs) multiplies on the tensor cores
+// instead (LinearGEMVMMA.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -70,9 +71,6 @@ public:
     vec = linearGEMVVectorElements(
         cast<MemRefType>(segments[0].w.getType()).getElementType());
   }
-
-  /// Rows of all the weights together.
-  int64_t outputRows() const { return nOut; }
 
   void emit() {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -214,12 +212,17 @@ template <typename OpTy> struct LinearGEMVPattern : OpKernelPattern<OpTy> {
       return op.emitOpError() << "linear_gemv needs a row count linear in "
                                  "one runtime size";
     LinearGEMVTile tile = linearGEMVTile(e.config);
-    GEMVKernel kernel(e, rows, tile);
-    const int64_t rowTiles = linearGEMVRowTiles(kernel.outputRows(), tile);
+    int64_t nOut = 0;
+    for (size_t i = 0; i < e.outputs.size(); ++i)
+      nOut += e.inputs[1 + i].shape[0];
+    const int64_t rowTiles = linearGEMVRowTiles(nOut, tile);
     // ceil(rows / TT) token tiles x rowTiles row tiles.
     e.setLaunch(*form, rowTiles, (tile.tokens - 1) * rowTiles, tile.tokens,
                 {32 * tile.warps, 1, 1});
-    kernel.emit();
+    if (tile.rows == kGEMVMMARows)
+      emitLinearGEMVMMA(e, rows, tile);
+    else
+      GEMVKernel(e, rows, tile).emit();
     e.finishSinglePhase(op.getLoc());
     return success();
   }

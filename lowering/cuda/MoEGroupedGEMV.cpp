@@ -32,7 +32,10 @@
 // the 16-byte vector, N a multiple of R. MXFP4 routed weights (f4E2M1FN)
 // read only their packed bytes and multiply on the tensor cores: a warp's
 // R = 16 rows of each weight by the tile's TT <= 8 tokens with mma.sync
-// (MXFP4WarpMMA.h); each lane stores its fragment's outputs.
+// (MXFP4WarpMMA.h); each lane stores its fragment's outputs. bf16 rows
+// and weights with tile R = 16 multiply on the tensor cores the same way
+// (WarpMMADots.h; the shared expert's tiles too), and tile [16, TT, S]
+// splits K over S warps of a block, added in shared memory in slice order.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -43,6 +46,7 @@
 #include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MXFP4WarpMMA.h"
 #include "lowering/cuda/MoESegments.h"
+#include "lowering/cuda/WarpMMADots.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -84,6 +88,7 @@ public:
     nOut = w[w.size() - 2];
     nIn = w.back();
     mxfp4 = isa<Float4E2M1FNType>(f.weights[0].stored);
+    mma = !mxfp4 && tile.rows == kGEMVMMARows;
     vec = linearGEMVVectorElements(f.weights[0].stored);
     if (!f.dense) {
       experts = f.offsets.shape[0] - 1;
@@ -111,17 +116,25 @@ public:
     makeViews();
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
+    Value lane = em.remu(tid, 32);
+    warp = em.divu(tid, 32);
     Value mTile = em.divu(bid, rowTiles);
-    n0 = kb.muli(
-        kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(tile.warps)), warp),
-        kb.idx(tile.rows));
+    // Warps g S .. g S + S - 1 share row group g, each a slice of K (the
+    // tensor-core form; S = 1 otherwise).
+    slice = em.remu(warp, tile.slices);
+    group = em.divu(warp, tile.slices);
+    n0 = kb.muli(kb.addi(kb.muli(em.remu(bid, rowTiles),
+                                 kb.idx(tile.warps / tile.slices)),
+                         group),
+                 kb.idx(tile.rows));
+    if (tile.slices > 1)
+      partials.emplace(em, e.fn, tile.warps, f.glu ? 2 : 1);
     // Block-uniform (the tile) and warp-uniform (the rows) conditions.
     Value rowsLive = kb.lti(n0, kb.idx(nOut));
     if (f.dense) {
       Value live = kb.lti(kb.muli(mTile, kb.idx(f.tileRows)), tokenCount);
-      kb.ifThen(kb.andi(live, rowsLive),
-                [&] { multiplyTile(TileKind::Dense, mTile, lane); });
+      kb.ifThen(live,
+                [&] { multiplyTile(TileKind::Dense, mTile, lane, rowsLive); });
       return success();
     }
     Value routedTiles = kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)});
@@ -131,31 +144,65 @@ public:
     if (!f.shared.empty()) {
       sharedTiles =
           em.divu(kb.addi(tokenCount, kb.idx(f.tileRows - 1)), f.tileRows);
-      kb.ifThen(kb.andi(kb.lti(mTile, sharedTiles), rowsLive),
-                [&] { multiplyTile(TileKind::Shared, mTile, lane); });
+      kb.ifThen(kb.lti(mTile, sharedTiles),
+                [&] { multiplyTile(TileKind::Shared, mTile, lane, rowsLive); });
     }
     Value routedTile = kb.subi(mTile, sharedTiles);
     Value routed =
         kb.andi(kb.gei(mTile, sharedTiles), kb.lti(routedTile, routedTiles));
-    kb.ifThen(kb.andi(routed, rowsLive),
-              [&] { multiplyTile(TileKind::Routed, routedTile, lane); });
+    kb.ifThen(routed, [&] {
+      multiplyTile(TileKind::Routed, routedTile, lane, rowsLive);
+    });
     return success();
   }
 
 private:
   /// The warp's R output rows of tile `mTile` (of kind `kind`) over its TT
-  /// rows.
-  void multiplyTile(TileKind kind, Value mTile, Value lane) {
+  /// rows, where the warp has rows (`rowsLive`, warp-uniform). The branch
+  /// on the tile is block-uniform: the split-K form's barrier is reached
+  /// by every thread.
+  void multiplyTile(TileKind kind, Value mTile, Value lane, Value rowsLive) {
     locate(kind, mTile);
-    if (mxfp4 && kind == TileKind::Routed)
-      return storeFragments(mxfp4WarpProducts(em, mxfp4LaneRows(lane),
-                                              laneToken(lane), nIn, lane),
-                            lane);
-    SmallVector<Value> sums =
-        laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
-    for (Value &s : sums)
-      s = em.warpSum(s);
-    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
+    if (mma)
+      return multiplyTileMMA(lane, rowsLive);
+    kb.ifThen(rowsLive, [&] {
+      if (mxfp4 && kind == TileKind::Routed)
+        return storeFragments(mxfp4WarpProducts(em, mxfp4LaneRows(lane),
+                                                laneToken(lane), nIn, lane),
+                              lane);
+      SmallVector<Value> sums =
+          laneDotProducts(em, weightRows(), inputRows(), nIn, vec, lane);
+      for (Value &s : sums)
+        s = em.warpSum(s);
+      kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { store(sums); });
+    });
+  }
+
+  /// bf16 on the tensor cores (WarpMMADots.h): 16 rows of each weight by
+  /// the tile's TT <= 8 rows; with S > 1 the group's slices add their
+  /// fragments in shared memory.
+  void multiplyTileMMA(Value lane, Value rowsLive) {
+    LaneToken t = laneToken(lane);
+    SmallVector<MMALaneToken> token{{{t.x, {t.row}}, t.valid}};
+    if (tile.slices == 1) {
+      kb.ifThen(rowsLive, [&] {
+        storeFragments(warpMMAProducts(em, mmaLaneRows(lane), token, nIn, lane),
+                       lane);
+      });
+      return;
+    }
+    int64_t steps = mmaWholeSteps(nIn) / tile.slices;
+    MMASlice part{kb.muli(slice, kb.idx(steps)), steps,
+                  kb.eqi(slice, kb.idx(tile.slices - 1))};
+    kb.ifThen(rowsLive, [&] {
+      partials->keep(
+          warp, lane,
+          warpMMAProducts(em, mmaLaneRows(lane), token, nIn, lane, part));
+    });
+    gpu::BarrierOp::create(b, loc);
+    kb.ifThen(kb.andi(rowsLive, kb.eqi(slice, kb.idx(0))), [&] {
+      storeFragments(partials->gather(group, tile.slices, lane), lane);
+    });
   }
 
   void makeViews() {
@@ -231,33 +278,56 @@ private:
     return rows;
   }
 
-  /// MXFP4: the lane's token, row g of the tile (x gathered by token for
-  /// gate/up, h's sorted row for down).
+  /// bf16 on the tensor cores: rows g and g + 8 of the warp's 16 of each
+  /// weight (the shared expert's on its tiles).
+  SmallVector<MMALaneRows> mmaLaneRows(Value lane) {
+    SmallVector<MMALaneRows> rows;
+    Value g = em.divu(lane, 4);
+    for (Value w : tileKind == TileKind::Shared ? sharedViews : weightViews) {
+      MMALaneRows lr;
+      for (int64_t r = 0; r < 2; ++r) {
+        Value n = kb.addi(n0, kb.addi(g, kb.idx(8 * r)));
+        lr.rows[r] = {w, expert ? SmallVector<Value>{expert, n}
+                                : SmallVector<Value>{n}};
+      }
+      rows.push_back(lr);
+    }
+    return rows;
+  }
+
+  /// The tensor-core forms: the lane's token, row g of the tile (x
+  /// gathered by token for routed gate/up, h's sorted row for down, the
+  /// shared expert's after the routed ones).
   LaneToken laneToken(Value lane) {
     Value g = em.divu(lane, 4);
     Value r = kb.addi(rowStart, kb.minsi(g, kb.subi(validRows, kb.idx(1))));
-    if (f.glu)
+    if (f.glu && tileKind == TileKind::Routed)
       r = em.divu(kb.loadIndex(rowSource, {r}), topK);
+    if (!f.glu && tileKind == TileKind::Shared)
+      r = kb.addi(pairs, r);
     return {x, r, kb.lti(g, validRows)};
   }
 
-  /// MXFP4: lane (g, c) stores its fragment's outputs, rows g and g + 8 of
-  /// tokens 2 c and 2 c + 1 (the accumulator's c0..c3), where they exist.
+  /// The tensor-core forms: lane (g, c) stores its fragment's outputs, rows
+  /// g and g + 8 of tokens 2 c and 2 c + 1 (the accumulator's c0..c3),
+  /// where they exist.
   void storeFragments(ArrayRef<Acc> d, Value lane) {
     Value g = em.divu(lane, 4), c = em.remu(lane, 4);
     for (int64_t t = 0; t < 2; ++t) {
       Value j = kb.addi(kb.muli(c, kb.idx(2)), kb.idx(t));
       kb.ifThen(kb.lti(j, validRows), [&] {
-        Value row = kb.addi(rowStart, j);
+        Value row = outputRow(j);
         Value scale;
-        if (!f.glu)
+        if (!f.glu && tileKind == TileKind::Routed)
           scale = kb.load(rowWeights, {kb.loadIndex(rowSource, {row})});
         for (int64_t r = 0; r < 2; ++r) {
           Value n = kb.addi(n0, kb.addi(g, kb.idx(8 * r)));
           Value v = d[0][2 * r + t];
-          v = f.glu ? emitGLUActivation(kb, f.act, f.beta, f.linearBeta, v,
-                                        d[1][2 * r + t])
-                    : kb.mul(scale, v);
+          if (f.glu)
+            v = emitGLUActivation(kb, f.act, f.beta, f.linearBeta, v,
+                                  d[1][2 * r + t]);
+          else if (scale)
+            v = kb.mul(scale, v);
           kb.store(v, out, {row, n});
         }
       });
@@ -324,10 +394,12 @@ private:
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn = 0, vec = 8, experts = 0, topK = 1;
   bool mxfp4 = false; // weights in MXFP4 (WeightElements.h)
+  bool mma = false;   // bf16 on the tensor cores (tile R = 16)
+  std::optional<FragmentPartials> partials; // split K (S > 1)
   SmallVector<Value> weightViews, sharedViews;
   Value tokenCount, pairs, x, out, rowSource, rowWeights;
   TileKind tileKind = TileKind::Routed;
-  Value n0, expert, rowStart, validRows;
+  Value n0, expert, rowStart, validRows, warp, slice, group;
 };
 
 LogicalResult emitGEMV(const GEMVForm &f, Operation *op, KernelEmission &e) {

@@ -11,7 +11,9 @@
 //   routed tiles. The branch between them is
 //   block-uniform: a routed tile finds its expert by the binary search,
 //   a shared one reads the 2-D shared weight.
-// RUN: k3-opt %s --k3-moe-grouped --k3-split-glu-mlp --k3-fuse-shared-expert --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// The CUDA-core form (tile [4, 4], an override: bf16 operands default to
+// the tensor-core form, cuda-moe-grouped-gemv-mma.mlir).
+// RUN: k3-opt %s --k3-moe-grouped --k3-split-glu-mlp --k3-fuse-shared-expert --k3-select-kernel-config="target=cuda override=moe_grouped_gemv.tile=4x4,moe_grouped_gemv.warps=4" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: k3-opt %s --k3-moe-grouped --k3-split-glu-mlp --k3-fuse-shared-expert --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
@@ -19,9 +21,9 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.moe_grouped_glu {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>}
+// CONFIG: k3.moe_grouped_glu {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>}
 // CONFIG-SAME: -> tensor<?x3x128xbf16>
-// CONFIG: k3.moe_grouped_down {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>}
+// CONFIG: k3.moe_grouped_down {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4>}
 // CONFIG-SAME: -> tensor<?x3x256xf32>
 // CONFIG: k3.moe_combine {{.*}} : (tensor<?x3x256xf32>, tensor<?x2xi32>) -> tensor<?x256xbf16>
 // CONFIG-NOT: k3.glu_gate_up

@@ -12,7 +12,10 @@
 //   the tile's 4 rows (x gathered by token for gate/up, h's sorted rows
 //   for down); a butterfly of shuffles sums over the warp; lane 0 stores
 //   act(gate, up) in bf16, or the routing weight times the sum in f32.
-// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// That is the CUDA-core form (tile R <= 8), checked here through
+// overrides; bf16 operands default to the tensor-core form (R = 16),
+// cuda-moe-grouped-gemv-mma.mlir.
+// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_gemv.tile=4x4,moe_grouped_gemv.warps=4,glu_gemv.tile=2x4,glu_gemv.warps=4" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The config rule and its limits.
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
@@ -29,13 +32,13 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>, num_experts = 8 : i64, tile_rows = 4 : i64
-// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>
-// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 4>
-// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [2, 4], warps = 4>
+// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>
+// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4>
+// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [16, 8, 8], warps = 8>
 // TUNED: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [8, 4], warps = 4>
-// KIND: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 8>
-// KIND: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [4, 4], warps = 8>
-// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 4>
+// KIND: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>
+// KIND: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 8>
+// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 8>
 // BADTT: error: 'k3.moe_grouped_glu' op moe_grouped_gemv tile TT = 8 must be k3.moe_dispatch's tile_rows = 4
 // BADROWS: error: 'k3.moe_grouped_down' op moe_grouped_gemv tile R = 3 must divide N = 256
 // BADTOKENS: error: 'k3.glu_gate_up' op glu_gemv tile R must be in [1, 8] and TT in [1, 16], got [1, 17]
