@@ -303,6 +303,16 @@ int64_t mmaSlicesFor(int64_t warps16, int64_t steps) {
   return s;
 }
 
+/// Resident blocks of the tensor-core GEMVs: 16 warps per SM. Without the
+/// bound ptxas guessed 32 registers for a block of unknown size and
+/// issued each step's loads right before their mma (one load in flight:
+/// the LM head ran 0.30 ms instead of 0.18 on the CUDA cores,
+/// bench/results/profile-gpu/kl48b-decode-B1-20261203T1540Z-574f31e.txt);
+/// with it, 107 registers hold the 24 loads of a trip.
+int64_t mmaGEMVBlocksPerSM(int64_t warps) {
+  return std::max<int64_t>(1, 16 / warps);
+}
+
 /// The tensor-core GEMV's default tile: 16 rows a warp, one mma tile of 8
 /// tokens, K split until the grid has about 8 warps per SM; 4 warps a
 /// block, or S.
@@ -533,9 +543,11 @@ KernelConfigAttr defaultGroupedMMAConfig(Operation *op, KernelKind kind,
   int64_t warps16 = experts * groupedGEMVOutputs(op) / kGEMVMMARows;
   int64_t s = mmaSlicesFor(warps16, groupedGEMVReduction(op) / 32);
   int64_t warps = std::max<int64_t>(4, s);
+  int64_t blocks = mmaGEMVBlocksPerSM(warps);
   if (s == 1)
-    return config(op->getContext(), kind, {kGEMVMMARows, tt}, warps);
-  return config(op->getContext(), kind, {kGEMVMMARows, tt, s}, warps);
+    return config(op->getContext(), kind, {kGEMVMMARows, tt}, warps, 0, blocks);
+  return config(op->getContext(), kind, {kGEMVMMARows, tt, s}, warps, 0,
+                blocks);
 }
 
 LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
@@ -555,12 +567,9 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
     return op->emitOpError()
            << kind << " needs tile = [R, TT] (or [16, TT, S] with bf16 "
            << "operands), got " << c.getTile().size() << " sizes";
-  if (!hasMXFP4Weights(op) && t.rows == kGEMVMMARows) {
-    if (failed(verifyGroupedGEMVMMA(op, kind, t)))
-      return failure();
-  } else if (t.slices != 1) {
-    return op->emitOpError() << kind << " splits K only on the tensor cores";
-  }
+  if (!hasMXFP4Weights(op) && t.rows == kGEMVMMARows &&
+      failed(verifyGroupedGEMVMMA(op, kind, t)))
+    return failure();
   // MXFP4 weights multiply on the tensor cores: a warp's 16 rows by at
   // most 8 tokens, one mma.sync m16n8k16 tile (MXFP4WarpMMA.h).
   if (hasMXFP4Weights(op)) {
@@ -1103,9 +1112,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
     // 16-byte weight loads and 4 of x per step, 8 f32 sums).
     LinearGEMVTile t = defaultGEMVTile(op);
+    int64_t blocks = t.rows == kGEMVMMARows ? mmaGEMVBlocksPerSM(t.warps) : 0;
     if (t.slices == 1)
-      return config(ctx, kind, {t.rows, t.tokens}, t.warps);
-    return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps);
+      return config(ctx, kind, {t.rows, t.tokens}, t.warps, 0, blocks);
+    return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps, 0, blocks);
   }
   case KernelKind::argmax_rows:
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.

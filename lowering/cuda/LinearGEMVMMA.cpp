@@ -63,9 +63,9 @@ public:
     const int64_t slices = tile.slices, groups = tile.warps / slices;
     t0 = kb.muli(em.divu(bid, rowTiles), kb.idx(tile.tokens));
     Value slice = em.remu(warp, slices), group = em.divu(warp, slices);
-    n0 = kb.muli(
-        kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(groups)), group),
-        kb.idx(16));
+    n0 =
+        kb.muli(kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(groups)), group),
+                kb.idx(16));
     Value live = kb.lti(t0, rows);
     std::optional<FragmentPartials> partials;
     if (slices > 1)
@@ -103,8 +103,7 @@ private:
   /// Slot `i` of the tile: whether it is a token, and its row (clamped).
   std::pair<Value, Value> slotToken(Value i) {
     Value tok = kb.addi(t0, i);
-    Value valid =
-        kb.andi(kb.lti(tok, rows), kb.lti(i, kb.idx(tile.tokens)));
+    Value valid = kb.andi(kb.lti(tok, rows), kb.lti(i, kb.idx(tile.tokens)));
     return {valid, kb.minsi(tok, kb.subi(rows, kb.idx(1)))};
   }
 

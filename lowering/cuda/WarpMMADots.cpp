@@ -226,8 +226,8 @@ SmallVector<Acc> FragmentPartials::gather(Value group, int64_t slices,
     for (int64_t e = 0; e < 4; ++e) {
       a[e] = em.lds(mem, {at(first, i, e, lane)});
       for (int64_t s = 1; s < slices; ++s)
-        a[e] = kb.add(
-            a[e], em.lds(mem, {at(kb.addi(first, kb.idx(s)), i, e, lane)}));
+        a[e] = kb.add(a[e],
+                      em.lds(mem, {at(kb.addi(first, kb.idx(s)), i, e, lane)}));
     }
     d.push_back(a);
   }

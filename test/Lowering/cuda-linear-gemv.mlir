@@ -31,9 +31,9 @@
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<36x512xbf16>
 // CONFIG-LABEL: func.func @forward_decode(
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [16, 8, 8], warps = 8>{{.*}}tensor<256x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [16, 8, 8], warps = 8, blocks_per_sm = 2>{{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<256x512xf32>
-// TUNED: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [4, 8], warps = 8>{{.*}}tensor<256x512xbf16>
+// TUNED: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [4, 8], warps = 8, blocks_per_sm = 2>{{.*}}tensor<256x512xbf16>
 // BADROWS: error: 'k3.linear' op linear_gemv tile R = 3 must divide N = 256
 // BADTILE: error: 'k3.linear' op linear_gemv needs tile = [R, TT] or [R, TT, S], got 4 sizes
 // BADSLICE: error: 'k3.linear' op linear_gemv tile S = 3 must divide warps = 8 and the 2 whole steps of K (32 lanes x 16 bytes)

@@ -21,9 +21,9 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.moe_grouped_glu {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>}
+// CONFIG: k3.moe_grouped_glu {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8, blocks_per_sm = 2>}
 // CONFIG-SAME: -> tensor<?x3x128xbf16>
-// CONFIG: k3.moe_grouped_down {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4>}
+// CONFIG: k3.moe_grouped_down {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4, blocks_per_sm = 4>}
 // CONFIG-SAME: -> tensor<?x3x256xf32>
 // CONFIG: k3.moe_combine {{.*}} : (tensor<?x3x256xf32>, tensor<?x2xi32>) -> tensor<?x256xbf16>
 // CONFIG-NOT: k3.glu_gate_up

@@ -32,13 +32,13 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>, num_experts = 8 : i64, tile_rows = 4 : i64
-// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>
-// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4>
-// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [16, 8, 8], warps = 8>
-// TUNED: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [8, 4], warps = 4>
-// KIND: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8>
-// KIND: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 8>
-// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 8>
+// CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8, blocks_per_sm = 2>
+// CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4, blocks_per_sm = 4>
+// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [16, 8, 8], warps = 8, blocks_per_sm = 2>
+// TUNED: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [8, 4], warps = 4, blocks_per_sm = 4>
+// KIND: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8, blocks_per_sm = 2>
+// KIND: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 8, blocks_per_sm = 4>
+// KIND: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [1, 4], warps = 8, blocks_per_sm = 2>
 // BADTT: error: 'k3.moe_grouped_glu' op moe_grouped_gemv tile TT = 8 must be k3.moe_dispatch's tile_rows = 4
 // BADROWS: error: 'k3.moe_grouped_down' op moe_grouped_gemv tile R = 3 must divide N = 256
 // BADTOKENS: error: 'k3.glu_gate_up' op glu_gemv tile R must be in [1, 8] and TT in [1, 16], got [1, 17]
