@@ -38,6 +38,7 @@
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/GEMVSegments.h"
 #include "lowering/cuda/LaneDots.h"
 #include "lowering/cuda/MMA.h"
 
@@ -46,13 +47,6 @@ using namespace mlir::k3;
 
 namespace {
 
-/// One weight's rows of the grid: rows [first, first + n) of the
-/// concatenation are rows [0, n) of `w`, written to the columns of `y`.
-struct GEMVSegment {
-  Value w, y;
-  int64_t first, n;
-};
-
 /// The kernel body, step by step.
 class GEMVKernel {
 public:
@@ -60,14 +54,8 @@ public:
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, fn(e.fn),
         rows(rows), tile(tile), nIn(e.inputs[1].shape[1]) {
     x = em.contiguousView(e.inputs[0].base, {rows, kb.idx(nIn)});
-    // Inputs: x, then one weight per output (k3.linear: one).
-    for (size_t i = 0; i < e.outputs.size(); ++i) {
-      int64_t n = e.inputs[1 + i].shape[0];
-      segments.push_back(
-          {em.contiguousView(e.inputs[1 + i]),
-           em.contiguousView(e.outputs[i].base, {rows, kb.idx(n)}), nOut, n});
-      nOut += n;
-    }
+    segments = gemvSegments(em, e, rows);
+    nOut = segments.back().first + segments.back().n;
     vec = linearGEMVVectorElements(
         cast<MemRefType>(segments[0].w.getType()).getElementType());
   }
@@ -121,13 +109,9 @@ private:
   }
 
   /// Runs `body(segment, first row in it)` in the segment of the warp's
-  /// rows (a warp-uniform branch per segment).
+  /// rows.
   void forSegments(function_ref<void(const GEMVSegment &, Value)> body) {
-    for (const GEMVSegment &s : segments) {
-      Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
-                         kb.lti(n0, kb.idx(s.first + s.n)));
-      kb.ifThen(in, [&] { body(s, kb.subi(n0, kb.idx(s.first))); });
-    }
+    forGEMVSegment(kb, segments, n0, body);
   }
 
   /// The lane's R x TT partial sums of rows r0.. of `s` over its slice of

@@ -24,6 +24,7 @@
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/GEMVSegments.h"
 #include "lowering/cuda/WarpMMADots.h"
 
 using namespace mlir;
@@ -31,12 +32,7 @@ using namespace mlir::k3;
 
 namespace {
 
-/// One weight's rows of the grid (see LinearGEMV.cpp's GEMVSegment).
-struct MMASegment {
-  Value w, y;
-  int64_t first, n;
-};
-
+/// The kernel body, step by step.
 class GEMVMMAKernel {
 public:
   GEMVMMAKernel(const KernelEmission &e, Value rows, LinearGEMVTile tile)
@@ -44,13 +40,8 @@ public:
         rows(rows), tile(tile), nIn(e.inputs[1].shape[1]),
         tiles((tile.tokens + 7) / 8) {
     x = em.contiguousView(e.inputs[0].base, {rows, kb.idx(nIn)});
-    for (size_t i = 0; i < e.outputs.size(); ++i) {
-      int64_t n = e.inputs[1 + i].shape[0];
-      segments.push_back(
-          {em.contiguousView(e.inputs[1 + i]),
-           em.contiguousView(e.outputs[i].base, {rows, kb.idx(n)}), nOut, n});
-      nOut += n;
-    }
+    segments = gemvSegments(em, e, rows);
+    nOut = segments.back().first + segments.back().n;
   }
 
   void emit() {
@@ -73,7 +64,7 @@ public:
     // Warp-uniform: a warp past its segment's rows has nothing to do (16
     // divides every segment).
     kb.ifThen(live, [&] {
-      forSegments([&](const MMASegment &s, Value r0) {
+      forSegments([&](const GEMVSegment &s, Value r0) {
         SmallVector<Acc> d = products(s, r0, lane, slice);
         if (slices == 1)
           store(s, r0, d);
@@ -85,19 +76,15 @@ public:
       return;
     gpu::BarrierOp::create(b, loc);
     kb.ifThen(kb.andi(live, kb.eqi(slice, kb.idx(0))), [&] {
-      forSegments([&](const MMASegment &s, Value r0) {
+      forSegments([&](const GEMVSegment &s, Value r0) {
         store(s, r0, partials->gather(group, slices, lane));
       });
     });
   }
 
 private:
-  void forSegments(function_ref<void(const MMASegment &, Value)> body) {
-    for (const MMASegment &s : segments) {
-      Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
-                         kb.lti(n0, kb.idx(s.first + s.n)));
-      kb.ifThen(in, [&] { body(s, kb.subi(n0, kb.idx(s.first))); });
-    }
+  void forSegments(function_ref<void(const GEMVSegment &, Value)> body) {
+    forGEMVSegment(kb, segments, n0, body);
   }
 
   /// Slot `i` of the tile: whether it is a token, and its row (clamped).
@@ -107,7 +94,7 @@ private:
     return {valid, kb.minsi(tok, kb.subi(rows, kb.idx(1)))};
   }
 
-  SmallVector<Acc> products(const MMASegment &s, Value r0, Value lane,
+  SmallVector<Acc> products(const GEMVSegment &s, Value r0, Value lane,
                             Value slice) {
     MMALaneRows w;
     for (int64_t r = 0; r < 2; ++r)
@@ -127,7 +114,7 @@ private:
 
   /// Lane (g, c): rows g and g + 8 of tokens 2 c and 2 c + 1 of each
   /// tile, where they exist.
-  void store(const MMASegment &s, Value r0, ArrayRef<Acc> d) {
+  void store(const GEMVSegment &s, Value r0, ArrayRef<Acc> d) {
     for (int64_t j = 0; j < tiles; ++j)
       for (int64_t t = 0; t < 2; ++t) {
         Value i = kb.addi(kb.muli(c, kb.idx(2)), kb.idx(8 * j + t));
@@ -148,7 +135,7 @@ private:
   Value rows;
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn, tiles;
-  SmallVector<MMASegment> segments;
+  SmallVector<GEMVSegment> segments;
   Value x, t0, n0, g, c;
 };
 
