@@ -12,11 +12,14 @@ y[T, N] = x[T, K] W[N, K]^T with bf16 x and W and f32 y, at T in {1, 16,
 128, 1024, 8192}. (The MoE experts and the GLU MLPs are their own ops, not
 k3.linear: bench/moe.py's.)
 
-Two artifacts per shape: `prefill` is what k3-compile chooses for a prefill
+Artifacts per shape: `prefill` is what k3-compile chooses for a prefill
 entry (the TMA + wgmma kernel where N % 128 = 0 and K % 64 = 0, else the
-GEMV) and `gemv` the GEMV that a decode entry uses (kernel linear_gemv). The
-GEMV runs at T <= 128 only: it reads the weights once per 4 tokens, so at
-T = 8192 it would take seconds per call and say nothing new.
+GEMV), `gemv` the GEMV that a decode entry uses (kernel linear_gemv: on the
+tensor cores for these bf16 shapes, tile [16, 8(, S)]) and `gemv-cores` its
+CUDA-core form (tile [2, 4], the default before 2026-12-03), side by side.
+The GEMVs run at T <= 128 only: they read the weights once per 4 or 8
+tokens, so at T = 8192 they would take seconds per call and say nothing
+new.
 
 The check: f32 sums of exact bf16 products, against float64, normwise over
 the checked rows (all rows up to T = 1024; beyond, the first and last 64,
@@ -67,6 +70,8 @@ if os.environ.get("K3_GEMM_TOKENS"):  # e.g. "1024,8192"
 SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,"
                "linear.blocks_per_sm=1,linear.stages=")
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
+            "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
+                           "linear.warps=4,linear.blocks_per_sm=0"),
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
@@ -164,7 +169,7 @@ def run() -> int:
                         "err_vs_oracle": err}
 
             for variant, session in sessions.items():
-                if variant == "gemv" and t > GEMV_MAX_TOKENS:
+                if variant.startswith("gemv") and t > GEMV_MAX_TOKENS:
                     continue
                 if variant.startswith("prefill-") and t < 1024:
                     continue  # a tuning row: where the tensor cores matter

@@ -24,9 +24,8 @@ struct GEMVSegment {
 
 /// The segments of the op's weights (inputs 1.., one per output), for x's
 /// `rows` rows.
-inline SmallVector<GEMVSegment> gemvSegments(MMAEmitter &em,
-                                             const KernelEmission &e,
-                                             Value rows) {
+inline SmallVector<GEMVSegment>
+gemvSegments(MMAEmitter &em, const KernelEmission &e, Value rows) {
   SmallVector<GEMVSegment> segments;
   int64_t first = 0;
   for (size_t i = 0; i < e.outputs.size(); ++i) {
@@ -45,8 +44,8 @@ inline void
 forGEMVSegment(KernelBuilder &kb, ArrayRef<GEMVSegment> segments, Value n0,
                function_ref<void(const GEMVSegment &, Value)> body) {
   for (const GEMVSegment &s : segments) {
-    Value in = kb.andi(kb.gei(n0, kb.idx(s.first)),
-                       kb.lti(n0, kb.idx(s.first + s.n)));
+    Value in =
+        kb.andi(kb.gei(n0, kb.idx(s.first)), kb.lti(n0, kb.idx(s.first + s.n)));
     kb.ifThen(in, [&] { body(s, kb.subi(n0, kb.idx(s.first))); });
   }
 }
