@@ -313,6 +313,14 @@ int64_t mmaGEMVBlocksPerSM(int64_t warps) {
   return std::max<int64_t>(1, 16 / warps);
 }
 
+/// A GEMV tile's config: [R, TT] or, with K split, [R, TT, S].
+KernelConfigAttr gemvTileConfig(MLIRContext *ctx, KernelKind kind,
+                                const LinearGEMVTile &t, int64_t blocks) {
+  if (t.slices == 1)
+    return config(ctx, kind, {t.rows, t.tokens}, t.warps, 0, blocks);
+  return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps, 0, blocks);
+}
+
 /// The tensor-core GEMV's default tile: 16 rows a warp, one mma tile of 8
 /// tokens, K split until the grid has about 8 warps per SM; 4 warps a
 /// block, or S.
@@ -535,19 +543,15 @@ LogicalResult verifyGroupedGEMVMMA(Operation *op, StringRef kind,
 /// (mmaSlicesFor).
 KernelConfigAttr defaultGroupedMMAConfig(Operation *op, KernelKind kind,
                                          int64_t tt) {
-  int64_t experts = 1;
-  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
-    experts = dimOf(o.getIndices(), 1) + (o.hasSharedExpert() ? 1 : 0);
-  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
-    experts = dimOf(o.getIndices(), 1) + (o.hasSharedExpert() ? 1 : 0);
-  int64_t warps16 = experts * groupedGEMVOutputs(op) / kGEMVMMARows;
-  int64_t s = mmaSlicesFor(warps16, groupedGEMVReduction(op) / 32);
-  int64_t warps = std::max<int64_t>(4, s);
-  int64_t blocks = mmaGEMVBlocksPerSM(warps);
-  if (s == 1)
-    return config(op->getContext(), kind, {kGEMVMMARows, tt}, warps, 0, blocks);
-  return config(op->getContext(), kind, {kGEMVMMARows, tt, s}, warps, 0,
-                blocks);
+  // The routed ops' indices are [T, K]; the dense form is one expert.
+  int64_t experts = isa<GLUGateUpOp>(op) ? 1 : dimOf(op->getOperand(1), 1);
+  if (hasSharedExpert(op))
+    ++experts;
+  LinearGEMVTile t{kGEMVMMARows, tt, 4, 1};
+  t.slices = mmaSlicesFor(experts * groupedGEMVOutputs(op) / kGEMVMMARows,
+                          groupedGEMVReduction(op) / 32);
+  t.warps = std::max<int64_t>(4, t.slices);
+  return gemvTileConfig(op->getContext(), kind, t, mmaGEMVBlocksPerSM(t.warps));
 }
 
 LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
@@ -560,19 +564,19 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
               "a 16-byte vector, and for the MoE ops k3.moe_dispatch's tiles "
               "of 1 to 16 rows";
   LinearGEMVTile t = linearGEMVTile(c);
+  const bool mxfp4 = hasMXFP4Weights(op);
   // [16, TT, S]: bf16 on the tensor cores, K split over S warps.
-  bool split =
-      c.getTile().size() == 3 && t.rows == kGEMVMMARows && !hasMXFP4Weights(op);
+  bool split = c.getTile().size() == 3 && t.rows == kGEMVMMARows && !mxfp4;
   if (c.getTile().size() != 2 && !split)
     return op->emitOpError()
            << kind << " needs tile = [R, TT] (or [16, TT, S] with bf16 "
            << "operands), got " << c.getTile().size() << " sizes";
-  if (!hasMXFP4Weights(op) && t.rows == kGEMVMMARows &&
+  if (!mxfp4 && t.rows == kGEMVMMARows &&
       failed(verifyGroupedGEMVMMA(op, kind, t)))
     return failure();
   // MXFP4 weights multiply on the tensor cores: a warp's 16 rows by at
   // most 8 tokens, one mma.sync m16n8k16 tile (MXFP4WarpMMA.h).
-  if (hasMXFP4Weights(op)) {
+  if (mxfp4) {
     if (t.rows != 16 || t.tokens < 1 || t.tokens > 8)
       return op->emitOpError()
              << kind
@@ -1109,13 +1113,11 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).
     return config(ctx, kind, {64, 32, 32}, 4);
   case KernelKind::linear_gemv: {
-    // Two rows per warp, four tokens per weight read, 4 warps (a lane: 2
-    // 16-byte weight loads and 4 of x per step, 8 f32 sums).
+    // defaultGEMVTile: the tensor-core form for bf16 (with its launch
+    // bounds), else two rows per warp and four tokens on the CUDA cores.
     LinearGEMVTile t = defaultGEMVTile(op);
     int64_t blocks = t.rows == kGEMVMMARows ? mmaGEMVBlocksPerSM(t.warps) : 0;
-    if (t.slices == 1)
-      return config(ctx, kind, {t.rows, t.tokens}, t.warps, 0, blocks);
-    return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps, 0, blocks);
+    return gemvTileConfig(ctx, kind, t, blocks);
   }
   case KernelKind::argmax_rows:
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.

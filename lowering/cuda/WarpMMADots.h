@@ -44,14 +44,8 @@ struct MMALaneToken {
   Value valid;
 };
 
-/// A warp's share of K in steps of 32 columns: `steps` whole steps from
-/// step `first`, and whether it also takes K's partial last step (an i1;
-/// null: it does).
-struct MMASlice {
-  Value first;
-  int64_t steps;
-  Value takesTail;
-};
+/// A warp's share of K (LaneDots.h's slice), here in steps of 32 columns.
+using MMASlice = LaneDotSlice;
 
 /// Steps of 32 columns in K's whole part.
 inline int64_t mmaWholeSteps(int64_t k) { return k / 32; }
