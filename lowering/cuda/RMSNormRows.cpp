@@ -45,22 +45,30 @@ public:
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     const int64_t per = (cols + threads - 1) / threads;
-    SmallVector<Value> v(per), ok(per), col(per), wv(per), gv(per);
-    Value ss = kb.f32(0.0);
+    SmallVector<Value> v(per), ok(per), col(per), xv(per), rv(per), wv(per),
+        gv(per);
+    // Every load of the row is issued before the first store: a store of
+    // the sum may alias a later load as far as the compiler knows, so
+    // loads interleaved with the stores became one memory round trip per
+    // column group (9 at hidden 2304: 6.7 us per decode-step call,
+    // bench/results/profile-gpu/ncu-kl48b-decode-B1-20261203T1242Z-f9d92c8.txt).
+    // The weight and gate come with the row too, not after the block's sum.
     for (int64_t i = 0; i < per; ++i) {
       Value c = kb.addi(tid, kb.idx(i * threads));
       ok[i] = kb.lti(c, kb.idx(cols));
       col[i] = kb.minsi(c, kb.idx(cols - 1));
-      Value val = kb.load(x, {row, col[i]});
-      // The weight and gate are loaded with the row, not after the sum: a
-      // second round trip to memory after the block's barrier was most of
-      // a one-row (decode) call.
+      xv[i] = kb.load(x, {row, col[i]});
       wv[i] = kb.load(w, {col[i]});
       if (gate)
         gv[i] = kb.load(gate, {row, col[i]});
+      if (r)
+        rv[i] = kb.load(r, {row, col[i]});
+    }
+    Value ss = kb.f32(0.0);
+    for (int64_t i = 0; i < per; ++i) {
+      Value val = xv[i];
       if (r) {
-        val = kb.add(val, kb.load(r, {row, col[i]}));
-        val = roundTo(val, s);
+        val = roundTo(kb.add(val, rv[i]), s);
         kb.ifThen(ok[i], [&, i] { kb.store(val, s, {row, col[i]}); });
       }
       v[i] = kb.select(ok[i], val, kb.f32(0.0));

@@ -23,8 +23,29 @@
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK: gpu.barrier
 // CHECK: math.sqrt
-// The fused add: the sum rounded to bf16, stored, then normalised.
+// The fused add: the row's 9 x 3 loads (input, residual, weight) all before
+// the first store of the sum, which may alias them; the sum rounded to
+// bf16, stored, then normalised.
 // CHECK-LABEL: gpu.func @add_rms_norm_1(
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: memref.load {{.*}} : memref<{{(\?x)?}}?xbf16
+// CHECK-NOT: memref.store
+// CHECK-NOT: memref.load {{.*}} : memref<?x?xbf16
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: memref.store {{.*}} : memref<?x?xbf16
 // CHECK: gpu.barrier

@@ -24,6 +24,9 @@
 // CHECK: math.exp
 // CHECK: scf.yield
 
+// ptxas reports the kernels last first.
+// PTXAS: Function properties for short_conv_1
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Function properties for short_conv_0
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
@@ -36,4 +39,32 @@ func.func @forward(%x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: 
       : (tensor<?x4096xbf16>, tensor<4096x1x4xf32>, tensor<?x4096x3xf32>, tensor<?xi32>)
       -> (tensor<?x4096xbf16>, tensor<?x4096x3xf32>)
   return %y, %fs : tensor<?x4096xbf16>, tensor<?x4096x3xf32>
+}
+
+// The decode entry, where the state is updated in place: a thread per
+// (sequence, channel), grid max-seqs x 16 channel blocks; the bounds, the 4
+// weights and the 3 carried inputs load independently, then the token's
+// input, and no search of cu_seqlens.
+// CHECK-LABEL: gpu.func @short_conv_1(
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
+// CHECK-NOT: scf.while
+// CHECK-COUNT-2: memref.load {{.*}} : memref<?xi32
+// CHECK-COUNT-4: memref.load {{.*}} : memref<?x?x?xf32
+// CHECK-COUNT-3: memref.load {{.*}} : memref<?x?x?xf32
+// CHECK: scf.if
+// CHECK-NEXT: memref.load {{.*}} : memref<?x?xbf16
+// CHECK: math.exp
+// CHECK-COUNT-3: memref.store {{.*}} : memref<?x?x?xf32
+// CHECK: gpu.return
+
+func.func @forward_decode(%x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: -1, 4096>},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x4096xbf16> {k3.name = "y"}) attributes {k3.decode} {
+  %w = k3.weight "w" : tensor<4096x1x4xf32>
+  %s = k3.state.read "conv_state" : tensor<?x4096x3xf32>
+  %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x4096xbf16>, tensor<4096x1x4xf32>, tensor<?x4096x3xf32>, tensor<?xi32>)
+      -> (tensor<?x4096xbf16>, tensor<?x4096x3xf32>)
+  k3.state.write "conv_state", %fs : tensor<?x4096x3xf32>
+  return %y : tensor<?x4096xbf16>
 }
