@@ -1152,8 +1152,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // bench/results/gemm-nvidia-h200-20261202T030949Z.json).
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
   case KernelKind::moe_dispatch_rows:
-    // 16 warps: 2048 pairs per step of the ordered walk.
-    return config(ctx, kind, {}, 16);
+    // 16 warps: 2048 pairs per step of the ordered walk. A decode step has
+    // at most max-seqs x top-k pairs (512 at 64 x 8: one step of 4 warps),
+    // and there the block's barriers and scan are the cost: 4 warps took
+    // 0.07-0.27 ms off a B = 1 step of Kimi-Linear-48B, B = 8 and 64 level
+    // (bench/results/e2e-checks/
+    // decode-config-overrides-ab-nvidia-h200-20261203T1845Z.txt).
+    return config(ctx, kind, {}, decode ? 4 : 16);
   case KernelKind::moe_router_rows:
     // 8 warps share the experts' dot products.
     return config(ctx, kind,

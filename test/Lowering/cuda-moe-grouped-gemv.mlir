@@ -31,7 +31,8 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>, num_experts = 8 : i64, tile_rows = 4 : i64
+// A decode step: the dispatch block has 4 warps (a few hundred pairs at most).
+// CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 4>, num_experts = 8 : i64, tile_rows = 4 : i64
 // CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8, blocks_per_sm = 2>
 // CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4, blocks_per_sm = 4>
 // CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [16, 8, 8], warps = 8, blocks_per_sm = 2>
