@@ -1,6 +1,7 @@
 //===- KernelConfigRules.cpp - default kernel configs per op ---*- C++ -*-===//
 #include "lowering/KernelConfigRules.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
@@ -798,18 +799,38 @@ bool shortConvRowsApplies(ShortConvOp op) {
          op.getKernelSize() <= 16;
 }
 
-LogicalResult verifyShortConvRows(ShortConvOp op, KernelConfigAttr c) {
-  if (!shortConvRowsApplies(op))
-    return op.emitOpError() << "short_conv_rows needs [T, C] input with a "
-                               "static C and a kernel size in [1, 16]";
+/// The group's kernel has the decode form only (a sequence has at most one
+/// token): in a function marked k3.decode, every member's channels static.
+bool shortConvGroupRowsApplies(ShortConvGroupOp op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  if (!fn || !K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn))
+    return false;
+  return llvm::all_of(op.getInputs(), [](Value x) {
+    return !cast<RankedTensorType>(x.getType()).isDynamicDim(1);
+  });
+}
+
+LogicalResult verifyShortConvRowsConfig(Operation *op, KernelConfigAttr c) {
   if (c.getWarps() < 1 || c.getWarps() > 32)
-    return op.emitOpError()
+    return op->emitOpError()
            << "short_conv_rows warps must be in [1, 32], got " << c.getWarps();
   ArrayRef<int64_t> tile = c.getTile();
   if (tile.size() != 1 || tile[0] < 1 || tile[0] > 1024)
-    return op.emitOpError() << "short_conv_rows tile is [TT], TT tokens per "
-                               "block in [1, 1024]";
+    return op->emitOpError() << "short_conv_rows tile is [TT], TT tokens per "
+                                "block in [1, 1024]";
   return success();
+}
+
+LogicalResult verifyShortConvRows(Operation *op, KernelConfigAttr c) {
+  if (auto o = dyn_cast<ShortConvOp>(op); o && !shortConvRowsApplies(o))
+    return op->emitOpError() << "short_conv_rows needs [T, C] input with a "
+                                "static C and a kernel size in [1, 16]";
+  if (auto o = dyn_cast<ShortConvGroupOp>(op);
+      o && !shortConvGroupRowsApplies(o))
+    return op->emitOpError()
+           << "short_conv_rows runs a short_conv_group only in a decode "
+              "entry, with static channel counts";
+  return verifyShortConvRowsConfig(op, c);
 }
 
 /// Shared memory of a router block of G tokens: their rows in x's element
@@ -1240,6 +1261,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<ShortConvOp>(op))
     return shortConvRowsApplies(o) ? KernelKind::short_conv_rows
                                    : KernelKind::loop_nest;
+  if (auto o = dyn_cast<ShortConvGroupOp>(op))
+    return shortConvGroupRowsApplies(o) ? KernelKind::short_conv_rows
+                                        : KernelKind::loop_nest;
   if (auto o = dyn_cast<KDAOp>(op))
     return kdaRecurrentApplies(o) ? KernelKind::kda_recurrent
                                   : KernelKind::loop_nest;
@@ -1327,6 +1351,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<MLAPrefillAttentionOp>(op) &&
            mlaFlashApplies(cast<MLAPrefillAttentionOp>(op));
   case KernelKind::short_conv_rows:
+    if (auto o = dyn_cast<ShortConvGroupOp>(op))
+      return shortConvGroupRowsApplies(o);
     return isa<ShortConvOp>(op) && shortConvRowsApplies(cast<ShortConvOp>(op));
   case KernelKind::moe_router_mma:
     return isa<MoERouterOp>(op) && moeRouterMMAApplies(cast<MoERouterOp>(op));
@@ -1514,8 +1540,8 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyMLAFlash(o, config, gpu);
     return wrongOp();
   case KernelKind::short_conv_rows:
-    if (auto o = dyn_cast<ShortConvOp>(op))
-      return verifyShortConvRows(o, config);
+    if (isa<ShortConvOp, ShortConvGroupOp>(op))
+      return verifyShortConvRows(op, config);
     return wrongOp();
   case KernelKind::moe_router_mma:
     if (auto o = dyn_cast<MoERouterOp>(op))

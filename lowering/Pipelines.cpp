@@ -123,6 +123,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("In the decode entry, the linears of one input as one "
                      "k3.linear_group (k3-group-linears)"),
       llvm::cl::init(true)};
+  Option<bool> groupShortConvs{
+      *this, "group-short-convs",
+      llvm::cl::desc("In the decode entry, a layer's short convs as one "
+                     "k3.short_conv_group (k3-group-short-convs)"),
+      llvm::cl::init(true)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -191,6 +196,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // split, MLA expansion).
   if (o.decodeEntry && o.groupLinears)
     pm.addPass(k3::createK3GroupLinears());
+  // After the linears are grouped: a layer's q, k and v then come from one
+  // op, which is what marks its convolutions as one group.
+  if (o.decodeEntry && o.groupShortConvs)
+    pm.addPass(k3::createK3GroupShortConvs());
   k3::K3SelectKernelConfigOptions select;
   select.target = o.target;
   select.overrides.assign(o.kernelConfig.begin(), o.kernelConfig.end());

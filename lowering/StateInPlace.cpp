@@ -14,6 +14,8 @@
 //   input_checks.cpp), so one thread reads and then writes each (sequence,
 //   channel) window. In prefill a sequence's first and last tokens may sit
 //   in different blocks.
+// * k3.short_conv_group on `short_conv_rows` (decode entries only): each
+//   member's window as for k3.short_conv, each thread in one member.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/StateInPlace.h"
@@ -56,6 +58,13 @@ Value stateOperandOf(OpResult result) {
                    inDecodeEntry(op)
                ? o.getConvState()
                : Value();
+  if (auto o = dyn_cast<ShortConvGroupOp>(op)) {
+    unsigned n = o.getInputs().size(), i = result.getResultNumber();
+    return i >= n && kindOf(op) == KernelKind::short_conv_rows &&
+                   inDecodeEntry(op)
+               ? o.getConvStates()[i - n]
+               : Value();
+  }
   return Value();
 }
 

@@ -200,6 +200,18 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         s[0] = c.getCuSeqlens() ? int64_t(kNumSeqs) : int64_t(1);
         return set(c.getFinalState(), s, op);
       })
+      .Case<ShortConvGroupOp>([&](ShortConvGroupOp c) -> LogicalResult {
+        for (auto [r, x] : llvm::zip(c.getResults(), c.getInputs()))
+          if (failed(same(r, x)))
+            return failure();
+        for (Value fs : c.getFinalStates()) {
+          SymShape s = fromType(fs.getType());
+          s[0] = int64_t(kNumSeqs);
+          if (failed(set(fs, s, op)))
+            return failure();
+        }
+        return success();
+      })
       .Case<KDAOp>([&](KDAOp k) -> LogicalResult {
         if (failed(leading(k.getOutput(), k.getQ(), 3)))
           return failure();

@@ -226,6 +226,20 @@ def K3SplitRouter : Pass<"k3-split-router"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3GroupShortConvs : Pass<"k3-group-short-convs"> {
+  let summary = "In the decode entry, the short convs of one layer as one op";
+  let description = [{
+    In each function marked `k3.decode` (k3-decode-entry), replaces the
+    `k3.short_conv` ops whose inputs are results of one op (a KDA layer's
+    q, k and v convolutions, after `k3-group-linears` one
+    `k3.linear_group`) and which share the sequences and kernel size by one
+    `k3.short_conv_group`. In a decode step each is a few microseconds of
+    latency; one launch pays it once. Convolutions without carried state
+    are left alone (the decode entry always carries it).
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3GroupLinears : Pass<"k3-group-linears"> {
   let summary = "In the decode entry, the linears of one input as one op";
   let description = [{

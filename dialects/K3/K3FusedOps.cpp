@@ -41,6 +41,46 @@ LogicalResult LastTokensOp::verify() {
   return success();
 }
 
+LogicalResult ShortConvGroupOp::verify() {
+  size_t n = getInputs().size();
+  if (n == 0)
+    return emitOpError() << "expects at least one input";
+  if (getWeights().size() != n || getConvStates().size() != n ||
+      getResults().size() != n || getFinalStates().size() != n)
+    return emitOpError() << "expects as many weights, states, results and "
+                            "final states as inputs ("
+                         << n << ")";
+  int64_t ks = getKernelSize();
+  if (ks < 2 || ks > 16)
+    return emitOpError() << "expects 'kernel_size' in [2, 16], got " << ks;
+  // Names for the diagnostics, alive as long as the checks below.
+  SmallVector<std::string> names;
+  for (size_t i = 0; i < n; ++i)
+    for (const char *what :
+         {"inputs", "weights", "conv_states", "results", "final_states"})
+      names.push_back(std::string(what) + "[" + std::to_string(i) + "]");
+  Named first = named(names[0].c_str(), getInputs()[0]);
+  for (size_t i = 0; i < n; ++i) {
+    Named x = named(names[5 * i].c_str(), getInputs()[i]),
+          w = named(names[5 * i + 1].c_str(), getWeights()[i]),
+          c = named(names[5 * i + 2].c_str(), getConvStates()[i]),
+          r = named(names[5 * i + 3].c_str(), getResults()[i]),
+          s = named(names[5 * i + 4].c_str(), getFinalStates()[i]);
+    if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, w, 3)) ||
+        failed(expectRank(*this, c, 3)) ||
+        failed(expectSameShape(*this, x, r)) ||
+        failed(expectSameShape(*this, c, s)) ||
+        failed(expectSameDim(*this, first, 0, x, 0, "token count")) ||
+        failed(expectSameDim(*this, x, 1, w, 0, "channel count")) ||
+        failed(expectDim(*this, w, 1, 1, "depthwise group")) ||
+        failed(expectDim(*this, w, 2, ks, "kernel size")) ||
+        failed(expectSameDim(*this, x, 1, c, 1, "channel count")) ||
+        failed(expectDim(*this, c, 2, ks - 1, "kernel size - 1")))
+      return failure();
+  }
+  return expectRank(*this, named("cu_seqlens", getCuSeqlens()), 1);
+}
+
 LogicalResult LinearGroupOp::verify() {
   if (getWeights().empty())
     return emitOpError() << "expects at least one weight";

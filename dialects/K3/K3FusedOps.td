@@ -64,6 +64,39 @@ def K3_LinearGroupOp : K3_Op<"linear_group", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_ShortConvGroupOp : K3_Op<"short_conv_group",
+    [SameVariadicOperandSize, SameVariadicResultSize]> {
+  let summary = "short convolutions of several inputs, in one kernel";
+  let description = [{
+    `results[i], final_states[i]` are the `k3.short_conv` of `inputs[i]`
+    with `weights[i]` and `conv_states[i]` (each its own channel count; the
+    same tokens, sequences and kernel size for all).
+
+    `k3-group-short-convs` forms it in the decode entry from a KDA layer's
+    q, k and v convolutions: there each is a launch of a few microseconds
+    whose time is its latency, and one launch covers the three.
+
+    ```mlir
+    %q, %k, %sq, %sk = k3.short_conv_group (%xq, %xk) weights(%wq, %wk)
+        state(%cq, %ck) cu_seqlens(%cu) {kernel_size = 4 : i64}
+        : (...) -> (...)
+    ```
+  }];
+  let arguments = (ins Variadic<K3_FloatTensor>:$inputs,
+                       Variadic<K3_FloatTensor>:$weights,
+                       Variadic<K3_FloatTensor>:$conv_states,
+                       K3_IndexTensor:$cu_seqlens,
+                       I64Attr:$kernel_size);
+  let results = (outs Variadic<K3_FloatTensor>:$results,
+                      Variadic<K3_FloatTensor>:$final_states);
+  let assemblyFormat = [{
+    `(` $inputs `)` `weights` `(` $weights `)` `state` `(` $conv_states `)`
+    `cu_seqlens` `(` $cu_seqlens `)` attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_AddRMSNormOp : K3_Op<"add_rms_norm", [Pure]> {
   let summary = "residual add fused with the RMSNorm of its sum";
   let description = [{

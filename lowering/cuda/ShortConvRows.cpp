@@ -27,23 +27,24 @@
 // one thread reads and then writes each (sequence, channel) window, and
 // final_state is conv_state's buffer (lowering/StateInPlace.h).
 //
-// There (the op updates its state in place) the kernel takes a thread per
-// (sequence, channel) instead: the sequence's bounds, the weights and the
-// carried window are independent loads, and only the token's input waits
-// for the bounds, two memory round trips. The token form searched
-// cu_seqlens, then loaded the bounds, then the window, and walked every
-// sequence for empty ones: 7.7 us per call, 60 calls per decode step of
-// Kimi-Linear-48B (bench/results/profile-gpu/
-// ncu-kl48b-decode-B1-20261203T1242Z-f9d92c8.txt). A sequence without a
-// token keeps its state untouched: it is the same buffer.
+// In the decode entry (a sequence has at most one token) the kernel takes
+// a thread per (sequence, channel) instead: the sequence's bounds, the
+// weights and the carried window are independent loads, and only the
+// token's input waits for the bounds, two memory round trips. The token
+// form searched cu_seqlens, then loaded the bounds, then the window, and
+// walked every sequence for empty ones: 7.7 us per call, 60 calls per
+// decode step of Kimi-Linear-48B (bench/results/profile-gpu/
+// ncu-kl48b-decode-B1-20261203T1242Z-f9d92c8.txt). k3.short_conv_group (a
+// KDA layer's q, k and v convolutions, k3-group-short-convs) lays its
+// members' channel blocks end to end in one grid of that form.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
-#include "lowering/StateInPlace.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
@@ -52,39 +53,53 @@ using namespace mlir::k3;
 
 namespace {
 
+/// One convolution's operands in the kernel.
+struct ConvOperands {
+  Value x, w, state, y, fs, cuSeqlens;
+  int64_t tokensDim = 0, channels = 0, seqsDim = 0;
+};
+
+ConvOperands convOperands(const KernelOperand &input, Value weight,
+                          const KernelOperand &state, Value result,
+                          const KernelOperand &finalState,
+                          const KernelOperand &cuSeqlens) {
+  ConvOperands m;
+  m.x = input.full;
+  m.w = weight;
+  m.y = result;
+  m.fs = finalState.full;
+  if (state)
+    m.state = state.full;
+  if (cuSeqlens)
+    m.cuSeqlens = cuSeqlens.full;
+  m.tokensDim = input.shape[0];
+  m.channels = input.shape[1];
+  m.seqsDim = finalState.shape[0];
+  return m;
+}
+
+/// Whether `op` is in a decode entry, where a sequence has at most one token
+/// (the runtime refuses more, input_checks.cpp).
+bool inDecodeStep(Operation *op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
+}
+
 class ShortConvKernel {
 public:
-  ShortConvKernel(ShortConvOp op, const KernelEmission &e,
-                  int64_t tokensPerTile)
-      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), tile(tokensPerTile),
-        threads(32 * e.config.getWarps()), ks(op.getKernelSize()) {
-    auto ops = operandsOf(op, e.inputs);
-    KernelOperand input = ops.getInput(),
-                  fsOut = resultOf(e.outputs, op.getFinalState());
-    x = input.full;
-    w = ops.getWeight().full;
-    y = resultOf(e.outputs, op.getResult()).full;
-    fs = fsOut.full;
-    if (KernelOperand s = ops.getConvState())
-      state = s.full;
-    if (KernelOperand cu = ops.getCuSeqlens())
-      cuSeqlens = cu.full;
-    tokensDim = input.shape[0];
-    channels = input.shape[1];
-    seqsDim = fsOut.shape[0];
-  }
+  ShortConvKernel(const ConvOperands &m, KernelBuilder &kb, int64_t threads,
+                  int64_t kernelSize, int64_t tokensPerTile)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), tile(tokensPerTile),
+        threads(threads), ks(kernelSize), tokensDim(m.tokensDim),
+        channels(m.channels), seqsDim(m.seqsDim), x(m.x), w(m.w), y(m.y),
+        fs(m.fs), state(m.state), cuSeqlens(m.cuSeqlens) {}
 
   int64_t channelBlocks() const { return (channels + threads - 1) / threads; }
-  int64_t sequencesDim() const { return seqsDim; }
 
-  /// The in-place decode form: block (n, channel block), thread c.
-  void emitPerSequence() {
+  /// The decode form: sequence n, channel block `cb`; thread c.
+  void emitPerSequence(Value n, Value cb) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value cb = kb.idx(channelBlocks());
-    Value n = arith::DivUIOp::create(b, loc, bid, cb);
-    c = kb.addi(
-        kb.muli(arith::RemUIOp::create(b, loc, bid, cb), kb.idx(threads)), tid);
+    c = kb.addi(kb.muli(cb, kb.idx(threads)), tid);
     numTokens = kb.dim(tokensDim);
     numSeqs = kb.dim(seqsDim);
     kb.ifThen(kb.andi(kb.lti(c, kb.idx(channels)), kb.lti(n, numSeqs)), [&] {
@@ -103,16 +118,20 @@ public:
         for (int64_t k = 0; k + 1 < ks; ++k)
           kb.store(k + 2 < ks ? win[k + 1] : xt, fs, {n, c, kb.idx(k)});
       });
+      // A sequence without a token keeps its window (where final_state is
+      // conv_state's buffer, a store of the values just read).
+      kb.ifThen(kb.gei(start, end), [&] {
+        for (int64_t k = 0; k + 1 < ks; ++k)
+          kb.store(win[k], fs, {n, c, kb.idx(k)});
+      });
     });
   }
 
-  void emit() {
+  /// The token form: the token tile from `t0`, channel block `cb`.
+  void emitTokens(Value tileIndex, Value cb) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value cb = kb.idx(channelBlocks());
-    Value t0 = kb.muli(arith::DivUIOp::create(b, loc, bid, cb), kb.idx(tile));
-    c = kb.addi(
-        kb.muli(arith::RemUIOp::create(b, loc, bid, cb), kb.idx(threads)), tid);
+    Value t0 = kb.muli(tileIndex, kb.idx(tile));
+    c = kb.addi(kb.muli(cb, kb.idx(threads)), tid);
     numTokens = kb.dim(tokensDim);
     numSeqs = kb.dim(seqsDim);
     kb.ifThen(kb.lti(c, kb.idx(channels)), [&] {
@@ -239,35 +258,94 @@ private:
   KernelBuilder &kb;
   OpBuilder &b;
   Location loc;
-  int64_t tile, threads, ks, tokensDim = 0, channels = 0, seqsDim = 0;
+  int64_t tile, threads, ks, tokensDim, channels, seqsDim;
   Value x, w, y, fs, state, cuSeqlens, c, numTokens, numSeqs;
   SmallVector<Value> wt;
 };
+
+Value blockId(KernelBuilder &kb) {
+  return gpu::BlockIdOp::create(kb.builder(), kb.getLoc(), gpu::Dimension::x);
+}
+Value divu(KernelBuilder &kb, Value a, int64_t d) {
+  return arith::DivUIOp::create(kb.builder(), kb.getLoc(), a, kb.idx(d));
+}
+Value remu(KernelBuilder &kb, Value a, int64_t d) {
+  return arith::RemUIOp::create(kb.builder(), kb.getLoc(), a, kb.idx(d));
+}
 
 struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
   ShortConvRowsPattern() : OpKernelPattern(KernelKind::short_conv_rows) {}
   LogicalResult emit(ShortConvOp op, Adaptor a,
                      KernelEmission &e) const override {
-    auto tokens = e.tokenForm(op, a.getInput().shape[0]);
-    if (failed(tokens))
-      return failure();
-    int64_t tile = e.config.getTile()[0];
-    ShortConvKernel kernel(op, e, tile);
+    auto ops = operandsOf(op, e.inputs);
+    KernelOperand finalState = resultOf(e.outputs, op.getFinalState());
+    ConvOperands m =
+        convOperands(ops.getInput(), ops.getWeight().full, ops.getConvState(),
+                     resultOf(e.outputs, op.getResult()).full, finalState,
+                     ops.getCuSeqlens());
+    int64_t tile = e.config.getTile()[0], threads = 32 * e.config.getWarps();
+    ShortConvKernel kernel(m, e.kb, threads, op.getKernelSize(), tile);
     int64_t cb = kernel.channelBlocks();
-    if (updatesStateInPlace(op)) {
-      auto seqs = e.tokenForm(op, kernel.sequencesDim());
+    KernelBuilder &kb = e.kb;
+    if (inDecodeStep(op) && op.getCuSeqlens()) {
+      auto seqs = e.tokenForm(op, m.seqsDim);
       if (failed(seqs))
         return failure();
-      e.setLaunch(*seqs, cb, 0, 1, {32 * e.config.getWarps(), 1, 1});
-      kernel.emitPerSequence();
+      e.setLaunch(*seqs, cb, 0, 1, {threads, 1, 1});
+      Value bid = blockId(kb);
+      kernel.emitPerSequence(divu(kb, bid, cb), remu(kb, bid, cb));
       e.finishSinglePhase(op.getLoc());
       return success();
     }
+    auto tokens = e.tokenForm(op, a.getInput().shape[0]);
+    if (failed(tokens))
+      return failure();
     // ceil(T / TT) token tiles times the channel blocks, at least one tile
     // (the empty sequences' copy); blocks past the last tile stay idle.
-    e.setLaunch(*tokens, cb, tile * cb - 1, tile,
-                {32 * e.config.getWarps(), 1, 1});
-    kernel.emit();
+    e.setLaunch(*tokens, cb, tile * cb - 1, tile, {threads, 1, 1});
+    Value bid = blockId(kb);
+    kernel.emitTokens(divu(kb, bid, cb), remu(kb, bid, cb));
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+/// k3.short_conv_group in a decode entry: block (n, g) for the members'
+/// channel blocks g laid end to end, each member's in its decode form.
+struct ShortConvGroupRowsPattern : OpKernelPattern<ShortConvGroupOp> {
+  ShortConvGroupRowsPattern() : OpKernelPattern(KernelKind::short_conv_rows) {}
+  LogicalResult emit(ShortConvGroupOp op, Adaptor a,
+                     KernelEmission &e) const override {
+    KernelBuilder &kb = e.kb;
+    int64_t threads = 32 * e.config.getWarps(), tile = e.config.getTile()[0];
+    auto ops = operandsOf(op, e.inputs);
+    SmallVector<ConvOperands> members;
+    SmallVector<int64_t> firstBlock{0};
+    for (size_t i = 0; i < op.getInputs().size(); ++i) {
+      ConvOperands m = convOperands(
+          ops.getInputs()[i], ops.getWeights()[i].full, ops.getConvStates()[i],
+          resultOf(e.outputs, op.getResults()[i]).full,
+          resultOf(e.outputs, op.getFinalStates()[i]), ops.getCuSeqlens());
+      members.push_back(m);
+      firstBlock.push_back(firstBlock.back() +
+                           (m.channels + threads - 1) / threads);
+    }
+    int64_t blocks = firstBlock.back();
+    auto seqs = e.tokenForm(op, members.front().seqsDim);
+    if (failed(seqs))
+      return failure();
+    e.setLaunch(*seqs, blocks, 0, 1, {threads, 1, 1});
+    Value bid = blockId(kb);
+    Value n = divu(kb, bid, blocks), g = remu(kb, bid, blocks);
+    for (auto [i, m] : llvm::enumerate(members)) {
+      Value lo = kb.idx(firstBlock[i]);
+      kb.ifThen(kb.andi(kb.gei(g, lo), kb.lti(g, kb.idx(firstBlock[i + 1]))),
+                [&, i = i] {
+                  ShortConvKernel(members[i], kb, threads, op.getKernelSize(),
+                                  tile)
+                      .emitPerSequence(n, kb.subi(g, lo));
+                });
+    }
     e.finishSinglePhase(op.getLoc());
     return success();
   }
@@ -276,5 +354,5 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
 } // namespace
 
 void mlir::k3::populateShortConvRowsPattern(KernelPatternSet &patterns) {
-  patterns.add<ShortConvRowsPattern>();
+  patterns.add<ShortConvRowsPattern, ShortConvGroupRowsPattern>();
 }

@@ -30,6 +30,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
         return emitCopy(kb, operandsOf(o, in).getValue(), out[0]);
       })
       .Case([&](ShortConvOp o) { return emitShortConv(o, kb, in, out); })
+      .Case([&](ShortConvGroupOp o) {
+        return emitShortConvGroup(o, kb, in, out);
+      })
       .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
       .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })
       .Case([&](KDAChunkPrepareOp o) {

@@ -21,20 +21,14 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-// Two phases, each parallel over all its outputs: every (token, channel)
-// output (its sequence found from cu_seqlens), then every (sequence,
-// channel) final state. One thread per (sequence, channel) walking the
-// tokens, as before, gave a 2048-token prefill 16 blocks and 1 ms per layer
-// (bench/results/profile-gpu/real4-bf16-T2048.txt).
-LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
-                                Out out) {
-  int64_t ks = op.getKernelSize();
-  auto ops = operandsOf(op, in);
-  KernelOperand input = ops.getInput(), state = ops.getConvState(),
-                cu = ops.getCuSeqlens();
-  KernelOperand finalState = resultOf(out, op.getFinalState());
-  Value x = input.full, w = ops.getWeight().full,
-        y = resultOf(out, op.getResult()).full, fs = finalState.full;
+namespace {
+
+/// The loop nest of one convolution (its state and sequences optional).
+void emitShortConvLoops(KernelBuilder &kb, int64_t ks,
+                        const KernelOperand &input, Value w,
+                        const KernelOperand &state, const KernelOperand &cu,
+                        Value y, const KernelOperand &finalState) {
+  Value x = input.full, fs = finalState.full;
   Value numTokens = kb.dim(input.shape[0]);
   Value channels = kb.dim(input.shape[1]);
   Value seqs = kb.dim(finalState.shape[0]);
@@ -73,6 +67,34 @@ LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
       kb.store(inputAt(kb.addi(end, kb.idx(j - (ks - 1))), n, c, start), fs,
                {n, c, kb.idx(j)});
   });
+}
+
+} // namespace
+
+// Two phases, each parallel over all its outputs: every (token, channel)
+// output (its sequence found from cu_seqlens), then every (sequence,
+// channel) final state. One thread per (sequence, channel) walking the
+// tokens, as before, gave a 2048-token prefill 16 blocks and 1 ms per layer
+// (bench/results/profile-gpu/real4-bf16-T2048.txt).
+LogicalResult k3::emitShortConv(ShortConvOp op, KernelBuilder &kb, In in,
+                                Out out) {
+  auto ops = operandsOf(op, in);
+  emitShortConvLoops(kb, op.getKernelSize(), ops.getInput(),
+                     ops.getWeight().full, ops.getConvState(),
+                     ops.getCuSeqlens(), resultOf(out, op.getResult()).full,
+                     resultOf(out, op.getFinalState()));
+  return success();
+}
+
+LogicalResult k3::emitShortConvGroup(ShortConvGroupOp op, KernelBuilder &kb,
+                                     In in, Out out) {
+  auto ops = operandsOf(op, in);
+  for (size_t i = 0; i < op.getInputs().size(); ++i)
+    emitShortConvLoops(kb, op.getKernelSize(), ops.getInputs()[i],
+                       ops.getWeights()[i].full, ops.getConvStates()[i],
+                       ops.getCuSeqlens(),
+                       resultOf(out, op.getResults()[i]).full,
+                       resultOf(out, op.getFinalStates()[i]));
   return success();
 }
 

@@ -44,6 +44,7 @@ LogicalResult emitAddRMSNorm(AddRMSNormOp, KernelBuilder &, In, Out);
 
 // KDA.cpp
 LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
+LogicalResult emitShortConvGroup(ShortConvGroupOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);
 LogicalResult emitKDARecurrent(KDAOp, KernelBuilder &, In, Out);
 

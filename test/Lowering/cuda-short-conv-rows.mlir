@@ -7,6 +7,7 @@
 // end, silu at the store, and the final state at a sequence's last token.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
+// RUN: FileCheck %s --check-prefix=LAUNCH --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=2000" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
@@ -25,6 +26,8 @@
 // CHECK: scf.yield
 
 // ptxas reports the kernels last first.
+// PTXAS: Function properties for short_conv_group_
+// PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Function properties for short_conv_1
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS: Function properties for short_conv_0
@@ -57,14 +60,43 @@ func.func @forward(%x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: 
 // CHECK-COUNT-3: memref.store {{.*}} : memref<?x?x?xf32
 // CHECK: gpu.return
 
+// k3.short_conv_group in the decode entry (k3-group-short-convs): the
+// members' channel blocks end to end (16 + 2 at 4096 and 512 channels),
+// each member's decode form under its block range; the final states in
+// place (no copy launch).
+// LAUNCH: k3.launch @k3_kernels::@short_conv_group_3(
+// LAUNCH-NOT: @copy
+// LAUNCH: return
+// CHECK-LABEL: gpu.func @short_conv_group_3(
+// CHECK-SAME: k3.state_in_place
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 18, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
+// CHECK: arith.divui %{{.*}}, %c18
+// CHECK: arith.cmpi slt, %{{.*}}, %c16
+// CHECK: math.exp
+// CHECK: arith.cmpi slt, %{{.*}}, %c18
+// CHECK: math.exp
+// CHECK: gpu.return
+
 func.func @forward_decode(%x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: -1, 4096>},
     %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
-    -> (tensor<?x4096xbf16> {k3.name = "y"}) attributes {k3.decode} {
+    -> (tensor<?x4096xbf16> {k3.name = "y"}, tensor<?x512xbf16> {k3.name = "yv"}) attributes {k3.decode} {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x4096xbf16>
   %w = k3.weight "w" : tensor<4096x1x4xf32>
   %s = k3.state.read "conv_state" : tensor<?x4096x3xf32>
   %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
       : (tensor<?x4096xbf16>, tensor<4096x1x4xf32>, tensor<?x4096x3xf32>, tensor<?xi32>)
       -> (tensor<?x4096xbf16>, tensor<?x4096x3xf32>)
   k3.state.write "conv_state", %fs : tensor<?x4096x3xf32>
-  return %y : tensor<?x4096xbf16>
+  %wk = k3.weight "wk" : tensor<4096x1x4xf32>
+  %wv = k3.weight "wv" : tensor<512x1x4xf32>
+  %sk = k3.state.read "k_state" : tensor<?x4096x3xf32>
+  %sv = k3.state.read "v_state" : tensor<?x512x3xf32>
+  %xv = tensor.extract_slice %x[0, 0] [%n, 512] [1, 1] : tensor<?x4096xbf16> to tensor<?x512xbf16>
+  %r:2, %f:2 = k3.short_conv_group(%y, %xv) weights(%wk, %wv) state(%sk, %sv) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x4096xbf16>, tensor<?x512xbf16>, tensor<4096x1x4xf32>, tensor<512x1x4xf32>, tensor<?x4096x3xf32>, tensor<?x512x3xf32>, tensor<?xi32>)
+      -> (tensor<?x4096xbf16>, tensor<?x512xbf16>, tensor<?x4096x3xf32>, tensor<?x512x3xf32>)
+  k3.state.write "k_state", %f#0 : tensor<?x4096x3xf32>
+  k3.state.write "v_state", %f#1 : tensor<?x512x3xf32>
+  return %r#0, %r#1 : tensor<?x4096xbf16>, tensor<?x512xbf16>
 }

@@ -100,3 +100,23 @@ func.func @linear_group_rows(%x: tensor<5x8xf32>, %a: tensor<4x8xf32>) {
   %r = k3.linear_group %x, %a : (tensor<5x8xf32>, tensor<4x8xf32>) -> tensor<6x4xf32>
   return
 }
+
+// -----
+
+func.func @short_conv_group_channels(%x: tensor<?x64xbf16>, %y: tensor<?x32xbf16>, %w: tensor<64x1x4xf32>, %s: tensor<?x64x3xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.short_conv_group' op channel count mismatch: 'inputs[1]' dimension 1 is 32 but 'weights[1]' dimension 0 is 64}}
+  %r:4 = k3.short_conv_group(%x, %y) weights(%w, %w) state(%s, %s) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x64xbf16>, tensor<?x32xbf16>, tensor<64x1x4xf32>, tensor<64x1x4xf32>, tensor<?x64x3xf32>, tensor<?x64x3xf32>, tensor<?xi32>)
+      -> (tensor<?x64xbf16>, tensor<?x32xbf16>, tensor<?x64x3xf32>, tensor<?x64x3xf32>)
+  return
+}
+
+// -----
+
+func.func @short_conv_group_kernel_size(%x: tensor<?x64xbf16>, %w: tensor<64x1x1xf32>, %s: tensor<?x64x0xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.short_conv_group' op expects 'kernel_size' in [2, 16], got 1}}
+  %r:2 = k3.short_conv_group(%x) weights(%w) state(%s) cu_seqlens(%cu) {kernel_size = 1 : i64}
+      : (tensor<?x64xbf16>, tensor<64x1x1xf32>, tensor<?x64x0xf32>, tensor<?xi32>)
+      -> (tensor<?x64xbf16>, tensor<?x64x0xf32>)
+  return
+}
