@@ -230,6 +230,31 @@ SHORT_CONV_MODEL = """func.func @forward(
   return %y, %fs : tensor<?x{C}x{X}>, tensor<?x{C}x3xf32>
 }}
 """
+# A decode step's k3.short_conv_group (ShortConvRows.cpp's decode form, a
+# thread per sequence and channel, members' channel blocks end to end):
+# Kimi Linear's 4096 bf16 channels beside 40 f32 ones (a partial block), in
+# a function marked k3.decode; sequences of one token or none.
+SHORT_CONV_GROUP_LENS = ([1], [1, 0, 1, 1], [0, 0, 1], [1] * 8)
+SHORT_CONV_GROUP_MODEL = """func.func @forward(
+    %x: tensor<?x4096xbf16> {k3.name = "x", k3.dims = array<i64: -1, 4096>},
+    %xs: tensor<?x40xf32> {k3.name = "xs", k3.dims = array<i64: -1, 40>},
+    %s: tensor<?x4096x3xf32> {k3.name = "s", k3.dims = array<i64: -2, 4096, 3>},
+    %ss: tensor<?x40x3xf32> {k3.name = "ss", k3.dims = array<i64: -2, 40, 3>},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x4096xbf16> {k3.name = "y"}, tensor<?x40xf32> {k3.name = "ys"},
+        tensor<?x4096x3xf32> {k3.name = "fs"}, tensor<?x40x3xf32> {k3.name = "fss"})
+    attributes {k3.decode} {
+  %w = k3.weight "w" : tensor<4096x1x4xf32>
+  %ws = k3.weight "ws" : tensor<40x1x4xf32>
+  %y:2, %f:2 = k3.short_conv_group(%x, %xs) weights(%w, %ws) state(%s, %ss) cu_seqlens(%cu)
+      {kernel_size = 4 : i64}
+      : (tensor<?x4096xbf16>, tensor<?x40xf32>, tensor<4096x1x4xf32>, tensor<40x1x4xf32>,
+         tensor<?x4096x3xf32>, tensor<?x40x3xf32>, tensor<?xi32>)
+      -> (tensor<?x4096xbf16>, tensor<?x40xf32>, tensor<?x4096x3xf32>, tensor<?x40x3xf32>)
+  return %y#0, %y#1, %f#0, %f#1
+      : tensor<?x4096xbf16>, tensor<?x40xf32>, tensor<?x4096x3xf32>, tensor<?x40x3xf32>
+}
+"""
 # The router (lowering/cuda/MoERouterRows.cpp: the tensor-core scores for the
 # bf16 one by default, and the rows kernel, a block per 8 tokens): Kimi-
 # Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
@@ -365,6 +390,7 @@ def prepare() -> int:
         compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
     for dt, c in SHORT_CONV_SHAPES:
         compile_model(f"short_conv_{dt}_c{c}", SHORT_CONV_MODEL.format(C=c, X=dt), "", max_seqs=8)
+    compile_model("short_conv_group", SHORT_CONV_GROUP_MODEL, "", max_seqs=8)
     # The default (k3-split-router: the logits by the linear's kernels, then
     # moe_topk_rows), the same with the decode entry's GEMV for the logits,
     # and the fused router's two kernels (split-router=0).
@@ -567,6 +593,7 @@ def check() -> int:
     check_norms(res, rng)
     check_gated_norms(res, rng)
     check_short_convs(res, rng)
+    check_short_conv_group(res, rng)
     check_router(res, rng)
     check_moe_decode(res, rng)
     check_moe_mxfp4(res, rng)
@@ -689,6 +716,52 @@ def check_short_convs(res, rng) -> None:
                 return {"err_y": ey, "err_final_state": efs}
             res.guard(case, case=name, impl="k3", variant="short_conv_rows",
                       shape={"lens": lens, "C": c})
+
+
+def check_short_conv_group(res, rng) -> None:
+    """k3.short_conv_group in a decode function against k3ref's float64
+    short_conv of each member, with check_short_convs' bounds."""
+    import torch
+    import k3
+    from safetensors.numpy import save_file
+    from k3ref import ops as ref
+    members = (("x", "s", "w", "y", "fs", 4096, True), ("xs", "ss", "ws", "ys", "fss", 40, False))
+    ws = {m[2]: (rng.standard_normal((m[5], 1, 4)) * 0.5).astype(np.float32) for m in members}
+    wfile = OUT / "short_conv_group.w.safetensors"
+    save_file(ws, str(wfile))
+    for lens in SHORT_CONV_GROUP_LENS:
+        t, n = sum(lens), len(lens)
+        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        data = {}
+        for xn, sn, _, _, _, c, bf in members:
+            x = rng.standard_normal((t, c)).astype(np.float32)
+            data[xn] = bf16_round(x).astype(np.float32) if bf else x
+            data[sn] = rng.standard_normal((n, c, 3)).astype(np.float32)
+
+        def case(t=t, n=n, cu=cu, data=data):
+            s = k3.Session(str(OUT / "short_conv_group.k3bin"), device="cuda:0")
+            s.load_weights(str(wfile))
+            dev = torch.device("cuda:0")
+            args = {k: torch.from_numpy(v).to(dev) for k, v in data.items()}
+            args["x"] = args["x"].to(torch.bfloat16)
+            out = s.run("forward", symbols={"num_tokens": t, "num_seqs": n}, outputs="dlpack",
+                        cu_seqlens=torch.from_numpy(cu).to(dev), **args)
+            got = {k: torch.from_dlpack(v).double().cpu().numpy() for k, v in out.items()}
+            s.close()
+            errs = {}
+            for xn, sn, wn, yn, fn, c, bf in members:
+                wy, wfs = ref.short_conv(data[xn].astype(np.float64), ws[wn].astype(np.float64),
+                                         data[sn].astype(np.float64), cu)
+                ey = float(np.linalg.norm(got[yn] - wy) / max(np.linalg.norm(wy), 1e-30)) if t else 0.0
+                efs = float(np.abs(got[fn] - wfs).max())
+                bound = 1e-2 if bf else 1e-5
+                if not (ey < bound and efs < 1e-6):
+                    raise AssertionError(f"{yn}: y err {ey:.2e} (bound {bound:g}), final state "
+                                         f"max err {efs:.2e} (bound 1e-6)")
+                errs[f"err_{yn}"], errs[f"err_{fn}"] = ey, efs
+            return errs
+        res.guard(case, case="short_conv_group", impl="k3", variant="short_conv_rows decode",
+                  shape={"lens": lens, "C": [4096, 40]})
 
 
 # variant: (artifact, k3-compile options).
