@@ -729,6 +729,8 @@ int64_t rmsNormRowsColumns(Operation *op) {
 
 /// A thread keeps ceil(n / threads) values of the row in registers.
 constexpr int64_t kRMSNormMaxPerThread = 64;
+/// Rows up to this many channels default to a warp per row.
+constexpr int64_t kRMSNormWarpRowColumns = 1024;
 
 LogicalResult verifyRMSNormRows(Operation *op, KernelConfigAttr c) {
   int64_t n = rmsNormRowsColumns(op);
@@ -739,6 +741,19 @@ LogicalResult verifyRMSNormRows(Operation *op, KernelConfigAttr c) {
   if (w < 1 || w > 32)
     return op->emitOpError()
            << "rms_norm_rows warps must be in [1, 32], got " << w;
+  // Tile [R]: R rows per block, a warp each.
+  ArrayRef<int64_t> tile = c.getTile();
+  if (!tile.empty()) {
+    if (tile.size() != 1 || tile[0] != w)
+      return op->emitOpError() << "rms_norm_rows tile is [R], R rows per "
+                                  "block, a warp each (R = warps = "
+                               << w << ")";
+    if ((n + 31) / 32 > kRMSNormMaxPerThread)
+      return op->emitOpError()
+             << "rms_norm_rows with a warp per row keeps more than "
+             << kRMSNormMaxPerThread << " values per lane of " << n;
+    return success();
+  }
   if ((n + 32 * w - 1) / (32 * w) > kRMSNormMaxPerThread)
     return op->emitOpError()
            << "rms_norm_rows with " << w << " warps keeps more than "
@@ -1144,9 +1159,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // 1024 threads per row: 160 columns each at a vocabulary of 163840.
     return config(ctx, kind, {}, 32);
   case KernelKind::rms_norm_rows: {
-    // 8 warps (hidden 2304: 9 values per thread); more for wide rows,
-    // fewer for short ones (a head's 128 channels: 4 warps, no idle lane).
+    // Rows of at most 1024 channels: a warp each, 8 rows per block (KDA's
+    // gated norm at T = 8192: 0.32 ms with a block per 128-channel row).
+    // Wider rows a block each: 8 warps (hidden 2304: 9 values per thread),
+    // more for wide rows, fewer for short ones.
     int64_t n = rmsNormRowsColumns(op), w = 8;
+    if (n <= kRMSNormWarpRowColumns)
+      return config(ctx, kind, {8}, 8);
     while (w < 32 && (n + 32 * w - 1) / (32 * w) > 32)
       w *= 2;
     while (w > 1 && 16 * w >= n)

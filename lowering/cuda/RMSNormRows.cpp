@@ -8,7 +8,12 @@
 // bench/results/profile-gpu/real4-T64.txt). Here thread i holds columns
 // i, i + B, ... of the row in registers (a static count), the sum of
 // squares is a warp sum then a shared-memory sum over the warps, and the
-// row is scaled from registers: one read, one write.
+// row is scaled from registers: one read, one write. Rows of at most 1024
+// channels (KDA's output norm: a head's 128; MLA's latent: 512) take a warp
+// each, 8 rows per block (tile [8]): the sum is the warp's alone, no
+// barrier. A block per 128-channel row gave a T = 8192 prefill 262144
+// blocks and 0.32 ms per gated norm, 5.6x its bytes' time
+// (bench/results/profile-gpu/kl48b-prefill-T8192-20261203T1925Z-327ab3c.txt).
 //
 // k3.add_rms_norm first forms sum = input + residual, stores it in its own
 // type and normalises the stored value, as the loop nest does (so the
@@ -29,21 +34,39 @@ using namespace mlir::k3;
 
 namespace {
 
-/// One row per block: load (and for add_rms_norm, sum and store), the
-/// block's sum of squares, the scaled row.
+/// One row per block (or, with a tile [R], one row per warp and R rows per
+/// block): load (and for add_rms_norm, sum and store), the row's sum of
+/// squares, the scaled row.
 class RMSNormRowsKernel {
 public:
   RMSNormRowsKernel(const KernelEmission &e, int64_t cols, double eps)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, cols(cols),
-        warps(e.config.getWarps()), threads(32 * warps), eps(eps) {
-    partial = em.workgroupArray(e.fn, b.getF32Type(), warps);
+        warps(e.config.getWarps()), eps(eps),
+        rowsPerBlock(e.config.getTile().empty() ? 0 : e.config.getTile()[0]) {
+    threads = rowsPerBlock ? 32 : 32 * warps;
+    if (!rowsPerBlock)
+      partial = em.workgroupArray(e.fn, b.getF32Type(), warps);
   }
 
   /// y = w * v / sqrt(mean(v^2) + eps) (* sigmoid(gate)) with v = x (+ r,
-  /// stored to s).
-  void emit(Value x, Value r, Value s, Value w, Value y, Value gate) {
+  /// stored to s), for the block's row or its warps' rows (`rows` of them
+  /// in all).
+  void emit(Value x, Value r, Value s, Value w, Value y, Value gate,
+            Value rows) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    if (!rowsPerBlock)
+      return emitRow(x, r, s, w, y, gate, bid, tid);
+    Value row = kb.addi(kb.muli(bid, kb.idx(rowsPerBlock)), em.divu(tid, 32));
+    kb.ifThen(kb.lti(row, rows),
+              [&] { emitRow(x, r, s, w, y, gate, row, em.remu(tid, 32)); });
+  }
+
+private:
+  /// Row `row` by the `threads` threads of its block or warp; `tid` is the
+  /// thread's index among them.
+  void emitRow(Value x, Value r, Value s, Value w, Value y, Value gate,
+               Value row, Value tid) {
     const int64_t per = (cols + threads - 1) / threads;
     SmallVector<Value> v(per), ok(per), col(per), xv(per), rv(per), wv(per),
         gv(per);
@@ -74,8 +97,9 @@ public:
       v[i] = kb.select(ok[i], val, kb.f32(0.0));
       ss = em.fmaContract(v[i], v[i], ss);
     }
-    Value inv = kb.rsqrt(
-        kb.add(kb.div(blockSum(tid, ss), kb.f32(double(cols))), kb.f32(eps)));
+    Value sum = rowsPerBlock ? em.warpSum(ss) : blockSum(tid, ss);
+    Value inv =
+        kb.rsqrt(kb.add(kb.div(sum, kb.f32(double(cols))), kb.f32(eps)));
     for (int64_t i = 0; i < per; ++i)
       kb.ifThen(ok[i], [&, i] {
         Value out = kb.mul(kb.mul(v[i], inv), wv[i]);
@@ -85,7 +109,6 @@ public:
       });
   }
 
-private:
   /// `v` as `mem` stores it (bf16 sums are normalised as stored).
   Value roundTo(Value v, Value mem) {
     Type elem = cast<MemRefType>(mem.getType()).getElementType();
@@ -113,6 +136,7 @@ private:
   MMAEmitter em;
   int64_t cols, warps, threads;
   double eps;
+  int64_t rowsPerBlock; // 0: a block per row
   Value partial;
 };
 
@@ -132,13 +156,16 @@ LogicalResult emitNormRows(Operation *op, KernelEmission &e,
     return op->emitOpError()
            << "rms_norm_rows needs a row count linear in one runtime size";
   int64_t cols = x.shape.back();
-  e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+  // A block per row, or with a tile [R] R rows (a warp each) per block.
+  int64_t perBlock = e.config.getTile().empty() ? 1 : e.config.getTile()[0];
+  e.setLaunch(*form, 1, perBlock - 1, perBlock,
+              {32 * e.config.getWarps(), 1, 1});
   auto view = [&](const KernelOperand *t) {
     return t ? kb.view(t->base, {rows, kb.idx(cols)}) : Value();
   };
   RMSNormRowsKernel(e, cols, eps)
       .emit(view(&x), view(residual), view(sum), weight, view(&result),
-            view(gate));
+            view(gate), rows);
   e.finishSinglePhase(op->getLoc());
   return success();
 }

@@ -8,12 +8,14 @@
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=rms_norm.warps=33" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=add_rms_norm.warps=1" 2>&1 | FileCheck %s --check-prefix=PERTHREAD
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=gated_rms_norm.tile=4" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // BADWARPS: error: 'k3.rms_norm' op rms_norm_rows warps must be in [1, 32], got 33
+// BADTILE: error: 'k3.gated_rms_norm' op rms_norm_rows tile is [R], R rows per block, a warp each (R = warps = 8)
 // PERTHREAD: error: 'k3.add_rms_norm' op rms_norm_rows with 1 warps keeps more than 64 values per thread of 2304
 
 // CHECK-LABEL: gpu.func @rms_norm_0(
@@ -50,14 +52,18 @@
 // CHECK: memref.store {{.*}} : memref<?x?xbf16
 // CHECK: gpu.barrier
 
-// KDA's output norm: rows of one head (128 channels, 4 warps: a value per
-// thread), the output times sigmoid(gate).
+// KDA's output norm: rows of one head (128 channels), a warp per row and 8
+// rows per block (T x 32 rows: grid ceil(32 T / 8)); 4 values per lane,
+// the sum a warp sum (no barrier), the output times sigmoid(gate).
 // CHECK-LABEL: gpu.func @gated_rms_norm_2(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, warps = 4>
-// CHECK-SAME: block = [128, 1, 1]
-// CHECK: gpu.barrier
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, tile = [8], warps = 8>
+// CHECK-SAME: grid_scale = 32, grid_offset = 7, grid_divisor = 8, block = [256, 1, 1]
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK-NOT: gpu.barrier
 // CHECK: math.sqrt
 // CHECK: math.exp
+// CHECK: gpu.return
 
 // PTXAS: Function properties for add_rms_norm_1
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -15,7 +15,7 @@
 // fit the SMs in one wave).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=target.sm_count=1024" | FileCheck %s --check-prefix=WIDE
 // Tuning a parameter of every op of a kind; the recurrent tile sets warps.
-// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=64x8x4x4,rms_norm.warps=4" | FileCheck %s --check-prefix=TUNED
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=64x8x4x4,rms_norm.tile=4,rms_norm.warps=4" | FileCheck %s --check-prefix=TUNED
 // report=1 prints each config.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda report=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // A decode entry's recurrent KDA stages one token per chunk.
@@ -38,9 +38,9 @@
 
 // The H200's limits are the defaults, elided when printed.
 // GPU: module attributes {k3.target = #k3.gpu_target<chip = "sm_90a">}
-// RMSNorm: a block per row (test/Lowering/cuda-rms-norm-rows.mlir), 4 warps for
-// these 96 channels (8 for wide rows).
-// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 4>
+// RMSNorm (test/Lowering/cuda-rms-norm-rows.mlir): a warp per row of these
+// 96 channels, 8 rows per block (a block per row for rows over 1024).
+// GPU: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, tile = [8], warps = 8>
 // The recurrent KDA at K = V = 128: 64 state values per lane (P = 8 lanes
 // per column group of C = 4 columns), 32 columns per block, 16 staged
 // tokens.
@@ -60,7 +60,7 @@
 // 96 heads x 8 column tiles fit 1024 SMs with one warp per block.
 // WIDE: k3.kda_mma_recurrence {{.*}}tile = [16, 16], warps = 1, stages = 3, blocks_per_sm = 1>
 
-// TUNED: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, warps = 4>
+// TUNED: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, tile = [4], warps = 4>
 // TUNED: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 4, 4], warps = 4>
 
 // REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
