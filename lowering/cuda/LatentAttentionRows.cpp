@@ -255,35 +255,53 @@ private:
       init.append({kb.f32(-INFINITY), kb.f32(0.0)});
       init.append(nr, kb.f32(0.0));
     }
-    auto loop = scf::ForOp::create(b, loc, warp, count, kb.idx(warps), init);
+    // Two keys per iteration, s and s + W: both keys' loads are issued
+    // before either score, so an iteration is one memory round trip for
+    // two keys (one key per iteration was one round trip each). The second
+    // key past the end scores -inf (weight 0).
+    auto loop =
+        scf::ForOp::create(b, loc, warp, count, kb.idx(2 * warps), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value s = loop.getInductionVar();
     ValueRange it = loop.getRegionIterArgs();
-    SmallVector<Value> key, pe;
-    for (int64_t i = 0; i < nr; ++i) {
-      auto [ok, c] = laneChannel(i, rank);
-      key.push_back(kb.select(ok, keyAt(s, c), kb.f32(0.0)));
-    }
-    for (int64_t i = 0; i < ne; ++i) {
-      auto [ok, c] = laneChannel(i, dr);
-      pe.push_back(
-          kb.select(ok, keyAt(s, kb.addi(kb.idx(rank), c)), kb.f32(0.0)));
-    }
-    SmallVector<Value> next;
-    for (int64_t g = 0; g < group; ++g) {
+    Value s2 = kb.addi(s, kb.idx(warps));
+    Value has2 = kb.lti(s2, count);
+    auto loadKey = [&](Value k, SmallVector<Value> &key,
+                       SmallVector<Value> &pe) {
+      for (int64_t i = 0; i < nr; ++i) {
+        auto [ok, c] = laneChannel(i, rank);
+        key.push_back(kb.select(ok, keyAt(k, c), kb.f32(0.0)));
+      }
+      for (int64_t i = 0; i < ne; ++i) {
+        auto [ok, c] = laneChannel(i, dr);
+        pe.push_back(
+            kb.select(ok, keyAt(k, kb.addi(kb.idx(rank), c)), kb.f32(0.0)));
+      }
+    };
+    SmallVector<Value> key, pe, key2, pe2;
+    loadKey(s, key, pe);
+    loadKey(kb.minsi(s2, kb.subi(count, kb.idx(1))), key2, pe2);
+    auto score = [&](int64_t g, ArrayRef<Value> k, ArrayRef<Value> e) {
       Value dot = kb.f32(0.0);
       for (int64_t i = 0; i < nr; ++i)
-        dot = em.fmaContract(qa[g][i], key[i], dot);
+        dot = em.fmaContract(qa[g][i], k[i], dot);
       for (int64_t i = 0; i < ne; ++i)
-        dot = em.fmaContract(qpe[g][i], pe[i], dot);
+        dot = em.fmaContract(qpe[g][i], e[i], dot);
+      return kb.mul(em.warpSum(dot), scale);
+    };
+    SmallVector<Value> next;
+    for (int64_t g = 0; g < group; ++g) {
       ValueRange st = it.slice(g * state, state);
-      Value score = kb.mul(em.warpSum(dot), scale);
-      Value m = kb.maxf(st[0], score);
-      Value alpha = kb.exp(kb.sub(st[0], m)), p = kb.exp(kb.sub(score, m));
-      next.append({m, em.fmaContract(st[1], alpha, p)});
+      Value sc = score(g, key, pe);
+      Value sc2 = kb.select(has2, score(g, key2, pe2), kb.f32(-INFINITY));
+      Value m = kb.maxf(st[0], kb.maxf(sc, sc2));
+      Value alpha = kb.exp(kb.sub(st[0], m)), p = kb.exp(kb.sub(sc, m)),
+            p2 = kb.exp(kb.sub(sc2, m));
+      next.append({m, em.fmaContract(st[1], alpha, kb.add(p, p2))});
       for (int64_t i = 0; i < nr; ++i)
-        next.push_back(em.fmaContract(st[2 + i], alpha, kb.mul(p, key[i])));
+        next.push_back(em.fmaContract(
+            st[2 + i], alpha, em.fmaContract(p, key[i], kb.mul(p2, key2[i]))));
     }
     scf::YieldOp::create(b, loc, next);
     b.setInsertionPointAfter(loop);
@@ -336,26 +354,52 @@ private:
   /// Step 4: o[t, h + g, j] = kv_b[(h + g) (Dn + Dv) + Dn + j, :] . ctx_g,
   /// a warp per (g, j).
   void projectValues() {
+    // A warp takes outputs warp, warp + W, ... in rounds of kProjectUnroll:
+    // a round's weight rows are loaded before its dot products, so a round
+    // is one memory round trip (one output per trip took 16 in a row per
+    // warp at Dv = 128, W = 8).
+    const int64_t outputs = group * dv;
+    const int64_t perWarp = (outputs + warps - 1) / warps;
+    const int64_t rounds = (perWarp + kProjectUnroll - 1) / kProjectUnroll;
     scf::ForOp::create(
-        b, loc, warp, kb.idx(group * dv), kb.idx(warps), ValueRange{},
-        [&](OpBuilder &, Location, Value gj, ValueRange) {
-          Value g = em.divu(gj, dv), j = em.remu(gj, dv);
-          Value head = kb.addi(h, g);
-          Value row =
-              kb.addi(kb.muli(head, kb.idx(dn + dv)), kb.addi(kb.idx(dn), j));
-          Value ctx = kb.muli(g, kb.idx(rank));
-          Value dot = kb.f32(0.0);
-          for (int64_t i = 0; i < channelsPerLane(); ++i) {
-            auto [ok, c] = laneChannel(i, rank);
-            Value w = kb.select(ok, kb.load(kvb, {row, c}), kb.f32(0.0));
-            dot = em.fmaContract(w, lds(offCtx, kb.addi(ctx, c)), dot);
+        b, loc, kb.idx(0), kb.idx(rounds), kb.idx(1), ValueRange{},
+        [&](OpBuilder &, Location, Value round, ValueRange) {
+          SmallVector<Value> gjs, valid;
+          SmallVector<SmallVector<Value>> ws(kProjectUnroll);
+          for (int64_t u = 0; u < kProjectUnroll; ++u) {
+            Value k =
+                kb.addi(kb.muli(round, kb.idx(kProjectUnroll)), kb.idx(u));
+            Value gj = kb.addi(warp, kb.muli(k, kb.idx(warps)));
+            valid.push_back(kb.lti(gj, kb.idx(outputs)));
+            gj = kb.minsi(gj, kb.idx(outputs - 1));
+            gjs.push_back(gj);
+            Value g = em.divu(gj, dv), j = em.remu(gj, dv);
+            Value row = kb.addi(kb.muli(kb.addi(h, g), kb.idx(dn + dv)),
+                                kb.addi(kb.idx(dn), j));
+            for (int64_t i = 0; i < channelsPerLane(); ++i) {
+              auto [ok, c] = laneChannel(i, rank);
+              ws[u].push_back(
+                  kb.select(ok, kb.load(kvb, {row, c}), kb.f32(0.0)));
+            }
           }
-          Value sum = em.warpSum(dot);
-          kb.ifThen(kb.eqi(lane, kb.idx(0)),
-                    [&] { kb.store(sum, o, {t, head, j}); });
+          for (int64_t u = 0; u < kProjectUnroll; ++u) {
+            Value g = em.divu(gjs[u], dv), j = em.remu(gjs[u], dv);
+            Value ctx = kb.muli(g, kb.idx(rank));
+            Value dot = kb.f32(0.0);
+            for (int64_t i = 0; i < channelsPerLane(); ++i) {
+              auto [ok, c] = laneChannel(i, rank);
+              dot = em.fmaContract(ws[u][i], lds(offCtx, kb.addi(ctx, c)), dot);
+            }
+            Value sum = em.warpSum(dot);
+            kb.ifThen(kb.andi(valid[u], kb.eqi(lane, kb.idx(0))),
+                      [&] { kb.store(sum, o, {t, kb.addi(h, g), j}); });
+          }
           scf::YieldOp::create(b, loc);
         });
   }
+
+  /// Outputs per warp and round of projectValues.
+  static constexpr int64_t kProjectUnroll = 4;
 
   LatentAttentionOp op;
   KernelBuilder &kb;
