@@ -255,19 +255,18 @@ private:
       init.append({kb.f32(-INFINITY), kb.f32(0.0)});
       init.append(nr, kb.f32(0.0));
     }
-    // U keys per iteration, s, s + W, ...: all their loads are issued
-    // before any score, so an iteration is one memory round trip for U keys
-    // (one key per iteration was one round trip each: 17 in a row per warp
-    // at 129 keys). U = 4 with one head per block (decode), 2 with a group
-    // (its accumulators take the registers). Keys past the end score -inf
-    // (weight 0).
-    const int64_t unroll = group == 1 ? 4 : 2;
+    // Two keys per iteration, s and s + W: both keys' loads are issued
+    // before either score, so an iteration is one memory round trip for
+    // two keys (one key per iteration was one round trip each). The second
+    // key past the end scores -inf (weight 0).
     auto loop =
-        scf::ForOp::create(b, loc, warp, count, kb.idx(unroll * warps), init);
+        scf::ForOp::create(b, loc, warp, count, kb.idx(2 * warps), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value s = loop.getInductionVar();
     ValueRange it = loop.getRegionIterArgs();
+    Value s2 = kb.addi(s, kb.idx(warps));
+    Value has2 = kb.lti(s2, count);
     auto loadKey = [&](Value k, SmallVector<Value> &key,
                        SmallVector<Value> &pe) {
       for (int64_t i = 0; i < nr; ++i) {
@@ -280,13 +279,9 @@ private:
             kb.select(ok, keyAt(k, kb.addi(kb.idx(rank), c)), kb.f32(0.0)));
       }
     };
-    SmallVector<SmallVector<Value>> keys(unroll), pes(unroll);
-    SmallVector<Value> inRange(unroll);
-    for (int64_t u = 0; u < unroll; ++u) {
-      Value su = kb.addi(s, kb.idx(u * warps));
-      inRange[u] = kb.lti(su, count);
-      loadKey(kb.minsi(su, kb.subi(count, kb.idx(1))), keys[u], pes[u]);
-    }
+    SmallVector<Value> key, pe, key2, pe2;
+    loadKey(s, key, pe);
+    loadKey(kb.minsi(s2, kb.subi(count, kb.idx(1))), key2, pe2);
     auto score = [&](int64_t g, ArrayRef<Value> k, ArrayRef<Value> e) {
       Value dot = kb.f32(0.0);
       for (int64_t i = 0; i < nr; ++i)
@@ -298,27 +293,15 @@ private:
     SmallVector<Value> next;
     for (int64_t g = 0; g < group; ++g) {
       ValueRange st = it.slice(g * state, state);
-      SmallVector<Value> sc(unroll), p(unroll);
-      Value m = st[0];
-      for (int64_t u = 0; u < unroll; ++u) {
-        // The first key of an iteration is always in range.
-        sc[u] = score(g, keys[u], pes[u]);
-        if (u > 0)
-          sc[u] = kb.select(inRange[u], sc[u], kb.f32(-INFINITY));
-        m = kb.maxf(m, sc[u]);
-      }
-      Value alpha = kb.exp(kb.sub(st[0], m)), l = kb.f32(0.0);
-      for (int64_t u = 0; u < unroll; ++u) {
-        p[u] = kb.exp(kb.sub(sc[u], m));
-        l = kb.add(l, p[u]);
-      }
-      next.append({m, em.fmaContract(st[1], alpha, l)});
-      for (int64_t i = 0; i < nr; ++i) {
-        Value sum = kb.mul(p[unroll - 1], keys[unroll - 1][i]);
-        for (int64_t u = unroll - 2; u >= 0; --u)
-          sum = em.fmaContract(p[u], keys[u][i], sum);
-        next.push_back(em.fmaContract(st[2 + i], alpha, sum));
-      }
+      Value sc = score(g, key, pe);
+      Value sc2 = kb.select(has2, score(g, key2, pe2), kb.f32(-INFINITY));
+      Value m = kb.maxf(st[0], kb.maxf(sc, sc2));
+      Value alpha = kb.exp(kb.sub(st[0], m)), p = kb.exp(kb.sub(sc, m)),
+            p2 = kb.exp(kb.sub(sc2, m));
+      next.append({m, em.fmaContract(st[1], alpha, kb.add(p, p2))});
+      for (int64_t i = 0; i < nr; ++i)
+        next.push_back(em.fmaContract(
+            st[2 + i], alpha, em.fmaContract(p, key[i], kb.mul(p2, key2[i]))));
     }
     scf::YieldOp::create(b, loc, next);
     b.setInsertionPointAfter(loop);
