@@ -118,6 +118,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "tensor-core GEMVs 4-7% faster at B = 1, 3% at B = 8 "
                      "on Kimi-Linear-48B, docs/moe.md)"),
       llvm::cl::init(true)};
+  Option<bool> fuseCombineAdd{
+      *this, "fuse-combine-add",
+      llvm::cl::desc("An MoE layer's add of the shared expert as its "
+                     "combine's addend (k3-fuse-combine-add)"),
+      llvm::cl::init(true)};
   Option<bool> groupLinears{
       *this, "group-linears",
       llvm::cl::desc("In the decode entry, the linears of one input as one "
@@ -174,6 +179,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // expert.
   if (o.moeGrouped && o.splitGLUMLP && o.fuseSharedExpert)
     pm.addPass(k3::createK3FuseSharedExpert());
+  // After it: the adds it leaves (the prefill entry's, or every one with
+  // the fusion off) join their combines.
+  if (o.moeGrouped && o.fuseCombineAdd)
+    pm.addPass(k3::createK3FuseCombineAdd());
   // After the precision policy: the expanded keys and values are
   // activations.
   if (o.mlaExpand)

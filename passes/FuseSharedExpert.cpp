@@ -119,7 +119,7 @@ void fuse(MoEOutput m) {
   b.setInsertionPoint(m.add);
   auto combine = MoECombineOp::create(
       b, b.getFusedLoc({m.combine.getLoc(), m.add.getLoc()}), m.add.getType(),
-      newDown.getResult(), m.combine.getPositions());
+      newDown.getResult(), m.combine.getPositions(), /*addend=*/Value());
   m.add.getResult().replaceAllUsesWith(combine.getResult());
   // Readers before the values they read.
   Operation *dead[] = {m.add, m.combine, m.sharedDown, m.sharedGLU, down, glu};

@@ -65,7 +65,8 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
         dispatch.getOffsets(), dispatch.getTileOffsets(), op.getWeights(),
         op.getW2(), /*shared_w2=*/Value());
     rewriter.replaceOpWithNewOp<MoECombineOp>(
-        op, op.getType(), down.getResult(), dispatch.getPositions());
+        op, op.getType(), down.getResult(), dispatch.getPositions(),
+        /*addend=*/Value());
     return success();
   }
 

@@ -155,6 +155,8 @@ LogicalResult MoECombineOp::verify() {
       failed(expectSameDim(*this, r, 0, pos, 0, "token count")) ||
       failed(expectSameDim(*this, r, 1, rows, 2, "output width")))
     return failure();
+  if (Value a = getAddend())
+    return expectSameShape(*this, named("addend", a), r);
   return success();
 }
 

@@ -120,12 +120,18 @@ def K3_MoECombineOp : K3_Op<"moe_combine", [Pure]> {
     in that order (rows `[T, K, D]` read flat): a gather, not a scatter
     with atomics, so every run adds in the same order and gives the same
     bits. Rows `[T, K + 1, D]` carry the shared expert's output in rows
-    `T K + t` (`k3-fuse-shared-expert`); it is added last.
+    `T K + t` (`k3-fuse-shared-expert`); it is added last. An `addend`
+    `[T, D]` (`k3-fuse-combine-add`: the prefill's shared expert, added to
+    the routed sum by a `k3.add` before) is added to that sum rounded to
+    the result's type, as the `k3.add` saw it: the same values, one launch
+    and one write and read of `[T, D]` fewer.
   }];
-  let arguments = (ins K3_FloatTensor:$rows, K3_IndexTensor:$positions);
+  let arguments = (ins K3_FloatTensor:$rows, K3_IndexTensor:$positions,
+                       Optional<K3_FloatTensor>:$addend);
   let results = (outs K3_FloatTensor:$result);
   let assemblyFormat = [{
-    $rows `,` $positions attr-dict `:` functional-type(operands, results)
+    $rows `,` $positions (`addend` `(` $addend^ `)`)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -158,7 +158,7 @@ LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
 LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
                                  Out out) {
   auto ops = operandsOf(op, in);
-  KernelOperand positions = ops.getPositions();
+  KernelOperand positions = ops.getPositions(), addend = ops.getAddend();
   int64_t topK = positions.shape[1], width = out[0].shape[1];
   // Rows [T, K + 1, D]: the shared expert's row T K + t is added last.
   bool shared = ops.getRows().shape[1] == topK + 1;
@@ -173,6 +173,17 @@ LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
     }
     if (shared)
       acc = kb.add(kb.load(rows, {kb.addi(pairs, t), d}), acc);
+    // The routed sum as the k3.add it replaces read it: rounded to the
+    // result's type (the oracle rounds there too), then the addend.
+    if (addend) {
+      OpBuilder &b = kb.builder();
+      Type elem = cast<MemRefType>(y.getType()).getElementType();
+      if (!elem.isF32())
+        acc = arith::ExtFOp::create(
+            b, kb.getLoc(), b.getF32Type(),
+            arith::TruncFOp::create(b, kb.getLoc(), elem, acc).getResult());
+      acc = kb.add(acc, kb.load(addend.full, {t, d}));
+    }
     kb.store(acc, y, {t, d});
   });
   return success();

@@ -138,3 +138,11 @@ func.func @down_shared_slots(%h: tensor<?x2x16xbf16>, %i: tensor<?x2xi32>, %o: t
       : (tensor<?x2x16xbf16>, tensor<?x2xi32>, tensor<?x2xi32>, tensor<9xi32>, tensor<9xi32>, tensor<?x2xf32>, tensor<8x32x16xbf16>, tensor<32x16xbf16>) -> tensor<?x3x32xf32>
   return
 }
+
+// -----
+
+func.func @combine_addend_shape(%rows: tensor<?x2x16xf32>, %pos: tensor<?x2xi32>, %s: tensor<?x8xbf16>) {
+  // expected-error @+1 {{'k3.moe_combine' op shape mismatch: 'addend' dimension 1 is 8 but 'result' dimension 1 is 16}}
+  %c = k3.moe_combine %rows, %pos addend(%s) : (tensor<?x2x16xf32>, tensor<?x2xi32>, tensor<?x8xbf16>) -> tensor<?x16xbf16>
+  return
+}
