@@ -85,6 +85,27 @@ SmallVector<int64_t> symbolicShape(Value v) {
   return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(shapes[i]).asArrayRef());
 }
 
+/// The product of symbolic dims as one artifact dim: at most one of them
+/// symbolic.
+FailureOr<art::DimExpr> productDim(Operation *op, ArrayRef<int64_t> dims) {
+  int64_t k = 1;
+  std::optional<int64_t> sym;
+  for (int64_t d : dims) {
+    if (d >= 0) {
+      k *= d;
+      continue;
+    }
+    if (sym)
+      return op->emitOpError() << "spans two dynamic dimensions; the "
+                                  "artifact sizes a collective by one";
+    sym = d;
+  }
+  if (!sym)
+    return art::DimExpr::constant(k);
+  art::DimExpr e = dimExpr(*sym);
+  return art::DimExpr::symbol(e.sym, e.a * k, e.b * k, e.c);
+}
+
 /// A GPU kernel's grid.x as the artifact evaluates it.
 art::DimExpr gridOf(LaunchShapeAttr s) {
   switch (s.getGridSymbol()) {
@@ -149,9 +170,19 @@ FailureOr<uint32_t> ArtifactPlanner::weightBuffer(WeightOp w) {
   if (failed(dt))
     return failure();
   auto shape = w.getType().getShape();
+  // A shard's values are its slice of the whole weight's, whose fan-in
+  // sets their scale.
+  SmallVector<int64_t> whole(shape);
+  WeightShardAttr shard = K3Dialect::ShardAttrHelper(w.getContext()).getAttr(w);
+  if (shard)
+    whole[shard.getDim()] *= shard.getParts();
   uint32_t id = builder.addWeight(
       w.getName().str(), *dt, std::vector<int64_t>(shape.begin(), shape.end()),
-      initFor(w.getName(), shape));
+      initFor(w.getName(), whole));
+  if (shard)
+    builder.addWeightShard({id, uint32_t(shard.getDim()),
+                            shard.getGroup().str(),
+                            uint32_t(shard.getParts())});
   weights[w.getName()] = id;
   return id;
 }
@@ -369,6 +400,50 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
   return records;
 }
 
+LogicalResult ArtifactPlanner::planCollective(Operation &op, uint32_t entry,
+                                              const Where &where) {
+  Value in = op.getOperand(0), out = op.getResult(0);
+  SmallVector<int64_t> inShape = symbolicShape(in),
+                       outShape = symbolicShape(out);
+  art::Collective c;
+  // [outer, chunk] of the rank's own tensor: the input of an all-gather,
+  // the output of a reduce-scatter, either of an all-reduce.
+  ArrayRef<int64_t> own = inShape;
+  int64_t dim = 0;
+  if (auto r = dyn_cast<AllReduceOp>(op)) {
+    c.kind = art::CollectiveKind::AllReduce;
+    c.reduce = r.getReduction() == ReductionKind::sum ? art::ReduceOp::Sum
+                                                      : art::ReduceOp::Max;
+  } else if (auto g = dyn_cast<AllGatherOp>(op)) {
+    c.kind = art::CollectiveKind::AllGather;
+    dim = g.getDim();
+  } else if (auto s = dyn_cast<ReduceScatterOp>(op)) {
+    c.kind = art::CollectiveKind::ReduceScatter;
+    c.reduce = s.getReduction() == ReductionKind::sum ? art::ReduceOp::Sum
+                                                      : art::ReduceOp::Max;
+    dim = s.getDim();
+    own = outShape;
+  } else {
+    return op.emitOpError() << "is not run by the runtime yet (all_reduce, "
+                               "all_gather and reduce_scatter are)";
+  }
+  FailureOr<art::DType> dt = dtypeOf(&op, in.getType());
+  FailureOr<art::DimExpr> outer = productDim(&op, own.take_front(dim)),
+                          chunk = productDim(&op, own.drop_front(dim));
+  if (failed(dt) || failed(outer) || failed(chunk))
+    return failure();
+  c.dtype = *dt;
+  c.outer = *outer;
+  c.chunk = *chunk;
+  c.group = op.getAttrOfType<StringAttr>("group").str();
+  c.groupSize = uint32_t(op.getAttrOfType<IntegerAttr>("group_size").getInt());
+  art::Arg inArg = where.lookup(bufferRoot(in)), outArg = where.lookup(out);
+  if (inArg.kind != art::ArgKind::Buffer || outArg.kind != art::ArgKind::Buffer)
+    return op.emitOpError() << "needs activations in and out (not a weight)";
+  builder.addCollective(entry, std::move(c), inArg, outArg);
+  return success();
+}
+
 LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
   uint32_t entry = builder.addEntry(name.str());
   Where where;
@@ -389,10 +464,15 @@ LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
       continue;
     }
     // A state write's copy launch already wrote the state buffer.
-    if (!isa<LaunchOp, tensor::EmptyOp>(op))
+    if (!isa<LaunchOp, tensor::EmptyOp>(op) && !isCollective(&op))
       continue;
     if (failed(planResults(op, outputBuffer, where)))
       return failure();
+    if (isCollective(&op)) {
+      if (failed(planCollective(op, entry, where)))
+        return failure();
+      continue;
+    }
     auto launch = dyn_cast<LaunchOp>(op);
     if (!launch)
       continue;

@@ -75,6 +75,9 @@ private:
   FailureOr<std::vector<::k3::artifact::Arg>>
   tensorMapArgs(LaunchOp launch, Operation *phase,
                 ArrayRef<::k3::artifact::Arg> args);
+  /// A collective op as a collective launch (artifact format 1.3).
+  LogicalResult planCollective(Operation &op, uint32_t entry,
+                               const Where &where);
   int64_t bytesOf(Value v, ArrayRef<int64_t> shape) const;
 
   ::k3::artifact::Builder &builder;

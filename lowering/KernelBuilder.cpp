@@ -377,3 +377,16 @@ Value KernelBuilder::notb(Value x) {
   Value t = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
   return arith::XOrIOp::create(b, loc, x, t);
 }
+Value KernelBuilder::divui(Value a, int64_t d) {
+  return arith::DivUIOp::create(b, loc, a, idx(d));
+}
+Value KernelBuilder::remui(Value a, int64_t d) {
+  return arith::RemUIOp::create(b, loc, a, idx(d));
+}
+
+Value KernelBuilder::roundTo(Value v, Type elem) {
+  if (elem.isF32())
+    return v;
+  Value narrow = arith::TruncFOp::create(b, loc, elem, v);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
+}

@@ -149,6 +149,14 @@ public:
   Value andi(Value a, Value b);
   Value ori(Value a, Value b);
   Value notb(Value a);
+  /// Unsigned quotient and remainder by a constant (thread and block ids).
+  Value divui(Value a, int64_t d);
+  Value remui(Value a, int64_t d);
+
+  /// f32 value `v` as a buffer of element type `elem` holds it: rounded to
+  /// `elem` and widened back (`v` itself for f32), so that a sum that the
+  /// reference rounds before its next use is rounded here too.
+  Value roundTo(Value v, Type elem);
 
   /// An index value as `a * symbol + b` (symbol kNumTokens or kNumSeqs,
   /// or 0 for a constant), when the builder can tell.

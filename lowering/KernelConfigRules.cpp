@@ -13,7 +13,8 @@ using namespace mlir;
 using namespace mlir::k3;
 
 bool mlir::k3::needsKernel(Operation *op) {
-  if (isa<WeightOp, StateReadOp, StateWriteOp, LaunchOp, LayerOp>(op))
+  if (isa<WeightOp, StateReadOp, StateWriteOp, LaunchOp, LayerOp>(op) ||
+      isCollective(op))
     return false;
   if (isa<K3Dialect>(op->getDialect()))
     return true;
@@ -817,8 +818,7 @@ bool shortConvRowsApplies(ShortConvOp op) {
 /// The group's kernel has the decode form only (a sequence has at most one
 /// token): in a function marked k3.decode, every member's channels static.
 bool shortConvGroupRowsApplies(ShortConvGroupOp op) {
-  auto fn = op->getParentOfType<func::FuncOp>();
-  if (!fn || !K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn))
+  if (!inDecodeEntry(op))
     return false;
   return llvm::all_of(op.getInputs(), [](Value x) {
     return !cast<RankedTensorType>(x.getType()).isDynamicDim(1);

@@ -133,6 +133,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("In the decode entry, a layer's short convs as one "
                      "k3.short_conv_group (k3-group-short-convs)"),
       llvm::cl::init(true)};
+  Option<int64_t> tp{
+      *this, "tp",
+      llvm::cl::desc("Tensor-parallel ranks: one SPMD program whose MLP "
+                     "blocks each rank holds 1/tp of (k3-partition)"),
+      llvm::cl::init(1)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -144,6 +149,9 @@ bool isGPU(StringRef target) { return target != "cpu"; }
 void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
+  // The SPMD program first: every later rewrite sees the split weights.
+  if (o.tp > 1)
+    pm.addPass(k3::createK3Partition({o.tp}));
   // The decay gate is computed inside the KDA kernels, as the anchors do.
   pm.addPass(k3::createK3FuseKDAGate());
   if (o.exposeRouting)

@@ -120,7 +120,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     for (Operation &op : body) {
       // Launches produce activations; an empty tensor is the (size-0) list
       // of closed AttnRes blocks before the first block closes.
-      if (!isa<LaunchOp, tensor::EmptyOp>(op))
+      if (!isa<LaunchOp, tensor::EmptyOp>(op) && !isCollective(&op))
         continue;
       ArrayAttr shapesAttr =
           K3Dialect::ShapesAttrHelper(op.getContext()).getAttr(&op);

@@ -34,11 +34,6 @@ KernelKind kindOf(Operation *op) {
   return c ? c.getKernel() : KernelKind::loop_nest;
 }
 
-bool inDecodeEntry(Operation *op) {
-  auto fn = op->getParentOfType<func::FuncOp>();
-  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
-}
-
 /// The state operand that `result` updates, where its kernel allows one
 /// buffer for both; null otherwise.
 Value stateOperandOf(OpResult result) {

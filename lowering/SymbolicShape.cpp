@@ -245,6 +245,25 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return leading(r.getWeights(), r.getLogits(), 1);
       })
+      .Case<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp>(
+          [&](Operation *o) -> LogicalResult {
+            // The input's shape with the dimensions the collective resizes
+            // (static ones: the runtime's buffers are sized for them).
+            Value in = o->getOperand(0), r = o->getResult(0);
+            auto type = cast<RankedTensorType>(r.getType());
+            SymShape s = lookup(in);
+            auto inType = cast<RankedTensorType>(in.getType());
+            for (int64_t d = 0; d < type.getRank(); ++d) {
+              if (type.getDimSize(d) == inType.getDimSize(d))
+                continue;
+              if (type.isDynamicDim(d) || inType.isDynamicDim(d))
+                return o->emitOpError()
+                       << "resizes dynamic dimension " << d
+                       << "; a partitioned model splits static ones";
+              s[d] = type.getDimSize(d);
+            }
+            return set(r, s, op);
+          })
       .Case<MoEDispatchOp>([&](MoEDispatchOp d) -> LogicalResult {
         if (failed(same(d.getRowSource(), d.getIndices())) ||
             failed(same(d.getPositions(), d.getIndices())) ||

@@ -9,15 +9,6 @@
 
 namespace mlir::k3 {
 
-/// Whether `op` lies in a decode entry (`k3.decode`, k3-decode-entry: a copy
-/// of the model function called with one token per sequence, compiled with
-/// the token-by-token KDA form), where the KDA rewrites to chunk forms do
-/// not apply.
-inline bool inDecodeEntry(Operation *op) {
-  auto fn = op->getParentOfType<func::FuncOp>();
-  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
-}
-
 /// Whether weight `w` is available before `at`, or can be made so by
 /// hoistWeightBefore: a block argument, a value defined before `at`, or a
 /// k3.weight (no operands), which may move anywhere in its block.

@@ -350,4 +350,28 @@ def K3MLAExpand : Pass<"k3-mla-expand"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
 }
 
+def K3Partition : Pass<"k3-partition", "ModuleOp"> {
+  let summary = "The model as one SPMD program over tensor-parallel ranks";
+  let description = [{
+    Rewrites the model (after `k3-inline-layers`) into the program that
+    every rank of a tensor-parallel group of `tp` runs on its own shard
+    (docs/scaling.md). Today it splits the MLP blocks, as Megatron and vLLM
+    do: each `k3.glu_mlp` (dense MLPs, shared experts) and `k3.moe_experts`
+    keeps `1/tp` of its intermediate width on each rank (the gate and up
+    weights' rows, the down weights' columns: `k3.shard` on the weights,
+    sliced by the runtime at load), computes a partial sum of the block's
+    output, and one `k3.all_reduce sum` over `tp` adds them. Attention and
+    everything else stays replicated. Runs before the MoE and MLP
+    rewrites, which then see the split weights.
+
+    A weight read by anything the pass does not split the same way, or an
+    intermediate width that `tp` does not divide, is an error that names it.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "tensor-parallel ranks (1: no change)">
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 #endif // K3_PASSES_TD

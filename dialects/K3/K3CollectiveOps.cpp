@@ -132,3 +132,7 @@ LogicalResult AllToAllOp::verify() {
       split == concat ? in.getDimSize(concat) : scaledDim(in, concat, n, 1);
   return expectShape(*this, getResult(), shape);
 }
+
+bool mlir::k3::isCollective(Operation *op) {
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp>(op);
+}

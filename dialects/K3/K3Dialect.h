@@ -27,6 +27,22 @@ namespace mlir::k3 {
 /// Removes every `k3.*` attribute of `fn` and of its arguments (before a
 /// kernel goes to LLVM, to which they mean nothing).
 void stripK3Attributes(FunctionOpInterface fn);
+
+/// Whether `op` lies in a decode entry: a function marked `k3.decode`
+/// (k3-decode-entry's copy of the model function, called with at most one
+/// token per sequence; the runtime refuses more, input_checks.cpp). Chunk
+/// forms of KDA and prefill-shaped kernels do not apply there.
+bool inDecodeEntry(Operation *op);
+
+/// Whether `op` is a collective of an SPMD program (K3CollectiveOps.td):
+/// where ranks meet, run by the runtime's communicator, not a kernel.
+bool isCollective(Operation *op);
+
+/// Whether `op` lies in a decode entry: a function marked `k3.decode`
+/// (k3-decode-entry's copy of the model function, called with at most one
+/// token per sequence; the runtime refuses more, input_checks.cpp). Chunk
+/// forms of KDA and prefill-shaped kernels do not apply there.
+bool inDecodeEntry(Operation *op);
 } // namespace mlir::k3
 
 #endif // K3_DIALECTS_K3_K3DIALECT_H

@@ -94,7 +94,10 @@ def K3_Dialect : Dialect {
     "::mlir::ArrayAttr":$buffer,
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::IntegerAttr":$max_tokens,
-    "::mlir::IntegerAttr":$max_seqs
+    "::mlir::IntegerAttr":$max_seqs,
+    // A k3.weight of an SPMD program that is each rank's slice of its
+    // checkpoint tensor (k3-partition; the runtime slices at load).
+    "::mlir::k3::WeightShardAttr":$shard
   );
 }
 

@@ -64,6 +64,18 @@ LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+WeightShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                        StringRef group, int64_t parts, int64_t dim) {
+  if (group != "tp" && group != "ep" && group != "cp")
+    return emitError() << "group must be tp, ep or cp, got '" << group << "'";
+  if (parts < 1 || parts > 64)
+    return emitError() << "parts must be in [1, 64], got " << parts;
+  if (dim < 0)
+    return emitError() << "dim must not be negative, got " << dim;
+  return success();
+}
+
 LogicalResult K3Dialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   // The typed helpers declare each attribute's type; only `target` holds
@@ -81,6 +93,16 @@ LogicalResult K3Dialect::verifyOperationAttribute(Operation *op,
     if (!isa<ModuleOp>(op))
       return op->emitError()
              << attr.getName() << " belongs on the model's module";
+  }
+  if (attr.getName() == ShardAttrHelper(op->getContext()).getName()) {
+    auto shard = dyn_cast<WeightShardAttr>(attr.getValue());
+    auto weight = dyn_cast<WeightOp>(op);
+    if (!shard || !weight)
+      return op->emitError()
+             << attr.getName() << " is a #k3.weight_shard on a k3.weight";
+    if (shard.getDim() >= cast<RankedTensorType>(weight.getType()).getRank())
+      return op->emitError() << attr.getName() << " dim " << shard.getDim()
+                             << " is not a dimension of " << weight.getType();
   }
   return success();
 }
@@ -104,4 +126,9 @@ void mlir::k3::stripK3Attributes(FunctionOpInterface fn) {
     for (StringAttr n : names)
       fn.removeArgAttr(i, n);
   }
+}
+
+bool mlir::k3::inDecodeEntry(Operation *op) {
+  auto fn = op->getParentOfType<FunctionOpInterface>();
+  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
 }

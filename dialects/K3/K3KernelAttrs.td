@@ -233,4 +233,29 @@ def K3_TensorMapAttr : K3_Attr<"TensorMap", "tensor_map"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+//===----------------------------------------------------------------------===//
+// Partitioning (docs/scaling.md)
+//===----------------------------------------------------------------------===//
+
+def K3_WeightShardAttr : K3_Attr<"WeightShard", "weight_shard"> {
+  let summary = "a weight that is each rank's slice of a checkpoint tensor";
+  let description = [{
+    On a `k3.weight` of an SPMD program (`k3.shard`): the weight's type is
+    one rank's slice; the checkpoint tensor is `parts` times as long along
+    `dim`, and rank `r` of `group` (`tp`, `ep` or `cp`) holds its elements
+    `[r n, (r + 1) n)` there, `n` the type's size. The artifact carries it
+    (section SHRD); the runtime slices at load.
+
+    ```mlir
+    %w = k3.weight "model.layers.0.mlp.down_proj.weight"
+        {k3.shard = #k3.weight_shard<group = "tp", parts = 2, dim = 1>}
+        : tensor<64x48xbf16>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"tp, ep or cp">:$group,
+                        "int64_t":$parts, "int64_t":$dim);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // K3_KERNEL_ATTRS_TD

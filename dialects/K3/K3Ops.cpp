@@ -175,14 +175,7 @@ LogicalResult ShortConvOp::verify() {
   int64_t ks = getKernelSize();
   if (ks < 1 || ks > 16)
     return emitOpError() << "expects 'kernel_size' in [1, 16], got " << ks;
-  if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, w, 3)) ||
-      failed(expectRank(*this, s, 3)) || failed(expectSameShape(*this, x, r)))
-    return failure();
-  if (failed(expectSameDim(*this, x, 1, w, 0, "channel count")) ||
-      failed(expectDim(*this, w, 1, 1, "depthwise group")) ||
-      failed(expectDim(*this, w, 2, ks, "kernel size")) ||
-      failed(expectSameDim(*this, x, 1, s, 1, "channel count")) ||
-      failed(expectDim(*this, s, 2, ks - 1, "kernel size - 1")))
+  if (failed(expectShortConvShapes(*this, x, w, s, r, ks)))
     return failure();
   if (Value cs = getConvState()) {
     Named in = named("conv_state", cs);

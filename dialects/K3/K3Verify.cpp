@@ -139,4 +139,20 @@ LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
   return success();
 }
 
+LogicalResult expectShortConvShapes(Operation *op, Named x, Named w,
+                                    Named state, Named result,
+                                    int64_t kernelSize) {
+  if (failed(expectRank(op, x, 2)) || failed(expectRank(op, w, 3)) ||
+      failed(expectRank(op, state, 3)) ||
+      failed(expectSameShape(op, x, result)))
+    return failure();
+  if (failed(expectSameDim(op, x, 1, w, 0, "channel count")) ||
+      failed(expectDim(op, w, 1, 1, "depthwise group")) ||
+      failed(expectDim(op, w, 2, kernelSize, "kernel size")) ||
+      failed(expectSameDim(op, x, 1, state, 1, "channel count")) ||
+      failed(expectDim(op, state, 2, kernelSize - 1, "kernel size - 1")))
+    return failure();
+  return success();
+}
+
 } // namespace mlir::k3::verify

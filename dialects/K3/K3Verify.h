@@ -50,6 +50,12 @@ LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta);
 
+/// One depthwise short convolution (k3.short_conv, a member of
+/// k3.short_conv_group): input `x` [T, C] and its result the same shape,
+/// weight [C, 1, kernelSize], state [N, C, kernelSize - 1].
+LogicalResult expectShortConvShapes(Operation *op, Named x, Named w,
+                                    Named state, Named result,
+                                    int64_t kernelSize);
 /// An MXFP4 weight (`f4E2M1FN`) has whole 32-element scale blocks along its
 /// last dimension; float weights pass.
 LogicalResult expectWeightBlocks(Operation *op, Named w);

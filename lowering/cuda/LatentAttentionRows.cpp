@@ -364,7 +364,7 @@ private:
     scf::ForOp::create(
         b, loc, kb.idx(0), kb.idx(rounds), kb.idx(1), ValueRange{},
         [&](OpBuilder &, Location, Value round, ValueRange) {
-          SmallVector<Value> gjs, valid;
+          SmallVector<Value> gs, js, valid;
           SmallVector<SmallVector<Value>> ws(kProjectUnroll);
           for (int64_t u = 0; u < kProjectUnroll; ++u) {
             Value k =
@@ -372,8 +372,9 @@ private:
             Value gj = kb.addi(warp, kb.muli(k, kb.idx(warps)));
             valid.push_back(kb.lti(gj, kb.idx(outputs)));
             gj = kb.minsi(gj, kb.idx(outputs - 1));
-            gjs.push_back(gj);
             Value g = em.divu(gj, dv), j = em.remu(gj, dv);
+            gs.push_back(g);
+            js.push_back(j);
             Value row = kb.addi(kb.muli(kb.addi(h, g), kb.idx(dn + dv)),
                                 kb.addi(kb.idx(dn), j));
             for (int64_t i = 0; i < channelsPerLane(); ++i) {
@@ -383,7 +384,7 @@ private:
             }
           }
           for (int64_t u = 0; u < kProjectUnroll; ++u) {
-            Value g = em.divu(gjs[u], dv), j = em.remu(gjs[u], dv);
+            Value g = gs[u], j = js[u];
             Value ctx = kb.muli(g, kb.idx(rank));
             Value dot = kb.f32(0.0);
             for (int64_t i = 0; i < channelsPerLane(); ++i) {

@@ -50,12 +50,8 @@ struct MMAEmitter {
   Location loc;
   KernelBuilder &kb;
 
-  Value divu(Value a, int64_t c) {
-    return arith::DivUIOp::create(b, loc, a, kb.idx(c));
-  }
-  Value remu(Value a, int64_t c) {
-    return arith::RemUIOp::create(b, loc, a, kb.idx(c));
-  }
+  Value divu(Value a, int64_t c) { return kb.divui(a, c); }
+  Value remu(Value a, int64_t c) { return kb.remui(a, c); }
   /// x * y + a with contraction allowed (one fma.rn.f32), unlike
   /// KernelBuilder::fma's rounded mul and add (kept there so that loop
   /// nests match the oracle step by step).

@@ -91,7 +91,8 @@ private:
     for (int64_t i = 0; i < per; ++i) {
       Value val = xv[i];
       if (r) {
-        val = roundTo(kb.add(val, rv[i]), s);
+        val = kb.roundTo(kb.add(val, rv[i]),
+                         cast<MemRefType>(s.getType()).getElementType());
         kb.ifThen(ok[i], [&, i] { kb.store(val, s, {row, col[i]}); });
       }
       v[i] = kb.select(ok[i], val, kb.f32(0.0));
@@ -107,15 +108,6 @@ private:
           out = kb.mul(out, kb.sigmoid(gv[i]));
         kb.store(out, y, {row, col[i]});
       });
-  }
-
-  /// `v` as `mem` stores it (bf16 sums are normalised as stored).
-  Value roundTo(Value v, Value mem) {
-    Type elem = cast<MemRefType>(mem.getType()).getElementType();
-    if (elem.isF32())
-      return v;
-    Value narrow = arith::TruncFOp::create(b, loc, elem, v);
-    return arith::ExtFOp::create(b, loc, b.getF32Type(), narrow);
   }
 
   /// The block's sum of `v` in every thread: warp sums, then the warps'.

@@ -78,13 +78,6 @@ ConvOperands convOperands(const KernelOperand &input, Value weight,
   return m;
 }
 
-/// Whether `op` is in a decode entry, where a sequence has at most one token
-/// (the runtime refuses more, input_checks.cpp).
-bool inDecodeStep(Operation *op) {
-  auto fn = op->getParentOfType<func::FuncOp>();
-  return fn && K3Dialect::DecodeAttrHelper(op->getContext()).isAttrPresent(fn);
-}
-
 class ShortConvKernel {
 public:
   ShortConvKernel(const ConvOperands &m, KernelBuilder &kb, int64_t threads,
@@ -266,13 +259,6 @@ private:
 Value blockId(KernelBuilder &kb) {
   return gpu::BlockIdOp::create(kb.builder(), kb.getLoc(), gpu::Dimension::x);
 }
-Value divu(KernelBuilder &kb, Value a, int64_t d) {
-  return arith::DivUIOp::create(kb.builder(), kb.getLoc(), a, kb.idx(d));
-}
-Value remu(KernelBuilder &kb, Value a, int64_t d) {
-  return arith::RemUIOp::create(kb.builder(), kb.getLoc(), a, kb.idx(d));
-}
-
 struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
   ShortConvRowsPattern() : OpKernelPattern(KernelKind::short_conv_rows) {}
   LogicalResult emit(ShortConvOp op, Adaptor a,
@@ -287,13 +273,13 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
     ShortConvKernel kernel(m, e.kb, threads, op.getKernelSize(), tile);
     int64_t cb = kernel.channelBlocks();
     KernelBuilder &kb = e.kb;
-    if (inDecodeStep(op) && op.getCuSeqlens()) {
+    if (inDecodeEntry(op) && op.getCuSeqlens()) {
       auto seqs = e.tokenForm(op, m.seqsDim);
       if (failed(seqs))
         return failure();
       e.setLaunch(*seqs, cb, 0, 1, {threads, 1, 1});
       Value bid = blockId(kb);
-      kernel.emitPerSequence(divu(kb, bid, cb), remu(kb, bid, cb));
+      kernel.emitPerSequence(kb.divui(bid, cb), kb.remui(bid, cb));
       e.finishSinglePhase(op.getLoc());
       return success();
     }
@@ -304,7 +290,7 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
     // (the empty sequences' copy); blocks past the last tile stay idle.
     e.setLaunch(*tokens, cb, tile * cb - 1, tile, {threads, 1, 1});
     Value bid = blockId(kb);
-    kernel.emitTokens(divu(kb, bid, cb), remu(kb, bid, cb));
+    kernel.emitTokens(kb.divui(bid, cb), kb.remui(bid, cb));
     e.finishSinglePhase(op.getLoc());
     return success();
   }
@@ -336,7 +322,7 @@ struct ShortConvGroupRowsPattern : OpKernelPattern<ShortConvGroupOp> {
       return failure();
     e.setLaunch(*seqs, blocks, 0, 1, {threads, 1, 1});
     Value bid = blockId(kb);
-    Value n = divu(kb, bid, blocks), g = remu(kb, bid, blocks);
+    Value n = kb.divui(bid, blocks), g = kb.remui(bid, blocks);
     for (auto [i, m] : llvm::enumerate(members)) {
       Value lo = kb.idx(firstBlock[i]);
       kb.ifThen(kb.andi(kb.gei(g, lo), kb.lti(g, kb.idx(firstBlock[i + 1]))),

@@ -176,12 +176,7 @@ LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
     // The routed sum as the k3.add it replaces read it: rounded to the
     // result's type (the oracle rounds there too), then the addend.
     if (addend) {
-      OpBuilder &b = kb.builder();
-      Type elem = cast<MemRefType>(y.getType()).getElementType();
-      if (!elem.isF32())
-        acc = arith::ExtFOp::create(
-            b, kb.getLoc(), b.getF32Type(),
-            arith::TruncFOp::create(b, kb.getLoc(), elem, acc).getResult());
+      acc = kb.roundTo(acc, cast<MemRefType>(y.getType()).getElementType());
       acc = kb.add(acc, kb.load(addend.full, {t, d}));
     }
     kb.store(acc, y, {t, d});

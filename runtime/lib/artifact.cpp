@@ -124,7 +124,58 @@ bool Artifact::operator==(const Artifact &o) const {
   return versionMajor == o.versionMajor && versionMinor == o.versionMinor &&
          metadata == o.metadata && symbols == o.symbols &&
          weights == o.weights && objects == o.objects && buffers == o.buffers &&
-         entries == o.entries && tensorMaps == o.tensorMaps;
+         entries == o.entries && tensorMaps == o.tensorMaps &&
+         collectives == o.collectives && weightShards == o.weightShards;
+}
+
+bool isGroupName(const std::string &g) {
+  return g == "tp" || g == "ep" || g == "cp";
+}
+
+const char *collectiveName(CollectiveKind k) {
+  switch (k) {
+  case CollectiveKind::AllReduce:
+    return "all_reduce";
+  case CollectiveKind::AllGather:
+    return "all_gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce_scatter";
+  }
+  return "?";
+}
+
+uint32_t Partition::size(const std::string &group) const {
+  return group == "tp" ? tp : group == "ep" ? ep : group == "cp" ? cp : 1;
+}
+
+uint32_t Partition::rankIn(const std::string &group, uint32_t rank) const {
+  if (group == "tp")
+    return rank % tp;
+  if (group == "ep")
+    return rank / tp % ep;
+  if (group == "cp")
+    return rank / (tp * ep) % cp;
+  return 0;
+}
+
+uint32_t Partition::memberRank(const std::string &group, uint32_t rank,
+                               uint32_t member) const {
+  uint32_t stride = group == "tp" ? 1 : group == "ep" ? tp : tp * ep;
+  return rank - rankIn(group, rank) * stride + member * stride;
+}
+
+Partition partitionOf(const Artifact &a) {
+  Partition p;
+  auto note = [&](const std::string &g, uint32_t n) {
+    (g == "tp" ? p.tp : g == "ep" ? p.ep : p.cp) = n;
+  };
+  for (const Collective &c : a.collectives)
+    if (isGroupName(c.group))
+      note(c.group, c.groupSize);
+  for (const WeightShard &s : a.weightShards)
+    if (isGroupName(s.group))
+      note(s.group, s.parts);
+  return p;
 }
 const std::string *Artifact::meta(const std::string &key) const {
   for (auto &kv : metadata)

@@ -44,6 +44,18 @@ uint32_t Builder::addTensorMap(TensorMapSpec spec) {
   a_.tensorMaps.push_back(std::move(spec));
   return uint32_t(a_.tensorMaps.size() - 1);
 }
+uint32_t Builder::addCollective(uint32_t entry, Collective c, Arg in, Arg out,
+                                uint32_t device) {
+  a_.collectives.push_back(std::move(c));
+  Launch l;
+  l.object = kCollectiveObject;
+  l.device = device;
+  l.args = {in, out, Arg::i64(int64_t(a_.collectives.size() - 1))};
+  return addLaunch(entry, std::move(l));
+}
+void Builder::addWeightShard(WeightShard shard) {
+  a_.weightShards.push_back(std::move(shard));
+}
 uint32_t Builder::addEntry(const std::string &name) {
   Entry e;
   e.name = name;

@@ -75,6 +75,12 @@ std::string describe(const Artifact &a) {
          (t.l2Promotion < 4 ? l2[t.l2Promotion] : "?") + " oob " +
          (t.oobFill ? "nan" : "zero") + "\n";
   }
+  for (const WeightShard &w : a.weightShards)
+    o += "shard " +
+         (w.weight < a.weights.size() ? "'" + a.weights[w.weight].name + "'"
+                                      : std::to_string(w.weight)) +
+         ": dim " + std::to_string(w.dim) + " split " +
+         std::to_string(w.parts) + " ways over group " + w.group + "\n";
   for (auto &e : a.entries) {
     o += "entry " + e.name + ": " + std::to_string(e.inputs.size()) +
          " inputs, " + std::to_string(e.outputs.size()) + " outputs, " +
@@ -92,6 +98,21 @@ std::string describe(const Artifact &a) {
            dims(t.shape) + "\n";
     for (size_t li = 0; li < e.launches.size(); ++li) {
       const Launch &l = e.launches[li];
+      if (l.object == kCollectiveObject && l.args.size() == 3 &&
+          l.args[2].imm >= 0 &&
+          uint64_t(l.args[2].imm) < a.collectives.size()) {
+        const Collective &c = a.collectives[size_t(l.args[2].imm)];
+        o += "  launch " + std::to_string(li) + ": " + collectiveName(c.kind) +
+             (c.kind == CollectiveKind::AllGather ? std::string()
+              : c.reduce == ReduceOp::Sum         ? " sum"
+                                                  : " max") +
+             " over " + c.group + " (" + std::to_string(c.groupSize) +
+             " ranks), " + dtypeName(c.dtype) + " [" +
+             dimToString(c.outer, sn) + ", " + dimToString(c.chunk, sn) +
+             "]: " + argToString(l.args[0], a) + " -> " +
+             argToString(l.args[1], a) + "\n";
+        continue;
+      }
       std::vector<DimExpr> g(l.grid, l.grid + 3), b(l.block, l.block + 3);
       o += "  launch " + std::to_string(li) + ": " + l.kernel + " (object " +
            std::to_string(l.object) + ") grid " + dims(g) + " block " +

@@ -21,7 +21,8 @@ constexpr uint32_t kTagMeta = tag("META"), kTagSyms = tag("SYMS"),
                    kTagWght = tag("WGHT"), kTagKobj = tag("KOBJ"),
                    kTagBufs = tag("BUFS"), kTagEntr = tag("ENTR"),
                    kTagBlob = tag("BLOB"), kTagTmap = tag("TMAP"),
-                   kTagImax = tag("IMAX");
+                   kTagImax = tag("IMAX"), kTagColl = tag("COLL"),
+                   kTagShrd = tag("SHRD");
 constexpr size_t kSectionEntrySize = 24;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxDevices = 64;
@@ -51,6 +52,19 @@ struct VErr {
 /// Every rule of docs/artifact-format.md over a decoded artifact
 /// (artifact_validate.cpp); false with `e` at the first broken one.
 bool validateArtifact(const Artifact &a, VErr &e);
+
+/// A DimExpr's own rules: c > 0, a symbol in range, a constant as (0, b, 1).
+bool checkDimExpr(const DimExpr &d, size_t nsyms, std::string &msg);
+
+/// Sections COLL and SHRD (artifact_validate_partition.cpp): each
+/// collective and weight shard, and one size per group.
+bool validatePartition(const Artifact &a, VErr &e);
+/// A launch of kCollectiveObject: (buffer in, buffer out, collective
+/// index), each buffer large enough at the symbols' max bounds.
+bool validateCollectiveLaunch(const Artifact &a, const Launch &l,
+                              const std::vector<int64_t> &symMax,
+                              const std::string &lp, const std::string &ln,
+                              VErr &e);
 
 } // namespace format
 } // namespace artifact

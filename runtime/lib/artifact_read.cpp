@@ -179,7 +179,8 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
                               ") outside the payload [" +
                               std::to_string(tableEnd) + ", " +
                               std::to_string(size) + ")");
-    bool isKnown = tg == kTagTmap || tg == kTagImax; // optional
+    bool isKnown = tg == kTagTmap || tg == kTagImax || tg == kTagColl ||
+                   tg == kTagShrd; // optional
     for (uint32_t k : known)
       isKnown |= (k == tg);
     if (!isKnown)
@@ -504,6 +505,57 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
         t.maxValue = v;
         t.maxValueReason = std::move(reason);
       }
+    }
+    if (!finish(c))
+      return false;
+  }
+  if (secs[kTagColl].present) {
+    Cursor c = cur(kTagColl, "collective count");
+    uint32_t n = c.count(68);
+    for (uint32_t i = 0; i < n && c.ok(); ++i) {
+      std::string cp = "collectives[" + std::to_string(i) + "]";
+      where[cp] = c.pos;
+      Collective k;
+      c.what = cp + " kind";
+      k.kind = CollectiveKind(c.u8());
+      c.what = cp + " reduction";
+      k.reduce = ReduceOp(c.u8());
+      c.what = cp + " dtype";
+      k.dtype = c.dtype();
+      c.what = cp + " padding";
+      if (c.u8() != 0 && c.ok()) {
+        c.pos -= 1;
+        c.fail("not zero");
+      }
+      c.what = cp + " group";
+      k.group = c.str();
+      c.what = cp + " group size";
+      k.groupSize = c.u32();
+      c.what = cp + " outer";
+      k.outer = c.dim();
+      c.what = cp + " chunk";
+      k.chunk = c.dim();
+      a.collectives.push_back(std::move(k));
+    }
+    if (!finish(c))
+      return false;
+  }
+  if (secs[kTagShrd].present) {
+    Cursor c = cur(kTagShrd, "weight shard count");
+    uint32_t n = c.count(16);
+    for (uint32_t i = 0; i < n && c.ok(); ++i) {
+      std::string sp = "weight_shards[" + std::to_string(i) + "]";
+      where[sp] = c.pos;
+      WeightShard w;
+      c.what = sp + " weight";
+      w.weight = c.u32();
+      c.what = sp + " dim";
+      w.dim = c.u32();
+      c.what = sp + " group";
+      w.group = c.str();
+      c.what = sp + " parts";
+      w.parts = c.u32();
+      a.weightShards.push_back(std::move(w));
     }
     if (!finish(c))
       return false;

@@ -13,9 +13,7 @@ namespace artifact {
 
 using namespace format;
 
-namespace {
-
-bool checkDim(const DimExpr &d, size_t nsyms, std::string &msg) {
+bool format::checkDimExpr(const DimExpr &d, size_t nsyms, std::string &msg) {
   if (d.c <= 0) {
     msg = "divisor c=" + std::to_string(d.c) + " must be > 0";
     return false;
@@ -30,6 +28,12 @@ bool checkDim(const DimExpr &d, size_t nsyms, std::string &msg) {
     return false;
   }
   return true;
+}
+
+namespace {
+
+bool checkDim(const DimExpr &d, size_t nsyms, std::string &msg) {
+  return checkDimExpr(d, nsyms, msg);
 }
 
 // Every rule of cuTensorMapEncodeTiled that holds whatever the symbol
@@ -358,7 +362,7 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
     }
   }
   std::string msg;
-  if (!validateTensorMaps(a, symMax, e))
+  if (!validateTensorMaps(a, symMax, e) || !validatePartition(a, e))
     return false;
   seen.clear();
   for (size_t ei = 0; ei < a.entries.size(); ++ei) {
@@ -437,17 +441,19 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
       std::string lp = p + ".launches[" + std::to_string(li) + "]";
       std::string ln = "entry '" + en.name + "' launch " + std::to_string(li) +
                        " ('" + l.kernel + "')";
-      if (l.object >= a.objects.size())
+      bool collective = l.object == kCollectiveObject;
+      if (!collective && l.object >= a.objects.size())
         return fail(lp, ln + ": object index " + std::to_string(l.object) +
                             " out of range (" +
                             std::to_string(a.objects.size()) + " objects)");
-      const auto &syms = a.objects[l.object].symbols;
-      bool found = false;
-      for (auto &s : syms)
-        found |= (s == l.kernel);
-      if (!found)
-        return fail(lp, ln + ": kernel symbol not listed by object " +
-                            std::to_string(l.object));
+      if (!collective) {
+        bool found = false;
+        for (auto &s : a.objects[l.object].symbols)
+          found |= (s == l.kernel);
+        if (!found)
+          return fail(lp, ln + ": kernel symbol not listed by object " +
+                              std::to_string(l.object));
+      }
       if (l.device >= kMaxDevices)
         return fail(lp, ln + ": device " + std::to_string(l.device) + " >= 64");
       for (int k = 0; k < 7; ++k) {
@@ -528,6 +534,8 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
                       ln + ": invalid arg kind " + std::to_string(int(g.kind)));
         }
       }
+      if (collective && !validateCollectiveLaunch(a, l, symMax, lp, ln, e))
+        return false;
     }
   }
   return true;

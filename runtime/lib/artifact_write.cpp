@@ -243,6 +243,32 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
       secs.push_back({kTagImax, std::move(c)});
     }
   }
+  if (!a.collectives.empty()) { // optional (1.3)
+    Out o;
+    o.u32(uint32_t(a.collectives.size()));
+    for (const Collective &c : a.collectives) {
+      o.u8(uint8_t(c.kind));
+      o.u8(uint8_t(c.reduce));
+      o.u8(uint8_t(c.dtype));
+      o.u8(0);
+      o.str(c.group);
+      o.u32(c.groupSize);
+      o.dim(c.outer);
+      o.dim(c.chunk);
+    }
+    secs.push_back({kTagColl, std::move(o)});
+  }
+  if (!a.weightShards.empty()) { // optional (1.3)
+    Out o;
+    o.u32(uint32_t(a.weightShards.size()));
+    for (const WeightShard &w : a.weightShards) {
+      o.u32(w.weight);
+      o.u32(w.dim);
+      o.str(w.group);
+      o.u32(w.parts);
+    }
+    secs.push_back({kTagShrd, std::move(o)});
+  }
   secs.push_back({kTagBlob, std::move(blob)});
 
   Out f;

@@ -75,19 +75,34 @@ bool Session::fillWeightOnDevice(size_t i, uint64_t seed) {
 }
 
 std::string Session::initRandomWeights(uint64_t seed) {
+  if (leadsRanks()) {
+    std::string place;
+    forEachRank([&](Session &s) {
+      std::string p = s.initRandomWeights(seed);
+      if (&s == this)
+        place = p;
+    });
+    return place;
+  }
   std::string place = requestedPlace();
   if (place.empty())
     place = ordinal_ < 0 ? "host" : "device";
   bool anyOnDevice = false, anyOnHost = false;
   std::vector<uint8_t> host;
   for (size_t i = 0; i < art_->weights.size(); ++i) {
-    if (place == "device" && fillWeightOnDevice(i, seed)) {
+    // A shard is this rank's slice of the whole weight's values.
+    if (place == "device" && !shardOf(i) && fillWeightOnDevice(i, seed)) {
       anyOnDevice = true;
       continue;
     }
-    const Weight &w = art_->weights[i];
+    const Weight w = fullWeight(i);
     host.assign(weightBytes(w), 0);
     randomInit(w, seed, host.data(), weightNumel(w));
+    if (shardOf(i)) {
+      std::vector<uint8_t> local(weightBytes(art_->weights[i]));
+      sliceWeight(i, host.data(), local.data());
+      host.swap(local);
+    }
     uploadWeight(i, host.data());
     anyOnHost = true;
   }

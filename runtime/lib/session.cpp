@@ -49,10 +49,16 @@ void noteDim(const DimExpr &d, std::vector<bool> &syms) {
 } // namespace
 
 Session::Session(std::shared_ptr<const Artifact> art, const std::string &device)
-    : art_(std::move(art)) {
+    : Session(std::move(art), device, 0, nullptr) {}
+
+Session::Session(std::shared_ptr<const Artifact> art, const std::string &device,
+                 uint32_t rank, std::shared_ptr<Communicator> comm)
+    : art_(std::move(art)), rank_(rank), comm_(std::move(comm)) {
   try {
     init(device);
+    createRanks(device);
   } catch (...) {
+    peers_.clear();
     cleanup(); // the destructor does not run when a constructor throws
     throw;
   }
@@ -185,6 +191,13 @@ void Session::resolveLaunches(const std::vector<std::string> &why) {
       }
       noteTensorMaps(a, ei, li, entrySyms_[ei], entryWeights_[ei],
                      unrunnable_[ei], tensorMapRefusal);
+      if (l.object == kCollectiveObject) {
+        const Collective &c = a.collectives[size_t(l.args[2].imm)];
+        noteDim(c.outer, entrySyms_[ei]);
+        noteDim(c.chunk, entrySyms_[ei]);
+        kernels_[ei].push_back(nullptr);
+        continue;
+      }
       void *fn = nullptr;
       if (!modules_[l.object]) {
         if (unrunnable_[ei].empty())
@@ -255,6 +268,11 @@ void Session::allocatePlan() {
                               " tensor-map slots: " + err);
   const char *g = std::getenv("K3_LAUNCH_GRAPHS");
   graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
+  // A collective is not a kernel launch: no graph holds one yet.
+  if (!a.collectives.empty() && graphsEnabled_) {
+    graphsEnabled_ = false;
+    graphsOff_ = "the artifact runs collectives between its kernels";
+  }
   // Overlapping launches need kernels that wait for their predecessor;
   // K3_GRID_OVERLAP=0 turns it off (A/B measurements).
   const std::string *gdc = a.meta(artifact::kMetaGridDependencyControl);
@@ -311,8 +329,11 @@ void Session::uploadWeight(size_t i, const void *host) {
 
 void Session::setWeight(const std::string &name, const void *host,
                         uint64_t bytes) {
+  if (leadsRanks())
+    return forEachRank([&](Session &s) { s.setWeight(name, host, bytes); });
   for (size_t i = 0; i < art_->weights.size(); ++i) {
-    const Weight &w = art_->weights[i];
+    // A sharded weight is given whole, as the checkpoint holds it.
+    const Weight w = fullWeight(i);
     if (w.name != name)
       continue;
     if (bytes != weightBytes(w))
@@ -320,13 +341,21 @@ void Session::setWeight(const std::string &name, const void *host,
            "weight '" + name + "' (" + dtypeName(w.dtype) + " " +
                shapeString(w.shape) + ") is " + std::to_string(weightBytes(w)) +
                " bytes, got " + std::to_string(bytes));
-    uploadWeight(i, host);
+    if (!shardOf(i)) {
+      uploadWeight(i, host);
+      return;
+    }
+    std::vector<uint8_t> local(weightBytes(art_->weights[i]));
+    sliceWeight(i, static_cast<const uint8_t *>(host), local.data());
+    uploadWeight(i, local.data());
     return;
   }
   fail(K3_ERROR_INVALID_ARGUMENT, "the artifact has no weight '" + name + "'");
 }
 
 void Session::resetState(int64_t slot) {
+  if (leadsRanks())
+    return forEachRank([&](Session &s) { s.resetState(slot); });
   std::string err;
   bool any = false;
   for (size_t i = 0; i < art_->buffers.size(); ++i) {

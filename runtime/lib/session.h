@@ -5,11 +5,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backend.h"
+#include "communicator.h"
 #include "k3/artifact.h"
 #include "k3/k3_runtime.h"
 #include "tensor_map.h"
@@ -54,6 +56,15 @@ struct WeightLoadStats {
   uint64_t bytes = 0, files = 0;
   double seconds = 0;
 };
+
+/// Where a rank's shard of a weight lies in the whole tensor, row-major:
+/// `outer` runs of `localInner` elements, run o at element
+/// o * fullInner + offset of the whole.
+struct ShardSlice {
+  uint64_t outer = 1, localInner = 0, fullInner = 0, offset = 0;
+};
+ShardSlice shardSlice(const artifact::Weight &local,
+                      const artifact::WeightShard &s, uint32_t index);
 
 class Session {
 public:
@@ -128,7 +139,35 @@ public:
                            int warmup, int reps, bool inputsOnDevice);
 
 private:
+  /// Rank `rank` (> 0) of a partitioned artifact, driven by rank 0.
+  Session(std::shared_ptr<const artifact::Artifact> art,
+          const std::string &device, uint32_t rank,
+          std::shared_ptr<Communicator> comm);
   void init(const std::string &device);
+  // Ranks (session_ranks.cpp). Rank 0 of a partitioned artifact owns a
+  // session per other rank on the same device kind, and runs each public
+  // call on every rank, each on its own thread.
+  /// Checks the partition against the device and, on rank 0, makes the
+  /// communicator and the peers.
+  void createRanks(const std::string &device);
+  /// Whether this call must go to every rank (rank 0, not already inside a
+  /// fan-out).
+  bool leadsRanks() const { return !peers_.empty() && !fanningOut_; }
+  /// Runs `fn` on every rank, concurrently; a rank that fails aborts the
+  /// communicator (so that none waits for it) and the first failure (not
+  /// an abort it caused) is rethrown.
+  void forEachRank(const std::function<void(Session &)> &fn);
+  /// A collective launch: the communicator, with this call's sizes.
+  void runCollective(const artifact::Entry &e, size_t li,
+                     const std::vector<int64_t> &sv);
+  /// Weight i's shard, if the artifact slices it (null otherwise).
+  const artifact::WeightShard *shardOf(size_t i) const;
+  /// Weight i as the unsplit checkpoint tensor (its shard dim times the
+  /// parts).
+  artifact::Weight fullWeight(size_t i) const;
+  /// Copies this rank's slice of weight i from `full` (its fullWeight's
+  /// bytes) to `local`.
+  void sliceWeight(size_t i, const uint8_t *full, uint8_t *local) const;
   void cleanup();
   // Creation, step by step (session.cpp).
   /// Loads the objects this device runs; per object, why not otherwise.
@@ -191,6 +230,11 @@ private:
   bool fillWeightOnDevice(size_t i, uint64_t seed);
   std::shared_ptr<const artifact::Artifact> art_;
   std::unique_ptr<Backend> be_;
+  uint32_t rank_ = 0;
+  artifact::Partition partition_;
+  std::shared_ptr<Communicator> comm_; // null for one rank
+  std::vector<std::unique_ptr<Session>> peers_;
+  bool fanningOut_ = false;
   std::string deviceName_;
   int ordinal_ = -1;            // CUDA device ordinal; -1 on the CPU
   std::vector<void *> modules_; // per object; null if not for this device

@@ -330,6 +330,10 @@ void Session::launchAll(size_t ei, const std::vector<int64_t> &sv,
   std::vector<void *> params;
   for (size_t li = 0; li < e.launches.size(); ++li) {
     const Launch &l = e.launches[li];
+    if (l.object == kCollectiveObject) {
+      runCollective(e, li, sv);
+      continue;
+    }
     int64_t grid[3], block[3], smem = 0;
     if (!launchDims(e, li, sv, symNames, grid, block, smem))
       continue;
@@ -504,6 +508,12 @@ void *Session::captureGraph(size_t ei, const std::vector<int64_t> &sv) {
 void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                   size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
                   bool download, bool inputsOnDevice) {
+  // Every rank gets the same inputs; rank 0's outputs are the call's.
+  if (leadsRanks())
+    return forEachRank([&](Session &s) {
+      s.run(entryName, syms, nsyms, inputs, ninputs, download && &s == this,
+            inputsOnDevice);
+    });
   const Artifact &a = *art_;
   outputs_.clear();
   lastEntry_ = -1;

@@ -140,7 +140,10 @@ public:
   /// MXFP4 its `_packed` or `_scale` form): one, or for a name with the
   /// "{expert}" placeholder one per expert, stacked along the first
   /// dimension.
-  std::vector<CheckpointPart> parts(const Weight &w, const std::string &name) {
+  /// `firstExpert`: the number of the first (an expert-parallel rank's
+  /// experts are a range of the model's).
+  std::vector<CheckpointPart> parts(const Weight &w, const std::string &name,
+                                    int64_t firstExpert = 0) {
     std::vector<CheckpointPart> out;
     static const std::string kExpert = "{expert}";
     size_t at = name.find(kExpert);
@@ -149,7 +152,7 @@ public:
       return out;
     }
     for (int64_t e = 0; e < (w.shape.empty() ? 0 : w.shape[0]); ++e) {
-      std::string n = name.substr(0, at) + std::to_string(e) +
+      std::string n = name.substr(0, at) + std::to_string(firstExpert + e) +
                       name.substr(at + kExpert.size());
       out.push_back({n, lookup(n)});
     }
@@ -192,17 +195,75 @@ struct WeightPart {
   std::vector<int64_t> shape;
   PartRole role = PartRole::whole;
   uint64_t elements = 0;
+  /// A rank's slice of the part (a sharded weight): `elements` are the
+  /// slice's; none for the whole part.
+  std::optional<ShardSlice> slice;
 };
+
+/// How a rank holds weight `w` of a partitioned artifact: its shard, if the
+/// artifact slices it, and the rank's index in the shard's group.
+struct RankShard {
+  const WeightShard *shard = nullptr;
+  uint32_t index = 0;
+};
+
+/// The checkpoint tensors of rank `index`'s shard `s` of weight `w` (one
+/// part's `shape`): along the experts of a stacked weight, its range of
+/// them; along another dimension, the slice of each whole part.
+std::vector<WeightPart> shardParts(const Weight &w, CheckpointTensors &ck,
+                                   const WeightShard &s, uint32_t index,
+                                   bool stacked, std::vector<int64_t> shape) {
+  uint64_t numel = 1;
+  for (int64_t d : shape)
+    numel *= uint64_t(d);
+  std::vector<WeightPart> out;
+  if (stacked && s.dim == 0) {
+    for (CheckpointPart &p : ck.parts(w, w.name, int64_t(index) * w.shape[0]))
+      out.push_back({p, shape, PartRole::whole, numel, std::nullopt});
+    return out;
+  }
+  Weight part = w;
+  part.shape = shape;
+  WeightShard partShard = s;
+  partShard.dim = stacked ? s.dim - 1 : s.dim;
+  ShardSlice slice = shardSlice(part, partShard, index);
+  std::vector<int64_t> whole = shape;
+  whole[partShard.dim] *= s.parts;
+  for (CheckpointPart &p : ck.parts(w, w.name))
+    out.push_back({p, whole, PartRole::whole, numel, slice});
+  return out;
+}
+
+/// Elements [first, first + count) of a sliced part, converted from its
+/// checkpoint tensor run by run.
+bool convertSlice(const st::TensorInfo &t, DType dtype, const ShardSlice &s,
+                  uint64_t first, uint64_t count, void *out, std::string &e) {
+  uint8_t *o = static_cast<uint8_t *>(out);
+  size_t bytes = dtypeSize(dtype);
+  while (count) {
+    uint64_t run = first / s.localInner, k = first % s.localInner;
+    uint64_t n = std::min(count, s.localInner - k);
+    if (!st::convertRange(t, dtype, run * s.fullInner + s.offset + k, n, o, e))
+      return false;
+    o += n * bytes;
+    first += n;
+    count -= n;
+  }
+  return true;
+}
 
 /// The checkpoint tensors of weight `w`, in storage order: its parts (one,
 /// or one per expert); for MXFP4 the `<name>_packed` parts [.., in / 2]
 /// then the `<name>_scale` parts [.., in / 32], both U8 (the checkpoint's
 /// compressed-tensors layout, docs/mxfp4.md).
-std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck) {
+std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck,
+                                    RankShard rs = {}) {
   bool stacked = w.name.find("{expert}") != std::string::npos;
   std::vector<int64_t> shape =
       stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
               : w.shape;
+  if (rs.shard)
+    return shardParts(w, ck, *rs.shard, rs.index, stacked, shape);
   auto numel = [](const std::vector<int64_t> &s) {
     uint64_t n = 1;
     for (int64_t d : s)
@@ -213,7 +274,7 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck) {
   auto add = [&](const std::string &name, std::vector<int64_t> s,
                  PartRole role) {
     for (CheckpointPart &p : ck.parts(w, name))
-      out.push_back({p, s, role, numel(s)});
+      out.push_back({p, s, role, numel(s), std::nullopt});
   };
   if (w.dtype != DType::MXFP4) {
     add(w.name, shape, PartRole::whole);
@@ -229,9 +290,11 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck) {
 
 /// Every weight of the manifest is in the checkpoint, each part with the
 /// manifest's layout: checked before any device memory is touched.
-void checkCheckpoint(const Artifact &a, CheckpointTensors &ck) {
-  for (auto &w : a.weights) {
-    for (const WeightPart &part : weightParts(w, ck)) {
+void checkCheckpoint(const Artifact &a, CheckpointTensors &ck,
+                     const std::function<RankShard(size_t)> &shardOf) {
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    const Weight &w = a.weights[i];
+    for (const WeightPart &part : weightParts(w, ck, shardOf(i))) {
       auto &[n, t] = part.source;
       std::string kind = roleName(part.role, w.dtype);
       if (!t)
@@ -289,12 +352,27 @@ bool checkScales(const WeightPart &part, const UploadPiece &piece,
 WeightLoadStats
 Session::loadWeights(const std::vector<std::string> &given,
                      const std::function<void(uint64_t, uint64_t)> &progress) {
+  if (leadsRanks()) {
+    WeightLoadStats stats;
+    forEachRank([&](Session &s) {
+      WeightLoadStats st = s.loadWeights(
+          given,
+          &s == this ? progress : std::function<void(uint64_t, uint64_t)>());
+      if (&s == this)
+        stats = st;
+    });
+    return stats;
+  }
   auto start = std::chrono::steady_clock::now();
   if (given.empty())
     fail(K3_ERROR_INVALID_ARGUMENT, "no weight files given");
   CheckpointTensors ck(given);
   const Artifact &a = *art_;
-  checkCheckpoint(a, ck);
+  auto rankShard = [&](size_t i) {
+    const WeightShard *s = shardOf(i);
+    return RankShard{s, s ? partition_.rankIn(s->group, rank_) : 0};
+  };
+  checkCheckpoint(a, ck, rankShard);
   UploadOptions opt;
   std::string err;
   if (!uploadThreads(opt.threads, err))
@@ -309,7 +387,7 @@ Session::loadWeights(const std::vector<std::string> &given,
   for (size_t i = 0; i < a.weights.size(); ++i) {
     allocWeight(i);
     weightLoaded_[i] = false;
-    sources[i] = weightParts(a.weights[i], ck);
+    sources[i] = weightParts(a.weights[i], ck, rankShard(i));
     targets.push_back(uploadTarget(a.weights[i], weightPtr_[i], sources[i]));
     for (const WeightPart &part : sources[i])
       files.insert(part.source.second->file);
@@ -317,8 +395,11 @@ Session::loadWeights(const std::vector<std::string> &given,
   }
   FillFn fill = [&](const UploadPiece &p, void *out, std::string &e) {
     const WeightPart &part = sources[p.target][p.part];
-    if (!st::convertRange(*part.source.second, a.weights[p.target].dtype,
-                          p.first, p.count, out, e)) {
+    DType dtype = a.weights[p.target].dtype;
+    if (!(part.slice ? convertSlice(*part.source.second, dtype, *part.slice,
+                                    p.first, p.count, out, e)
+                     : st::convertRange(*part.source.second, dtype, p.first,
+                                        p.count, out, e))) {
       e = "weight '" + part.source.first + "': " + e;
       return false;
     }

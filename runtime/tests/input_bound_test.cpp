@@ -99,7 +99,7 @@ TEST(ArtifactInputBound, RoundTrip) {
   Artifact b;
   ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), b, err)) << err;
   EXPECT_TRUE(a == b);
-  EXPECT_EQ(b.versionMinor, 2u);
+  EXPECT_EQ(b.versionMinor, kVersionMinor);
   const TensorSpec &t = b.entries[0].inputs[3];
   EXPECT_EQ(t.name, "context_lens");
   ASSERT_TRUE(t.maxValue.has_value());

@@ -21,7 +21,7 @@ namespace artifact {
 // "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
 constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
 constexpr uint32_t kVersionMajor = 1; // incompatible changes bump this
-constexpr uint32_t kVersionMinor = 2; // additive (new optional sections)
+constexpr uint32_t kVersionMinor = 3; // additive (new optional sections)
 constexpr size_t kHeaderSize = 64;
 constexpr const char *kCallingConvention = "bare-pointer packed params v1";
 // Metadata keys with a defined meaning (all values are strings).
@@ -283,6 +283,75 @@ struct TensorSpec {
   }
 };
 
+// An SPMD program partitioned over ranks (docs/scaling.md): groups of
+// ranks that split one axis each. A rank's coordinates are
+// rank = tp_rank + tp * (ep_rank + ep * cp_rank); the ranks of one group
+// instance differ in that group's coordinate only.
+constexpr uint32_t kMaxGroupSize = 64;
+bool isGroupName(const std::string &g); // "tp", "ep" or "cp"
+
+// Section COLL (1.3): the collectives an entry runs between its kernels.
+// A launch whose object is kCollectiveObject is collective
+// collectives[args[2].imm] from buffer args[0] into buffer args[1] (its
+// kernel name empty, grid and block unused). In elements of `dtype`:
+//   all_reduce:     input and output [outer, chunk];
+//   all_gather:     input [outer, chunk], output [outer, groupSize, chunk];
+//   reduce_scatter: input [outer, groupSize, chunk], output [outer, chunk]
+//                   (rank r of the group keeps slot r).
+// Reductions add in rank order, in f32 for bf16 and f16, so that every
+// rank and every run gets the same bits.
+constexpr uint32_t kCollectiveObject = 0xFFFFFFFFu;
+enum class CollectiveKind : uint8_t {
+  AllReduce = 0,
+  AllGather = 1,
+  ReduceScatter = 2
+};
+enum class ReduceOp : uint8_t { Sum = 0, Max = 1 };
+const char *collectiveName(CollectiveKind k); // "all_reduce", ...
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  ReduceOp reduce = ReduceOp::Sum;
+  DType dtype = DType::F32;
+  std::string group; // "tp", "ep" or "cp"
+  uint32_t groupSize = 1;
+  DimExpr outer = DimExpr::constant(1), chunk = DimExpr::constant(1);
+  bool operator==(const Collective &o) const {
+    return kind == o.kind && reduce == o.reduce && dtype == o.dtype &&
+           group == o.group && groupSize == o.groupSize && outer == o.outer &&
+           chunk == o.chunk;
+  }
+};
+
+// Section SHRD (1.3): weight `weight` is this rank's slice of a checkpoint
+// tensor `parts` times as long along `dim`: rank r of `group` holds
+// elements [r n, (r + 1) n) there, n the manifest's (local) size.
+struct WeightShard {
+  uint32_t weight = 0;
+  uint32_t dim = 0;
+  std::string group;
+  uint32_t parts = 1;
+  bool operator==(const WeightShard &o) const {
+    return weight == o.weight && dim == o.dim && group == o.group &&
+           parts == o.parts;
+  }
+};
+
+// The group sizes an artifact's collectives and shards name (1 for a group
+// none names); the validator checks that each group has one size.
+struct Partition {
+  uint32_t tp = 1, ep = 1, cp = 1;
+  uint32_t world() const { return tp * ep * cp; }
+  uint32_t size(const std::string &group) const;
+  /// The rank's coordinate in `group`.
+  uint32_t rankIn(const std::string &group, uint32_t rank) const;
+  /// The world rank of member `member` of the instance of `group` that
+  /// holds `rank`.
+  uint32_t memberRank(const std::string &group, uint32_t rank,
+                      uint32_t member) const;
+};
+struct Artifact;
+Partition partitionOf(const Artifact &a);
+
 struct Entry {
   std::string name; // e.g. "forward"
   std::vector<TensorSpec> inputs, outputs;
@@ -302,6 +371,8 @@ struct Artifact {
   std::vector<Buffer> buffers;
   std::vector<Entry> entries;
   std::vector<TensorMapSpec> tensorMaps; // section TMAP (1.1, optional)
+  std::vector<Collective> collectives;   // section COLL (1.3, optional)
+  std::vector<WeightShard> weightShards; // section SHRD (1.3, optional)
   // Inputs' value bounds (TensorSpec::maxValue) are in section IMAX (1.2,
   // optional), written only when some input has one.
 
@@ -361,6 +432,10 @@ public:
   uint32_t addEntry(const std::string &name);
   // Returns the id for Arg::tensorMap.
   uint32_t addTensorMap(TensorMapSpec spec);
+  // A collective launch of `entry` from buffer `in` into buffer `out`.
+  uint32_t addCollective(uint32_t entry, Collective c, Arg in, Arg out,
+                         uint32_t device = 0);
+  void addWeightShard(WeightShard shard);
   // Returns the input's index within the entry.
   uint32_t addInput(uint32_t entry, const std::string &name, DType dtype,
                     std::vector<DimExpr> shape, uint32_t buffer);

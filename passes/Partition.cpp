@@ -1,0 +1,114 @@
+//===- Partition.cpp - the model as an SPMD program over TP ranks -*- C++
+//-*-===//
+//
+// Tensor parallelism over the MLP blocks (docs/scaling.md): a GLU's
+// intermediate width is independent per unit, so each rank computes the
+// units of its slice (gate and up rows, down columns) and the block's output
+// is the sum of the ranks' partial outputs, one all-reduce per block. The
+// weights keep their checkpoint names and carry a #k3.weight_shard; the
+// runtime slices them at load, so one artifact serves every rank.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Verifier.h"
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3PARTITION
+#include "passes/Passes.h.inc"
+
+namespace {
+
+constexpr StringLiteral kTensorParallel = "tp";
+
+/// Gives weight `w` its rank's slice along `dim` (of `parts`): its type
+/// shrinks there and it carries the shard. Every reader must be an op the
+/// pass splits the same way (`splitting`); a weight already sliced so
+/// (read by two such ops) is left as is.
+LogicalResult shardWeight(Value w, int64_t dim, int64_t parts,
+                          const llvm::DenseSet<Operation *> &splitting) {
+  auto weight = w.getDefiningOp<WeightOp>();
+  if (!weight)
+    return emitError(w.getLoc())
+           << "k3-partition: a split block's weight must be a k3.weight";
+  MLIRContext *ctx = w.getContext();
+  auto helper = K3Dialect::ShardAttrHelper(ctx);
+  auto want = WeightShardAttr::get(ctx, kTensorParallel, parts, dim);
+  if (WeightShardAttr have = helper.getAttr(weight)) {
+    if (have == want)
+      return success();
+    return weight.emitOpError()
+           << "is split two ways (" << have << " and " << want << ")";
+  }
+  for (Operation *user : w.getUsers())
+    if (!splitting.contains(user))
+      return weight.emitOpError()
+             << "is split for tensor parallelism but also read by "
+             << user->getName() << ", which is not split";
+  auto type = cast<RankedTensorType>(weight.getType());
+  int64_t size = type.getDimSize(dim);
+  if (ShapedType::isDynamic(size) || size % parts != 0)
+    return weight.emitOpError() << "dimension " << dim << " (" << size
+                                << ") is not divisible by tp = " << parts;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size / parts;
+  weight.getResult().setType(type.clone(shape));
+  helper.setAttr(weight, want);
+  return success();
+}
+
+/// Adds the ranks' partial outputs of `op`: its uses read the all-reduce.
+void allReduceResult(Operation *op, int64_t tp) {
+  OpBuilder b(op->getContext());
+  b.setInsertionPointAfter(op);
+  Value partial = op->getResult(0);
+  auto sum = AllReduceOp::create(
+      b, op->getLoc(), partial.getType(),
+      ReductionKindAttr::get(op->getContext(), ReductionKind::sum), partial,
+      b.getStringAttr(kTensorParallel), b.getI64IntegerAttr(tp));
+  partial.replaceAllUsesExcept(sum.getResult(), sum);
+}
+
+struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (tp < 1 || tp > 64) {
+      getOperation().emitError()
+          << "k3-partition: tp must be in [1, 64], got " << int64_t(tp);
+      return signalPassFailure();
+    }
+    if (tp == 1)
+      return;
+    // The MLP blocks: gate and up split along the intermediate rows, down
+    // along its intermediate columns.
+    SmallVector<Operation *> blocks;
+    getOperation().walk([&](Operation *op) {
+      if (isa<GLUMLPOp, MoEExpertsOp>(op))
+        blocks.push_back(op);
+    });
+    llvm::DenseSet<Operation *> splitting(blocks.begin(), blocks.end());
+    for (Operation *op : blocks) {
+      // [I, D] / [I, D] / [D, I] for a GLU; stacked [E, I, D] / [E, D, I]
+      // for the experts.
+      int64_t stacked = isa<MoEExpertsOp>(op) ? 1 : 0;
+      auto [gate, up, down] =
+          stacked ? std::make_tuple(cast<MoEExpertsOp>(op).getW1(),
+                                    cast<MoEExpertsOp>(op).getW3(),
+                                    cast<MoEExpertsOp>(op).getW2())
+                  : std::make_tuple(cast<GLUMLPOp>(op).getWGate(),
+                                    cast<GLUMLPOp>(op).getWUp(),
+                                    cast<GLUMLPOp>(op).getWDown());
+      if (failed(shardWeight(gate, stacked, tp, splitting)) ||
+          failed(shardWeight(up, stacked, tp, splitting)) ||
+          failed(shardWeight(down, stacked + 1, tp, splitting)))
+        return signalPassFailure();
+      allReduceResult(op, tp);
+    }
+    if (failed(verify(getOperation())))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::k3

@@ -1,0 +1,50 @@
+// Private: the communicator behind the collective launches of a partitioned
+// artifact (format 1.3, docs/scaling.md). One object serves every rank of
+// the world; each rank calls it from its own thread.
+#ifndef K3_RT_COMMUNICATOR_H
+#define K3_RT_COMMUNICATOR_H
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "k3/artifact.h"
+
+namespace k3 {
+namespace rt {
+
+/// One collective as a rank runs it: its record, the world's partition,
+/// the rank, and its input and output addresses on the rank's device with
+/// `outer` and `chunk` evaluated for this call.
+struct CollectiveCall {
+  const artifact::Collective *collective = nullptr;
+  artifact::Partition partition;
+  uint32_t rank = 0;
+  uint64_t in = 0, out = 0;
+  uint64_t outer = 0, chunk = 0;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual uint32_t worldSize() const = 0;
+  /// Blocks until every member of the call's group instance has arrived
+  /// and the rank's output is written; false with `err` when the world was
+  /// aborted (another rank failed).
+  virtual bool run(const CollectiveCall &call, std::string &err) = 0;
+  /// Wakes every waiting rank with `why`: a rank that failed must call it,
+  /// or its peers would wait for it forever.
+  virtual void abort(const std::string &why) = 0;
+  /// Ready for the next call of an entry after an abort.
+  virtual void reset() = 0;
+};
+
+/// The ranks of one process on the host (the CPU target): threads that meet
+/// in shared memory. Reductions add in rank order (f32 for bf16 and f16,
+/// rounded once), so every rank and every run gets the same bits.
+std::shared_ptr<Communicator> makeHostCommunicator(uint32_t worldSize);
+
+} // namespace rt
+} // namespace k3
+
+#endif

@@ -1,0 +1,138 @@
+// Session: the ranks of a partitioned artifact (format 1.3,
+// docs/scaling.md). Rank 0 makes the communicator and one session per other
+// rank, and runs each public call on every rank at once; collectives meet in
+// the communicator; a sharded weight is the rank's slice of the checkpoint
+// tensor.
+#include "session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace k3 {
+namespace rt {
+
+using namespace artifact;
+
+void Session::createRanks(const std::string &device) {
+  partition_ = partitionOf(*art_);
+  uint32_t world = partition_.world();
+  if (world == 1)
+    return;
+  std::string split = "tp=" + std::to_string(partition_.tp) +
+                      " ep=" + std::to_string(partition_.ep) +
+                      " cp=" + std::to_string(partition_.cp);
+  if (ordinal_ >= 0)
+    fail(K3_ERROR_NO_DEVICE,
+         "the artifact is partitioned over " + std::to_string(world) +
+             " ranks (" + split +
+             "): this runtime runs partitioned artifacts on the cpu device "
+             "only (the NCCL communicator for GPUs is not built yet)");
+  if (rank_ != 0)
+    return;
+  comm_ = makeHostCommunicator(world);
+  for (uint32_t r = 1; r < world; ++r)
+    peers_.push_back(
+        std::unique_ptr<Session>(new Session(art_, device, r, comm_)));
+}
+
+void Session::forEachRank(const std::function<void(Session &)> &fn) {
+  std::vector<Session *> ranks{this};
+  for (auto &p : peers_)
+    ranks.push_back(p.get());
+  std::vector<std::optional<Error>> errors(ranks.size());
+  std::vector<bool> aborted(ranks.size(), false);
+  auto body = [&](size_t r) {
+    try {
+      fn(*ranks[r]);
+    } catch (const Error &e) {
+      // A rank woken by another's failure reports that, not a cause.
+      aborted[r] = e.message.find("another rank failed") != std::string::npos;
+      errors[r] = e;
+      comm_->abort("rank " + std::to_string(r) + ": " + e.message);
+    }
+  };
+  fanningOut_ = true;
+  std::vector<std::thread> threads;
+  for (size_t r = 1; r < ranks.size(); ++r)
+    threads.emplace_back(body, r);
+  body(0);
+  for (auto &t : threads)
+    t.join();
+  fanningOut_ = false;
+  comm_->reset();
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (errors[r] && (pass == 1 || !aborted[r]))
+        throw *errors[r];
+}
+
+void Session::runCollective(const Entry &e, size_t li,
+                            const std::vector<int64_t> &sv) {
+  const Launch &l = e.launches[li];
+  const Collective &c = art_->collectives[size_t(l.args[2].imm)];
+  std::string where = "entry '" + e.name + "' launch " + std::to_string(li) +
+                      " (" + collectiveName(c.kind) + " over " + c.group + ")";
+  int64_t outer = 0, chunk = 0;
+  std::string err;
+  if (!evalDim(c.outer, sv.data(), sv.size(), outer, err) ||
+      !evalDim(c.chunk, sv.data(), sv.size(), chunk, err))
+    fail(K3_ERROR_INVALID_ARGUMENT, where + ": " + err);
+  if (!comm_)
+    fail(K3_ERROR_INVALID_ARGUMENT, where + ": no communicator");
+  // Kernels before it wrote its input on this device's stream.
+  if (!be_->synchronize(err))
+    fail(K3_ERROR_DEVICE, where + ": " + err);
+  CollectiveCall call;
+  call.collective = &c;
+  call.partition = partition_;
+  call.rank = rank_;
+  call.in = bufPtr_[l.args[0].index] + l.args[0].offset;
+  call.out = bufPtr_[l.args[1].index] + l.args[1].offset;
+  call.outer = uint64_t(std::max<int64_t>(outer, 0));
+  call.chunk = uint64_t(std::max<int64_t>(chunk, 0));
+  if (!comm_->run(call, err))
+    fail(K3_ERROR_DEVICE, where + ": " + err);
+}
+
+const WeightShard *Session::shardOf(size_t i) const {
+  for (const WeightShard &s : art_->weightShards)
+    if (s.weight == i)
+      return &s;
+  return nullptr;
+}
+
+Weight Session::fullWeight(size_t i) const {
+  Weight w = art_->weights[i];
+  if (const WeightShard *s = shardOf(i))
+    w.shape[s->dim] *= s->parts;
+  return w;
+}
+
+void Session::sliceWeight(size_t i, const uint8_t *full, uint8_t *local) const {
+  const Weight &w = art_->weights[i];
+  const WeightShard *s = shardOf(i);
+  ShardSlice slice = shardSlice(w, *s, partition_.rankIn(s->group, rank_));
+  size_t bytes = dtypeSize(w.dtype);
+  for (uint64_t o = 0; o < slice.outer; ++o)
+    std::memcpy(local + o * slice.localInner * bytes,
+                full + (o * slice.fullInner + slice.offset) * bytes,
+                slice.localInner * bytes);
+}
+
+ShardSlice shardSlice(const Weight &local, const WeightShard &s,
+                      uint32_t index) {
+  ShardSlice r;
+  r.outer = 1;
+  for (uint32_t d = 0; d < s.dim; ++d)
+    r.outer *= uint64_t(local.shape[d]);
+  r.localInner = 1;
+  for (size_t d = s.dim; d < local.shape.size(); ++d)
+    r.localInner *= uint64_t(local.shape[d]);
+  r.fullInner = r.localInner * s.parts;
+  r.offset = r.localInner * index;
+  return r;
+}
+
+} // namespace rt
+} // namespace k3

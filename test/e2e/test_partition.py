@@ -1,0 +1,141 @@
+"""Tensor parallelism on the CPU target (issue 19; docs/scaling.md):
+k3-compile tp=N makes one SPMD program (k3-partition: each MLP block's
+intermediate width split over the ranks, one all-reduce per block), the
+artifact carries the collectives and weight shards (format 1.3), and k3-run
+runs its N ranks as threads of one process with the host communicator, each
+slicing its shard of the same checkpoint at load. Logits must match one rank
+(<= 1e-5 normwise, f32) and the float64 oracle; greedy generation with
+carried decode state must give the same tokens.
+
+Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
+    K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_partition.py
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from k3ref import model  # noqa: E402
+from k3ref.storage import rel_err, rounded_random_weights  # noqa: E402
+from test_import_oracle import oracle_config, packed, run  # noqa: E402
+
+BIN = os.environ.get("K3_BIN_DIR")
+pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
+CONFIGS = ROOT / "examples" / "configs"
+# (config, weight seed)
+MODELS = [("tiny-k3", 3), ("tiny-kimi-linear", 5)]
+TPS = [1, 2, 4]
+
+
+def compile_tp(mlir, art, tp, extra=""):
+    return subprocess.run([f"{BIN}/k3-opt", str(mlir),
+                           f"--k3-compile=output={art} max-tokens=160 max-seqs=4 tp={tp}{extra}",
+                           "-o", os.devnull], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
+def partitioned(request, tmp_path_factory):
+    name, seed = request.param
+    tmp = tmp_path_factory.mktemp(name)
+    cpath = CONFIGS / f"{name}.json"
+    mlir = tmp / f"{name}.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
+    arts = {}
+    for tp in TPS:
+        arts[tp] = tmp / f"{name}-tp{tp}.k3bin"
+        r = compile_tp(mlir, arts[tp], tp)
+        assert r.returncode == 0, r.stderr
+    cfg = oracle_config(json.loads(cpath.read_text()))
+    weights = rounded_random_weights(cfg, seed)
+    wfile = tmp / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    return tmp, mlir, arts, cfg, weights, wfile
+
+
+def describe(art):
+    r = subprocess.run([f"{BIN}/k3-run", str(art), "--describe"], capture_output=True,
+                       text=True, check=True)
+    return r.stdout
+
+
+def test_artifact_holds_the_partition(partitioned):
+    """tp=2: every MLP block's weights sliced (gate/up rows, down columns) and
+    one all-reduce per block, in the prefill and the decode entry."""
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    one, two = describe(arts[1]), describe(arts[2])
+    assert "all_reduce" not in one and "shard " not in one
+    shards = [l for l in two.splitlines() if l.startswith("shard ")]
+    reduces = [l for l in two.splitlines() if "all_reduce sum over tp (2 ranks)" in l]
+    # Per MoE layer: routed w1, w3, w2 (+ the shared expert's 3); dense layers 3.
+    assert len(shards) % 3 == 0 and len(shards) >= 3 * cfg.num_hidden_layers
+    assert all("split 2 ways over group tp" in l for l in shards)
+    down = [l for l in shards if "w2" in l or "down_proj" in l]
+    assert down and all(": dim 1 split" in l or ": dim 2 split" in l for l in down)
+    # Both entries reduce each block: routed experts and MLPs (shared and dense).
+    assert len(reduces) == 2 * (len(shards) // 3)
+
+
+@pytest.mark.parametrize("tp", TPS[1:])
+@pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9]], ids=["7", "5_17_1_9"])
+def test_tp_matches_one_rank_and_oracle(partitioned, tp, lens):
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens) + tp)
+    tag = "_".join(map(str, lens))
+    one = run(tmp, arts[1], [wfile], inp, f"tp1_{tag}_{tp}")
+    got = run(tmp, arts[tp], [wfile], inp, f"tp{tp}_{tag}")
+    assert got["logits"].shape == one["logits"].shape
+    err = rel_err(got["logits"], one["logits"])
+    assert err <= 1e-5, f"tp={tp} vs one rank: normwise {err:.3e}"
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
+                        logits="last")
+    assert rel_err(got["logits"], ref) <= 1e-4
+
+
+@pytest.mark.parametrize("tp", TPS[1:])
+def test_tp_decode_continues_prefill(partitioned, tp):
+    """Greedy generation with the decode state carried on every rank."""
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    prompt = [int(x) for x in np.random.default_rng(1).integers(0, cfg.vocab_size, 9)]
+    r = subprocess.run([f"{BIN}/k3-run", str(arts[tp]), "--weights", str(wfile), "--prompt",
+                        ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
+                       capture_output=True, text=True, check=True)
+    got = [int(t) for t in r.stdout.strip().split(",")]
+    assert got == model.greedy_generate(cfg, weights, prompt, 5)
+
+
+def test_random_weights_are_the_slices_of_one_ranks(partitioned):
+    """--random-weights: each rank's shard holds the slice of the values one
+    rank would have (the same seed), so the logits agree."""
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    inp = packed(cfg, [6, 3], seed=2)
+    infile = tmp / "rand_in.safetensors"
+    model.save_safetensors(infile, inp)
+    outs = []
+    for tp in (1, 2):
+        o = tmp / f"rand_tp{tp}.safetensors"
+        subprocess.run([f"{BIN}/k3-run", str(arts[tp]), "--random-weights", "7", "--inputs",
+                        str(infile), "--dump", str(o)], capture_output=True, text=True, check=True)
+        outs.append(model.load_safetensors(o)["logits"])
+    assert rel_err(outs[1], outs[0]) <= 1e-5
+
+
+def test_indivisible_width_is_refused(partitioned):
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    r = compile_tp(mlir, tmp / "tp3.k3bin", 3)
+    assert r.returncode != 0
+    assert "is not divisible by tp = 3" in r.stderr, r.stderr
+
+
+def test_partitioned_artifact_refuses_a_gpu(partitioned):
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    r = subprocess.run([f"{BIN}/k3-run", str(arts[2]), "--device", "cuda", "--random-weights", "1",
+                        "--prompt", "1,2"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.count("\n") <= 2, r.stderr
