@@ -175,14 +175,16 @@ FailureOr<uint32_t> ArtifactPlanner::weightBuffer(WeightOp w) {
   SmallVector<int64_t> whole(shape);
   WeightShardAttr shard = K3Dialect::ShardAttrHelper(w.getContext()).getAttr(w);
   if (shard)
-    whole[shard.getDim()] *= shard.getParts();
+    whole[shard.getDim()] = shard.getExtent()
+                                ? shard.getExtent()
+                                : shape[shard.getDim()] * shard.getParts();
   uint32_t id = builder.addWeight(
       w.getName().str(), *dt, std::vector<int64_t>(shape.begin(), shape.end()),
       initFor(w.getName(), whole));
   if (shard)
     builder.addWeightShard({id, uint32_t(shard.getDim()),
-                            shard.getGroup().str(),
-                            uint32_t(shard.getParts())});
+                            shard.getGroup().str(), uint32_t(shard.getParts()),
+                            uint64_t(whole[shard.getDim()])});
   weights[w.getName()] = id;
   return id;
 }

@@ -1,14 +1,15 @@
-//===- Partition.cpp - the model as an SPMD program over TP ranks -*- C++
-//-*-===//
+//===- Partition.cpp - the model as one SPMD program ------------*- C++ -*-===//
 //
-// Tensor parallelism over the MLP blocks (docs/scaling.md): a GLU's
-// intermediate width is independent per unit, so each rank computes the
-// units of its slice (gate and up rows, down columns) and the block's output
-// is the sum of the ranks' partial outputs, one all-reduce per block. The
-// weights keep their checkpoint names and carry a #k3.weight_shard; the
-// runtime slices them at load, so one artifact serves every rank.
+// Tensor parallelism (docs/scaling.md). Attention heads go through
+// PartitionHeads.cpp. The MLP blocks split here: a GLU's intermediate width
+// is independent per unit, so each rank computes the units of its slice
+// (gate and up rows, down columns) and the block's output is the sum of the
+// ranks' partial outputs, one all-reduce per block. The weights keep their
+// checkpoint names and carry a #k3.weight_shard; the runtime slices them at
+// load, so one artifact serves every rank.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/Partition.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Verifier.h"
@@ -19,54 +20,21 @@ namespace mlir::k3 {
 
 namespace {
 
-constexpr StringLiteral kTensorParallel = "tp";
-
-/// Gives weight `w` its rank's slice along `dim` (of `parts`): its type
-/// shrinks there and it carries the shard. Every reader must be an op the
-/// pass splits the same way (`splitting`); a weight already sliced so
-/// (read by two such ops) is left as is.
-LogicalResult shardWeight(Value w, int64_t dim, int64_t parts,
-                          const llvm::DenseSet<Operation *> &splitting) {
+/// Slices the weights of the MLP blocks: every reader of each must be a
+/// block the pass splits (`splitting`), or slicing it would change another
+/// op.
+LogicalResult shardBlockWeight(Value w, int64_t dim, int64_t parts,
+                               const llvm::DenseSet<Operation *> &splitting) {
   auto weight = w.getDefiningOp<WeightOp>();
   if (!weight)
     return emitError(w.getLoc())
            << "k3-partition: a split block's weight must be a k3.weight";
-  MLIRContext *ctx = w.getContext();
-  auto helper = K3Dialect::ShardAttrHelper(ctx);
-  auto want = WeightShardAttr::get(ctx, kTensorParallel, parts, dim);
-  if (WeightShardAttr have = helper.getAttr(weight)) {
-    if (have == want)
-      return success();
-    return weight.emitOpError()
-           << "is split two ways (" << have << " and " << want << ")";
-  }
   for (Operation *user : w.getUsers())
     if (!splitting.contains(user))
       return weight.emitOpError()
              << "is split for tensor parallelism but also read by "
              << user->getName() << ", which is not split";
-  auto type = cast<RankedTensorType>(weight.getType());
-  int64_t size = type.getDimSize(dim);
-  if (ShapedType::isDynamic(size) || size % parts != 0)
-    return weight.emitOpError() << "dimension " << dim << " (" << size
-                                << ") is not divisible by tp = " << parts;
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = size / parts;
-  weight.getResult().setType(type.clone(shape));
-  helper.setAttr(weight, want);
-  return success();
-}
-
-/// Adds the ranks' partial outputs of `op`: its uses read the all-reduce.
-void allReduceResult(Operation *op, int64_t tp) {
-  OpBuilder b(op->getContext());
-  b.setInsertionPointAfter(op);
-  Value partial = op->getResult(0);
-  auto sum = AllReduceOp::create(
-      b, op->getLoc(), partial.getType(),
-      ReductionKindAttr::get(op->getContext(), ReductionKind::sum), partial,
-      b.getStringAttr(kTensorParallel), b.getI64IntegerAttr(tp));
-  partial.replaceAllUsesExcept(sum.getResult(), sum);
+  return shardWeight(weight, dim, parts);
 }
 
 struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
@@ -80,6 +48,8 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
     }
     if (tp == 1)
       return;
+    if (failed(splitAttentionHeads(getOperation(), tp)))
+      return signalPassFailure();
     // The MLP blocks: gate and up split along the intermediate rows, down
     // along its intermediate columns.
     SmallVector<Operation *> blocks;
@@ -99,9 +69,9 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
                   : std::make_tuple(cast<GLUMLPOp>(op).getWGate(),
                                     cast<GLUMLPOp>(op).getWUp(),
                                     cast<GLUMLPOp>(op).getWDown());
-      if (failed(shardWeight(gate, stacked, tp, splitting)) ||
-          failed(shardWeight(up, stacked, tp, splitting)) ||
-          failed(shardWeight(down, stacked + 1, tp, splitting)))
+      if (failed(shardBlockWeight(gate, stacked, tp, splitting)) ||
+          failed(shardBlockWeight(up, stacked, tp, splitting)) ||
+          failed(shardBlockWeight(down, stacked + 1, tp, splitting)))
         return signalPassFailure();
       allReduceResult(op, tp);
     }
@@ -111,4 +81,39 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
 };
 
 } // namespace
+
+LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
+                          int64_t extent) {
+  MLIRContext *ctx = weight.getContext();
+  auto helper = K3Dialect::ShardAttrHelper(ctx);
+  auto want = WeightShardAttr::get(ctx, kTensorParallel, parts, dim, extent);
+  if (WeightShardAttr have = helper.getAttr(weight)) {
+    if (have == want)
+      return success();
+    return weight.emitOpError()
+           << "is split two ways (" << have << " and " << want << ")";
+  }
+  auto type = cast<RankedTensorType>(weight.getType());
+  int64_t size = type.getDimSize(dim);
+  if (ShapedType::isDynamic(size) || size % parts != 0)
+    return weight.emitOpError() << "dimension " << dim << " (" << size
+                                << ") is not divisible by tp = " << parts;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size / parts;
+  weight.getResult().setType(type.clone(shape));
+  helper.setAttr(weight, want);
+  return success();
+}
+
+void allReduceResult(Operation *op, int64_t tp) {
+  OpBuilder b(op->getContext());
+  b.setInsertionPointAfter(op);
+  Value partial = op->getResult(0);
+  auto sum = AllReduceOp::create(
+      b, op->getLoc(), partial.getType(),
+      ReductionKindAttr::get(op->getContext(), ReductionKind::sum), partial,
+      b.getStringAttr(kTensorParallel), b.getI64IntegerAttr(tp));
+  partial.replaceAllUsesExcept(sum.getResult(), sum);
+}
+
 } // namespace mlir::k3

@@ -355,17 +355,25 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
   let description = [{
     Rewrites the model (after `k3-inline-layers`) into the program that
     every rank of a tensor-parallel group of `tp` runs on its own shard
-    (docs/scaling.md). Today it splits the MLP blocks, as Megatron and vLLM
-    do: each `k3.glu_mlp` (dense MLPs, shared experts) and `k3.moe_experts`
-    keeps `1/tp` of its intermediate width on each rank (the gate and up
-    weights' rows, the down weights' columns: `k3.shard` on the weights,
-    sliced by the runtime at load), computes a partial sum of the block's
-    output, and one `k3.all_reduce sum` over `tp` adds them. Attention and
-    everything else stays replicated. Runs before the MoE and MLP
-    rewrites, which then see the split weights.
+    (docs/scaling.md), as Megatron and vLLM split it:
+    - attention heads: each rank keeps `1/tp` of the heads of every
+      `k3.kda` and `k3.latent_attention`, found by propagation from them
+      through whatever feeds them per head (the projections into the heads
+      split by rows, short convolutions and their states by channels, the
+      decay gate with A_log and dt_bias, the recurrent state, the output
+      gate and its gated norm) to the output projection, split by columns,
+      whose partial sum one `k3.all_reduce sum` completes; MLA's latent and
+      its cache stay whole on every rank;
+    - MLP blocks: each `k3.glu_mlp` (dense MLPs, shared experts) and
+      `k3.moe_experts` keeps `1/tp` of its intermediate width (gate and up
+      rows, down columns) and one all-reduce sums the block's output.
+    Weights carry `k3.shard` (sliced by the runtime at load); the router,
+    norms of the hidden state, embedding and LM head stay replicated. Runs
+    before the MoE, MLA and MLP rewrites, which then see the split weights.
 
-    A weight read by anything the pass does not split the same way, or an
-    intermediate width that `tp` does not divide, is an error that names it.
+    A weight read by anything the pass does not split the same way, a
+    width or head count that `tp` does not divide, or an op that a
+    per-head value reaches and no rule covers, is an error that names it.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",

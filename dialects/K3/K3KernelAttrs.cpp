@@ -66,13 +66,16 @@ LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 WeightShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                        StringRef group, int64_t parts, int64_t dim) {
+                        StringRef group, int64_t parts, int64_t dim,
+                        int64_t extent) {
   if (group != "tp" && group != "ep" && group != "cp")
     return emitError() << "group must be tp, ep or cp, got '" << group << "'";
   if (parts < 1 || parts > 64)
     return emitError() << "parts must be in [1, 64], got " << parts;
   if (dim < 0)
     return emitError() << "dim must not be negative, got " << dim;
+  if (extent < 0)
+    return emitError() << "extent must not be negative, got " << extent;
   return success();
 }
 
@@ -100,9 +103,15 @@ LogicalResult K3Dialect::verifyOperationAttribute(Operation *op,
     if (!shard || !weight)
       return op->emitError()
              << attr.getName() << " is a #k3.weight_shard on a k3.weight";
-    if (shard.getDim() >= cast<RankedTensorType>(weight.getType()).getRank())
+    auto type = cast<RankedTensorType>(weight.getType());
+    if (shard.getDim() >= type.getRank())
       return op->emitError() << attr.getName() << " dim " << shard.getDim()
                              << " is not a dimension of " << weight.getType();
+    int64_t covered = shard.getParts() * type.getDimSize(shard.getDim());
+    if (shard.getExtent() && shard.getExtent() < covered)
+      return op->emitError()
+             << attr.getName() << " extent " << shard.getExtent()
+             << " is shorter than the ranks' slices (" << covered << ")";
   }
   return success();
 }

@@ -241,10 +241,12 @@ def K3_WeightShardAttr : K3_Attr<"WeightShard", "weight_shard"> {
   let summary = "a weight that is each rank's slice of a checkpoint tensor";
   let description = [{
     On a `k3.weight` of an SPMD program (`k3.shard`): the weight's type is
-    one rank's slice; the checkpoint tensor is `parts` times as long along
-    `dim`, and rank `r` of `group` (`tp`, `ep` or `cp`) holds its elements
-    `[r n, (r + 1) n)` there, `n` the type's size. The artifact carries it
-    (section SHRD); the runtime slices at load.
+    one rank's slice; rank `r` of `group` (`tp`, `ep` or `cp`) holds the
+    checkpoint tensor's elements `[r n, (r + 1) n)` along `dim`, `n` the
+    type's size. The checkpoint tensor is `extent` long there (0: `parts`
+    times `n`; longer where no rank reads its tail, as K3's A_log padded to
+    128 entries of which the first H are the heads'). The artifact carries
+    it (section SHRD); the runtime slices at load.
 
     ```mlir
     %w = k3.weight "model.layers.0.mlp.down_proj.weight"
@@ -253,7 +255,9 @@ def K3_WeightShardAttr : K3_Attr<"WeightShard", "weight_shard"> {
     ```
   }];
   let parameters = (ins StringRefParameter<"tp, ep or cp">:$group,
-                        "int64_t":$parts, "int64_t":$dim);
+                        "int64_t":$parts, "int64_t":$dim,
+                        DefaultValuedParameter<"int64_t", "0",
+                          "the checkpoint's size along dim (0: parts x the type's)">:$extent);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -80,7 +80,14 @@ std::string describe(const Artifact &a) {
          (w.weight < a.weights.size() ? "'" + a.weights[w.weight].name + "'"
                                       : std::to_string(w.weight)) +
          ": dim " + std::to_string(w.dim) + " split " +
-         std::to_string(w.parts) + " ways over group " + w.group + "\n";
+         std::to_string(w.parts) + " ways over group " + w.group +
+         (w.weight < a.weights.size() &&
+                  w.dim < a.weights[w.weight].shape.size() &&
+                  w.extent != uint64_t(w.parts) *
+                                  uint64_t(a.weights[w.weight].shape[w.dim])
+              ? " (of " + std::to_string(w.extent) + ")"
+              : std::string()) +
+         "\n";
   for (auto &e : a.entries) {
     o += "entry " + e.name + ": " + std::to_string(e.inputs.size()) +
          " inputs, " + std::to_string(e.outputs.size()) + " outputs, " +

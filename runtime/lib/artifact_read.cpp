@@ -542,7 +542,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
   }
   if (secs[kTagShrd].present) {
     Cursor c = cur(kTagShrd, "weight shard count");
-    uint32_t n = c.count(16);
+    uint32_t n = c.count(24);
     for (uint32_t i = 0; i < n && c.ok(); ++i) {
       std::string sp = "weight_shards[" + std::to_string(i) + "]";
       where[sp] = c.pos;
@@ -555,6 +555,8 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
       w.group = c.str();
       c.what = sp + " parts";
       w.parts = c.u32();
+      c.what = sp + " extent";
+      w.extent = c.u64();
       a.weightShards.push_back(std::move(w));
     }
     if (!finish(c))

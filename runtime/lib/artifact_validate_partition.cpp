@@ -106,6 +106,14 @@ bool validatePartition(const Artifact &a, VErr &e) {
           e, p, "weight '" + w.name + "': mxfp4 weights are not sharded yet");
     if (!checkGroupSize(sizes, s.group, s.parts, p, e))
       return false;
+    uint64_t covered = uint64_t(s.parts) * uint64_t(w.shape[s.dim]);
+    if (s.extent < covered || s.extent > (uint64_t(1) << 40))
+      return failAt(
+          e, p,
+          "weight '" + w.name + "': extent " + std::to_string(s.extent) +
+              " along dim " + std::to_string(s.dim) + " is not in [" +
+              std::to_string(covered) + " (" + std::to_string(s.parts) + " x " +
+              std::to_string(w.shape[s.dim]) + "), 2^40]");
   }
   uint64_t world = 1;
   for (auto &[g, n] : sizes)

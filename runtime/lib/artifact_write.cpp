@@ -266,6 +266,7 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
       o.u32(w.dim);
       o.str(w.group);
       o.u32(w.parts);
+      o.u64(w.extent);
     }
     secs.push_back({kTagShrd, std::move(o)});
   }

@@ -105,7 +105,7 @@ const WeightShard *Session::shardOf(size_t i) const {
 Weight Session::fullWeight(size_t i) const {
   Weight w = art_->weights[i];
   if (const WeightShard *s = shardOf(i))
-    w.shape[s->dim] *= s->parts;
+    w.shape[s->dim] = int64_t(s->extent);
   return w;
 }
 
@@ -126,10 +126,11 @@ ShardSlice shardSlice(const Weight &local, const WeightShard &s,
   r.outer = 1;
   for (uint32_t d = 0; d < s.dim; ++d)
     r.outer *= uint64_t(local.shape[d]);
-  r.localInner = 1;
-  for (size_t d = s.dim; d < local.shape.size(); ++d)
-    r.localInner *= uint64_t(local.shape[d]);
-  r.fullInner = r.localInner * s.parts;
+  uint64_t after = 1;
+  for (size_t d = s.dim + 1; d < local.shape.size(); ++d)
+    after *= uint64_t(local.shape[d]);
+  r.localInner = uint64_t(local.shape[s.dim]) * after;
+  r.fullInner = s.extent * after;
   r.offset = r.localInner * index;
   return r;
 }

@@ -228,7 +228,7 @@ std::vector<WeightPart> shardParts(const Weight &w, CheckpointTensors &ck,
   partShard.dim = stacked ? s.dim - 1 : s.dim;
   ShardSlice slice = shardSlice(part, partShard, index);
   std::vector<int64_t> whole = shape;
-  whole[partShard.dim] *= s.parts;
+  whole[partShard.dim] = int64_t(s.extent);
   for (CheckpointPart &p : ck.parts(w, w.name))
     out.push_back({p, whole, PartRole::whole, numel, slice});
   return out;

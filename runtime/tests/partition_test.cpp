@@ -22,7 +22,7 @@ namespace {
 Builder partitionedToy() {
   Builder b = k3test::toyModel();
   uint32_t w = b.addWeight("proj.w", DType::BF16, {8, 16});
-  b.addWeightShard({w, 0, "tp", 2});
+  b.addWeightShard({w, 0, "tp", 2, 16});
   uint32_t sum = b.addBuffer("sum", BufferKind::Arena,
                              k3test::kToyMaxTokens * k3test::kToyVocab * 4, 0);
   Collective c;
@@ -82,6 +82,10 @@ TEST(Partition, ValidatorRefusals) {
   EXPECT_NE(mutate([](Artifact &a) {
               a.weightShards[0].dim = 2;
             }).find("shard dim 2 >= its rank 2"),
+            std::string::npos);
+  EXPECT_NE(mutate([](Artifact &a) {
+              a.weightShards[0].extent = 15;
+            }).find("extent 15 along dim 0 is not in [16 (2 x 8), 2^40]"),
             std::string::npos);
   EXPECT_NE(mutate([](Artifact &a) {
               a.weightShards[0].weight = 99;

@@ -1,6 +1,7 @@
 """Tensor parallelism on the CPU target (issue 19; docs/scaling.md):
-k3-compile tp=N makes one SPMD program (k3-partition: each MLP block's
-intermediate width split over the ranks, one all-reduce per block), the
+k3-compile tp=N makes one SPMD program (k3-partition: every KDA and MLA
+layer's heads and each MLP block's intermediate width split over the
+ranks, one all-reduce after each output projection and block), the
 artifact carries the collectives and weight shards (format 1.3), and k3-run
 runs its N ranks as threads of one process with the host communicator, each
 slicing its shard of the same checkpoint at load. Logits must match one rank
@@ -29,9 +30,14 @@ from test_import_oracle import oracle_config, packed, run  # noqa: E402
 BIN = os.environ.get("K3_BIN_DIR")
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
 CONFIGS = ROOT / "examples" / "configs"
-# (config, weight seed)
-MODELS = [("tiny-k3", 3), ("tiny-kimi-linear", 5)]
-TPS = [1, 2, 4]
+# Kimi Linear's shape with 4 KDA and 4 MLA heads, for TP = 4 (the tiny
+# configs have 2 heads).
+FOUR_HEADS = dict(json.loads((CONFIGS / "tiny-kimi-linear.json").read_text()),
+                  num_attention_heads=4, num_key_value_heads=4)
+FOUR_HEADS["linear_attn_config"] = dict(FOUR_HEADS["linear_attn_config"], num_heads=4, head_dim=8)
+# (config, weight seed, tensor-parallel sizes)
+MODELS = [("tiny-k3", 3, [1, 2]), ("tiny-kimi-linear", 5, [1, 2]),
+          ("kimi-linear-4-heads", 7, [1, 2, 4])]
 
 
 def compile_tp(mlir, art, tp, extra=""):
@@ -42,13 +48,16 @@ def compile_tp(mlir, art, tp, extra=""):
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
 def partitioned(request, tmp_path_factory):
-    name, seed = request.param
+    name, seed, tps = request.param
     tmp = tmp_path_factory.mktemp(name)
     cpath = CONFIGS / f"{name}.json"
+    if name == "kimi-linear-4-heads":
+        cpath = tmp / f"{name}.json"
+        cpath.write_text(json.dumps(FOUR_HEADS))
     mlir = tmp / f"{name}.mlir"
     subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
     arts = {}
-    for tp in TPS:
+    for tp in tps:
         arts[tp] = tmp / f"{name}-tp{tp}.k3bin"
         r = compile_tp(mlir, arts[tp], tp)
         assert r.returncode == 0, r.stderr
@@ -66,26 +75,40 @@ def describe(art):
 
 
 def test_artifact_holds_the_partition(partitioned):
-    """tp=2: every MLP block's weights sliced (gate/up rows, down columns) and
-    one all-reduce per block, in the prefill and the decode entry."""
+    """tp=2: the heads' projections sliced by rows and the output
+    projections by columns, every MLP block's weights sliced (gate/up rows,
+    down columns); one all-reduce per attention layer and per block, in the
+    prefill and the decode entry."""
     tmp, mlir, arts, cfg, weights, wfile = partitioned
     one, two = describe(arts[1]), describe(arts[2])
     assert "all_reduce" not in one and "shard " not in one
-    shards = [l for l in two.splitlines() if l.startswith("shard ")]
+    shards = {l.split("'")[1]: l for l in two.splitlines() if l.startswith("shard ")}
+    assert all("split 2 ways over group tp" in l for l in shards.values())
+    rows = lambda n: ": dim 0 split" in shards[n]  # noqa: E731
+    layer = "model.layers.0.self_attn."
+    assert rows(layer + "q_proj.weight") and rows(layer + "q_conv1d.weight")
+    assert rows(layer + "dt_bias") and ": dim 1 split" in shards[layer + "o_proj.weight"]
+    assert layer + "o_norm.weight" not in shards  # per channel of a head: whole
+    if cfg.gate_lower_bound is not None:  # K3 pads A_log: the slices cover its first H
+        assert "(of " in shards[layer + "A_log"]
+    mla = next(i for i in range(cfg.num_hidden_layers) if not cfg.is_kda(i))
+    mla = f"model.layers.{mla}.self_attn."
+    assert rows(mla + "kv_b_proj.weight") and ": dim 1 split" in shards[mla + "o_proj.weight"]
+    assert mla + "kv_a_proj_with_mqa.weight" not in shards  # the latent is every head's
     reduces = [l for l in two.splitlines() if "all_reduce sum over tp (2 ranks)" in l]
-    # Per MoE layer: routed w1, w3, w2 (+ the shared expert's 3); dense layers 3.
-    assert len(shards) % 3 == 0 and len(shards) >= 3 * cfg.num_hidden_layers
-    assert all("split 2 ways over group tp" in l for l in shards)
-    down = [l for l in shards if "w2" in l or "down_proj" in l]
-    assert down and all(": dim 1 split" in l or ": dim 2 split" in l for l in down)
-    # Both entries reduce each block: routed experts and MLPs (shared and dense).
-    assert len(reduces) == 2 * (len(shards) // 3)
+    moe = sum(cfg.is_moe(i) for i in range(cfg.num_hidden_layers))
+    blocks = (cfg.num_hidden_layers - moe) + moe * (1 + (cfg.num_shared_experts > 0))
+    assert len(reduces) == 2 * (cfg.num_hidden_layers + blocks)
 
 
-@pytest.mark.parametrize("tp", TPS[1:])
 @pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9]], ids=["7", "5_17_1_9"])
-def test_tp_matches_one_rank_and_oracle(partitioned, tp, lens):
+def test_tp_matches_one_rank_and_oracle(partitioned, lens):
     tmp, mlir, arts, cfg, weights, wfile = partitioned
+    for tp in sorted(arts)[1:]:
+        check_tp(tmp, arts, cfg, weights, wfile, tp, lens)
+
+
+def check_tp(tmp, arts, cfg, weights, wfile, tp, lens):
     inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens) + tp)
     tag = "_".join(map(str, lens))
     one = run(tmp, arts[1], [wfile], inp, f"tp1_{tag}_{tp}")
@@ -98,16 +121,17 @@ def test_tp_matches_one_rank_and_oracle(partitioned, tp, lens):
     assert rel_err(got["logits"], ref) <= 1e-4
 
 
-@pytest.mark.parametrize("tp", TPS[1:])
-def test_tp_decode_continues_prefill(partitioned, tp):
-    """Greedy generation with the decode state carried on every rank."""
+def test_tp_decode_continues_prefill(partitioned):
+    """Greedy generation with the decode state (each rank's heads' KDA and
+    conv states, the whole MLA latent cache) carried on every rank."""
     tmp, mlir, arts, cfg, weights, wfile = partitioned
     prompt = [int(x) for x in np.random.default_rng(1).integers(0, cfg.vocab_size, 9)]
-    r = subprocess.run([f"{BIN}/k3-run", str(arts[tp]), "--weights", str(wfile), "--prompt",
-                        ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
-                       capture_output=True, text=True, check=True)
-    got = [int(t) for t in r.stdout.strip().split(",")]
-    assert got == model.greedy_generate(cfg, weights, prompt, 5)
+    want = model.greedy_generate(cfg, weights, prompt, 5)
+    for tp in sorted(arts)[1:]:
+        r = subprocess.run([f"{BIN}/k3-run", str(arts[tp]), "--weights", str(wfile), "--prompt",
+                            ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
+                           capture_output=True, text=True, check=True)
+        assert [int(t) for t in r.stdout.strip().split(",")] == want, f"tp={tp}"
 
 
 def test_random_weights_are_the_slices_of_one_ranks(partitioned):

@@ -323,16 +323,19 @@ struct Collective {
 };
 
 // Section SHRD (1.3): weight `weight` is this rank's slice of a checkpoint
-// tensor `parts` times as long along `dim`: rank r of `group` holds
-// elements [r n, (r + 1) n) there, n the manifest's (local) size.
+// tensor `extent` long along `dim`: rank r of `group` holds elements
+// [r n, (r + 1) n) there, n the manifest's (local) size. Usually extent =
+// parts n; a longer tensor is one whose tail no rank reads (K3 pads A_log
+// to 128 entries of which the first H are used).
 struct WeightShard {
   uint32_t weight = 0;
   uint32_t dim = 0;
   std::string group;
   uint32_t parts = 1;
+  uint64_t extent = 0;
   bool operator==(const WeightShard &o) const {
     return weight == o.weight && dim == o.dim && group == o.group &&
-           parts == o.parts;
+           parts == o.parts && extent == o.extent;
   }
 };
 
