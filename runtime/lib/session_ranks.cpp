@@ -30,6 +30,9 @@ void Session::createRanks(const std::string &device) {
              "only (the NCCL communicator for GPUs is not built yet)");
   if (rank_ != 0)
     return;
+  // What `k3-run` prints as the device: the ranks are part of it.
+  deviceName_ +=
+      " (" + std::to_string(world) + " ranks, " + split + ", a thread each)";
   comm_ = makeHostCommunicator(world);
   for (uint32_t r = 1; r < world; ++r)
     peers_.push_back(

@@ -132,6 +132,10 @@ def test_tp_decode_continues_prefill(partitioned):
                             ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
                            capture_output=True, text=True, check=True)
         assert [int(t) for t in r.stdout.strip().split(",")] == want, f"tp={tp}"
+    # Without --quiet the device line names the ranks.
+    r = subprocess.run([f"{BIN}/k3-run", str(arts[2]), "--weights", str(wfile), "--prompt", "1,2",
+                        "--max-new-tokens", "1"], capture_output=True, text=True, check=True)
+    assert "device: cpu (2 ranks, tp=2 ep=1 cp=1, a thread each)" in r.stdout, r.stdout
 
 
 def test_random_weights_are_the_slices_of_one_ranks(partitioned):
