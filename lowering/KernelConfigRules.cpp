@@ -297,10 +297,11 @@ int64_t gemvMMASteps(Operation *op) {
 
 /// The split of K over S warps (up to 8) that gives a grid of `warps16`
 /// warps of 16 rows at least 1024 warps (about 8 per SM, each with 16
-/// loads of 16 bytes a lane in flight), where S divides K's `steps`.
+/// loads of 16 bytes a lane in flight), where S divides K's `steps` (a K
+/// under one step, 32 columns, is not split: 0 steps divide by anything).
 int64_t mmaSlicesFor(int64_t warps16, int64_t steps) {
   int64_t s = 1;
-  while (warps16 * s < 1024 && s < 8 && steps % (2 * s) == 0)
+  while (warps16 * s < 1024 && s < 8 && 2 * s <= steps && steps % (2 * s) == 0)
     s *= 2;
   return s;
 }

@@ -138,6 +138,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Tensor-parallel ranks: one SPMD program whose MLP "
                      "blocks each rank holds 1/tp of (k3-partition)"),
       llvm::cl::init(1)};
+  Option<bool> spmd{
+      *this, "spmd",
+      llvm::cl::desc("With tp=1: still the SPMD program (shards of one part, "
+                     "collectives of one rank), to check the communicator on "
+                     "one device"),
+      llvm::cl::init(false)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -150,8 +156,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
   // The SPMD program first: every later rewrite sees the split weights.
-  if (o.tp > 1)
-    pm.addPass(k3::createK3Partition({o.tp}));
+  if (o.tp > 1 || o.spmd)
+    pm.addPass(k3::createK3Partition({o.tp, o.spmd}));
   // The decay gate is computed inside the KDA kernels, as the anchors do.
   pm.addPass(k3::createK3FuseKDAGate());
   if (o.exposeRouting)

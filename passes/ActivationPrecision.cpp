@@ -90,9 +90,12 @@ struct K3ActivationPrecisionPass
                                "k3-inline-layers";
           return WalkResult::interrupt();
         }
-        // Reshapes, slices and concatenations keep their source's type.
+        // Reshapes, slices, concatenations and collectives keep their
+        // source's type (a TP rank's partial sums travel in bf16, as
+        // Megatron's do).
         if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-                tensor::ExtractSliceOp, tensor::ConcatOp>(op)) {
+                tensor::ExtractSliceOp, tensor::ConcatOp>(op) ||
+            isCollective(op)) {
           Value src = op->getOperand(0);
           auto srcType = cast<RankedTensorType>(src.getType());
           Value res = op->getResult(0);

@@ -46,7 +46,7 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
           << "k3-partition: tp must be in [1, 64], got " << int64_t(tp);
       return signalPassFailure();
     }
-    if (tp == 1)
+    if (tp == 1 && !spmd)
       return;
     if (failed(splitAttentionHeads(getOperation(), tp)))
       return signalPassFailure();

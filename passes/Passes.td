@@ -377,7 +377,11 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
-           "tensor-parallel ranks (1: no change)">
+           "tensor-parallel ranks (1: no change)">,
+    Option<"spmd", "spmd", "bool", /*default=*/"false",
+           "at tp = 1 too: the SPMD program of one rank (shards of one part, "
+           "collectives of one rank), which checks a communicator on one "
+           "device">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

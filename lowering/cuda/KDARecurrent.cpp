@@ -493,6 +493,9 @@ LogicalResult mlir::k3::emitKDARecurrentCUDA(KDAOp op,
   auto smemType = MemRefType::get({p->words}, b.getF32Type(),
                                   MemRefLayoutAttrInterface{}, wg);
   Value smem = fn.addWorkgroupAttribution(smemType, kb.getLoc());
+  // 16-byte aligned: LLVM merges its f32 accesses into 16-byte vectors.
+  fn.setWorkgroupAttributionAttr(fn.getNumWorkgroupAttributions() - 1,
+                                 "llvm.align", b.getI64IntegerAttr(16));
   RecurrentKernel(op, kb, *p, in, out, smem).emit();
   return success();
 }

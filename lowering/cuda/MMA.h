@@ -62,12 +62,20 @@ struct MMAEmitter {
   }
   /// A static shared-memory array of `n` elements of the kernel `fn`
   /// (a workgroup attribution of the gpu.func).
+  /// A shared-memory array of `n` elements, 16-byte aligned: LLVM merges
+  /// four i32 loads of it into one 16-byte ld.shared.v4 as if it were, and
+  /// after an array of 6 i32 (an MoE of 6 experts) it was not: a
+  /// misaligned-address fault in moe_dispatch (bench/results/e2e-checks/
+  /// tiny-kimi-linear-cuda-sanitizer-nvidia-h200-20261203T2245Z.txt).
   Value workgroupArray(FunctionOpInterface fn, Type elem, int64_t n) {
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
-    return cast<gpu::GPUFuncOp>(fn.getOperation())
-        .addWorkgroupAttribution(
-            MemRefType::get({n}, elem, MemRefLayoutAttrInterface{}, wg), loc);
+    auto gpuFn = cast<gpu::GPUFuncOp>(fn.getOperation());
+    Value array = gpuFn.addWorkgroupAttribution(
+        MemRefType::get({n}, elem, MemRefLayoutAttrInterface{}, wg), loc);
+    gpuFn.setWorkgroupAttributionAttr(gpuFn.getNumWorkgroupAttributions() - 1,
+                                      "llvm.align", b.getI64IntegerAttr(16));
+    return array;
   }
   Value shuffleXor(Value v, int64_t offset) {
     return gpu::ShuffleOp::create(b, loc, v, offset, 32, gpu::ShuffleMode::XOR)

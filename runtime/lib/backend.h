@@ -90,6 +90,9 @@ public:
   // Streaming multiprocessors (1 on the CPU): the value of the artifact's
   // `device_sm_count` symbol, which sizes grid-stride grids.
   virtual int64_t smCount() const { return 1; }
+  /// Makes this device current on the calling thread (a rank's thread
+  /// before it uses a CUDA session); the CPU needs nothing.
+  virtual bool makeCurrent(std::string &err) { return true; }
   // Free and total memory of the device; false where the backend cannot say
   // (the CPU: no check before allocating).
   virtual bool memoryInfo(uint64_t &freeBytes, uint64_t &totalBytes) {

@@ -398,6 +398,10 @@ public:
     return check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", "", err);
   }
   int64_t smCount() const override { return smCount_; }
+  bool makeCurrent(std::string &err) override {
+    return check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent",
+                 "cuda:" + std::to_string(ordinal), err);
+  }
   bool memoryInfo(uint64_t &freeBytes, uint64_t &totalBytes) override {
     size_t f = 0, t = 0;
     if (d.cuMemGetInfo(&f, &t) != 0)

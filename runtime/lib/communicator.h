@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "k3/artifact.h"
 
@@ -22,6 +23,7 @@ struct CollectiveCall {
   uint32_t rank = 0;
   uint64_t in = 0, out = 0;
   uint64_t outer = 0, chunk = 0;
+  uint64_t stream = 0; // the rank's CUDA stream (0: the default stream)
 };
 
 class Communicator {
@@ -37,12 +39,22 @@ public:
   virtual void abort(const std::string &why) = 0;
   /// Ready for the next call of an entry after an abort.
   virtual void reset() = 0;
+  /// Whether run() reads and writes the buffers on the host, so that the
+  /// rank's kernels before it must have finished (true), or enqueues on
+  /// the rank's stream after them (false: NCCL).
+  virtual bool waitsOnHost() const { return true; }
 };
 
 /// The ranks of one process on the host (the CPU target): threads that meet
 /// in shared memory. Reductions add in rank order (f32 for bf16 and f16,
 /// rounded once), so every rank and every run gets the same bits.
 std::shared_ptr<Communicator> makeHostCommunicator(uint32_t worldSize);
+
+/// The GPUs `devices` (CUDA ordinals, rank r on devices[r]) of this
+/// process, through NCCL loaded at run time; null with `err` when NCCL
+/// cannot be loaded or initialised.
+std::shared_ptr<Communicator>
+makeNcclCommunicator(const std::vector<int> &devices, std::string &err);
 
 } // namespace rt
 } // namespace k3

@@ -17,26 +17,45 @@ using namespace artifact;
 void Session::createRanks(const std::string &device) {
   partition_ = partitionOf(*art_);
   uint32_t world = partition_.world();
-  if (world == 1)
+  // An SPMD program of one rank (its collectives copies) still needs a
+  // communicator: k3-compile spmd=1 checks that path on one device.
+  if ((world == 1 && art_->collectives.empty()) || rank_ != 0)
     return;
   std::string split = "tp=" + std::to_string(partition_.tp) +
                       " ep=" + std::to_string(partition_.ep) +
                       " cp=" + std::to_string(partition_.cp);
-  if (ordinal_ >= 0)
-    fail(K3_ERROR_NO_DEVICE,
-         "the artifact is partitioned over " + std::to_string(world) +
-             " ranks (" + split +
-             "): this runtime runs partitioned artifacts on the cpu device "
-             "only (the NCCL communicator for GPUs is not built yet)");
-  if (rank_ != 0)
-    return;
-  // What `k3-run` prints as the device: the ranks are part of it.
-  deviceName_ +=
-      " (" + std::to_string(world) + " ranks, " + split + ", a thread each)";
-  comm_ = makeHostCommunicator(world);
-  for (uint32_t r = 1; r < world; ++r)
+  // Rank r runs on the device r after this one's (cuda:N, cuda:N+1, ...).
+  // What `k3-run` prints as the device names the ranks.
+  std::string err;
+  if (ordinal_ >= 0) {
+    std::vector<int> devices;
+    for (uint32_t r = 0; r < world; ++r)
+      devices.push_back(ordinal_ + int(r));
+    // Every rank's GPU must exist before NCCL is asked to span them.
+    for (uint32_t r = 1; r < world; ++r)
+      if (!createCudaBackend(devices[r], err))
+        fail(K3_ERROR_NO_DEVICE,
+             "the artifact is partitioned over " + std::to_string(world) +
+                 " ranks (" + split + "): rank " + std::to_string(r) +
+                 " needs cuda:" + std::to_string(devices[r]) + ": " + err);
+    comm_ = makeNcclCommunicator(devices, err);
+    if (!comm_)
+      fail(K3_ERROR_NO_DEVICE, "the artifact is partitioned over " +
+                                   std::to_string(world) + " ranks (" + split +
+                                   "): " + err);
+    deviceName_ += " (" + std::to_string(world) + " ranks, " + split +
+                   ", NCCL, a thread each)";
+  } else {
+    comm_ = makeHostCommunicator(world);
+    deviceName_ +=
+        " (" + std::to_string(world) + " ranks, " + split + ", a thread each)";
+  }
+  for (uint32_t r = 1; r < world; ++r) {
+    std::string peer =
+        ordinal_ >= 0 ? "cuda:" + std::to_string(ordinal_ + int(r)) : device;
     peers_.push_back(
-        std::unique_ptr<Session>(new Session(art_, device, r, comm_)));
+        std::unique_ptr<Session>(new Session(art_, peer, r, comm_)));
+  }
 }
 
 void Session::forEachRank(const std::function<void(Session &)> &fn) {
@@ -47,6 +66,9 @@ void Session::forEachRank(const std::function<void(Session &)> &fn) {
   std::vector<bool> aborted(ranks.size(), false);
   auto body = [&](size_t r) {
     try {
+      std::string err;
+      if (!ranks[r]->be_->makeCurrent(err))
+        fail(K3_ERROR_DEVICE, err);
       fn(*ranks[r]);
     } catch (const Error &e) {
       // A rank woken by another's failure reports that, not a cause.
@@ -83,8 +105,8 @@ void Session::runCollective(const Entry &e, size_t li,
     fail(K3_ERROR_INVALID_ARGUMENT, where + ": " + err);
   if (!comm_)
     fail(K3_ERROR_INVALID_ARGUMENT, where + ": no communicator");
-  // Kernels before it wrote its input on this device's stream.
-  if (!be_->synchronize(err))
+  // A host communicator reads what the kernels before it wrote.
+  if (comm_->waitsOnHost() && !be_->synchronize(err))
     fail(K3_ERROR_DEVICE, where + ": " + err);
   CollectiveCall call;
   call.collective = &c;

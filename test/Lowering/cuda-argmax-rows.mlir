@@ -18,7 +18,7 @@
 
 // The Kimi vocabulary: 163840 = 40 whole steps of 4 x 1024 columns.
 // CHECK-LABEL: gpu.func @argmax_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<32xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<32xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<32xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = argmax_rows, warps = 32>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [1024, 1, 1]>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c163840{{.*}} step %c4096

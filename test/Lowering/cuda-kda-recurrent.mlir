@@ -17,7 +17,7 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CHECK-LABEL: gpu.func @kda_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // The tile from K and V: 64 state values per lane, 16 staged tokens.
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]

@@ -20,7 +20,7 @@
 // A block per (token, 4 heads). Shared memory: 4 x (q (192) + qa (512) +
 // ctx (512)) + 8 x (m, l) + 8 x 512 partial sums = 8976 f32 words.
 // CHECK-LABEL: gpu.func @latent_attention_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<8976xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<8976xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_rows, tile = [4], warps = 8>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
 // The cache: copied unless the output is the input buffer, then appended.

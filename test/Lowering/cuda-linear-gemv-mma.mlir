@@ -32,7 +32,7 @@
 // One row group of 16 per block (8 warps = 8 slices): 256 / 16 row tiles
 // per 8-token tile; shared memory for 8 warps' fragments (8 x 4 x 32).
 // CHECK-LABEL: gpu.func @linear_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<1024xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 16, grid_offset = 112, grid_divisor = 8, block = [256, 1, 1]>
 // CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 2 : i32
 // A slice of 2 steps, straight-line: rows g and g + 8, then token g.

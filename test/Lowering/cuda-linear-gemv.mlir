@@ -59,7 +59,7 @@
 // shared memory and, after the barrier, the group's first warp adds the
 // two slices.
 // SPLIT-LABEL: gpu.func @linear_0(
-// SPLIT-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>>)
+// SPLIT-SAME: workgroup(%{{.*}} : memref<16xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // SPLIT-SAME: grid_scale = 128, grid_offset = 384, grid_divisor = 4
 // SPLIT: scf.for {{.*}} iter_args
 // SPLIT: vector.load {{.*}} {alignment = 16 : i64} : memref<256x512xbf16>, vector<8xbf16>

@@ -35,7 +35,7 @@
 // BADWARPS: error: 'k3.moe_dispatch' op moe_dispatch_rows warps must be in [1, 32], got 33
 
 // CHECK-LABEL: gpu.func @moe_dispatch_0(
-// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<8xi32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[HIST:.*]] : memref<8xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = none, grid_scale = 0, grid_offset = 8, grid_divisor = 1, block = [512, 1, 1]>
 // CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]]
 // CHECK: gpu.shuffle  up
@@ -56,7 +56,7 @@
 // CHECK-COUNT-2: nvgpu.warpgroup.mma.store
 // CHECK: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[SCALES]]

@@ -19,7 +19,7 @@
 // PERTHREAD: error: 'k3.add_rms_norm' op rms_norm_rows with 1 warps keeps more than 64 values per thread of 2304
 
 // CHECK-LABEL: gpu.func @rms_norm_0(
-// CHECK-SAME: workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%{{.*}} : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, warps = 8>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]>
 // CHECK-COUNT-5: gpu.shuffle  xor

@@ -11,6 +11,8 @@
 // CHECK:         k3.short_conv {{.*}} -> (tensor<?x8xbf16>, tensor<?x8x3xf32>)
 // CHECK:         k3.state.write "conv", %{{.*}} : tensor<?x8x3xf32>
 // CHECK:         tensor.expand_shape {{.*}} into tensor<?x2x4xbf16>
+// A collective keeps its operand's type: TP's partial sums travel in bf16.
+// CHECK:         k3.all_reduce sum {{.*}} : (tensor<?x2x4xbf16>) -> tensor<?x2x4xbf16>
 // CHECK:         k3.moe_router {{.*}} -> (tensor<?x2xi32>, tensor<?x2xf32>)
 // CHECK:         k3.linear {{.*}} -> tensor<?x16xf32>
 // activation-dtype=f32 overrides the module's policy: activations stay f32
@@ -36,6 +38,7 @@ func.func @layer(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32>
   k3.state.write "conv", %s1 : tensor<?x8x3xf32>
   %T = tensor.dim %c, %c0 : tensor<?x8xf32>
   %c3 = tensor.expand_shape %c [[0], [1, 2]] output_shape [%T, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+  %r3 = k3.all_reduce sum %c3 {group = "tp", group_size = 2 : i64} : (tensor<?x2x4xf32>) -> tensor<?x2x4xf32>
   %rw = k3.weight "router" : tensor<4x8xbf16>
   %idx, %wts = k3.moe_router sigmoid %h, %rw {top_k = 2 : i64, renormalize, routed_scaling_factor = 1.0 : f64}
       : (tensor<?x8xf32>, tensor<4x8xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)

@@ -167,3 +167,19 @@ def test_partitioned_artifact_refuses_a_gpu(partitioned):
                         "--prompt", "1,2"], capture_output=True, text=True)
     assert r.returncode != 0
     assert r.stderr.count("\n") <= 2, r.stderr
+
+
+def test_spmd_program_of_one_rank_is_the_plain_one(partitioned):
+    """spmd=1 at tp=1: shards of one part and collectives of one rank (the
+    communicator's path on one device, as bench/gpu_partition_check.py runs
+    it with NCCL on one GPU) give the plain artifact's bits."""
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    art = tmp / "spmd1.k3bin"
+    r = compile_tp(mlir, art, 1, " spmd=1")
+    assert r.returncode == 0, r.stderr
+    assert "all_reduce sum over tp (1 ranks)" in describe(art)
+    inp = packed(cfg, [5, 17, 1, 9], seed=4)
+    plain = run(tmp, arts[1], [wfile], inp, "spmd_plain")
+    spmd = run(tmp, art, [wfile], inp, "spmd_one")
+    assert np.array_equal(spmd["logits"], plain["logits"])
+
