@@ -131,14 +131,12 @@ private:
              << tp;
     if (split.count(aLog))
       return success();
-    MLIRContext *ctx = op->getContext();
-    auto helper = K3Dialect::ShardAttrHelper(ctx);
-    if (helper.getAttr(w))
-      return w.emitOpError() << "k3-partition: A_log is split twice";
-    // Only the rank's heads' entries, [H / tp], from the first H of it.
-    helper.setAttr(w, WeightShardAttr::get(ctx, kTensorParallel, tp, 0,
-                                           type.getDimSize(0)));
-    w.getResult().setType(type.clone({heads / tp}));
+    // Only the rank's heads' entries, [H / tp]: the weight read as the
+    // first H of the checkpoint's, then split like any other.
+    int64_t extent = type.getDimSize(0);
+    w.getResult().setType(type.clone({heads}));
+    if (failed(shardWeight(w, 0, tp, extent)))
+      return failure();
     split[aLog] = 0;
     worklist.push_back(aLog);
     return success();

@@ -18,32 +18,6 @@ namespace {
 
 using namespace artifact;
 
-/// Element `i` of a float tensor of `t` at `p`, as f32.
-float loadElement(DType t, const uint8_t *p, uint64_t i) {
-  switch (t) {
-  case DType::BF16:
-    return bf16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
-  case DType::F16:
-    return f16ToFloat(reinterpret_cast<const uint16_t *>(p)[i]);
-  default:
-    return reinterpret_cast<const float *>(p)[i];
-  }
-}
-
-void storeElement(DType t, uint8_t *p, uint64_t i, float v) {
-  switch (t) {
-  case DType::BF16:
-    reinterpret_cast<uint16_t *>(p)[i] = floatToBf16(v);
-    break;
-  case DType::F16:
-    reinterpret_cast<uint16_t *>(p)[i] = floatToF16(v);
-    break;
-  default:
-    reinterpret_cast<float *>(p)[i] = v;
-    break;
-  }
-}
-
 /// The members of one group instance: where each put its input, and a
 /// barrier that counts generations (so that one rank's next collective
 /// cannot pass a barrier that others are still leaving).
@@ -128,12 +102,12 @@ private:
         reinterpret_cast<int32_t *>(out)[o] = int32_t(acc);
         return;
       }
-      float acc = loadElement(c.dtype, in[0], i);
+      float acc = loadFloat(c.dtype, in[0], i);
       for (uint32_t j = 1; j < n; ++j) {
-        float v = loadElement(c.dtype, in[j], i);
+        float v = loadFloat(c.dtype, in[j], i);
         acc = sum ? acc + v : std::max(acc, v);
       }
-      storeElement(c.dtype, out, o, acc);
+      storeFloat(c.dtype, out, o, acc);
     };
     size_t bytes = dtypeSize(c.dtype);
     switch (c.kind) {

@@ -72,6 +72,33 @@ float f16ToFloat(uint16_t h) {
   return f;
 }
 
+float loadFloat(artifact::DType t, const void *p, size_t i) {
+  const uint8_t *b = static_cast<const uint8_t *>(p);
+  if (t == artifact::DType::F32) {
+    float f;
+    memcpy(&f, b + 4 * i, 4);
+    return f;
+  }
+  if (t != artifact::DType::BF16 && t != artifact::DType::F16)
+    return 0.0f;
+  uint16_t h;
+  memcpy(&h, b + 2 * i, 2);
+  return t == artifact::DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
+}
+
+bool storeFloat(artifact::DType t, void *p, size_t i, float v) {
+  uint8_t *b = static_cast<uint8_t *>(p);
+  if (t == artifact::DType::F32) {
+    memcpy(b + 4 * i, &v, 4);
+    return true;
+  }
+  if (t != artifact::DType::BF16 && t != artifact::DType::F16)
+    return false;
+  uint16_t h = t == artifact::DType::BF16 ? floatToBf16(v) : floatToF16(v);
+  memcpy(b + 2 * i, &h, 2);
+  return true;
+}
+
 uint64_t splitmix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

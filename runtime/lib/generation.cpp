@@ -170,18 +170,12 @@ int32_t Generation::sampleRow(Seq &q, uint64_t row) {
   s_.readOutput("logits", row * uint64_t(vocab_) * es, raw_.data(),
                 raw_.size());
   row_.resize(size_t(vocab_));
-  for (int64_t j = 0; j < vocab_; ++j) {
-    if (dt == DType::F32)
-      memcpy(&row_[size_t(j)], raw_.data() + 4 * j, 4);
-    else if (dt == DType::BF16 || dt == DType::F16) {
-      uint16_t h;
-      memcpy(&h, raw_.data() + 2 * j, 2);
-      row_[size_t(j)] = dt == DType::BF16 ? bf16ToFloat(h) : f16ToFloat(h);
-    } else
-      fail(K3_ERROR_FORMAT, "output 'logits' has dtype " +
-                                std::string(dtypeName(dt)) +
-                                ", expected a float dtype");
-  }
+  if (dt != DType::F32 && dt != DType::BF16 && dt != DType::F16)
+    fail(K3_ERROR_FORMAT, "output 'logits' has dtype " +
+                              std::string(dtypeName(dt)) +
+                              ", expected a float dtype");
+  for (int64_t j = 0; j < vocab_; ++j)
+    row_[size_t(j)] = loadFloat(dt, raw_.data(), size_t(j));
   int32_t t = sampleToken(row_.data(), vocab_, q.params, q.history.data(),
                           q.history.size(), q.generated.size());
   q.generated.push_back(t);

@@ -355,19 +355,8 @@ bool convertFloats(const TensorInfo &t, artifact::DType dst, uint64_t first,
       memcpy(&d, p + 8 * i, 8);
       f = float(d);
     }
-    switch (dst) {
-    case DType::F32:
-      static_cast<float *>(out)[i] = f;
-      break;
-    case DType::BF16:
-      static_cast<uint16_t *>(out)[i] = floatToBf16(f);
-      break;
-    case DType::F16:
-      static_cast<uint16_t *>(out)[i] = floatToF16(f);
-      break;
-    default:
+    if (!storeFloat(dst, out, i, f))
       return false;
-    }
   }
   return true;
 }

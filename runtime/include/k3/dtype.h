@@ -16,6 +16,13 @@ uint16_t
 floatToF16(float f); // round to nearest even, handles subnormals/inf/NaN
 float f16ToFloat(uint16_t h);
 
+// Element i of a float tensor (f32, bf16 or f16) at `p`, as f32; p needs no
+// alignment. 0 for another dtype.
+float loadFloat(artifact::DType t, const void *p, size_t i);
+// `v` stored as element i of a float tensor (rounded to nearest even);
+// false, and nothing stored, for a dtype that is not f32, bf16 or f16.
+bool storeFloat(artifact::DType t, void *p, size_t i, float v);
+
 uint64_t splitmix64(uint64_t x); // the finaliser ("mix") of SplitMix64
 
 // Fills `out` (numel elements of w.dtype) with w's init recipe for `seed`:
