@@ -1015,8 +1015,10 @@ bool groupedWGMMAApplies(Operation *op) {
   if (auto o = dyn_cast<MoEGroupedDownOp>(op)) {
     int64_t width = dimOf(o.getW2(), 1), inter = dimOf(o.getW2(), 2);
     return elementOf(o.getInput()).isBF16() && bf16OrMXFP4(o.getW2()) &&
-           elementOf(o.getResult()).isF32() && width > 0 && width % 128 == 0 &&
-           inter > 0 && inter % 64 == 0 && tiledBy128(o.getTileOffsets());
+           (elementOf(o.getResult()).isF32() ||
+            elementOf(o.getResult()).isBF16()) &&
+           width > 0 && width % 128 == 0 && inter > 0 && inter % 64 == 0 &&
+           tiledBy128(o.getTileOffsets());
   }
   return false;
 }
@@ -1029,7 +1031,8 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
            << kind
            << " needs bf16 rows, bf16 or (MoE) MXFP4 weights, the widths in "
               "multiples of 64 "
-              "(the MoE down output in multiples of 128, f32), and for the MoE "
+              "(the MoE down output in multiples of 128, f32 or bf16), and for "
+              "the MoE "
               "ops k3.moe_dispatch's tiles of 128 rows";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
   // 64] with a copying producer and two consumer warpgroups

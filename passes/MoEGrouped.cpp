@@ -52,18 +52,18 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
       return RankedTensorType::get(
           {idx.getDimSize(0), idx.getDimSize(1), width}, elem);
     };
+    Type activation = tensorType(op.getInput()).getElementType();
     auto glu = MoEGroupedGLUOp::create(
-        rewriter, loc,
-        rowsOf(w1.getDimSize(1), tensorType(op.getInput()).getElementType()),
-        op.getInput(), op.getIndices(), dispatch.getRowSource(),
-        dispatch.getOffsets(), dispatch.getTileOffsets(), op.getW1(),
-        op.getW3(), /*shared_w1=*/Value(), /*shared_w3=*/Value(),
-        op.getActivationAttr(), op.getBetaAttr(), op.getLinearBetaAttr());
+        rewriter, loc, rowsOf(w1.getDimSize(1), activation), op.getInput(),
+        op.getIndices(), dispatch.getRowSource(), dispatch.getOffsets(),
+        dispatch.getTileOffsets(), op.getW1(), op.getW3(),
+        /*shared_w1=*/Value(), /*shared_w3=*/Value(), op.getActivationAttr(),
+        op.getBetaAttr(), op.getLinearBetaAttr());
     auto down = MoEGroupedDownOp::create(
-        rewriter, loc, rowsOf(w2.getDimSize(1), rewriter.getF32Type()),
-        glu.getResult(), op.getIndices(), dispatch.getRowSource(),
-        dispatch.getOffsets(), dispatch.getTileOffsets(), op.getWeights(),
-        op.getW2(), /*shared_w2=*/Value());
+        rewriter, loc, rowsOf(w2.getDimSize(1), activation), glu.getResult(),
+        op.getIndices(), dispatch.getRowSource(), dispatch.getOffsets(),
+        dispatch.getTileOffsets(), op.getWeights(), op.getW2(),
+        /*shared_w2=*/Value());
     rewriter.replaceOpWithNewOp<MoECombineOp>(
         op, op.getType(), down.getResult(), dispatch.getPositions(),
         /*addend=*/Value());

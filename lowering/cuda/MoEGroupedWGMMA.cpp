@@ -21,7 +21,8 @@
 // - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
 //   W3, so one 128-column product holds both halves of 64 channels, and
 //   the epilogue writes act(gate, up) as bf16 h.
-// - Down: the epilogue writes each row times its routing weight, in f32.
+// - Down: the epilogue writes each row times its routing weight, in the
+//   rows' type (f32, or bf16 under the bf16 policy).
 // - MXFP4 weights (f4E2M1FN, the one-warpgroup schedule): no TMA; each
 //   thread stages one weight row's codes and scales by cp.async in the
 //   rows' group and, once it landed, decodes them into the stage's bf16
@@ -665,6 +666,9 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
       MMAEmitter mma{b, loc, kb};
       Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
       auto v4 = VectorType::get({4}, b.getF32Type());
+      // The rows' type: f32, or bf16 under the bf16 policy (rounded once
+      // here, summed in f32 by the combine).
+      Type rowType = cast<MemRefType>(yRows.getType()).getElementType();
       // Each thread writes 4 columns per row.
       forTileRows(kb, w, k.tileN / 4, k.validRows, [&](Value r, Value group) {
         Value col = kb.muli(group, kb.idx(4));
@@ -675,6 +679,9 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
             b, loc, v4, tile, ValueRange{kb.addi(r, kb.idx(w.skip)), col});
         Value scaled = arith::MulFOp::create(
             b, loc, v, vector::BroadcastOp::create(b, loc, v4, wt));
+        if (!rowType.isF32())
+          scaled = arith::TruncFOp::create(
+              b, loc, VectorType::get({4}, rowType), scaled);
         vector::StoreOp::create(b, loc, scaled, yRows, ValueRange{row, column});
       });
     });

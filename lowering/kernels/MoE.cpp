@@ -259,8 +259,12 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);
       Value e = kb.loadIndex(idx, {t, jj});
-      Value a = kb.mul(emitDownRow(kb, down, e, d, h, {t, jj}, inter),
-                       kb.load(wts, {t, jj}));
+      // Each weighted row rounded to the activation type, as
+      // k3.moe_grouped_down stores it (docs/precision.md).
+      Value a =
+          kb.roundTo(kb.mul(emitDownRow(kb, down, e, d, h, {t, jj}, inter),
+                            kb.load(wts, {t, jj})),
+                     cast<MemRefType>(h.getType()).getElementType());
       acc = j == 0 ? a : kb.add(a, acc);
     }
     kb.store(acc, y, {t, d});

@@ -807,7 +807,7 @@ def moe_topk(logits, bias, top_k, score_func="sigmoid", renormalize=True,
 
 
 def moe_experts(x, indices, weights, w1, w3, w2, activation="silu", beta=None, linear_beta=None):
-    """Routed experts, per-token loop: Σ_k w_k · W2[e_k] act(W1[e_k] x, W3[e_k] x).
+    """Routed experts, per-token loop: Σ_k act(w_k · W2[e_k] act(W1[e_k] x, W3[e_k] x)).
 
     w1, w3: ``[E, I, D]`` (or list of [I, D]); w2: ``[E, D, I]``.
     """
@@ -816,8 +816,10 @@ def moe_experts(x, indices, weights, w1, w3, w2, activation="silu", beta=None, l
     for t in range(x.shape[0]):
         for e, wt in zip(indices[t], weights[t]):
             e = int(e)
-            out[t] += wt * glu_mlp(x[t:t + 1], w1[e], w3[e], w2[e],
-                                   activation, beta, linear_beta)[0]
+            # Each weighted expert row is stored as an activation (the
+            # grouped down GEMM's rows), then summed in slot order.
+            out[t] += act(wt * glu_mlp(x[t:t + 1], w1[e], w3[e], w2[e],
+                                       activation, beta, linear_beta)[0])
     return out
 
 

@@ -45,7 +45,7 @@
 // CHECK: memref.load {{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>
 // CHECK: memref.store {{.*}} : memref<?x128xbf16>
 // Down: one fragment per warp (4 x 4 x 32); the routing weight times the
-// sum in f32.
+// sum, stored in the rows' type (bf16).
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]
@@ -53,7 +53,7 @@
 // CHECK: k3gpu.mma_sync
 // CHECK: gpu.barrier
 // CHECK: arith.mulf
-// CHECK: memref.store {{.*}} : memref<?x256xf32>
+// CHECK: memref.store {{.*}} : memref<?x256xbf16>
 // The shared expert: ceil(T / 8) token tiles x 128 / 16 row groups.
 // CHECK-LABEL: gpu.func @glu_gate_up_4(
 // CHECK-SAME: grid_scale = 8, grid_offset = 56, grid_divisor = 8, block = [256, 1, 1]

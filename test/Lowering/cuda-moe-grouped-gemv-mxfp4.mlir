@@ -38,7 +38,7 @@
 // CHECK: memref.store {{.*}} : memref<?x128xbf16>
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK: k3gpu.mma_sync
-// CHECK: memref.store {{.*}} : memref<?x2304xf32>
+// CHECK: memref.store {{.*}} : memref<?x2304xbf16>
 
 // PTX: ld.global.v4.{{[bu]}}32
 // PTX: mul.rn.bf16x2

@@ -24,8 +24,8 @@
 // CONFIG: k3.moe_grouped_glu {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 8], warps = 8, blocks_per_sm = 2>}
 // CONFIG-SAME: -> tensor<?x3x128xbf16>
 // CONFIG: k3.moe_grouped_down {{.*}} shared({{.*}}) {k3.kernel_config = #k3.kernel_config<kernel = moe_grouped_gemv, tile = [16, 4, 4], warps = 4, blocks_per_sm = 4>}
-// CONFIG-SAME: -> tensor<?x3x256xf32>
-// CONFIG: k3.moe_combine {{.*}} : (tensor<?x3x256xf32>, tensor<?x2xi32>) -> tensor<?x256xbf16>
+// CONFIG-SAME: -> tensor<?x3x256xbf16>
+// CONFIG: k3.moe_combine {{.*}} : (tensor<?x3x256xbf16>, tensor<?x2xi32>) -> tensor<?x256xbf16>
 // CONFIG-NOT: k3.glu_gate_up
 // CONFIG-NOT: k3.add
 
@@ -38,12 +38,12 @@
 // CHECK: vector.load {{.*}} : memref<128x256xbf16>, vector<8xbf16>
 // CHECK: scf.if
 // CHECK: vector.load {{.*}} : memref<8x128x256xbf16>, vector<8xbf16>
-// Down: 3 T row tiles x 256 / 16 groups; f32 rows T K + t, weight one.
+// Down: 3 T row tiles x 256 / 16 groups; bf16 rows T K + t, weight one.
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 48, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]>
 // CHECK: vector.load {{.*}} : memref<256x128xbf16>, vector<8xbf16>
 // CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
-// CHECK: memref.store {{.*}} : memref<?x256xf32>
+// CHECK: memref.store {{.*}} : memref<?x256xbf16>
 
 // PTXAS: Function properties for moe_grouped_down_2
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -11,7 +11,8 @@
 // - Lane l loads 16-byte vectors (8 bf16) of the warp's weight rows and of
 //   the tile's 4 rows (x gathered by token for gate/up, h's sorted rows
 //   for down); a butterfly of shuffles sums over the warp; lane 0 stores
-//   act(gate, up) in bf16, or the routing weight times the sum in f32.
+//   act(gate, up) in bf16, or the routing weight times the sum in the
+//   rows' type.
 // That is the CUDA-core form (tile R <= 8), checked here through
 // overrides; bf16 operands default to the tensor-core form (R = 16),
 // cuda-moe-grouped-gemv-mma.mlir.
@@ -52,11 +53,11 @@
 // CHECK-COUNT-2: vector.load {{.*}} {alignment = 16 : i64} : memref<8x128x256xbf16>, vector<8xbf16>
 // CHECK: vector.load {{.*}} : memref<?x256xbf16>, vector<8xbf16>
 // CHECK: gpu.shuffle  xor
-// Down: 256 / (4 x 4) row groups; h's sorted rows, f32 out.
+// Down: 256 / (4 x 4) row groups; h's sorted rows, bf16 out.
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]>
 // CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
-// CHECK: memref.store {{.*}} : memref<?x256xf32>
+// CHECK: memref.store {{.*}} : memref<?x256xbf16>
 // The shared expert (R = 2): ceil(T / 4) row tiles x 128 / 8 row groups.
 // CHECK-LABEL: gpu.func @glu_gate_up_4(
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 16, grid_offset = 48, grid_divisor = 4, block = [128, 1, 1]>

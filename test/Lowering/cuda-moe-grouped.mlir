@@ -60,7 +60,7 @@
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[SCALES]]
-// CHECK: vector.store {{.*}} : memref<?x256xf32>, vector<4xf32>
+// CHECK: vector.store {{.*}} : memref<?x256xbf16>, vector<4xbf16>
 
 // PTX: atom.shared.add.u32
 // PTX: cp.async.cg.shared.global

@@ -4,8 +4,8 @@
 // RUN: not k3-opt %s -split-input-file --k3-moe-grouped="decode-tile-rows=-1" 2>&1 | FileCheck %s --check-prefix=BADDECODE
 
 // A prefill k3.moe_experts (8 experts, top-2) becomes the dispatch, the two
-// grouped GEMMs and the combine: h in the activations' type, the weighted
-// rows in f32, the combine typed as the op was.
+// grouped GEMMs and the combine: h and the weighted rows in the
+// activations' type, the combine typed as the op was.
 
 // CHECK-LABEL: func.func @prefill
 // CHECK-SAME:    (%[[X:[^:]*]]: tensor<?x32xbf16>, %[[I:[^:]*]]: tensor<?x2xi32>, %[[P:[^:]*]]: tensor<?x2xf32>, %[[W1:[^:]*]]: tensor<8x16x32xbf16>, %[[W3:[^:]*]]: tensor<8x16x32xbf16>, %[[W2:[^:]*]]: tensor<8x32x16xbf16>)
@@ -15,7 +15,7 @@
 // CHECK:         %[[H:.*]] = k3.moe_grouped_glu silu %[[X]], %[[I]], %[[SRC]], %[[OFF]], %[[TILES]], %[[W1]], %[[W3]]
 // CHECK-SAME:      -> tensor<?x2x16xbf16>
 // CHECK:         %[[Y:.*]] = k3.moe_grouped_down %[[H]], %[[I]], %[[SRC]], %[[OFF]], %[[TILES]], %[[P]], %[[W2]]
-// CHECK-SAME:      -> tensor<?x2x32xf32>
+// CHECK-SAME:      -> tensor<?x2x32xbf16>
 // CHECK:         %[[R:.*]] = k3.moe_combine %[[Y]], %[[POS]]
 // CHECK-SAME:      -> tensor<?x32xbf16>
 // CHECK:         return %[[R]]
