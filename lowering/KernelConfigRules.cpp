@@ -831,9 +831,20 @@ LogicalResult verifyShortConvRowsConfig(Operation *op, KernelConfigAttr c) {
     return op->emitOpError()
            << "short_conv_rows warps must be in [1, 32], got " << c.getWarps();
   ArrayRef<int64_t> tile = c.getTile();
-  if (tile.size() != 1 || tile[0] < 1 || tile[0] > 1024)
-    return op->emitOpError() << "short_conv_rows tile is [TT], TT tokens per "
-                                "block in [1, 1024]";
+  if (tile.empty() || tile.size() > 2 || tile[0] < 1 || tile[0] > 1024)
+    return op->emitOpError()
+           << "short_conv_rows tile is [TT] or [TT, V], TT tokens per "
+              "block in [1, 1024]";
+  if (tile.size() == 2) {
+    int64_t v = tile[1];
+    auto conv = dyn_cast<ShortConvOp>(op);
+    int64_t channels = conv ? dimOf(conv.getInput(), 1) : 0;
+    if (!llvm::is_contained({1, 2, 4, 8}, v) || (conv && channels % v != 0))
+      return op->emitOpError()
+             << "short_conv_rows V (channels a thread) must be 1, 2, 4 or 8 "
+                "and divide the channels, got "
+             << v;
+  }
   return success();
 }
 
@@ -1231,10 +1242,15 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_topk_rows:
     // A warp per token, 8 tokens per block.
     return config(ctx, kind, {}, 8);
-  case KernelKind::short_conv_rows:
-    // 8 warps over 256 channels, 16 tokens per thread: each input read
-    // once, the weights loaded once per 16 outputs.
+  case KernelKind::short_conv_rows: {
+    // 8 warps, 16 tokens a thread: each input read once, the weights loaded
+    // once per 16 outputs. In prefill 4 channels a thread where they divide
+    // the channels: each token's load and store one 8-byte vector of bf16.
+    auto conv = dyn_cast<ShortConvOp>(op);
+    if (conv && !decode && dimOf(conv.getInput(), 1) % 4 == 0)
+      return config(ctx, kind, {16, 4}, 8);
     return config(ctx, kind, {16}, 8);
+  }
   case KernelKind::mla_flash_wgmma:
     // One key/value stage (73 KiB with Kimi's dims) and three blocks per
     // SM: one block's softmax and loads beside the others' products. Two

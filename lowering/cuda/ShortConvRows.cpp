@@ -2,14 +2,19 @@
 //-*-===//
 //
 // KDA's causal depthwise convolution (config kernel `short_conv_rows`, tile
-// [TT]): a block of 32 W threads per (TT consecutive tokens, 32 W
-// channels); thread c walks its tile's tokens in order with the last
-// kernel_size - 1 inputs of its channel in registers, so each input is read
-// once and the taps come from registers. The loop nest gave every output
-// its own thread, which searched cu_seqlens, loaded kernel_size inputs and
-// kernel_size weights, and ran a second launch for the final state (0.26 ms
-// per call at T = 8192 and 4096 channels on the H200:
-// bench/results/profile-gpu/real4-bf16-T8192.txt).
+// [TT] or [TT, V]): a block of 32 W threads per (TT consecutive tokens,
+// 32 W V channels); a thread's V consecutive channels walk its tile's
+// tokens in order with the last kernel_size - 1 inputs of each channel in
+// registers, so each input is read once and the taps come from registers.
+// V channels a thread make each token's load and store one vector of V
+// elements: with one bf16 channel a thread, a warp moved 64 bytes an
+// instruction and the T = 8192 prefill's convolution ran at 2.5x its
+// bytes' time (0.093 ms a call at 4096 channels,
+// bench/results/profile-gpu/kl48b-prefill-T8192-20261203T1925Z-327ab3c.txt).
+// The loop nest gave every output its own thread, which searched cu_seqlens,
+// loaded kernel_size inputs and kernel_size weights, and ran a second launch
+// for the final state (0.26 ms per call at T = 8192 and 4096 channels on the
+// H200: bench/results/profile-gpu/real4-bf16-T8192.txt).
 //
 // Per thread: the channel's weights in registers, the tile's inputs loaded
 // up front; the sequence of the tile's first token by the loop nest's scan,
@@ -41,6 +46,7 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -56,17 +62,21 @@ namespace {
 /// One convolution's operands in the kernel.
 struct ConvOperands {
   Value x, w, state, y, fs, cuSeqlens;
+  KernelOperand input, result; // for the vector views of x and y
   int64_t tokensDim = 0, channels = 0, seqsDim = 0;
 };
 
 ConvOperands convOperands(const KernelOperand &input, Value weight,
-                          const KernelOperand &state, Value result,
+                          const KernelOperand &state,
+                          const KernelOperand &result,
                           const KernelOperand &finalState,
                           const KernelOperand &cuSeqlens) {
   ConvOperands m;
   m.x = input.full;
+  m.input = input;
   m.w = weight;
-  m.y = result;
+  m.y = result.full;
+  m.result = result;
   m.fs = finalState.full;
   if (state)
     m.state = state.full;
@@ -81,13 +91,18 @@ ConvOperands convOperands(const KernelOperand &input, Value weight,
 class ShortConvKernel {
 public:
   ShortConvKernel(const ConvOperands &m, KernelBuilder &kb, int64_t threads,
-                  int64_t kernelSize, int64_t tokensPerTile)
-      : kb(kb), b(kb.builder()), loc(kb.getLoc()), tile(tokensPerTile),
-        threads(threads), ks(kernelSize), tokensDim(m.tokensDim),
-        channels(m.channels), seqsDim(m.seqsDim), x(m.x), w(m.w), y(m.y),
-        fs(m.fs), state(m.state), cuSeqlens(m.cuSeqlens) {}
+                  int64_t kernelSize, int64_t tokensPerTile,
+                  int64_t channelsPerThread = 1)
+      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb},
+        tile(tokensPerTile), threads(threads), vec(channelsPerThread),
+        ks(kernelSize), tokensDim(m.tokensDim), channels(m.channels),
+        seqsDim(m.seqsDim), m(m), x(m.x), w(m.w), y(m.y), fs(m.fs),
+        state(m.state), cuSeqlens(m.cuSeqlens) {}
 
-  int64_t channelBlocks() const { return (channels + threads - 1) / threads; }
+  /// Channel blocks of the token form (`vec` channels a thread).
+  int64_t channelBlocks() const {
+    return (channels + threads * vec - 1) / (threads * vec);
+  }
 
   /// The decode form: sequence n, channel block `cb`; thread c.
   void emitPerSequence(Value n, Value cb) {
@@ -97,11 +112,10 @@ public:
     numSeqs = kb.dim(seqsDim);
     kb.ifThen(kb.andi(kb.lti(c, kb.idx(channels)), kb.lti(n, numSeqs)), [&] {
       Value start = seqStart(n), end = seqEnd(n);
-      for (int64_t j = 0; j < ks; ++j)
-        wt.push_back(kb.load(w, {c, kb.idx(0), kb.idx(j)}));
+      SmallVector<Value> wt = weights(c);
       SmallVector<Value> win;
       for (int64_t j = 0; j < ks - 1; ++j)
-        win.push_back(carried(n, kb.idx(j)));
+        win.push_back(carried(n, kb.idx(j), c));
       kb.ifThen(kb.lti(start, end), [&] {
         Value xt = kb.load(x, {start, c});
         Value acc = kb.f32(0.0);
@@ -120,22 +134,34 @@ public:
     });
   }
 
-  /// The token form: the token tile from `t0`, channel block `cb`.
+  /// The token form: the token tile from `t0`, channel block `cb`; the
+  /// thread's channels c .. c + vec - 1.
   void emitTokens(Value tileIndex, Value cb) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value t0 = kb.muli(tileIndex, kb.idx(tile));
-    c = kb.addi(kb.muli(cb, kb.idx(threads)), tid);
+    c = kb.muli(kb.addi(kb.muli(cb, kb.idx(threads)), tid), kb.idx(vec));
     numTokens = kb.dim(tokensDim);
     numSeqs = kb.dim(seqsDim);
+    if (vec > 1) {
+      xRows = em.contiguousView(m.input);
+      yRows = em.contiguousView(m.result);
+    }
     kb.ifThen(kb.lti(c, kb.idx(channels)), [&] {
-      for (int64_t j = 0; j < ks; ++j)
-        wt.push_back(kb.load(w, {c, kb.idx(0), kb.idx(j)}));
+      for (int64_t v = 0; v < vec; ++v)
+        wt.push_back(weights(channel(v)));
       kb.ifThen(kb.lti(t0, numTokens), [&] { tokens(t0); });
       kb.ifThen(kb.eqi(t0, kb.idx(0)), [&] { emptySequences(); });
     });
   }
 
 private:
+  Value channel(int64_t v) { return v ? kb.addi(c, kb.idx(v)) : c; }
+  SmallVector<Value> weights(Value ch) {
+    SmallVector<Value> taps;
+    for (int64_t j = 0; j < ks; ++j)
+      taps.push_back(kb.load(w, {ch, kb.idx(0), kb.idx(j)}));
+    return taps;
+  }
   Value seqStart(Value n) {
     return cuSeqlens ? kb.loadIndex(cuSeqlens, {n}) : kb.idx(0);
   }
@@ -143,9 +169,31 @@ private:
     return cuSeqlens ? kb.loadIndex(cuSeqlens, {kb.addi(n, kb.idx(1))})
                      : numTokens;
   }
-  /// Carried input j (0 oldest) of sequence n: the state, or zero.
-  Value carried(Value n, Value j) {
-    return state ? kb.load(state, {n, c, j}) : kb.f32(0.0);
+  /// Carried input j (0 oldest) of sequence n, channel ch: the state, or
+  /// zero.
+  Value carried(Value n, Value j, Value ch) {
+    return state ? kb.load(state, {n, ch, j}) : kb.f32(0.0);
+  }
+  /// Token t's inputs of the thread's channels: one vector load.
+  SmallVector<Value> loadInputs(Value t) {
+    if (vec == 1)
+      return {kb.load(x, {t, c})};
+    return em.loadVector(xRows, {t, c}, vec);
+  }
+  /// Token t's outputs of the thread's channels: one vector store, rounded
+  /// to y's type as KernelBuilder::store rounds.
+  void storeOutputs(ArrayRef<Value> out, Value t) {
+    if (vec == 1) {
+      kb.store(out[0], y, {t, c});
+      return;
+    }
+    Type elem = cast<MemRefType>(yRows.getType()).getElementType();
+    auto f32s = VectorType::get({vec}, b.getF32Type());
+    Value v = vector::FromElementsOp::create(b, loc, f32s, out);
+    if (!elem.isF32())
+      v = arith::TruncFOp::create(b, loc, VectorType::get({vec}, elem), v);
+    auto st = vector::StoreOp::create(b, loc, v, yRows, ValueRange{t, c});
+    st.setAlignment(vec * elem.getIntOrFloatBitWidth() / 8);
   }
 
   /// The first sequence n >= `from` that has not ended by token t.
@@ -171,18 +219,35 @@ private:
     return loop.getResult(0);
   }
 
+  /// `cond` ? then() : otherwise(), both giving `n` f32 values: one scf.if
+  /// for all the thread's channels.
+  SmallVector<Value> select(Value cond, int64_t n,
+                            function_ref<SmallVector<Value>()> then,
+                            function_ref<SmallVector<Value>()> otherwise) {
+    SmallVector<Type> types(n, b.getF32Type());
+    auto op = scf::IfOp::create(b, loc, types, cond, /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    scf::YieldOp::create(b, loc, then());
+    b.setInsertionPointToStart(&op.getElseRegion().front());
+    scf::YieldOp::create(b, loc, otherwise());
+    return SmallVector<Value>(op.getResults().begin(), op.getResults().end());
+  }
+
   /// The tile's tokens [t0, min(t0 + TT, T)) in order, unrolled: the TT
   /// inputs are loaded first (clamped to the last token, independent of
   /// each other), and the sequence's bounds are reloaded only when a token
   /// passes its end, so the common token issues no dependent load.
   void tokens(Value t0) {
     Value last = kb.subi(numTokens, kb.idx(1));
-    SmallVector<Value> xs;
+    SmallVector<SmallVector<Value>> xs;
     for (int64_t j = 0; j < tile; ++j)
-      xs.push_back(kb.load(x, {kb.minsi(kb.addi(t0, kb.idx(j)), last), c}));
+      xs.push_back(loadInputs(kb.minsi(kb.addi(t0, kb.idx(j)), last)));
     Value n = cuSeqlens ? emitSequenceOf(kb, cuSeqlens, t0).second : kb.idx(0);
     Value start = seqStart(n), end = seqEnd(n);
-    SmallVector<Value> win(ks - 1, kb.f32(0.0));
+    // win[v * (ks - 1) + k]: channel v's input k of the window (0 oldest).
+    const int64_t span = ks - 1;
+    SmallVector<Value> win(vec * span, kb.f32(0.0));
     Type idx = b.getIndexType();
     for (int64_t j = 0; j < tile; ++j) {
       Value t = kb.addi(t0, kb.idx(j));
@@ -204,35 +269,48 @@ private:
       // The window: at the tile's first token the inputs before it (from
       // x, or the carried state), at a sequence's first token its carried
       // state, else the registers.
-      for (int64_t k = 0; k < ks - 1; ++k) {
-        Value s = kb.addi(t, kb.idx(k - (ks - 1)));
-        auto fresh = [&] {
-          return kb.ifElse(
-              kb.gei(s, start), b.getF32Type(),
-              [&] { return kb.load(x, {s, c}); },
-              [&] {
-                return carried(n, kb.addi(kb.idx(ks - 1), kb.subi(s, start)));
-              });
-        };
+      auto fresh = [&]() -> SmallVector<Value> {
+        SmallVector<Value> out;
+        for (int64_t v = 0; v < vec; ++v)
+          for (int64_t k = 0; k < span; ++k) {
+            Value s = kb.addi(t, kb.idx(k - span)), ch = channel(v);
+            out.push_back(kb.ifElse(
+                kb.gei(s, start), b.getF32Type(),
+                [&] { return kb.load(x, {s, ch}); },
+                [&] {
+                  return carried(n, kb.addi(kb.idx(span), kb.subi(s, start)),
+                                 ch);
+                }));
+          }
+        return out;
+      };
+      if (span > 0) {
         if (j == 0)
-          win[k] = fresh();
+          win = fresh();
         else
-          win[k] = kb.ifElse(kb.eqi(t, start), b.getF32Type(), fresh,
-                             [&, k] { return win[k]; });
+          win =
+              select(kb.eqi(t, start), vec * span, fresh, [&] { return win; });
       }
-      Value acc = kb.f32(0.0);
-      for (int64_t k = 0; k < ks; ++k)
-        acc = kb.fma(wt[k], k + 1 < ks ? win[k] : xs[j], acc);
-      win.erase(win.begin());
-      win.push_back(xs[j]);
+      SmallVector<Value> out;
+      for (int64_t v = 0; v < vec; ++v) {
+        Value acc = kb.f32(0.0);
+        for (int64_t k = 0; k < ks; ++k)
+          acc = kb.fma(wt[v][k], k < span ? win[v * span + k] : xs[j][v], acc);
+        out.push_back(kb.silu(acc));
+        if (span == 0)
+          continue;
+        win.erase(win.begin() + v * span);
+        win.insert(win.begin() + v * span + span - 1, xs[j][v]);
+      }
       Value valid = kb.lti(t, numTokens);
       Value outN = n;
       SmallVector<Value> done(win);
       kb.ifThen(valid, [&] {
-        kb.store(kb.silu(acc), y, {t, c});
+        storeOutputs(out, t);
         kb.ifThen(kb.eqi(t, kb.subi(end, kb.idx(1))), [&] {
-          for (int64_t k = 0; k < ks - 1; ++k)
-            kb.store(done[k], fs, {outN, c, kb.idx(k)});
+          for (int64_t v = 0; v < vec; ++v)
+            for (int64_t k = 0; k < span; ++k)
+              kb.store(done[v * span + k], fs, {outN, channel(v), kb.idx(k)});
         });
       });
     }
@@ -242,8 +320,10 @@ private:
   void emptySequences() {
     kb.forRange(numSeqs, [&](Value n) {
       kb.ifThen(kb.eqi(seqStart(n), seqEnd(n)), [&] {
-        for (int64_t j = 0; j < ks - 1; ++j)
-          kb.store(carried(n, kb.idx(j)), fs, {n, c, kb.idx(j)});
+        for (int64_t v = 0; v < vec; ++v)
+          for (int64_t j = 0; j < ks - 1; ++j)
+            kb.store(carried(n, kb.idx(j), channel(v)), fs,
+                     {n, channel(v), kb.idx(j)});
       });
     });
   }
@@ -251,9 +331,12 @@ private:
   KernelBuilder &kb;
   OpBuilder &b;
   Location loc;
-  int64_t tile, threads, ks, tokensDim, channels, seqsDim;
+  MMAEmitter em;
+  int64_t tile, threads, vec, ks, tokensDim, channels, seqsDim;
+  const ConvOperands &m;
   Value x, w, y, fs, state, cuSeqlens, c, numTokens, numSeqs;
-  SmallVector<Value> wt;
+  Value xRows, yRows; // x and y as contiguous [T, C] views (vec > 1)
+  SmallVector<SmallVector<Value>> wt; // wt[v][k]: channel v's tap k
 };
 
 Value blockId(KernelBuilder &kb) {
@@ -265,12 +348,17 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
                      KernelEmission &e) const override {
     auto ops = operandsOf(op, e.inputs);
     KernelOperand finalState = resultOf(e.outputs, op.getFinalState());
-    ConvOperands m =
-        convOperands(ops.getInput(), ops.getWeight().full, ops.getConvState(),
-                     resultOf(e.outputs, op.getResult()).full, finalState,
-                     ops.getCuSeqlens());
-    int64_t tile = e.config.getTile()[0], threads = 32 * e.config.getWarps();
-    ShortConvKernel kernel(m, e.kb, threads, op.getKernelSize(), tile);
+    ConvOperands m = convOperands(
+        ops.getInput(), ops.getWeight().full, ops.getConvState(),
+        resultOf(e.outputs, op.getResult()), finalState, ops.getCuSeqlens());
+    ArrayRef<int64_t> tileParams = e.config.getTile();
+    int64_t tile = tileParams[0], threads = 32 * e.config.getWarps();
+    // The decode form keeps a channel a thread (one token a sequence).
+    int64_t vec =
+        tileParams.size() > 1 && !(inDecodeEntry(op) && op.getCuSeqlens())
+            ? tileParams[1]
+            : 1;
+    ShortConvKernel kernel(m, e.kb, threads, op.getKernelSize(), tile, vec);
     int64_t cb = kernel.channelBlocks();
     KernelBuilder &kb = e.kb;
     if (inDecodeEntry(op) && op.getCuSeqlens()) {
@@ -310,7 +398,7 @@ struct ShortConvGroupRowsPattern : OpKernelPattern<ShortConvGroupOp> {
     for (size_t i = 0; i < op.getInputs().size(); ++i) {
       ConvOperands m = convOperands(
           ops.getInputs()[i], ops.getWeights()[i].full, ops.getConvStates()[i],
-          resultOf(e.outputs, op.getResults()[i]).full,
+          resultOf(e.outputs, op.getResults()[i]),
           resultOf(e.outputs, op.getFinalStates()[i]), ops.getCuSeqlens());
       members.push_back(m);
       firstBlock.push_back(firstBlock.back() +
