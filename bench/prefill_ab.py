@@ -1,0 +1,49 @@
+"""A/B of prefill artifacts of one model in one process (GPU machine): for
+each run and each artifact, one sequence of T random tokens through
+`forward`, timed with Session.time (CUDA events), 3 warm-up + 20 reps.
+Runs interleave the artifacts so that drift shows. One JSON line per (run,
+artifact, T). The counterpart of bench/decode_ab.py.
+
+    python3 bench/prefill_ab.py --runs 2 --tokens 8192 a.k3bin b.k3bin
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import k3  # noqa: E402
+
+
+def time_artifact(path: str, tokens, rng):
+    art = k3.Artifact(path)
+    s = k3.Session(art, device="cuda:0")
+    s.random_weights(1)
+    for t in tokens:
+        s.reset_state()
+        call = dict(token_ids=rng.integers(0, art.vocab_size, t).astype(np.int32),
+                    cu_seqlens=np.array([0, t], np.int32), context_lens=np.zeros(1, np.int32))
+        times = sorted(s.time("forward", warmup=3, reps=20, **call))
+        yield dict(artifact=path, T=t, median_ms=times[len(times) // 2], min_ms=times[0],
+                   max_ms=times[-1], reps=len(times))
+    s.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("artifacts", nargs="+")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--tokens", default="8192")
+    a = ap.parse_args()
+    rng = np.random.default_rng(3)
+    for run in range(1, a.runs + 1):
+        for path in a.artifacts:
+            for row in time_artifact(path, [int(t) for t in a.tokens.split(",")], rng):
+                print(json.dumps(dict(run=run, **row)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
