@@ -1149,7 +1149,11 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::kda_mma_operands:
     // Latency-bound per block (barriers, a 16-step solve): throughput comes
     // from blocks per SM, so the registers are capped for 5 (85 registers,
-    // no spills, 38.5 KB of shared memory at K = 128).
+    // no spills, 38.5 KB of shared memory at K = 128). The unbounded gate's
+    // diagonal-block sums and off-diagonal tensor-core block need 124
+    // registers: 4 blocks (at 5 ptxas spilled 64 bytes).
+    if (cast<KDAMMAOperandsOp>(op).getGateKind() == DecayGateKind::neg_softplus)
+      return config(ctx, kind, {16}, 4, 0, 4);
     return config(ctx, kind, {16}, 4, 0, 5);
   case KernelKind::kda_mma_chain: {
     auto o = cast<KDAMMARecurrenceOp>(op);

@@ -37,6 +37,7 @@
 #include "lowering/cuda/CUDAKernels.h"
 
 #include "lowering/cuda/MMA.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -46,7 +47,7 @@ using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
-constexpr int64_t kChunk = 16, kMid = 7, kWarps = 4;
+constexpr int64_t kChunk = 16, kHalf = kChunk / 2, kMid = 7, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
 // The exact products' threads per token (kThreads / kChunk).
 constexpr int64_t kGroups = kThreads / kChunk;
@@ -140,8 +141,11 @@ public:
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
   int64_t layout() {
     // q, k and the intra-chunk factors (the unbounded gate's decays) in
-    // this order: channelSums reads up to 14 rows below k and the decays,
-    // which are then q and k, never written while it runs.
+    // this order: channelSums reads up to 7 rows below k and the decays,
+    // which are then q and k, never written while it runs. The unbounded
+    // gate's scratch (offDiagonalPartial) follows its decays inside the
+    // factors' words: 16 K + 512 <= 3 * 16 (K / 2 + 4) words for K >= 40
+    // (k3.kda_mma_operands has K a multiple of 64).
     offQ = kChunk * kDim * 4;
     offK = offQ + kChunk * kDim * 4;
     offOps = offK + kChunk * kDim * 4;
@@ -223,6 +227,9 @@ private:
       sOpTile[i] = viewAs(b.getBF16Type(), off, {kChunk, 2 * opStride});
     }
     sDecay = viewAs(f32, offOps, {kChunk * kDim});
+    // The unbounded gate's off-diagonal partial accumulators [warps][32][4]
+    // after the decays, in the factors' words that it leaves free.
+    sScratch = viewAs(f32, offOps + kChunk * kDim * 4, {kThreads * 4});
     sWords = viewAs(f32, 0, {offChan / 4 + 3 * kDim});
   }
 
@@ -296,6 +303,10 @@ private:
     gpu::BarrierOp::create(b, loc);
     products(hh, t0);
     gpu::BarrierOp::create(b, loc);
+    if (unbounded) {
+      offDiagonalSum(hh, t0);
+      gpu::BarrierOp::create(b, loc);
+    }
     solve(hh, t0);
   }
 
@@ -487,69 +498,112 @@ private:
     return acc;
   }
 
-  /// The unbounded gate's products, exact in f32: thread (t, q) with
-  /// t = tid / 8 sums over the channels c = 8 e + q (the eight threads of
-  /// a token read eight consecutive words: no bank conflicts)
+  /// The unbounded gate's products on the two diagonal 8 x 8 blocks
+  /// (tokens t, s in the same half of the chunk), exact in f32: thread
+  /// (t, q) with t = tid / 8 sums over the channels c = 8 e + q (the eight
+  /// threads of a token read eight consecutive words: no bank conflicts)
   ///   Aqk[t][s] = n_q(t) n_k(s) sum_c q_tc k_sc D_tsc   (s <= t)
   ///   L[t][s]   = beta_t n_k(t) n_k(s) sum_c k_tc k_sc D_tsc   (s < t)
   /// with D_tsc = prod_{r = s+1..t} 2^{g_rc} (every factor <= 1). Aqk and
-  /// L are two passes over the channels (16 sums live each, not 32: the
-  /// kernel's register cap is what lets 5 blocks share an SM); the eight
-  /// partial sums of each meet in a butterfly (channelSums).
+  /// L are two passes over the channels (8 sums live each: the kernel's
+  /// register cap is what lets 5 blocks share an SM); the eight partial
+  /// sums of each meet in a butterfly (channelSums), which leaves threads
+  /// q and q ^ 1 the pair p = q / 2 of distances 2p + 1, 2p: columns
+  /// s0 = t' - 2p - 1 and s0 + 1 (t' = t rounded up to odd). Pairs at or
+  /// past the half's first column bt (p <= P = (t' - bt - 1) / 2) are the
+  /// half's words bt / 2 + P - p; the others take the half's words above
+  /// the diagonal, bt / 2 + p, as zeros. Even q store Aqk, odd q store L
+  /// and, in the first half, the zero words of Aqk's second half (the
+  /// first half's words of rows t >= 8 come from offDiagonalSum).
   void exactProducts(Value hh, Value t0) {
-    Value t = em.divu(tid, kGroups), q = em.remu(tid, kGroups);
-    // Thread q's columns (channelSums): s = t' - 2q - 1 and s + 1, t' = t
-    // rounded up to odd, taken mod 16 so that the 8 threads cover the
-    // row's 16 columns; those outside [0, t] are written as zeros.
+    Value t = em.divu(tid, kGroups);
     Value tOdd = kb.addi(t, kb.subi(kb.idx(1), em.remu(t, 2)));
-    Value sRaw = kb.subi(tOdd, kb.addi(kb.muli(q, kb.idx(2)), kb.idx(1)));
-    Value s0 = em.remu(kb.addi(sRaw, kb.idx(kChunk)), kChunk);
-    Value t2 = kb.muli(t, kb.idx(2));
     Value zero = kb.f32(0.0);
-    // The pair's normalised values, masked to the lower triangle.
-    auto finish = [&](std::array<Value, 2> sum, Value rowScale, bool strict) {
-      std::array<Value, 2> out;
-      for (int64_t m = 0; m < 2; ++m) {
-        Value s = kb.addi(s0, kb.idx(m));
-        Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
-        Value inside = kb.andi(kb.notb(kb.lti(sRaw, kb.idx(0))),
-                               strict ? kb.lti(s, t) : kb.notb(kb.lti(t, s)));
-        out[m] = kb.select(inside, kb.mul(kb.mul(rowScale, nkS), sum[m]), zero);
-      }
-      return out;
-    };
+    // Each pass's sums first, then its columns (built after the loop, so
+    // that only t lives across it: the register cap of 5 blocks per SM).
+    std::array<Value, 2> aqkSums = channelSums(offQ, t, tOdd);
+    PairColumns col = pairColumns(t, tOdd);
+    Value valid = kb.lti(t, count);
     std::array<Value, 2> aqk =
-        finish(channelSums(offQ, t, tOdd, q), em.lds(sNorm, t2), false);
-    kb.ifThen(kb.lti(t, count), [&] {
-      em.sts(em.packWord(aqk[0], aqk[1]), packed,
-             {kb.idx(0), kb.addi(t0, t), hh,
-              kb.addi(kb.idx(R + 8), em.divu(s0, 2))});
+        finishPair(col, aqkSums, em.lds(sNorm, kb.muli(t, kb.idx(2))), t,
+                   /*strict=*/false);
+    auto storeAqk = [&](Value w, Value v) {
+      em.sts(v, packed,
+             {kb.idx(0), kb.addi(t0, t), hh, kb.addi(kb.idx(R + 8), w)});
+    };
+    kb.ifThen(kb.andi(valid, kb.notb(col.odd)),
+              [&] { storeAqk(col.word, em.packWord(aqk[0], aqk[1])); });
+    kb.ifThen(kb.andi(valid, kb.andi(col.odd, kb.lti(t, kb.idx(kHalf)))), [&] {
+      storeAqk(kb.addi(kb.idx(kHalf / 2), col.p), em.packWord(zero, zero));
     });
-    // Stored negated (L): the solve's updates are then plain FMAs.
-    Value nkT = em.lds(sNorm, kb.addi(t2, kb.idx(1)));
+    // Stored negated (L): the solve's updates are then plain FMAs. The
+    // solve reads row t's columns below t only: no zeros above.
+    std::array<Value, 2> lSums = channelSums(offK, t, tOdd);
+    PairColumns lcol = pairColumns(t, tOdd);
+    Value nkT = em.lds(sNorm, kb.addi(kb.muli(t, kb.idx(2)), kb.idx(1)));
     Value lScale = kb.mul(kb.neg(em.lds(sBeta, t)), nkT);
     std::array<Value, 2> l =
-        finish(channelSums(offK, t, tOdd, q), lScale, /*strict=*/true);
-    em.storeVector(l, sL, kb.addi(kb.muli(t, kb.idx(kLStride)), s0));
+        finishPair(lcol, lSums, lScale, t, /*strict=*/true);
+    kb.ifThen(kb.andi(lcol.odd, lcol.inHalf), [&] {
+      em.storeVector(l, sL, kb.addi(kb.muli(t, kb.idx(kLStride)), lcol.s0));
+    });
   }
 
-  /// sum_c x_tc k_sc D_tsc for s = t' - 2q - 1 and t' - 2q (exactProducts),
-  /// x the raw q or k rows in shared memory. The sums are indexed by the
-  /// distance d = t' - s (d = 0..15) rather than by s, so every shared
-  /// memory address is one register minus a constant and no per-column
-  /// predicate lives across the loop (ptxas spilled those):
+  /// Thread (t, q)'s pair in exactProducts: p = q / 2, whether it lies in
+  /// the half (p <= P), its Aqk word and first column s0.
+  struct PairColumns {
+    Value p, inHalf, word, s0, odd;
+  };
+  PairColumns pairColumns(Value t, Value tOdd) {
+    PairColumns c;
+    Value q = em.remu(tid, kGroups);
+    Value bt = kb.muli(em.divu(t, kHalf), kb.idx(kHalf));
+    c.p = em.divu(q, 2);
+    Value pairs = em.divu(kb.subi(kb.subi(tOdd, bt), kb.idx(1)), 2);
+    c.inHalf = kb.notb(kb.lti(pairs, c.p));
+    Value halfWord = em.divu(bt, 2);
+    c.word = kb.select(c.inHalf, kb.subi(kb.addi(halfWord, pairs), c.p),
+                       kb.addi(halfWord, c.p));
+    c.s0 = kb.muli(c.word, kb.idx(2));
+    c.odd = kb.eqi(em.remu(q, 2), kb.idx(1));
+    return c;
+  }
+  /// The pair's normalised values, masked to the lower triangle (and to
+  /// zero for the words above the half's diagonal).
+  std::array<Value, 2> finishPair(const PairColumns &c,
+                                  std::array<Value, 2> sum, Value rowScale,
+                                  Value t, bool strict) {
+    std::array<Value, 2> out;
+    for (int64_t m = 0; m < 2; ++m) {
+      Value s = kb.addi(c.s0, kb.idx(m));
+      Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
+      Value inside =
+          kb.andi(c.inHalf, strict ? kb.lti(s, t) : kb.notb(kb.lti(t, s)));
+      out[m] =
+          kb.select(inside, kb.mul(kb.mul(rowScale, nkS), sum[m]), kb.f32(0.0));
+    }
+    return out;
+  }
+
+  /// sum_c x_tc k_sc D_tsc over the distances d = t' - s = 0..7
+  /// (exactProducts), x the raw q or k rows in shared memory. The sums are
+  /// indexed by the distance rather than by s, so every shared memory
+  /// address is one register minus a constant and no per-column predicate
+  /// lives across the loop (ptxas spilled those):
   ///   D_0 = 1, D_1 = (t odd ? 2^{g_t} : 1), D_d = D_{d-1} 2^{g_{t'-d+1}}.
-  /// Distances past t' read rows below the staged ones: q's rows below k's
-  /// and k's below the decays (layout()), which no thread writes in this
-  /// phase; those sums are never used (finish masks them with a select),
-  /// and no valid sum reads such a row.
-  std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd, Value q) {
+  /// Distances past the half's first row read rows of the other half or
+  /// below the staged ones (q's rows below k's and k's below the decays,
+  /// layout()), which no thread writes in this phase; those sums are never
+  /// used (finish masks them with a select). Returns the sums of columns
+  /// t' - 2p - 1 and t' - 2p, p = q / 2.
+  std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd) {
+    Value q = em.remu(tid, kGroups);
     // Every load is sWords[base + constant]: one address register.
     Value rowTOdd = kb.muli(tOdd, kb.idx(kDim));
     Value xBack = kb.subi(tOdd, t); // 0 or 1 rows below t'
     Value tIsOdd = kb.eqi(em.remu(t, 2), kb.idx(1));
     Value zero = kb.f32(0.0), one = kb.f32(1.0);
-    SmallVector<Value> init(kChunk, zero);
+    SmallVector<Value> init(kHalf, zero);
     auto loop = scf::ForOp::create(
         b, loc, kb.idx(0), kb.idx(kDim / kGroups), kb.idx(1), init,
         [&](OpBuilder &, Location, Value e, ValueRange acc) {
@@ -562,7 +616,7 @@ private:
               kb.select(kb.eqi(xBack, kb.idx(0)), row(offX, 0), row(offX, 1));
           SmallVector<Value> next(acc.begin(), acc.end());
           Value d = one;
-          for (int64_t dist = 0; dist < kChunk; ++dist) {
+          for (int64_t dist = 0; dist < kHalf; ++dist) {
             if (dist == 1)
               d = kb.select(tIsOdd, row(offOps, 0), one);
             else if (dist > 1)
@@ -572,11 +626,22 @@ private:
           }
           scf::YieldOp::create(b, loc, next);
         });
-    // Reduce-scatter over the 8 threads of a token (lane bits 0..2): each
-    // step keeps the half its bit selects and adds the partner's copy, so
-    // thread q ends with distances 2q and 2q + 1: s = t' - 2q, t' - 2q - 1.
+    // Not unrolled: ptxas unrolling the 8-distance body spilled at the
+    // register cap (the annotation rides on the loop's back edge through
+    // convert-scf-to-cf to llvm.cond_br, then NVPTX's .pragma "nounroll").
+    MLIRContext *ctx = b.getContext();
+    loop->setAttr("loop_annotation",
+                  LLVM::LoopAnnotationAttr::get(
+                      ctx, {}, {}, {},
+                      LLVM::LoopUnrollAttr::get(ctx, b.getBoolAttr(true), {},
+                                                {}, {}, {}, {}, {}),
+                      {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}));
+    // Reduce-scatter over lane bits 2 and 1 of the token's 8 threads (each
+    // step keeps the half its bit selects and adds the partner's copy),
+    // then a sum with lane ^ 1: threads q and q ^ 1 end with distances 2p
+    // and 2p + 1, p = q / 2.
     SmallVector<Value> v(loop.getResults().begin(), loop.getResults().end());
-    for (int64_t bit = kGroups / 2; bit >= 1; bit /= 2) {
+    for (int64_t bit = kGroups / 2; bit >= 2; bit /= 2) {
       Value upper = kb.notb(kb.eqi(kb.andi(lane, kb.idx(bit)), kb.idx(0)));
       int64_t half = v.size() / 2;
       SmallVector<Value> kept(half);
@@ -587,14 +652,95 @@ private:
       }
       v = std::move(kept);
     }
-    // (s, s + 1) = (t' - 2q - 1, t' - 2q): distances 2q + 1 and 2q.
+    for (Value &x : v)
+      x = kb.add(x, em.shuffleXor(x, 1));
+    // (s0, s0 + 1) = (t' - 2p - 1, t' - 2p): distances 2p + 1 and 2p.
     return {v[1], v[0]};
+  }
+
+  /// The unbounded gate's off-diagonal block (t in [8, 16), s in [0, 8))
+  /// on the tensor cores, factorised about token 7:
+  ///   D_tsc = 2^{G_tc - G_7c} 2^{G_7c - G_sc},
+  /// both factors <= 1 (G falls along the chunk), so neither overflows and
+  /// what underflows is below f32 in the true product too. One m16n8k16
+  /// per 16 channels: A's rows g are q_t n_q(t) 2^{G_t - G_7} and rows
+  /// g + 8 are k_t n_k(t) 2^{G_t - G_7} (t = 8 + g), B's column g is
+  /// k_s n_k(s) 2^{G_7 - G_s} (s = g), built in registers from the staged
+  /// rows (bf16 factors, as the bounded gate's products). Warp w takes the
+  /// channel steps w, w + 4, ...; its accumulators go to sScratch.
+  void offDiagonalPartial() {
+    Value tA = kb.addi(gq, kb.idx(kHalf)), sB = gq;
+    Value nqT = em.lds(sNorm, kb.muli(tA, kb.idx(2)));
+    Value nkT = em.lds(sNorm, kb.addi(kb.muli(tA, kb.idx(2)), kb.idx(1)));
+    Value nkS = em.lds(sNorm, kb.addi(kb.muli(sB, kb.idx(2)), kb.idx(1)));
+    Value rowT = kb.muli(tA, kb.idx(kDim)), rowS = kb.muli(sB, kb.idx(kDim));
+    Value rowRef = kb.idx(kMid * kDim);
+    SmallVector<Value> init(4, kb.f32(0.0));
+    auto loop = scf::ForOp::create(
+        b, loc, warp, kb.idx(kDim / 16), kb.idx(kWarps), init,
+        [&](OpBuilder &, Location, Value step, ValueRange acc) {
+          // Channels 16 step + 2 tig + {0, 1} (h = 0) and + 8 (h = 1).
+          Value c0 = kb.addi(kb.muli(step, kb.idx(16)), tig2);
+          // Each pair rounded to bf16 as soon as it is formed: few values
+          // live (the register cap of 5 blocks per SM).
+          SmallVector<Value> aRows, bRows;
+          for (int64_t h = 0; h < 2; ++h) {
+            std::array<Value, 2> qa, ka, kbv;
+            for (int64_t m = 0; m < 2; ++m) {
+              Value c = kb.addi(c0, kb.idx(8 * h + m));
+              Value gRef = em.lds(sG, kb.addi(rowRef, c));
+              Value eA = exp2(kb.sub(em.lds(sG, kb.addi(rowT, c)), gRef));
+              Value eB = exp2(kb.sub(gRef, em.lds(sG, kb.addi(rowS, c))));
+              qa[m] = kb.mul(kb.mul(em.lds(sQ, kb.addi(rowT, c)), nqT), eA);
+              ka[m] = kb.mul(kb.mul(em.lds(sK, kb.addi(rowT, c)), nkT), eA);
+              kbv[m] = kb.mul(kb.mul(em.lds(sK, kb.addi(rowS, c)), nkS), eB);
+            }
+            aRows.push_back(em.pair(qa[0], qa[1]));
+            aRows.push_back(em.pair(ka[0], ka[1]));
+            bRows.push_back(em.pair(kbv[0], kbv[1]));
+          }
+          FragA fa = em.stack(aRows);
+          FragB fb = em.stack(bRows);
+          Acc d = em.mma(fa, fb, {acc[0], acc[1], acc[2], acc[3]});
+          scf::YieldOp::create(b, loc, ValueRange{d[0], d[1], d[2], d[3]});
+        });
+    em.storeVector(SmallVector<Value>(loop.getResults()), sScratch,
+                   kb.muli(tid, kb.idx(4)));
+  }
+
+  /// Warp 1 after the barrier: the warps' partial accumulators summed in
+  /// warp order; rows g are Aqk[8 + g][2 tig, +1] (one packed word of the
+  /// row's first half), rows g + 8 the same entries of L (times -beta_t).
+  void offDiagonalSum(Value hh, Value t0) {
+    kb.ifThen(kb.eqi(warp, kb.idx(1)), [&] {
+      SmallVector<Value> d;
+      for (int64_t w = 0; w < kWarps; ++w) {
+        SmallVector<Value> part = em.loadVector(
+            sScratch, kb.muli(kb.addi(lane, kb.idx(w * 32)), kb.idx(4)), 4);
+        if (w == 0)
+          d = part;
+        else
+          for (int64_t i = 0; i < 4; ++i)
+            d[i] = kb.add(d[i], part[i]);
+      }
+      Value t = kb.addi(gq, kb.idx(kHalf));
+      kb.ifThen(kb.lti(t, count), [&] {
+        em.sts(em.packWord(d[0], d[1]), packed,
+               {kb.idx(0), kb.addi(t0, t), hh, kb.addi(kb.idx(R + 8), tig)});
+      });
+      Value nb = kb.neg(em.lds(sBeta, t));
+      em.storeVector({kb.mul(nb, d[2]), kb.mul(nb, d[3])}, sL,
+                     kb.addi(kb.muli(t, kb.idx(kLStride)), tig2));
+    });
   }
 
   /// Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
   void products(Value hh, Value t0) {
-    if (unbounded)
-      return exactProducts(hh, t0);
+    if (unbounded) {
+      exactProducts(hh, t0);
+      offDiagonalPartial();
+      return;
+    }
     Value zero = kb.f32(0.0);
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
       auto acc = product(kKMM);
@@ -676,7 +822,8 @@ private:
   std::optional<double> lowerBound;
   bool l2, sigmoidBeta, unbounded;
   int64_t offQ, offK, offNorm, offBeta, offL, offOps, offChan;
-  Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3], sDecay;
+  Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3], sDecay,
+      sScratch;
   Value sWords; // all of it as f32 words (channelSums' one base register)
   Value gIn[3];
   Value tid, lane, warp, gq, tig, tig2, ch0, w0, w1, count;

@@ -9,7 +9,7 @@
 // (4 heads: 32 blocks), 2 on a 16-SM part, 8 for 96 heads.
 // RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=target.sm_count=16" --k3-outline-kernels | FileCheck %s --check-prefix=SMALLGPU
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=target.sm_count=0" 2>&1 | FileCheck %s --check-prefix=BADSMS
-// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
+// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -mlir-print-local-scope -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The tuning options (docs/kda-cuda.md): 2 warps per chain block, 2 stages,
 // the operand kernel capped for 4 blocks per SM.
@@ -27,7 +27,7 @@
 // channels each, a power of two dividing 6, so that they stay aligned):
 // assembles, and the loads are 4-byte bf16 pairs, not 12-byte vectors.
 // RUN: sed -e 's/128/192/g' -e 's/512xf32/768xf32/g' %s > %t.k192.mlir
-// RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.k192.out.mlir
+// RUN: k3-opt %t.k192.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -mlir-print-local-scope -o %t.k192.out.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k192.out.mlir > %t.k192.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k192.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k192.bin.mlir > %t.k192.ptx
@@ -35,10 +35,12 @@
 // RUN: %ptxas -arch=sm_90a %t.k192.ptx -o %t.k192.cubin
 
 // Kimi Linear's unbounded softplus gate: the operand kernel forms its
-// in-chunk products exactly in f32 (no mma.sync there, shuffles for the
-// channel sums); it assembles without spills.
+// in-chunk products on the two diagonal 8 x 8 blocks exactly in f32
+// (shuffles for the channel sums; the distance loop not unrolled) and the
+// off-diagonal block on the tensor cores (mma.sync after the shuffles), 4
+// blocks per SM; it assembles without spills.
 // RUN: sed -e 's/gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64/gate_kind = #k3<decay_gate neg_softplus>/' %s > %t.sp.mlir
-// RUN: k3-opt %t.sp.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.sp.out.mlir
+// RUN: k3-opt %t.sp.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -mlir-print-local-scope -o %t.sp.out.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.sp.out.mlir > %t.sp.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.sp.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.sp.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.sp.bin.mlir > %t.sp.ptx
@@ -141,8 +143,11 @@
 // K192: .entry kda_mma_recurrence_1
 
 // SOFTPLUS: .entry kda_mma_operands_0
+// SOFTPLUS: .minnctapersm 4
 // SOFTPLUS-NOT: mma.sync
+// SOFTPLUS: .pragma "nounroll"
 // SOFTPLUS: shfl.sync.bfly
+// SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // SOFTPLUS: .entry kda_mma_recurrence_1
 // SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 
