@@ -358,14 +358,33 @@ private:
       group = mma.commitGroup();
     }
     Value weight = rowWeight(tid);
-    SmallVector<Value> acc = mxfp4 ? mainLoopMXFP4(first, steps, copies, group)
-                                   : mainLoop(first, steps, copies, group);
-    if (weight)
-      mma.sts(weight, rowWeights, {tid});
-    gpu::BarrierOp::create(b, loc);
-    Value tile = em.storeAccumulators(smem, base, acc);
-    gpu::BarrierOp::create(b, loc);
-    epi(tile, rowWeights, EpilogueThreads{tid, kThreads, 0});
+    auto finish = [&](ArrayRef<Value> acc) {
+      if (weight)
+        mma.sts(weight, rowWeights, {tid});
+      gpu::BarrierOp::create(b, loc);
+      Value tile = em.storeAccumulators(smem, base, acc);
+      gpu::BarrierOp::create(b, loc);
+      epi(tile, rowWeights, EpilogueThreads{tid, kThreads, 0});
+    };
+    if (mxfp4)
+      return finish(mainLoopMXFP4(first, steps, copies, group));
+    if (g.dense)
+      return finish(mainLoop(first, steps, copies, group, 2));
+    // An expert's last tile often holds a few rows (at T = 8192 top-8 of
+    // 256 experts a segment averages 256 rows: about half the experts end
+    // in a tile of 1-32). A tile of at most 64 rows multiplies its first
+    // half alone: a uniform branch around two copies of the main loop, so
+    // that no wgmma accumulator crosses control flow inside a loop.
+    Value small = kb.notb(kb.lti(kb.idx(64), validRows));
+    auto branch = scf::IfOp::create(b, loc, TypeRange{}, small,
+                                    /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&branch.getThenRegion().front());
+      finish(mainLoop(first, steps, copies, group, 1));
+      b.setInsertionPointToStart(&branch.getElseRegion().front());
+      finish(mainLoop(first, steps, copies, group, 2));
+    }
   }
 
   /// The warp-specialised schedule (WGMMAPipeline.h): warpgroup 0 copies
@@ -425,12 +444,13 @@ private:
     return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc);
   }
 
-  /// The k-step loop over the two 64 x 128 accumulators, zeroed.
-  scf::ForOp stepLoop(int64_t steps) {
+  /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
+  scf::ForOp stepLoop(int64_t steps, int64_t halves = 2) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
         b, loc, em.accumulatorType(kTile));
+    SmallVector<Value> inits(halves, init);
     return scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1),
-                              ValueRange{init, init});
+                              inits);
   }
 
   /// A step's end: once every warp is done with `stage` (a block barrier),
@@ -445,9 +465,11 @@ private:
     scf::YieldOp::create(b, loc, acc);
   }
 
+  /// The main loop over the tile's first `halves` 64-row halves.
   SmallVector<Value> mainLoop(Value first, int64_t steps,
-                              ArrayRef<RowCopy> copies, Value group) {
-    scf::ForOp loop = stepLoop(steps);
+                              ArrayRef<RowCopy> copies, Value group,
+                              int64_t halves) {
+    scf::ForOp loop = stepLoop(steps, halves);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value kt = loop.getInductionVar();

@@ -130,20 +130,22 @@ struct WGMMAEmitter {
   }
 
   /// acc[h] += a_tile[64 h .. 64 h + 64, :] b_tile^T for one landed stage
-  /// (both tiles 128 x 64, K-major): four k-steps of 16, both halves; no
+  /// (both tiles 128 x 64, K-major): four k-steps of 16, the halves of
+  /// `acc` (both, or the first alone for a tile of at most 64 rows); no
   /// waits between the products (one drain at the end of the stage, unless
   /// `drain` is false: then the caller waits with wgmma.wait_group).
   SmallVector<Value> multiplyStage(Value aTile, Value bTile, Value tmA,
                                    Value tmB, ValueRange acc,
                                    bool drain = true) {
     SmallVector<Value> out(acc);
+    const int64_t halves = out.size();
     const int64_t n = kWGMMATileRows;
     MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
     MemRefType bType = tileType({kWGMMAK, n}, b.getBF16Type());
     auto noWait = b.getI64IntegerAttr(2 * kWGMMATileK / kWGMMAK);
     for (int64_t k = 0; k < kWGMMATileK; k += kWGMMAK) {
       Value dB = descriptor(bTile, tmB, 0, n, k, bType);
-      for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t h = 0; h < halves; ++h) {
         Value dA = descriptor(aTile, tmA, 64 * h, 64, k, aType);
         out[h] = nvgpu::WarpgroupMmaOp::create(b, loc, accumulatorType(n), dA,
                                                dB, noWait, UnitAttr(),
@@ -174,12 +176,13 @@ struct WGMMAEmitter {
     return acc;
   }
 
-  /// The two 64 x 128 accumulators into a 128 x 128 f32 tile of shared
-  /// memory at byte `offset` (callers put barriers around it).
+  /// The 64 x 128 accumulators (two, or the first half alone) into a 128 x
+  /// 128 f32 tile of shared memory at byte `offset` (callers put barriers
+  /// around it).
   Value storeAccumulators(Value smem, Value offset, ArrayRef<Value> acc) {
     const int64_t n = kWGMMATileRows;
     Value tile = view(smem, offset, tileType({128, n}, b.getF32Type()));
-    for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t h = 0; h < int64_t(acc.size()); ++h) {
       auto half = MemRefType::get(
           {64, n}, b.getF32Type(),
           StridedLayoutAttr::get(ctx(), 64 * h * n, {n, 1}), workgroup());

@@ -47,7 +47,15 @@
 // CHECK-COUNT-8: nvgpu.device_async_copy
 // CHECK: nvgpu.tma.async.load
 // CHECK: nvgpu.tma.async.load
-// CHECK: scf.for
+// A tile of at most 64 rows (an expert's last, often) runs the first half
+// alone: its main loop carries one accumulator and issues 4 wgmma a stage.
+// CHECK: scf.for {{.*}} -> (!nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>) {
+// CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}{waitGroup = 8 : i64}
+// CHECK-NOT: nvgpu.warpgroup.mma {{.*}}{waitGroup
+// CHECK: nvgpu.warpgroup.mma.store
+// CHECK-NOT: nvgpu.warpgroup.mma.store
+// CHECK: } else {
+// CHECK: scf.for {{.*}} -> (!nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>, !nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>) {
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvgpu.mbarrier.try_wait.parity
