@@ -84,8 +84,7 @@ int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4);
 constexpr int64_t kMXFP4StagedRowBytes = 36;
 /// Dynamic shared memory of mla_flash_wgmma for `stages` key/value buffers
 /// (MLAFlashWGMMA.cpp lays it out).
-int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
-                            int64_t consumers = 1);
+int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages);
 
 /// Dynamic shared memory of the tensor-core KDA chain per stage, for key
 /// and value dimensions and warps.

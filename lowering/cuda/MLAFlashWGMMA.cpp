@@ -35,7 +35,6 @@
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/WGMMA.h"
-#include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -52,8 +51,6 @@ using namespace mlir::k3;
 
 namespace {
 
-/// A query warpgroup's rows, the key tile, the TMA box (rows and columns)
-/// and a warpgroup's threads.
 constexpr int64_t kRows = 64, kKeys = 64, kBox = 64, kThreads = 128;
 /// Bytes of one 64 x 64 bf16 box.
 constexpr int64_t kBoxBytes = kRows * kBox * 2;
@@ -76,9 +73,6 @@ public:
     rank = ops.getLatent().shape[1] - dr;
     qBoxes = (dn + dr) / kBox;
     vBoxes = dv / kBox;
-    specialised = e.config.getWarps() == 12;
-    consumers = specialised ? 2 : 1;
-    blockRows = kRows * consumers;
     // The softmax in log2 units: exp(s scale) = 2^(s scale log2 e).
     scaleLog2 = op.getScale().convertToDouble() * M_LOG2E;
   }
@@ -89,17 +83,16 @@ public:
     if (failed(form))
       return failure();
     addTensorMapParameters();
-    // ceil(T / rows) query tiles per head, a few idle blocks past them.
-    int64_t threads = specialised ? kThreads * (1 + consumers) : kThreads;
-    e.setLaunch(*form, heads, (blockRows - 1) * heads, blockRows,
-                {threads, 1, 1}, mlaFlashSharedBytes(op, em.stages, consumers));
+    // ceil(T / 64) query tiles per head, a few idle blocks past them.
+    e.setLaunch(*form, heads, (kRows - 1) * heads, kRows, {kThreads, 1, 1},
+                mlaFlashSharedBytes(op, em.stages));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     head = em.remuIdx(bid, heads);
     Value fromLast = em.divuIdx(bid, heads);
-    Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(blockRows - 1)), blockRows);
+    Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(kRows - 1)), kRows);
     kb.ifThen(kb.lti(fromLast, tiles), [&] {
-      qStart = kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast),
-                       kb.idx(blockRows));
+      qStart =
+          kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast), kb.idx(kRows));
       body();
     });
     return success();
@@ -127,23 +120,18 @@ private:
         .setAttr(fn, b.getArrayAttr(attrs));
   }
 
-  // Shared memory, from the aligned base: each query warpgroup's q boxes,
-  // then per stage the keys' boxes and the values', then each query
-  // warpgroup's P.
-  Value qOffset(Value c, int64_t box) {
-    return kb.addi(at(box * kBoxBytes), kb.muli(c, kb.idx(qBoxes * kBoxBytes)));
-  }
+  // Shared memory, from the aligned base: q's boxes, then per stage the
+  // keys' boxes and the values', then P.
+  Value qOffset(int64_t box) { return at(box * kBoxBytes); }
   Value keyOffset(Value stage, int64_t box) {
-    return kb.addi(at((consumers * qBoxes + box) * kBoxBytes),
+    return kb.addi(at((qBoxes + box) * kBoxBytes),
                    kb.muli(stage, kb.idx((qBoxes + vBoxes) * kBoxBytes)));
   }
   Value valueOffset(Value stage, int64_t box) {
     return keyOffset(stage, qBoxes + box);
   }
   Value pOffset() {
-    return kb.addi(
-        at((consumers * qBoxes + em.stages * (qBoxes + vBoxes)) * kBoxBytes),
-        kb.muli(consumer, kb.idx(kBoxBytes)));
+    return at((qBoxes + em.stages * (qBoxes + vBoxes)) * kBoxBytes);
   }
   Value at(int64_t bytes) { return kb.addi(base, kb.idx(bytes)); }
 
@@ -157,15 +145,11 @@ private:
   /// Thread 0's loads of key tile `j` into `stage`: the keys' nope boxes
   /// and k_pe boxes, then the value boxes, on one barrier.
   void issueKeys(Value stage, Value j) {
+    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
     nvgpu::MBarrierArriveExpectTxOp::create(
         b, loc, bars, kb.idx((qBoxes + vBoxes) * kBoxBytes), stage, Value());
-    loadKeys(stage, j, bars);
-  }
-  /// The loads of issueKeys, completing on `barriers` (stage's).
-  void loadKeys(Value stage, Value j, Value barriers) {
-    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
     auto load = [&](Value dst, Value map, SmallVector<Value> coords) {
-      nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, map, coords, stage,
+      nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, map, coords, stage,
                                     Value(), Value());
     };
     for (int64_t i = 0; i < dn / kBox; ++i)
@@ -179,17 +163,14 @@ private:
            {kb.idx(dn + i * kBox), head, t0});
   }
 
-  /// The thread's warpgroup position: the query warpgroup (`consumer`),
-  /// its thread index, lane group and quad, and its first fragment row.
-  void placeThread(Value wgTid) {
-    Value lane = em.remuIdx(wgTid, 32);
+  void body() {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value first = kb.eqi(tid, kb.idx(0));
+    Value lane = em.remuIdx(tid, 32);
     group = em.divuIdx(lane, 4);
     quad = em.remuIdx(lane, 4);
-    rowBase = kb.addi(kb.muli(em.divuIdx(wgTid, 32), kb.idx(16)), group);
-  }
-
-  /// Shared memory, tensor maps and q's barrier (initialised by thread 0).
-  void setUpShared(Value first) {
+    rowBase = kb.addi(kb.muli(em.divuIdx(tid, 32), kb.idx(16)), group);
+    locateKeys();
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
     SmallVector<int64_t> box3 = {kRows, 1, kBox}, box2 = {kKeys, kBox};
@@ -200,85 +181,30 @@ private:
     auto oneBarrier =
         nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 1);
     qBar = nvgpu::MBarrierCreateOp::create(b, loc, oneBarrier);
+    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     nvgpu::MBarrierInitOp::create(b, loc, qBar, kb.idx(1), kb.idx(0), first);
+    for (int64_t s = 0; s < em.stages; ++s)
+      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
     for (Value arg : {tmQ, tmKV, tmLatent})
       if (arg)
         nvgpu::TmaPrefetchOp::create(b, loc, arg, first);
-  }
-
-  /// Thread 0's loads of every query warpgroup's q boxes, on qBar.
-  void loadQueries() {
-    nvgpu::MBarrierArriveExpectTxOp::create(
-        b, loc, qBar, kb.idx(consumers * qBoxes * kBoxBytes), kb.idx(0),
-        Value());
-    for (int64_t c = 0; c < consumers; ++c)
-      for (int64_t i = 0; i < qBoxes; ++i)
-        nvgpu::TmaAsyncLoadOp::create(
-            b, loc, boxAt(qOffset(kb.idx(c), i), true), qBar, tmQ,
-            ValueRange{kb.idx(i * kBox), head,
-                       kb.addi(qStart, kb.idx(c * kRows))},
-            kb.idx(0), Value(), Value());
-  }
-  void waitQueries() {
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
-                                           kb.idx(10000000), kb.idx(0));
-  }
-
-  void body() {
-    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    if (specialised)
-      return specialisedBody();
-    Value first = kb.eqi(tid, kb.idx(0));
-    consumer = kb.idx(0);
-    placeThread(tid);
-    locateKeys();
-    setUpShared(first);
-    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
-    for (int64_t s = 0; s < em.stages; ++s)
-      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
     gpu::BarrierOp::create(b, loc);
     kb.ifThen(first, [&] {
-      loadQueries();
+      nvgpu::MBarrierArriveExpectTxOp::create(
+          b, loc, qBar, kb.idx(qBoxes * kBoxBytes), kb.idx(0), Value());
+      for (int64_t i = 0; i < qBoxes; ++i)
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, boxAt(qOffset(i), true), qBar, tmQ,
+            ValueRange{kb.idx(i * kBox), head, qStart}, kb.idx(0), Value(),
+            Value());
       for (int64_t s = 0; s < em.stages; ++s)
         kb.ifThen(kb.lti(kb.idx(s), keyTiles),
                   [&] { issueKeys(kb.idx(s), kb.idx(s)); });
     });
-    waitQueries();
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
+                                           kb.idx(10000000), kb.idx(0));
     auto [acc, state] = mainLoop(first);
     epilogue(acc, state);
-  }
-
-  /// The warp-specialised schedule (tile [128, 64], 12 warps; FlashAttention
-  /// 3's roles): warpgroup 0's thread 0 streams the key tiles by TMA into
-  /// `stages` buffers (WGMMAPipeline's full and empty barriers); warpgroups
-  /// 1 and 2 each own 64 of the block's 128 queries and share every key
-  /// tile, so each key and value byte leaves L2 once per 128 queries
-  /// instead of once per 64. The query warpgroups synchronise only within
-  /// themselves (named barriers around P), so one's softmax runs beside
-  /// the other's products. Both run the block's key tiles (the first's
-  /// last causal tile is masked out).
-  void specialisedBody() {
-    Value first = kb.eqi(tid, kb.idx(0));
-    Value warpgroup = em.divuIdx(tid, kThreads);
-    Value isConsumer = kb.gei(warpgroup, kb.idx(1));
-    consumer = kb.select(isConsumer, kb.subi(warpgroup, kb.idx(1)), kb.idx(0));
-    placeThread(em.remuIdx(tid, kThreads));
-    locateKeys();
-    setUpShared(first);
-    WGMMAPipeline pipe(em, consumers, (qBoxes + vBoxes) * kBoxBytes);
-    pipe.init(tid);
-    kb.ifThen(kb.notb(isConsumer), [&] {
-      kb.ifThen(first, [&] { loadQueries(); });
-      pipe.produce(tid, keyTiles, [&](Value stage, Value j) {
-        loadKeys(stage, j, pipe.fullBarriers());
-      });
-    });
-    kb.ifThen(isConsumer, [&] {
-      pipe.enterConsumer();
-      waitQueries();
-      auto [acc, state] = consumerLoop(pipe);
-      epilogue(acc, state);
-    });
   }
 
   /// This thread's rows (token, its sequence's first token), the first
@@ -289,13 +215,12 @@ private:
       return cu ? emitSequenceOf(kb, cu.full, t).first : kb.idx(0);
     };
     Value lastToken = kb.subi(tokens, kb.idx(1));
-    Value firstRow = kb.addi(qStart, kb.muli(consumer, kb.idx(kRows)));
     for (int64_t r = 0; r < 2; ++r) {
-      rowToken[r] = kb.addi(firstRow, kb.addi(rowBase, kb.idx(8 * r)));
+      rowToken[r] = kb.addi(qStart, kb.addi(rowBase, kb.idx(8 * r)));
       rowFirstKey[r] = sequenceStart(kb.minsi(rowToken[r], lastToken));
     }
     kvBegin = sequenceStart(qStart);
-    Value last = kb.minsi(kb.addi(qStart, kb.idx(blockRows - 1)), lastToken);
+    Value last = kb.minsi(kb.addi(qStart, kb.idx(kRows - 1)), lastToken);
     keyTiles =
         em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(kKeys)), kKeys);
   }
@@ -317,8 +242,8 @@ private:
     SmallVector<Value> as, bs;
     for (int64_t k = 0; k < (dn + dr) / kWGMMAK; ++k) {
       int64_t box = k / 4, within = 32 * (k % 4);
-      as.push_back(descriptor(kb.addi(qOffset(consumer, box), kb.idx(within)),
-                              tmQ, {kRows, kWGMMAK}));
+      as.push_back(descriptor(kb.addi(qOffset(box), kb.idx(within)), tmQ,
+                              {kRows, kWGMMAK}));
       bs.push_back(descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)),
                               tmQ, {kWGMMAK, kKeys}));
     }
@@ -442,60 +367,7 @@ private:
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(b.getContext(),
                                    NVVM::SharedSpace::shared_cta));
-    warpgroupBarrier();
-  }
-
-  /// Every warp of this query warpgroup: the block in the one-warpgroup
-  /// schedule, else named barrier 2 + consumer over its 128 threads.
-  void warpgroupBarrier() {
-    if (!specialised) {
-      gpu::BarrierOp::create(b, loc);
-      return;
-    }
-    Type i32 = b.getI32Type();
-    Value id =
-        arith::IndexCastOp::create(b, loc, i32, kb.addi(consumer, kb.idx(2)));
-    Value n = arith::ConstantIntOp::create(b, loc, kThreads, 32);
-    NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
-                            Value());
-  }
-
-  /// A query warpgroup's loop in the specialised schedule: each key tile
-  /// as mainLoop's, the stage waited for on the pipeline's full barrier and
-  /// released once P V completed (the chains wait for their products).
-  std::pair<Value, RowState> consumerLoop(WGMMAPipeline &pipe) {
-    Value init = zeroAccumulator(dv);
-    sInit = zeroAccumulator(kKeys);
-    SmallVector<Value> inits = {init, negInf(), negInf(), kb.f32(0), kb.f32(0)};
-    auto loop =
-        scf::ForOp::create(b, loc, kb.idx(0), keyTiles, kb.idx(1), inits);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value j = loop.getInductionVar();
-      ValueRange args = loop.getRegionIterArgs();
-      RowState st{{args[1], args[2]}, {args[3], args[4]}};
-      Value stage = em.remuIdx(j, em.stages);
-      pipe.waitFull(j, stage);
-      Value o = tile(stage, j, args[0], st);
-      pipe.release(j);
-      // The warpgroup is done with P before the next tile rewrites it.
-      warpgroupBarrier();
-      scf::YieldOp::create(b, loc,
-                           ValueRange{o, st.m[0], st.m[1], st.l[0], st.l[1]});
-    }
-    RowState st{{loop.getResult(1), loop.getResult(2)},
-                {loop.getResult(3), loop.getResult(4)}};
-    return {loop.getResult(0), st};
-  }
-
-  /// One landed key tile: S, the softmax, O rescaled, P, O += P V.
-  Value tile(Value stage, Value j, Value o, RowState &st) {
-    Value s = scores(stage, sInit);
-    auto [p, alpha] = softmax(s, j, st);
-    o = rescale(o, alpha);
-    storeP(p);
-    return accumulate(stage, o);
+    gpu::BarrierOp::create(b, loc);
   }
 
   std::pair<Value, RowState> mainLoop(Value first) {
@@ -513,7 +385,11 @@ private:
       RowState st{{args[1], args[2]}, {args[3], args[4]}};
       Value stage = em.remuIdx(j, em.stages);
       em.waitStage(bars, j, stage);
-      Value o = tile(stage, j, args[0], st);
+      Value s = scores(stage, sInit);
+      auto [p, alpha] = softmax(s, j, st);
+      Value o = rescale(args[0], alpha);
+      storeP(p);
+      o = accumulate(stage, o);
       // Every warp is done with the stage and with P.
       gpu::BarrierOp::create(b, loc);
       Value next = kb.addi(j, kb.idx(em.stages));
@@ -575,13 +451,8 @@ private:
   WGMMAEmitter em;
   MMAEmitter mma;
   int64_t dn = 0, dr = 0, dv = 0, heads = 0, rank = 0, qBoxes = 0, vBoxes = 0;
-  /// The schedule: one warpgroup, or a producer and `consumers` query
-  /// warpgroups of kRows queries each (blockRows in all).
-  bool specialised = false;
-  int64_t consumers = 1, blockRows = kRows;
   double scaleLog2 = 0;
-  Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles,
-      consumer;
+  Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
   Value rowToken[2], rowFirstKey[2];
   Value smem, base, tmQ, tmKV, tmLatent, qBar, bars, sInit;
   SmallVector<Value> mapArgs;

@@ -108,23 +108,17 @@ void WGMMAPipeline::produceWithCopies(Value tid, Value steps,
             [&] { landed(kb.subi(steps, em.idx(1)), mma.commitGroup(), 0); });
 }
 
-void WGMMAPipeline::enterConsumer() {
-  NVVM::SetMaxRegisterOp::create(
-      em.b, em.loc, copies ? kCopyingConsumerRegisters : kConsumerRegisters,
-      NVVM::SetMaxRegisterAction::increase);
-}
-
-void WGMMAPipeline::release(Value kt) {
-  nvgpu::MBarrierArriveOp::create(em.b, em.loc, empty,
-                                  em.remuIdx(kt, em.stages));
-}
-
 Value WGMMAPipeline::consume(Value consumer, Value steps, int64_t columns,
                              int64_t groupsPerStage, const Multiply &multiply) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  enterConsumer();
+  NVVM::SetMaxRegisterOp::create(
+      b, loc, copies ? kCopyingConsumerRegisters : kConsumerRegisters,
+      NVVM::SetMaxRegisterAction::increase);
+  auto release = [&](Value kt) {
+    nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(kt, em.stages));
+  };
   Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
       b, loc, em.accumulatorType(columns));
   auto loop =

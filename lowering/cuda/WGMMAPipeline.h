@@ -86,16 +86,6 @@ public:
   /// have exited).
   void consumerBarrier();
 
-  // The steps of consume() for a consumer loop of its own (a loop that
-  // carries more than one accumulator, MLAFlashWGMMA.cpp):
-  /// The consumers' register file grows (setmaxnreg), once on entry.
-  void enterConsumer();
-  /// Waits until step `kt`'s stage landed.
-  void waitFull(Value kt, Value stage) { waitRound(full, kt, stage, 0); }
-  /// This thread is done with step `kt`'s stage (every wgmma that read it
-  /// completed): one arrival of the producer's refill.
-  void release(Value kt);
-
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
 
