@@ -36,6 +36,37 @@ bool checkDim(const DimExpr &d, size_t nsyms, std::string &msg) {
   return checkDimExpr(d, nsyms, msg);
 }
 
+// Launch dimensions at the symbols' max bounds: CUDA's limits (grid.x below
+// 2^31, grid.y and .z at most 65535; block.x and .y at most 1024, .z 64, and
+// 1024 threads in all; the H200's 227 KiB of shared memory a block), which
+// also keep a mutated table from launching an absurd amount of work.
+constexpr int64_t kMaxBlockThreads = 1024, kMaxCPUBlocks = int64_t(1) << 20;
+constexpr int64_t kLaunchDimMax[7] = {
+    (int64_t(1) << 31) - 1, 65535, 65535, 1024, 1024, 64, 232448};
+
+/// Dimension k of a launch (grid x, y, z, block x, y, z, shared memory
+/// bytes) over every symbol value in [0, max]: an affine ceil in one
+/// symbol is monotone, so its extremes are at the ends. Grids and shared
+/// memory may be 0 (no blocks at T = 0), blocks not. `hi`: its maximum.
+bool launchDimInRange(const DimExpr &d, int k,
+                      const std::vector<int64_t> &symMax, int64_t &hi,
+                      std::string &msg) {
+  std::vector<int64_t> zeros(symMax.size(), 0);
+  int64_t lo = 0, top = 0;
+  if (!evalDim(d, zeros.data(), zeros.size(), lo, msg) ||
+      !evalDim(d, symMax.data(), symMax.size(), top, msg))
+    return false;
+  hi = std::max(lo, top);
+  int64_t least = std::min(lo, top), floor = (k >= 3 && k < 6) ? 1 : 0;
+  if (least < floor || hi > kLaunchDimMax[k]) {
+    msg = "ranges over [" + std::to_string(least) + ", " + std::to_string(hi) +
+          "] for the symbols in [0, max]; it must lie in [" +
+          std::to_string(floor) + ", " + std::to_string(kLaunchDimMax[k]) + "]";
+    return false;
+  }
+  return true;
+}
+
 // Every rule of cuTensorMapEncodeTiled that holds whatever the symbol
 // values: rank, dims/strides/box counts, box sizes, the 16-byte rules,
 // swizzle span, enum ranges, the source, and (when every dim grows with the
@@ -456,6 +487,7 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
       }
       if (l.device >= kMaxDevices)
         return fail(lp, ln + ": device " + std::to_string(l.device) + " >= 64");
+      int64_t hi[7];
       for (int k = 0; k < 7; ++k) {
         const DimExpr &d = k < 3   ? l.grid[k]
                            : k < 6 ? l.block[k - 3]
@@ -465,7 +497,26 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
                                        "shared_mem"};
         if (!checkDim(d, a.symbols.size(), msg))
           return fail(lp + "." + names[k], ln + ": " + msg);
+        if (!launchDimInRange(d, k, symMax, hi[k], msg))
+          return fail(lp + "." + names[k], ln + ": " + names[k] + " " + msg);
       }
+      if (hi[3] * hi[4] * hi[5] > kMaxBlockThreads)
+        return fail(lp + ".block",
+                    ln + ": " + std::to_string(hi[3] * hi[4] * hi[5]) +
+                        " threads a block at the symbols' max bounds (at "
+                        "most " +
+                        std::to_string(kMaxBlockThreads) + ")");
+      // The CPU backend runs a grid's blocks one after another: the
+      // compiler's CPU kernels take one block; a table that asks for
+      // billions would keep k3-run busy for hours.
+      if (!collective && l.object < a.objects.size() &&
+          a.objects[l.object].target.rfind("cpu", 0) == 0 &&
+          hi[0] * hi[1] * hi[2] > kMaxCPUBlocks)
+        return fail(lp + ".grid",
+                    ln + ": " + std::to_string(hi[0] * hi[1] * hi[2]) +
+                        " blocks of a CPU kernel at the symbols' max bounds "
+                        "(at most " +
+                        std::to_string(kMaxCPUBlocks) + ")");
       if (l.args.size() > kMaxArgs)
         return fail(lp, ln + ": too many args");
       for (size_t ai = 0; ai < l.args.size(); ++ai) {

@@ -307,6 +307,64 @@ TEST(ArtifactErrors, SemanticChecks) {
   }
 }
 
+// Launch dimensions at the symbols' max bounds within CUDA's limits, and a
+// CPU kernel's grid within what the CPU backend runs block by block: a
+// mutated grid kept k3-run busy for minutes before these checks.
+TEST(ArtifactErrors, LaunchDimensionBounds) {
+  Artifact base = richArtifact();
+  auto expectErr = [](Artifact a, const char *needle) {
+    std::string e = readErr(a);
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  };
+  auto cuda = [](Artifact &a) -> Launch & { return a.entries[1].launches[0]; };
+  {
+    Artifact a = base;
+    cuda(a).grid[1] = DimExpr::constant(65536);
+    expectErr(a, "grid.y ranges over [65536, 65536]");
+  }
+  {
+    Artifact a = base;
+    cuda(a).grid[0] = DimExpr::symbol(0, int64_t(1) << 40, 0, 1);
+    expectErr(a, "grid.x ranges over [0, ");
+  }
+  {
+    Artifact a = base;
+    cuda(a).block[0] = DimExpr::constant(0);
+    expectErr(a, "block.x ranges over [0, 0]");
+  }
+  {
+    Artifact a = base;
+    cuda(a).block[0] = DimExpr::constant(32);
+    cuda(a).block[1] = DimExpr::constant(32);
+    cuda(a).block[2] = DimExpr::constant(2);
+    expectErr(a, "2048 threads a block");
+  }
+  {
+    Artifact a = base;
+    cuda(a).sharedMemBytes = DimExpr::constant(300000);
+    expectErr(a, "shared_mem ranges over [300000, 300000]");
+  }
+  {
+    Artifact a = base;
+    Launch &l = a.entries[0].launches[0]; // the toy model's CPU kernel
+    ASSERT_EQ(a.objects[l.object].target, kTargetCpuX86_64);
+    l.grid[0] = DimExpr::constant(2048);
+    l.grid[1] = DimExpr::constant(1024);
+    expectErr(a, "2097152 blocks of a CPU kernel");
+  }
+  {
+    // The same grid on a CUDA kernel is within its limits.
+    Artifact a = base;
+    cuda(a).grid[0] = DimExpr::constant(2048);
+    cuda(a).grid[1] = DimExpr::constant(1024);
+    std::vector<uint8_t> out;
+    std::string err;
+    ASSERT_TRUE(serialize(a, out, err)) << err;
+    Artifact back;
+    EXPECT_TRUE(deserialize(out.data(), out.size(), back, err)) << err;
+  }
+}
+
 TEST(Artifact, MXFP4Bytes) {
   // Codes at half a byte an element, one scale byte per 32 elements.
   EXPECT_EQ(tensorBytes(DType::MXFP4, 8 * 64), 8u * 64 / 2 + 8 * 64 / 32);
