@@ -6,15 +6,15 @@ artifact, T). The counterpart of bench/decode_ab.py.
 
     python3 bench/prefill_ab.py --runs 2 --tokens 8192 a.k3bin b.k3bin
 """
-import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import k3  # noqa: E402
+from ab_runs import ab_main  # noqa: E402
 
 
 def time_artifact(path: str, tokens, rng):
@@ -32,17 +32,7 @@ def time_artifact(path: str, tokens, rng):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("artifacts", nargs="+")
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--tokens", default="8192")
-    a = ap.parse_args()
-    rng = np.random.default_rng(3)
-    for run in range(1, a.runs + 1):
-        for path in a.artifacts:
-            for row in time_artifact(path, [int(t) for t in a.tokens.split(",")], rng):
-                print(json.dumps(dict(run=run, **row)), flush=True)
-    return 0
+    return ab_main(__doc__, "--tokens", "8192", time_artifact)
 
 
 if __name__ == "__main__":

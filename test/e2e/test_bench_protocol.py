@@ -148,3 +148,21 @@ def test_benchmarks_md_is_generated():
     import make_benchmarks_md as mk
     assert mk.render() == (ROOT / "docs" / "benchmarks.md").read_text(), \
         "docs/benchmarks.md is stale: python3 bench/make_benchmarks_md.py"
+
+
+def test_ab_runs_interleave(monkeypatch, capsys):
+    """bench/ab_runs.py (the A/B scripts' driver): every run visits every
+    artifact in order with every value, one JSON line per row."""
+    import ab_runs
+    seen = []
+
+    def time_artifact(path, values, rng):
+        for v in values:
+            seen.append((path, v))
+            yield dict(artifact=path, T=v, median_ms=1.0)
+    monkeypatch.setattr(sys, "argv", ["prefill_ab.py", "--runs", "2", "--tokens", "8,16", "a", "b"])
+    assert ab_runs.ab_main("doc", "--tokens", "8192", time_artifact) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["run"], r["artifact"], r["T"]) for r in rows] == [
+        (run, a, t) for run in (1, 2) for a in ("a", "b") for t in (8, 16)]
+    assert len(seen) == 8
