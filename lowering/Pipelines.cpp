@@ -144,6 +144,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "collectives of one rank), to check the communicator on "
                      "one device"),
       llvm::cl::init(false)};
+  Option<bool> vocabSplit{
+      *this, "vocab-split",
+      llvm::cl::desc("With tp > 1: the LM head by vocabulary rows and one "
+                     "all-gather of the logits (k3-partition)"),
+      llvm::cl::init(false)};
   Option<bool> report{*this, "report", llvm::cl::desc("Report the memory plan"),
                       llvm::cl::init(false)};
 };
@@ -157,7 +162,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(createCSEPass());
   // The SPMD program first: every later rewrite sees the split weights.
   if (o.tp > 1 || o.spmd)
-    pm.addPass(k3::createK3Partition({o.tp, o.spmd}));
+    pm.addPass(k3::createK3Partition({o.tp, o.spmd, o.vocabSplit}));
   // The decay gate is computed inside the KDA kernels, as the anchors do.
   pm.addPass(k3::createK3FuseKDAGate());
   if (o.exposeRouting)

@@ -86,6 +86,9 @@ struct K3LastTokenLogitsPass
         input = l.getInput();
       else if (auto n = dyn_cast<RMSNormOp>(def))
         input = n.getInput();
+      else if (auto g = dyn_cast<AllGatherOp>(def);
+               g && g.getDim() == 1) // a vocabulary-split head's logits
+        input = g.getInput();
       else
         break;
       if (cast<RankedTensorType>(input.getType()).getRank() != 2)

@@ -12,6 +12,7 @@
 #include "passes/Partition.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 
 namespace mlir::k3 {
@@ -19,6 +20,15 @@ namespace mlir::k3 {
 #include "passes/Passes.h.inc"
 
 namespace {
+
+/// Slices `weight`'s rows (dim 0) in `parts` where they divide; fails,
+/// changing nothing, where they do not.
+LogicalResult shardWeightIfDivisible(WeightOp weight, int64_t parts) {
+  int64_t rows = cast<RankedTensorType>(weight.getType()).getDimSize(0);
+  if (ShapedType::isDynamic(rows) || rows % parts != 0)
+    return failure();
+  return shardWeight(weight, 0, parts);
+}
 
 /// Slices the weights of the MLP blocks: every reader of each must be a
 /// block the pass splits (`splitting`), or slicing it would change another
@@ -35,6 +45,39 @@ LogicalResult shardBlockWeight(Value w, int64_t dim, int64_t parts,
              << "is split for tensor parallelism but also read by "
              << user->getName() << ", which is not split";
   return shardWeight(weight, dim, parts);
+}
+
+/// The LM head by vocabulary rows: the k3.linear that makes `fn`'s result
+/// named `logits` keeps 1/tp of its weight's rows, and an all-gather along
+/// the last dimension gives every rank the whole logits (so argmax and
+/// sampling stay as they are). Left whole where tp does not divide the
+/// vocabulary or the weight has other readers (a tied embedding).
+void splitVocabulary(func::FuncOp fn, int64_t tp) {
+  if (fn.isExternal())
+    return;
+  StringAttr key = K3Dialect::NameAttrHelper(fn.getContext()).getName();
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    auto name = fn.getResultAttrOfType<StringAttr>(i, key);
+    if (!name || name != "logits")
+      continue;
+    auto head = ret.getOperand(i).getDefiningOp<LinearOp>();
+    auto weight = head ? head.getWeight().getDefiningOp<WeightOp>() : nullptr;
+    auto type = head ? cast<RankedTensorType>(head.getType()) : nullptr;
+    if (!weight || !weight.getResult().hasOneUse() || type.getRank() != 2 ||
+        failed(shardWeightIfDivisible(weight, tp)))
+      continue;
+    Value full = head.getResult();
+    SmallVector<int64_t> shape(type.getShape());
+    shape.back() /= tp;
+    full.setType(type.clone(shape));
+    OpBuilder b(head.getContext());
+    b.setInsertionPointAfter(head);
+    auto gather = AllGatherOp::create(
+        b, head.getLoc(), type, full, b.getStringAttr(kTensorParallel),
+        b.getI64IntegerAttr(tp), b.getI64IntegerAttr(type.getRank() - 1));
+    full.replaceAllUsesExcept(gather.getResult(), gather);
+  }
 }
 
 struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
@@ -75,6 +118,9 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
         return signalPassFailure();
       allReduceResult(op, tp);
     }
+    if (vocabSplit && tp > 1)
+      for (auto fn : getOperation().getOps<func::FuncOp>())
+        splitVocabulary(fn, tp);
     if (failed(verify(getOperation())))
       return signalPassFailure();
   }

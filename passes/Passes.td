@@ -368,7 +368,12 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
       `k3.moe_experts` keeps `1/tp` of its intermediate width (gate and up
       rows, down columns) and one all-reduce sums the block's output.
     Weights carry `k3.shard` (sliced by the runtime at load); the router,
-    norms of the hidden state, embedding and LM head stay replicated. Runs
+    norms of the hidden state and embedding stay replicated, and so does
+    the LM head unless `vocab-split` (then the k3.linear that makes the
+    result named `logits` keeps 1/tp of its weight's rows, where tp
+    divides the vocabulary and nothing else reads the weight — a tied
+    embedding keeps it whole — and a `k3.all_gather` along the last
+    dimension completes the logits). Runs
     before the MoE, MLA and MLP rewrites, which then see the split weights.
 
     A weight read by anything the pass does not split the same way, a
@@ -381,7 +386,11 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
     Option<"spmd", "spmd", "bool", /*default=*/"false",
            "at tp = 1 too: the SPMD program of one rank (shards of one part, "
            "collectives of one rank), which checks a communicator on one "
-           "device">
+           "device">,
+    Option<"vocabSplit", "vocab-split", "bool", /*default=*/"false",
+           "with tp > 1: each rank keeps 1/tp of the LM head's vocabulary "
+           "rows and one all-gather along the vocabulary completes the "
+           "logits (off by default: NCCL gathers one row only yet)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

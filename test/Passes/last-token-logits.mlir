@@ -51,3 +51,22 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"})
   %h = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x16xbf16>) -> tensor<?x16xf32>
   return %h : tensor<?x16xf32>
 }
+
+// -----
+
+// A vocabulary-split head (k3-partition vocab-split=1): the all-gather of
+// the logits is row-wise too, and moves after the selection with the head.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[LAST:.*]] = k3.last_tokens
+// CHECK:         %[[L:.*]] = k3.linear %[[LAST]]
+// CHECK:         %[[G:.*]] = k3.all_gather %[[L]] {dim = 1 : i64, group = "tp", group_size = 2 : i64} : (tensor<?x8xf32>) -> tensor<?x16xf32>
+// CHECK:         return %[[G]]
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x16xf32> {k3.name = "logits"}) {
+  %e = k3.weight "embed" : tensor<16x8xbf16>
+  %h = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  %w = k3.weight "head" : tensor<8x8xbf16>
+  %l = k3.linear %h, %w : (tensor<?x8xf32>, tensor<8x8xbf16>) -> tensor<?x8xf32>
+  %g = k3.all_gather %l {group = "tp", group_size = 2 : i64, dim = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
+}

@@ -1,5 +1,6 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition=tp=2 | FileCheck %s
 // RUN: not k3-opt %s -split-input-file --k3-partition=tp=65 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition="tp=2 vocab-split=1" | FileCheck %s --check-prefix=VOCAB
 // RANGE: k3-partition: tp must be in [1, 64], got 65
 
 // An MLP block keeps half of its intermediate width on each rank: the gate
@@ -71,4 +72,47 @@ func.func @shared_weight(%x: tensor<?x32xf32>) -> tensor<?x48xf32> {
   %y = k3.glu_mlp silu %x, %g, %u, %d : (tensor<?x32xf32>, tensor<48x32xf32>, tensor<48x32xf32>, tensor<32x48xf32>) -> tensor<?x32xf32>
   %z = k3.linear %y, %g : (tensor<?x32xf32>, tensor<48x32xf32>) -> tensor<?x48xf32>
   return %z : tensor<?x48xf32>
+}
+
+// -----
+
+// The LM head (the linear that makes the result named logits) stays whole
+// by default; with vocab-split=1 each rank keeps half of its vocabulary
+// rows and an all-gather along the vocabulary completes the logits.
+
+// CHECK-LABEL: func.func @head
+// CHECK:         k3.weight "lm_head.weight" : tensor<64x32xf32>
+// CHECK-NOT:     k3.all_gather
+// VOCAB-LABEL: func.func @head
+// VOCAB:         %[[W:.*]] = k3.weight "lm_head.weight" {k3.shard = #k3.weight_shard<group = "tp", parts = 2, dim = 0>} : tensor<32x32xf32>
+// VOCAB:         %[[L:.*]] = k3.linear %{{.*}}, %[[W]] : (tensor<?x32xf32>, tensor<32x32xf32>) -> tensor<?x32xf32>
+// VOCAB:         %[[G:.*]] = k3.all_gather %[[L]] {dim = 1 : i64, group = "tp", group_size = 2 : i64} : (tensor<?x32xf32>) -> tensor<?x64xf32>
+// VOCAB:         return %[[G]]
+func.func @head(%x: tensor<?x32xf32>) -> (tensor<?x64xf32> {k3.name = "logits"}) {
+  %w = k3.weight "lm_head.weight" : tensor<64x32xf32>
+  %l = k3.linear %x, %w : (tensor<?x32xf32>, tensor<64x32xf32>) -> tensor<?x64xf32>
+  return %l : tensor<?x64xf32>
+}
+
+// -----
+
+// A tied LM head (the embedding reads the same weight) and a vocabulary
+// that tp does not divide keep the head whole.
+
+// VOCAB-LABEL: func.func @tied
+// VOCAB:         k3.weight "model.embed_tokens.weight" : tensor<64x32xf32>
+// VOCAB-NOT:     k3.all_gather
+// VOCAB-LABEL: func.func @odd
+// VOCAB:         k3.weight "lm_head.weight" : tensor<61x32xf32>
+// VOCAB-NOT:     k3.all_gather
+func.func @tied(%ids: tensor<?xi32>) -> (tensor<?x64xf32> {k3.name = "logits"}) {
+  %w = k3.weight "model.embed_tokens.weight" : tensor<64x32xf32>
+  %x = k3.embedding %ids, %w : (tensor<?xi32>, tensor<64x32xf32>) -> tensor<?x32xf32>
+  %l = k3.linear %x, %w : (tensor<?x32xf32>, tensor<64x32xf32>) -> tensor<?x64xf32>
+  return %l : tensor<?x64xf32>
+}
+func.func @odd(%x: tensor<?x32xf32>) -> (tensor<?x61xf32> {k3.name = "logits"}) {
+  %w = k3.weight "lm_head.weight" : tensor<61x32xf32>
+  %l = k3.linear %x, %w : (tensor<?x32xf32>, tensor<61x32xf32>) -> tensor<?x61xf32>
+  return %l : tensor<?x61xf32>
 }

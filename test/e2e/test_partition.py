@@ -183,3 +183,30 @@ def test_spmd_program_of_one_rank_is_the_plain_one(partitioned):
     spmd = run(tmp, art, [wfile], inp, "spmd_one")
     assert np.array_equal(spmd["logits"], plain["logits"])
 
+
+
+def test_vocab_split_lm_head(partitioned):
+    """vocab-split=1: each rank keeps half of the LM head's vocabulary rows
+    and one all-gather along the vocabulary completes the logits (on each
+    sequence's last token: k3-last-token-logits moves the selection before
+    the gather); the logits match one rank's, and greedy decoding after the
+    prefill continues as one rank's does."""
+    tmp, mlir, arts, cfg, weights, wfile = partitioned
+    art = tmp / "tp2-vocab.k3bin"
+    r = compile_tp(mlir, art, 2, " vocab-split=1")
+    assert r.returncode == 0, r.stderr
+    text = describe(art)
+    if cfg.tie_word_embeddings or cfg.vocab_size % 2:  # the LM head stays whole
+        assert "all_gather" not in text and "lm_head.weight': dim 0" not in text
+        return
+    assert "lm_head.weight': dim 0 split 2 ways over group tp" in text, text
+    assert "all_gather over tp (2 ranks)" in text
+    inp = packed(cfg, [5, 17, 1, 9], seed=11)
+    one = run(tmp, arts[1], [wfile], inp, "vocab_one")
+    got = run(tmp, art, [wfile], inp, "vocab_two")
+    assert got["logits"].shape == one["logits"].shape
+    assert rel_err(got["logits"], one["logits"]) <= 1e-5
+    gen = lambda a: subprocess.run(  # noqa: E731
+        [f"{BIN}/k3-run", str(a), "--weights", str(wfile), "--prompt", "3,1,4,1,5",
+         "--max-new-tokens", "6", "--quiet"], capture_output=True, text=True, check=True).stdout
+    assert gen(art) == gen(arts[1])
