@@ -7,10 +7,11 @@
 // tokens in order with the last kernel_size - 1 inputs of each channel in
 // registers, so each input is read once and the taps come from registers.
 // V channels a thread make each token's load and store one vector of V
-// elements: with one bf16 channel a thread, a warp moved 64 bytes an
-// instruction and the T = 8192 prefill's convolution ran at 2.5x its
-// bytes' time (0.093 ms a call at 4096 channels,
-// bench/results/profile-gpu/kl48b-prefill-T8192-20261203T1925Z-327ab3c.txt).
+// elements (a warp moved 64 bytes an instruction with one bf16 channel a
+// thread). That was not what held the kernel at 2.5x its bytes' time:
+// V = 4 took 0.0897 ms a call against 0.0945 at T = 8192 and 4096 channels
+// (bench/results/e2e-checks/short-conv-vec-ab-nvidia-h200-20261204T0110Z.txt);
+// the cause is not found yet.
 // The loop nest gave every output its own thread, which searched cu_seqlens,
 // loaded kernel_size inputs and kernel_size weights, and ran a second launch
 // for the final state (0.26 ms per call at T = 8192 and 4096 channels on the
