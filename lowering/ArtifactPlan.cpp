@@ -322,22 +322,38 @@ ArtifactPlanner::tensorMapArgs(LaunchOp launch, Operation *phase,
     FailureOr<art::DType> dt = dtypeOf(launch, v.getType());
     if (failed(dt))
       return failure();
+    // A box of lower rank reads the operand's leading dimensions as one
+    // (row-major, they are contiguous): the grouped MoE down GEMM's rows
+    // of h [T, K, I] as [T K, I].
+    int64_t rank = map.getBox().size();
+    if (rank < 1 || rank > (int64_t)shape.size())
+      return launch.emitOpError()
+             << "tensor map of operand " << i << " has a box of rank " << rank
+             << " over " << shape.size() << " dimensions";
+    int64_t collapsed = shape.size() - rank + 1;
+    FailureOr<art::DimExpr> outer =
+        productDim(launch, ArrayRef<int64_t>(shape).take_front(collapsed));
+    if (failed(outer))
+      return failure();
     art::TensorMapSpec spec;
     spec.source = args[i];
     spec.dtype = *dt;
-    spec.rank = shape.size();
+    spec.rank = rank;
     // Innermost first; row-major byte strides, which need static inner
     // dimensions.
     int64_t stride = art::dtypeSize(*dt);
-    for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    for (int64_t d = shape.size() - 1; d >= collapsed; --d) {
+      if (shape[d] < 0)
+        return launch.emitOpError() << "tensor map of operand " << i
+                                    << " needs static inner dimensions";
       spec.dims.push_back(dimExpr(shape[d]));
       if (d + 1 < (int64_t)shape.size())
         spec.strides.push_back(art::DimExpr::constant(stride));
-      if (d > 0 && shape[d] < 0)
-        return launch.emitOpError() << "tensor map of operand " << i
-                                    << " needs static inner dimensions";
       stride *= shape[d];
     }
+    spec.dims.push_back(*outer);
+    if (rank > 1)
+      spec.strides.push_back(art::DimExpr::constant(stride));
     for (int64_t b : map.getBox())
       spec.box.push_back(b);
     spec.swizzle = static_cast<uint8_t>(map.getSwizzle());

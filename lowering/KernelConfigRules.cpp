@@ -1457,13 +1457,14 @@ namespace {
 /// 16 or 32 KiB), and `stagedPerStage` more bytes after all the stages'
 /// tiles; 1 KiB to align the tiles to the 128-byte swizzle's 1024-byte
 /// pattern. The epilogue reuses the stages for the f32 tile: 128 x 128
-/// (64 KiB), or for the warp-specialised schedule 192 x 256 (192 KiB: its
-/// consumers' rows land 64 rows in, LinearWGMMA.cpp).
+/// (68 KiB with its rows padded, WGMMA.h), or for the warp-specialised
+/// schedule 192 x 256 (198 KiB: its consumers' rows land 64 rows in,
+/// LinearWGMMA.cpp).
 int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN,
                          int64_t stagedPerStage) {
   int64_t epilogueRows = tileN == 256 ? 192 : 128;
   return std::max<int64_t>(stages * ((128 + tileN) * 64 * 2 + stagedPerStage),
-                           epilogueRows * tileN * 4) +
+                           epilogueRows * wgmmaEpilogueRowStride(tileN) * 4) +
          1024;
 }
 } // namespace

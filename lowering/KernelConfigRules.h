@@ -75,6 +75,18 @@ int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
 int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128);
+
+/// Row stride, in f32 elements, of the epilogue's accumulator tile of
+/// `cols` columns. nvgpu.warpgroup.mma.store writes one f32 per lane and
+/// store, lanes 4 r .. 4 r + 3 in row r of 8: with rows 128 or 256 floats
+/// apart all 8 rows hit the same banks (Nsight Compute measured a 9.1-way
+/// conflict on the grouped MoE GEMMs' epilogue); 8 more floats a row put
+/// rows r and r + 4 alone on a bank (2-way), and keep rows 16-byte aligned
+/// for the epilogue's vector reads.
+constexpr int64_t kEpilogueRowPad = 8;
+inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
+  return cols + kEpilogueRowPad;
+}
 /// Dynamic shared memory of the grouped MoE wgmma kernel: the linear's,
 /// and with MXFP4 weights each stage's staged codes and scales
 /// (MXFP4Tile.h) after the stages.

@@ -223,7 +223,9 @@ def K3_TensorMapAttr : K3_Attr<"TensorMap", "tensor_map"> {
     symbolic shape, innermost dimension first, row-major strides, this
     `box` (elements per dimension, innermost first), `swizzle`, L2
     promotion to 256 bytes and zero fill out of bounds (a partial tile
-    reads zeros).
+    reads zeros). A `box` of lower rank than the operand reads the
+    operand's leading dimensions as one (row-major, they are contiguous):
+    a box of rank 2 over [T, K, I] maps [T K, I].
   }];
   let parameters = (ins
     "int64_t":$operand,

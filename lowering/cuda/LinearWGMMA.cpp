@@ -230,10 +230,8 @@ private:
       // block's first: warpgroup g's 64 rows land 64 g rows past the view.
       // The tile is therefore 64 (1 + consumers) rows, the consumers' rows
       // from 64 on, and each stores through a view of the tile's start.
-      Value tile = em.view(smem, base,
-                           em.tileType({kTileM + 64, tileN}, b.getF32Type()));
-      Value start =
-          em.view(smem, base, em.tileType({64, tileN}, b.getF32Type()));
+      Value tile = em.epilogueTile(smem, base, kTileM + 64, tileN);
+      Value start = em.epilogueTile(smem, base, 64, tileN);
       nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc, start);
       pipe.consumerBarrier();
       storeRows(tile, 64, kb.subi(tid, em.idx(128)), 128 * kConsumers);

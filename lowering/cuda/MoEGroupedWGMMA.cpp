@@ -13,11 +13,15 @@
 //   over [E, N, K]: coordinates (k, n, e)) into the 128-byte swizzle; the
 //   rows' tiles by cp.async, each thread 8 rows of one 16-byte chunk,
 //   placed at the swizzled chunk: for the gate/up GEMM the rows are
-//   gathered from x by their token (row_source / K), for the down GEMM
-//   they are h's own sorted rows. Rows past the segment are zero-filled.
-//   `stages` buffers: the cp.async groups and one mbarrier per stage for
-//   the TMA bytes; a proxy fence makes the cp.async bytes visible to
-//   wgmma.
+//   gathered from x by their token (row_source / K). Rows past the
+//   segment are zero-filled. `stages` buffers: the cp.async groups and
+//   one mbarrier per stage for the TMA bytes; a proxy fence makes the
+//   cp.async bytes visible to wgmma.
+// - The down GEMM's rows are h's own sorted rows, contiguous: they come by
+//   TMA too (a rank-2 map over h [T, K, I] read as [T K, I]), so its main
+//   loop waits on mbarriers alone, as the dense linear's does. A tile's
+//   rows past its segment are the next expert's (or zeros past T K): their
+//   products land in accumulator rows that the epilogue never writes.
 // - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
 //   W3, so one 128-column product holds both halves of 64 channels, and
 //   the epilogue writes act(gate, up) as bf16 h.
@@ -87,6 +91,10 @@ struct GroupedGEMM {
     return !weights.empty() && weights[0].stored &&
            isa<Float4E2M1FNType>(weights[0].stored);
   }
+  /// Whether the rows come by TMA: the down GEMM's sorted rows of h, with
+  /// bf16 weights (MXFP4 weights are staged by the threads, which then
+  /// copy the rows too).
+  bool rowsByTMA() const { return !glu && !dense && !mxfp4(); }
 };
 
 /// Who writes the tile: `threads` threads, this one `t`; output row r is
@@ -108,7 +116,7 @@ public:
       : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
         loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
         mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
-        mxfp4Rows(em, mma, tileN) {
+        rowsByTMA(g.rowsByTMA()), mxfp4Rows(em, mma, tileN) {
     if (g.rowWeights)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
@@ -176,6 +184,9 @@ private:
     return success();
   }
 
+  /// The rows' box, outermost first: 128 rows of [T K], 64 k.
+  SmallVector<int64_t> rowBox() const { return {kTile, kTileK}; }
+
   /// A weight tile's box, outermost first: [1 expert,] rows, 64 k.
   SmallVector<int64_t> weightBox() const {
     if (g.dense)
@@ -189,14 +200,19 @@ private:
     auto fn = e.fn;
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
     SmallVector<Attribute> attrs;
-    for (int64_t operand : g.maps) {
+    auto addMap = [&](int64_t operand, ArrayRef<int64_t> box) {
       unsigned n = fn.getNumArguments();
       (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
-      mapArgs.push_back(fn.getFunctionBody().front().getArgument(n));
-      SmallVector<int64_t> box(llvm::reverse(weightBox())); // innermost first
-      attrs.push_back(TensorMapAttr::get(b.getContext(), operand, box,
+      SmallVector<int64_t> inner(llvm::reverse(box)); // innermost first
+      attrs.push_back(TensorMapAttr::get(b.getContext(), operand, inner,
                                          TensorMapSwizzle::swizzle_128b));
-    }
+      return fn.getFunctionBody().front().getArgument(n);
+    };
+    for (int64_t operand : g.maps)
+      mapArgs.push_back(addMap(operand, weightBox()));
+    // The rows: operand 0 (h), its leading [T, K] read as one dimension.
+    if (rowsByTMA)
+      rowsMapArg = addMap(0, rowBox());
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(attrs));
   }
@@ -217,6 +233,8 @@ private:
   };
   SmallVector<RowCopy> rowCopies() {
     SmallVector<RowCopy> out;
+    if (rowsByTMA)
+      return out;
     Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
     for (int64_t q = 0; q < kRowsPerThread; ++q) {
       Value r = kb.addi(row0, kb.idx(q * (kThreads / 8)));
@@ -262,16 +280,26 @@ private:
       nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, tm, at, stage,
                                     Value(), Value());
     }
+    if (rowsByTMA)
+      nvgpu::TmaAsyncLoadOp::create(
+          b, loc, em.tile(smem, stageOffset(stage, 0)), barriers, rowsMap,
+          ValueRange{k0, rowStart}, stage, Value(), Value());
+  }
+
+  /// TMA bytes of one stage: the weights' tile, and the rows' (rowsByTMA).
+  int64_t tmaStageBytes() const {
+    return tileN * kTileK * 2 + (rowsByTMA ? kTile * kTileK * 2 : 0);
   }
 
   /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
   void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first) {
-    copyRows(stage, kt, copies);
+    if (!rowsByTMA)
+      copyRows(stage, kt, copies);
     if (mxfp4)
       return mxfp4Rows.stage(stagingOf(stage), tid, weightRow, kt);
     kb.ifThen(first, [&] {
       nvgpu::MBarrierArriveExpectTxOp::create(
-          b, loc, bars, kb.idx(kWGMMATileBytes), stage, Value());
+          b, loc, bars, kb.idx(tmaStageBytes()), stage, Value());
       loadWeights(stage, kt, bars);
     });
   }
@@ -312,6 +340,8 @@ private:
     rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
     for (Value arg : mapArgs)
       weightMaps.push_back(em.tensorMap(arg, weightBox()));
+    if (rowsByTMA)
+      rowsMap = em.tensorMap(rowsMapArg, rowBox());
     swizzle = weightMaps.empty() ? em.swizzleTag(weightBox()) : weightMaps[0];
     if (!mxfp4)
       return;
@@ -345,6 +375,8 @@ private:
                                       first);
       for (Value tm : weightMaps)
         nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+      if (rowsByTMA)
+        nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
       gpu::BarrierOp::create(b, loc);
     }
     SmallVector<RowCopy> copies = rowCopies();
@@ -391,7 +423,8 @@ private:
   /// the rows (cp.async) and loads the weights (TMA), warpgroups 1 and 2
   /// multiply 64 rows each by all tileN columns and write the tile.
   void specialisedBody(const Epilogue &epi) {
-    WGMMAPipeline pipe(em, kConsumers, tileN * kTileK * 2, /*copies=*/true);
+    WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
+                       /*copies=*/!rowsByTMA);
     pipe.init(tid);
     Value warpgroup = em.divuIdx(tid, kThreads);
     Value steps = kb.idx(g.reduction / kTileK);
@@ -399,13 +432,17 @@ private:
       Value first = kb.eqi(tid, kb.idx(0));
       for (Value tm : weightMaps)
         nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+      auto load = [&](Value stage, Value kt) {
+        loadWeights(stage, kt, pipe.fullBarriers());
+      };
+      if (rowsByTMA) {
+        nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
+        return pipe.produce(tid, steps, load);
+      }
       SmallVector<RowCopy> copies = rowCopies();
-      pipe.produceWithCopies(
-          tid, steps,
-          [&](Value stage, Value kt) {
-            loadWeights(stage, kt, pipe.fullBarriers());
-          },
-          [&](Value stage, Value kt) { copyRows(stage, kt, copies); });
+      pipe.produceWithCopies(tid, steps, load, [&](Value stage, Value kt) {
+        copyRows(stage, kt, copies);
+      });
     });
     kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
       Value consumer = kb.subi(warpgroup, kb.idx(1));
@@ -422,11 +459,9 @@ private:
       // Upstream's nvgpu.warpgroup.mma.store places warp w's rows at 16 w
       // with w = tid / 32, as if its warpgroup were the block's first:
       // warpgroup g's rows land 64 g rows past the view (LinearWGMMA.cpp).
-      Value tile =
-          em.view(smem, base, em.tileType({kTile + 64, tileN}, b.getF32Type()));
+      Value tile = em.epilogueTile(smem, base, kTile + 64, tileN);
       nvgpu::WarpgroupMmaStoreOp::create(
-          b, loc, acc,
-          em.view(smem, base, em.tileType({64, tileN}, b.getF32Type())));
+          b, loc, acc, em.epilogueTile(smem, base, 64, tileN));
       pipe.consumerBarrier();
       epi(tile, rowWeights, EpilogueThreads{t, kThreads * kConsumers, 64});
     });
@@ -475,10 +510,13 @@ private:
     Value kt = loop.getInductionVar();
     Value stage = em.remuIdx(kt, em.stages);
     // Step kt's rows landed (the later stages' groups may be pending) and
-    // are visible to the async proxy that wgmma reads through.
-    mma.waitGroups(group, int32_t(em.stages - 1));
-    fenceForWGMMA();
-    gpu::BarrierOp::create(b, loc);
+    // are visible to the async proxy that wgmma reads through (rows by TMA
+    // complete on the stage's mbarrier).
+    if (!rowsByTMA) {
+      mma.waitGroups(group, int32_t(em.stages - 1));
+      fenceForWGMMA();
+      gpu::BarrierOp::create(b, loc);
+    }
     em.waitStage(bars, kt, stage);
     SmallVector<Value> acc =
         em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
@@ -546,12 +584,14 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   MMAEmitter mma;
-  bool specialised, mxfp4;
+  bool specialised, mxfp4, rowsByTMA;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
   SmallVector<Value> mapArgs, weightMaps, weightBytes;
+  /// The rows' tensor-map parameter and map (rowsByTMA).
+  Value rowsMapArg, rowsMap;
   /// A value of the tensor-map type that names the operand tiles' swizzle
   /// for their wgmma descriptors.
   Value swizzle;

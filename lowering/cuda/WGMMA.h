@@ -13,6 +13,7 @@
 #define K3_LOWERING_CUDA_WGMMA_H
 
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelConfigRules.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -176,16 +177,31 @@ struct WGMMAEmitter {
     return acc;
   }
 
+  /// The epilogue's `rows` x `cols` f32 tile at byte `offset`, rows
+  /// kEpilogueRowPad elements apart past `cols` (wgmmaEpilogueRowStride).
+  Value epilogueTile(Value smem, Value offset, int64_t rows, int64_t cols) {
+    int64_t stride = wgmmaEpilogueRowStride(cols);
+    Value padded = view(smem, offset, tileType({rows, stride}, b.getF32Type()));
+    auto type = MemRefType::get({rows, cols}, b.getF32Type(),
+                                StridedLayoutAttr::get(ctx(), 0, {stride, 1}),
+                                workgroup());
+    return memref::SubViewOp::create(
+        b, loc, type, padded, ValueRange{}, ValueRange{}, ValueRange{},
+        b.getDenseI64ArrayAttr({0, 0}), b.getDenseI64ArrayAttr({rows, cols}),
+        b.getDenseI64ArrayAttr({1, 1}));
+  }
+
   /// The 64 x 128 accumulators (two, or the first half alone) into a 128 x
-  /// 128 f32 tile of shared memory at byte `offset` (callers put barriers
-  /// around it).
+  /// 128 f32 epilogue tile of shared memory at byte `offset` (callers put
+  /// barriers around it).
   Value storeAccumulators(Value smem, Value offset, ArrayRef<Value> acc) {
-    const int64_t n = kWGMMATileRows;
-    Value tile = view(smem, offset, tileType({128, n}, b.getF32Type()));
+    const int64_t n = kWGMMATileRows, stride = wgmmaEpilogueRowStride(n);
+    Value tile = epilogueTile(smem, offset, 128, n);
     for (int64_t h = 0; h < int64_t(acc.size()); ++h) {
       auto half = MemRefType::get(
           {64, n}, b.getF32Type(),
-          StridedLayoutAttr::get(ctx(), 64 * h * n, {n, 1}), workgroup());
+          StridedLayoutAttr::get(ctx(), 64 * h * stride, {stride, 1}),
+          workgroup());
       Value sub = memref::SubViewOp::create(
           b, loc, half, tile, ValueRange{}, ValueRange{}, ValueRange{},
           b.getDenseI64ArrayAttr({64 * h, 0}), b.getDenseI64ArrayAttr({64, n}),

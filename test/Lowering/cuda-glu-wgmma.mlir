@@ -22,7 +22,7 @@
 
 // CHECK-LABEL: gpu.func @glu_gate_up_0(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[GMAP:.*]]: !llvm.ptr, %[[UMAP:.*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 3, grid_offset = 381, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 66560>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 3, grid_offset = 381, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 70656>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 1, box = [64, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK: builtin.unrealized_conversion_cast %[[GMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<64x64xbf16, #gpu.address_space<workgroup>>
 // CHECK-COUNT-8: nvgpu.device_async_copy

@@ -7,7 +7,9 @@
 // copies its rows by cp.async (gathered by token for gate/up), thread 0
 // loads the weights by TMA (boxes of 128 or 256 rows), and each thread
 // fences and arrives on the full barrier once its copies of the step
-// before landed; warpgroups 1 and 2 multiply m64n256k16.
+// before landed; warpgroups 1 and 2 multiply m64n256k16. The down GEMM's
+// rows (h's sorted rows, contiguous) come by TMA too: a rank-2 map over
+// h [T, K, I] read as [T K, I], and its producer is thread 0 alone.
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=4" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The schedule's limits: the copying producer's lagging arrivals need 3
@@ -25,7 +27,7 @@
 // COLUMNS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with the [128, 256, 64] tile needs output columns in multiples of 256, got 128
 
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
-// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 197632>
+// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 203776>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 5, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
 // CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 // CHECK: nvvm.setmaxregister {{ *}}decrease 56
@@ -43,8 +45,13 @@
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 4
 // CHECK: nvgpu.warpgroup.mma.store
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 197632>
-// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 256, 1], swizzle = swizzle_128b>]
+// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 203776>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 256, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>]
+// CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c49152
+// CHECK-COUNT-2: nvgpu.tma.async.load
+// CHECK: nvvm.setmaxregister {{ *}}increase 232
 
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 56
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 224

@@ -6,9 +6,10 @@
 //   ordered walk with a shuffle scan per warp.
 // - moe_grouped_wgmma (lowering/cuda/MoEGroupedWGMMA.cpp), gate/up and
 //   down: the weights by TMA through rank-3 tensor maps (box 64 k x 64 or
-//   128 rows x 1 expert), the rows by cp.async (zero-filled past the
-//   segment), a proxy fence, wgmma m64n128k16; a block per (row tile,
-//   column tile) for ceil(T K / 128) + E row tiles.
+//   128 rows x 1 expert); gate/up's rows by cp.async (zero-filled past the
+//   segment) and a proxy fence, down's by TMA (h [T, K, I] as [T K, I]);
+//   wgmma m64n128k16; a block per (row tile, column tile) for
+//   ceil(T K / 128) + E row tiles.
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // f32 activations keep the loop nests for the GEMMs (the dispatch kernel
@@ -41,7 +42,7 @@
 // CHECK: gpu.shuffle  up
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[W1MAP:.*]]: !llvm.ptr, %[[W3MAP:.*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 2302, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 66560>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 2302, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 70656>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 5, box = [64, 64, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 6, box = [64, 64, 1], swizzle = swizzle_128b>]
 // CHECK: builtin.unrealized_conversion_cast %[[W1MAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-COUNT-8: nvgpu.device_async_copy
@@ -65,7 +66,11 @@
 // CHECK: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>]
+// The down GEMM's rows come by TMA: no cp.async, one mbarrier for both
+// tiles' bytes.
+// CHECK-NOT: nvgpu.device_async_copy
+// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
 // CHECK: scf.for
 // CHECK: memref.store %{{.*}}, %[[SCALES]]
 // CHECK: vector.store {{.*}} : memref<?x256xbf16>, vector<4xbf16>
