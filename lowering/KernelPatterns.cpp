@@ -23,10 +23,10 @@ const KernelPattern *KernelPatternSet::lookup(Operation *op,
 
 void KernelEmission::setLaunch(GridSymbol sym, int64_t scale, int64_t offset,
                                int64_t divisor, ArrayRef<int64_t> block,
-                               int64_t smem) const {
+                               int64_t smem, int64_t gridY) const {
   FunctionOpInterface f = fn;
   auto shape = LaunchShapeAttr::get(f.getContext(), sym, scale, offset, divisor,
-                                    block, smem);
+                                    block, smem, gridY);
   K3Dialect::LaunchShapeAttrHelper(f.getContext()).setAttr(f, shape);
   setLaunchBounds(block);
 }
@@ -53,7 +53,8 @@ void KernelEmission::setLaunchBounds(ArrayRef<int64_t> block) const {
 
 void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
                                int64_t perUnit, int64_t extra, int64_t divisor,
-                               ArrayRef<int64_t> block, int64_t smem) const {
+                               ArrayRef<int64_t> block, int64_t smem,
+                               int64_t gridY) const {
   GridSymbol sym = form.symbol == kNumTokens ? GridSymbol::num_tokens
                    : form.symbol == kNumSeqs ? GridSymbol::num_seqs
                                              : GridSymbol::none;
@@ -61,7 +62,8 @@ void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
   if (scale == 0)
     sym = GridSymbol::none;
   int64_t offset = form.b * perUnit + extra;
-  setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem);
+  setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem,
+            gridY);
 }
 
 FailureOr<KernelBuilder::Linear>
