@@ -410,7 +410,6 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
       return failure();
     llvm::append_range(r.args, *maps);
     r.grid[0] = gridOf(shape);
-    r.grid[1] = art::DimExpr::constant(shape.getGridY());
     for (int d = 0; d < 3; ++d)
       r.block[d] = art::DimExpr::constant(shape.getBlock()[d]);
     r.dynamicSharedMemory = art::DimExpr::constant(shape.getDynamicSmem());

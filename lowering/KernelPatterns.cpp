@@ -23,10 +23,10 @@ const KernelPattern *KernelPatternSet::lookup(Operation *op,
 
 void KernelEmission::setLaunch(GridSymbol sym, int64_t scale, int64_t offset,
                                int64_t divisor, ArrayRef<int64_t> block,
-                               int64_t smem, int64_t gridY) const {
+                               int64_t smem) const {
   FunctionOpInterface f = fn;
   auto shape = LaunchShapeAttr::get(f.getContext(), sym, scale, offset, divisor,
-                                    block, smem, gridY);
+                                    block, smem);
   K3Dialect::LaunchShapeAttrHelper(f.getContext()).setAttr(f, shape);
   setLaunchBounds(block);
 }
@@ -53,8 +53,7 @@ void KernelEmission::setLaunchBounds(ArrayRef<int64_t> block) const {
 
 void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
                                int64_t perUnit, int64_t extra, int64_t divisor,
-                               ArrayRef<int64_t> block, int64_t smem,
-                               int64_t gridY) const {
+                               ArrayRef<int64_t> block, int64_t smem) const {
   GridSymbol sym = form.symbol == kNumTokens ? GridSymbol::num_tokens
                    : form.symbol == kNumSeqs ? GridSymbol::num_seqs
                                              : GridSymbol::none;
@@ -62,8 +61,7 @@ void KernelEmission::setLaunch(const KernelBuilder::Linear &form,
   if (scale == 0)
     sym = GridSymbol::none;
   int64_t offset = form.b * perUnit + extra;
-  setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem,
-            gridY);
+  setLaunch(sym, scale, std::max<int64_t>(offset, 0), divisor, block, smem);
 }
 
 FailureOr<KernelBuilder::Linear>

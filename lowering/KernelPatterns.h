@@ -38,15 +38,13 @@ struct KernelEmission {
   /// Sets the GPU kernel's launch: grid.x = ceil_div(scale * sym + offset,
   /// divisor) blocks of `block` threads, `smem` bytes of dynamic shared
   /// memory; and its launch bounds (setLaunchBounds).
-  /// `gridY` blocks in y (LaunchShapeAttr).
   void setLaunch(GridSymbol sym, int64_t scale, int64_t offset, int64_t divisor,
-                 ArrayRef<int64_t> block, int64_t smem = 0,
-                 int64_t gridY = 1) const;
+                 ArrayRef<int64_t> block, int64_t smem = 0) const;
   /// The same with the grid's size a KernelBuilder::Linear form (a * symbol
   /// + b) times `perUnit`, divided by `divisor`.
   void setLaunch(const KernelBuilder::Linear &form, int64_t perUnit,
                  int64_t extra, int64_t divisor, ArrayRef<int64_t> block,
-                 int64_t smem = 0, int64_t gridY = 1) const;
+                 int64_t smem = 0) const;
   /// The token count `symDim` (a symbolic dimension) as a Linear form for
   /// setLaunch; an error on `op`, naming the config's kernel, when it is
   /// not linear in one runtime size.

@@ -47,7 +47,7 @@ LogicalResult
 LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         GridSymbol symbol, int64_t scale, int64_t offset,
                         int64_t divisor, ArrayRef<int64_t> block,
-                        int64_t dynamicSmem, int64_t gridY) {
+                        int64_t dynamicSmem) {
   if (divisor < 1)
     return emitError() << "grid_divisor must be positive, got " << divisor;
   if (symbol == GridSymbol::none ? scale != 0 : scale < 1)
@@ -61,8 +61,6 @@ LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "block has more than 1024 threads";
   if (dynamicSmem < 0)
     return emitError() << "dynamic_smem must not be negative";
-  if (gridY < 1 || gridY > 65535)
-    return emitError() << "grid_y must be in [1, 65535], got " << gridY;
   return success();
 }
 

@@ -184,9 +184,7 @@ def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
     grid's x size symbolic: `ceil_div(grid_scale * S + grid_offset,
     grid_divisor)` blocks, where S is `grid_symbol` (`none`: 0), a runtime
     size of the call (`num_tokens`, `num_seqs`) or of the device
-    (`device_sm_count`). Grid y is the constant `grid_y` (2 for kernels
-    whose clusters pair two blocks along y: `nvvm.cluster_dim` [1, 2, 1],
-    because a symbolic x is not always even); z is 1.
+    (`device_sm_count`). Grid y and z are 1.
   }];
   let parameters = (ins
     "GridSymbol":$grid_symbol,
@@ -194,8 +192,7 @@ def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
     "int64_t":$grid_offset,
     "int64_t":$grid_divisor,
     K3_SizesParameter<"threads per block in x, y, z">:$block,
-    DefaultValuedParameter<"int64_t", "0">:$dynamic_smem,
-    DefaultValuedParameter<"int64_t", "1">:$grid_y
+    DefaultValuedParameter<"int64_t", "0">:$dynamic_smem
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -22,14 +22,6 @@
 //   loop waits on mbarriers alone, as the dense linear's does. A tile's
 //   rows past its segment are the next expert's (or zeros past T K): their
 //   products land in accumulator rows that the epilogue never writes.
-// - Block pairs (the down GEMM's one-warpgroup schedule, an even number
-//   of column tiles): the two blocks of a cluster along y take column
-//   tiles 2 j and 2 j + 1 of the same row tile, so they read the same
-//   rows: each loads 64 of the 128 by TMA, multicast to both, which halves
-//   the rows' L2 traffic (Nsight Compute: the grouped GEMMs ran at 90 % of
-//   L2 throughput, bench/results/ncu/). A stage is refilled once both
-//   blocks are done reading it: a cluster barrier whose wait overlaps the
-//   next step's products (pairedMainLoop, WGMMA.h).
 // - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
 //   W3, so one 128-column product holds both halves of 64 channels, and
 //   the epilogue writes act(gate, up) as bf16 h.
@@ -124,9 +116,7 @@ public:
       : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
         loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
         mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
-        rowsByTMA(g.rowsByTMA()),
-        paired(rowsByTMA && !specialised && g.columnTiles % 2 == 0),
-        mxfp4Rows(em, mma, tileN) {
+        rowsByTMA(g.rowsByTMA()), mxfp4Rows(em, mma, tileN) {
     if (g.rowWeights)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
@@ -150,19 +140,13 @@ public:
     if (g.dense)
       return emitDense(*tokens, epi);
     // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
-    // partial), times the column tiles (in x, or their pairs in x and the
-    // pair's block in y).
-    int64_t pairs = paired ? WGMMAEmitter::kPairBlocks : 1, nx = nb / pairs;
-    e.setLaunch(*tokens, topK * nx, (kTile - 1 + kTile * experts) * nx, kTile,
+    // partial), times the column tiles.
+    e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
                 {threads(), 1, 1},
-                groupedWGMMASharedBytes(em.stages, tileN, mxfp4), pairs);
+                groupedWGMMASharedBytes(em.stages, tileN, mxfp4));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    mTile = em.divuIdx(bid, nx);
-    nTile = em.remuIdx(bid, nx);
-    if (paired) {
-      em.setPairCluster(e.fn);
-      nTile = kb.addi(kb.muli(nTile, kb.idx(pairs)), em.pairRank());
-    }
+    mTile = em.divuIdx(bid, nb);
+    nTile = em.remuIdx(bid, nb);
     Value total = kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
     kb.ifThen(kb.lti(mTile, total), [&] {
       locateTile();
@@ -200,11 +184,8 @@ private:
     return success();
   }
 
-  /// The rows' box, outermost first: 128 rows of [T K] (64, each block's
-  /// half, when paired), 64 k.
-  SmallVector<int64_t> rowBox() const {
-    return {paired ? kTile / WGMMAEmitter::kPairBlocks : kTile, kTileK};
-  }
+  /// The rows' box, outermost first: 128 rows of [T K], 64 k.
+  SmallVector<int64_t> rowBox() const { return {kTile, kTileK}; }
 
   /// A weight tile's box, outermost first: [1 expert,] rows, 64 k.
   SmallVector<int64_t> weightBox() const {
@@ -300,23 +281,9 @@ private:
                                     Value(), Value());
     }
     if (rowsByTMA)
-      loadRows(stage, k0, barriers);
-  }
-
-  /// The rows' tile of the k-step at `k0` by TMA: all 128 rows, or when
-  /// paired this block's half, multicast to both blocks.
-  void loadRows(Value stage, Value k0, Value barriers) {
-    Value dst = stageOffset(stage, 0), row = rowStart, mask;
-    if (paired) {
-      int64_t half = kTile / WGMMAEmitter::kPairBlocks;
-      Value rank = em.pairRank();
-      dst = kb.addi(dst, kb.muli(rank, kb.idx(half * kTileK * 2)));
-      row = kb.addi(row, kb.muli(rank, kb.idx(half)));
-      mask = em.pairMask();
-    }
-    nvgpu::TmaAsyncLoadOp::create(
-        b, loc, em.view(smem, dst, em.tileType(rowBox(), b.getBF16Type())),
-        barriers, rowsMap, ValueRange{k0, row}, stage, mask, Value());
+      nvgpu::TmaAsyncLoadOp::create(
+          b, loc, em.tile(smem, stageOffset(stage, 0)), barriers, rowsMap,
+          ValueRange{k0, rowStart}, stage, Value(), Value());
   }
 
   /// TMA bytes of one stage: the weights' tile, and the rows' (rowsByTMA).
@@ -410,11 +377,7 @@ private:
         nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
       if (rowsByTMA)
         nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
-      // The partner block's multicasts complete on these barriers too.
-      if (paired)
-        em.publishBarrierInit();
-      else
-        gpu::BarrierOp::create(b, loc);
+      gpu::BarrierOp::create(b, loc);
     }
     SmallVector<RowCopy> copies = rowCopies();
     int64_t steps = g.reduction / kTileK;
@@ -541,8 +504,6 @@ private:
   SmallVector<Value> mainLoop(Value first, int64_t steps,
                               ArrayRef<RowCopy> copies, Value group,
                               int64_t halves) {
-    if (paired)
-      return pairedMainLoop(first, steps, halves);
     scf::ForOp loop = stepLoop(steps, halves);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -562,42 +523,6 @@ private:
                          em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
                          loop.getRegionIterArgs());
     refillAndYield(stage, kt, steps, copies, first, acc);
-    return SmallVector<Value>(loop.getResults());
-  }
-
-  /// The main loop of block pairs: step kt's products are issued, then,
-  /// while they run, the cluster barrier that step kt - 1's end arrived on
-  /// is waited for (both blocks are done reading its stage) and the stage
-  /// is refilled with step kt - 1 + stages; the step's end arrives. A
-  /// whole cluster barrier between products and refill, as the unpaired
-  /// loop has a block barrier, made the paired down GEMM 27 % slower.
-  SmallVector<Value> pairedMainLoop(Value first, int64_t steps,
-                                    int64_t halves) {
-    auto aligned = b.getUnitAttr();
-    scf::ForOp loop = stepLoop(steps, halves);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value kt = loop.getInductionVar();
-      Value stage = em.remuIdx(kt, em.stages);
-      em.waitStage(bars, kt, stage);
-      SmallVector<Value> acc =
-          em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
-                           em.tile(smem, stageOffset(stage, 1)), swizzle,
-                           swizzle, loop.getRegionIterArgs(), /*drain=*/false);
-      kb.ifThen(kb.gei(kt, kb.idx(1)), [&] {
-        NVVM::ClusterWaitOp::create(b, loc, aligned);
-        Value last = kb.subi(kt, kb.idx(1));
-        Value next = kb.addi(last, kb.idx(em.stages));
-        kb.ifThen(kb.lti(next, kb.idx(steps)),
-                  [&] { issue(em.remuIdx(last, em.stages), next, {}, first); });
-      });
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      NVVM::ClusterArriveOp::create(b, loc, aligned);
-      scf::YieldOp::create(b, loc, acc);
-    }
-    // The last step's arrival, so that no block leaves its pair waiting.
-    NVVM::ClusterWaitOp::create(b, loc, aligned);
     return SmallVector<Value>(loop.getResults());
   }
 
@@ -660,8 +585,6 @@ private:
   WGMMAEmitter em;
   MMAEmitter mma;
   bool specialised, mxfp4, rowsByTMA;
-  /// Whether blocks run in pairs sharing the rows (the header).
-  bool paired;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;

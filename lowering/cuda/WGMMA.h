@@ -211,38 +211,6 @@ struct WGMMAEmitter {
     return tile;
   }
 
-  /// Block pairs: kernels launched with two blocks along y per cluster
-  /// (`nvvm.cluster_dim` [1, 2, 1], grid y 2) whose blocks share an
-  /// operand tile. Each block loads half of it by TMA, multicast into both
-  /// blocks' shared memory at the same offset, where it completes both
-  /// blocks' full barrier of the stage; so before a block refills a stage
-  /// both must be done reading it (a cluster barrier: the main loop of
-  /// MoEGroupedWGMMA.cpp arrives and waits apart), and before the first
-  /// load both blocks' barriers must be initialised (publishBarrierInit).
-  static constexpr int64_t kPairBlocks = 2;
-  /// This block's rank in its pair (blockIdx.y = its rank in the cluster).
-  Value pairRank() { return gpu::BlockIdOp::create(b, loc, gpu::Dimension::y); }
-  /// The multicast mask of both blocks of the pair.
-  Value pairMask() {
-    return arith::ConstantIntOp::create(b, loc, (1 << kPairBlocks) - 1, 16);
-  }
-  /// Every thread of both blocks arrives (release) and waits (acquire).
-  void clusterSync() {
-    NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr());
-    NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
-  }
-  /// This block's mbarrier initialisations made visible to the cluster,
-  /// then clusterSync.
-  void publishBarrierInit() {
-    NVVM::FenceMbarrierInitOp::create(b, loc);
-    clusterSync();
-  }
-  /// Marks `fn` as launched in block pairs along y.
-  void setPairCluster(Operation *fn) {
-    fn->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
-                b.getDenseI32ArrayAttr({1, int32_t(kPairBlocks), 1}));
-  }
-
   /// Waits for stage `stage` of loop step `kt` (parity of its round).
   void waitStage(Value bars, Value kt, Value stage) {
     Value round = divuIdx(kt, stages);

@@ -66,31 +66,12 @@
 // CHECK: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
-// The down GEMM's rows come by TMA, in block pairs (2 column tiles, even):
-// the grid's y is the pair, a cluster of [1, 2, 1]; each block loads 64 of
-// the 128 rows (box [64, 64]) multicast to both; one mbarrier expects both
-// tiles' bytes; the barriers' init is published to the cluster; in the
-// loop the cluster barrier's wait (both blocks done with the last step's
-// stage) and the refill come between the products and their wait, and the
-// step's end arrives; one more wait after the loop.
-// CHECK-SAME: grid_y = 2>
-// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 64], swizzle = swizzle_128b>]
-// CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
+// CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>]
+// The down GEMM's rows come by TMA: no cp.async, one mbarrier for both
+// tiles' bytes.
 // CHECK-NOT: nvgpu.device_async_copy
-// CHECK: nvvm.fence.mbarrier.init
-// CHECK-NEXT: nvvm.cluster.arrive
-// CHECK-NEXT: nvvm.cluster.wait
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
-// CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
 // CHECK: scf.for
-// CHECK: nvgpu.warpgroup.mma
-// CHECK: nvvm.cluster.wait
-// CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
-// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK-NEXT: nvvm.cluster.arrive
-// CHECK: scf.yield
-// CHECK-NEXT: }
-// CHECK-NEXT: nvvm.cluster.wait
 // CHECK: memref.store %{{.*}}, %[[SCALES]]
 // CHECK: vector.store {{.*}} : memref<?x256xbf16>, vector<4xbf16>
 
@@ -99,11 +80,6 @@
 // PTX: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX: fence.proxy.async.shared::cta
 // PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
-// PTX: .entry moe_grouped_down_2(
-// PTX: .reqnctapercluster 1, 2, 1
-// PTX: fence.mbarrier_init.release.cluster
-// PTX: barrier.cluster.arrive.aligned
-// PTX: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
 
 // PTXAS: Function properties for moe_grouped_down_2
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
