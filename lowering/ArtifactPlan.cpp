@@ -363,6 +363,45 @@ ArtifactPlanner::tensorMapArgs(LaunchOp launch, Operation *phase,
   return out;
 }
 
+/// What a kernel takes through the arg `arg` of operand `v`: a weight its
+/// own bytes, an activation or state the bytes of the operand's symbolic
+/// shape (0, unchecked, where that is not one linear expression).
+art::ArgNeed ArtifactPlanner::needOf(Operation *launch, Value v,
+                                     const art::Arg &arg) {
+  art::ArgNeed need;
+  need.kind = arg.kind;
+  if (arg.kind == art::ArgKind::Weight) {
+    const art::Weight &w = builder.artifact().weights[arg.index];
+    uint64_t numel = 1;
+    for (int64_t d : w.shape)
+      numel *= uint64_t(d);
+    need.bytes =
+        art::DimExpr::constant(int64_t(art::tensorBytes(w.dtype, numel)));
+    return need;
+  }
+  if (arg.kind != art::ArgKind::Buffer)
+    return need;
+  FailureOr<art::DType> dt = dtypeOf(launch, v.getType());
+  SmallVector<int64_t> shape = symbolicShape(v);
+  int64_t k = 1, dynamic = 0, sym = 0;
+  for (int64_t d : shape) {
+    if (d >= 0)
+      k *= d;
+    else
+      ++dynamic, sym = d;
+  }
+  if (failed(dt) || art::dtypeSize(*dt) == 0 || dynamic > 1)
+    return need;
+  k *= int64_t(art::dtypeSize(*dt));
+  if (!dynamic) {
+    need.bytes = art::DimExpr::constant(k);
+    return need;
+  }
+  art::DimExpr e = dimExpr(sym);
+  need.bytes = art::DimExpr::symbol(e.sym, e.a * k, e.b * k, e.c);
+  return need;
+}
+
 FailureOr<std::vector<LaunchRecord>>
 ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
   LaunchRecord base;
@@ -371,11 +410,16 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
     if (it == where.end())
       return launch.emitOpError() << "operand has no buffer";
     base.args.push_back(it->second);
+    base.needs.push_back(needOf(launch, v, it->second));
   }
-  for (Value r : launch.getResults())
+  for (Value r : launch.getResults()) {
     base.args.push_back(where.lookup(r));
+    base.needs.push_back(needOf(launch, r, base.args.back()));
+  }
   base.args.push_back(art::Arg::symbol(kSymNumTokens));
   base.args.push_back(art::Arg::symbol(kSymNumSeqs));
+  for (int s = 0; s < 2; ++s)
+    base.needs.push_back({art::ArgKind::Symbol, art::DimExpr::constant(0)});
   for (int d = 0; d < 3; ++d)
     base.grid[d] = base.block[d] = art::DimExpr::constant(1);
   base.dynamicSharedMemory = art::DimExpr::constant(0);
@@ -409,6 +453,8 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
     if (failed(maps))
       return failure();
     llvm::append_range(r.args, *maps);
+    for (size_t m = 0; m < maps->size(); ++m)
+      r.needs.push_back({art::ArgKind::TensorMap, art::DimExpr::constant(0)});
     r.grid[0] = gridOf(shape);
     for (int d = 0; d < 3; ++d)
       r.block[d] = art::DimExpr::constant(shape.getBlock()[d]);
@@ -497,9 +543,11 @@ LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
     FailureOr<std::vector<LaunchRecord>> records = launchRecords(launch, where);
     if (failed(records))
       return failure();
-    for (const LaunchRecord &r : *records)
-      builder.addLaunch(entry, objectId, r.kernel, r.args, r.grid, r.block,
-                        r.dynamicSharedMemory);
+    for (const LaunchRecord &r : *records) {
+      uint32_t id = builder.addLaunch(entry, objectId, r.kernel, r.args, r.grid,
+                                      r.block, r.dynamicSharedMemory);
+      builder.artifact().entries[entry].launches[id].needs = r.needs;
+    }
   }
   return success();
 }

@@ -34,6 +34,8 @@ struct LaunchRecord {
   ::k3::artifact::DimExpr grid[3], block[3];
   ::k3::artifact::DimExpr dynamicSharedMemory;
   std::vector<::k3::artifact::Arg> args;
+  /// What the kernel takes through each arg (section ANED).
+  std::vector<::k3::artifact::ArgNeed> needs;
 };
 
 /// Plans the entries of one artifact into `builder`. Weights, decode state
@@ -66,6 +68,10 @@ private:
   uint32_t stateBuffer(StringRef name, Value v);
   uint32_t ioBuffer(const std::string &name, ::k3::artifact::BufferKind kind,
                     uint64_t bytes, uint32_t flags);
+  /// What the kernel of `launch` takes through `arg`, the arg of its
+  /// operand `v` (section ANED).
+  ::k3::artifact::ArgNeed needOf(Operation *launch, Value v,
+                                 const ::k3::artifact::Arg &arg);
   /// The launches of one k3.launch: one on the CPU, one per parallel phase
   /// on a GPU.
   FailureOr<std::vector<LaunchRecord>> launchRecords(LaunchOp launch,

@@ -19,13 +19,11 @@ runs it with a 1 GiB address-space limit (the tiny model needs a few MB;
 a table that asks for gigabytes then fails its allocation at once instead
 of spending seconds filling it) under a time limit.
 
-Known gap: the launch records (ENTR) bind buffers to kernel parameters by
-id, and the format does not describe how many bytes a kernel reads or
-writes through a parameter, so a launch argument pointing at a smaller
-buffer passes validation and the kernel runs out of bounds. CI therefore
-skips ENTR (tools/run-tests.sh) until launch arguments carry extents; the
-launch dimensions that ENTR also holds are bounded by the validator
-(docs/artifact-format.md) and checked by its unit tests.
+The launch records (ENTR) bind buffers to kernel parameters by id; since
+format 1.4 section ANED records what each kernel takes through each
+argument (its kind and the bytes it may touch), so a launch argument
+pointing at a smaller buffer or of another kind is rejected by the
+validator, and CI mutates ENTR too (tools/run-tests.sh).
 
 Outcomes: exit 0 (the mutation changed nothing that matters), or a
 non-zero exit with "error" on stderr (a clean rejection) pass; a signal

@@ -118,7 +118,7 @@ bool Launch::operator==(const Launch &o) const {
       return false;
   return object == o.object && kernel == o.kernel &&
          sharedMemBytes == o.sharedMemBytes && device == o.device &&
-         args == o.args;
+         args == o.args && needs == o.needs;
 }
 bool Artifact::operator==(const Artifact &o) const {
   return versionMajor == o.versionMajor && versionMinor == o.versionMinor &&

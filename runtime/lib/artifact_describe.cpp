@@ -124,9 +124,15 @@ std::string describe(const Artifact &a) {
       o += "  launch " + std::to_string(li) + ": " + l.kernel + " (object " +
            std::to_string(l.object) + ") grid " + dims(g) + " block " +
            dims(b) + " smem " + dimToString(l.sharedMemBytes, sn) + "\n";
-      for (size_t ai = 0; ai < l.args.size(); ++ai)
-        o += "    arg " + std::to_string(ai) + ": " +
-             argToString(l.args[ai], a) + "\n";
+      for (size_t ai = 0; ai < l.args.size(); ++ai) {
+        o +=
+            "    arg " + std::to_string(ai) + ": " + argToString(l.args[ai], a);
+        // Section ANED: the bytes its kernel may touch through it.
+        if (ai < l.needs.size() && !(l.needs[ai].bytes == DimExpr::constant(0)))
+          o += " (kernel touches <= " + dimToString(l.needs[ai].bytes, sn) +
+               " bytes)";
+        o += "\n";
+      }
     }
   }
   return o;

@@ -22,7 +22,7 @@ constexpr uint32_t kTagMeta = tag("META"), kTagSyms = tag("SYMS"),
                    kTagBufs = tag("BUFS"), kTagEntr = tag("ENTR"),
                    kTagBlob = tag("BLOB"), kTagTmap = tag("TMAP"),
                    kTagImax = tag("IMAX"), kTagColl = tag("COLL"),
-                   kTagShrd = tag("SHRD");
+                   kTagShrd = tag("SHRD"), kTagAned = tag("ANED");
 constexpr size_t kSectionEntrySize = 24;
 constexpr uint32_t kMaxRank = 8;
 constexpr uint32_t kMaxDevices = 64;
@@ -59,6 +59,11 @@ bool checkDimExpr(const DimExpr &d, size_t nsyms, std::string &msg);
 /// Sections COLL and SHRD (artifact_validate_partition.cpp): each
 /// collective and weight shard, and one size per group.
 bool validatePartition(const Artifact &a, VErr &e);
+/// Section ANED (artifact_validate_args.cpp): each recorded launch's
+/// arguments against what its kernel takes (ArgNeed), after the
+/// arguments' own ranges were checked.
+bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
+                      VErr &e);
 /// A launch of kCollectiveObject: (buffer in, buffer out, collective
 /// index), each buffer large enough at the symbols' max bounds.
 bool validateCollectiveLaunch(const Artifact &a, const Launch &l,

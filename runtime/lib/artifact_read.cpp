@@ -180,7 +180,7 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
                               std::to_string(tableEnd) + ", " +
                               std::to_string(size) + ")");
     bool isKnown = tg == kTagTmap || tg == kTagImax || tg == kTagColl ||
-                   tg == kTagShrd; // optional
+                   tg == kTagShrd || tg == kTagAned; // optional
     for (uint32_t k : known)
       isKnown |= (k == tg);
     if (!isKnown)
@@ -558,6 +558,53 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
       c.what = sp + " extent";
       w.extent = c.u64();
       a.weightShards.push_back(std::move(w));
+    }
+    if (!finish(c))
+      return false;
+  }
+  if (secs[kTagAned].present) {
+    Cursor c = cur(kTagAned, "argument needs count");
+    uint32_t n = c.count(12);
+    for (uint32_t i = 0; i < n && c.ok(); ++i) {
+      std::string np = "arg_needs[" + std::to_string(i) + "]";
+      c.what = np + " entry";
+      uint32_t ei = c.u32();
+      c.what = np + " launch";
+      uint32_t li = c.u32();
+      if (c.ok() &&
+          (ei >= a.entries.size() || li >= a.entries[ei].launches.size())) {
+        c.fail("no launch " + std::to_string(li) + " in entry " +
+               std::to_string(ei));
+        break;
+      }
+      c.what = np + " count";
+      uint32_t na = c.count(32, kMaxArgs);
+      if (!c.ok())
+        break;
+      Launch &l = a.entries[ei].launches[li];
+      if (!l.needs.empty()) {
+        c.fail("a second record for entry " + std::to_string(ei) + " launch " +
+               std::to_string(li));
+        break;
+      }
+      if (na != l.args.size()) {
+        c.fail(std::to_string(na) + " needs for " +
+               std::to_string(l.args.size()) + " arguments");
+        break;
+      }
+      where["entries[" + std::to_string(ei) + "].launches[" +
+            std::to_string(li) + "].needs"] = c.pos;
+      for (uint32_t k = 0; k < na && c.ok(); ++k) {
+        ArgNeed need;
+        c.what = np + " kind";
+        need.kind = ArgKind(c.u8());
+        c.u8();
+        c.u8();
+        c.u8();
+        c.what = np + " bytes";
+        need.bytes = c.dim();
+        l.needs.push_back(need);
+      }
     }
     if (!finish(c))
       return false;

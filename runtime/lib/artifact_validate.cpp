@@ -589,7 +589,7 @@ bool format::validateArtifact(const Artifact &a, VErr &e) {
         return false;
     }
   }
-  return true;
+  return validateArgNeeds(a, symMax, e);
 }
 
 bool validate(const Artifact &a, std::string &err) {

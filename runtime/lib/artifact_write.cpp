@@ -270,6 +270,33 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
     }
     secs.push_back({kTagShrd, std::move(o)});
   }
+  {
+    // optional (1.4): each launch's argument needs, where recorded
+    Out o;
+    uint32_t n = 0;
+    for (size_t ei = 0; ei < a.entries.size(); ++ei)
+      for (size_t li = 0; li < a.entries[ei].launches.size(); ++li) {
+        const Launch &l = a.entries[ei].launches[li];
+        if (l.needs.empty())
+          continue;
+        o.u32(uint32_t(ei));
+        o.u32(uint32_t(li));
+        o.u32(uint32_t(l.needs.size()));
+        for (const ArgNeed &need : l.needs) {
+          o.u8(uint8_t(need.kind));
+          o.u8(0);
+          o.u16(0);
+          o.dim(need.bytes);
+        }
+        ++n;
+      }
+    if (n) {
+      Out c;
+      c.u32(n);
+      c.b.insert(c.b.end(), o.b.begin(), o.b.end());
+      secs.push_back({kTagAned, std::move(c)});
+    }
+  }
   secs.push_back({kTagBlob, std::move(blob)});
 
   Out f;

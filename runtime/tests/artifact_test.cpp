@@ -30,6 +30,19 @@ Artifact richArtifact() {
   l.sharedMemBytes = DimExpr::constant(100000);
   l.args = {Arg::buffer(5, 16),         Arg::weight(1),  Arg::i32(-7),
             Arg::i64(int64_t(1) << 40), Arg::f32(0.25f), Arg::symbol(1)};
+  // Section ANED: what kern_b takes through each argument.
+  const Weight &w = b.artifact().weights[1];
+  uint64_t numel = 1;
+  for (int64_t d : w.shape)
+    numel *= uint64_t(d);
+  auto none = [](ArgKind k) { return ArgNeed{k, DimExpr::constant(0)}; };
+  l.needs = {ArgNeed{ArgKind::Buffer, DimExpr::symbol(0, 4, 0, 1)},
+             ArgNeed{ArgKind::Weight,
+                     DimExpr::constant(int64_t(tensorBytes(w.dtype, numel)))},
+             none(ArgKind::I32),
+             none(ArgKind::I64),
+             none(ArgKind::F32),
+             none(ArgKind::Symbol)};
   b.addLaunch(e, l);
   return b.artifact();
 }
@@ -402,5 +415,49 @@ TEST(ArtifactErrors, EveryTruncationPointFailsCleanly) {
     if (!deserialize(t.data(), t.size(), a, err)) {
       EXPECT_FALSE(err.empty());
     }
+  }
+}
+
+// Section ANED: a launch argument that is not what its kernel takes (a
+// smaller buffer, another kind) is rejected before anything runs.
+TEST(ArtifactErrors, LaunchArgumentNeeds) {
+  Artifact base = richArtifact();
+  auto launch = [](Artifact &a) -> Launch & {
+    return a.entries[1].launches[0];
+  };
+  ASSERT_EQ(launch(base).needs.size(), launch(base).args.size());
+  {
+    Artifact a = base;
+    launch(a).needs[0].bytes = DimExpr::constant(int64_t(1) << 40);
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("argument 0: its kernel may touch 1099511627776 bytes"),
+              std::string::npos)
+        << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).args[5] = Arg::weight(0); // a symbol turned into a pointer
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("argument 5 is a weight but its kernel takes a symbol"),
+              std::string::npos)
+        << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).needs[1].bytes = DimExpr::constant(1 << 20); // a larger weight
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("weight 'norm.w' offers 32"), std::string::npos) << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).needs[2].bytes = DimExpr::constant(4);
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("a i32 needs no bytes"), std::string::npos) << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).needs.pop_back();
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("5 needs for 6 arguments"), std::string::npos) << e;
   }
 }

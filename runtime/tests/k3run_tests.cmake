@@ -50,11 +50,11 @@ k3run_test(profile_inputs "profile: forward: 3 runs, 6 launches.*\n  k3t_toy_log
 # --plan: the launches of every entry, no device needed.
 k3run_test(plan "symbol num_tokens <= 8\n.*entry forward: 2 launches\n +0 k3t_toy_logits +grid \\[num_tokens, 1, 1\\] block \\[1, 1, 1\\].*\n +1 k3t_toy_state +grid \\[1, 1, 1\\]" ${_k3run} ${_toy} --plan)
 k3run_test(describe "entry forward: 3 inputs, 2 outputs, 2 launches.*launch 0: k3t_toy_logits \\(object 0\\) grid \\[num_tokens, 1, 1\\].*arg 6: symbol num_seqs" ${_k3run} ${_toy} --describe)
-k3run_test(describe_tensor_map "k3bin 1.3.*tensor map 0: buffer 'scratch', f32 dims \\[4, ceil_div\\(num_tokens, 4\\)\\] byte strides \\[16\\] box \\[4, 2\\].*launch 2: k3t_fill.*arg 0: tensor map 0" ${_k3run} ${_toytma} --describe)
+k3run_test(describe_tensor_map "k3bin 1.4.*tensor map 0: buffer 'scratch', f32 dims \\[4, ceil_div\\(num_tokens, 4\\)\\] byte strides \\[16\\] box \\[4, 2\\].*launch 2: k3t_fill.*arg 0: tensor map 0" ${_k3run} ${_toytma} --describe)
 k3run_fail(tensor_map_on_cpu "entry 'forward' launch 2 \\('k3t_fill'\\) arg 0 is a TMA tensor map: tensor maps need a CUDA device \\(this is cpu\\).*rc=1" ${_k3run} ${_toytma} --random-weights 1 --prompt 1)
 # A bound on an input's values (k3.max_value): printed by --describe; a
 # prefill (context_lens all 0) runs, the decode step through `forward`
 # (context_lens 3) is refused before any launch.
-k3run_test(describe_bound "k3bin 1.3.*  input context_lens: i32 \\[num_seqs\\], values <= 0: toy: sequences start empty\n" ${_k3run} ${_toybound} --describe)
+k3run_test(describe_bound "k3bin 1.4.*  input context_lens: i32 \\[num_seqs\\], values <= 0: toy: sequences start empty\n" ${_k3run} ${_toybound} --describe)
 k3run_test(bound_prefill "generated: 4\n" ${_k3run} ${_toybound} --weights ${_toyw} --prompt 1,2,3 --max-new-tokens 1)
 k3run_fail(bound_decode_refused "entry 'forward' input 'context_lens': element 0 = 3 exceeds 0: toy: sequences start empty.*rc=1" ${_k3run} ${_toybound} --weights ${_toyw} --prompt 1,2,3 --max-new-tokens 2)

@@ -10,7 +10,7 @@
 // RUN: not k3-run %t.k3bin --random-weights 1 --prompt 1,2,3 --max-new-tokens 2 2>&1 | FileCheck %s --check-prefix=DECODE
 // Malformed attributes: emit-artifact-max-value-errors.mlir.
 
-// DESC: k3bin 1.3
+// DESC: k3bin 1.4
 // DESC: entry forward: 3 inputs
 // DESC-NEXT: input token_ids: i32 [num_tokens]{{$}}
 // DESC-NEXT: input cu_seqlens: i32 [num_seqs+1]{{$}}

@@ -21,7 +21,7 @@ namespace artifact {
 // "K3BIN\r\n\x1a": catches text-mode mangling like PNG's magic does.
 constexpr char kMagic[8] = {'K', '3', 'B', 'I', 'N', '\r', '\n', '\x1a'};
 constexpr uint32_t kVersionMajor = 1; // incompatible changes bump this
-constexpr uint32_t kVersionMinor = 3; // additive (new optional sections)
+constexpr uint32_t kVersionMinor = 4; // additive (new optional sections)
 constexpr size_t kHeaderSize = 64;
 constexpr const char *kCallingConvention = "bare-pointer packed params v1";
 // Metadata keys with a defined meaning (all values are strings).
@@ -251,6 +251,20 @@ bool checkTensorMapValues(const TensorMapSpec &t, const uint64_t *dims,
                           const uint64_t *strides, const std::string &what,
                           std::string &err);
 
+// What a launch's kernel takes through one argument (section ANED, 1.4,
+// optional): the argument's kind and, for a buffer or a weight, the bytes
+// the kernel may touch from the argument's address, as an expression of
+// the symbols (0: not checked). The validator holds every argument to it,
+// so that a launch table naming another, smaller buffer, or a symbol where
+// a pointer belongs, is rejected before anything runs.
+struct ArgNeed {
+  ArgKind kind = ArgKind::I64;
+  DimExpr bytes = DimExpr::constant(0);
+  bool operator==(const ArgNeed &o) const {
+    return kind == o.kind && bytes == o.bytes;
+  }
+};
+
 struct Launch {
   uint32_t object = 0; // kernel object index
   std::string kernel;  // symbol name, must be listed by the object
@@ -261,6 +275,7 @@ struct Launch {
   DimExpr sharedMemBytes = DimExpr::constant(0);
   uint32_t device = 0;
   std::vector<Arg> args;
+  std::vector<ArgNeed> needs; // one per arg, or none (not recorded)
   bool operator==(const Launch &o) const;
 };
 
