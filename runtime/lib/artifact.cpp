@@ -29,6 +29,25 @@ uint64_t tensorBytes(DType t, uint64_t numel) {
     return numel / 2 + numel / kMXFP4Block;
   return numel * dtypeSize(t);
 }
+const char *argKindName(ArgKind k) {
+  switch (k) {
+  case ArgKind::Buffer:
+    return "buffer";
+  case ArgKind::Weight:
+    return "weight";
+  case ArgKind::Symbol:
+    return "symbol";
+  case ArgKind::I32:
+    return "i32";
+  case ArgKind::I64:
+    return "i64";
+  case ArgKind::F32:
+    return "f32";
+  case ArgKind::TensorMap:
+    return "tensor map";
+  }
+  return "invalid";
+}
 const char *dtypeName(DType t) {
   switch (t) {
   case DType::BF16:

@@ -32,26 +32,6 @@ bool maxOverSymbols(const DimExpr &d, const std::vector<int64_t> &symMax,
   return true;
 }
 
-const char *kindName(ArgKind k) {
-  switch (k) {
-  case ArgKind::Buffer:
-    return "buffer";
-  case ArgKind::Weight:
-    return "weight";
-  case ArgKind::Symbol:
-    return "symbol";
-  case ArgKind::I32:
-    return "i32";
-  case ArgKind::I64:
-    return "i64";
-  case ArgKind::F32:
-    return "f32";
-  case ArgKind::TensorMap:
-    return "tensor map";
-  }
-  return "invalid";
-}
-
 /// Bytes the argument `g` offers from its address.
 uint64_t bytesOffered(const Artifact &a, const Arg &g) {
   if (g.kind == ArgKind::Buffer) {
@@ -91,8 +71,8 @@ bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
         std::string np = lp + ".needs[" + std::to_string(k) + "]";
         std::string an = ln + " argument " + std::to_string(k);
         if (g.kind != need.kind) {
-          e = {np, an + " is a " + kindName(g.kind) + " but its kernel takes a " +
-                       kindName(need.kind)};
+          e = {np, an + " is a " + argKindName(g.kind) +
+                       " but its kernel takes a " + argKindName(need.kind)};
           return false;
         }
         std::string msg;
@@ -102,7 +82,7 @@ bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
         }
         if (g.kind != ArgKind::Buffer && g.kind != ArgKind::Weight) {
           if (!(need.bytes == DimExpr::constant(0))) {
-            e = {np, an + ": a " + std::string(kindName(g.kind)) +
+            e = {np, an + ": a " + std::string(argKindName(g.kind)) +
                          " needs no bytes"};
             return false;
           }

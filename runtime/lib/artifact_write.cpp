@@ -59,6 +59,15 @@ void putTensor(Out &o, const TensorSpec &t) {
     o.dim(d);
 }
 
+/// A section of `n` records `o` behind their count (for sections whose
+/// records are counted while they are written).
+Out counted(uint32_t n, const Out &o) {
+  Out c;
+  c.u32(n);
+  c.b.insert(c.b.end(), o.b.begin(), o.b.end());
+  return c;
+}
+
 } // namespace
 
 bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
@@ -236,12 +245,8 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
         o.str(t.maxValueReason);
         ++n;
       }
-    if (n) {
-      Out c;
-      c.u32(n);
-      c.b.insert(c.b.end(), o.b.begin(), o.b.end());
-      secs.push_back({kTagImax, std::move(c)});
-    }
+    if (n)
+      secs.push_back({kTagImax, counted(n, o)});
   }
   if (!a.collectives.empty()) { // optional (1.3)
     Out o;
@@ -290,12 +295,8 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
         }
         ++n;
       }
-    if (n) {
-      Out c;
-      c.u32(n);
-      c.b.insert(c.b.end(), o.b.begin(), o.b.end());
-      secs.push_back({kTagAned, std::move(c)});
-    }
+    if (n)
+      secs.push_back({kTagAned, counted(n, o)});
   }
   secs.push_back({kTagBlob, std::move(blob)});
 

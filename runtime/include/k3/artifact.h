@@ -162,6 +162,7 @@ enum class ArgKind : uint8_t {
   Symbol = 5,
   TensorMap = 6 // index: a TensorMapSpec in Artifact::tensorMaps (1.1)
 };
+const char *argKindName(ArgKind k); // "buffer", "weight", ..., "tensor map"
 struct Arg {
   ArgKind kind = ArgKind::I64;
   uint32_t index =
