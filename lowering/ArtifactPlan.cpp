@@ -85,10 +85,11 @@ SmallVector<int64_t> symbolicShape(Value v) {
   return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(shapes[i]).asArrayRef());
 }
 
-/// The product of symbolic dims as one artifact dim: at most one of them
-/// symbolic.
-FailureOr<art::DimExpr> productDim(Operation *op, ArrayRef<int64_t> dims) {
-  int64_t k = 1;
+/// `scale` times the product of symbolic dims as one artifact dim; none
+/// when two of them are symbolic.
+std::optional<art::DimExpr> scaledProduct(ArrayRef<int64_t> dims,
+                                          int64_t scale = 1) {
+  int64_t k = scale;
   std::optional<int64_t> sym;
   for (int64_t d : dims) {
     if (d >= 0) {
@@ -96,14 +97,22 @@ FailureOr<art::DimExpr> productDim(Operation *op, ArrayRef<int64_t> dims) {
       continue;
     }
     if (sym)
-      return op->emitOpError() << "spans two dynamic dimensions; the "
-                                  "artifact sizes a collective by one";
+      return std::nullopt;
     sym = d;
   }
   if (!sym)
     return art::DimExpr::constant(k);
   art::DimExpr e = dimExpr(*sym);
   return art::DimExpr::symbol(e.sym, e.a * k, e.b * k, e.c);
+}
+
+/// The product of symbolic dims as one artifact dim: at most one of them
+/// symbolic.
+FailureOr<art::DimExpr> productDim(Operation *op, ArrayRef<int64_t> dims) {
+  if (std::optional<art::DimExpr> e = scaledProduct(dims))
+    return *e;
+  return op->emitOpError() << "spans two dynamic dimensions; the "
+                              "artifact sizes a collective by one";
 }
 
 /// A GPU kernel's grid.x as the artifact evaluates it.
@@ -371,34 +380,18 @@ art::ArgNeed ArtifactPlanner::needOf(Operation *launch, Value v,
   art::ArgNeed need;
   need.kind = arg.kind;
   if (arg.kind == art::ArgKind::Weight) {
-    const art::Weight &w = builder.artifact().weights[arg.index];
-    uint64_t numel = 1;
-    for (int64_t d : w.shape)
-      numel *= uint64_t(d);
-    need.bytes =
-        art::DimExpr::constant(int64_t(art::tensorBytes(w.dtype, numel)));
+    need.bytes = art::DimExpr::constant(
+        int64_t(art::weightBytes(builder.artifact().weights[arg.index])));
     return need;
   }
   if (arg.kind != art::ArgKind::Buffer)
     return need;
   FailureOr<art::DType> dt = dtypeOf(launch, v.getType());
-  SmallVector<int64_t> shape = symbolicShape(v);
-  int64_t k = 1, dynamic = 0, sym = 0;
-  for (int64_t d : shape) {
-    if (d >= 0)
-      k *= d;
-    else
-      ++dynamic, sym = d;
-  }
-  if (failed(dt) || art::dtypeSize(*dt) == 0 || dynamic > 1)
+  if (failed(dt) || art::dtypeSize(*dt) == 0)
     return need;
-  k *= int64_t(art::dtypeSize(*dt));
-  if (!dynamic) {
-    need.bytes = art::DimExpr::constant(k);
-    return need;
-  }
-  art::DimExpr e = dimExpr(sym);
-  need.bytes = art::DimExpr::symbol(e.sym, e.a * k, e.b * k, e.c);
+  if (std::optional<art::DimExpr> bytes =
+          scaledProduct(symbolicShape(v), int64_t(art::dtypeSize(*dt))))
+    need.bytes = *bytes;
   return need;
 }
 

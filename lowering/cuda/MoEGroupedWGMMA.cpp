@@ -263,9 +263,9 @@ private:
                     {c.sourceRow, kb.addi(k0, chunkCol)}, 8, c.valid);
   }
 
-  /// The weight tiles of k-step `kt` into `stage` by TMA, completing on
-  /// `barriers` (one thread).
-  void loadWeights(Value stage, Value kt, Value barriers) {
+  /// The TMA tiles of k-step `kt` into `stage`, completing on `barriers`
+  /// (one thread): the weights', and the rows' when rowsByTMA.
+  void loadTMATiles(Value stage, Value kt, Value barriers) {
     Value k0 = kb.muli(kt, kb.idx(kTileK));
     int64_t rowsPerMap = g.weightRowsPerMap;
     for (auto [i, tm] : llvm::enumerate(weightMaps)) {
@@ -300,7 +300,7 @@ private:
     kb.ifThen(first, [&] {
       nvgpu::MBarrierArriveExpectTxOp::create(
           b, loc, bars, kb.idx(tmaStageBytes()), stage, Value());
-      loadWeights(stage, kt, bars);
+      loadTMATiles(stage, kt, bars);
     });
   }
 
@@ -433,7 +433,7 @@ private:
       for (Value tm : weightMaps)
         nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
       auto load = [&](Value stage, Value kt) {
-        loadWeights(stage, kt, pipe.fullBarriers());
+        loadTMATiles(stage, kt, pipe.fullBarriers());
       };
       if (rowsByTMA) {
         nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);

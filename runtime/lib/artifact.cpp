@@ -29,6 +29,12 @@ uint64_t tensorBytes(DType t, uint64_t numel) {
     return numel / 2 + numel / kMXFP4Block;
   return numel * dtypeSize(t);
 }
+uint64_t weightBytes(const Weight &w) {
+  uint64_t n = 1;
+  for (int64_t d : w.shape)
+    n *= uint64_t(d);
+  return tensorBytes(w.dtype, n);
+}
 const char *argKindName(ArgKind k) {
   switch (k) {
   case ArgKind::Buffer:

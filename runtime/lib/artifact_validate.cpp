@@ -115,10 +115,7 @@ bool validateTensorMaps(const Artifact &a, const std::vector<int64_t> &symMax,
       srcName = "weight '" + w.name + "'";
       if (t.source.offset != 0)
         return fail(p + ".source", n + ": a weight source has no offset");
-      uint64_t numel = 1;
-      for (int64_t d : w.shape)
-        numel *= uint64_t(d);
-      srcBytes = tensorBytes(w.dtype, numel);
+      srcBytes = weightBytes(w);
     } else {
       return fail(p + ".source",
                   n + ": source must be a buffer or weight argument (kind " +

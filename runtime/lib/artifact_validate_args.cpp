@@ -38,11 +38,7 @@ uint64_t bytesOffered(const Artifact &a, const Arg &g) {
     const Buffer &b = a.buffers[g.index];
     return b.size - g.offset; // the offset is inside (checked before)
   }
-  const Weight &w = a.weights[g.index];
-  uint64_t numel = 1;
-  for (int64_t d : w.shape)
-    numel *= uint64_t(d);
-  return tensorBytes(w.dtype, numel);
+  return weightBytes(a.weights[g.index]);
 }
 
 } // namespace

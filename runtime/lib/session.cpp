@@ -20,12 +20,6 @@ using namespace artifact;
 
 void fail(k3_status s, const std::string &msg) { throw Error{s, msg}; }
 
-uint64_t weightBytes(const Weight &w) {
-  uint64_t n = 1;
-  for (int64_t d : w.shape)
-    n *= uint64_t(d);
-  return tensorBytes(w.dtype, n);
-}
 std::string shapeString(const std::vector<int64_t> &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)

@@ -26,7 +26,7 @@ struct Error {
 };
 [[noreturn]] void fail(k3_status s, const std::string &msg);
 
-uint64_t weightBytes(const artifact::Weight &w);
+using artifact::weightBytes;
 std::string shapeString(const std::vector<int64_t> &s); // "[2, 3]"
 uint64_t weightNumel(const artifact::Weight &w);
 

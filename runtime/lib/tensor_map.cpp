@@ -174,10 +174,7 @@ void TensorMapSlots::refresh(Backend &be, const Artifact &a, size_t entry,
       } else {
         const Weight &w = a.weights[t.source.index];
         addr = weightPtr[t.source.index];
-        uint64_t numel = 1;
-        for (int64_t d : w.shape)
-          numel *= uint64_t(d);
-        bytes = tensorBytes(w.dtype, numel);
+        bytes = weightBytes(w);
       }
       TensorMapParams p;
       if (!evalTensorMap(t, sv.data(), sv.size(), addr, bytes, what, p, err))

@@ -119,6 +119,8 @@ struct Weight {
            init == o.init && device == o.device;
   }
 };
+// Bytes of a weight: tensorBytes of its dtype and element count.
+uint64_t weightBytes(const Weight &w);
 
 struct KernelObject {
   std::string target; // "cpu-x86_64" (ELF .so) or "cuda-sm_90a" (cubin)
