@@ -920,6 +920,50 @@ LogicalResult verifyMoETopKRows(MoETopKOp op, KernelConfigAttr c) {
   return success();
 }
 
+/// k3.moe_combine's kernel (MoECombineRows.cpp): a static row width, rows
+/// [T, K (+ 1), D], and the widest vector of at most 16 bytes of every
+/// operand's element that divides D (0 where none applies).
+int64_t moeCombineVector(MoECombineOp op) {
+  auto rows = cast<RankedTensorType>(op.getRows().getType());
+  auto result = cast<RankedTensorType>(op.getResult().getType());
+  if (rows.getRank() != 3 || rows.isDynamicDim(1) || rows.isDynamicDim(2))
+    return 0;
+  int64_t width = rows.getDimSize(2), bits = 0;
+  SmallVector<Type> elems{rows.getElementType(), result.getElementType()};
+  if (Value a = op.getAddend())
+    elems.push_back(cast<RankedTensorType>(a.getType()).getElementType());
+  for (Type t : elems)
+    bits = std::max<int64_t>(bits, t.getIntOrFloatBitWidth());
+  int64_t v = 128 / bits;
+  while (v > 1 && width % v != 0)
+    v /= 2;
+  return width > 0 ? v : 0;
+}
+
+/// The fewest warps whose threads hold one vector of the row each, at most
+/// 32.
+int64_t moeCombineWarps(int64_t width, int64_t vec) {
+  return std::clamp<int64_t>((width / vec + 31) / 32, 1, 32);
+}
+
+LogicalResult verifyMoECombineRows(MoECombineOp op, KernelConfigAttr c) {
+  int64_t v = moeCombineVector(op);
+  if (v == 0)
+    return op.emitOpError()
+           << "moe_combine_rows needs rows [T, K (+ 1), D] with static K, D";
+  int64_t width = dimOf(op.getRows(), 2);
+  ArrayRef<int64_t> tile = c.getTile();
+  if (tile.size() != 1 || tile[0] < 1 || tile[0] > v || v % tile[0] != 0)
+    return op.emitOpError() << "moe_combine_rows tile is [V], V channels a "
+                               "thread dividing "
+                            << v << " (16 bytes of the widest element that "
+                            << "divide D = " << width << ")";
+  if (c.getWarps() < 1 || c.getWarps() > 32)
+    return op.emitOpError()
+           << "moe_combine_rows warps must be in [1, 32], got " << c.getWarps();
+  return success();
+}
+
 LogicalResult verifyMoERouterMMA(MoERouterOp op, KernelConfigAttr c) {
   if (!moeRouterMMAApplies(op))
     return op.emitOpError() << "moe_router_mma needs bf16 x and W, a hidden "
@@ -1246,13 +1290,23 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_topk_rows:
     // A warp per token, 8 tokens per block.
     return config(ctx, kind, {}, 8);
+  case KernelKind::moe_combine_rows: {
+    // A block per token, a 16-byte vector of the row per thread (hidden
+    // 2304 in bf16: 9 warps).
+    auto o = cast<MoECombineOp>(op);
+    int64_t v = moeCombineVector(o);
+    return config(ctx, kind, {v}, moeCombineWarps(dimOf(o.getRows(), 2), v));
+  }
   case KernelKind::short_conv_rows: {
-    // 8 warps, 16 tokens a thread: each input read once, the weights loaded
-    // once per 16 outputs. In prefill 4 channels a thread where they divide
-    // the channels: each token's load and store one 8-byte vector of bf16.
+    // 16 tokens a thread: each input read once, the weights loaded once per
+    // 16 outputs. In prefill 4 channels a thread where they divide the
+    // channels (each token's load and store one 8-byte vector of bf16), 8
+    // tokens and 4 warps: 16 tokens kept 125 registers and 23 % occupancy,
+    // 0.082 ms a call at T = 8192 and 4096 channels against 0.071
+    // (bench/results/e2e-checks/short-conv-tiles-nvidia-h200-20261204T0724Z.txt).
     auto conv = dyn_cast<ShortConvOp>(op);
     if (conv && !decode && dimOf(conv.getInput(), 1) % 4 == 0)
-      return config(ctx, kind, {16, 4}, 8);
+      return config(ctx, kind, {8, 4}, 4);
     return config(ctx, kind, {16}, 8);
   }
   case KernelKind::mla_flash_wgmma:
@@ -1326,6 +1380,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MoETopKOp>(op))
     return moeTopKRowsApplies(o) ? KernelKind::moe_topk_rows
                                  : KernelKind::loop_nest;
+  if (auto o = dyn_cast<MoECombineOp>(op))
+    return moeCombineVector(o) ? KernelKind::moe_combine_rows
+                               : KernelKind::loop_nest;
   if (auto o = dyn_cast<MoERouterOp>(op)) {
     if (decode)
       return KernelKind::loop_nest;
@@ -1405,6 +1462,8 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<GLUGateUpOp>(op) && groupedGEMVApplies(op);
   case KernelKind::moe_topk_rows:
     return isa<MoETopKOp>(op) && moeTopKRowsApplies(cast<MoETopKOp>(op));
+  case KernelKind::moe_combine_rows:
+    return isa<MoECombineOp>(op) && moeCombineVector(cast<MoECombineOp>(op));
   case KernelKind::loop_nest:
     break;
   }
@@ -1602,6 +1661,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::moe_topk_rows:
     if (auto o = dyn_cast<MoETopKOp>(op))
       return verifyMoETopKRows(o, config);
+    return wrongOp();
+  case KernelKind::moe_combine_rows:
+    if (auto o = dyn_cast<MoECombineOp>(op))
+      return verifyMoECombineRows(o, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

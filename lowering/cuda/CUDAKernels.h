@@ -49,6 +49,8 @@ void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
 void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
 /// The grouped MoE ops (MoEDispatchRows.cpp, MoEGroupedWGMMA.cpp).
 void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);
+/// k3.moe_combine, a block per token (MoECombineRows.cpp).
+void populateMoECombineRowsPattern(KernelPatternSet &patterns);
 void populateMoEGroupedWGMMAPatterns(KernelPatternSet &patterns);
 /// The same ops and k3.glu_gate_up for a few tokens (MoEGroupedGEMV.cpp).
 void populateMoEGroupedGEMVPatterns(KernelPatternSet &patterns);

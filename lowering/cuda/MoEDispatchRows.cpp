@@ -1,19 +1,29 @@
 //===- MoEDispatchRows.cpp - moe_dispatch, a block per expert -*- C++ -*-===//
 //
 // The routing tables of the grouped MoE GEMMs, built on the device in one
-// launch (config kernel `moe_dispatch_rows`): block e owns expert e.
+// launch (config kernel `moe_dispatch_rows`): block e owns expert e, and
+// warp w of every block owns the w-th contiguous range of the pairs (a
+// multiple of 32 kPerThread long, so that a warp step reads 32 kPerThread
+// consecutive ids: coalesced).
 //   1. Every block counts all experts' pairs into a shared-memory histogram
-//      (atomic adds: the counts, unlike an order, do not depend on timing).
+//      (atomic adds: the counts, unlike an order, do not depend on timing);
+//      in the same pass each warp counts its range's pairs of expert e.
 //   2. Its offsets are sums over the experts before it: rows, and tiles of
 //      `tile_rows` rows; block e writes entry e of both (the last block the
 //      totals too).
-//   3. It walks the pairs in order, `per thread` consecutive ones per thread
-//      and step, and writes each of its expert's pairs at the next row: a
-//      scan of the flags over the block (shuffles in the warp, shared memory
-//      across warps) gives each pair its rank, so rows come out in
-//      increasing pair order, the order k3.moe_dispatch defines.
+//   3. Each warp walks its range again and writes each of expert e's pairs
+//      at the next row: the warp's first row is the block's first plus the
+//      counts of the warps before it, and a scan over the lanes (shuffles)
+//      ranks a step's pairs, so rows come out in increasing pair order, the
+//      order k3.moe_dispatch defines.
 // A block whose expert has no pairs stops after step 2. Every block reads
 // all T K ids twice; at T = 8192, top-8 that is 256 KiB each, from L2.
+// The first form walked all pairs in block-wide steps, a block scan and two
+// barriers per 4 x 512 pairs: 0.10 ms a call at T = 8192, 256 experts, at
+// 2.6 % of the L2's throughput (bench/results/e2e-checks/
+// ncu-prefill-small-kernels-nvidia-h200-20261204T0712Z.txt); the warp
+// ranges take 0.045 ms against 0.083 in one profile (bench/results/
+// e2e-checks/short-conv-tiles-nvidia-h200-20261204T0724Z.txt).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
@@ -29,7 +39,8 @@ using namespace mlir::k3;
 
 namespace {
 
-constexpr int64_t kPerThread = 4;
+/// Consecutive pairs a lane reads per warp step, and the pairs of a step.
+constexpr int64_t kPerThread = 4, kWarpStep = 32 * kPerThread;
 
 class DispatchKernel {
 public:
@@ -47,6 +58,7 @@ public:
     tileOffsets = resultOf(e.outputs, op.getTileOffsets()).full;
     histogram = em.workgroupArray(e.fn, b.getI32Type(), experts);
     warpSums = em.workgroupArray(e.fn, b.getI32Type(), warps);
+    warpMine = em.workgroupArray(e.fn, b.getI32Type(), warps);
   }
 
   void emit() {
@@ -54,6 +66,12 @@ public:
     expert = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     lane = em.remu(tid, 32);
     warp = em.divu(tid, 32);
+    // The warps' ranges: R pairs each, R a multiple of one warp step.
+    Value rangeSteps = em.divu(kb.addi(pairs, kb.idx(warps * kWarpStep - 1)),
+                               warps * kWarpStep);
+    Value range = kb.muli(rangeSteps, kb.idx(kWarpStep));
+    rangeBegin = kb.muli(warp, range);
+    rangeEnd = kb.addi(rangeBegin, range);
     countAll();
     Value count = toIndex(em.lds(histogram, {expert}));
     writeOffsets(count);
@@ -79,24 +97,61 @@ private:
     body(loop.getInductionVar());
   }
 
-  /// Step 1: the histogram of all experts' pairs.
+  /// The ids of pairs p + 4 lane + u of a warp step at p, u < kPerThread,
+  /// and whether each exists (a pair past the last reads the last id).
+  SmallVector<std::pair<Value, Value>> stepIds(Value p) {
+    SmallVector<std::pair<Value, Value>> out;
+    Value first = kb.addi(p, kb.muli(lane, kb.idx(kPerThread)));
+    for (int64_t u = 0; u < kPerThread; ++u) {
+      Value q = kb.addi(first, kb.idx(u));
+      Value at = kb.minsi(q, kb.subi(pairs, kb.idx(1)));
+      out.push_back({kb.loadIndex(ids, {at}), kb.lti(q, pairs)});
+    }
+    return out;
+  }
+
+  /// for (p = range begin; p < range end; p += one warp step) with one
+  /// index carried; returns its final value.
+  Value walkRange(Value init, const std::function<Value(Value, Value)> &body) {
+    auto loop = scf::ForOp::create(b, loc, rangeBegin, rangeEnd,
+                                   kb.idx(kWarpStep), ValueRange{init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    scf::YieldOp::create(
+        b, loc, body(loop.getInductionVar(), loop.getRegionIterArgs()[0]));
+    return loop.getResult(0);
+  }
+
+  /// Step 1: the histogram of all experts' pairs, and each warp's count of
+  /// expert e's pairs in its range (warpMine).
   void countAll() {
     strided(kb.idx(experts), [&](Value i) {
       em.sts(arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
              histogram, {i});
     });
     gpu::BarrierOp::create(b, loc);
-    strided(pairs, [&](Value p) {
-      Value e = kb.loadIndex(ids, {p});
-      // An id out of range (never from k3.moe_router) is left out rather
-      // than written past the histogram.
-      kb.ifThen(kb.lti(e, kb.idx(experts)), [&] {
-        memref::AtomicRMWOp::create(
-            b, loc, arith::AtomicRMWKind::addi,
-            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)),
-            histogram, ValueRange{e});
-      });
+    Value mine = walkRange(kb.idx(0), [&](Value p, Value n) {
+      for (auto [e, in] : stepIds(p)) {
+        // An id out of range (never from k3.moe_router) is left out rather
+        // than written past the histogram (unsigned: negative ids too).
+        Value known =
+            kb.andi(in, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                              e, kb.idx(experts)));
+        kb.ifThen(known, [&] {
+          memref::AtomicRMWOp::create(
+              b, loc, arith::AtomicRMWKind::addi,
+              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1)),
+              histogram, ValueRange{e});
+        });
+        n = kb.select(kb.andi(in, kb.eqi(e, expert)), kb.addi(n, kb.idx(1)), n);
+      }
+      return n;
     });
+    Value total = i32(mine);
+    for (int64_t off = 16; off >= 1; off /= 2)
+      total = arith::AddIOp::create(b, loc, total, em.shuffleXor(total, off));
+    kb.ifThen(kb.eqi(lane, kb.idx(0)),
+              [&] { em.sts(total, warpMine, {warp}); });
     gpu::BarrierOp::create(b, loc);
   }
 
@@ -153,48 +208,38 @@ private:
     return v;
   }
 
-  /// Step 3: the expert's pairs in order, from its first row.
+  /// Step 3: the expert's pairs in order, each warp's from its first row.
   void writeRows() {
-    int64_t step = threads * kPerThread;
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), pairs, kb.idx(step),
-                                   ValueRange{rowsBefore});
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value first =
-        kb.addi(loop.getInductionVar(), kb.muli(tid, kb.idx(kPerThread)));
-    SmallVector<Value> mine;
-    Value n = kb.idx(0);
-    for (int64_t u = 0; u < kPerThread; ++u) {
-      Value p = kb.addi(first, kb.idx(u));
-      Value in = kb.lti(p, pairs);
-      Value at = kb.minsi(p, kb.subi(pairs, kb.idx(1)));
-      mine.push_back(kb.andi(in, kb.eqi(kb.loadIndex(ids, {at}), expert)));
-      n = kb.select(mine.back(), kb.addi(n, kb.idx(1)), n);
+    Value first = rowsBefore;
+    for (int64_t w = 0; w + 1 < warps; ++w) {
+      Value s = toIndex(em.lds(warpMine, {kb.idx(w)}));
+      first = kb.select(kb.lti(kb.idx(w), warp), kb.addi(first, s), first);
     }
-    Value inclusive = warpInclusiveScan(i32(n));
-    kb.ifThen(kb.eqi(lane, kb.idx(31)),
-              [&] { em.sts(inclusive, warpSums, {warp}); });
-    gpu::BarrierOp::create(b, loc);
-    Value before = kb.idx(0), total = kb.idx(0);
-    for (int64_t w = 0; w < warps; ++w) {
-      Value s = toIndex(em.lds(warpSums, {kb.idx(w)}));
-      before = kb.select(kb.lti(kb.idx(w), warp), kb.addi(before, s), before);
-      total = kb.addi(total, s);
-    }
-    gpu::BarrierOp::create(b, loc);
-    Value row = kb.addi(kb.addi(loop.getRegionIterArgs()[0], before),
-                        kb.subi(toIndex(inclusive), n));
-    for (int64_t u = 0; u < kPerThread; ++u) {
-      Value p = kb.addi(first, kb.idx(u));
-      Value r = row;
-      kb.ifThen(mine[u], [&] {
-        kb.storeIndex(p, rowSource, {r});
-        kb.storeIndex(r, positions, {p});
-      });
-      row = kb.select(mine[u], kb.addi(row, kb.idx(1)), row);
-    }
-    scf::YieldOp::create(
-        b, loc, ValueRange{kb.addi(loop.getRegionIterArgs()[0], total)});
+    walkRange(first, [&](Value p, Value row0) {
+      auto step = stepIds(p);
+      SmallVector<Value> mine;
+      Value n = kb.idx(0);
+      for (auto [e, in] : step) {
+        mine.push_back(kb.andi(in, kb.eqi(e, expert)));
+        n = kb.select(mine.back(), kb.addi(n, kb.idx(1)), n);
+      }
+      Value inclusive = warpInclusiveScan(i32(n));
+      Value stepTotal =
+          toIndex(gpu::ShuffleOp::create(b, loc, inclusive, 31, 32,
+                                         gpu::ShuffleMode::IDX)
+                      .getShuffleResult());
+      Value row = kb.addi(row0, kb.subi(toIndex(inclusive), n));
+      Value q = kb.addi(p, kb.muli(lane, kb.idx(kPerThread)));
+      for (int64_t u = 0; u < kPerThread; ++u) {
+        Value pair = kb.addi(q, kb.idx(u)), r = row;
+        kb.ifThen(mine[u], [&] {
+          kb.storeIndex(pair, rowSource, {r});
+          kb.storeIndex(r, positions, {pair});
+        });
+        row = kb.select(mine[u], kb.addi(row, kb.idx(1)), row);
+      }
+      return kb.addi(row0, stepTotal);
+    });
   }
 
   KernelBuilder &kb;
@@ -203,8 +248,8 @@ private:
   MMAEmitter em;
   int64_t experts, tileRows, warps, threads;
   Value pairs, ids, rowSource, positions, offsets, tileOffsets;
-  Value histogram, warpSums;
-  Value tid, expert, lane, warp, rowsBefore;
+  Value histogram, warpSums, warpMine;
+  Value tid, expert, lane, warp, rowsBefore, rangeBegin, rangeEnd;
 };
 
 struct MoEDispatchRowsPattern : OpKernelPattern<MoEDispatchOp> {

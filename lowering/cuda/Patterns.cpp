@@ -61,6 +61,7 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateLatentAttentionRowsPattern(patterns);
   populateRMSNormRowsPatterns(patterns);
   populateMoEDispatchRowsPattern(patterns);
+  populateMoECombineRowsPattern(patterns);
   populateMoEGroupedWGMMAPatterns(patterns);
   populateMoEGroupedGEMVPatterns(patterns);
   populateMoERouterRowsPattern(patterns);

@@ -2,8 +2,9 @@
 // The grouped MoE kernels (k3-moe-grouped, then the CUDA defaults): 8 bf16
 // experts, top-2, D 256, I 128.
 // - moe_dispatch_rows (lowering/cuda/MoEDispatchRows.cpp): a block of 16
-//   warps per expert; a shared-memory histogram (atomic adds), then the
-//   ordered walk with a shuffle scan per warp.
+//   warps per expert, each warp over its own contiguous range of the pairs;
+//   a shared-memory histogram (atomic adds) and the warps' counts, then the
+//   ordered walk with a shuffle scan per warp step (its total by lane 31).
 // - moe_grouped_wgmma (lowering/cuda/MoEGroupedWGMMA.cpp), gate/up and
 //   down: the weights by TMA through rank-3 tensor maps (box 64 k x 64 or
 //   128 rows x 1 expert); gate/up's rows by cp.async (zero-filled past the
@@ -27,7 +28,7 @@
 // CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>
 // CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = moe_grouped_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>
 // CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = moe_grouped_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>
-// CONFIG: k3.moe_combine {{.*}}#k3.kernel_config<kernel = loop_nest
+// CONFIG: k3.moe_combine {{.*}}#k3.kernel_config<kernel = moe_combine_rows, tile = [8], warps = 1>
 // CONFIG: k3.moe_dispatch {{.*}}#k3.kernel_config<kernel = moe_dispatch_rows, warps = 16>
 // CONFIG: k3.moe_grouped_glu {{.*}}#k3.kernel_config<kernel = loop_nest
 // CONFIG: k3.moe_grouped_down {{.*}}#k3.kernel_config<kernel = loop_nest
@@ -40,6 +41,7 @@
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = none, grid_scale = 0, grid_offset = 8, grid_divisor = 1, block = [512, 1, 1]>
 // CHECK: memref.atomic_rmw addi %{{.*}}, %[[HIST]]
 // CHECK: gpu.shuffle  up
+// CHECK: gpu.shuffle  idx
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[W1MAP:.*]]: !llvm.ptr, %[[W3MAP:.*]]: !llvm.ptr)
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 2302, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 70656>

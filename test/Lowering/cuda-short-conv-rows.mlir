@@ -1,9 +1,9 @@
 // REQUIRES: ptxas
 // k3.short_conv with kernel = short_conv_rows (lowering/cuda/ShortConvRows.cpp):
-// a block of 8 warps per (16 tokens, 1024 channels), 4 channels a thread
-// (tile [16, 4]), so 4 channel blocks at 4096 channels: grid
-// ceil((4 T + 63) / 16); each thread walks its tile's tokens (unrolled: the
-// 16 inputs loaded first, one 8-byte vector each) with the last 3 inputs
+// a block of 4 warps per (8 tokens, 512 channels), 4 channels a thread
+// (tile [8, 4]), so 8 channel blocks at 4096 channels: grid
+// ceil((8 T + 63) / 8); each thread walks its tile's tokens (unrolled: the
+// 8 inputs loaded first, one 8-byte vector each) with the last 3 inputs
 // of each channel in registers, the sequence advanced by a while loop when
 // a token passes its end, silu at the store (one vector a token), and the
 // final state at a sequence's last token. tile [16] keeps a channel a
@@ -13,7 +13,7 @@
 // RUN: FileCheck %s --check-prefix=LAUNCH --input-file=%t.mlir
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=2000" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=16x3" 2>&1 | FileCheck %s --check-prefix=BADVEC
-// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=16" --k3-outline-kernels | FileCheck %s --check-prefix=ONE
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=short_conv.tile=16,short_conv.warps=8" --k3-outline-kernels | FileCheck %s --check-prefix=ONE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
@@ -23,10 +23,10 @@
 // BADVEC: error: 'k3.short_conv' op short_conv_rows V (channels a thread) must be 1, 2, 4 or 8 and divide the channels, got 3
 
 // CHECK-LABEL: gpu.func @short_conv_0(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [16, 4], warps = 8>
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 63, grid_divisor = 16, block = [256, 1, 1]>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [8, 4], warps = 4>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 63, grid_divisor = 8, block = [128, 1, 1]>
 // CHECK-COUNT-16: memref.load {{.*}} : memref<?x?x?xf32
-// CHECK-COUNT-16: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
+// CHECK-COUNT-8: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
 // CHECK: scf.while
 // CHECK: math.exp
 // CHECK: arith.truncf {{.*}} : vector<4xf32> to vector<4xbf16>
