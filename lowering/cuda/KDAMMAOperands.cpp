@@ -136,6 +136,7 @@ public:
     l2 = op.getUseQkL2norm();
     sigmoidBeta = op.getUseBetaSigmoid();
     opStride = kDim / 2 + 4;
+    rowStride = kDim + kRowPad;
   }
 
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
@@ -144,11 +145,11 @@ public:
     // this order: channelSums reads up to 7 rows below k and the decays,
     // which are then q and k, never written while it runs. The unbounded
     // gate's scratch (offDiagonalPartial) follows its decays inside the
-    // factors' words: 16 K + 512 <= 3 * 16 (K / 2 + 4) words for K >= 40
-    // (k3.kda_mma_operands has K a multiple of 64).
-    offQ = kChunk * kDim * 4;
-    offK = offQ + kChunk * kDim * 4;
-    offOps = offK + kChunk * kDim * 4;
+    // factors' words: 16 (K + 4) + 512 <= 3 * 16 (K / 2 + 4) words for
+    // K >= 48 (k3.kda_mma_operands has K a multiple of 64).
+    offQ = kChunk * rowStride * 4;
+    offK = offQ + kChunk * rowStride * 4;
+    offOps = offK + kChunk * rowStride * 4;
     offNorm = offOps + 3 * kChunk * opStride * 4;
     offBeta = offNorm + kChunk * 2 * 4;
     offL = offBeta + kChunk * 4;
@@ -198,6 +199,13 @@ public:
 
 private:
   static constexpr int64_t kLStride = 20; // L's rows 16-byte aligned
+  /// G's, q's, k's and the decays' rows are K + 4 words apart (16-byte
+  /// aligned): at K words (a multiple of the 32 banks) the off-diagonal
+  /// block's loads (8 rows, 4 column pairs a warp) had an 8-way bank
+  /// conflict and the diagonal blocks' (2 rows a warp) a 2-way one; 2.3-way
+  /// on average over the kernel's shared loads (bench/results/e2e-checks/
+  /// ncu-kda-operands-banks-nvidia-h200-20261204T0727Z.txt).
+  static constexpr int64_t kRowPad = 4;
 
   /// Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
   /// [16][K] f32 with their per-token norm factors [16][2] (held here, not
@@ -214,9 +222,9 @@ private:
       return em.sharedView(smem, elem, kb.idx(off), shape);
     };
     Type f32 = b.getF32Type();
-    sG = viewAs(f32, 0, {kChunk * kDim});
-    sQ = viewAs(f32, offQ, {kChunk * kDim});
-    sK = viewAs(f32, offK, {kChunk * kDim});
+    sG = viewAs(f32, 0, {kChunk * rowStride});
+    sQ = viewAs(f32, offQ, {kChunk * rowStride});
+    sK = viewAs(f32, offK, {kChunk * rowStride});
     sNorm = viewAs(f32, offNorm, {kChunk * 2});
     sBeta = viewAs(f32, offBeta, {kChunk});
     sL = viewAs(f32, offL, {kChunk * kLStride});
@@ -226,10 +234,10 @@ private:
       sOp[i] = viewAs(b.getI32Type(), off, {kChunk * opStride});
       sOpTile[i] = viewAs(b.getBF16Type(), off, {kChunk, 2 * opStride});
     }
-    sDecay = viewAs(f32, offOps, {kChunk * kDim});
+    sDecay = viewAs(f32, offOps, {kChunk * rowStride});
     // The unbounded gate's off-diagonal partial accumulators [warps][32][4]
     // after the decays, in the factors' words that it leaves free.
-    sScratch = viewAs(f32, offOps + kChunk * kDim * 4, {kThreads * 4});
+    sScratch = viewAs(f32, offOps + kChunk * rowStride * 4, {kThreads * 4});
     sWords = viewAs(f32, 0, {offChan / 4 + 3 * kDim});
   }
 
@@ -259,6 +267,13 @@ private:
   }
   /// CPL consecutive f32 of a shared view at index i (16-byte aligned for
   /// CPL >= 4).
+  /// Stores CPL f32 `vals` at index i of a shared view, as ldsChannels
+  /// loads them.
+  void stsChannels(ArrayRef<Value> vals, Value view, Value i) {
+    const int64_t perStore = std::min<int64_t>(pow2Part, 4);
+    for (int64_t e = 0; e < CPL; e += perStore)
+      em.storeVector(vals.slice(e, perStore), view, kb.addi(i, kb.idx(e)));
+  }
   SmallVector<Value> ldsChannels(Value view, Value i) {
     const int64_t perLoad = std::min<int64_t>(pow2Part, 4);
     SmallVector<Value> vals;
@@ -317,23 +332,26 @@ private:
     Value zero = kb.f32(0.0);
     Value row = tl.row, valid = tl.valid;
     Value sqq = zero, skk = zero;
-    Value rowBase = kb.muli(row, kb.idx(kDim));
+    Value at = kb.addi(kb.muli(row, kb.idx(rowStride)), ch0);
+    SmallVector<Value> qs, ks, gs;
     for (int64_t e = 0; e < CPL; ++e) {
       Value qe = kb.select(valid, tl.q[e], zero);
       Value ke = kb.select(valid, tl.k[e], zero);
       sqq = kb.fma(qe, qe, sqq);
       skk = kb.fma(ke, ke, skk);
-      Value at = kb.addi(rowBase, kb.addi(ch0, kb.idx(e)));
-      em.sts(qe, sQ, at);
-      em.sts(ke, sK, at);
+      qs.push_back(qe);
+      ks.push_back(ke);
       // lb * sigmoid(A (g + dt_bias)) * log2(e), the reciprocal by the
       // special-function unit.
       Value lgt = emitGateLogDecay(
           kb, gateKind, lowerBound, gateA, kb.add(tl.g[e], dtb[e]),
           {kLog2e, [&](Value x) { return em.rcpApprox(x); },
            [&](Value x) { return em.lg2Approx(x); }});
-      em.sts(kb.select(valid, lgt, zero), sG, at);
+      gs.push_back(kb.select(valid, lgt, zero));
     }
+    stsChannels(qs, sQ, at);
+    stsChannels(ks, sK, at);
+    stsChannels(gs, sG, at);
     Value nq = kb.f32(scale), nk = kb.f32(1.0);
     if (l2) {
       nq = kb.mul(nq, kb.rsqrt(kb.add(em.warpSum(sqq), kb.f32(1e-6))));
@@ -361,15 +379,15 @@ private:
         // scan in registers.
         SmallVector<Value> inc;
         for (int64_t t = 0; t < kChunk; ++t)
-          inc.push_back(em.lds(sG, kb.addi(kb.idx(t * kDim), c)));
+          inc.push_back(em.lds(sG, kb.addi(kb.idx(t * rowStride), c)));
         Value run = kb.f32(0.0), gm;
         for (int64_t t = 0; t < kChunk; ++t) {
           run = kb.add(run, inc[t]);
-          em.sts(run, sG, kb.addi(kb.idx(t * kDim), c));
+          em.sts(run, sG, kb.addi(kb.idx(t * rowStride), c));
           if (t == kMid)
             gm = run;
           if (unbounded)
-            em.sts(exp2(inc[t]), sDecay, kb.addi(kb.idx(t * kDim), c));
+            em.sts(exp2(inc[t]), sDecay, kb.addi(kb.idx(t * rowStride), c));
         }
         if (unbounded) {
           em.sts(run, sChan, c);
@@ -402,7 +420,7 @@ private:
   StagedToken stagedToken(Value i) {
     StagedToken r;
     r.t = tokenRow(i);
-    Value at = kb.addi(kb.muli(r.t, kb.idx(kDim)), ch0);
+    Value at = kb.addi(kb.muli(r.t, kb.idx(rowStride)), ch0);
     Value n2 = kb.muli(r.t, kb.idx(2));
     r.nq = em.lds(sNorm, n2);
     r.nk = em.lds(sNorm, kb.addi(n2, kb.idx(1)));
@@ -599,7 +617,7 @@ private:
   std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd) {
     Value q = em.remu(tid, kGroups);
     // Every load is sWords[base + constant]: one address register.
-    Value rowTOdd = kb.muli(tOdd, kb.idx(kDim));
+    Value rowTOdd = kb.muli(tOdd, kb.idx(rowStride));
     Value xBack = kb.subi(tOdd, t); // 0 or 1 rows below t'
     Value tIsOdd = kb.eqi(em.remu(t, 2), kb.idx(1));
     Value zero = kb.f32(0.0), one = kb.f32(1.0);
@@ -610,7 +628,8 @@ private:
           Value c = kb.addi(kb.muli(e, kb.idx(kGroups)), q);
           Value base = kb.addi(rowTOdd, c);
           auto row = [&](int64_t off, int64_t back) {
-            return em.lds(sWords, kb.addi(base, kb.idx(off / 4 - back * kDim)));
+            return em.lds(sWords,
+                          kb.addi(base, kb.idx(off / 4 - back * rowStride)));
           };
           Value xt =
               kb.select(kb.eqi(xBack, kb.idx(0)), row(offX, 0), row(offX, 1));
@@ -673,8 +692,9 @@ private:
     Value nqT = em.lds(sNorm, kb.muli(tA, kb.idx(2)));
     Value nkT = em.lds(sNorm, kb.addi(kb.muli(tA, kb.idx(2)), kb.idx(1)));
     Value nkS = em.lds(sNorm, kb.addi(kb.muli(sB, kb.idx(2)), kb.idx(1)));
-    Value rowT = kb.muli(tA, kb.idx(kDim)), rowS = kb.muli(sB, kb.idx(kDim));
-    Value rowRef = kb.idx(kMid * kDim);
+    Value rowT = kb.muli(tA, kb.idx(rowStride)),
+          rowS = kb.muli(sB, kb.idx(rowStride));
+    Value rowRef = kb.idx(kMid * rowStride);
     SmallVector<Value> init(4, kb.f32(0.0));
     auto loop = scf::ForOp::create(
         b, loc, warp, kb.idx(kDim / 16), kb.idx(kWarps), init,
@@ -816,7 +836,7 @@ private:
   MMAEmitter em;
   KDAMMAOperandsOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
   Value packed;
-  int64_t kDim, heads, CPL, R, pow2Part, opStride;
+  int64_t kDim, heads, CPL, R, pow2Part, opStride, rowStride;
   double scale;
   DecayGateKind gateKind;
   std::optional<double> lowerBound;
