@@ -267,13 +267,13 @@ private:
     Value inside =
         kb.andi(kb.lti(row, rows), kb.lti(kb.addi(nTile, col), em.idx(nOut)));
     kb.ifThen(inside, [&] {
+      // Rows of the tile and of y (N % 8 = 0) keep 4-column groups aligned.
       auto v4 = VectorType::get({4}, b.getF32Type());
-      Value v = vector::LoadOp::create(
-          b, loc, v4, tile, ValueRange{kb.addi(r, em.idx(skip)), col});
+      Value v = mma.alignedLoad(v4, tile,
+                                ValueRange{kb.addi(r, em.idx(skip)), col});
       if (!outElem.isF32())
         v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
-      vector::StoreOp::create(b, loc, v, y,
-                              ValueRange{row, kb.addi(nTile, col)});
+      mma.alignedStore(v, y, ValueRange{row, kb.addi(nTile, col)});
     });
   }
 

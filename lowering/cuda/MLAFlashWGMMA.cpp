@@ -359,8 +359,7 @@ private:
       Value row = kb.addi(rowBase, kb.idx(8 * r));
       Value col = kb.addi(em.swizzledColumn(row, kb.idx(chunk)),
                           kb.muli(quad, kb.idx(2)));
-      vector::StoreOp::create(b, loc, mma.pair(p[i], p[i + 1]), tile,
-                              ValueRange{row, col});
+      mma.alignedStore(mma.pair(p[i], p[i + 1]), tile, ValueRange{row, col});
     }
     // The generic proxy's stores, visible to wgmma's reads.
     NVVM::FenceProxyOp::create(
@@ -435,8 +434,7 @@ private:
                   : vector::FromElementsOp::create(
                         b, loc, VectorType::get({2}, b.getF32Type()),
                         ValueRange{lo, hi});
-          vector::StoreOp::create(b, loc, pairValue, y,
-                                  ValueRange{rowToken[r], col});
+          mma.alignedStore(pairValue, y, ValueRange{rowToken[r], col});
         }
       });
     }

@@ -225,6 +225,23 @@ struct MMAEmitter {
     }
     return out;
   }
+  /// A vector load (store) of `mem` at `at` aligned to the vector's size,
+  /// which the caller guarantees: without the alignment the NVPTX backend
+  /// splits it into element accesses (a bf16 pair became two st.global.b16,
+  /// four times the sectors a warp's stores touch: bench/results/e2e-checks/
+  /// ncu-kda-operands-banks-nvidia-h200-20261204T0727Z.txt).
+  Value alignedLoad(VectorType type, Value mem, ValueRange at) {
+    auto ld = vector::LoadOp::create(b, loc, type, mem, at);
+    ld.setAlignment(vectorBytes(type));
+    return ld;
+  }
+  void alignedStore(Value v, Value mem, ValueRange at) {
+    auto st = vector::StoreOp::create(b, loc, v, mem, at);
+    st.setAlignment(vectorBytes(cast<VectorType>(v.getType())));
+  }
+  static int64_t vectorBytes(VectorType t) {
+    return t.getNumElements() * t.getElementType().getIntOrFloatBitWidth() / 8;
+  }
   /// Stores f32 `vals` to consecutive elements at `at` of `mem` in one
   /// vector store aligned to its size.
   void storeVector(ArrayRef<Value> vals, Value mem, ValueRange at) {

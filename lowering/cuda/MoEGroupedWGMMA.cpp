@@ -638,18 +638,18 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
       Value col = kb.muli(group, kb.idx(2));
       Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), col);
       Value at = kb.addi(r, kb.idx(w.skip));
-      Value gate =
-          vector::LoadOp::create(b, loc, v2, tile, ValueRange{at, col});
-      Value up = vector::LoadOp::create(
-          b, loc, v2, tile, ValueRange{at, kb.addi(col, kb.idx(channels))});
+      // Even columns of the tile (rows of an even stride) and of h.
+      Value gate = mma.alignedLoad(v2, tile, ValueRange{at, col});
+      Value up = mma.alignedLoad(
+          v2, tile, ValueRange{at, kb.addi(col, kb.idx(channels))});
       SmallVector<Value> out;
       for (int64_t i = 0; i < 2; ++i)
         out.push_back(emitGLUActivation(
             kb, act, optionalDouble(beta), optionalDouble(linearBeta),
             vector::ExtractOp::create(b, loc, gate, i),
             vector::ExtractOp::create(b, loc, up, i)));
-      vector::StoreOp::create(b, loc, mma.pair(out[0], out[1]), hRows,
-                              ValueRange{kb.addi(k.rowStart, r), channel});
+      mma.alignedStore(mma.pair(out[0], out[1]), hRows,
+                       ValueRange{kb.addi(k.rowStart, r), channel});
     });
   });
   if (failed(r))
@@ -737,14 +737,14 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
         Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), col);
         Value row = kb.addi(k.rowStart, r);
         Value wt = mma.lds(rowWeights, {r});
-        Value v = vector::LoadOp::create(
-            b, loc, v4, tile, ValueRange{kb.addi(r, kb.idx(w.skip)), col});
+        Value v = mma.alignedLoad(v4, tile,
+                                  ValueRange{kb.addi(r, kb.idx(w.skip)), col});
         Value scaled = arith::MulFOp::create(
             b, loc, v, vector::BroadcastOp::create(b, loc, v4, wt));
         if (!rowType.isF32())
           scaled = arith::TruncFOp::create(
               b, loc, VectorType::get({4}, rowType), scaled);
-        vector::StoreOp::create(b, loc, scaled, yRows, ValueRange{row, column});
+        mma.alignedStore(scaled, yRows, ValueRange{row, column});
       });
     });
     if (failed(r))
