@@ -71,6 +71,13 @@ GROUPS = (("group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
           ("group_odd_k2312", 2312, (41, 7, 3), "bf16", ("f32", "bf16", "f32")),
           ("group_split_k4096", 4096, (2304, 8), "bf16", ("bf16", "f32")))
 GROUP_TOKENS = (1, 5, 64)
+# The same op on the wgmma GEMM (a prefill's group on CUDA, k3-group-linears
+# prefill=1): every weight's column tiles in one grid, partial last tiles
+# (N = 40, 8, 32) and mixed result types, rows across 128-row tiles.
+WGMMA_GROUPS = (("wgmma_group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128), "bf16",
+                 ("bf16",) * 6),
+                ("wgmma_group_mixed_k512", 512, (256, 40, 8), "bf16", ("bf16", "f32", "bf16")))
+WGMMA_GROUP_TOKENS = (5, 130, 256)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
 # the tensor-core form.
@@ -382,8 +389,10 @@ def prepare() -> int:
     for name, n, k, w, x, y in WGMMA_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
     for name, k, ns, x, ys in GROUPS:
-        tile = f"kernel-config=linear_group.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
-        compile_model(name, group_model(k, ns, x, ys), tile)
+        tile = f",linear_group.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
+        compile_model(name, group_model(k, ns, x, ys), "kernel-config=linear_group.kernel=linear_gemv" + tile)
+    for name, k, ns, x, ys in WGMMA_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), "")
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -503,11 +512,12 @@ def check_groups(res, dev, g) -> None:
     from safetensors.torch import save_file
     import k3
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
-    for name, k, ns, xt, ys in GROUPS:
+    wgmma = {c[0] for c in WGMMA_GROUPS}
+    for name, k, ns, xt, ys in GROUPS + WGMMA_GROUPS:
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
         wfile = OUT / f"{name}.w.safetensors"
         save_file({f"w{i}": w.cpu() for i, w in enumerate(ws)}, str(wfile))
-        for t in GROUP_TOKENS:
+        for t in WGMMA_GROUP_TOKENS if name in wgmma else GROUP_TOKENS:
             x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
 
             def case(ws=ws, x=x, t=t, name=name, wfile=wfile, ys=ys, k=k):
@@ -525,8 +535,9 @@ def check_groups(res, dev, g) -> None:
                     errs.append(err)
                 s.close()
                 return {"err_vs_oracle": max(errs), "errs": errs}
+            kernel = "linear_tma_wgmma" if name in wgmma else "linear_gemv"
             res.guard(case, case=name, impl="k3",
-                      variant="linear_gemv (linear_group)" + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
+                      variant=f"{kernel} (linear_group)" + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": list(ns), "K": k, "x": xt, "y": list(ys)})
 
 

@@ -242,14 +242,25 @@ LogicalResult verifyLinearMMA(LinearOp op, KernelConfigAttr c) {
 //===----------------------------------------------------------------------===//
 
 /// bf16 activations and weights (wgmma's bf16 operands come straight from
-/// TMA tiles), a 2-D input, whole 128 x 64 weight tiles.
-bool linearWGMMAApplies(LinearOp op) {
-  auto in = cast<RankedTensorType>(op.getInput().getType());
-  int64_t nOut = dimOf(op.getWeight(), 0), nIn = dimOf(op.getWeight(), 1);
-  Type out = cast<RankedTensorType>(op.getResult().getType()).getElementType();
-  return in.getRank() == 2 && in.getElementType().isBF16() &&
-         elementOf(op.getWeight()).isBF16() && (out.isF32() || out.isBF16()) &&
-         nOut > 0 && nIn > 0 && nOut % 8 == 0 && nIn % 64 == 0;
+/// TMA tiles), a 2-D input, whole 128 x 64 weight tiles; for a
+/// k3.linear_group (k3-group-linears in prefill) every weight so, their
+/// column tiles laid end to end in one grid.
+bool linearWGMMAApplies(Operation *op) {
+  if (!isa<LinearOp, LinearGroupOp>(op))
+    return false;
+  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  if (in.getRank() != 2 || !in.getElementType().isBF16())
+    return false;
+  int64_t nIn = dimOf(op->getOperand(1), 1);
+  for (auto [w, r] :
+       llvm::zip(op->getOperands().drop_front(), op->getResults())) {
+    int64_t nOut = dimOf(w, 0);
+    Type out = cast<RankedTensorType>(r.getType()).getElementType();
+    if (!elementOf(w).isBF16() || !(out.isF32() || out.isBF16()) || nOut <= 0 ||
+        nOut % 8 != 0 || dimOf(w, 1) != nIn || nIn <= 0 || nIn % 64 != 0)
+      return false;
+  }
+  return true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -763,12 +774,13 @@ LogicalResult verifyRMSNormRows(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
-LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
+LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
   if (!linearWGMMAApplies(op))
-    return op.emitOpError() << "linear_tma_wgmma needs a 2-D bf16 input, a "
-                               "bf16 weight whose sizes are multiples of 8 x "
-                               "64, and an f32 or bf16 result";
+    return op->emitOpError() << "linear_tma_wgmma needs a 2-D bf16 input, "
+                                "bf16 weights whose sizes are multiples of 8 "
+                                "x 64 (one K for all), and f32 or bf16 "
+                                "results";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
   // 64] with a producer and two consumer warpgroups (LinearWGMMA.cpp).
   bool narrow =
@@ -776,24 +788,25 @@ LogicalResult verifyLinearWGMMA(LinearOp op, KernelConfigAttr c,
   bool wide =
       c.getTile() == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
   if (!narrow && !wide)
-    return op.emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
-                               "with one warpgroup (4 warps) or [128, 256, "
-                               "64] with three (12 warps)";
+    return op->emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
+                                "with one warpgroup (4 warps) or [128, 256, "
+                                "64] with three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
-    return op.emitOpError() << "linear_tma_wgmma stages must be in [2, 6], got "
-                            << c.getStages();
+    return op->emitOpError()
+           << "linear_tma_wgmma stages must be in [2, 6], got "
+           << c.getStages();
   // The warp-specialised schedule's register split (setmaxnreg) assumes
   // the whole register file: one block per SM.
   if (wide && c.getBlocksPerSm() != 1)
-    return op.emitOpError() << "linear_tma_wgmma with the [128, 256, 64] tile "
-                               "runs one block per SM (blocks_per_sm = 1), "
-                               "got "
-                            << c.getBlocksPerSm();
+    return op->emitOpError() << "linear_tma_wgmma with the [128, 256, 64] tile "
+                                "runs one block per SM (blocks_per_sm = 1), "
+                                "got "
+                             << c.getBlocksPerSm();
   if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), c.getTile()[1]);
       bytes > target.getSmemPerBlock())
-    return op.emitOpError() << "linear_tma_wgmma needs " << bytes
-                            << " bytes of shared memory, the target has "
-                            << target.getSmemPerBlock();
+    return op->emitOpError() << "linear_tma_wgmma needs " << bytes
+                             << " bytes of shared memory, the target has "
+                             << target.getSmemPerBlock();
   return success();
 }
 
@@ -1340,10 +1353,16 @@ KernelKind defaultLinearKind(LinearOp op, bool decode) {
 KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<LinearOp>(op))
     return defaultLinearKind(o, decode);
-  // k3-group-linears groups a decode step's linears for the GEMV.
-  if (isa<LinearGroupOp>(op))
+  // k3-group-linears groups a decode step's linears for the GEMV, and on
+  // CUDA a prefill's for the wgmma GEMM.
+  if (isa<LinearGroupOp>(op)) {
+    if (decode && linearGEMVApplies(op))
+      return KernelKind::linear_gemv;
+    if (linearWGMMAApplies(op))
+      return KernelKind::linear_tma_wgmma;
     return linearGEMVApplies(op) ? KernelKind::linear_gemv
                                  : KernelKind::loop_nest;
+  }
   if (auto o = dyn_cast<ArgmaxOp>(op))
     return argmaxRowsApplies(o) ? KernelKind::argmax_rows
                                 : KernelKind::loop_nest;
@@ -1428,7 +1447,7 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
   case KernelKind::linear_mma_3xtf32:
     return isa<LinearOp>(op) && linearMMAApplies(cast<LinearOp>(op));
   case KernelKind::linear_tma_wgmma:
-    return isa<LinearOp>(op) && linearWGMMAApplies(cast<LinearOp>(op));
+    return linearWGMMAApplies(op);
   case KernelKind::linear_gemv:
     return isa<LinearOp, LinearGroupOp>(op) && linearGEMVApplies(op);
   case KernelKind::argmax_rows:
@@ -1603,8 +1622,8 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyLinearMMA(o, config);
     return wrongOp();
   case KernelKind::linear_tma_wgmma:
-    if (auto o = dyn_cast<LinearOp>(op))
-      return verifyLinearWGMMA(o, config, gpu);
+    if (isa<LinearOp, LinearGroupOp>(op))
+      return verifyLinearWGMMA(op, config, gpu);
     return wrongOp();
   case KernelKind::linear_gemv:
     if (isa<LinearOp, LinearGroupOp>(op))

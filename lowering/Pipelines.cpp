@@ -125,8 +125,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init(true)};
   Option<bool> groupLinears{
       *this, "group-linears",
-      llvm::cl::desc("In the decode entry, the linears of one input as one "
-                     "k3.linear_group (k3-group-linears)"),
+      llvm::cl::desc("The linears of one input as one k3.linear_group "
+                     "(k3-group-linears): in the decode entry, and on CUDA "
+                     "in prefill where the wgmma GEMM takes them all"),
       llvm::cl::init(true)};
   Option<bool> groupShortConvs{
       *this, "group-short-convs",
@@ -222,8 +223,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3KDAMMASplit());
   // After every rewrite that creates or retypes linears (precision, router
   // split, MLA expansion).
-  if (o.decodeEntry && o.groupLinears)
-    pm.addPass(k3::createK3GroupLinears());
+  // On CUDA the prefill's too, for the wgmma GEMM.
+  if (o.groupLinears && (o.decodeEntry || isGPU(o.target)))
+    pm.addPass(k3::createK3GroupLinears({/*prefill=*/isGPU(o.target)}));
   // After the linears are grouped: a layer's q, k and v then come from one
   // op, which is what marks its convolutions as one group.
   if (o.decodeEntry && o.groupShortConvs)

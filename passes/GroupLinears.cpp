@@ -8,8 +8,11 @@
 // One k3.linear_group reads the row once and spreads all the weights' rows
 // over one grid.
 //
-// Only functions marked k3.decode: their linears run on the GEMV kernel
-// (one weight pass per step). The group is placed at its first member, so
+// Functions marked k3.decode: their linears run on the GEMV kernel (one
+// weight pass per step). With `prefill` (the CUDA pipeline) the other
+// functions too, for the wgmma GEMM, where every member has its tiles
+// (otherwise the group would leave that kernel). The group is placed at
+// its first member, so
 // every use of a member's result stays dominated; the weights of later
 // members (k3.weight, no operands) move before it where they came later.
 //
@@ -47,17 +50,36 @@ void groupLinears(ArrayRef<LinearOp> members) {
   }
 }
 
+/// The wgmma GEMM's shapes (KernelConfigRules' linearWGMMAApplies): bf16
+/// 2-D input and weight, K a multiple of 64, N of 8, an f32 or bf16 result.
+bool tensorCoreTiles(LinearOp op) {
+  auto in = cast<RankedTensorType>(op.getInput().getType());
+  auto w = cast<RankedTensorType>(op.getWeight().getType());
+  Type out = cast<RankedTensorType>(op.getResult().getType()).getElementType();
+  return in.getRank() == 2 && in.getElementType().isBF16() &&
+         w.getElementType().isBF16() && w.hasStaticShape() &&
+         w.getDimSize(0) % 8 == 0 && w.getDimSize(1) % 64 == 0 &&
+         (out.isF32() || out.isBF16());
+}
+
 struct K3GroupLinearsPass : impl::K3GroupLinearsBase<K3GroupLinearsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     getOperation()->walk([&](func::FuncOp fn) {
       if (K3Dialect::DecodeAttrHelper(fn.getContext()).isAttrPresent(fn))
-        groupFunction(fn);
+        groupFunction(fn, /*tensorCore=*/false);
+      else if (prefill)
+        groupFunction(fn, /*tensorCore=*/true);
     });
   }
 
-  void groupFunction(func::FuncOp fn) {
+  void groupFunction(func::FuncOp fn, bool tensorCore) {
     llvm::MapVector<Value, SmallVector<LinearOp>> byInput;
-    fn.walk([&](LinearOp op) { byInput[op.getInput()].push_back(op); });
+    fn.walk([&](LinearOp op) {
+      if (!tensorCore || tensorCoreTiles(op))
+        byInput[op.getInput()].push_back(op);
+    });
     for (auto &[input, ops] : byInput) {
       SmallVector<LinearOp> members;
       for (LinearOp op : ops)

@@ -241,17 +241,26 @@ def K3GroupShortConvs : Pass<"k3-group-short-convs"> {
 }
 
 def K3GroupLinears : Pass<"k3-group-linears"> {
-  let summary = "In the decode entry, the linears of one input as one op";
+  let summary = "The linears of one input as one op";
   let description = [{
     In each function marked `k3.decode` (k3-decode-entry), replaces the
     `k3.linear` ops that read the same input by one `k3.linear_group`: a
     KDA layer's q, k, v, f_a, b and g_a projections, MLA's q and kv_a. A
     decode step reads each weight once, so its time is weight bytes plus a
     fixed cost per launch; one launch over all the weights' rows pays that
-    cost once and keeps more rows in flight (docs/architecture.md). The
-    prefill entry keeps its linears (they run on the wgmma GEMM, whose
-    tiles fill the GPU already).
+    cost once and keeps more rows in flight (docs/architecture.md).
+
+    With `prefill`, the other functions' linears of one input are grouped
+    too where every one has tensor-core tiles (bf16 2-D input and weights,
+    K a multiple of 64, N of 8: the wgmma GEMM's shapes), for that GEMM:
+    one grid of all their column tiles, so that the narrow projections
+    (f_a, g_a: 128 columns, b: 32) no longer run their long K loops on 65
+    of the GPU's 132 SMs at T = 8192.
   }];
+  let options = [
+    Option<"prefill", "prefill", "bool", "false",
+           "Also group the other functions' linears that the wgmma GEMM takes">
+  ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 

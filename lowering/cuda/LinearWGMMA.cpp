@@ -16,13 +16,19 @@
 //   reads per product of two m64n128 halves) and keep the next stage's
 //   products queued while the last one is released.
 //
+// A k3.linear_group (k3-group-linears in prefill: a KDA layer's q, k, v,
+// f_a, b and g_a projections of one input) runs as one grid: the weights'
+// column tiles end to end, a block's tile picking its weight's tensor map
+// and result. Six launches of 2080, 65 and 33 blocks (T = 8192) became one:
+// the narrow projections' K loops no longer run on half the SMs alone.
+//
 // Both: TMA with the 128-byte swizzle, zero fill past the last token and
 // past the last weight row of a partial last column tile (N = 576 runs
 // here); the accumulators go through shared memory so that rows past the
 // last token and columns past N are not written. Everything is built from
 // upstream nvgpu ops on typed values (tensormap descriptors, mbarrier
 // groups, warpgroup descriptors and accumulators); the runtime encodes the
-// two tensor maps per call (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
+// tensor maps per call (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -54,25 +60,30 @@ constexpr int64_t kConsumers = 2;
 /// The whole kernel for one op; its steps are the methods.
 class LinearWGMMAKernel {
 public:
-  LinearWGMMAKernel(LinearOp op, KernelOperands<LinearOp> ops,
-                    KernelEmission &e)
-      : op(op), ops(ops), e(e), b(e.kb.builder()), loc(op.getLoc()), kb(e.kb),
+  /// `op` is a k3.linear or a k3.linear_group: input x, then the weights.
+  LinearWGMMAKernel(Operation *op, KernelEmission &e)
+      : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, tileN(e.config.getTile()[1]),
         specialised(tileN == 256) {}
 
   LogicalResult emit() {
-    KernelOperand x = ops.getInput(), w = ops.getWeight();
-    nOut = w.shape[0];
-    nIn = w.shape[1];
+    const KernelOperand &x = e.inputs[0];
+    nIn = e.inputs[1].shape[1];
+    // Weight i's column tiles are [firstTile[i], firstTile[i + 1]). The
+    // last of each may be partial (N = 576: 4.5 tiles): TMA fills W's rows
+    // past N with zeros and the epilogue stores columns < N only.
+    firstTile.push_back(0);
+    for (const KernelOperand &w : ArrayRef(e.inputs).drop_front()) {
+      nOuts.push_back(w.shape[0]);
+      firstTile.push_back(firstTile.back() + (w.shape[0] + tileN - 1) / tileN);
+    }
     rows = kb.dim(x.shape[0]);
     auto form = kb.linearForm(rows);
     if (!form)
-      return op.emitOpError() << "linear_tma_wgmma needs a row count linear "
-                                 "in one runtime size";
+      return op->emitOpError() << "linear_tma_wgmma needs a row count linear "
+                                  "in one runtime size";
     addTensorMapParameters();
-    // The last column tile may be partial (N = 576: 4.5 tiles): TMA fills
-    // W's rows past N with zeros and the epilogue stores columns < N only.
-    int64_t nb = (nOut + tileN - 1) / tileN;
+    int64_t nb = firstTile.back();
     int64_t threads = specialised ? 128 * (1 + kConsumers) : 128;
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
@@ -80,7 +91,7 @@ public:
                 linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
-    nTile = kb.muli(em.remuIdx(bid, nb), em.idx(tileN));
+    pickWeight(em.remuIdx(bid, nb));
     kb.ifThen(kb.lti(mTile, rows), [&] {
       if (specialised)
         specialisedBody();
@@ -97,24 +108,44 @@ private:
   SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
   SmallVector<int64_t> wBox() const { return {tileN, kTileK}; }
 
-  /// The tensor maps of x and W, after the sizes: parameters the runtime
-  /// fills with each call's CUtensorMap addresses.
+  /// Column tile j (of all weights'): its weight (`weight`), that
+  /// weight's column offset (nTile) and tensor map parameter (wMapArg).
+  void pickWeight(Value j) {
+    weight = em.idx(0);
+    Value first = em.idx(0);
+    wMapArg = wMapArgs[0];
+    for (size_t i = 1; i + 1 < firstTile.size(); ++i) {
+      Value here = kb.gei(j, em.idx(firstTile[i]));
+      weight = kb.select(here, em.idx(i), weight);
+      first = kb.select(here, em.idx(firstTile[i]), first);
+      wMapArg = arith::SelectOp::create(b, loc, here, wMapArgs[i], wMapArg);
+    }
+    nTile = kb.muli(kb.subi(j, first), em.idx(tileN));
+  }
+
+  /// The tensor maps of x and each W, after the sizes: parameters the
+  /// runtime fills with each call's CUtensorMap addresses.
   void addTensorMapParameters() {
     auto fn = e.fn;
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
     unsigned n = fn.getNumArguments();
+    int64_t weights = nOuts.size();
     // Appending to a kernel's own signature cannot fail.
-    (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
-    (void)fn.insertArgument(n + 1, ptr, DictionaryAttr(), loc);
+    for (int64_t i = 0; i <= weights; ++i)
+      (void)fn.insertArgument(n + i, ptr, DictionaryAttr(), loc);
     Block &entry = fn.getFunctionBody().front();
     xMapArg = entry.getArgument(n);
-    wMapArg = entry.getArgument(n + 1);
+    for (int64_t i = 0; i < weights; ++i)
+      wMapArgs.push_back(entry.getArgument(n + 1 + i));
     auto map = [&](int64_t operand, int64_t boxRows) -> Attribute {
       return TensorMapAttr::get(b.getContext(), operand, {kTileK, boxRows},
                                 TensorMapSwizzle::swizzle_128b);
     };
+    SmallVector<Attribute> maps{map(0, kTileM)};
+    for (int64_t i = 0; i < weights; ++i)
+      maps.push_back(map(1 + i, tileN));
     K3Dialect::TensorMapsAttrHelper(b.getContext())
-        .setAttr(fn, b.getArrayAttr({map(0, kTileM), map(1, tileN)}));
+        .setAttr(fn, b.getArrayAttr(maps));
   }
 
   /// The x tile (which = 0, 128 x 64) or W tile (which = 1, tileN x 64) of
@@ -251,11 +282,20 @@ private:
   }
 
   /// The f32 tile in shared memory (output row r at tile row r + `skip`)
-  /// to y: `threads` threads (this one `t`), 4 columns each, rows < T and
-  /// columns < N only.
+  /// to the block's weight's result: `threads` threads (this one `t`), 4
+  /// columns each, rows < T and columns < N only.
   void storeRows(Value tile, int64_t skip, Value t, int64_t threads) {
+    if (nOuts.size() == 1)
+      return storeRowsTo(0, tile, skip, t, threads);
+    for (size_t i = 0; i < nOuts.size(); ++i)
+      kb.ifThen(kb.eqi(weight, em.idx(i)),
+                [&, i] { storeRowsTo(i, tile, skip, t, threads); });
+  }
+  void storeRowsTo(int64_t i, Value tile, int64_t skip, Value t,
+                   int64_t threads) {
     MMAEmitter mma{b, loc, kb};
-    Value y = mma.contiguousView(e.outputs[0].base, {rows, em.idx(nOut)});
+    int64_t nOut = nOuts[i];
+    Value y = mma.contiguousView(e.outputs[i].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
     int64_t perRow = tileN / 4, rowStep = threads / perRow;
     Value col = kb.muli(em.remuIdx(t, perRow), em.idx(4));
@@ -269,8 +309,8 @@ private:
     kb.ifThen(inside, [&] {
       // Rows of the tile and of y (N % 8 = 0) keep 4-column groups aligned.
       auto v4 = VectorType::get({4}, b.getF32Type());
-      Value v = mma.alignedLoad(v4, tile,
-                                ValueRange{kb.addi(r, em.idx(skip)), col});
+      Value v =
+          mma.alignedLoad(v4, tile, ValueRange{kb.addi(r, em.idx(skip)), col});
       if (!outElem.isF32())
         v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
       mma.alignedStore(v, y, ValueRange{row, kb.addi(nTile, col)});
@@ -284,8 +324,7 @@ private:
                         MemRefLayoutAttrInterface{}, em.workgroup()));
   }
 
-  LinearOp op;
-  KernelOperands<LinearOp> ops;
+  Operation *op;
   KernelEmission &e;
   OpBuilder &b;
   Location loc;
@@ -293,15 +332,18 @@ private:
   WGMMAEmitter em;
   int64_t tileN;
   bool specialised;
-  int64_t nOut = 0, nIn = 0;
-  Value rows, mTile, nTile, xMapArg, wMapArg, smem, base, tmX, tmW, bars;
+  int64_t nIn = 0;
+  SmallVector<int64_t> nOuts, firstTile;
+  SmallVector<Value> wMapArgs;
+  Value rows, mTile, nTile, weight, xMapArg, wMapArg, smem, base, tmX, tmW,
+      bars;
 };
 
-struct LinearWGMMAPattern : OpKernelPattern<LinearOp> {
-  LinearWGMMAPattern() : OpKernelPattern(KernelKind::linear_tma_wgmma) {}
-  LogicalResult emit(LinearOp op, Adaptor operands,
+template <typename OpT> struct LinearWGMMAPattern : OpKernelPattern<OpT> {
+  LinearWGMMAPattern() : OpKernelPattern<OpT>(KernelKind::linear_tma_wgmma) {}
+  LogicalResult emit(OpT op, typename OpKernelPattern<OpT>::Adaptor,
                      KernelEmission &e) const override {
-    if (failed(LinearWGMMAKernel(op, operands, e).emit()))
+    if (failed(LinearWGMMAKernel(op, e).emit()))
       return failure();
     e.finishSinglePhase(op.getLoc());
     return success();
@@ -311,5 +353,6 @@ struct LinearWGMMAPattern : OpKernelPattern<LinearOp> {
 } // namespace
 
 void mlir::k3::populateLinearWGMMAPattern(KernelPatternSet &patterns) {
-  patterns.add<LinearWGMMAPattern>();
+  patterns
+      .add<LinearWGMMAPattern<LinearOp>, LinearWGMMAPattern<LinearGroupOp>>();
 }

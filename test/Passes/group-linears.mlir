@@ -1,4 +1,5 @@
 // RUN: k3-opt %s -split-input-file --k3-group-linears | FileCheck %s
+// RUN: k3-opt %s -split-input-file --k3-group-linears=prefill=1 | FileCheck %s --check-prefix=PREFILL
 
 // In the decode entry (k3.decode) the linears of one input become one
 // k3.linear_group at the first of them, weights in block order; each
@@ -33,21 +34,39 @@ func.func @forward_decode(%x: tensor<?x32xbf16>, %z: tensor<?x32xbf16>)
 
 // -----
 
-// The prefill entry keeps its linears: they run on the tensor-core GEMM.
+// The prefill entry keeps its linears by default. With prefill=1 (the CUDA
+// pipeline) the ones with the wgmma GEMM's tiles (bf16, K % 64 = 0, N % 8
+// = 0) become one group; K = 32 or an f32 input keeps its linears.
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT:     k3.linear_group
 // CHECK-COUNT-2: k3.linear %
-func.func @forward(%x: tensor<?x32xbf16>, %w1: tensor<64x32xbf16>, %w2: tensor<16x32xbf16>)
-    -> (tensor<?x64xbf16>, tensor<?x16xbf16>) {
+// PREFILL-LABEL: func.func @forward
+// PREFILL:         k3.linear %{{.*}} : (tensor<?x32xbf16>, tensor<64x32xbf16>)
+// PREFILL:         k3.linear %{{.*}} : (tensor<?x32xbf16>, tensor<16x32xbf16>)
+// PREFILL:         %[[G:.*]]:2 = k3.linear_group %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x64xbf16>, tensor<64x64xbf16>, tensor<16x64xbf16>)
+// PREFILL-SAME:      -> (tensor<?x64xbf16>, tensor<?x16xf32>)
+// PREFILL:         k3.linear %{{.*}} : (tensor<?x64xf32>, tensor<64x64xbf16>)
+// PREFILL:         k3.linear %{{.*}} : (tensor<?x64xf32>, tensor<16x64xbf16>)
+func.func @forward(%x: tensor<?x32xbf16>, %w1: tensor<64x32xbf16>, %w2: tensor<16x32xbf16>,
+                   %y: tensor<?x64xbf16>, %w3: tensor<64x64xbf16>, %w4: tensor<16x64xbf16>,
+                   %z: tensor<?x64xf32>)
+    -> (tensor<?x64xbf16>, tensor<?x16xbf16>, tensor<?x64xbf16>, tensor<?x16xf32>,
+        tensor<?x64xf32>, tensor<?x16xf32>) {
   %a = k3.linear %x, %w1 : (tensor<?x32xbf16>, tensor<64x32xbf16>) -> tensor<?x64xbf16>
   %b = k3.linear %x, %w2 : (tensor<?x32xbf16>, tensor<16x32xbf16>) -> tensor<?x16xbf16>
-  return %a, %b : tensor<?x64xbf16>, tensor<?x16xbf16>
+  %c = k3.linear %y, %w3 : (tensor<?x64xbf16>, tensor<64x64xbf16>) -> tensor<?x64xbf16>
+  %d = k3.linear %y, %w4 : (tensor<?x64xbf16>, tensor<16x64xbf16>) -> tensor<?x16xf32>
+  %e = k3.linear %z, %w3 : (tensor<?x64xf32>, tensor<64x64xbf16>) -> tensor<?x64xf32>
+  %f = k3.linear %z, %w4 : (tensor<?x64xf32>, tensor<16x64xbf16>) -> tensor<?x16xf32>
+  return %a, %b, %c, %d, %e, %f : tensor<?x64xbf16>, tensor<?x16xbf16>, tensor<?x64xbf16>, tensor<?x16xf32>,
+      tensor<?x64xf32>, tensor<?x16xf32>
 }
 
 // -----
 
 // A lone linear stays a k3.linear.
 // CHECK-LABEL: func.func @lone
+// PREFILL-LABEL: func.func @lone
 // CHECK-NOT:     k3.linear_group
 // CHECK:         k3.linear %
 func.func @lone(%x: tensor<?x32xf32>, %w: tensor<64x32xf32>) -> tensor<?x64xf32>
