@@ -125,10 +125,15 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::init(true)};
   Option<bool> groupLinears{
       *this, "group-linears",
-      llvm::cl::desc("The linears of one input as one k3.linear_group "
-                     "(k3-group-linears): in the decode entry, and on CUDA "
-                     "in prefill where the wgmma GEMM takes them all"),
+      llvm::cl::desc("In the decode entry, the linears of one input as one "
+                     "k3.linear_group (k3-group-linears)"),
       llvm::cl::init(true)};
+  Option<bool> groupPrefillLinears{
+      *this, "group-prefill-linears",
+      llvm::cl::desc("On CUDA, a prefill's linears of one input as one "
+                     "k3.linear_group on the wgmma GEMM (k3-group-linears "
+                     "prefill=1; off: measured no faster, docs/gemm.md)"),
+      llvm::cl::init(false)};
   Option<bool> groupShortConvs{
       *this, "group-short-convs",
       llvm::cl::desc("In the decode entry, a layer's short convs as one "
@@ -223,9 +228,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3KDAMMASplit());
   // After every rewrite that creates or retypes linears (precision, router
   // split, MLA expansion).
-  // On CUDA the prefill's too, for the wgmma GEMM.
-  if (o.groupLinears && (o.decodeEntry || isGPU(o.target)))
-    pm.addPass(k3::createK3GroupLinears({/*prefill=*/isGPU(o.target)}));
+  // On CUDA, optionally the prefill's too, for the wgmma GEMM.
+  bool groupPrefill = o.groupPrefillLinears && isGPU(o.target);
+  if (o.groupLinears && (o.decodeEntry || groupPrefill))
+    pm.addPass(k3::createK3GroupLinears({/*prefill=*/groupPrefill}));
   // After the linears are grouped: a layer's q, k and v then come from one
   // op, which is what marks its convolutions as one group.
   if (o.decodeEntry && o.groupShortConvs)
