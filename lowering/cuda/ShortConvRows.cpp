@@ -63,19 +63,19 @@ namespace {
 /// One convolution's operands in the kernel.
 struct ConvOperands {
   Value x, w, state, y, fs, cuSeqlens;
-  KernelOperand input, result; // for the vector views of x and y
+  KernelOperand input, result, weight; // for the vector views of x, y, w
   int64_t tokensDim = 0, channels = 0, seqsDim = 0;
 };
 
-ConvOperands convOperands(const KernelOperand &input, Value weight,
-                          const KernelOperand &state,
-                          const KernelOperand &result,
-                          const KernelOperand &finalState,
-                          const KernelOperand &cuSeqlens) {
+ConvOperands
+convOperands(const KernelOperand &input, const KernelOperand &weight,
+             const KernelOperand &state, const KernelOperand &result,
+             const KernelOperand &finalState, const KernelOperand &cuSeqlens) {
   ConvOperands m;
   m.x = input.full;
   m.input = input;
-  m.w = weight;
+  m.w = weight.full;
+  m.weight = weight;
   m.y = result.full;
   m.result = result;
   m.fs = finalState.full;
@@ -148,8 +148,11 @@ public:
       yRows = em.contiguousView(m.result);
     }
     kb.ifThen(kb.lti(c, kb.idx(channels)), [&] {
-      for (int64_t v = 0; v < vec; ++v)
-        wt.push_back(weights(channel(v)));
+      if (vec > 1) {
+        vectorWeights();
+      } else {
+        wt.push_back(weights(c));
+      }
       kb.ifThen(kb.lti(t0, numTokens), [&] { tokens(t0); });
       kb.ifThen(kb.eqi(t0, kb.idx(0)), [&] { emptySequences(); });
     });
@@ -157,6 +160,26 @@ public:
 
 private:
   Value channel(int64_t v) { return v ? kb.addi(c, kb.idx(v)) : c; }
+  /// The thread's vec channels' taps, vec * ks consecutive elements of w
+  /// from c ks, as aligned vectors of up to 16 bytes (c is a multiple of
+  /// vec). Per-tap scalar loads had lanes 64 bytes apart (4 f32 taps x 4
+  /// channels), 32 sectors per load instruction: 70 % of the kernel's
+  /// sectors were excess (bench/results/e2e-checks/
+  /// ncu-prefill-after-nvidia-h200-20261204T0813Z.txt).
+  void vectorWeights() {
+    Value flat = em.contiguousView(m.weight.base, {kb.idx(channels * ks)});
+    Type elem = cast<MemRefType>(flat.getType()).getElementType();
+    int64_t n = vec * ks, per = 16 / (elem.getIntOrFloatBitWidth() / 8);
+    while (per > 1 && n % per != 0)
+      per /= 2;
+    SmallVector<Value> all;
+    Value first = kb.muli(c, kb.idx(ks));
+    for (int64_t i = 0; i < n; i += per)
+      llvm::append_range(all,
+                         em.loadVector(flat, kb.addi(first, kb.idx(i)), per));
+    for (int64_t v = 0; v < vec; ++v)
+      wt.push_back(SmallVector<Value>(ArrayRef(all).slice(v * ks, ks)));
+  }
   SmallVector<Value> weights(Value ch) {
     SmallVector<Value> taps;
     for (int64_t j = 0; j < ks; ++j)
@@ -350,7 +373,7 @@ struct ShortConvRowsPattern : OpKernelPattern<ShortConvOp> {
     auto ops = operandsOf(op, e.inputs);
     KernelOperand finalState = resultOf(e.outputs, op.getFinalState());
     ConvOperands m = convOperands(
-        ops.getInput(), ops.getWeight().full, ops.getConvState(),
+        ops.getInput(), ops.getWeight(), ops.getConvState(),
         resultOf(e.outputs, op.getResult()), finalState, ops.getCuSeqlens());
     ArrayRef<int64_t> tileParams = e.config.getTile();
     int64_t tile = tileParams[0], threads = 32 * e.config.getWarps();
@@ -394,11 +417,11 @@ struct ShortConvGroupRowsPattern : OpKernelPattern<ShortConvGroupOp> {
     KernelBuilder &kb = e.kb;
     int64_t threads = 32 * e.config.getWarps(), tile = e.config.getTile()[0];
     auto ops = operandsOf(op, e.inputs);
-    SmallVector<ConvOperands> members;
+    SmallVector<ConvOperands, 3> members;
     SmallVector<int64_t> firstBlock{0};
     for (size_t i = 0; i < op.getInputs().size(); ++i) {
       ConvOperands m = convOperands(
-          ops.getInputs()[i], ops.getWeights()[i].full, ops.getConvStates()[i],
+          ops.getInputs()[i], ops.getWeights()[i], ops.getConvStates()[i],
           resultOf(e.outputs, op.getResults()[i]),
           resultOf(e.outputs, op.getFinalStates()[i]), ops.getCuSeqlens());
       members.push_back(m);

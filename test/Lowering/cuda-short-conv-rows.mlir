@@ -25,7 +25,7 @@
 // CHECK-LABEL: gpu.func @short_conv_0(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [8, 4], warps = 4>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 63, grid_divisor = 8, block = [128, 1, 1]>
-// CHECK-COUNT-16: memref.load {{.*}} : memref<?x?x?xf32
+// CHECK-COUNT-4: vector.load {{.*}} {alignment = 16 : i64} : memref<16384xf32>, vector<4xf32>
 // CHECK-COUNT-8: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
 // CHECK: scf.while
 // CHECK: math.exp
