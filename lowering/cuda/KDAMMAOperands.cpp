@@ -122,7 +122,7 @@ public:
   OperandsKernel(KDAMMAOperandsOp op, KernelBuilder &kb,
                  ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out)
       : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, a(in, op),
-        packed(out[0].full) {
+        packed(out[0].full), packedRows(em.contiguousView(out[0])) {
     kDim = in[0].shape[3];
     heads = in[0].shape[2];
     CPL = kDim / 32;
@@ -445,14 +445,56 @@ private:
       }
       Value tok = kb.addi(t0, t);
       kb.ifThen(kb.lti(t, count), [&] {
-        for (int64_t e = 0; e < CPL; e += 2) {
-          Value wIdx = em.divu(kb.addi(ch0, kb.idx(e)), 2);
-          for (int x = 0; x < 3; ++x)
-            em.sts(em.packWord(vals[e][x], vals[e + 1][x]), packed,
-                   {kb.idx(0), tok, hh, kb.addi(kb.idx(x * kDim / 2), wIdx)});
-        }
+        for (int x = 0; x < 3; ++x)
+          storeOperandWords(vals, x, tok, hh);
       });
     });
+  }
+
+  /// The lane's CPL channels of value `x` of `vals` as CPL / 2 bf16-pair
+  /// words, two words (8 bytes) a store where CPL / 2 is even: one word a
+  /// store left each warp store half of its sectors (lanes 8 bytes apart),
+  /// 39 % excess sectors over the kernel (bench/results/e2e-checks/
+  /// ncu-prefill-after-nvidia-h200-20261204T0813Z.txt).
+  template <typename Vals>
+  SmallVector<Value> channelWords(const Vals &vals, int x) {
+    SmallVector<Value> words;
+    for (int64_t e = 0; e < CPL; e += 2)
+      words.push_back(em.packWord(vals[e][x], vals[e + 1][x]));
+    return words;
+  }
+  /// Stores `words` from index `at` of the 1-D or trailing dimension of
+  /// `mem` (ValueRange `lead` before it), in pairs where they are even.
+  void storeWords(ArrayRef<Value> words, Value mem, ValueRange lead, Value at) {
+    auto index = [&](int64_t i) {
+      SmallVector<Value> idx(lead.begin(), lead.end());
+      idx.push_back(kb.addi(at, kb.idx(i)));
+      return idx;
+    };
+    int64_t n = words.size();
+    if (n % 2 != 0) {
+      for (int64_t i = 0; i < n; ++i)
+        em.sts(words[i], mem, index(i));
+      return;
+    }
+    for (int64_t i = 0; i < n; i += 2) {
+      Value pair = vector::FromElementsOp::create(
+          b, loc, VectorType::get({2}, b.getI32Type()),
+          ValueRange{words[i], words[i + 1]});
+      em.alignedStore(pair, mem, index(i));
+    }
+  }
+  /// Operand x (q e^G, k e^G, k e^{G_C-G}) of token `tok` to its packed
+  /// row: words x K / 2 + ch0 / 2 ...
+  template <typename Vals>
+  void storeOperandWords(const Vals &vals, int x, Value tok, Value hh) {
+    storeWords(channelWords(vals, x), packedRows, {kb.idx(0), tok, hh},
+               kb.addi(kb.idx(x * kDim / 2), em.divu(ch0, 2)));
+  }
+  /// Factor `x` of `vals` to the shared factor rows `view` at `rowW`.
+  template <typename Vals>
+  void storeFactorWords(const Vals &vals, int x, Value view, Value rowW) {
+    storeWords(channelWords(vals, x), view, {}, kb.addi(rowW, em.divu(ch0, 2)));
   }
 
   /// P3: the decayed operands: q e^G, k e^G, k e^{G_C-G} to the packed
@@ -483,17 +525,12 @@ private:
       }
       Value rowW = kb.muli(t, kb.idx(opStride));
       Value tok = kb.addi(t0, t);
-      for (int64_t e = 0; e < CPL; e += 2) {
-        Value wIdx = em.divu(kb.addi(ch0, kb.idx(e)), 2);
+      for (int x = 0; x < 3; ++x)
+        storeFactorWords(vals, 3 + x, sOp[x], rowW);
+      kb.ifThen(valid, [&] {
         for (int x = 0; x < 3; ++x)
-          em.sts(em.packWord(vals[e][3 + x], vals[e + 1][3 + x]), sOp[x],
-                 kb.addi(rowW, wIdx));
-        kb.ifThen(valid, [&] {
-          for (int x = 0; x < 3; ++x)
-            em.sts(em.packWord(vals[e][x], vals[e + 1][x]), packed,
-                   {kb.idx(0), tok, hh, kb.addi(kb.idx(x * kDim / 2), wIdx)});
-        });
-      }
+          storeOperandWords(vals, x, tok, hh);
+      });
     });
   }
 
@@ -836,6 +873,7 @@ private:
   MMAEmitter em;
   KDAMMAOperandsOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
   Value packed;
+  Value packedRows; // packed with a unit innermost stride (vector stores)
   int64_t kDim, heads, CPL, R, pow2Part, opStride, rowStride;
   double scale;
   DecayGateKind gateKind;

@@ -52,6 +52,12 @@ public:
     const KernelOperand &indices = ops.getIndices();
     pairs = kb.numElements(indices.shape);
     ids = kb.view(indices.base, {pairs});
+    // top-k a multiple of 4: T K is, so a lane's 4 ids are all in range or
+    // all past it, and one 16-byte load reads them (4-byte loads 16 bytes
+    // apart across lanes touched 4x the sectors: bench/results/e2e-checks/
+    // ncu-prefill-after-nvidia-h200-20261204T0813Z.txt).
+    if (indices.shape.back() % kPerThread == 0)
+      idVectors = MMAEmitter{b, loc, kb}.contiguousView(indices.base, {pairs});
     rowSource = kb.view(resultOf(e.outputs, op.getRowSource()).base, {pairs});
     positions = kb.view(resultOf(e.outputs, op.getPositions()).base, {pairs});
     offsets = resultOf(e.outputs, op.getOffsets()).full;
@@ -102,6 +108,13 @@ private:
   SmallVector<std::pair<Value, Value>> stepIds(Value p) {
     SmallVector<std::pair<Value, Value>> out;
     Value first = kb.addi(p, kb.muli(lane, kb.idx(kPerThread)));
+    if (idVectors) {
+      Value in = kb.lti(first, pairs);
+      Value at = kb.minsi(first, kb.subi(pairs, kb.idx(kPerThread)));
+      for (Value id : em.loadVector(idVectors, {at}, kPerThread))
+        out.push_back({toIndex(id), in});
+      return out;
+    }
     for (int64_t u = 0; u < kPerThread; ++u) {
       Value q = kb.addi(first, kb.idx(u));
       Value at = kb.minsi(q, kb.subi(pairs, kb.idx(1)));
@@ -247,7 +260,7 @@ private:
   Location loc;
   MMAEmitter em;
   int64_t experts, tileRows, warps, threads;
-  Value pairs, ids, rowSource, positions, offsets, tileOffsets;
+  Value pairs, ids, idVectors, rowSource, positions, offsets, tileOffsets;
   Value histogram, warpSums, warpMine;
   Value tid, expert, lane, warp, rowsBefore, rangeBegin, rangeEnd;
 };
