@@ -6,6 +6,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools clang-22 libclang-rt-22-dev
   lld-22 ninja-build cmake libgtest-dev libzstd-dev zlib1g-dev clang-format-22
+  openmpi-bin
 )
 
 missing=()

@@ -258,7 +258,19 @@ k3_status k3_session_create(const k3_artifact *a, const char *device,
     *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
   });
 }
+k3_status k3_session_create_mpi(const k3_artifact *a, const char *device,
+                                k3_session **out) {
+  if (!a || !device || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    "k3_session_create_mpi: NULL argument");
+  *out = nullptr;
+  return guard([&] {
+    std::unique_ptr<rt::Session> s = rt::Session::mpiRank(a->art, device);
+    *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
+  });
+}
 void k3_session_destroy(k3_session *s) { delete s; }
+uint32_t k3_session_rank(const k3_session *s) { return s ? s->s->rank() : 0; }
 const char *k3_session_device_name(const k3_session *s) {
   return s ? s->s->deviceName().c_str() : "";
 }

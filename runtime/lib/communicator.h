@@ -50,6 +50,21 @@ public:
 /// rounded once), so every rank and every run gets the same bits.
 std::shared_ptr<Communicator> makeHostCommunicator(uint32_t worldSize);
 
+/// Member `me` of `n`'s output of `call` from every member's input `in`
+/// (host memory, in member order): the host communicator's arithmetic,
+/// which the MPI communicator applies to gathered copies.
+void computeCollective(const CollectiveCall &call,
+                       const std::vector<const uint8_t *> &in, uint32_t me,
+                       uint32_t n);
+
+/// This process's rank of a job started by an MPI launcher (mpirun), one
+/// rank per process on the host, through Open MPI's libmpi loaded at run
+/// time (MPI_Init unless the process did it); null with `err` when libmpi
+/// cannot be loaded or initialised. `rank` is the process's rank in
+/// MPI_COMM_WORLD, whose size is the communicator's worldSize().
+std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
+                                                  std::string &err);
+
 /// The GPUs `devices` (CUDA ordinals, rank r on devices[r]) of this
 /// process, through NCCL loaded at run time; null with `err` when NCCL
 /// cannot be loaded or initialised.

@@ -47,7 +47,7 @@ public:
     // Every input is in place and none changes until the second barrier:
     // each rank computes its own output from all of them.
     lock.unlock();
-    compute(call, r.inputs, me, n);
+    computeCollective(call, r.inputs, me, n);
     lock.lock();
     return barrier(r, n, lock, err);
   }
@@ -83,52 +83,6 @@ private:
     return true;
   }
 
-  static void compute(const CollectiveCall &call,
-                      const std::vector<const uint8_t *> &in, uint32_t me,
-                      uint32_t n) {
-    const Collective &c = *call.collective;
-    uint8_t *out = reinterpret_cast<uint8_t *>(call.out);
-    const uint64_t outer = call.outer, chunk = call.chunk;
-    // Element `i` of every member's input, reduced in rank order and
-    // stored as element `o` of the output (i32: exactly, in 64 bits).
-    auto reduceInto = [&](uint64_t i, uint64_t o) {
-      bool sum = c.reduce == ReduceOp::Sum;
-      if (c.dtype == DType::I32) {
-        int64_t acc = reinterpret_cast<const int32_t *>(in[0])[i];
-        for (uint32_t j = 1; j < n; ++j) {
-          int64_t v = reinterpret_cast<const int32_t *>(in[j])[i];
-          acc = sum ? acc + v : std::max(acc, v);
-        }
-        reinterpret_cast<int32_t *>(out)[o] = int32_t(acc);
-        return;
-      }
-      float acc = loadFloat(c.dtype, in[0], i);
-      for (uint32_t j = 1; j < n; ++j) {
-        float v = loadFloat(c.dtype, in[j], i);
-        acc = sum ? acc + v : std::max(acc, v);
-      }
-      storeFloat(c.dtype, out, o, acc);
-    };
-    size_t bytes = dtypeSize(c.dtype);
-    switch (c.kind) {
-    case CollectiveKind::AllReduce:
-      for (uint64_t i = 0; i < outer * chunk; ++i)
-        reduceInto(i, i);
-      break;
-    case CollectiveKind::AllGather:
-      for (uint64_t o = 0; o < outer; ++o)
-        for (uint32_t j = 0; j < n; ++j)
-          std::memcpy(out + ((o * n + j) * chunk) * bytes,
-                      in[j] + (o * chunk) * bytes, chunk * bytes);
-      break;
-    case CollectiveKind::ReduceScatter:
-      for (uint64_t o = 0; o < outer; ++o)
-        for (uint64_t k = 0; k < chunk; ++k)
-          reduceInto((o * n + me) * chunk + k, o * chunk + k);
-      break;
-    }
-  }
-
   const uint32_t world_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -137,6 +91,52 @@ private:
 };
 
 } // namespace
+
+void computeCollective(const CollectiveCall &call,
+                       const std::vector<const uint8_t *> &in, uint32_t me,
+                       uint32_t n) {
+  const Collective &c = *call.collective;
+  uint8_t *out = reinterpret_cast<uint8_t *>(call.out);
+  const uint64_t outer = call.outer, chunk = call.chunk;
+  // Element `i` of every member's input, reduced in rank order and
+  // stored as element `o` of the output (i32: exactly, in 64 bits).
+  auto reduceInto = [&](uint64_t i, uint64_t o) {
+    bool sum = c.reduce == ReduceOp::Sum;
+    if (c.dtype == DType::I32) {
+      int64_t acc = reinterpret_cast<const int32_t *>(in[0])[i];
+      for (uint32_t j = 1; j < n; ++j) {
+        int64_t v = reinterpret_cast<const int32_t *>(in[j])[i];
+        acc = sum ? acc + v : std::max(acc, v);
+      }
+      reinterpret_cast<int32_t *>(out)[o] = int32_t(acc);
+      return;
+    }
+    float acc = loadFloat(c.dtype, in[0], i);
+    for (uint32_t j = 1; j < n; ++j) {
+      float v = loadFloat(c.dtype, in[j], i);
+      acc = sum ? acc + v : std::max(acc, v);
+    }
+    storeFloat(c.dtype, out, o, acc);
+  };
+  size_t bytes = dtypeSize(c.dtype);
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    for (uint64_t i = 0; i < outer * chunk; ++i)
+      reduceInto(i, i);
+    break;
+  case CollectiveKind::AllGather:
+    for (uint64_t o = 0; o < outer; ++o)
+      for (uint32_t j = 0; j < n; ++j)
+        std::memcpy(out + ((o * n + j) * chunk) * bytes,
+                    in[j] + (o * chunk) * bytes, chunk * bytes);
+    break;
+  case CollectiveKind::ReduceScatter:
+    for (uint64_t o = 0; o < outer; ++o)
+      for (uint64_t k = 0; k < chunk; ++k)
+        reduceInto((o * n + me) * chunk + k, o * chunk + k);
+    break;
+  }
+}
 
 std::shared_ptr<Communicator> makeHostCommunicator(uint32_t worldSize) {
   return std::make_shared<HostCommunicator>(worldSize);

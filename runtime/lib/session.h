@@ -71,7 +71,16 @@ public:
   Session(std::shared_ptr<const artifact::Artifact> art,
           const std::string &device);
   ~Session();
+  /// This process's rank of a partitioned artifact in a job started by an
+  /// MPI launcher (`mpirun -np N`, N the partition's world): the CPU
+  /// target, collectives through MPI (communicator_mpi.cpp), the rank's
+  /// shards of each checkpoint. Every process makes its own session and
+  /// runs the same calls (session_ranks.cpp).
+  static std::unique_ptr<Session>
+  mpiRank(std::shared_ptr<const artifact::Artifact> art,
+          const std::string &device);
   const std::string &deviceName() const { return deviceName_; }
+  uint32_t rank() const { return rank_; }
   /// Loads a checkpoint (weights.cpp): staged, pipelined uploads
   /// (weight_upload.h); `progress` gets (bytes done, bytes in all) at most
   /// ten times a second and once at the end.

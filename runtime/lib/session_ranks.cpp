@@ -14,9 +14,42 @@ namespace rt {
 
 using namespace artifact;
 
+std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
+                                          const std::string &device) {
+  if (device != "cpu")
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "MPI ranks run on the CPU target (device cpu), not '" + device +
+             "': NCCL across processes is not built yet");
+  uint32_t rank = 0;
+  std::string err;
+  std::shared_ptr<Communicator> comm = makeMpiCommunicator(rank, err);
+  if (!comm)
+    fail(K3_ERROR_INVALID_ARGUMENT, "MPI: " + err);
+  uint32_t world = partitionOf(*art).world();
+  if (comm->worldSize() != world) {
+    // Every process fails alike; the launcher ends the job.
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "the artifact is partitioned over " + std::to_string(world) +
+             " ranks, the MPI job has " + std::to_string(comm->worldSize()) +
+             " processes (mpirun -np " + std::to_string(world) + ")");
+  }
+  std::unique_ptr<Session> s(
+      new Session(std::move(art), device, rank, std::move(comm)));
+  const Partition &p = s->partition_;
+  s->deviceName_ += " (rank " + std::to_string(rank) + " of " +
+                    std::to_string(world) + ", tp=" + std::to_string(p.tp) +
+                    " ep=" + std::to_string(p.ep) +
+                    " cp=" + std::to_string(p.cp) + ", MPI, a process each)";
+  return s;
+}
+
 void Session::createRanks(const std::string &device) {
   partition_ = partitionOf(*art_);
   uint32_t world = partition_.world();
+  // A rank given its communicator (an MPI process, or a peer of rank 0)
+  // makes no peers.
+  if (comm_)
+    return;
   // An SPMD program of one rank (its collectives copies) still needs a
   // communicator: k3-compile spmd=1 checks that path on one device.
   if ((world == 1 && art_->collectives.empty()) || rank_ != 0)

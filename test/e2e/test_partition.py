@@ -13,6 +13,7 @@ Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +211,51 @@ def test_vocab_split_lm_head(partitioned):
         [f"{BIN}/k3-run", str(a), "--weights", str(wfile), "--prompt", "3,1,4,1,5",
          "--max-new-tokens", "6", "--quiet"], capture_output=True, text=True, check=True).stdout
     assert gen(art) == gen(arts[1])
+
+
+MPIRUN = shutil.which("mpirun")
+# Open MPI as CI runs it: as root in a container, two processes on any
+# number of cores, no cross-memory attach between them.
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none")
+
+
+def mpirun(np_, args):
+    return subprocess.run([MPIRUN, "-np", str(np_), "--oversubscribe", f"{BIN}/k3-run", *args, "--mpi"],
+                          capture_output=True, text=True, env=MPI_ENV, timeout=300)
+
+
+@pytest.mark.skipif(not MPIRUN, reason="mpirun (Debian's openmpi-bin) not installed")
+def test_mpirun_two_ranks(partitioned):
+    """The tp=2 artifact under `mpirun -np 2 k3-run --mpi`: a process per
+    rank, collectives through Open MPI (an all-gather, then the host
+    communicator's rank-order arithmetic): the same generated ids for two
+    prompts with carried decode state, and the same output bits (dumped by
+    rank 0), as the two threads of one process."""
+    tmp, _, arts, _, _, wfile = partitioned
+    args = [str(arts[2]), "--weights", str(wfile), "--prompt", "3,1,4,1,5", "--prompt", "9,2",
+            "--max-new-tokens", "6", "--quiet"]
+    threads = subprocess.run([f"{BIN}/k3-run", *args, "--dump", str(tmp / "threads.safetensors")],
+                             capture_output=True, text=True, check=True)
+    mpi = mpirun(2, args + ["--dump", str(tmp / "mpi.safetensors")])
+    assert mpi.returncode == 0, mpi.stderr
+    assert mpi.stdout == threads.stdout and len(threads.stdout.splitlines()) == 2
+    a = model.load_safetensors(tmp / "threads.safetensors", to_float64=False, strip_prefix="")
+    b = model.load_safetensors(tmp / "mpi.safetensors", to_float64=False, strip_prefix="")
+    assert a.keys() == b.keys() and a
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
+
+
+@pytest.mark.skipif(not MPIRUN, reason="mpirun (Debian's openmpi-bin) not installed")
+def test_mpirun_wrong_world(partitioned):
+    """A job of another size than the artifact's ranks, or a GPU device,
+    is refused by every process with the reason; the job fails."""
+    tmp, _, arts, _, _, wfile = partitioned
+    args = [str(arts[2]), "--weights", str(wfile), "--prompt", "1,2", "--quiet"]
+    r = mpirun(3, args)
+    assert r.returncode != 0
+    assert "partitioned over 2 ranks, the MPI job has 3 processes (mpirun -np 2)" in r.stderr
+    r = mpirun(2, args + ["--device", "cuda"])
+    assert r.returncode != 0
+    assert "MPI ranks run on the CPU target" in r.stderr

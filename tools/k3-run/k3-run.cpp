@@ -67,6 +67,9 @@ const char *kUsage =
     "block as expressions of the symbols) and exit; needs no device\n"
     "  --describe                 print the artifact (symbols, tensor maps, "
     "launches and their arguments) and exit\n"
+    "  --mpi                      one rank of a partitioned artifact per "
+    "process, under mpirun -np N (CPU; Open MPI loaded at run time); rank 0 "
+    "prints and dumps\n"
     "  --help                     this text\n";
 
 [[noreturn]] void usageError(const char *fmt, ...) {
@@ -145,7 +148,7 @@ struct Options {
   std::vector<int32_t> stopTokens;
   std::vector<std::string> weights;
   bool randomWeights = false, quiet = false, progress = false, profile = false,
-       plan = false, describe = false;
+       plan = false, describe = false, mpi = false;
   int repeat = 1;
   uint64_t seed = 0;
   int64_t maxNew = 16;
@@ -248,6 +251,8 @@ Options parseArgs(int argc, char **argv) {
       o.describe = true;
     else if (a == "--progress")
       o.progress = true;
+    else if (a == "--mpi")
+      o.mpi = true;
     else if (a.size() > 1 && a[0] == '-')
       usageError("unknown option '%s'", a.c_str());
     else if (o.model.empty())
@@ -511,8 +516,20 @@ int main(int argc, char **argv) {
   if (!o.quiet)
     printFootprint(art);
   k3_session *s = nullptr;
-  check(k3_session_create(art, o.device.c_str(), &s),
-        ("device " + o.device).c_str());
+  if (o.mpi) {
+    check(k3_session_create_mpi(art, o.device.c_str(), &s),
+          ("device " + o.device + " under MPI").c_str());
+    // Every rank computes the same outputs; rank 0 reports them.
+    if (k3_session_rank(s) != 0) {
+      o.quiet = true;
+      o.dump.clear();
+      if (!std::freopen("/dev/null", "w", stdout))
+        die("cannot silence rank " + std::to_string(k3_session_rank(s)));
+    }
+  } else {
+    check(k3_session_create(art, o.device.c_str(), &s),
+          ("device " + o.device).c_str());
+  }
   if (!o.weights.empty()) {
     loadWeights(s, o.weights, (o.progress || isatty(2)) && !o.quiet, o.quiet);
   } else if (o.randomWeights) {

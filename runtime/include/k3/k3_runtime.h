@@ -120,8 +120,17 @@ k3_status k3_artifact_entry_output(const k3_artifact *a, size_t entry, size_t i,
  * the device's target and allocates every plan buffer (zeroed). */
 k3_status k3_session_create(const k3_artifact *a, const char *device,
                             k3_session **out);
+/* This process's rank of a partitioned artifact in a job started by an MPI
+ * launcher (`mpirun -np N`, N the artifact's ranks): device "cpu"; Open
+ * MPI's libmpi is loaded at run time (K3_MPI_LIB overrides its name) and
+ * initialised unless the process did it. Each process creates its session
+ * and makes the same calls; collectives meet through MPI. */
+k3_status k3_session_create_mpi(const k3_artifact *a, const char *device,
+                                k3_session **out);
 void k3_session_destroy(k3_session *s);
 const char *k3_session_device_name(const k3_session *s);
+/* The session's rank (0 unless partitioned and made by _create_mpi). */
+uint32_t k3_session_rank(const k3_session *s);
 
 /* Each path is a .safetensors file, a sharded index (*.json with a
  * weight_map), or a checkpoint directory (its model.safetensors.index.json,
