@@ -3,6 +3,7 @@
 // collectives over threads, and a failed rank waking the others.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -265,4 +266,17 @@ TEST(HostCommunicator, AbortWakesWaitingRanks) {
   std::vector<std::vector<float>> ins{{2.f}, {3.f}};
   auto sums = runOnThreads(c, p, ins, 1, 1, 1);
   EXPECT_EQ(sums[0][0], 5.f);
+}
+
+TEST(MpiCommunicator, NamedLibraryThatIsMissingIsAnError) {
+  // K3_MPI_LIB, when set, is the only libmpi tried: a wrong path is an
+  // error naming it, not a silent fallback to another library.
+  setenv("K3_MPI_LIB", "/nonexistent/libmpi.so.40", 1);
+  uint32_t rank = 7;
+  std::string err;
+  auto comm = k3::rt::makeMpiCommunicator(rank, err);
+  unsetenv("K3_MPI_LIB");
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(err.find("cannot load libmpi"), std::string::npos) << err;
+  EXPECT_NE(err.find("/nonexistent/libmpi.so.40"), std::string::npos) << err;
 }
