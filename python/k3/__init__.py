@@ -159,16 +159,22 @@ class Session:
     (carried across run() calls) and the activation arena."""
 
     def __init__(self, artifact: Union[Artifact, PathLike], device: str = "cpu",
-                 tokenizer: Optional["Tokenizer"] = None):
+                 tokenizer: Optional["Tokenizer"] = None, mpi: bool = False):
+        """With ``mpi=True`` this process is one rank of a partitioned
+        artifact in a job started by ``mpirun -np N`` (the CPU target; Open
+        MPI loaded at run time; docs/scaling.md): every process makes its
+        session and the same calls, and ``rank`` tells them apart."""
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact(artifact)
         self.tokenizer = tokenizer
         self.last_generation: Optional[GenerationStats] = None
         self.last_load: Optional[LoadStats] = None
         L = _capi.lib()
         h = ctypes.c_void_p()
-        _capi.check(L.k3_session_create(self.artifact._h, device.encode(), ctypes.byref(h)))
+        create = L.k3_session_create_mpi if mpi else L.k3_session_create
+        _capi.check(create(self.artifact._h, device.encode(), ctypes.byref(h)))
         self._h = h
         self.device: str = L.k3_session_device_name(h).decode()
+        self.rank: int = int(L.k3_session_rank(h))
 
     # -- weights and state -------------------------------------------------
     def load_weights(self, paths: Union[PathLike, Sequence[PathLike]],

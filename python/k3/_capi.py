@@ -161,6 +161,8 @@ def lib() -> ctypes.CDLL:
         "k3_artifact_entry_input": (c_int, [P, c_size_t, c_size_t, POINTER(TensorSpec)]),
         "k3_artifact_entry_output": (c_int, [P, c_size_t, c_size_t, POINTER(TensorSpec)]),
         "k3_session_create": (c_int, [P, c_char_p, POINTER(P)]),
+        "k3_session_create_mpi": (c_int, [P, c_char_p, POINTER(P)]),
+        "k3_session_rank": (c_uint32, [P]),
         "k3_session_destroy": (None, [P]),
         "k3_session_device_name": (c_char_p, [P]),
         "k3_session_load_weights": (c_int, [P, POINTER(c_char_p), c_size_t]),

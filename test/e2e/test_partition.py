@@ -259,3 +259,35 @@ def test_mpirun_wrong_world(partitioned):
     r = mpirun(2, args + ["--device", "cuda"])
     assert r.returncode != 0
     assert "MPI ranks run on the CPU target" in r.stderr
+
+
+MPI_PY = """
+import sys
+import k3
+s = k3.Session(sys.argv[1], mpi=True)
+s.load_weights(sys.argv[2])
+out = s.generate([[3, 1, 4, 1, 5], [9, 2]], 6)
+if s.rank == 0:
+    print(s.device)
+    print(out)
+"""
+
+
+@pytest.mark.skipif(not MPIRUN, reason="mpirun (Debian's openmpi-bin) not installed")
+def test_mpirun_python(partitioned):
+    """The same from Python: k3.Session(..., mpi=True) in each process of
+    `mpirun -np 2 python`, rank 0 printing; the tokens are one process's."""
+    tmp, _, arts, _, _, wfile = partitioned
+    script = tmp / "mpi_generate.py"
+    script.write_text(MPI_PY)
+    env = dict(MPI_ENV, PYTHONPATH=str(ROOT / "python"), K3_BIN_DIR=BIN)
+    r = subprocess.run([MPIRUN, "-np", "2", "--oversubscribe", sys.executable, str(script),
+                        str(arts[2]), str(wfile)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    device, tokens = r.stdout.splitlines()
+    assert "(rank 0 of 2, tp=2 ep=1 cp=1, MPI, a process each)" in device
+    want = subprocess.run([f"{BIN}/k3-run", str(arts[2]), "--weights", str(wfile), "--prompt",
+                           "3,1,4,1,5", "--prompt", "9,2", "--max-new-tokens", "6", "--quiet"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert tokens == str([[int(t) for t in w.split(",")] for w in want])
