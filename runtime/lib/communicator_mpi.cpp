@@ -19,6 +19,7 @@
 #include <climits>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <vector>
 
 #include "k3/dtype.h"
@@ -87,14 +88,22 @@ struct MpiApi {
   }
 };
 
+/// The process's live MPI communicators, and whether this library called
+/// MPI_Init: MPI is finalized when the last one closes (after which it
+/// cannot start again in this process), never on an error path, where a
+/// peer may still wait in a collective.
+std::mutex liveMu;
+int live = 0;
+bool weInitialised = false;
+
 class MpiCommunicator : public Communicator {
 public:
-  MpiCommunicator(MpiApi api, bool ownsInit, uint32_t world)
-      : api_(api), ownsInit_(ownsInit), world_(world) {}
+  MpiCommunicator(MpiApi api, uint32_t world) : api_(api), world_(world) {}
 
   ~MpiCommunicator() override {
+    std::lock_guard<std::mutex> lock(liveMu);
     int done = 0;
-    if (ownsInit_ && api_.finalized(&done) == 0 && !done)
+    if (--live == 0 && weInitialised && api_.finalized(&done) == 0 && !done)
       api_.finalize();
   }
 
@@ -157,7 +166,6 @@ private:
   }
 
   MpiApi api_;
-  bool ownsInit_;
   uint32_t world_;
   std::map<std::string, Handle> groups_;
   std::vector<uint8_t> gathered_;
@@ -170,8 +178,13 @@ std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
   MpiApi api;
   if (!api.load(err))
     return nullptr;
-  int inited = 0;
-  bool ownsInit = false;
+  std::lock_guard<std::mutex> lock(liveMu);
+  int inited = 0, done = 0;
+  if (api.finalized(&done) == 0 && done) {
+    err = "MPI was finalized in this process (when its last MPI session "
+          "closed); it cannot start again: keep one session open";
+    return nullptr;
+  }
   if (api.initialized(&inited) != 0)
     inited = 0;
   if (!inited) {
@@ -179,7 +192,7 @@ std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
       err = "MPI_Init failed";
       return nullptr;
     }
-    ownsInit = true;
+    weInitialised = true;
   }
   int r = 0, size = 0;
   if (api.commRank(api.commWorld, &r) != 0 ||
@@ -188,7 +201,8 @@ std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
     return nullptr;
   }
   rank = uint32_t(r);
-  return std::make_shared<MpiCommunicator>(api, ownsInit, uint32_t(size));
+  ++live;
+  return std::make_shared<MpiCommunicator>(api, uint32_t(size));
 }
 
 } // namespace rt
