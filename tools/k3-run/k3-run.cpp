@@ -492,29 +492,10 @@ int printPlan(const std::string &path) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  Options o = parseArgs(argc, argv);
-  if (o.plan)
-    return printPlan(o.model);
-  if (o.describe) {
-    k3::artifact::Artifact A;
-    std::string err;
-    if (!k3::artifact::readFile(o.model, A, err))
-      die(err);
-    fputs(k3::artifact::describe(A).c_str(), stdout);
-    return 0;
-  }
-  k3_artifact *art = nullptr;
-  check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
-  size_t entryIdx = SIZE_MAX;
-  for (size_t i = 0; i < k3_artifact_num_entries(art); ++i)
-    if (o.entry == k3_artifact_entry_name(art, i))
-      entryIdx = i;
-  if (entryIdx == SIZE_MAX)
-    die(o.model + ": artifact has no entry point '" + o.entry + "'");
-
-  if (!o.quiet)
-    printFootprint(art);
+/// The session of `o` on its device (one rank of an MPI job with --mpi:
+/// the other ranks' standard output silenced), its weights loaded or made,
+/// profiling on with --profile.
+k3_session *openSession(Options &o, k3_artifact *art) {
   k3_session *s = nullptr;
   if (o.mpi) {
     check(k3_session_create_mpi(art, o.device.c_str(), &s),
@@ -554,100 +535,179 @@ int main(int argc, char **argv) {
   if (o.profile)
     check(k3_session_set_profiling(s, 1), "--profile");
 
-  if (!o.inputs.empty()) {
-    // One call with named inputs from a safetensors file.
-    k3::artifact::Artifact A;
-    std::string err;
-    if (!k3::artifact::readFile(o.model, A, err))
-      die(err);
-    const k3::artifact::Entry &E = A.entries[size_t(A.findEntry(o.entry))];
-    k3::st::Collection c;
-    if (!c.addFile(o.inputs, err))
-      die(err);
-    std::map<std::string, int64_t> syms(o.symbols.begin(), o.symbols.end());
-    std::vector<std::vector<uint8_t>> bufs;
-    std::vector<std::vector<int64_t>> shapes;
-    std::vector<k3_host_tensor> ins;
-    for (auto &t : E.inputs) {
-      const k3::st::TensorInfo *ti = c.find(t.name);
-      if (!ti)
-        die(o.inputs + ": entry '" + o.entry + "' input '" + t.name +
-            "' not found");
-      if (ti->shape.size() != t.shape.size())
-        die(o.inputs + ": input '" + t.name + "' has rank " +
-            std::to_string(ti->shape.size()) + ", expected " +
-            std::to_string(t.shape.size()));
-      for (size_t d = 0; d < t.shape.size();
-           ++d) { // infer symbols from dims a*sym+b
-        const auto &de = t.shape[d];
-        if (de.isConstant() || de.c != 1 || de.a == 0)
-          continue;
-        const std::string &sn = A.symbols[de.sym].name;
-        if (syms.count(sn))
-          continue;
-        int64_t num = ti->shape[d] - de.b;
-        if (num % de.a == 0)
-          syms[sn] = num / de.a;
-      }
-      bufs.emplace_back(size_t(ti->numel()) * k3::artifact::dtypeSize(t.dtype));
-      if (!k3::st::convert(*ti, t.dtype, bufs.back().data(), err))
-        die(err);
-      shapes.push_back(ti->shape);
-    }
-    for (size_t i = 0; i < E.inputs.size(); ++i)
-      ins.push_back({E.inputs[i].name.c_str(), k3_dtype(E.inputs[i].dtype),
-                     int32_t(shapes[i].size()), shapes[i].data(),
-                     bufs[i].data(), bufs[i].size()});
-    std::vector<k3_symbol_value> sv;
-    for (auto &kv : syms)
-      sv.push_back({kv.first.c_str(), kv.second});
-    double t0 = now();
-    check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(),
-                         ins.size()),
-          ("running '" + o.entry + "'").c_str());
-    double dt = now() - t0;
-    // --repeat N: the first run is the warm-up; the other N-1 are timed by
-    // the runtime's timing API (CUDA events around the entry on the GPU, the
-    // host clock on the CPU; inputs copied outside the marks).
-    if (o.repeat > 1) {
-      std::vector<double> ms(size_t(o.repeat - 1));
-      check(k3_session_time(s, o.entry.c_str(), sv.data(), sv.size(),
-                            ins.data(), ins.size(), 0, o.repeat - 1, ms.data()),
-            ("timing '" + o.entry + "'").c_str());
-      check(k3_session_fetch_outputs(s), "reading outputs");
-      std::sort(ms.begin(), ms.end());
-      size_t n = ms.size();
-      double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-      printf("launch time: median %.4f ms, min %.4f ms, max %.4f ms over %zu "
-             "timed runs after 1 warm-up (%s)\n",
-             median, ms.front(), ms.back(), n, k3_session_clock_name(s));
-    }
-    if (o.profile)
-      printProfile(o.entry.c_str(), size_t(o.repeat), "run",
-                   k3_session_clock_name(s), takeProfile(s));
-    if (!o.quiet) {
-      printf("ran '%s' on %s in %.3f ms\n", o.entry.c_str(),
-             k3_session_device_name(s), dt * 1e3);
-      for (size_t i = 0; i < k3_session_num_outputs(s); ++i) {
-        k3_tensor_view v;
-        check(k3_session_output(s, i, &v), "reading outputs");
-        std::string sh;
-        for (int r = 0; r < v.rank; ++r)
-          sh += (r ? ", " : "") + std::to_string(v.shape[r]);
-        printf("output %s: %s [%s]\n", v.name, k3_dtype_name(v.dtype),
-               sh.c_str());
-      }
-    }
-    if (!o.dump.empty())
-      dumpAll(s, art, o.dump, nullptr);
-    k3_session_destroy(s);
-    k3_artifact_close(art);
-    return 0;
-  }
+  return s;
+}
 
-  // Generation mode: the runtime's generation loop (k3_generation_*):
-  // packed prefill of every prompt, then decode steps through
-  // <entry>_decode when the artifact has it, sampling on the host.
+/// --inputs: one call of --entry with named inputs from a safetensors
+/// file (symbols inferred from their shapes where --symbol does not give
+/// them), --repeat timing, --profile, --dump.
+/// The inputs of one --inputs call and the symbols for it; the views point
+/// into the other members, so it is filled in place and not moved.
+struct InputCall {
+  k3::artifact::Artifact art;
+  std::map<std::string, int64_t> syms;
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<k3_host_tensor> ins;
+  std::vector<k3_symbol_value> sv;
+};
+
+/// --entry's inputs from the --inputs safetensors file, converted to their
+/// dtypes; the symbols --symbol does not give are inferred from the
+/// inputs' shapes (dims a * symbol + b).
+void readInputs(const Options &o, InputCall &call) {
+  k3::artifact::Artifact &A = call.art;
+  std::string err;
+  if (!k3::artifact::readFile(o.model, A, err))
+    die(err);
+  const k3::artifact::Entry &E = A.entries[size_t(A.findEntry(o.entry))];
+  k3::st::Collection c;
+  if (!c.addFile(o.inputs, err))
+    die(err);
+  std::map<std::string, int64_t> &syms = call.syms;
+  syms.insert(o.symbols.begin(), o.symbols.end());
+  auto &bufs = call.bufs;
+  auto &shapes = call.shapes;
+  for (auto &t : E.inputs) {
+    const k3::st::TensorInfo *ti = c.find(t.name);
+    if (!ti)
+      die(o.inputs + ": entry '" + o.entry + "' input '" + t.name +
+          "' not found");
+    if (ti->shape.size() != t.shape.size())
+      die(o.inputs + ": input '" + t.name + "' has rank " +
+          std::to_string(ti->shape.size()) + ", expected " +
+          std::to_string(t.shape.size()));
+    for (size_t d = 0; d < t.shape.size();
+         ++d) { // infer symbols from dims a*sym+b
+      const auto &de = t.shape[d];
+      if (de.isConstant() || de.c != 1 || de.a == 0)
+        continue;
+      const std::string &sn = A.symbols[de.sym].name;
+      if (syms.count(sn))
+        continue;
+      int64_t num = ti->shape[d] - de.b;
+      if (num % de.a == 0)
+        syms[sn] = num / de.a;
+    }
+    bufs.emplace_back(size_t(ti->numel()) * k3::artifact::dtypeSize(t.dtype));
+    if (!k3::st::convert(*ti, t.dtype, bufs.back().data(), err))
+      die(err);
+    shapes.push_back(ti->shape);
+  }
+  for (size_t i = 0; i < E.inputs.size(); ++i)
+    call.ins.push_back({E.inputs[i].name.c_str(), k3_dtype(E.inputs[i].dtype),
+                        int32_t(shapes[i].size()), shapes[i].data(),
+                        bufs[i].data(), bufs[i].size()});
+  for (auto &kv : syms)
+    call.sv.push_back({kv.first.c_str(), kv.second});
+}
+
+int runInputs(const Options &o, k3_session *s, k3_artifact *art) {
+  InputCall call;
+  readInputs(o, call);
+  const std::vector<k3_host_tensor> &ins = call.ins;
+  const std::vector<k3_symbol_value> &sv = call.sv;
+  double t0 = now();
+  check(k3_session_run(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(),
+                       ins.size()),
+        ("running '" + o.entry + "'").c_str());
+  double dt = now() - t0;
+  // --repeat N: the first run is the warm-up; the other N-1 are timed by
+  // the runtime's timing API (CUDA events around the entry on the GPU, the
+  // host clock on the CPU; inputs copied outside the marks).
+  if (o.repeat > 1) {
+    std::vector<double> ms(size_t(o.repeat - 1));
+    check(k3_session_time(s, o.entry.c_str(), sv.data(), sv.size(), ins.data(),
+                          ins.size(), 0, o.repeat - 1, ms.data()),
+          ("timing '" + o.entry + "'").c_str());
+    check(k3_session_fetch_outputs(s), "reading outputs");
+    std::sort(ms.begin(), ms.end());
+    size_t n = ms.size();
+    double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    printf("launch time: median %.4f ms, min %.4f ms, max %.4f ms over %zu "
+           "timed runs after 1 warm-up (%s)\n",
+           median, ms.front(), ms.back(), n, k3_session_clock_name(s));
+  }
+  if (o.profile)
+    printProfile(o.entry.c_str(), size_t(o.repeat), "run",
+                 k3_session_clock_name(s), takeProfile(s));
+  if (!o.quiet) {
+    printf("ran '%s' on %s in %.3f ms\n", o.entry.c_str(),
+           k3_session_device_name(s), dt * 1e3);
+    for (size_t i = 0; i < k3_session_num_outputs(s); ++i) {
+      k3_tensor_view v;
+      check(k3_session_output(s, i, &v), "reading outputs");
+      std::string sh;
+      for (int r = 0; r < v.rank; ++r)
+        sh += (r ? ", " : "") + std::to_string(v.shape[r]);
+      printf("output %s: %s [%s]\n", v.name, k3_dtype_name(v.dtype),
+             sh.c_str());
+    }
+  }
+  if (!o.dump.empty())
+    dumpAll(s, art, o.dump, nullptr);
+  return 0;
+}
+
+/// Generation mode: the runtime's generation loop (k3_generation_*):
+/// packed prefill of every prompt, then decode steps through
+/// <entry>_decode when the artifact has it, sampling on the host.
+/// The generation's report: each sequence's ids (only they, a line each,
+/// with --quiet), its finish reason, the prefill's and the decode's rates.
+void printGeneration(const Options &o, k3_session *s, k3_generation *g,
+                     const std::vector<std::vector<int32_t>> &generated,
+                     size_t promptTokens, size_t total,
+                     const std::string &decodeEntry) {
+  double prefillMs, decodeMs;
+  size_t decodeSteps;
+  k3_generation_timing(g, &prefillMs, &decodeMs, &decodeSteps);
+  auto idList = [](const std::vector<int32_t> &v) {
+    std::string r;
+    for (size_t i = 0; i < v.size(); ++i)
+      r += (i ? "," : "") + std::to_string(v[i]);
+    return r;
+  };
+  if (o.quiet) {
+    for (auto &v : generated)
+      printf("%s\n", idList(v).c_str());
+  } else {
+    printf("device: %s\n", k3_session_device_name(s));
+    static const char *why[] = {"", "length", "stop token", "stopped"};
+    for (size_t i = 0; i < generated.size(); ++i) {
+      if (generated.size() == 1)
+        printf("generated: %s\n", idList(generated[i]).c_str());
+      else
+        printf("generated[%zu]: %s (%s)\n", i, idList(generated[i]).c_str(),
+               why[k3_generation_finish_reason(g, i)]);
+    }
+    if (generated.size() == 1 &&
+        k3_generation_finish_reason(g, 0) == K3_FINISH_STOP_TOKEN)
+      printf("stopped at a stop token\n");
+    printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", promptTokens,
+           prefillMs,
+           prefillMs > 0 ? double(promptTokens) / (prefillMs / 1e3) : 0.0);
+    size_t captured = 0, replayed = 0;
+    k3_session_graph_stats(s, &captured, &replayed);
+    std::string how =
+        decodeEntry == o.entry ? "" : " through '" + decodeEntry + "'";
+    if (captured)
+      how += ", " + std::to_string(replayed) + " steps replayed from " +
+             std::to_string(captured) + " launch graph" +
+             (captured == 1 ? "" : "s");
+    size_t decoded = total - std::min(total, generated.size());
+    printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n",
+           (long long)(generated.size() == 1 ? decodeSteps : decoded), decodeMs,
+           decodeMs > 0
+               ? double(generated.size() == 1 ? decodeSteps : decoded) /
+                     (decodeMs / 1e3)
+               : 0.0,
+           how.c_str());
+  }
+}
+
+/// The prompts of --prompt-file and each --prompt, every id checked.
+std::vector<std::vector<int32_t>> readPrompts(const Options &o,
+                                              k3_artifact *art) {
   std::vector<std::vector<int32_t>> prompts;
   auto addPrompt = [&](const std::vector<int64_t> &ids) {
     if (ids.empty())
@@ -672,6 +732,11 @@ int main(int argc, char **argv) {
   }
   for (auto &text : o.prompts)
     addPrompt(parseIds(text, "--prompt"));
+  return prompts;
+}
+
+int runGeneration(const Options &o, k3_session *s, k3_artifact *art) {
+  std::vector<std::vector<int32_t>> prompts = readPrompts(o, art);
   std::vector<k3_sequence_request> reqs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     k3_sequence_request &r = reqs[i];
@@ -722,53 +787,10 @@ int main(int argc, char **argv) {
   }
   if (showProgress && lastShown > t1)
     fprintf(stderr, "\r\033[K");
-  double prefillMs, decodeMs;
-  size_t decodeSteps;
-  k3_generation_timing(g, &prefillMs, &decodeMs, &decodeSteps);
-  auto idList = [](const std::vector<int32_t> &v) {
-    std::string r;
-    for (size_t i = 0; i < v.size(); ++i)
-      r += (i ? "," : "") + std::to_string(v[i]);
-    return r;
-  };
   size_t promptTokens = 0;
   for (auto &p : prompts)
     promptTokens += p.size();
-  if (o.quiet) {
-    for (auto &v : generated)
-      printf("%s\n", idList(v).c_str());
-  } else {
-    printf("device: %s\n", k3_session_device_name(s));
-    static const char *why[] = {"", "length", "stop token", "stopped"};
-    for (size_t i = 0; i < generated.size(); ++i) {
-      if (generated.size() == 1)
-        printf("generated: %s\n", idList(generated[i]).c_str());
-      else
-        printf("generated[%zu]: %s (%s)\n", i, idList(generated[i]).c_str(),
-               why[k3_generation_finish_reason(g, i)]);
-    }
-    if (generated.size() == 1 &&
-        k3_generation_finish_reason(g, 0) == K3_FINISH_STOP_TOKEN)
-      printf("stopped at a stop token\n");
-    printf("prefill: %zu tokens in %.3f ms (%.1f tok/s)\n", promptTokens,
-           prefillMs,
-           prefillMs > 0 ? double(promptTokens) / (prefillMs / 1e3) : 0.0);
-    size_t captured = 0, replayed = 0;
-    k3_session_graph_stats(s, &captured, &replayed);
-    std::string how =
-        decodeEntry == o.entry ? "" : " through '" + decodeEntry + "'";
-    if (captured)
-      how += ", " + std::to_string(replayed) + " steps replayed from " +
-             std::to_string(captured) + " launch graph" +
-             (captured == 1 ? "" : "s");
-    size_t decoded = total - std::min(total, reqs.size());
-    printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n",
-           (long long)(reqs.size() == 1 ? decodeSteps : decoded), decodeMs,
-           decodeMs > 0 ? double(reqs.size() == 1 ? decodeSteps : decoded) /
-                              (decodeMs / 1e3)
-                        : 0.0,
-           how.c_str());
-  }
+  printGeneration(o, s, g, generated, promptTokens, total, decodeEntry);
   if (o.profile) {
     size_t decodeRuns = 0;
     k3_generation_timing(g, nullptr, nullptr, &decodeRuns);
@@ -782,7 +804,35 @@ int main(int argc, char **argv) {
     check(k3_session_fetch_outputs(s), "reading outputs for --dump");
     dumpAll(s, art, o.dump, &generated[0]);
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  Options o = parseArgs(argc, argv);
+  if (o.plan)
+    return printPlan(o.model);
+  if (o.describe) {
+    k3::artifact::Artifact A;
+    std::string err;
+    if (!k3::artifact::readFile(o.model, A, err))
+      die(err);
+    fputs(k3::artifact::describe(A).c_str(), stdout);
+    return 0;
+  }
+  k3_artifact *art = nullptr;
+  check(k3_artifact_open(o.model.c_str(), &art), "cannot load model");
+  size_t entryIdx = SIZE_MAX;
+  for (size_t i = 0; i < k3_artifact_num_entries(art); ++i)
+    if (o.entry == k3_artifact_entry_name(art, i))
+      entryIdx = i;
+  if (entryIdx == SIZE_MAX)
+    die(o.model + ": artifact has no entry point '" + o.entry + "'");
+
+  if (!o.quiet)
+    printFootprint(art);
+  k3_session *s = openSession(o, art);
+  int rc = o.inputs.empty() ? runGeneration(o, s, art) : runInputs(o, s, art);
   k3_session_destroy(s);
   k3_artifact_close(art);
-  return 0;
+  return rc;
 }
