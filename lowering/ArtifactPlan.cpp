@@ -480,9 +480,18 @@ LogicalResult ArtifactPlanner::planCollective(Operation &op, uint32_t entry,
                                                       : art::ReduceOp::Max;
     dim = s.getDim();
     own = outShape;
+  } else if (auto a = dyn_cast<AllToAllOp>(op)) {
+    // Split and concatenated along one dimension (EP's rows): [outer,
+    // chunk] from it on, the runtime cutting each row in group_size shards.
+    if (a.getSplitDim() != a.getConcatDim())
+      return op.emitOpError()
+             << "is run by the runtime only with split_dim == concat_dim "
+                "(got "
+             << a.getSplitDim() << " and " << a.getConcatDim() << ")";
+    c.kind = art::CollectiveKind::AllToAll;
+    dim = a.getSplitDim();
   } else {
-    return op.emitOpError() << "is not run by the runtime yet (all_reduce, "
-                               "all_gather and reduce_scatter are)";
+    return op.emitOpError() << "is not a collective the runtime runs";
   }
   FailureOr<art::DType> dt = dtypeOf(&op, in.getType());
   FailureOr<art::DimExpr> outer = productDim(&op, own.take_front(dim)),

@@ -165,6 +165,8 @@ const char *collectiveName(CollectiveKind k) {
     return "all_gather";
   case CollectiveKind::ReduceScatter:
     return "reduce_scatter";
+  case CollectiveKind::AllToAll:
+    return "all_to_all";
   }
   return "?";
 }

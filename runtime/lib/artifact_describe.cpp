@@ -110,9 +110,11 @@ std::string describe(const Artifact &a) {
           uint64_t(l.args[2].imm) < a.collectives.size()) {
         const Collective &c = a.collectives[size_t(l.args[2].imm)];
         o += "  launch " + std::to_string(li) + ": " + collectiveName(c.kind) +
-             (c.kind == CollectiveKind::AllGather ? std::string()
-              : c.reduce == ReduceOp::Sum         ? " sum"
-                                                  : " max") +
+             (c.kind == CollectiveKind::AllGather ||
+                      c.kind == CollectiveKind::AllToAll
+                  ? std::string()
+              : c.reduce == ReduceOp::Sum ? " sum"
+                                          : " max") +
              " over " + c.group + " (" + std::to_string(c.groupSize) +
              " ranks), " + dtypeName(c.dtype) + " [" +
              dimToString(c.outer, sn) + ", " + dimToString(c.chunk, sn) +

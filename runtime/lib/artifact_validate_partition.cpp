@@ -73,7 +73,7 @@ bool validatePartition(const Artifact &a, VErr &e) {
   for (size_t i = 0; i < a.collectives.size(); ++i) {
     const Collective &c = a.collectives[i];
     std::string p = "collectives[" + std::to_string(i) + "]";
-    if (uint8_t(c.kind) > uint8_t(CollectiveKind::ReduceScatter))
+    if (uint8_t(c.kind) > uint8_t(CollectiveKind::AllToAll))
       return failAt(e, p, "invalid kind " + std::to_string(int(c.kind)));
     if (uint8_t(c.reduce) > uint8_t(ReduceOp::Max))
       return failAt(e, p, "invalid reduction " + std::to_string(int(c.reduce)));

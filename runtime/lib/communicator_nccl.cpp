@@ -113,6 +113,10 @@ public:
             "' has " + std::to_string(call.partition.size(c.group));
       return false;
     }
+    if (c.kind == CollectiveKind::AllToAll) {
+      err = "all_to_all is not run on NCCL yet (the CPU target runs it)";
+      return false;
+    }
     // NCCL lays a gather's output out rank by rank: the artifact's [outer,
     // group, chunk] is that only for one outer row.
     if (c.kind != CollectiveKind::AllReduce && call.outer != 1) {
@@ -139,6 +143,8 @@ public:
     case CollectiveKind::ReduceScatter:
       r = nccl_.reduceScatter(in, out, n, type, op, comm, stream);
       break;
+    case CollectiveKind::AllToAll:
+      break; // refused above
     }
     if (r != 0) {
       err = std::string("nccl ") + collectiveName(c.kind) + ": " + nccl_.why(r);

@@ -138,6 +138,13 @@ void Session::runCollective(const Entry &e, size_t li,
     fail(K3_ERROR_INVALID_ARGUMENT, where + ": " + err);
   if (!comm_)
     fail(K3_ERROR_INVALID_ARGUMENT, where + ": no communicator");
+  uint32_t members = partition_.size(c.group);
+  if (c.kind == CollectiveKind::AllToAll && members > 0 &&
+      chunk % int64_t(members) != 0)
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         where + ": rows of " + std::to_string(chunk) +
+             " elements do not split into " + std::to_string(members) +
+             " equal shards");
   // A host communicator reads what the kernels before it wrote.
   if (comm_->waitsOnHost() && !be_->synchronize(err))
     fail(K3_ERROR_DEVICE, where + ": " + err);

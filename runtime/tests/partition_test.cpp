@@ -205,6 +205,31 @@ TEST(HostCommunicator, AllReduceGatherScatter) {
   EXPECT_EQ(s[3], (std::vector<float>{303, 304, 305}));
 }
 
+TEST(HostCommunicator, AllToAllSwapsShards) {
+  // Two rows of 6 elements per rank over tp = 3: shard j (2 elements) of
+  // each row goes to member j, which keeps it at slot j.
+  Partition p;
+  p.tp = 3;
+  std::vector<std::vector<float>> in(3);
+  for (uint32_t r = 0; r < 3; ++r)
+    for (int i = 0; i < 12; ++i)
+      in[r].push_back(float(100 * r + i));
+  Collective c;
+  c.kind = CollectiveKind::AllToAll;
+  c.group = "tp";
+  c.groupSize = 3;
+  auto out = runOnThreads(c, p, in, 2, 6, 12);
+  for (uint32_t me = 0; me < 3; ++me)
+    for (uint64_t o = 0; o < 2; ++o)
+      for (uint32_t j = 0; j < 3; ++j)
+        for (int k = 0; k < 2; ++k)
+          EXPECT_EQ(out[me][o * 6 + j * 2 + k], in[j][o * 6 + me * 2 + k])
+              << "rank " << me << " row " << o << " slot " << j;
+  // Twice is the identity.
+  auto back = runOnThreads(c, p, out, 2, 6, 12);
+  EXPECT_EQ(back, in);
+}
+
 TEST(HostCommunicator, Bf16SumsInF32InRankOrder) {
   Partition p;
   p.tp = 3;

@@ -291,3 +291,42 @@ def test_mpirun_python(partitioned):
                            "3,1,4,1,5", "--prompt", "9,2", "--max-new-tokens", "6", "--quiet"],
                           capture_output=True, text=True, check=True).stdout.split()
     assert tokens == str([[int(t) for t in w.split(",")] for w in want])
+
+
+A2A_MLIR = """func.func @forward(%x: tensor<?x8xf32> {k3.name = "x", k3.dims = array<i64: -1, 8>})
+    -> (tensor<?x8xf32> {k3.name = "y"}) {
+  %s = k3.reduce_scatter sum %x {group = "tp", group_size = 2 : i64, dim = 1 : i64}
+      : (tensor<?x8xf32>) -> tensor<?x4xf32>
+  %a = k3.all_to_all %s {group = "tp", group_size = 2 : i64, split_dim = 1 : i64, concat_dim = 1 : i64}
+      : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = k3.all_gather %a {group = "tp", group_size = 2 : i64, dim = 1 : i64}
+      : (tensor<?x4xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("launcher", ["threads", "mpirun"])
+def test_all_to_all(tmp_path, launcher):
+    """An SPMD program of three collectives over two ranks: a
+    reduce-scatter gives rank r columns 4r..4r+3 of 2x (different data per
+    rank), the all-to-all swaps their halves (rank r gets shard r of each
+    rank's), an all-gather joins them: y = 2 x[:, [0, 1, 4, 5, 2, 3, 6,
+    7]], as threads of one process and as two MPI processes."""
+    if launcher == "mpirun" and not MPIRUN:
+        pytest.skip("mpirun (Debian's openmpi-bin) not installed")
+    src, art = tmp_path / "a2a.mlir", tmp_path / "a2a.k3bin"
+    src.write_text(A2A_MLIR)
+    subprocess.run([f"{BIN}/k3-opt", str(src), f"--k3-compile=output={art} max-tokens=16 "
+                    "max-seqs=1 tp=2", "-o", os.devnull], check=True)
+    x = np.arange(5 * 8, dtype=np.float32).reshape(5, 8) - 7.5
+    model.save_safetensors(tmp_path / "in.safetensors", {"x": x})
+    args = [str(art), "--inputs", str(tmp_path / "in.safetensors"), "--dump",
+            str(tmp_path / "out.safetensors"), "--quiet"]
+    if launcher == "threads":
+        subprocess.run([f"{BIN}/k3-run", *args], check=True)
+    else:
+        r = mpirun(2, args)
+        assert r.returncode == 0, r.stderr
+    y = model.load_safetensors(tmp_path / "out.safetensors", to_float64=False, strip_prefix="")["y"]
+    assert np.array_equal(y, 2 * x[:, [0, 1, 4, 5, 2, 3, 6, 7]])

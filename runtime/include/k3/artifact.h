@@ -322,7 +322,11 @@ constexpr uint32_t kCollectiveObject = 0xFFFFFFFFu;
 enum class CollectiveKind : uint8_t {
   AllReduce = 0,
   AllGather = 1,
-  ReduceScatter = 2
+  ReduceScatter = 2,
+  // Split and concatenated along one dimension: each rank's [outer, chunk]
+  // input is [outer, n, chunk / n] shards; shard j goes to member j, which
+  // places it at slot j of the same layout (chunk a multiple of n).
+  AllToAll = 3
 };
 enum class ReduceOp : uint8_t { Sum = 0, Max = 1 };
 const char *collectiveName(CollectiveKind k); // "all_reduce", ...
