@@ -89,6 +89,21 @@ void fillView(const rt::OutputTensor &o, k3_tensor_view *out) {
   out->data = o.data.data();
   out->nbytes = o.data.size();
 }
+
+/// A session of `a` on `device` made by `make` (`fn` names the call in
+/// errors).
+template <typename Make>
+k3_status createSession(const char *fn, const k3_artifact *a,
+                        const char *device, k3_session **out, Make make) {
+  if (!a || !device || !out)
+    return setError(K3_ERROR_INVALID_ARGUMENT,
+                    std::string(fn) + ": NULL argument");
+  *out = nullptr;
+  return guard([&] {
+    std::unique_ptr<rt::Session> s = make();
+    *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
+  });
+}
 } // namespace
 
 extern "C" {
@@ -249,25 +264,14 @@ k3_status k3_artifact_entry_output(const k3_artifact *a, size_t e, size_t i,
 
 k3_status k3_session_create(const k3_artifact *a, const char *device,
                             k3_session **out) {
-  if (!a || !device || !out)
-    return setError(K3_ERROR_INVALID_ARGUMENT,
-                    "k3_session_create: NULL argument");
-  *out = nullptr;
-  return guard([&] {
-    auto s = std::make_unique<rt::Session>(a->art, device);
-    *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
+  return createSession("k3_session_create", a, device, out, [&] {
+    return std::make_unique<rt::Session>(a->art, device);
   });
 }
 k3_status k3_session_create_mpi(const k3_artifact *a, const char *device,
                                 k3_session **out) {
-  if (!a || !device || !out)
-    return setError(K3_ERROR_INVALID_ARGUMENT,
-                    "k3_session_create_mpi: NULL argument");
-  *out = nullptr;
-  return guard([&] {
-    std::unique_ptr<rt::Session> s = rt::Session::mpiRank(a->art, device);
-    *out = new k3_session{std::move(s), {}, {}, {}, nullptr, nullptr};
-  });
+  return createSession("k3_session_create_mpi", a, device, out,
+                       [&] { return rt::Session::mpiRank(a->art, device); });
 }
 void k3_session_destroy(k3_session *s) { delete s; }
 uint32_t k3_session_rank(const k3_session *s) { return s ? s->s->rank() : 0; }
