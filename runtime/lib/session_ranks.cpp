@@ -14,6 +14,14 @@ namespace rt {
 
 using namespace artifact;
 
+namespace {
+/// "tp=2 ep=1 cp=1": how the device name states a partition.
+std::string splitName(const Partition &p) {
+  return "tp=" + std::to_string(p.tp) + " ep=" + std::to_string(p.ep) +
+         " cp=" + std::to_string(p.cp);
+}
+} // namespace
+
 std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
                                           const std::string &device) {
   if (device != "cpu")
@@ -35,11 +43,9 @@ std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
   }
   std::unique_ptr<Session> s(
       new Session(std::move(art), device, rank, std::move(comm)));
-  const Partition &p = s->partition_;
   s->deviceName_ += " (rank " + std::to_string(rank) + " of " +
-                    std::to_string(world) + ", tp=" + std::to_string(p.tp) +
-                    " ep=" + std::to_string(p.ep) +
-                    " cp=" + std::to_string(p.cp) + ", MPI, a process each)";
+                    std::to_string(world) + ", " + splitName(s->partition_) +
+                    ", MPI, a process each)";
   return s;
 }
 
@@ -54,9 +60,7 @@ void Session::createRanks(const std::string &device) {
   // communicator: k3-compile spmd=1 checks that path on one device.
   if ((world == 1 && art_->collectives.empty()) || rank_ != 0)
     return;
-  std::string split = "tp=" + std::to_string(partition_.tp) +
-                      " ep=" + std::to_string(partition_.ep) +
-                      " cp=" + std::to_string(partition_.cp);
+  std::string split = splitName(partition_);
   // Rank r runs on the device r after this one's (cuda:N, cuda:N+1, ...).
   // What `k3-run` prints as the device names the ranks.
   std::string err;
