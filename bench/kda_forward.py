@@ -89,11 +89,24 @@ if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
 # Decode variants: the artifact's decode entry (k3-decode-entry: the
 # recurrent kernel with one-token staging), its prefill entry (16-token
 # staging), and the prefill entry forced to one-token staging.
+# The s1_* variants: one-token staging with other tiles (BVxPxSxC: value
+# columns per block, lanes per column group, staged tokens, columns per
+# lane), to find the decode tile that streams the state fastest.
 DECODE_TILES = {"decode_entry": RECURRENT, "prefill_entry": RECURRENT,
                 "prefill_entry_s1": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
+S1_TILES = {"s1_bv16": "16x8x1x4", "s1_bv64": "64x8x1x4", "s1_bv128": "128x8x1x4",
+            "s1_p16": "32x16x1x4", "s1_bv64_p16": "64x16x1x4", "s1_p32": "32x32x1x4"}
+DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile={t}" for k, t in S1_TILES.items()})
+# Register caps (blocks_per_sm: ptxas keeps the registers to 65536 / (64
+# threads x N)): 154 registers give 6 resident blocks of the default tile.
+S1_CAPS = {"s1_bps7": 7, "s1_bps8": 8}
+DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile=32x8x1x4,kda.blocks_per_sm={n}"
+                     for k, n in S1_CAPS.items()})
+S1_VARIANTS = [*S1_TILES, *S1_CAPS]
 DECODE_ENTRY = {"decode_entry": "forward_decode", "prefill_entry": "forward",
-                "prefill_entry_s1": "forward"}
-DECODE_FILE = {"decode_entry": "", "prefill_entry": "_prefill_entry", "prefill_entry_s1": "_s1"}
+                "prefill_entry_s1": "forward", **{k: "forward" for k in S1_VARIANTS}}
+DECODE_FILE = {"decode_entry": "", "prefill_entry": "_prefill_entry", "prefill_entry_s1": "_s1",
+               **{k: "_" + k for k in S1_VARIANTS}}
 
 DECODE_MODEL = """// KDA decode step: N sequences of one token, H={H}, K=V=128.
 func.func @forward(
@@ -357,22 +370,6 @@ def prefill_case(res, torch, chunk_kda, flash_kda, base_dir, dev, label, lens, H
     ident["GFLOP"], ident["memory_floor_ms"] = flops / 1e9, floor_ms
     cu64 = x["cu_seqlens"].long()
     q, k, v, g, beta, h0 = (x[n] for n in ("q", "k", "v", "g", "beta", "initial_state"))
-    if chunk_kda is not None:
-        def fla():
-            return chunk_kda(q=q, k=k, v=v, g=g, beta=beta, scale=SCALE, initial_state=h0,
-                             output_final_state=True, use_gate_in_kernel=True,
-                             use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
-                             safe_gate=True, A_log=x["A_log"], dt_bias=x["dt_bias"],
-                             lower_bound=LOWER_BOUND, cu_seqlens=cu64 if N > 1 else None)
-
-        def fla_row():
-            with torch.inference_mode():
-                o, s = fla()
-                f = errors(o, s, ref)
-                checked(f)
-                f.update(protocol.summary(protocol.cuda_event_times(fla)))
-            return dict(f, **perf(f))
-        res.guard(fla_row, impl="fla", variant="chunk_kda", **ident)
     if flash_kda is not None:
         # FlashKDA's state is [N, H, V, K] (its README): ours and fla's are
         # [N, H, K, V], so the transposed copy goes in and its final state is
@@ -402,6 +399,24 @@ def prefill_case(res, torch, chunk_kda, flash_kda, base_dir, dev, label, lens, H
         name = artifact_name(H, variant)
         run_ours(res, torch, OUT / name, baseline_path(base_dir, name, TILES[variant]), ins, ref,
                  dict(ident, variant=variant), extra=perf)
+    # fla last: its Triton autotuning of a new (varlen) shape can take
+    # minutes; a time limit then costs its row alone (K3_RESULTS_AUTOSAVE).
+    if chunk_kda is not None:
+        def fla():
+            return chunk_kda(q=q, k=k, v=v, g=g, beta=beta, scale=SCALE, initial_state=h0,
+                             output_final_state=True, use_gate_in_kernel=True,
+                             use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                             safe_gate=True, A_log=x["A_log"], dt_bias=x["dt_bias"],
+                             lower_bound=LOWER_BOUND, cu_seqlens=cu64 if N > 1 else None)
+
+        def fla_row():
+            with torch.inference_mode():
+                o, s = fla()
+                f = errors(o, s, ref)
+                checked(f)
+                f.update(protocol.summary(protocol.cuda_event_times(fla)))
+            return dict(f, **perf(f))
+        res.guard(fla_row, impl="fla", variant="chunk_kda", **ident)
     del x, ref, ins
     torch.cuda.empty_cache()
 

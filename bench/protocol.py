@@ -148,11 +148,19 @@ class Results:
         self.tag = tag  # part of the file name (one benchmark split over several calls)
         self.env = environment()
         self.rows: list[dict] = []
+        # With K3_RESULTS_AUTOSAVE=1 the file is rewritten before and after
+        # each guarded row: a run killed by a time limit (or hung in one
+        # implementation) leaves every finished row and the unfinished one
+        # as FAILED, never a missing row.
+        self.autosave = os.environ.get("K3_RESULTS_AUTOSAVE") == "1"
+        self._pending: Optional[dict] = None
 
     def add(self, **row) -> dict:
         row.setdefault("status", "ok")
         self.rows.append(row)
         print(json.dumps(row, default=str), flush=True)
+        if self.autosave:
+            self.write(quiet=True)
         return row
 
     def failed(self, why: str, **row) -> dict:
@@ -162,11 +170,17 @@ class Results:
         """Runs ``fn`` (returns the row's measured fields, or raises); any
         exception, including a k3 runtime error, becomes a FAILED row with
         the same identifying fields."""
+        if self.autosave:
+            self._pending = dict(row, status="FAILED",
+                                 error="did not finish: the run was killed (time limit) or hung here")
+            self.write(quiet=True)
         try:
             fields = fn() or {}
         except Exception as e:  # noqa: BLE001
             tb = traceback.format_exc(limit=3)
+            self._pending = None
             return self.failed(f"{type(e).__name__}: {e}\n{tb}", **row)
+        self._pending = None
         row.update(fields)
         return self.add(**row)
 
@@ -174,7 +188,7 @@ class Results:
     def failures(self) -> list[dict]:
         return [r for r in self.rows if r.get("status") != "ok"]
 
-    def write(self, out_dir: Optional[Path] = None) -> Path:
+    def write(self, out_dir: Optional[Path] = None, quiet: bool = False) -> Path:
         """bench/results/<name>[-<tag>]-<gpu>-<date>.json (K3_RESULTS_DIR
         overrides the folder)."""
         gpu = "".join(c if c.isalnum() else "-" for c in self.env.get("gpu", "gpu")).strip("-").lower()
@@ -188,7 +202,8 @@ class Results:
                                       "torch.cuda.Event in the same process on the same tensors)",
                             "warmup": WARMUP, "reps": REPS, "statistic": "median, min, max",
                             "check": "f64 oracle at the benchmarked shape before timing"},
-               "rows": self.rows}
+               "rows": self.rows + ([self._pending] if self._pending else [])}
         path.write_text(json.dumps(doc, indent=1, default=str))
-        print(f"wrote {path} ({len(self.rows)} rows, {len(self.failures)} FAILED)")
+        if not quiet:
+            print(f"wrote {path} ({len(self.rows)} rows, {len(self.failures)} FAILED)")
         return path

@@ -64,6 +64,26 @@ def test_results_failed_rows_and_json(tmp_path, monkeypatch):
     assert protocol.rel_err([1.0, np.inf], [1.0, 1.0]) == float("inf")
 
 
+def test_results_autosave_marks_the_unfinished_row(tmp_path, monkeypatch):
+    """A run killed inside an implementation leaves that row FAILED in the
+    file, beside every finished row."""
+    monkeypatch.setenv("K3_RESULTS_AUTOSAVE", "1")
+    monkeypatch.setenv("K3_RESULTS_DIR", str(tmp_path))
+    r = protocol.Results("unit")
+    r.guard(lambda: {"median_ms": 1.0}, case="a", impl="fla")
+    seen = {}
+
+    def running():
+        (path,) = tmp_path.glob("unit-*.json")
+        seen["rows"] = json.loads(path.read_text())["rows"]
+        return {"median_ms": 2.0}
+    r.guard(running, case="b", impl="flashkda")
+    assert [(x["case"], x["status"]) for x in seen["rows"]] == [("a", "ok"), ("b", "FAILED")]
+    assert "did not finish" in seen["rows"][1]["error"]
+    (path,) = tmp_path.glob("unit-*.json")
+    assert [x["status"] for x in json.loads(path.read_text())["rows"]] == ["ok", "ok"]
+
+
 @pytest.mark.skipif(not os.environ.get("K3_BIN_DIR"), reason="K3_BIN_DIR not set")
 def test_k3_times_on_cpu(tmp_path):
     import k3
