@@ -99,9 +99,9 @@ S1_TILES = {"s1_bv16": "16x8x1x4", "s1_bv64": "64x8x1x4", "s1_bv128": "128x8x1x4
 DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile={t}" for k, t in S1_TILES.items()})
 # Register caps (blocks_per_sm: ptxas keeps the registers to 65536 / (64
 # threads x N)): 154 registers give 6 resident blocks of the default tile.
-S1_CAPS = {"s1_bps7": 7, "s1_bps8": 8}
-DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile=32x8x1x4,kda.blocks_per_sm={n}"
-                     for k, n in S1_CAPS.items()})
+S1_CAPS = {"s1_bps7": ("32x8x1x4", 7), "s1_bps8": ("32x8x1x4", 8), "s1_bv64_bps4": ("64x8x1x4", 4)}
+DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile={t},kda.blocks_per_sm={n}"
+                     for k, (t, n) in S1_CAPS.items()})
 S1_VARIANTS = [*S1_TILES, *S1_CAPS]
 DECODE_ENTRY = {"decode_entry": "forward_decode", "prefill_entry": "forward",
                 "prefill_entry_s1": "forward", **{k: "forward" for k in S1_VARIANTS}}

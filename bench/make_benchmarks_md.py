@@ -11,6 +11,7 @@ committed)".
 """
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -282,9 +283,17 @@ def full_table(rows: list[dict], untimed: str = "FAILED") -> list[str]:
     return out
 
 
+def commits(files: list[tuple[dict, Path]]) -> str:
+    """'commit X', or each file's commit when the run's parts differ."""
+    cs = [d.get("environment", {}).get("commit", "?") for d, _ in files]
+    if len(set(cs)) == 1:
+        return f"commit `{cs[0]}`"
+    return "commits " + ", ".join(f"`{f.name}`: `{c}`" for (_, f), c in zip(files, cs))
+
+
 def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[str]:
     """One run of a benchmark, possibly split over several files (tags)."""
-    env = files[0][0].get("environment", {})
+    env = files[-1][0].get("environment", {})
     rows = [r for doc, _ in files for r in doc.get("rows", [])]
     failed = sum(1 for r in rows if r.get("status") not in ("ok", "skipped"))
     skipped = sum(1 for r in rows if r.get("status") == "skipped")
@@ -292,8 +301,8 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
     lines = [f"### {bench}: {env.get('gpu', '?')}, {env.get('date', '?')[:10]}", "",
              "Raw results: " + ", ".join(f"[`{r}`](../{r})" for r in rels) +
              f" — driver {env.get('driver', '?')}, CUDA {env.get('cuda', '?')}, torch "
-             f"{env.get('torch', '?')}, triton {env.get('triton', '?')}, commit "
-             f"`{env.get('commit', '?')}`; {len(rows)} rows, {failed} FAILED" +
+             f"{env.get('torch', '?')}, triton {env.get('triton', '?')}, " + commits(files) +
+             f"; {len(rows)} rows, {failed} FAILED" +
              (f", {skipped} skipped." if skipped else "."), ""]
     if bench == "kda_forward":
         lines += summary_table(rows) + [""]
@@ -308,6 +317,24 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
     checks = bench in ("mla", "e2e", "checkpoint-numerics", "hf-saved-names") or "check" in bench or bench.startswith("gpu_")
     lines += full_table(rows, "—" if checks else "FAILED") + [""]
     return lines
+
+
+def latest_run(docs: list[tuple[dict, Path]], key) -> list[tuple[dict, Path]]:
+    """The newest file's commit and GPU (every file of that run), plus the
+    newest file of each other part (tag) of the benchmark measured on the
+    same GPU within a day before it: one benchmark split over device calls
+    whose harness changed between them. Each file's commit is listed."""
+    newest = docs[-1]
+    run = [d for d in docs if key(d) == key(newest)]
+    tags = {d.get("tag", "") for d, _ in run}
+    day = lambda d: d.get("environment", {}).get("date", "")[:19]  # noqa: E731
+    since = (datetime.datetime.fromisoformat(day(newest[0])) - datetime.timedelta(days=1)).isoformat()
+    for d in reversed(docs):
+        tag = d[0].get("tag", "")
+        if tag and tag not in tags and key(d)[1] == key(newest)[1] and day(d[0]) >= since:
+            run.append(d)
+            tags.add(tag)
+    return sorted(run, key=lambda d: day(d[0]))
 
 
 def render(results: Path = ROOT / "bench" / "results", root: Path = ROOT) -> str:
@@ -329,9 +356,9 @@ def render(results: Path = ROOT / "bench" / "results", root: Path = ROOT) -> str
         docs = sorted(by_bench[bench], key=lambda d: d[0].get("environment", {}).get("date", ""))
         key = lambda d: (d[0].get("environment", {}).get("commit"),  # noqa: E731
                          d[0].get("environment", {}).get("gpu"))
-        latest = [d for d in docs if key(d) == key(docs[-1])]
+        latest = latest_run(docs, key)
         lines += render_run(bench, latest, root)
-        older = [f for d, f in docs if key((d, f)) != key(docs[-1])]
+        older = [f for d, f in docs if all(f != g for _, g in latest)]
         for f in older:
             rel = f.relative_to(root) if f.is_relative_to(root) else f
             lines.append(f"Earlier run: [`{rel}`](../{rel})")
