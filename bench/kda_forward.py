@@ -332,8 +332,9 @@ def run():
             from fla.ops.kda import chunk_kda, fused_recurrent_kda
         except Exception as e:  # noqa: BLE001
             res.failed(f"fla unavailable: {e}", case="setup", impl="fla")
-        try:
-            import flash_kda
+        try:  # prefill only: FlashKDA has no decode kernel
+            if os.environ.get("K3_BENCH_DECODE_ONLY") != "1":
+                import flash_kda
         except Exception as e:  # noqa: BLE001
             res.failed(f"FlashKDA unavailable: {e}", case="setup", impl="flashkda")
     baseline = os.environ.get("K3_BENCH_BASELINE")
