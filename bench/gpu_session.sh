@@ -23,12 +23,14 @@
 #             T32768 H96, T2048 H96);
 #   bench-b   ... on its packed shapes (B8 T4096 H32, 8x1024 H96, 32x512 H32,
 #             2x16384 H64);
-#   bench-c   ... on issue 18's awkward shapes and the decode shapes;
+#   bench-c   ... on issue 18's awkward shapes, then bench-decode (the decode
+#             shapes: fla's fused recurrent kernel and our decode tiles);
 #             every case is checked against the f64 oracle, then ours beside
 #             fla and FlashKDA (and beside out/bench-baseline when carried),
 #             CUDA events, median of >= 20; a crash or failed check is a
-#             FAILED row (fla autotunes each new shape: about a minute each,
-#             hence three stages, each under the device tool's 10 minutes);
+#             FAILED row (fla autotunes each new shape: a minute or more
+#             each, hence three stages, each case a process of its own under
+#             $K3_CASE_TIMEOUT seconds, default 150);
 #   old-vs-new  ours beside out/bench-baseline on bench-a's shapes, all
 #             variants and the decode shapes, no anchors (issue 13);
 #   interop   bench/gpu_interop.py check (issue 22; carry out/gpu_interop);
@@ -85,6 +87,9 @@ if [ -z "${K3_COMMIT:-}" ] && [ -f out/bench/COMMIT ]; then
   K3_COMMIT=$(cat out/bench/COMMIT)
 fi
 export K3_COMMIT=${K3_COMMIT:-unknown}
+# Every benchmark's results file is rewritten row by row (bench/protocol.py):
+# a stage cut by a time limit keeps what it measured.
+export K3_RESULTS_AUTOSAVE=${K3_RESULTS_AUTOSAVE:-1}
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(all)
 [ "${STAGES[*]}" != all ] || STAGES=(check flashkda bench-a bench-b bench-c profile ncu)
@@ -159,10 +164,19 @@ flashkda_wait() {
   fi
 }
 bench() { # bench STAGE CASES [SKIP_DECODE] [DECODE_ONLY]: kda_forward.py on the cases (exact labels, ';'-separated)
-  local stage=$1
+  # One process per case under $K3_CASE_TIMEOUT seconds (default 150), so
+  # that one slow case (fla's Triton autotuning of a varlen shape took more
+  # than 80 s on 2026-12-04) costs its own rows only: with
+  # K3_RESULTS_AUTOSAVE the row it was in stays in the file as FAILED.
+  local stage=$1 cases=$2 i=0 c
   flashkda_wait || true
-  step "$stage" env K3_BENCH_CASES="$2" K3_BENCH_SKIP_DECODE="${3:-1}" K3_BENCH_DECODE_ONLY="${4:-0}" \
-    K3_RESULTS_TAG="$stage" python3 bench/kda_forward.py run
+  IFS=';' read -r -a list <<<"$cases"
+  for c in "${list[@]}"; do
+    i=$((i + 1))
+    step "$stage-$i" timeout "${K3_CASE_TIMEOUT:-150}" env K3_BENCH_CASES="$c" \
+      K3_BENCH_SKIP_DECODE="${3:-1}" K3_BENCH_DECODE_ONLY="${4:-0}" \
+      K3_RESULTS_TAG="$stage-$i" python3 bench/kda_forward.py run
+  done
 }
 
 for stage in "${STAGES[@]}"; do
@@ -205,7 +219,10 @@ for stage in "${STAGES[@]}"; do
     ;;
   bench-a) bench bench-a "B1 T8192 H96;B1 T8192 H64;B1 T32768 H96;B1 T2048 H96" ;;
   bench-b) bench bench-b "B8 T4096 H32;8x1024 packed H96;32x512 packed H32;2x16384 packed H64" ;;
-  bench-c) bench bench-c "varlen [1,63,64,65,300,507] H64;T1000 H96 (not a multiple of 64);B1 T2048 H96 gates at -5" 0 ;;
+  bench-c)
+    bench bench-c "varlen [1,63,64,65,300,507] H64;T1000 H96 (not a multiple of 64);B1 T2048 H96 gates at -5"
+    bench bench-decode "none" 0 1
+    ;;
   bench-decode) bench bench-decode "none" 0 1 ;;
   old-vs-new)
     # Issue 13: ours beside out/bench-baseline (the previous kernels) on
