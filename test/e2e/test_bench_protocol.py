@@ -120,6 +120,33 @@ def test_make_benchmarks_md(tmp_path):
     assert "deadbeef" in md and "NVIDIA H200" in md
 
 
+def test_benchmarks_md_latest_run_merges_parts(tmp_path):
+    """A benchmark split over device calls (tags) whose harness changed in
+    between: the newest file's commit, plus each other tag's newest file of
+    the day before it on the same GPU; older ones stay links."""
+    import make_benchmarks_md as mk
+    res = tmp_path / "results"
+    res.mkdir()
+
+    def write(tag, date, commit, case, ms):
+        doc = {"benchmark": "kda_forward", "tag": tag,
+               "environment": {"gpu": "NVIDIA H200", "date": date, "commit": commit},
+               "rows": [{"case": case, "impl": "k3", "variant": "mma", "status": "ok",
+                         "median_ms": ms, "min_ms": ms, "max_ms": ms, "reps": 20}]}
+        stamp = date.replace(":", "").replace("-", "")
+        (res / f"kda_forward-{tag}-nvidia-h200-{stamp}.json").write_text(json.dumps(doc))
+    write("a", "2026-12-01T10:00:00Z", "old", "too old", 9.0)      # a day and more before
+    write("b", "2026-12-04T09:00:00Z", "c1", "B8 T4096 H32", 1.5)  # another part, earlier commit
+    write("a", "2026-12-04T09:30:00Z", "c1", "superseded", 2.0)    # the same part, newer below
+    write("a", "2026-12-04T10:00:00Z", "c2", "B1 T8192 H96", 1.05)
+    md = mk.render(res, ROOT)
+    table = md.split("Earlier run")[0]
+    assert "B8 T4096 H32" in table and "B1 T8192 H96" in table
+    assert "superseded" not in table and "too old" not in table
+    assert "`c1`" in table and "`c2`" in table  # each part's commit
+    assert md.count("Earlier run") == 2
+
+
 def test_kda_forward_rows(tmp_path, monkeypatch):
     """bench/kda_forward.py's per-variant logic with stand-ins for the GPU
     session: a check failure, a crash and a missing artifact are FAILED rows;
