@@ -111,6 +111,8 @@ public:
   /// Lanes per parallelWarps iteration: 32 on a GPU target, 1 (the plain
   /// loop nest) elsewhere.
   void setWarpLanes(int64_t lanes) { warpLanes = lanes; }
+  /// Whether the kernel is built for a GPU target (32 lanes a warp).
+  bool forGPU() const { return warpLanes > 1; }
   void ifThen(Value cond, const std::function<void()> &body);
   /// An f32 (or other single) value computed on one of two branches, for
   /// loads that are only in bounds on one of them.

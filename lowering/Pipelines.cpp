@@ -144,6 +144,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Tensor-parallel ranks: one SPMD program whose MLP "
                      "blocks each rank holds 1/tp of (k3-partition)"),
       llvm::cl::init(1)};
+  Option<int64_t> ep{
+      *this, "ep",
+      llvm::cl::desc("Expert-parallel ranks: each holds 1/ep of the routed "
+                     "experts (k3-partition; the CPU target runs it)"),
+      llvm::cl::init(1)};
   Option<bool> spmd{
       *this, "spmd",
       llvm::cl::desc("With tp=1: still the SPMD program (shards of one part, "
@@ -167,8 +172,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   pm.addPass(k3::createK3InlineLayers());
   pm.addPass(createCSEPass());
   // The SPMD program first: every later rewrite sees the split weights.
-  if (o.tp > 1 || o.spmd)
-    pm.addPass(k3::createK3Partition({o.tp, o.spmd, o.vocabSplit}));
+  if (o.tp > 1 || o.ep > 1 || o.spmd) {
+    k3::K3PartitionOptions partition;
+    partition.tp = o.tp;
+    partition.spmd = o.spmd;
+    partition.vocabSplit = o.vocabSplit;
+    partition.ep = o.ep;
+    pm.addPass(k3::createK3Partition(partition));
+  }
   // The decay gate is computed inside the KDA kernels, as the anchors do.
   pm.addPass(k3::createK3FuseKDAGate());
   if (o.exposeRouting)

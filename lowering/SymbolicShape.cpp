@@ -280,6 +280,9 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<GLUGateUpOp>([&](GLUGateUpOp g) -> LogicalResult {
         return leading(g.getResult(), g.getInput(), 1);
       })
+      .Case<MoELocalIdsOp>([&](MoELocalIdsOp l) -> LogicalResult {
+        return same(l.getResult(), l.getIndices());
+      })
       .Case<MoECombineOp>([&](MoECombineOp c) -> LogicalResult {
         return leading(c.getResult(), c.getPositions(), 1);
       })

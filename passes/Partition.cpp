@@ -89,15 +89,28 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
           << "k3-partition: tp must be in [1, 64], got " << int64_t(tp);
       return signalPassFailure();
     }
-    if (tp == 1 && !spmd)
+    if (ep < 1 || ep > 64) {
+      getOperation().emitError()
+          << "k3-partition: ep must be in [1, 64], got " << int64_t(ep);
+      return signalPassFailure();
+    }
+    if (tp == 1 && ep == 1 && !spmd)
       return;
+    // The routed experts by expert (then not by TP: a weight has one shard).
+    if (ep > 1 && failed(splitExperts(getOperation(), ep)))
+      return signalPassFailure();
+    if (tp == 1 && !spmd) {
+      if (failed(verify(getOperation())))
+        signalPassFailure();
+      return;
+    }
     if (failed(splitAttentionHeads(getOperation(), tp)))
       return signalPassFailure();
     // The MLP blocks: gate and up split along the intermediate rows, down
     // along its intermediate columns.
     SmallVector<Operation *> blocks;
     getOperation().walk([&](Operation *op) {
-      if (isa<GLUMLPOp, MoEExpertsOp>(op))
+      if (isa<GLUMLPOp>(op) || (isa<MoEExpertsOp>(op) && ep == 1))
         blocks.push_back(op);
     });
     llvm::DenseSet<Operation *> splitting(blocks.begin(), blocks.end());
@@ -129,10 +142,10 @@ struct K3PartitionPass : impl::K3PartitionBase<K3PartitionPass> {
 } // namespace
 
 LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
-                          int64_t extent) {
+                          int64_t extent, StringRef group) {
   MLIRContext *ctx = weight.getContext();
   auto helper = K3Dialect::ShardAttrHelper(ctx);
-  auto want = WeightShardAttr::get(ctx, kTensorParallel, parts, dim, extent);
+  auto want = WeightShardAttr::get(ctx, group, parts, dim, extent);
   if (WeightShardAttr have = helper.getAttr(weight)) {
     if (have == want)
       return success();
@@ -142,8 +155,9 @@ LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
   auto type = cast<RankedTensorType>(weight.getType());
   int64_t size = type.getDimSize(dim);
   if (ShapedType::isDynamic(size) || size % parts != 0)
-    return weight.emitOpError() << "dimension " << dim << " (" << size
-                                << ") is not divisible by tp = " << parts;
+    return weight.emitOpError()
+           << "dimension " << dim << " (" << size << ") is not divisible by "
+           << group << " = " << parts;
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size / parts;
   weight.getResult().setType(type.clone(shape));
@@ -151,14 +165,14 @@ LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
   return success();
 }
 
-void allReduceResult(Operation *op, int64_t tp) {
+void allReduceResult(Operation *op, int64_t size, StringRef group) {
   OpBuilder b(op->getContext());
   b.setInsertionPointAfter(op);
   Value partial = op->getResult(0);
   auto sum = AllReduceOp::create(
       b, op->getLoc(), partial.getType(),
       ReductionKindAttr::get(op->getContext(), ReductionKind::sum), partial,
-      b.getStringAttr(kTensorParallel), b.getI64IntegerAttr(tp));
+      b.getStringAttr(group), b.getI64IntegerAttr(size));
   partial.replaceAllUsesExcept(sum.getResult(), sum);
 }
 

@@ -13,8 +13,9 @@
 
 namespace mlir::k3 {
 
-/// The tensor-parallel group's name in collectives and weight shards.
+/// The groups' names in collectives and weight shards.
 constexpr StringLiteral kTensorParallel = "tp";
+constexpr StringLiteral kExpertParallel = "ep";
 
 /// Gives weight `w` its rank's slice along `dim` of `parts`: its type
 /// shrinks there and it carries a #k3.weight_shard (with `extent`, the
@@ -22,11 +23,20 @@ constexpr StringLiteral kTensorParallel = "tp";
 /// cover). A weight already sliced the same way is left as is; another
 /// split of it is an error.
 LogicalResult shardWeight(WeightOp w, int64_t dim, int64_t parts,
-                          int64_t extent = 0);
+                          int64_t extent = 0,
+                          StringRef group = kTensorParallel);
 
 /// Sums the ranks' partial outputs of `op` (its first result): its uses
-/// read a `k3.all_reduce sum` over the tensor-parallel group instead.
-void allReduceResult(Operation *op, int64_t tp);
+/// read a `k3.all_reduce sum` over `group` (of `size` ranks) instead.
+void allReduceResult(Operation *op, int64_t size,
+                     StringRef group = kTensorParallel);
+
+/// Expert parallelism over replicated tokens (PartitionExperts.cpp): each
+/// rank of the `ep` group keeps `1/ep` of every k3.moe_experts' experts,
+/// runs the pairs routed to them (k3.moe_local_ids, reading the entry input
+/// `k3.rank.ep` that the runtime fills) and one all-reduce over `ep` sums
+/// the layer's output.
+LogicalResult splitExperts(ModuleOp module, int64_t ep);
 
 /// Tensor parallelism over attention heads: each rank keeps `1/tp` of the
 /// heads of every k3.kda and k3.latent_attention, and of everything that

@@ -363,7 +363,8 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
   let summary = "The model as one SPMD program over tensor-parallel ranks";
   let description = [{
     Rewrites the model (after `k3-inline-layers`) into the program that
-    every rank of a tensor-parallel group of `tp` runs on its own shard
+    every rank of a tensor-parallel group of `tp` (and of an
+    expert-parallel group of `ep`) runs on its own shard
     (docs/scaling.md), as Megatron and vLLM split it:
     - attention heads: each rank keeps `1/tp` of the heads of every
       `k3.kda` and `k3.latent_attention`, found by propagation from them
@@ -376,6 +377,12 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
     - MLP blocks: each `k3.glu_mlp` (dense MLPs, shared experts) and
       `k3.moe_experts` keeps `1/tp` of its intermediate width (gate and up
       rows, down columns) and one all-reduce sums the block's output.
+    - with `ep` > 1, the routed experts of each `k3.moe_experts` by expert
+      instead (stacks sliced along E over `ep`): the router's ids become
+      this rank's (`k3.moe_local_ids`, reading the entry input
+      `k3.rank.ep` that the runtime fills; other ranks' pairs are
+      skipped) and a `k3.all_reduce sum` over `ep` sums the layer. Tokens
+      stay replicated, so no all-to-all is needed (docs/scaling.md).
     Weights carry `k3.shard` (sliced by the runtime at load); the router,
     norms of the hidden state and embedding stay replicated, and so does
     the LM head unless `vocab-split` (then the k3.linear that makes the
@@ -399,7 +406,11 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
     Option<"vocabSplit", "vocab-split", "bool", /*default=*/"false",
            "with tp > 1: each rank keeps 1/tp of the LM head's vocabulary "
            "rows and one all-gather along the vocabulary completes the "
-           "logits (off by default: NCCL gathers one row only yet)">
+           "logits (off by default: NCCL gathers one row only yet)">,
+    Option<"ep", "ep", "int64_t", /*default=*/"1",
+           "expert-parallel ranks: each keeps 1/ep of every k3.moe_experts' "
+           "routed experts, runs the pairs routed to them and one all-reduce "
+           "over `ep` sums the layer (1: no change)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

@@ -86,6 +86,16 @@ LogicalResult MoEDispatchOp::verify() {
   return success();
 }
 
+LogicalResult MoELocalIdsOp::verify() {
+  Named idx = named("indices", getIndices()), rank = named("rank", getRank());
+  if (failed(expectRank(*this, idx, 2)) || failed(expectRank(*this, rank, 1)) ||
+      failed(expectDim(*this, rank, 0, 1, "1")) ||
+      failed(expectPositive(*this, "experts_per_rank",
+                            int64_t(getExpertsPerRank()))))
+    return failure();
+  return expectSameShape(*this, idx, named("result", getResult()));
+}
+
 LogicalResult MoEGroupedGLUOp::verify() {
   Named x = named("input", getInput()), w1 = named("w1", getW1()),
         w3 = named("w3", getW3()), r = named("result", getResult()),

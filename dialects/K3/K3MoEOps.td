@@ -47,6 +47,32 @@ def K3_MoEDispatchOp : K3_Op<"moe_dispatch", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_MoELocalIdsOp : K3_Op<"moe_local_ids", [Pure]> {
+  let summary = "the router's expert ids, relative to this rank's experts";
+  let description = [{
+    Expert parallelism over replicated tokens (docs/scaling.md): rank `r`
+    of the `ep` group holds experts `[r n, (r + 1) n)` with `n =
+    experts_per_rank`. `result[t, j] = indices[t, j] - r n` where that lies
+    in `[0, n)`, else `-1`: a pair of another rank's expert, which every
+    MoE kernel skips (it counts in no expert's segment and adds nothing).
+    `rank` is the entry input that the runtime fills with the rank's
+    coordinate in the group (`k3.rank.ep`), so one artifact serves every
+    rank.
+
+    ```mlir
+    %local = k3.moe_local_ids %idx, %rank {experts_per_rank = 4 : i64}
+        : (tensor<?x2xi32>, tensor<1xi32>) -> tensor<?x2xi32>
+    ```
+  }];
+  let arguments = (ins K3_IndexTensor:$indices, K3_IndexTensor:$rank,
+                       I64Attr:$experts_per_rank);
+  let results = (outs K3_IndexTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $rank attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu",
     [Pure, AttrSizedOperandSegments]> {
   let summary = "gate and up projections of each sorted row by its expert";

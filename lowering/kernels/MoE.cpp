@@ -244,27 +244,36 @@ LogicalResult k3::emitMoEExperts(MoEExpertsOp op, KernelBuilder &kb, In in,
   Value tokens = kb.dim(input.shape[0]);
   Value y = out[0].full, h = out[1].full;
   WeightElements gate(kb, w1), up(kb, ops.getW3()), down(kb, ops.getW2());
+  int64_t experts = w1.shape[0];
+  // An id outside [0, E) (another rank's expert under expert parallelism,
+  // k3.moe_local_ids) adds nothing: its rows read expert 0 and are zeroed.
+  auto expertOf = [&](Value t, Value j) -> std::pair<Value, Value> {
+    Value e = kb.loadIndex(idx, {t, j});
+    Value valid = kb.andi(kb.gei(e, kb.idx(0)), kb.lti(e, kb.idx(experts)));
+    return {kb.select(valid, e, kb.idx(0)), valid};
+  };
   // h[t, j, i]: channel i of the j-th chosen expert of token t.
   kb.parallelWarps({tokens, kb.idx(topK), kb.idx(inter)}, [&](ValueRange iv) {
-    Value e = kb.loadIndex(idx, {iv[0], iv[1]});
-    kb.store(emitGLUChannel(kb, op.getActivation(),
-                            optionalDouble(op.getBetaAttr()),
-                            optionalDouble(op.getLinearBetaAttr()), x, iv[0],
-                            gate, up, e, iv[2], hidden),
-             h, iv);
+    auto [e, valid] = expertOf(iv[0], iv[1]);
+    Value ch =
+        emitGLUChannel(kb, op.getActivation(), optionalDouble(op.getBetaAttr()),
+                       optionalDouble(op.getLinearBetaAttr()), x, iv[0], gate,
+                       up, e, iv[2], hidden);
+    kb.store(kb.select(valid, ch, kb.f32(0.0)), h, iv);
   });
   // y[t, d] = sum_j weight_j (W2[e_j] h[t, j])[d], in the experts' order.
   kb.parallelWarps({tokens, kb.idx(hidden)}, [&](ValueRange iv) {
     Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
       Value jj = kb.idx(j);
-      Value e = kb.loadIndex(idx, {t, jj});
+      auto [e, valid] = expertOf(t, jj);
       // Each weighted row rounded to the activation type, as
       // k3.moe_grouped_down stores it (docs/precision.md).
       Value a =
           kb.roundTo(kb.mul(emitDownRow(kb, down, e, d, h, {t, jj}, inter),
                             kb.load(wts, {t, jj})),
                      cast<MemRefType>(h.getType()).getElementType());
+      a = kb.select(valid, a, kb.f32(0.0));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     kb.store(acc, y, {t, d});

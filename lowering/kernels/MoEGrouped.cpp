@@ -45,6 +45,12 @@ SortedRow sortedRow(KernelBuilder &kb, Value rowSource, Value indices,
   return {p, t, kb.loadIndex(indices, {p})};
 }
 
+/// The sorted rows of every expert, offsets[E]: all T K pairs unless some
+/// ids lie outside [0, E).
+Value sortedRows(KernelBuilder &kb, const KernelOperand &offsets) {
+  return kb.loadIndex(offsets.full, {kb.idx(offsets.shape[0] - 1)});
+}
+
 } // namespace
 
 LogicalResult k3::emitMoEDispatch(MoEDispatchOp op, KernelBuilder &kb, In in,
@@ -77,6 +83,11 @@ LogicalResult k3::emitMoEDispatch(MoEDispatchOp op, KernelBuilder &kb, In in,
     kb.storeIndex(end[0], offsets, {kb.idx(experts)});
     kb.storeIndex(end[1], tiles, {kb.idx(experts)});
   });
+  // A pair whose id is outside [0, E) (another rank's expert,
+  // k3.moe_local_ids) is in no segment: position -1, which the combine
+  // skips; the grouped GEMMs run the offsets[E] sorted rows only.
+  kb.parallel({pairs},
+              [&](ValueRange iv) { kb.storeIndex(kb.idx(-1), pos, {iv[0]}); });
   // Each expert's pairs in increasing order from its offset.
   kb.parallel({kb.idx(experts)}, [&](ValueRange iv) {
     Value e = iv[0];
@@ -105,11 +116,14 @@ LogicalResult k3::emitMoEGroupedGLU(MoEGroupedGLUOp op, KernelBuilder &kb,
   std::optional<double> beta = optionalDouble(op.getBetaAttr()),
                         lbeta = optionalDouble(op.getLinearBetaAttr());
   WeightElements gate(kb, w1), up(kb, ops.getW3());
+  Value sorted = sortedRows(kb, ops.getOffsets());
   kb.parallelWarps({pairs, kb.idx(inter)}, [&](ValueRange iv) {
-    SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    kb.store(emitGLUChannel(kb, act, beta, lbeta, x.full, row.token, gate, up,
-                            row.expert, iv[1], hidden),
-             h, iv);
+    kb.ifThen(kb.lti(iv[0], sorted), [&] {
+      SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
+      kb.store(emitGLUChannel(kb, act, beta, lbeta, x.full, row.token, gate, up,
+                              row.expert, iv[1], hidden),
+               h, iv);
+    });
   });
   if (!op.hasSharedExpert())
     return success();
@@ -136,10 +150,13 @@ LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
         y = flatRows(kb, out[0]);
   Value pairs = kb.numElements(ArrayRef<int64_t>(ops.getIndices().shape));
   WeightElements down(kb, w2);
+  Value sorted = sortedRows(kb, ops.getOffsets());
   kb.parallelWarps({pairs, kb.idx(width)}, [&](ValueRange iv) {
-    SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
-    Value dot = emitDownRow(kb, down, row.expert, iv[1], h, {iv[0]}, inter);
-    kb.store(kb.mul(dot, kb.load(wts, {row.pair})), y, iv);
+    kb.ifThen(kb.lti(iv[0], sorted), [&] {
+      SortedRow row = sortedRow(kb, src, idx, topK, iv[0]);
+      Value dot = emitDownRow(kb, down, row.expert, iv[1], h, {iv[0]}, inter);
+      kb.store(kb.mul(dot, kb.load(wts, {row.pair})), y, iv);
+    });
   });
   if (!op.hasSharedExpert())
     return success();
@@ -168,7 +185,11 @@ LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
   kb.parallel({kb.dim(positions.shape[0]), kb.idx(width)}, [&](ValueRange iv) {
     Value t = iv[0], d = iv[1], acc;
     for (int64_t j = 0; j < topK; ++j) {
-      Value a = kb.load(rows, {kb.loadIndex(pos, {t, kb.idx(j)}), d});
+      // Position -1: a pair of no expert here (k3.moe_local_ids) adds 0.
+      Value at = kb.loadIndex(pos, {t, kb.idx(j)});
+      Value valid = kb.gei(at, kb.idx(0));
+      Value a = kb.load(rows, {kb.select(valid, at, kb.idx(0)), d});
+      a = kb.select(valid, a, kb.f32(0.0));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     if (shared)

@@ -816,11 +816,20 @@ def moe_experts(x, indices, weights, w1, w3, w2, activation="silu", beta=None, l
     for t in range(x.shape[0]):
         for e, wt in zip(indices[t], weights[t]):
             e = int(e)
+            if not 0 <= e < len(w1):
+                continue  # another rank's expert (moe_local_ids): adds nothing
             # Each weighted expert row is stored as an activation (the
             # grouped down GEMM's rows), then summed in slot order.
             out[t] += act(wt * glu_mlp(x[t:t + 1], w1[e], w3[e], w2[e],
                                        activation, beta, linear_beta)[0])
     return out
+
+
+def moe_local_ids(indices, rank, experts_per_rank):
+    """Expert parallelism: rank ``rank`` holds experts ``[rank n, (rank + 1)
+    n)``, n = experts_per_rank. Ids relative to them, -1 for the others."""
+    local = np.asarray(indices, dtype=np.int64) - int(rank) * experts_per_rank
+    return np.where((local >= 0) & (local < experts_per_rank), local, -1).astype(np.int32)
 
 
 def latent_moe(x, w, cfg, forced_indices=None):

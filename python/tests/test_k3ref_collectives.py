@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from k3ref import collectives as c
+from k3ref import ops
 
 
 def ranks(n, shape, seed=0):
@@ -64,3 +65,29 @@ def test_errors():
         c.all_gather([np.zeros((2, 2)), np.zeros((2, 3))], 0)
     with pytest.raises(ValueError, match="not a multiple of 4"):
         c.reduce_scatter(ranks(4, (2, 6)), 1)
+
+
+@pytest.mark.parametrize("ep", [1, 2, 4])
+def test_expert_parallel_ranks_sum_to_the_whole_moe(ep):
+    """Each rank's experts on its local ids, summed over the ranks by an
+    all-reduce, is the MoE of all experts (issue 19's EP form over
+    replicated tokens)."""
+    rng = np.random.default_rng(ep)
+    E, K, T, D, I = 8, 3, 5, 6, 4
+    x = rng.standard_normal((T, D))
+    idx = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int32)
+    wts = rng.random((T, K))
+    w1, w3 = rng.standard_normal((E, I, D)), rng.standard_normal((E, I, D))
+    w2 = rng.standard_normal((E, D, I))
+    whole = ops.moe_experts(x, idx, wts, w1, w3, w2)
+    n = E // ep
+    parts = []
+    for r in range(ep):
+        local = ops.moe_local_ids(idx, r, n)
+        mine = (idx >= r * n) & (idx < (r + 1) * n)
+        assert np.array_equal(local >= 0, mine)
+        assert np.array_equal(local[mine], idx[mine] - r * n)
+        shard = slice(r * n, (r + 1) * n)
+        parts.append(ops.moe_experts(x, local, wts, w1[shard], w3[shard], w2[shard]))
+    for got in c.all_reduce(parts, "sum"):
+        np.testing.assert_allclose(got, whole, rtol=1e-12, atol=1e-12)

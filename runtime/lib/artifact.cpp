@@ -204,6 +204,15 @@ Partition partitionOf(const Artifact &a) {
       note(s.group, s.parts);
   return p;
 }
+bool isRankInput(const std::string &name, std::string *group) {
+  static const std::string prefix = "k3.rank.";
+  if (name.compare(0, prefix.size(), prefix) != 0 ||
+      !isGroupName(name.substr(prefix.size())))
+    return false;
+  if (group)
+    *group = name.substr(prefix.size());
+  return true;
+}
 const std::string *Artifact::meta(const std::string &key) const {
   for (auto &kv : metadata)
     if (kv.first == key)

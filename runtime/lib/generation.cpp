@@ -55,7 +55,8 @@ Generation::Generation(Session &s, const std::string &entry,
   for (int ei : {entryIdx_, decodeIdx_}) {
     const Entry &e = a.entries[size_t(ei)];
     for (const TensorSpec &t : e.inputs) {
-      bool ok = false;
+      // A rank input is the session's to fill (isRankInput).
+      bool ok = isRankInput(t.name);
       for (const char *k : kKnownInputs)
         ok |= t.name == k;
       if (!ok)

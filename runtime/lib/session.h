@@ -207,6 +207,10 @@ private:
   void stageInputs(size_t ei, const std::vector<int64_t> &sv,
                    const k3_host_tensor *inputs, size_t ninputs,
                    bool inputsOnDevice);
+  /// An input named k3.rank.<group>: this rank's coordinate in the group
+  /// (isRankInput), which the caller never passes.
+  void stageRankInput(const artifact::Entry &e, const artifact::TensorSpec &t,
+                      const std::string &group, const std::vector<int64_t> &sv);
   /// One input: dtype, shape and bytes against `t`, copied into its buffer,
   /// its values checked (input_checks.h).
   void stageInput(const artifact::Entry &e, const artifact::TensorSpec &t,

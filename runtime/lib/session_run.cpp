@@ -198,6 +198,15 @@ void Session::stageInput(const Entry &e, const TensorSpec &t,
     fail(K3_ERROR_DEVICE, "uploading input '" + t.name + "': " + err);
 }
 
+void Session::stageRankInput(const Entry &e, const TensorSpec &t,
+                             const std::string &group,
+                             const std::vector<int64_t> &sv) {
+  int32_t coord = int32_t(partition_.rankIn(group, rank_));
+  int64_t one = 1;
+  k3_host_tensor h{t.name.c_str(), K3_DTYPE_I32, 1, &one, &coord, sizeof coord};
+  stageInput(e, t, h, sv, /*inputsOnDevice=*/false);
+}
+
 void Session::stageInputs(size_t ei, const std::vector<int64_t> &sv,
                           const k3_host_tensor *inputs, size_t ninputs,
                           bool inputsOnDevice) {
@@ -233,13 +242,24 @@ void Session::stageInputs(size_t ei, const std::vector<int64_t> &sv,
     if (have[k])
       fail(K3_ERROR_INVALID_ARGUMENT,
            std::string("input '") + h.name + "' given twice");
+    if (isRankInput(h.name))
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string("input '") + h.name +
+               "' is filled by the runtime (the rank's coordinate in its "
+               "group); do not pass it");
     have[k] = true;
     stageInput(e, e.inputs[k], h, sv, inputsOnDevice);
   }
-  for (size_t k = 0; k < e.inputs.size(); ++k)
+  for (size_t k = 0; k < e.inputs.size(); ++k) {
+    std::string group;
+    if (!have[k] && isRankInput(e.inputs[k].name, &group)) {
+      stageRankInput(e, e.inputs[k], group, sv);
+      continue;
+    }
     if (!have[k])
       fail(K3_ERROR_INVALID_ARGUMENT,
            "entry '" + e.name + "' input '" + e.inputs[k].name + "' not given");
+  }
   checkPackedSequences(e, inputs, ninputs, sv, inputsOnDevice);
 }
 

@@ -568,7 +568,11 @@ void readInputs(const Options &o, InputCall &call) {
   syms.insert(o.symbols.begin(), o.symbols.end());
   auto &bufs = call.bufs;
   auto &shapes = call.shapes;
+  std::vector<const k3::artifact::TensorSpec *> given;
   for (auto &t : E.inputs) {
+    if (k3::artifact::isRankInput(t.name))
+      continue; // the runtime fills each rank's coordinate
+    given.push_back(&t);
     const k3::st::TensorInfo *ti = c.find(t.name);
     if (!ti)
       die(o.inputs + ": entry '" + o.entry + "' input '" + t.name +
@@ -594,8 +598,8 @@ void readInputs(const Options &o, InputCall &call) {
       die(err);
     shapes.push_back(ti->shape);
   }
-  for (size_t i = 0; i < E.inputs.size(); ++i)
-    call.ins.push_back({E.inputs[i].name.c_str(), k3_dtype(E.inputs[i].dtype),
+  for (size_t i = 0; i < given.size(); ++i)
+    call.ins.push_back({given[i]->name.c_str(), k3_dtype(given[i]->dtype),
                         int32_t(shapes[i].size()), shapes[i].data(),
                         bufs[i].data(), bufs[i].size()});
   for (auto &kv : syms)

@@ -376,6 +376,11 @@ struct Partition {
 };
 struct Artifact;
 Partition partitionOf(const Artifact &a);
+/// Entry inputs named `k3.rank.<group>` (tensor<1xi32>) are filled by the
+/// runtime with each rank's coordinate in the group (expert parallelism,
+/// docs/scaling.md), never by the caller. True for such a name, with its
+/// group.
+bool isRankInput(const std::string &name, std::string *group = nullptr);
 
 struct Entry {
   std::string name; // e.g. "forward"

@@ -146,3 +146,19 @@ func.func @combine_addend_shape(%rows: tensor<?x2x16xf32>, %pos: tensor<?x2xi32>
   %c = k3.moe_combine %rows, %pos addend(%s) : (tensor<?x2x16xf32>, tensor<?x2xi32>, tensor<?x8xbf16>) -> tensor<?x16xbf16>
   return
 }
+
+// -----
+
+func.func @local_ids_rank_shape(%idx: tensor<?x2xi32>, %rank: tensor<2xi32>) -> tensor<?x2xi32> {
+  // expected-error @below {{expects 'rank' dimension 0 (1) to be 1, got 2}}
+  %l = k3.moe_local_ids %idx, %rank {experts_per_rank = 4 : i64} : (tensor<?x2xi32>, tensor<2xi32>) -> tensor<?x2xi32>
+  return %l : tensor<?x2xi32>
+}
+
+// -----
+
+func.func @local_ids_count(%idx: tensor<?x2xi32>, %rank: tensor<1xi32>) -> tensor<?x2xi32> {
+  // expected-error @below {{expects 'experts_per_rank' to be positive, got 0}}
+  %l = k3.moe_local_ids %idx, %rank {experts_per_rank = 0 : i64} : (tensor<?x2xi32>, tensor<1xi32>) -> tensor<?x2xi32>
+  return %l : tensor<?x2xi32>
+}
