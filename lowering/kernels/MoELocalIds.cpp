@@ -21,15 +21,14 @@ LogicalResult k3::emitMoELocalIds(MoELocalIdsOp op, KernelBuilder &kb, In in,
   auto ops = operandsOf(op, in);
   KernelOperand indices = ops.getIndices();
   int64_t n = op.getExpertsPerRank();
-  Value first = kb.muli(kb.loadIndex(ops.getRank().full, {kb.idx(0)}),
-                        kb.idx(n));
-  kb.parallel({kb.dim(indices.shape[0]), kb.idx(indices.shape[1])},
-              [&](ValueRange iv) {
-                Value local = kb.subi(kb.loadIndex(indices.full, iv), first);
-                Value mine = kb.andi(kb.gei(local, kb.idx(0)),
-                                     kb.lti(local, kb.idx(n)));
-                kb.storeIndex(kb.select(mine, local, kb.idx(-1)), out[0].full,
-                              iv);
-              });
+  Value first =
+      kb.muli(kb.loadIndex(ops.getRank().full, {kb.idx(0)}), kb.idx(n));
+  kb.parallel(
+      {kb.dim(indices.shape[0]), kb.idx(indices.shape[1])}, [&](ValueRange iv) {
+        Value local = kb.subi(kb.loadIndex(indices.full, iv), first);
+        Value mine =
+            kb.andi(kb.gei(local, kb.idx(0)), kb.lti(local, kb.idx(n)));
+        kb.storeIndex(kb.select(mine, local, kb.idx(-1)), out[0].full, iv);
+      });
   return success();
 }

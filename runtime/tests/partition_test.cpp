@@ -136,6 +136,17 @@ TEST(Partition, RankLayout) {
   EXPECT_EQ(p.memberRank("cp", r, 0), 1u + 2 * 2);
 }
 
+TEST(Partition, RankInputNames) {
+  std::string group;
+  EXPECT_TRUE(k3::artifact::isRankInput("k3.rank.ep", &group));
+  EXPECT_EQ(group, "ep");
+  EXPECT_TRUE(k3::artifact::isRankInput("k3.rank.tp"));
+  EXPECT_TRUE(k3::artifact::isRankInput("k3.rank.cp"));
+  for (const char *other : {"k3.rank.", "k3.rank.dp", "k3.rank.ep.x", "rank.ep",
+                            "token_ids", "k3.rankep"})
+    EXPECT_FALSE(k3::artifact::isRankInput(other)) << other;
+}
+
 namespace {
 
 /// Runs `c` on `world` threads of a host communicator, rank r's input
