@@ -101,9 +101,13 @@ bool validatePartition(const Artifact &a, VErr &e) {
                     "weight '" + w.name + "': shard dim " +
                         std::to_string(s.dim) + " >= its rank " +
                         std::to_string(w.shape.size()));
-    if (w.dtype == DType::MXFP4)
-      return failAt(
-          e, p, "weight '" + w.name + "': mxfp4 weights are not sharded yet");
+    // MXFP4 stacks split by expert (EP): whole experts' codes and scales.
+    if (w.dtype == DType::MXFP4 &&
+        (s.dim != 0 || w.name.find("{expert}") == std::string::npos))
+      return failAt(e, p,
+                    "weight '" + w.name +
+                        "': mxfp4 weights are sharded along the experts of a "
+                        "stack (dim 0) only");
     if (!checkGroupSize(sizes, s.group, s.parts, p, e))
       return false;
     uint64_t covered = uint64_t(s.parts) * uint64_t(w.shape[s.dim]);

@@ -181,7 +181,23 @@ Weight Session::fullWeight(size_t i) const {
 void Session::sliceWeight(size_t i, const uint8_t *full, uint8_t *local) const {
   const Weight &w = art_->weights[i];
   const WeightShard *s = shardOf(i);
-  ShardSlice slice = shardSlice(w, *s, partition_.rankIn(s->group, rank_));
+  uint32_t index = partition_.rankIn(s->group, rank_);
+  if (w.dtype == DType::MXFP4) {
+    // Split by expert (dim 0, the validator's only MXFP4 split): the
+    // rank's experts' codes, then their scales, from the whole weight's two
+    // regions (codes of all its experts, then their scales).
+    uint64_t inner = 1;
+    for (size_t d = 1; d < w.shape.size(); ++d)
+      inner *= uint64_t(w.shape[d]);
+    uint64_t experts = uint64_t(w.shape[0]);
+    uint64_t codes = experts * inner / 2,
+             scales = experts * inner / kMXFP4Block;
+    uint64_t fullCodes = s->extent * inner / 2;
+    std::memcpy(local, full + index * codes, codes);
+    std::memcpy(local + codes, full + fullCodes + index * scales, scales);
+    return;
+  }
+  ShardSlice slice = shardSlice(w, *s, index);
   size_t bytes = dtypeSize(w.dtype);
   for (uint64_t o = 0; o < slice.outer; ++o)
     std::memcpy(local + o * slice.localInner * bytes,

@@ -262,8 +262,12 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck,
   std::vector<int64_t> shape =
       stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
               : w.shape;
-  if (rs.shard)
+  // An MXFP4 stack split by expert (the validator allows no other split)
+  // reads its rank's experts' codes and scales below.
+  bool mxfp4Experts = w.dtype == DType::MXFP4 && stacked;
+  if (rs.shard && !mxfp4Experts)
     return shardParts(w, ck, *rs.shard, rs.index, stacked, shape);
+  int64_t firstExpert = rs.shard ? int64_t(rs.index) * w.shape[0] : 0;
   auto numel = [](const std::vector<int64_t> &s) {
     uint64_t n = 1;
     for (int64_t d : s)
@@ -273,7 +277,7 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck,
   std::vector<WeightPart> out;
   auto add = [&](const std::string &name, std::vector<int64_t> s,
                  PartRole role) {
-    for (CheckpointPart &p : ck.parts(w, name))
+    for (CheckpointPart &p : ck.parts(w, name, firstExpert))
       out.push_back({p, s, role, numel(s), std::nullopt});
   };
   if (w.dtype != DType::MXFP4) {

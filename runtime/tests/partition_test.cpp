@@ -118,6 +118,16 @@ TEST(Partition, ValidatorRefusals) {
               a.collectives[0].outer = DimExpr::symbol(0, -1, 8);
             }).find("must be positive and grow with its symbol"),
             std::string::npos);
+  // MXFP4 is split by expert only: whole experts' codes and scales.
+  std::string mx = mutate([](Artifact &a) {
+    Weight &w = a.weights[a.weightShards[0].weight];
+    w.dtype = DType::MXFP4;
+    w.shape.back() = 32; // whole scale blocks
+  });
+  EXPECT_NE(mx.find("mxfp4 weights are sharded along the experts of a stack "
+                    "(dim 0) only"),
+            std::string::npos)
+      << mx;
 }
 
 TEST(Partition, RankLayout) {
