@@ -5,8 +5,9 @@ k3-compile ep=N keeps 1/N of every MoE layer's routed experts on each rank
 fills per rank; other ranks' pairs are skipped), and one all-reduce over
 ep sums the layer. Tokens stay replicated, so no all-to-all is needed.
 Logits must match one rank (<= 1e-5 normwise, f32) and the float64
-oracle, alone and with TP; greedy decode must give the oracle's tokens, as
-threads and as MPI processes.
+oracle, alone and with TP (up to tp = 4 x ep = 2 and tp = 2 x ep = 4: 8
+ranks); greedy decode must give the oracle's tokens, as threads and as MPI
+processes.
 
 Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_partition_experts.py
@@ -30,11 +31,18 @@ from test_partition import BIN, MPIRUN, describe, mpirun  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
 CONFIGS = ROOT / "examples" / "configs"
+# Kimi Linear with 4 KDA and 4 MLA heads and 8 routed experts, for TP = 4
+# with EP (the tiny configs have 2 heads).
+WIDE = dict(json.loads((CONFIGS / "tiny-kimi-linear.json").read_text()),
+            num_attention_heads=4, num_key_value_heads=4, num_experts=8)
+WIDE["linear_attn_config"] = dict(WIDE["linear_attn_config"], num_heads=4, head_dim=8)
 # (config, weight seed, {name: k3-compile partition options}); tiny K3 has 8
 # routed experts, tiny Kimi Linear 6.
 MODELS = [("tiny-k3", 11, {"ep2": "ep=2", "ep4": "ep=4", "tp2_ep2": "tp=2 ep=2",
                             "tp2_ep4": "tp=2 ep=4"}),
-          ("tiny-kimi-linear", 13, {"ep2": "ep=2", "ep3": "ep=3", "tp2_ep2": "tp=2 ep=2"})]
+          ("tiny-kimi-linear", 13, {"ep2": "ep=2", "ep3": "ep=3", "tp2_ep2": "tp=2 ep=2"}),
+          ("kimi-linear-4-heads-8-experts", 17, {"ep2": "ep=2", "tp4_ep2": "tp=4 ep=2",
+                                                 "tp2_ep4": "tp=2 ep=4"})]
 
 
 def compile_with(mlir, art, options):
@@ -48,6 +56,9 @@ def experts(request, tmp_path_factory):
     name, seed, splits = request.param
     tmp = tmp_path_factory.mktemp(name)
     cpath = CONFIGS / f"{name}.json"
+    if name == "kimi-linear-4-heads-8-experts":
+        cpath = tmp / f"{name}.json"
+        cpath.write_text(json.dumps(WIDE))
     mlir = tmp / f"{name}.mlir"
     subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
     arts = {}
@@ -104,9 +115,11 @@ def test_ep_decode_continues_prefill(experts):
                             ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
                            capture_output=True, text=True, check=True)
         assert [int(t) for t in r.stdout.strip().split(",")] == want, key
-    r = subprocess.run([f"{BIN}/k3-run", str(arts["tp2_ep2"]), "--weights", str(wfile), "--prompt",
+    key = "tp2_ep2" if "tp2_ep2" in arts else "tp4_ep2"
+    r = subprocess.run([f"{BIN}/k3-run", str(arts[key]), "--weights", str(wfile), "--prompt",
                         "1,2", "--max-new-tokens", "1"], capture_output=True, text=True, check=True)
-    assert "device: cpu (4 ranks, tp=2 ep=2 cp=1, a thread each)" in r.stdout, r.stdout
+    tp = 2 if key == "tp2_ep2" else 4
+    assert f"device: cpu ({2 * tp} ranks, tp={tp} ep=2 cp=1, a thread each)" in r.stdout, r.stdout
 
 
 def test_rank_input_is_the_runtimes(experts):
