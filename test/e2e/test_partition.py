@@ -41,32 +41,43 @@ MODELS = [("tiny-k3", 3, [1, 2]), ("tiny-kimi-linear", 5, [1, 2]),
           ("kimi-linear-4-heads", 7, [1, 2, 4])]
 
 
-def compile_tp(mlir, art, tp, extra=""):
+def compile_with(mlir, art, options):
     return subprocess.run([f"{BIN}/k3-opt", str(mlir),
-                           f"--k3-compile=output={art} max-tokens=160 max-seqs=4 tp={tp}{extra}",
+                           f"--k3-compile=output={art} max-tokens=160 max-seqs=4 {options}",
                            "-o", os.devnull], capture_output=True, text=True)
+
+
+def compile_tp(mlir, art, tp, extra=""):
+    return compile_with(mlir, art, f"tp={tp}{extra}")
+
+
+def partitioned_models(tmp, name, config, seed, splits):
+    """`config` (a dict) imported, compiled once per k3-compile options of
+    `splits` ({key: options}), with seeded weights (f32 file) for it:
+    (tmp, mlir, {key: artifact}, oracle config, weights, weight file)."""
+    cpath = tmp / f"{name}.json"
+    cpath.write_text(json.dumps(config))
+    mlir = tmp / f"{name}.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
+    arts = {}
+    for key, options in splits.items():
+        arts[key] = tmp / f"{name}-{key}.k3bin"
+        r = compile_with(mlir, arts[key], options)
+        assert r.returncode == 0, r.stderr
+    cfg = oracle_config(config)
+    weights = rounded_random_weights(cfg, seed)
+    wfile = tmp / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    return tmp, mlir, arts, cfg, weights, wfile
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
 def partitioned(request, tmp_path_factory):
     name, seed, tps = request.param
-    tmp = tmp_path_factory.mktemp(name)
-    cpath = CONFIGS / f"{name}.json"
-    if name == "kimi-linear-4-heads":
-        cpath = tmp / f"{name}.json"
-        cpath.write_text(json.dumps(FOUR_HEADS))
-    mlir = tmp / f"{name}.mlir"
-    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
-    arts = {}
-    for tp in tps:
-        arts[tp] = tmp / f"{name}-tp{tp}.k3bin"
-        r = compile_tp(mlir, arts[tp], tp)
-        assert r.returncode == 0, r.stderr
-    cfg = oracle_config(json.loads(cpath.read_text()))
-    weights = rounded_random_weights(cfg, seed)
-    wfile = tmp / "weights.safetensors"
-    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
-    return tmp, mlir, arts, cfg, weights, wfile
+    config = FOUR_HEADS if name == "kimi-linear-4-heads" else \
+        json.loads((CONFIGS / f"{name}.json").read_text())
+    return partitioned_models(tmp_path_factory.mktemp(name), name, config, seed,
+                              {tp: f"tp={tp}" for tp in tps})
 
 
 def describe(art):

@@ -13,7 +13,6 @@ Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_partition_experts.py
 """
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from k3ref import model  # noqa: E402
-from k3ref.storage import rel_err, rounded_random_weights  # noqa: E402
-from test_import_oracle import oracle_config, packed, run  # noqa: E402
-from test_partition import BIN, MPIRUN, describe, mpirun  # noqa: E402
+from k3ref.storage import rel_err  # noqa: E402
+from test_import_oracle import packed, run  # noqa: E402
+from test_partition import (BIN, MPIRUN, compile_with, describe, mpirun,  # noqa: E402
+                            partitioned_models)
 
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
 CONFIGS = ROOT / "examples" / "configs"
@@ -45,32 +45,13 @@ MODELS = [("tiny-k3", 11, {"ep2": "ep=2", "ep4": "ep=4", "tp2_ep2": "tp=2 ep=2",
                                                  "tp2_ep4": "tp=2 ep=4"})]
 
 
-def compile_with(mlir, art, options):
-    return subprocess.run([f"{BIN}/k3-opt", str(mlir),
-                           f"--k3-compile=output={art} max-tokens=160 max-seqs=4 {options}",
-                           "-o", os.devnull], capture_output=True, text=True)
-
-
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
 def experts(request, tmp_path_factory):
     name, seed, splits = request.param
-    tmp = tmp_path_factory.mktemp(name)
-    cpath = CONFIGS / f"{name}.json"
-    if name == "kimi-linear-4-heads-8-experts":
-        cpath = tmp / f"{name}.json"
-        cpath.write_text(json.dumps(WIDE))
-    mlir = tmp / f"{name}.mlir"
-    subprocess.run([f"{BIN}/k3-import", str(cpath), "-o", str(mlir)], check=True)
-    arts = {}
-    for key, options in {"one": "", **splits}.items():
-        arts[key] = tmp / f"{name}-{key}.k3bin"
-        r = compile_with(mlir, arts[key], options)
-        assert r.returncode == 0, r.stderr
-    cfg = oracle_config(json.loads(cpath.read_text()))
-    weights = rounded_random_weights(cfg, seed)
-    wfile = tmp / "weights.safetensors"
-    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
-    return tmp, mlir, arts, cfg, weights, wfile
+    config = WIDE if name == "kimi-linear-4-heads-8-experts" else \
+        json.loads((CONFIGS / f"{name}.json").read_text())
+    return partitioned_models(tmp_path_factory.mktemp(name), name, config, seed,
+                              {"one": "", **splits})
 
 
 def test_artifact_holds_the_expert_split(experts):
