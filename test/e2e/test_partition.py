@@ -36,9 +36,16 @@ CONFIGS = ROOT / "examples" / "configs"
 FOUR_HEADS = dict(json.loads((CONFIGS / "tiny-kimi-linear.json").read_text()),
                   num_attention_heads=4, num_key_value_heads=4)
 FOUR_HEADS["linear_attn_config"] = dict(FOUR_HEADS["linear_attn_config"], num_heads=4, head_dim=8)
-# (config, weight seed, tensor-parallel sizes)
-MODELS = [("tiny-k3", 3, [1, 2]), ("tiny-kimi-linear", 5, [1, 2]),
-          ("kimi-linear-4-heads", 7, [1, 2, 4])]
+
+
+def example(name):
+    return json.loads((CONFIGS / f"{name}.json").read_text())
+
+
+# (name, weight seed, config, {artifact key: k3-compile options})
+MODELS = [("tiny-k3", 3, example("tiny-k3"), {1: "tp=1", 2: "tp=2"}),
+          ("tiny-kimi-linear", 5, example("tiny-kimi-linear"), {1: "tp=1", 2: "tp=2"}),
+          ("kimi-linear-4-heads", 7, FOUR_HEADS, {1: "tp=1", 2: "tp=2", 4: "tp=4"})]
 
 
 def compile_with(mlir, art, options):
@@ -51,7 +58,7 @@ def compile_tp(mlir, art, tp, extra=""):
     return compile_with(mlir, art, f"tp={tp}{extra}")
 
 
-def partitioned_models(tmp, name, config, seed, splits):
+def partitioned_models(tmp, name, seed, config, splits):
     """`config` (a dict) imported, compiled once per k3-compile options of
     `splits` ({key: options}), with seeded weights (f32 file) for it:
     (tmp, mlir, {key: artifact}, oracle config, weights, weight file)."""
@@ -73,11 +80,7 @@ def partitioned_models(tmp, name, config, seed, splits):
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
 def partitioned(request, tmp_path_factory):
-    name, seed, tps = request.param
-    config = FOUR_HEADS if name == "kimi-linear-4-heads" else \
-        json.loads((CONFIGS / f"{name}.json").read_text())
-    return partitioned_models(tmp_path_factory.mktemp(name), name, config, seed,
-                              {tp: f"tp={tp}" for tp in tps})
+    return partitioned_models(tmp_path_factory.mktemp(request.param[0]), *request.param)
 
 
 def describe(art):

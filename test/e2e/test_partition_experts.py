@@ -12,7 +12,6 @@ processes.
 Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_partition_experts.py
 """
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,32 +25,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from k3ref import model  # noqa: E402
 from k3ref.storage import rel_err  # noqa: E402
 from test_import_oracle import packed, run  # noqa: E402
-from test_partition import (BIN, MPIRUN, compile_with, describe, mpirun,  # noqa: E402
-                            partitioned_models)
+from test_partition import (BIN, MPIRUN, compile_with, describe, example,  # noqa: E402
+                            mpirun, partitioned_models)
 
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
-CONFIGS = ROOT / "examples" / "configs"
 # Kimi Linear with 4 KDA and 4 MLA heads and 8 routed experts, for TP = 4
 # with EP (the tiny configs have 2 heads).
-WIDE = dict(json.loads((CONFIGS / "tiny-kimi-linear.json").read_text()),
-            num_attention_heads=4, num_key_value_heads=4, num_experts=8)
+WIDE = dict(example("tiny-kimi-linear"), num_attention_heads=4, num_key_value_heads=4,
+            num_experts=8)
 WIDE["linear_attn_config"] = dict(WIDE["linear_attn_config"], num_heads=4, head_dim=8)
-# (config, weight seed, {name: k3-compile partition options}); tiny K3 has 8
-# routed experts, tiny Kimi Linear 6.
-MODELS = [("tiny-k3", 11, {"ep2": "ep=2", "ep4": "ep=4", "tp2_ep2": "tp=2 ep=2",
-                            "tp2_ep4": "tp=2 ep=4"}),
-          ("tiny-kimi-linear", 13, {"ep2": "ep=2", "ep3": "ep=3", "tp2_ep2": "tp=2 ep=2"}),
-          ("kimi-linear-4-heads-8-experts", 17, {"ep2": "ep=2", "tp4_ep2": "tp=4 ep=2",
-                                                 "tp2_ep4": "tp=2 ep=4"})]
+# (name, weight seed, config, {artifact key: k3-compile options}); tiny K3
+# has 8 routed experts, tiny Kimi Linear 6.
+MODELS = [("tiny-k3", 11, example("tiny-k3"),
+           {"one": "", "ep2": "ep=2", "ep4": "ep=4", "tp2_ep2": "tp=2 ep=2", "tp2_ep4": "tp=2 ep=4"}),
+          ("tiny-kimi-linear", 13, example("tiny-kimi-linear"),
+           {"one": "", "ep2": "ep=2", "ep3": "ep=3", "tp2_ep2": "tp=2 ep=2"}),
+          ("kimi-linear-4-heads-8-experts", 17, WIDE,
+           {"one": "", "ep2": "ep=2", "tp4_ep2": "tp=4 ep=2", "tp2_ep4": "tp=2 ep=4"})]
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
 def experts(request, tmp_path_factory):
-    name, seed, splits = request.param
-    config = WIDE if name == "kimi-linear-4-heads-8-experts" else \
-        json.loads((CONFIGS / f"{name}.json").read_text())
-    return partitioned_models(tmp_path_factory.mktemp(name), name, config, seed,
-                              {"one": "", **splits})
+    return partitioned_models(tmp_path_factory.mktemp(request.param[0]), *request.param)
 
 
 def test_artifact_holds_the_expert_split(experts):
