@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,9 +36,30 @@ int64_t alignUp(int64_t v) {
                            (v + kAlignment - 1) / kAlignment * kAlignment);
 }
 
+/// The ranks of an SPMD program: the product of its groups' sizes (read
+/// off its collectives and weight shards; 1 for a plain model).
+int64_t ranksOf(ModuleOp module) {
+  llvm::StringMap<int64_t> sizes;
+  module.walk([&](Operation *op) {
+    auto group = op->getAttrOfType<StringAttr>("group");
+    auto size = op->getAttrOfType<IntegerAttr>("group_size");
+    if (group && size)
+      sizes[group.getValue()] = size.getInt();
+    if (auto w = dyn_cast<WeightOp>(op))
+      if (WeightShardAttr s =
+              K3Dialect::ShardAttrHelper(op->getContext()).getAttr(w))
+        sizes[s.getGroup()] = s.getParts();
+  });
+  int64_t ranks = 1;
+  for (auto &kv : sizes)
+    ranks *= kv.getValue();
+  return ranks;
+}
+
 /// The device bytes of the module's weights (each name once), and of those
 /// the MXFP4 ones: codes at half a byte an element plus a scale byte per
-/// 32 elements; all on the one device an artifact runs on today.
+/// 32 elements; what each device of the program holds (a partitioned
+/// program's weights are one rank's shards).
 std::pair<int64_t, int64_t> weightBytes(ModuleOp module) {
   llvm::StringSet<> seen;
   int64_t all = 0, mxfp4 = 0;
@@ -83,9 +105,12 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     // The entries share the weights: one line for the module.
     if (report) {
       auto [all, mxfp4] = weightBytes(module);
-      llvm::errs() << "k3-plan-memory: weights " << all
-                   << " bytes per device (1 device), of which MXFP4 " << mxfp4
-                   << " bytes\n";
+      int64_t ranks = ranksOf(module);
+      llvm::errs() << "k3-plan-memory: weights " << all << " bytes per device ("
+                   << (ranks == 1 ? std::string("1 device")
+                                  : "each of " + std::to_string(ranks) +
+                                        " ranks' devices")
+                   << "), of which MXFP4 " << mxfp4 << " bytes\n";
     }
   }
 

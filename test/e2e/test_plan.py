@@ -64,3 +64,21 @@ def test_cli_prints_every_gpu_count(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "k3.plan", str(tmp_path / "missing.json"), "--bin-dir", BIN],
                          capture_output=True, text=True, cwd=ROOT / "python")
     assert bad.returncode == 1 and "missing.json" in bad.stderr
+
+
+def test_expert_split_is_what_the_compiler_reports(tmp_path):
+    """ep = 2 and 4: the weight bytes each rank holds, as k3-compile
+    report=1 prints them for the SPMD program, are the plan's. (With TP the
+    plan also splits the embedding and the LM head by vocabulary, which the
+    compiler keeps whole by default.)"""
+    config = CONFIGS / "tiny-k3.json"
+    mlir = tmp_path / "m.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(config), "-o", str(mlir)], check=True)
+    weights = plan.model_weights(config, Path(BIN))
+    for tp, ep in ((1, 2), (1, 4)):
+        r = subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={tmp_path / 'e.k3bin'} "
+                            f"max-tokens=64 max-seqs=2 report=1 tp={tp} ep={ep}", "-o", os.devnull],
+                           capture_output=True, text=True, check=True)
+        m = re.search(r"weights (\d+) bytes per device \(each of (\d+) ranks' devices\)", r.stderr)
+        assert m and int(m.group(2)) == tp * ep, r.stderr[-500:]
+        assert plan.per_gpu_weight_bytes(weights, tp, ep) == int(m.group(1)), (tp, ep)
