@@ -9,8 +9,9 @@ f32 inputs, bound 1e-4 normwise (issue 6).
     python3 bench/gpu_kda_check.py check              # GPU machine (numpy only)
     python3 bench/gpu_kda_check.py check-bf16         # the bf16 section alone
 
-Kernels: target=cuda with kda=recurrent (the dedicated recurrent kernel)
-and kda=chunkwise (the chunk ops on the generic GPU path).
+Kernels: target=cuda with kda=recurrent (the dedicated recurrent kernel;
+also at its one-token tile S = 1, the decode form without staging, on
+whole sequences) and kda=chunkwise (the chunk ops on the generic GPU path).
 
 bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
 (value slices: 3 blocks of 2 warps), the in-op gate at -5: the split
@@ -43,7 +44,10 @@ CASES = [(gate, regime, lens) for lens in LENS
          for gate, regime in (("lb_gate", "bound"), ("lb_gate", "random"),
                               ("softplus_gate", "large"), ("ext_gate", "random"),
                               ("lb_gate", "beta_extreme"))]
-VARIANTS = ("recurrent", "chunkwise")
+# Variant -> k3-compile options. recurrent_tokens: the recurrent kernel's
+# one-token tile (S = 1, a decode entry's: no staging) on whole sequences.
+VARIANTS = {"recurrent": "kda=recurrent", "chunkwise": "kda=chunkwise",
+            "recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x4x1x4"}
 TOL = 1e-4
 BF16_TOL = 1e-2
 BF16_LENS = ["T1", "T15", "T17", "T65", "T300", "varlen"]
@@ -55,9 +59,12 @@ BF16_CASES.append(("sp_large", "many"))
 # (default: 1 warp per chain block at this shape), with 2 warps per chain
 # block (two value slices of 16 columns per block), the recurrent kernel.
 BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2",
-                 "recurrent": "kda=recurrent"}
+                 "recurrent": "kda=recurrent",
+                 "recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4",
+                 "recurrent_tokens_p16": "kda=recurrent kernel-config=kda.tile=32x16x1x4"}
 # The softplus gate's variants (cases whose regime starts with "sp_").
-BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent"}
+BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent",
+                    "sp_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
 BF16_GATE_ATTRS = {"lb": "gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64",
                    "sp": "gate_kind = #k3<decay_gate neg_softplus>"}
 
@@ -95,9 +102,9 @@ def prepare():
     from test_kda_chunkwise import make_inputs, reference
     OUT.mkdir(parents=True, exist_ok=True)
     for gate in ("lb_gate", "softplus_gate", "ext_gate"):
-        for kda in VARIANTS:
+        for kda, options in VARIANTS.items():
             subprocess.run([str(BIN / "k3-opt"), str(ROOT / f"test/e2e/Inputs/kda_{gate}.mlir"),
-                            f"--k3-compile=target=cuda kda={kda} output={OUT}/{gate}_{kda}.k3bin "
+                            f"--k3-compile=target=cuda {options} output={OUT}/{gate}_{kda}.k3bin "
                             "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True)
     for i, (gate, regime, lens) in enumerate(CASES):
         x = make_inputs(LENS[lens], gate, regime, seed=i)

@@ -24,8 +24,8 @@
 //   S    = S' + k (rk u)
 //   o_j  = scale (rq * sum_i S'_i q_i + u * rq rk (q.k))
 //
-// Three barriers per chunk instead of one per token; decode (one token per
-// sequence) is one chunk: the state's 16-byte loads are issued first.
+// Three barriers per chunk instead of one per token. S = 1 (the decode
+// entry's tile) takes the other form, KDARecurrentTokens.cpp: no staging.
 //
 // Built from typed values: the staging is a workgroup memref of f32, the
 // state's 16-byte moves are vector.load/vector.store on its row-major view,
@@ -41,7 +41,7 @@
 #include "lowering/DecayGate.h"
 #include "lowering/KernelConfigRules.h"
 #include "lowering/cuda/CUDAKernels.h"
-#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/KDARecurrentPlan.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -57,78 +57,8 @@ using namespace mlir::k3;
 
 namespace {
 
-/// Warp helpers of MMAEmitter plus what this kernel adds.
-struct Emitter : MMAEmitter {
-  Value divu(Value a, Value c) { return arith::DivUIOp::create(b, loc, a, c); }
-  Value remu(Value a, Value c) { return arith::RemUIOp::create(b, loc, a, c); }
-
-  Value fma(Value a, Value x, Value c) {
-    return math::FmaOp::create(b, loc, a, x, c);
-  }
-  /// Sum over groups of `lanes` adjacent lanes (a power of two <= 32).
-  Value groupSum(Value v, int64_t lanes) {
-    for (int64_t off = lanes / 2; off >= 1; off /= 2)
-      v = kb.add(v, shuffleXor(v, off));
-    return v;
-  }
-};
-
-/// The kernel's static shape: the tile and what follows from it.
-struct Plan {
-  int64_t kDim, vDim, heads;
-  int64_t P, BV, S, C;
-  int64_t KS, G, threads, warps, nvb, E;
-  bool stageGuard;
-  // Shared memory words: the chunk's {a, k, q, pad} per (token, row), its v
-  // columns [S][BV], per-token scalars [S][4], per-warp partials [S][w][4].
-  int64_t words, vBase, tokBase, partBase;
-};
-
-/// The plan for these shapes and the config's tile (chosen and checked by
-/// k3-select-kernel-config: KernelConfigRules.cpp), or nothing when the
-/// kernel does not cover them.
-std::optional<Plan> makePlan(ArrayRef<KernelOperand> in,
-                             ArrayRef<KernelOperand> out,
-                             const KernelOperand *init,
-                             KernelConfigAttr config) {
-  Plan p;
-  // Static K, V and H: the columns live in registers, unrolled over K.
-  p.kDim = in[0].shape[3];
-  p.vDim = in[2].shape[3];
-  p.heads = in[0].shape[2];
-  if (p.kDim <= 0 || p.vDim <= 0 || p.heads <= 0 || p.kDim > 256 ||
-      p.vDim > 256)
-    return std::nullopt;
-  if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
-    return std::nullopt;
-  if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
-    return std::nullopt;
-  KDARecurrentTile tile = kdaRecurrentTile(config);
-  p.P = tile.p;
-  p.BV = tile.bv;
-  p.S = tile.s;
-  p.C = tile.c;
-  if (!llvm::isPowerOf2_64(p.P) || p.P > 32 || p.kDim % p.P != 0 ||
-      !llvm::isPowerOf2_64(p.BV) || p.BV % p.C != 0 || p.vDim % p.C != 0 ||
-      p.kDim / p.P * p.C > 128 || p.S < 1 || p.S > 256)
-    return std::nullopt;
-  p.KS = p.kDim / p.P; // rows per lane
-  p.G = p.BV / p.C;    // lane groups per block
-  p.threads = p.G * p.P;
-  if (p.threads % 32 != 0 || p.threads > 1024)
-    return std::nullopt;
-  p.warps = p.threads / 32;
-  p.nvb = (p.vDim + p.BV - 1) / p.BV;         // value slices per head
-  p.E = (p.kDim + p.threads - 1) / p.threads; // staged rows per thread
-  p.stageGuard = p.kDim % p.threads != 0;
-  p.words = tile.stagingWords(p.kDim, p.warps);
-  if (p.words * 4 > 48 * 1024)
-    return std::nullopt;
-  p.vBase = p.S * p.kDim * 4;
-  p.tokBase = p.vBase + p.S * p.BV;
-  p.partBase = p.tokBase + p.S * 4;
-  return p;
-}
+using Emitter = KDARecurrentEmitter;
+using Plan = KDARecurrentPlan;
 
 /// The kernel body, in the steps the file header describes.
 class RecurrentKernel {
@@ -478,7 +408,7 @@ LogicalResult mlir::k3::emitKDARecurrentCUDA(KDAOp op,
   KDAOp::GenericAdaptor<ArrayRef<KernelOperand>> a(in, op);
   KernelOperand init = a.getInitialState();
   std::optional<Plan> p =
-      makePlan(in, out, init.base ? &init : nullptr, e.config);
+      makeKDARecurrentPlan(in, out, init.base ? &init : nullptr, e.config);
   Value numSeqs = kb.dim(out[1].shape[0]);
   auto nForm = kb.linearForm(numSeqs);
   if (!p || !nForm)
@@ -486,6 +416,10 @@ LogicalResult mlir::k3::emitKDARecurrentCUDA(KDAOp op,
                             << e.config << ")";
   // The grid: N * H * nvb blocks, N = the final state's leading dimension.
   e.setLaunch(*nForm, p->heads * p->nvb, 0, 1, {p->threads, 1, 1});
+  if (p->S == 1) {
+    emitKDARecurrentTokens(op, kb, *p, in, out);
+    return success();
+  }
 
   // The chunk's staging: a static workgroup buffer of f32 words.
   auto wg =
