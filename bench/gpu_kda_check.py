@@ -105,7 +105,7 @@ def prepare():
         for kda, options in VARIANTS.items():
             subprocess.run([str(BIN / "k3-opt"), str(ROOT / f"test/e2e/Inputs/kda_{gate}.mlir"),
                             f"--k3-compile=target=cuda {options} output={OUT}/{gate}_{kda}.k3bin "
-                            "max-tokens=512 max-seqs=8", "-o", os.devnull], check=True)
+                            "max-tokens=512 max-seqs=48", "-o", os.devnull], check=True)
     for i, (gate, regime, lens) in enumerate(CASES):
         x = make_inputs(LENS[lens], gate, regime, seed=i)
         o, s = reference(x, gate)

@@ -83,12 +83,17 @@ int64_t powerOf2Divisor(int64_t n, int64_t want, int64_t cap) {
 /// one column take 254 registers without spills; 128 spill); 16 staged
 /// tokens, the prefill optimum at K = 128, fewer where the staging would
 /// pass 40 KiB or 32 rows in flight per thread (more spill); a decode entry
-/// stages one token (S = 1), so a one-token sequence loads one token, not a
-/// padded chunk. P is a power of two dividing K (K = 192: P = 16, 48 values
-/// per lane); where four columns per lane would pass 64 values, one column.
+/// takes S = 1 (the form without staging, KDARecurrentTokens.cpp) and 64
+/// value columns a block (4 warps at K = 128: 3.96-4.16 TB/s of state
+/// against 3.89-4.06 with 32, bench/results/kda_forward-decode-nvidia-h200-
+/// 20261204T125758Z.json). P is a power of two dividing K (K = 192: P = 16,
+/// 48 values per lane); where four columns per lane would pass 64 values,
+/// one column.
 KDARecurrentTile chooseKDARecurrentTile(int64_t kDim, int64_t vDim,
                                         bool decode) {
   KDARecurrentTile t;
+  if (decode)
+    t.bv = 64;
   t.c = vDim % 4 == 0 ? 4 : 1;
   t.p = powerOf2Divisor(kDim, (kDim * t.c + 63) / 64, 32);
   if (t.c == 4 && kDim / t.p * t.c > 64) {

@@ -417,7 +417,7 @@ LogicalResult mlir::k3::emitKDARecurrentCUDA(KDAOp op,
   // The grid: N * H * nvb blocks, N = the final state's leading dimension.
   e.setLaunch(*nForm, p->heads * p->nvb, 0, 1, {p->threads, 1, 1});
   if (p->S == 1) {
-    emitKDARecurrentTokens(op, kb, *p, in, out);
+    emitKDARecurrentTokens(op, e, *p);
     return success();
   }
 

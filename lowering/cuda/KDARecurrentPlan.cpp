@@ -11,11 +11,9 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-std::optional<KDARecurrentPlan>
-mlir::k3::makeKDARecurrentPlan(ArrayRef<KernelOperand> in,
-                               ArrayRef<KernelOperand> out,
-                               const KernelOperand *init,
-                               KernelConfigAttr config) {
+std::optional<KDARecurrentPlan> mlir::k3::makeKDARecurrentPlan(
+    ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+    const KernelOperand *init, KernelConfigAttr config) {
   KDARecurrentPlan p;
   // Static K, V and H: the columns live in registers, unrolled over K.
   p.kDim = in[0].shape[3];
@@ -54,4 +52,3 @@ mlir::k3::makeKDARecurrentPlan(ArrayRef<KernelOperand> in,
   p.partBase = p.tokBase + p.S * 4;
   return p;
 }
-

@@ -13,6 +13,7 @@
 
 #include "dialects/K3/K3Dialect.h"
 #include "lowering/KernelBuilder.h"
+#include "lowering/KernelPatterns.h"
 #include "lowering/cuda/MMA.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -52,17 +53,14 @@ struct KDARecurrentPlan {
 /// The plan for these shapes and the config's tile (chosen and checked by
 /// k3-select-kernel-config: KernelConfigRules.cpp), or nothing when the
 /// kernel does not cover them.
-std::optional<KDARecurrentPlan> makeKDARecurrentPlan(ArrayRef<KernelOperand> in,
-                                                     ArrayRef<KernelOperand> out,
-                                                     const KernelOperand *init,
-                                                     KernelConfigAttr config);
+std::optional<KDARecurrentPlan>
+makeKDARecurrentPlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
+                     const KernelOperand *init, KernelConfigAttr config);
 
 /// The S = 1 form's body (KDARecurrentTokens.cpp): each lane loads its own
 /// rows of every token.
-void emitKDARecurrentTokens(KDAOp op, KernelBuilder &kb,
-                            const KDARecurrentPlan &p,
-                            ArrayRef<KernelOperand> in,
-                            ArrayRef<KernelOperand> out);
+void emitKDARecurrentTokens(KDAOp op, const KernelEmission &e,
+                            const KDARecurrentPlan &p);
 
 } // namespace mlir::k3
 

@@ -1,28 +1,37 @@
 //===- KDARecurrentTokens.cpp - KDA recurrence without staging --*- C++ -*-===//
 //
 // Kernel `kda_recurrent` at S = 1, the decode step's tile: one block per
-// (sequence n, head h, slice of BV value columns), a group of P adjacent
-// lanes per C adjacent columns, as in KDARecurrent.cpp, but lane p of a
-// group holds the contiguous rows i = p KS + r (r < KS = K / P) of its
-// columns, and reads those rows of q, k and g itself, in 16-byte vectors.
-// Per token, with no shared memory and no barrier:
+// (sequence n, head h, slice of BV value columns), G = BV / C column
+// groups of C adjacent columns, P row lanes per group, each holding the
+// contiguous rows i = p KS + r (r < KS = K / P) of its group's columns and
+// reading those rows of q, k and g itself, in 16-byte vectors.
 //
+// The lanes of a warp are column-major: Gw = min(G, 32) groups side by
+// side, Pw = 32 / Gw row lanes, so that one state load of a warp covers
+// Pw whole rows of its Gw C columns (8 groups of 4 f32 columns: 128-byte
+// lines, as fla's fused recurrent kernel reads them; lanes of one column
+// group and adjacent rows took 64-byte halves of 8 rows). A row lane's
+// sums go over the warp by shuffles (offsets Gw .. 16), then, where the
+// rows span W = P / Pw warps, through shared memory: one barrier a token,
+// double-buffered by the token's parity.
+//
+// Per token:
 //   every load of the token at once: the lane's rows of q, k, g (and of
 //   dt_bias once), its C columns of v, beta;
-//   a_i = exp(gate(g_i)) for its rows; |q|^2, |k|^2, q.k over its rows,
-//   summed over the group by shuffles (every group of the block holds the
-//   whole head's rows, so each has the norms without the block);
-//   the step of KDARecurrent.cpp on the registers:
-//     S' = a * S; pred = rk sum_i S'_i k_i; u = beta (v_j - pred);
-//     S = S' + k (rk u); o_j = scale (rq sum_i S'_i q_i + u rq rk (q.k)).
+//   a_i = exp(gate(g_i)) for its rows;
+//   the partial sums over its rows of S'_i k_i and S'_i q_i per column
+//   (S' = a * S) and of |q|^2, |k|^2, q.k, summed over the row lanes;
+//   then S = S' + k (rk u) with u = beta (v_j - rk pred) and
+//   o_j = scale (rq sum_i S'_i q_i + u rq rk (q.k)), the norms folded in
+//   after the sums (rq, rk: the L2 norms' reciprocals).
 //
 // Why: a decode step's block lives a few microseconds, and the staged form
 // spent them behind three barriers and a one-thread fold of the token's
-// scalars (docs/kda-cuda.md, "Decode"); here the only wait is the loads',
-// and the state's loads go out first.
+// scalars (docs/kda-cuda.md, "Decode").
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/DecayGate.h"
+#include "lowering/KernelPatterns.h"
 #include "lowering/cuda/KDARecurrentPlan.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -34,18 +43,17 @@ using namespace mlir::k3;
 
 namespace {
 
-/// One token's inputs in the lane's registers, and its scalars.
+/// One token's inputs in the lane's registers.
 struct Token {
   SmallVector<Value> q, k, decay, v;
-  Value srq, nk, skq, beta;
+  Value beta;
 };
 
 class TokenKernel {
 public:
-  TokenKernel(KDAOp op, KernelBuilder &kb, const KDARecurrentPlan &p,
-              ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out)
-      : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{{b, loc, kb}}, p(p),
-        a(in, op), out(out) {
+  TokenKernel(KDAOp op, const KernelEmission &e, const KDARecurrentPlan &p)
+      : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{{b, loc, kb}}, p(p),
+        a(e.inputs, op), out(e.outputs), fn(e.fn) {
     init = a.getInitialState();
     cu = a.getCuSeqlens();
     scale = op.getScale().convertToDouble();
@@ -54,10 +62,16 @@ public:
     gateKind = op.getGateKind();
     if (auto lb = op.getLowerBoundAttr())
       lowerBound = lb.getValueAsDouble();
+    groupsPerWarp = std::min<int64_t>(p.G, 32);
+    rowLanesPerWarp = 32 / groupsPerWarp;
+    rowWarps = p.P / rowLanesPerWarp;
   }
 
   void emit() {
     positions();
+    if (rowWarps > 1)
+      partials = em.workgroupArray(fn, b.getF32Type(),
+                                   2 * rowWarps * p.G * sumsPerGroup());
     SmallVector<Value> s0 = loadState();
     gateTerms();
     auto tokens = scf::ForOp::create(b, loc, start, end, kb.idx(1), s0);
@@ -66,15 +80,15 @@ public:
       b.setInsertionPointToStart(tokens.getBody());
       Value t = tokens.getInductionVar();
       Token tok = loadToken(t);
-      scalars(tok);
       scf::YieldOp::create(b, loc, step(tok, t, tokens.getRegionIterArgs()));
     }
     storeState(tokens.getResults());
   }
 
 private:
-  /// The block's (sequence, head, value slice), the lane's group, columns
-  /// and rows, and the sequence's tokens.
+  /// The block's (sequence, head, value slice), the lane's column group
+  /// and row lane (column-major in the warp: see the file header), its
+  /// columns and rows, and the sequence's tokens.
   void positions() {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -82,12 +96,18 @@ private:
     Value hn = em.divu(bid, kb.idx(p.nvb));
     h = em.remu(hn, kb.idx(p.heads));
     n = em.divu(hn, kb.idx(p.heads));
-    pLane = em.remu(tid, kb.idx(p.P));
-    Value group = em.divu(tid, kb.idx(p.P));
+    Value lane = em.remu(tid, kb.idx(32)), warp = em.divu(tid, kb.idx(32));
+    Value colWarps = kb.idx(p.G / groupsPerWarp);
+    group = kb.addi(kb.muli(em.remu(warp, colWarps), kb.idx(groupsPerWarp)),
+                    em.remu(lane, kb.idx(groupsPerWarp)));
+    rowWarp = em.divu(warp, colWarps);
+    Value laneRow = em.divu(lane, kb.idx(groupsPerWarp));
+    firstRowLane = kb.eqi(laneRow, kb.idx(0));
+    Value rowLane = kb.addi(kb.muli(rowWarp, kb.idx(rowLanesPerWarp)), laneRow);
     j = kb.addi(kb.muli(vb, kb.idx(p.BV)), kb.muli(group, kb.idx(p.C)));
     jActive = kb.lti(j, kb.idx(p.vDim));
     jc = kb.minsi(j, kb.idx(p.vDim - p.C));
-    row0 = kb.muli(pLane, kb.idx(p.KS));
+    row0 = kb.muli(rowLane, kb.idx(p.KS));
 
     bIdx = cu.base ? kb.idx(0) : n;
     start = cu.base ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
@@ -99,7 +119,8 @@ private:
   /// where the rows and the innermost size allow it; the runtime's buffers
   /// are 256-byte aligned).
   int64_t vectorWidth(const KernelOperand &x, int64_t n, int64_t inner) {
-    int64_t bytes = cast<MemRefType>(x.full.getType()).getElementTypeBitWidth() / 8;
+    int64_t bytes =
+        cast<MemRefType>(x.full.getType()).getElementTypeBitWidth() / 8;
     int64_t w = std::max<int64_t>(1, 16 / bytes);
     while (w > 1 && (n % w != 0 || inner % w != 0))
       w /= 2;
@@ -113,8 +134,8 @@ private:
                              int64_t n, int64_t inner) {
     int64_t w = vectorWidth(x, n, inner);
     SmallVector<Value> vals;
+    Value first = at.back();
     if (w == 1) {
-      Value first = at.back();
       for (int64_t i = 0; i < n; ++i) {
         at.back() = kb.addi(first, kb.idx(i));
         vals.push_back(kb.load(x.full, at));
@@ -122,7 +143,6 @@ private:
       return vals;
     }
     Value view = em.contiguousView(x);
-    Value first = at.back();
     for (int64_t i = 0; i < n; i += w) {
       at.back() = kb.addi(first, kb.idx(i));
       llvm::append_range(vals, em.loadVector(view, at, w));
@@ -155,9 +175,8 @@ private:
     if (!gateKind)
       return;
     gateA = kb.exp(kb.load(a.getALog().full, {h}));
-    dtb = loadRun(a.getDtBias(),
-                  {kb.addi(kb.muli(h, kb.idx(p.kDim)), row0)}, p.KS,
-                  p.kDim);
+    dtb = loadRun(a.getDtBias(), {kb.addi(kb.muli(h, kb.idx(p.kDim)), row0)},
+                  p.KS, p.kDim);
   }
 
   /// Token t's rows of q, k and the decay, the lane's v columns, beta.
@@ -169,6 +188,8 @@ private:
     SmallVector<Value> g = loadRun(a.getG(), at, p.KS, p.kDim);
     tok.v = loadRun(a.getV(), {bIdx, t, h, jc}, p.C, p.vDim);
     tok.beta = kb.load(a.getBeta().full, {bIdx, t, h});
+    if (sigmoidBeta)
+      tok.beta = kb.sigmoid(tok.beta);
     for (int64_t r = 0; r < p.KS; ++r) {
       Value lg = g[r];
       if (gateKind)
@@ -179,35 +200,45 @@ private:
     return tok;
   }
 
-  /// The norms over the whole head's rows (the group's lanes hold them all)
-  /// folded into {scale rq, rk, scale rq rk q.k}, and beta's sigmoid.
-  void scalars(Token &tok) {
-    Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
-    for (int64_t r = 0; r < p.KS; ++r) {
-      if (l2) {
-        sq = em.fma(tok.q[r], tok.q[r], sq);
-        sk = em.fma(tok.k[r], tok.k[r], sk);
-      }
-      qk = em.fma(tok.q[r], tok.k[r], qk);
-    }
-    qk = em.groupSum(qk, p.P);
-    Value nq = kb.f32(1.0), nk = kb.f32(1.0);
-    if (l2) {
-      nq = kb.rsqrt(kb.add(em.groupSum(sq, p.P), kb.f32(1e-6)));
-      nk = kb.rsqrt(kb.add(em.groupSum(sk, p.P), kb.f32(1e-6)));
-    }
-    tok.srq = kb.mul(kb.f32(scale), nq);
-    tok.nk = nk;
-    tok.skq = kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), qk));
-    if (sigmoidBeta)
-      tok.beta = kb.sigmoid(tok.beta);
+  /// The sums a token needs over all K rows: per column S'k and S'q, then
+  /// |q|^2, |k|^2 and q.k.
+  int64_t sumsPerGroup() const { return 2 * p.C + 3; }
+
+  /// `v` (the lane's partial sums) summed over the group's row lanes: by
+  /// shuffles over the warp's, then through shared memory over the row
+  /// warps, in warp order (the buffer of the token's parity).
+  SmallVector<Value> sumOverRows(SmallVector<Value> v, Value t) {
+    for (Value &x : v)
+      for (int64_t off = groupsPerWarp; off < 32; off *= 2)
+        x = kb.add(x, em.shuffleXor(x, off));
+    if (rowWarps == 1)
+      return v;
+    const int64_t m = sumsPerGroup();
+    Value parity = em.remu(t, kb.idx(2));
+    auto at = [&](Value warp, int64_t i) {
+      Value record =
+          kb.addi(kb.muli(kb.addi(kb.muli(parity, kb.idx(rowWarps)), warp),
+                          kb.idx(p.G)),
+                  group);
+      return kb.addi(kb.muli(record, kb.idx(m)), kb.idx(i));
+    };
+    kb.ifThen(firstRowLane, [&] {
+      for (int64_t i = 0; i < m; ++i)
+        em.sts(v[i], partials, at(rowWarp, i));
+    });
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<Value> sums(m, kb.f32(0.0));
+    for (int64_t w = 0; w < rowWarps; ++w)
+      for (int64_t i = 0; i < m; ++i)
+        sums[i] = kb.add(sums[i], em.lds(partials, at(kb.idx(w), i)));
+    return sums;
   }
 
   /// One token's update of the lane's state `it`; the group's first lane
   /// stores its C outputs.
   SmallVector<Value> step(const Token &tok, Value t, ValueRange it) {
     const int64_t KS = p.KS, C = p.C;
-    SmallVector<Value> sd(KS * C), next(KS * C), o(C);
+    SmallVector<Value> sd(KS * C), next(KS * C), o(C), part;
     for (int64_t c = 0; c < C; ++c) {
       Value pred = kb.f32(0.0), oq = kb.f32(0.0);
       for (int64_t r = 0; r < KS; ++r) {
@@ -215,38 +246,60 @@ private:
         pred = em.fma(sd[c * KS + r], tok.k[r], pred);
         oq = em.fma(sd[c * KS + r], tok.q[r], oq);
       }
-      pred = em.groupSum(pred, p.P);
-      Value u = kb.mul(tok.beta, kb.sub(tok.v[c], kb.mul(tok.nk, pred)));
-      Value uk = kb.mul(u, tok.nk);
+      part.push_back(pred);
+      part.push_back(oq);
+    }
+    Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
+    for (int64_t r = 0; r < KS; ++r) {
+      if (l2) {
+        sq = em.fma(tok.q[r], tok.q[r], sq);
+        sk = em.fma(tok.k[r], tok.k[r], sk);
+      }
+      qk = em.fma(tok.q[r], tok.k[r], qk);
+    }
+    part.append({sq, sk, qk});
+    SmallVector<Value> sum = sumOverRows(part, t);
+    Value nq = kb.f32(1.0), nk = kb.f32(1.0);
+    if (l2) {
+      nq = kb.rsqrt(kb.add(sum[2 * C], kb.f32(1e-6)));
+      nk = kb.rsqrt(kb.add(sum[2 * C + 1], kb.f32(1e-6)));
+    }
+    Value srq = kb.mul(kb.f32(scale), nq);
+    Value skq = kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2 * C + 2]));
+    for (int64_t c = 0; c < C; ++c) {
+      Value u = kb.mul(tok.beta, kb.sub(tok.v[c], kb.mul(nk, sum[2 * c])));
+      Value uk = kb.mul(u, nk);
       for (int64_t r = 0; r < KS; ++r)
         next[c * KS + r] = em.fma(tok.k[r], uk, sd[c * KS + r]);
-      oq = em.groupSum(oq, p.P);
-      o[c] = em.fma(tok.srq, oq, kb.mul(u, tok.skq));
+      o[c] = em.fma(srq, sum[2 * c + 1], kb.mul(u, skq));
     }
     storeOutputs(o, t);
     return next;
   }
 
-  /// o[b, t, h, j .. j + C - 1] from the group's first lane, one vector
-  /// of the output's type when C = 4.
+  /// o[b, t, h, j .. j + C - 1] from the group's first row lane, one
+  /// vector of the output's type when C = 4.
   void storeOutputs(ArrayRef<Value> o, Value t) {
     const KernelOperand &y = out[0];
     Type elem = cast<MemRefType>(y.full.getType()).getElementType();
-    kb.ifThen(kb.andi(jActive, kb.eqi(pLane, kb.idx(0))), [&] {
-      if (p.C != 4) {
-        for (int64_t c = 0; c < p.C; ++c)
-          kb.store(o[c], y.full, {bIdx, t, h, kb.addi(j, kb.idx(c))});
-        return;
-      }
-      SmallVector<Value> vals;
-      for (Value v : o)
-        vals.push_back(elem.isF32() ? v
-                                    : arith::TruncFOp::create(b, loc, elem, v)
-                                          .getResult());
-      auto type = VectorType::get({p.C}, elem);
-      Value vec = vector::FromElementsOp::create(b, loc, type, vals);
-      em.alignedStore(vec, em.contiguousView(y), {bIdx, t, h, j});
-    });
+    kb.ifThen(
+        kb.andi(jActive, kb.andi(firstRowLane, kb.eqi(rowWarp, kb.idx(0)))),
+        [&] {
+          if (p.C != 4) {
+            for (int64_t c = 0; c < p.C; ++c)
+              kb.store(o[c], y.full, {bIdx, t, h, kb.addi(j, kb.idx(c))});
+            return;
+          }
+          SmallVector<Value> vals;
+          for (Value v : o)
+            vals.push_back(
+                elem.isF32()
+                    ? v
+                    : arith::TruncFOp::create(b, loc, elem, v).getResult());
+          auto type = VectorType::get({p.C}, elem);
+          Value vec = vector::FromElementsOp::create(b, loc, type, vals);
+          em.alignedStore(vec, em.contiguousView(y), {bIdx, t, h, j});
+        });
   }
 
   /// The final state (16-byte vector stores when C = 4).
@@ -274,20 +327,21 @@ private:
   const KDARecurrentPlan &p;
   KDAOp::GenericAdaptor<ArrayRef<KernelOperand>> a;
   ArrayRef<KernelOperand> out;
+  FunctionOpInterface fn;
   KernelOperand init, cu;
   double scale;
   bool l2, sigmoidBeta;
   std::optional<DecayGateKind> gateKind;
   std::optional<double> lowerBound;
-  Value h, n, pLane, j, jActive, jc, row0, bIdx, start, end, gateA;
+  int64_t groupsPerWarp, rowLanesPerWarp, rowWarps;
+  Value h, n, group, rowWarp, firstRowLane, j, jActive, jc, row0, bIdx, start,
+      end, gateA, partials;
   SmallVector<Value> dtb;
 };
 
 } // namespace
 
-void mlir::k3::emitKDARecurrentTokens(KDAOp op, KernelBuilder &kb,
-                                      const KDARecurrentPlan &p,
-                                      ArrayRef<KernelOperand> in,
-                                      ArrayRef<KernelOperand> out) {
-  TokenKernel(op, kb, p, in, out).emit();
+void mlir::k3::emitKDARecurrentTokens(KDAOp op, const KernelEmission &e,
+                                      const KDARecurrentPlan &p) {
+  TokenKernel(op, e, p).emit();
 }

@@ -1,11 +1,16 @@
 // REQUIRES: ptxas
 // The recurrent k3.kda at one staged token (tile S = 1, a decode entry's
 // choice) takes the form without staging (lowering/cuda/KDARecurrentTokens.cpp):
-// each lane loads its own contiguous rows of q, k and g in 16-byte vectors,
-// the norms are sums over the lane group by shuffles, and there is no
-// shared memory and no barrier.
+// each lane loads its own contiguous rows of q, k and g in 16-byte vectors;
+// the lanes of a warp are column-major (8 groups of 4 columns side by side,
+// 4 row lanes), so the rows' sums go over the warp by shuffles and, with
+// 8 row lanes in two warps, through one shared-memory exchange and one
+// barrier a token.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=32x8x1x4" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
+// With 16 columns (4 groups, 8 row lanes: one warp) nothing is shared and
+// nothing waits.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=kda.tile=16x8x1x4" --k3-outline-kernels | FileCheck %s --check-prefix=ONE-WARP
 // Its PTX (the device pipeline of CompileCUDA.cpp, format=isa) keeps the
 // column in registers: ptxas reports no spills.
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
@@ -18,7 +23,7 @@
 
 
 // CHECK-LABEL: gpu.func @kda_0(
-// CHECK-NOT: workgroup(
+// CHECK-SAME: workgroup(%{{.*}} : memref<352xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 1, 4], warps = 2>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
 // CHECK: gpu.thread_id x
@@ -27,19 +32,28 @@
 // two 16-byte vectors.
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x4x128x128xf32>, vector<4xf32>
 // CHECK: scf.for
-// CHECK-NOT: gpu.barrier
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<1x?x4x128xbf16{{.*}}>, vector<8xbf16>
-// CHECK: gpu.shuffle xor
+// CHECK: gpu.shuffle xor {{.*}}, %c8_i32, %c32_i32
+// CHECK: gpu.shuffle xor {{.*}}, %c16_i32, %c32_i32
+// CHECK: gpu.barrier
 // CHECK-NOT: gpu.barrier
 // CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<1x?x4x128xbf16{{.*}}>, vector<4xbf16>
 // CHECK: scf.yield
 // CHECK: vector.store {{.*}} {alignment = 16 : i64} : memref<?x4x128x128xf32>, vector<4xf32>
 // CHECK-NOT: gpu.func @kda_0__1
 
-// PTX-NOT: .shared
+// ONE-WARP-LABEL: gpu.func @kda_0(
+// ONE-WARP-NOT: workgroup(
+// ONE-WARP-SAME: block = [32, 1, 1]
+// ONE-WARP-NOT: gpu.barrier
+// ONE-WARP: gpu.shuffle xor {{.*}}, %c4_i32, %c32_i32
+// ONE-WARP-NOT: gpu.barrier
+// ONE-WARP: gpu.return
+
+// PTX: .shared .align 16 .b8 __wg_kda_0
 // PTX: ld.global.v4.{{[bf]}}32
 // PTX: shfl.sync.bfly.b32
-// PTX-NOT: bar.sync
+// PTX: bar.sync
 // PTX: st.global.v4.{{[bf]}}32
 // PTX-NOT: ld.local
 // PTX-NOT: st.local

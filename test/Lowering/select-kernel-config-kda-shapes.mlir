@@ -3,7 +3,8 @@
 // dimensions other than 128: P is a power of two dividing K, and a shape
 // with no whole-warp tile falls back to the loop nest instead of failing.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s
-// The decode entry stages one token at every shape.
+// The decode entry takes the unstaged form (S = 1), 64 value columns a block,
+// at every shape.
 // RUN: k3-opt %s --k3-decode-entry --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=DECODE
 
 // K = V = 192: P = 16 (K * C / 64 = 12 rounded up to a power of two that
@@ -18,8 +19,8 @@
 // CHECK: k3.kda {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>
 
 // DECODE-LABEL: func.func @forward_decode
-// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 16, 1, 4], warps = 4>
-// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 2, 1, 1], warps = 2>
+// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 16, 1, 4], warps = 8>
+// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 2, 1, 1], warps = 4>
 // DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = loop_nest, warps = 8>
 func.func @forward(
     %q192: tensor<1x?x2x192xbf16> {k3.name = "q192", k3.dims = array<i64: 1, -1, 2, 192>},

@@ -67,7 +67,7 @@
 // REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 128], warps = 8, stages = 3, blocks_per_sm = 1>
 
 // DECODE: func.func @forward_decode
-// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 1, 4], warps = 2>
+// DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 1, 4], warps = 4>
 
 // BADTARGET: error: unknown target 'sm_75x' (expected cpu, cuda or sm_90a)
 // BADPARAM: error: unknown kernel config parameter 'depth' (kernel, tile, warps, stages, blocks_per_sm)
