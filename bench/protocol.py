@@ -186,7 +186,9 @@ class Results:
 
     @property
     def failures(self) -> list[dict]:
-        return [r for r in self.rows if r.get("status") != "ok"]
+        """FAILED rows (a ``skipped`` row, a case an anchor refuses, is not
+        a failure)."""
+        return [r for r in self.rows if r.get("status") not in ("ok", "skipped")]
 
     def write(self, out_dir: Optional[Path] = None, quiet: bool = False) -> Path:
         """bench/results/<name>[-<tag>]-<gpu>-<date>.json (K3_RESULTS_DIR

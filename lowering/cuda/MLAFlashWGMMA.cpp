@@ -11,8 +11,11 @@
 //   `stages` buffers, each completing an mbarrier.
 // - S = Q K^T by wgmma m64n64k16 (both operands K-major), its registers
 //   read through k3gpu.warpgroup_fragment: the online softmax in f32 and in
-//   log2 units (one ex2 per score), masked by sequence and causality; each
-//   quad of lanes shares a row (shuffles for its max).
+//   log2 units (one fma and one ex2 per score, the row maxima in raw
+//   units), masked by sequence and causality only on the key tiles that
+//   need it (a block-uniform branch: the tiles before the last row's
+//   sequence start and from the diagonal on); each quad of lanes shares a
+//   row (shuffles for its max).
 // - P, rounded to bf16, goes to shared memory in the swizzle (the A
 //   operand of the next product); O += P V by wgmma m64n{Dv}k16 with V
 //   MN-major (transposed B: keys are V's rows, the values' columns are
@@ -223,6 +226,17 @@ private:
     Value last = kb.minsi(kb.addi(qStart, kb.idx(kRows - 1)), lastToken);
     keyTiles =
         em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(kKeys)), kKeys);
+    // The key tiles that no row of the block masks: past the last row's
+    // sequence start (the first fullFrom tiles may hold an earlier
+    // sequence's keys) and wholly before the first row (tiles from
+    // fullTo on reach the diagonal).
+    Value lastStart = sequenceStart(last);
+    Value fullFrom = em.divuIdx(
+        kb.addi(kb.subi(lastStart, kvBegin), kb.idx(kKeys - 1)), kKeys);
+    Value fullTo =
+        em.divuIdx(kb.addi(kb.subi(qStart, kvBegin), kb.idx(1)), kKeys);
+    unmaskedFrom = kb.minsi(fullFrom, keyTiles);
+    unmaskedTo = kb.maxsi(kb.minsi(fullTo, keyTiles), unmaskedFrom);
   }
 
   /// The descriptor of the 64-row operand at byte `offset` (advanced by 32
@@ -294,42 +308,70 @@ private:
     return kb.addi(kb.muli(quad, kb.idx(2)), kb.idx(8 * (i / 4) + i % 2));
   }
 
-  /// The softmax of key tile `j`'s scores: masked, in log2 units, the new
-  /// row maxima and sums; returns P (f32 registers) and each row's factor
-  /// for the old accumulators.
-  std::pair<SmallVector<Value>, std::array<Value, 2>> softmax(Value s, Value j,
-                                                              RowState &st) {
-    auto fragType = VectorType::get({kKeys / 2}, b.getF32Type());
-    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, s);
+  /// Scores of key tile `j` outside a row's sequence or past its token
+  /// set to -inf.
+  SmallVector<Value> masked(ArrayRef<Value> raw, Value j) {
     Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
-    SmallVector<Value> x(kKeys / 2);
-    Value rowMax[2] = {negInf(), negInf()};
-    for (int64_t i = 0; i < kKeys / 2; ++i) {
+    SmallVector<Value> x(raw.size());
+    for (int64_t i = 0; i < int64_t(raw.size()); ++i) {
       int64_t r = rowOf(i);
       Value key = kb.addi(t0, columnOf(i));
       Value valid = kb.andi(kb.gei(key, rowFirstKey[r]),
                             kb.notb(kb.lti(rowToken[r], key)));
-      Value v = kb.mul(mma.extract(frag, {i}), kb.f32(scaleLog2));
-      x[i] = kb.select(valid, v, negInf());
-      rowMax[r] = kb.maxf(rowMax[r], x[i]);
+      x[i] = kb.select(valid, raw[i], negInf());
     }
+    return x;
+  }
+
+  /// The softmax of key tile `j`'s scores in log2 units: the row maxima m
+  /// are kept in raw score units and each exponent is one fma,
+  /// 2^(s c - m c) with c = scale log2(e). Tiles outside [unmaskedFrom,
+  /// unmaskedTo) may hold keys of another sequence or past a row (sequence
+  /// starts, the diagonal) and are masked; the others skip the mask.
+  /// Returns P (f32 registers) and each row's factor for the old
+  /// accumulators.
+  std::pair<SmallVector<Value>, std::array<Value, 2>> softmax(Value s, Value j,
+                                                              RowState &st) {
+    auto fragType = VectorType::get({kKeys / 2}, b.getF32Type());
+    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, s);
+    SmallVector<Value> raw(kKeys / 2);
+    for (int64_t i = 0; i < kKeys / 2; ++i)
+      raw[i] = mma.extract(frag, {i});
+    // One branch, uniform over the block: three loops over the ranges
+    // instead kept more values live and spilled at 168 registers.
+    Value unmasked = kb.andi(kb.gei(j, unmaskedFrom), kb.lti(j, unmaskedTo));
+    SmallVector<Type> types(kKeys / 2, b.getF32Type());
+    auto branch = scf::IfOp::create(b, loc, types, unmasked, true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(branch.thenBlock());
+      scf::YieldOp::create(b, loc, raw);
+      b.setInsertionPointToStart(branch.elseBlock());
+      scf::YieldOp::create(b, loc, masked(raw, j));
+    }
+    SmallVector<Value> x(branch.getResults());
+    Value rowMax[2] = {negInf(), negInf()};
+    for (int64_t i = 0; i < kKeys / 2; ++i)
+      rowMax[rowOf(i)] = kb.maxf(rowMax[rowOf(i)], x[i]);
     std::array<Value, 2> alpha;
     Value rowSum[2] = {kb.f32(0), kb.f32(0)};
-    Value use[2];
+    Value negMc[2];
     for (int64_t r = 0; r < 2; ++r) {
       Value m = kb.maxf(st.m[r], quadMax(rowMax[r]));
       // A row with no key yet keeps m = -inf; exponents against 0 then
       // give 0, not NaN.
-      use[r] = kb.select(
+      Value use = kb.select(
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, negInf()),
           kb.f32(0), m);
-      alpha[r] = exp2(kb.sub(st.m[r], use[r]));
+      negMc[r] = kb.mul(use, kb.f32(-scaleLog2));
+      alpha[r] = exp2(kb.mul(kb.sub(st.m[r], use), kb.f32(scaleLog2)));
       st.m[r] = m;
     }
     SmallVector<Value> p(kKeys / 2);
     for (int64_t i = 0; i < kKeys / 2; ++i) {
       int64_t r = rowOf(i);
-      p[i] = exp2(kb.sub(x[i], use[r]));
+      p[i] =
+          exp2(math::FmaOp::create(b, loc, x[i], kb.f32(scaleLog2), negMc[r]));
       rowSum[r] = kb.add(rowSum[r], p[i]);
     }
     for (int64_t r = 0; r < 2; ++r)
@@ -451,6 +493,7 @@ private:
   int64_t dn = 0, dr = 0, dv = 0, heads = 0, rank = 0, qBoxes = 0, vBoxes = 0;
   double scaleLog2 = 0;
   Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
+  Value unmaskedFrom, unmaskedTo;
   Value rowToken[2], rowFirstKey[2];
   Value smem, base, tmQ, tmKV, tmLatent, qBar, bars, sInit;
   SmallVector<Value> mapArgs;
