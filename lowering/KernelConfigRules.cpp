@@ -1567,11 +1567,11 @@ int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,
                                       int64_t stages) {
   // 8 KiB per 64 x 64 bf16 box: q's (Dn + Dr) / 64 boxes; per stage the
-  // keys' (Dn + Dr) / 64 and the values' Dv / 64; P (64 x 64); 1 KiB to
-  // align to the swizzle's 1024-byte pattern.
+  // keys' (Dn + Dr) / 64 and the values' Dv / 64; 1 KiB to align to the
+  // swizzle's 1024-byte pattern. (P stays in registers.)
   int64_t qk = (op.getQkNopeHeadDim() + op.getQkRopeHeadDim()) / 64,
           v = op.getVHeadDim() / 64;
-  return 8192 * (qk + stages * (qk + v) + 1) + 1024;
+  return 8192 * (qk + stages * (qk + v)) + 1024;
 }
 
 int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {

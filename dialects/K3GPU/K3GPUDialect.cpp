@@ -61,28 +61,47 @@ LogicalResult WarpgroupAccumulatorOp::verify() {
                         getFragment().getType());
 }
 
+/// `[t0, t1, ...]`, possibly empty (the generated parser of a bracketed
+/// type list needs at least one type).
+static ParseResult parseBracketedTypes(OpAsmParser &parser,
+                                       SmallVectorImpl<Type> &types) {
+  if (parser.parseLSquare())
+    return failure();
+  if (succeeded(parser.parseOptionalRSquare()))
+    return success();
+  if (parser.parseTypeList(types) || parser.parseRSquare())
+    return failure();
+  return success();
+}
+static void printBracketedTypes(OpAsmPrinter &printer, Operation *,
+                                TypeRange types) {
+  printer << "[" << types << "]";
+}
+
 LogicalResult WarpgroupMmaChainOp::verify() {
-  if (getDescriptorsA().empty() ||
-      getDescriptorsA().size() != getDescriptorsB().size())
-    return emitOpError("needs as many B descriptors as A descriptors, at "
-                       "least one");
+  size_t steps = getDescriptorsB().size();
+  if (steps == 0 || getDescriptorsA().empty() == getRegistersA().empty() ||
+      steps != getDescriptorsA().size() + getRegistersA().size())
+    return emitOpError("needs one A source (descriptors or registers) and "
+                       "one B descriptor per step, at least one step");
   if (getMatrixC().getType() != getMatrixD().getType())
     return emitOpError("needs the same accumulator type in and out");
   VectorType acc = getMatrixC().getType().getFragmented();
   if (acc.getRank() != 2 || acc.getDimSize(0) != 64 ||
       !acc.getElementType().isF32())
     return emitOpError("needs a 64 x N f32 accumulator");
-  for (auto [a, b] : llvm::zip(getDescriptorsA(), getDescriptorsB())) {
-    auto ta =
-        cast<nvgpu::WarpgroupMatrixDescriptorType>(a.getType()).getTensor();
-    auto tb =
-        cast<nvgpu::WarpgroupMatrixDescriptorType>(b.getType()).getTensor();
-    if (ta.getShape() != ArrayRef<int64_t>{64, 16} ||
-        tb.getShape() != ArrayRef<int64_t>{16, acc.getDimSize(1)} ||
-        !ta.getElementType().isBF16() || !tb.getElementType().isBF16())
-      return emitOpError("each step needs bf16 A [64, 16] and B [16, ")
+  auto shapeOf = [](Value d) {
+    return cast<nvgpu::WarpgroupMatrixDescriptorType>(d.getType()).getTensor();
+  };
+  for (Value a : getDescriptorsA())
+    if (shapeOf(a).getShape() != ArrayRef<int64_t>{64, 16} ||
+        !shapeOf(a).getElementType().isBF16())
+      return emitOpError("each step needs bf16 A [64, 16]");
+  for (Value b : getDescriptorsB())
+    if (shapeOf(b).getShape() != ArrayRef<int64_t>{16, acc.getDimSize(1)} ||
+        !shapeOf(b).getElementType().isBF16())
+      return emitOpError("each step needs bf16 B [16, ")
              << acc.getDimSize(1) << "]";
-  }
   return success();
 }
 

@@ -194,28 +194,44 @@ def K3GPU_WarpgroupMmaChainOp : K3GPU_Op<"warpgroup_mma_chain",
     [AttrSizedOperandSegments]> {
   let summary = "D = sum_i A_i B_i (+ C) by wgmma, one fence and one wait";
   let description = [{
-    One wgmma per pair of descriptors (`descriptorsA[i]`, `descriptorsB[i]`,
-    each one m64nNk16 step: A `[64, 16]`, B `[16, N]`), accumulated in
-    order into `matrixC` (or into zero with `overwrite`: the first wgmma's
-    scale-d is 0 and `matrixC` is not read), between one `wgmma.fence`
-    and one commit, then `wgmma.wait_group 0`. `transposeB`: B is MN-major
-    in shared memory (imm-trans-b = 1).
+    One wgmma per step i (m64nNk16: A `[64, 16]`, B `[16, N]`), accumulated
+    in order into `matrixC` (or into zero with `overwrite`: the first
+    wgmma's scale-d is 0 and `matrixC` is not read), between one
+    `wgmma.fence` and one commit, then `wgmma.wait_group 0`. B comes from
+    shared memory (`descriptorsB[i]`); `transposeB`: B is MN-major there
+    (imm-trans-b = 1). A comes from shared memory (`descriptorsA[i]`) or
+    from registers (`registersA[i]`: the thread's four 32-bit registers of
+    bf16 pairs, in the layout of the accumulator's registers that hold the
+    same rows and the step's 16 columns, so that a softmax's P feeds the
+    next product without shared memory, as FlashAttention-3 does); one of
+    the two lists is empty.
 
     ```mlir
     %d = k3gpu.warpgroup_mma_chain [%a0, %a1], [%b0, %b1], %c {overwrite}
         : [!descA, !descA], [!descB, !descB], !acc -> !acc
+    %e = k3gpu.warpgroup_mma_chain [], [%b0], %c registers(%r0 : vector<4xi32>)
+        {transposeB} : [], [!descB], !acc -> !acc
     ```
   }];
   let arguments = (ins Variadic<NVGPU_WarpgroupMatrixDescriptor>:$descriptorsA,
+                       Variadic<VectorOfLengthAndType<[4], [I32]>>:$registersA,
                        Variadic<NVGPU_WarpgroupMatrixDescriptor>:$descriptorsB,
                        NVGPU_WarpgroupAccumulator:$matrixC,
                        UnitAttr:$overwrite, UnitAttr:$transposeB);
   let results = (outs NVGPU_WarpgroupAccumulator:$matrixD);
   let assemblyFormat = [{
-    `[` $descriptorsA `]` `,` `[` $descriptorsB `]` `,` $matrixC attr-dict
-    `:` `[` type($descriptorsA) `]` `,` `[` type($descriptorsB) `]` `,`
-    type($matrixC) `->` type($matrixD)
+    `[` $descriptorsA `]` `,` `[` $descriptorsB `]` `,` $matrixC
+    (`registers` `(` $registersA^ `:` type($registersA) `)`)? attr-dict
+    `:` custom<BracketedTypes>(type($descriptorsA)) `,`
+    `[` type($descriptorsB) `]` `,` type($matrixC) `->` type($matrixD)
   }];
+  let builders = [
+    OpBuilder<(ins "Type":$result, "ValueRange":$descriptorsA,
+                   "ValueRange":$descriptorsB, "Value":$matrixC), [{
+      build($_builder, $_state, result, descriptorsA, ValueRange(),
+            descriptorsB, matrixC);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -178,6 +178,48 @@ struct WarpgroupAccumulatorOpLowering
   }
 };
 
+/// One wgmma m64nNk16 with A from registers (`regs`, vector<4xi32> of
+/// bf16 pairs) and B by descriptor, accumulating into `acc` (an LLVM struct
+/// of N / 2 f32): NVVM's wgmma op takes descriptors only, so the PTX is
+/// written here, each accumulator tied to its result ("=f" / "0"...).
+Value registerAProduct(ConversionPatternRewriter &rewriter, Location loc,
+                       Type accStruct, Value acc, Value regs, Value descB,
+                       int64_t n, bool zeroD, bool transposeB) {
+  const int64_t r = n / 2;
+  std::string ptx;
+  llvm::raw_string_ostream os(ptx);
+  os << "{\n.reg .pred p;\nsetp.ne.b32 p, " << (zeroD ? 0 : 1)
+     << ", 0;\nwgmma.mma_async.sync.aligned.m64n" << n << "k16.f32.bf16.bf16 {";
+  for (int64_t i = 0; i < r; ++i)
+    os << (i ? ", $" : "$") << i;
+  // Operands: the r results, the r tied inputs, then A's four registers
+  // and B's descriptor.
+  const int64_t a = 2 * r;
+  os << "}, {$" << a << ", $" << a + 1 << ", $" << a + 2 << ", $" << a + 3
+     << "}, $" << a + 4 << ", p, 1, 1, " << (transposeB ? 1 : 0) << ";\n}";
+  std::string constraints;
+  for (int64_t i = 0; i < r; ++i)
+    constraints += "=f,";
+  for (int64_t i = 0; i < r; ++i)
+    constraints += std::to_string(i) + ",";
+  constraints += "r,r,r,r,l";
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < r; ++i)
+    operands.push_back(LLVM::ExtractValueOp::create(rewriter, loc, acc, i));
+  for (int64_t i = 0; i < 4; ++i)
+    operands.push_back(LLVM::ExtractElementOp::create(
+        rewriter, loc, regs, i32Constant(rewriter, loc, i)));
+  operands.push_back(descB);
+  auto asmOp = LLVM::InlineAsmOp::create(
+      rewriter, loc, accStruct, operands, ptx, constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(rewriter.getContext(),
+                                LLVM::AsmDialect::AD_ATT),
+      /*operand_attrs=*/ArrayAttr());
+  return asmOp.getResult(0);
+}
+
 struct WarpgroupMmaChainOpLowering
     : ConvertOpToLLVMPattern<WarpgroupMmaChainOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
@@ -202,12 +244,18 @@ struct WarpgroupMmaChainOpLowering
     auto layoutB =
         op.getTransposeB() ? NVVM::MMALayout::row : NVVM::MMALayout::col;
     NVVM::WgmmaFenceAlignedOp::create(rewriter, loc);
-    for (auto [i, ab] : llvm::enumerate(
-             llvm::zip(adaptor.getDescriptorsA(), adaptor.getDescriptorsB()))) {
-      auto scaleD = i == 0 && op.getOverwrite() ? NVVM::WGMMAScaleOut::zero
-                                                : NVVM::WGMMAScaleOut::one;
+    for (auto [i, descB] : llvm::enumerate(adaptor.getDescriptorsB())) {
+      bool zeroD = i == 0 && op.getOverwrite();
+      if (!adaptor.getRegistersA().empty()) {
+        acc = registerAProduct(rewriter, loc, inner, acc,
+                               adaptor.getRegistersA()[i], descB, n, zeroD,
+                               op.getTransposeB());
+        continue;
+      }
+      auto scaleD =
+          zeroD ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one;
       acc = NVVM::WgmmaMmaAsyncOp::create(
-          rewriter, loc, inner, acc, std::get<0>(ab), std::get<1>(ab),
+          rewriter, loc, inner, acc, adaptor.getDescriptorsA()[i], descB,
           NVVM::MMAShapeAttr::get(ctx, 64, n, 16), bf16, bf16,
           NVVM::WGMMATypes::f32, scaleD, NVVM::WGMMAScaleIn::one,
           NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row, layoutB,

@@ -16,11 +16,13 @@
 //   need it (a block-uniform branch: the tiles before the last row's
 //   sequence start and from the diagonal on); each quad of lanes shares a
 //   row (shuffles for its max).
-// - P, rounded to bf16, goes to shared memory in the swizzle (the A
-//   operand of the next product); O += P V by wgmma m64n{Dv}k16 with V
-//   MN-major (transposed B: keys are V's rows, the values' columns are
-//   contiguous), the two 64-column boxes LBO apart. The output accumulator
-//   is rescaled in registers between the products.
+// - P, rounded to bf16, stays in registers: a k-step's four bf16 pairs of
+//   the score registers are wgmma's register A operand (k3gpu
+//   warpgroup_mma_chain with registers, FlashAttention-3's layout
+//   identity), so P needs no shared memory, fence or barrier; O += P V by
+//   wgmma m64n{Dv}k16 with V MN-major (transposed B: keys are V's rows,
+//   the values' columns are contiguous), the two 64-column boxes LBO apart.
+//   The output accumulator is rescaled in registers between the products.
 // - Varlen without padding: a query tile is 64 consecutive packed tokens,
 //   which may span sequences; its key tiles run from the first row's
 //   sequence start to its last row, and the mask keeps each row to its
@@ -124,7 +126,7 @@ private:
   }
 
   // Shared memory, from the aligned base: q's boxes, then per stage the
-  // keys' boxes and the values', then P.
+  // keys' boxes and the values'.
   Value qOffset(int64_t box) { return at(box * kBoxBytes); }
   Value keyOffset(Value stage, int64_t box) {
     return kb.addi(at((qBoxes + box) * kBoxBytes),
@@ -132,9 +134,6 @@ private:
   }
   Value valueOffset(Value stage, int64_t box) {
     return keyOffset(stage, qBoxes + box);
-  }
-  Value pOffset() {
-    return at((qBoxes + em.stages * (qBoxes + vBoxes)) * kBoxBytes);
   }
   Value at(int64_t bytes) { return kb.addi(base, kb.idx(bytes)); }
 
@@ -267,18 +266,23 @@ private:
     return chain.getResult();
   }
 
-  /// O += P V: P from shared memory (K-major), V MN-major (transposed B),
-  /// keys 16 k .. 16 k + 15 in rows of 128 bytes.
-  Value accumulate(Value stage, Value o) {
-    SmallVector<Value> as, bs;
+  /// O += P V: P from registers (each k-step's four bf16 pairs are the
+  /// score registers of the same rows and 16 keys, the layout wgmma's
+  /// register A operand takes), V MN-major (transposed B), keys 16 k ..
+  /// 16 k + 15 in rows of 128 bytes.
+  Value accumulate(Value stage, Value o, ArrayRef<Value> p) {
+    SmallVector<Value> regs, bs;
+    auto fragA = VectorType::get({4}, b.getI32Type());
     for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
-      as.push_back(descriptor(kb.addi(pOffset(), kb.idx(32 * k)), tmQ,
-                              {kRows, kWGMMAK}));
+      SmallVector<Value> words;
+      for (int64_t w = 0; w < 4; ++w)
+        words.push_back(mma.packWord(p[8 * k + 2 * w], p[8 * k + 2 * w + 1]));
+      regs.push_back(vector::FromElementsOp::create(b, loc, fragA, words));
       bs.push_back(descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
                               tmKV, {kWGMMAK, dv}));
     }
     auto chain = k3gpu::WarpgroupMmaChainOp::create(
-        b, loc, em.accumulatorType(dv), as, bs, o);
+        b, loc, em.accumulatorType(dv), ValueRange(), regs, bs, o);
     chain.setTransposeB(true);
     return chain.getResult();
   }
@@ -391,26 +395,6 @@ private:
                                                  scaled);
   }
 
-  /// P as bf16 pairs into the 64 x 64 swizzled tile: row 16 w + g + 8 r,
-  /// 16-byte chunk j (columns 8 j ..) at chunk j ^ (row % 8) = j ^ g.
-  void storeP(ArrayRef<Value> p) {
-    Value tile =
-        em.view(smem, pOffset(), em.tileType({kRows, kBox}, b.getBF16Type()));
-    for (int64_t i = 0; i < kKeys / 2; i += 2) {
-      int64_t r = rowOf(i), chunk = i / 4;
-      Value row = kb.addi(rowBase, kb.idx(8 * r));
-      Value col = kb.addi(em.swizzledColumn(row, kb.idx(chunk)),
-                          kb.muli(quad, kb.idx(2)));
-      mma.alignedStore(mma.pair(p[i], p[i + 1]), tile, ValueRange{row, col});
-    }
-    // The generic proxy's stores, visible to wgmma's reads.
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-    gpu::BarrierOp::create(b, loc);
-  }
-
   std::pair<Value, RowState> mainLoop(Value first) {
     Value init = zeroAccumulator(dv);
     // Never read (the chain overwrites it), only typed.
@@ -429,9 +413,8 @@ private:
       Value s = scores(stage, sInit);
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
-      storeP(p);
-      o = accumulate(stage, o);
-      // Every warp is done with the stage and with P.
+      o = accumulate(stage, o, p);
+      // Every warp is done with the stage.
       gpu::BarrierOp::create(b, loc);
       Value next = kb.addi(j, kb.idx(em.stages));
       kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)),

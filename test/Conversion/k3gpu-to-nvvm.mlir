@@ -98,3 +98,23 @@ func.func @chain_transposed(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x1
         !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
   return %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
 }
+
+// A from registers: NVVM's wgmma op takes descriptors only, so each step is
+// its PTX in an inline asm: the 32 accumulators as results tied to the 32
+// inputs, then A's four registers ($64..$67) and B's descriptor ($68);
+// scale-d by a predicate (0 for the first step under `overwrite`).
+// CHECK-LABEL: func @chain_registers
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: llvm.inline_asm has_side_effects {{.*}}"{\0A.reg .pred p;\0Asetp.ne.b32 p, 0, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {$0, {{.*}}, $31}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;\0A}", "{{(=f,)+}}0,{{.*}},31,r,r,r,r,l"
+// CHECK: setp.ne.b32 p, 1, 0;
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+func.func @chain_registers(%r: vector<4xi32>,
+                           %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                           %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> {
+  %d = k3gpu.warpgroup_mma_chain [], [%b, %b], %c registers(%r, %r : vector<4xi32>, vector<4xi32>) {overwrite, transposeB}
+      : [], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+}

@@ -4,8 +4,9 @@
 // 192], kv [T, 4, 256], latent [T, 576], the output gate fused. A block per
 // (64-query tile, head); q, the keys' nope part and the values by TMA
 // through rank-3 maps, k_pe through a rank-2 map of the latent; S by 12
-// wgmma m64n64k16, P V by 4 wgmma m64n128k16 with V transposed; the
-// accumulators' registers through k3gpu.warpgroup_fragment. f32 inputs keep
+// wgmma m64n64k16, P V by 4 wgmma m64n128k16 with P from registers and V
+// transposed; the accumulators' registers through k3gpu.warpgroup_fragment;
+// the mask only on the key tiles that need it (a branch). f32 inputs keep
 // the loop nest.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
@@ -23,26 +24,31 @@
 
 // CHECK-LABEL: gpu.func @mla_prefill_attention_0(
 // CHECK-SAME: %[[QMAP:[^:]*]]: !llvm.ptr, %[[KVMAP:[^:]*]]: !llvm.ptr, %[[LMAP:[^:]*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 74752>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 66560>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK-COUNT-3: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // CHECK: scf.for
 // CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[{{([^,]*, ){11}[^,]*}}], [{{.*}}], %{{.*}} {overwrite} : {{.*}} -> <fragmented = vector<64x64xf32>>
 // CHECK: k3gpu.warpgroup_fragment %{{.*}} -> vector<32xf32>
+// CHECK: scf.if
+// CHECK: arith.select
+// CHECK: math.fma
 // CHECK: math.exp2
 // CHECK: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
-// CHECK: nvvm.fence.proxy
-// CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[{{([^,]*, ){3}[^,]*}}], [{{.*}}], %{{.*}} {transposeB} : {{.*}} -> <fragmented = vector<64x128xf32>>
+// CHECK-NOT: nvvm.fence.proxy
+// CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[], [{{([^,]*, ){3}[^,]*}}], %{{.*}} registers({{.*}} : vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>) {transposeB} : [], {{.*}} -> <fragmented = vector<64x128xf32>>
 // CHECK: vector.store {{.*}} : memref<?x512xbf16>, vector<2xbf16>
 
 // One fence, 12 products, one wait for S (the first overwrites: scale-d
-// 0); the value operand is transposed (imm-trans-b = 1), the others not.
+// 0); P V with A from registers and the value operand transposed
+// (imm-trans-b = 1); nothing goes through shared memory but TMA's loads.
 // PTX: wgmma.fence.sync.aligned;
 // PTX: setp.ne.b32 p, 0, 0;
 // PTX-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX-NOT: wgmma.wait_group
 // PTX-COUNT-11: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
-// PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 0, 1;
+// PTX: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, p, 1, 1, 1;
+// PTX-NOT: st.shared
 
 // PTXAS: Function properties for mla_prefill_attention_0
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -77,7 +77,7 @@ func.func @accumulator_rows(%v: vector<32xf32>) {
 func.func @chain_counts(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
                         %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
                         %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
-  // expected-error @+1 {{needs as many B descriptors as A descriptors}}
+  // expected-error @+1 {{needs one A source (descriptors or registers) and one B descriptor per step}}
   %d = k3gpu.warpgroup_mma_chain [%a, %a], [%b], %c
       : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>],
         [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
@@ -90,9 +90,34 @@ func.func @chain_counts(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf
 func.func @chain_n(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
                    %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x128xbf16, 3>>,
                    %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
-  // expected-error @+1 {{each step needs bf16 A [64, 16] and B [16, 64]}}
+  // expected-error @+1 {{each step needs bf16 B [16, 64]}}
   %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c
       : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x128xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return
+}
+
+// -----
+
+func.func @chain_two_a_sources(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                               %r: vector<4xi32>,
+                               %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                               %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{needs one A source (descriptors or registers)}}
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c registers(%r : vector<4xi32>)
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return
+}
+
+// -----
+
+func.func @chain_register_steps(%r: vector<4xi32>,
+                                %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                                %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{one B descriptor per step}}
+  %d = k3gpu.warpgroup_mma_chain [], [%b, %b], %c registers(%r : vector<4xi32>)
+      : [], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>, !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
         !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
   return
 }
