@@ -8,7 +8,9 @@
 //   queries once (q [T, H, Dn + Dr]: coordinates (d, h, t)); per key tile
 //   the keys' nope part and the values from kv [T, H, Dn + Dv] and the
 //   shared k_pe from latent [T, R + Dr] (coordinates (R + d, t)), into
-//   `stages` buffers, each completing an mbarrier.
+//   `stages` buffers; a stage's keys and its values complete mbarriers of
+//   their own and are refilled apart (the next keys as soon as this
+//   tile's scores are done, the next values after its P V).
 // - S = Q K^T by wgmma m64n64k16 (both operands K-major), its registers
 //   read through k3gpu.warpgroup_fragment: the online softmax in f32 and in
 //   log2 units (one fma and one ex2 per score, the row maxima in raw
@@ -144,25 +146,35 @@ private:
     return em.view(smem, offset, em.tileType(shape, b.getBF16Type()));
   }
 
-  /// Thread 0's loads of key tile `j` into `stage`: the keys' nope boxes
-  /// and k_pe boxes, then the value boxes, on one barrier.
+  /// Thread 0's loads of key tile `j` into `stage`: the keys' nope and
+  /// k_pe boxes on the stage's key barrier, the value boxes on its value
+  /// barrier (released and refilled apart: see mainLoop).
   void issueKeys(Value stage, Value j) {
-    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+    Value t0 = tileStart(j);
     nvgpu::MBarrierArriveExpectTxOp::create(
-        b, loc, bars, kb.idx((qBoxes + vBoxes) * kBoxBytes), stage, Value());
-    auto load = [&](Value dst, Value map, SmallVector<Value> coords) {
-      nvgpu::TmaAsyncLoadOp::create(b, loc, dst, bars, map, coords, stage,
-                                    Value(), Value());
-    };
+        b, loc, keyBars, kb.idx(qBoxes * kBoxBytes), stage, Value());
     for (int64_t i = 0; i < dn / kBox; ++i)
-      load(boxAt(keyOffset(stage, i), true), tmKV,
-           {kb.idx(i * kBox), head, t0});
+      tmaLoad(boxAt(keyOffset(stage, i), true), keyBars, stage, tmKV,
+              {kb.idx(i * kBox), head, t0});
     for (int64_t i = 0; i < dr / kBox; ++i)
-      load(boxAt(keyOffset(stage, dn / kBox + i), false), tmLatent,
-           {kb.idx(rank + i * kBox), t0});
+      tmaLoad(boxAt(keyOffset(stage, dn / kBox + i), false), keyBars, stage,
+              tmLatent, {kb.idx(rank + i * kBox), t0});
+  }
+  void issueValues(Value stage, Value j) {
+    Value t0 = tileStart(j);
+    nvgpu::MBarrierArriveExpectTxOp::create(
+        b, loc, valueBars, kb.idx(vBoxes * kBoxBytes), stage, Value());
     for (int64_t i = 0; i < vBoxes; ++i)
-      load(boxAt(valueOffset(stage, i), true), tmKV,
-           {kb.idx(dn + i * kBox), head, t0});
+      tmaLoad(boxAt(valueOffset(stage, i), true), valueBars, stage, tmKV,
+              {kb.idx(dn + i * kBox), head, t0});
+  }
+  Value tileStart(Value j) {
+    return kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+  }
+  void tmaLoad(Value dst, Value barriers, Value stage, Value map,
+               SmallVector<Value> coords) {
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, map, coords, stage,
+                                  Value(), Value());
   }
 
   void body() {
@@ -183,10 +195,13 @@ private:
     auto oneBarrier =
         nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 1);
     qBar = nvgpu::MBarrierCreateOp::create(b, loc, oneBarrier);
-    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    keyBars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    valueBars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
     nvgpu::MBarrierInitOp::create(b, loc, qBar, kb.idx(1), kb.idx(0), first);
     for (int64_t s = 0; s < em.stages; ++s)
-      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
+      for (Value bars : {keyBars, valueBars})
+        nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s),
+                                      first);
     for (Value arg : {tmQ, tmKV, tmLatent})
       if (arg)
         nvgpu::TmaPrefetchOp::create(b, loc, arg, first);
@@ -200,8 +215,10 @@ private:
             ValueRange{kb.idx(i * kBox), head, qStart}, kb.idx(0), Value(),
             Value());
       for (int64_t s = 0; s < em.stages; ++s)
-        kb.ifThen(kb.lti(kb.idx(s), keyTiles),
-                  [&] { issueKeys(kb.idx(s), kb.idx(s)); });
+        kb.ifThen(kb.lti(kb.idx(s), keyTiles), [&] {
+          issueKeys(kb.idx(s), kb.idx(s));
+          issueValues(kb.idx(s), kb.idx(s));
+        });
     });
     nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
                                            kb.idx(10000000), kb.idx(0));
@@ -409,16 +426,24 @@ private:
       ValueRange args = loop.getRegionIterArgs();
       RowState st{{args[1], args[2]}, {args[3], args[4]}};
       Value stage = em.remuIdx(j, em.stages);
-      em.waitStage(bars, j, stage);
+      Value next = kb.addi(j, kb.idx(em.stages));
+      Value refill = kb.andi(first, kb.lti(next, keyTiles));
+      // The keys and the values of a stage are released apart: the next
+      // keys load while this tile's softmax and P V run, the next values
+      // while the next scores do (with one stage, the whole tile's load
+      // would otherwise wait for the tile's end).
+      em.waitStage(keyBars, j, stage);
       Value s = scores(stage, sInit);
+      // Every warp is done with the stage's keys.
+      gpu::BarrierOp::create(b, loc);
+      kb.ifThen(refill, [&] { issueKeys(stage, next); });
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
+      em.waitStage(valueBars, j, stage);
       o = accumulate(stage, o, p);
-      // Every warp is done with the stage.
+      // Every warp is done with the stage's values.
       gpu::BarrierOp::create(b, loc);
-      Value next = kb.addi(j, kb.idx(em.stages));
-      kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)),
-                [&] { issueKeys(stage, next); });
+      kb.ifThen(refill, [&] { issueValues(stage, next); });
       scf::YieldOp::create(b, loc,
                            ValueRange{o, st.m[0], st.m[1], st.l[0], st.l[1]});
     }
@@ -478,7 +503,7 @@ private:
   Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
   Value unmaskedFrom, unmaskedTo;
   Value rowToken[2], rowFirstKey[2];
-  Value smem, base, tmQ, tmKV, tmLatent, qBar, bars, sInit;
+  Value smem, base, tmQ, tmKV, tmLatent, qBar, keyBars, valueBars, sInit;
   SmallVector<Value> mapArgs;
 };
 
