@@ -67,15 +67,9 @@ public:
                   ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
                   Value smem)
       : kb(kb), b(kb.builder()), loc(kb.getLoc()), em{{b, loc, kb}}, p(p),
-        a(in, op), out(out), smem(smem) {
+        a(in, op), out(out), smem(smem), terms(op) {
     init = a.getInitialState();
     cu = a.getCuSeqlens();
-    scale = op.getScale().convertToDouble();
-    l2 = op.getUseQkL2norm();
-    sigmoidBeta = op.getUseBetaSigmoid();
-    gateKind = op.getGateKind();
-    if (auto lb = op.getLowerBoundAttr())
-      lowerBound = lb.getValueAsDouble();
   }
 
   void emit() {
@@ -154,13 +148,13 @@ private:
     stageRow.assign(p.E, Value());
     stageOk.assign(p.E, Value());
     dtb.assign(p.E, Value());
-    if (gateKind)
+    if (terms.gateKind)
       gateA = kb.exp(kb.load(a.getALog().full, {h}));
     for (int64_t e = 0; e < p.E; ++e) {
       Value i = kb.addi(kb.idx(e * p.threads), tid);
       stageOk[e] = p.stageGuard ? kb.lti(i, kb.idx(p.kDim)) : Value();
       stageRow[e] = p.stageGuard ? kb.minsi(i, kb.idx(p.kDim - 1)) : i;
-      if (gateKind)
+      if (terms.gateKind)
         dtb[e] = kb.load(a.getDtBias().full,
                          {kb.addi(kb.muli(h, kb.idx(p.kDim)), stageRow[e])});
     }
@@ -219,8 +213,8 @@ private:
     Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
     for (int64_t e = 0; e < p.E; ++e) {
       Value lgt = rg[e];
-      if (gateKind)
-        lgt = emitGateLogDecay(kb, *gateKind, lowerBound, gateA,
+      if (terms.gateKind)
+        lgt = emitGateLogDecay(kb, *terms.gateKind, terms.lowerBound, gateA,
                                kb.add(rg[e], dtb[e]));
       Value dec = kb.exp(lgt);
       Value qe = rq[e], ke = rk[e];
@@ -228,7 +222,7 @@ private:
         qe = kb.select(stageOk[e], qe, kb.f32(0.0));
         ke = kb.select(stageOk[e], ke, kb.f32(0.0));
       }
-      if (l2) {
+      if (terms.l2) {
         sq = em.fma(qe, qe, sq);
         sk = em.fma(ke, ke, sk);
       }
@@ -246,7 +240,7 @@ private:
     }
     int64_t width = std::min<int64_t>(p.threads, 32);
     SmallVector<Value> sums;
-    if (l2)
+    if (terms.l2)
       sums = {em.groupSum(sq, width), em.groupSum(sk, width),
               em.groupSum(qk, width)};
     else
@@ -270,17 +264,19 @@ private:
           for (int c = 0; c < 3; ++c)
             sum[c] =
                 kb.add(sum[c], em.lds(smem, kb.addi(pb, kb.idx(w * 4 + c))));
-        Value nq = l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
-        Value nk = l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
+        Value nq =
+            terms.l2 ? kb.rsqrt(kb.add(sum[0], kb.f32(1e-6))) : kb.f32(1.0);
+        Value nk =
+            terms.l2 ? kb.rsqrt(kb.add(sum[1], kb.f32(1e-6))) : kb.f32(1.0);
         Value ts = kb.minsi(kb.addi(t0, s), last);
         Value bt = kb.load(a.getBeta().full, {bIdx, ts, h});
-        if (sigmoidBeta)
+        if (terms.sigmoidBeta)
           bt = kb.sigmoid(bt);
         Value tb = kb.addi(kb.idx(p.tokBase), kb.muli(s, kb.idx(4)));
-        em.sts(kb.mul(kb.f32(scale), nq), smem, tb);
+        em.sts(kb.mul(kb.f32(terms.scale), nq), smem, tb);
         em.sts(nk, smem, kb.addi(tb, kb.idx(1)));
-        em.sts(kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2])), smem,
-               kb.addi(tb, kb.idx(2)));
+        em.sts(kb.mul(kb.f32(terms.scale), kb.mul(kb.mul(nq, nk), sum[2])),
+               smem, kb.addi(tb, kb.idx(2)));
         em.sts(bt, smem, kb.addi(tb, kb.idx(3)));
       };
       if (s0i + p.threads > p.S)
@@ -385,10 +381,7 @@ private:
   ArrayRef<KernelOperand> out;
   Value smem;
   KernelOperand init, cu;
-  double scale;
-  bool l2, sigmoidBeta;
-  std::optional<DecayGateKind> gateKind;
-  std::optional<double> lowerBound;
+  const KDAStepTerms terms;
   // positions()
   Value tid, vb, h, n, pLane, jl, j, jActive, jc, lane, warp;
   Value bIdx, start, end, last;

@@ -50,6 +50,20 @@ struct KDARecurrentPlan {
   int64_t words, vBase, tokBase, partBase;
 };
 
+/// The op's attributes that the step reads, in both forms.
+struct KDAStepTerms {
+  explicit KDAStepTerms(KDAOp op)
+      : scale(op.getScale().convertToDouble()), l2(op.getUseQkL2norm()),
+        sigmoidBeta(op.getUseBetaSigmoid()), gateKind(op.getGateKind()) {
+    if (auto lb = op.getLowerBoundAttr())
+      lowerBound = lb.getValueAsDouble();
+  }
+  double scale;
+  bool l2, sigmoidBeta;
+  std::optional<DecayGateKind> gateKind;
+  std::optional<double> lowerBound;
+};
+
 /// The plan for these shapes and the config's tile (chosen and checked by
 /// k3-select-kernel-config: KernelConfigRules.cpp), or nothing when the
 /// kernel does not cover them.

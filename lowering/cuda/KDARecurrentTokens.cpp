@@ -53,15 +53,9 @@ class TokenKernel {
 public:
   TokenKernel(KDAOp op, const KernelEmission &e, const KDARecurrentPlan &p)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{{b, loc, kb}}, p(p),
-        a(e.inputs, op), out(e.outputs), fn(e.fn) {
+        a(e.inputs, op), out(e.outputs), fn(e.fn), terms(op) {
     init = a.getInitialState();
     cu = a.getCuSeqlens();
-    scale = op.getScale().convertToDouble();
-    l2 = op.getUseQkL2norm();
-    sigmoidBeta = op.getUseBetaSigmoid();
-    gateKind = op.getGateKind();
-    if (auto lb = op.getLowerBoundAttr())
-      lowerBound = lb.getValueAsDouble();
     groupsPerWarp = std::min<int64_t>(p.G, 32);
     rowLanesPerWarp = 32 / groupsPerWarp;
     rowWarps = p.P / rowLanesPerWarp;
@@ -172,7 +166,7 @@ private:
 
   /// The head's A = exp(A_log) and the lane's rows of dt_bias.
   void gateTerms() {
-    if (!gateKind)
+    if (!terms.gateKind)
       return;
     gateA = kb.exp(kb.load(a.getALog().full, {h}));
     dtb = loadRun(a.getDtBias(), {kb.addi(kb.muli(h, kb.idx(p.kDim)), row0)},
@@ -188,12 +182,12 @@ private:
     SmallVector<Value> g = loadRun(a.getG(), at, p.KS, p.kDim);
     tok.v = loadRun(a.getV(), {bIdx, t, h, jc}, p.C, p.vDim);
     tok.beta = kb.load(a.getBeta().full, {bIdx, t, h});
-    if (sigmoidBeta)
+    if (terms.sigmoidBeta)
       tok.beta = kb.sigmoid(tok.beta);
     for (int64_t r = 0; r < p.KS; ++r) {
       Value lg = g[r];
-      if (gateKind)
-        lg = emitGateLogDecay(kb, *gateKind, lowerBound, gateA,
+      if (terms.gateKind)
+        lg = emitGateLogDecay(kb, *terms.gateKind, terms.lowerBound, gateA,
                               kb.add(g[r], dtb[r]));
       tok.decay.push_back(kb.exp(lg));
     }
@@ -251,7 +245,7 @@ private:
     }
     Value sq = kb.f32(0.0), sk = kb.f32(0.0), qk = kb.f32(0.0);
     for (int64_t r = 0; r < KS; ++r) {
-      if (l2) {
+      if (terms.l2) {
         sq = em.fma(tok.q[r], tok.q[r], sq);
         sk = em.fma(tok.k[r], tok.k[r], sk);
       }
@@ -260,12 +254,13 @@ private:
     part.append({sq, sk, qk});
     SmallVector<Value> sum = sumOverRows(part, t);
     Value nq = kb.f32(1.0), nk = kb.f32(1.0);
-    if (l2) {
+    if (terms.l2) {
       nq = kb.rsqrt(kb.add(sum[2 * C], kb.f32(1e-6)));
       nk = kb.rsqrt(kb.add(sum[2 * C + 1], kb.f32(1e-6)));
     }
-    Value srq = kb.mul(kb.f32(scale), nq);
-    Value skq = kb.mul(kb.f32(scale), kb.mul(kb.mul(nq, nk), sum[2 * C + 2]));
+    Value srq = kb.mul(kb.f32(terms.scale), nq);
+    Value skq =
+        kb.mul(kb.f32(terms.scale), kb.mul(kb.mul(nq, nk), sum[2 * C + 2]));
     for (int64_t c = 0; c < C; ++c) {
       Value u = kb.mul(tok.beta, kb.sub(tok.v[c], kb.mul(nk, sum[2 * c])));
       Value uk = kb.mul(u, nk);
@@ -329,10 +324,7 @@ private:
   ArrayRef<KernelOperand> out;
   FunctionOpInterface fn;
   KernelOperand init, cu;
-  double scale;
-  bool l2, sigmoidBeta;
-  std::optional<DecayGateKind> gateKind;
-  std::optional<double> lowerBound;
+  const KDAStepTerms terms;
   int64_t groupsPerWarp, rowLanesPerWarp, rowWarps;
   Value h, n, group, rowWarp, firstRowLane, j, jActive, jc, row0, bIdx, start,
       end, gateA, partials;
