@@ -94,6 +94,8 @@ Environment:
   K3_MLA_VARIANTS  our prefill artifacts, ';'-separated NAME or
                    NAME:k3-compile options (default "default"), e.g.
                    "default;loop:kernel-config=mla_prefill_attention.kernel=loop_nest"
+  K3_MLA_DECODE_VARIANTS  our decode artifacts, the same form (default
+                   "default"), e.g. "default;g8:kernel-config=latent_attention_rows.tile=8"
   K3_MLA_ROW_BUDGET_S  (60)
   K3_MLA_LOOP_NEST_MAX_T  our rows on the generic loop nest (an artifact whose
                    kernel config is loop_nest) only for sequences up to this
@@ -145,11 +147,18 @@ DECODE_BATCH = [int(b) for b in _env_list("K3_MLA_DECODE_BATCH", "1,8,64")]
 DECODE_CONTEXT = [int(c) for c in _env_list("K3_MLA_DECODE_CONTEXT", "4096,32768,131072")]
 ANCHORS = [a for a in _env_list("K3_MLA_ANCHORS", "flash,efficient,cudnn,nested,absorbed,absorbed-bf16")
            if a != "none"]
-VARIANTS: dict[str, str] = {}
-for _v in os.environ.get("K3_MLA_VARIANTS", "default").split(";"):
-    if _v.strip():
-        _name, _, _opts = _v.strip().partition(":")
-        VARIANTS[_name] = _opts
+def parse_variants(spec: str) -> dict[str, str]:
+    """NAME or NAME:k3-compile options, ';'-separated."""
+    variants = {}
+    for v in spec.split(";"):
+        if v.strip():
+            name, _, opts = v.strip().partition(":")
+            variants[name] = opts
+    return variants
+
+
+VARIANTS = parse_variants(os.environ.get("K3_MLA_VARIANTS", "default"))
+DECODE_VARIANTS = parse_variants(os.environ.get("K3_MLA_DECODE_VARIANTS", "default"))
 ROW_BUDGET_S = float(os.environ.get("K3_MLA_ROW_BUDGET_S", "60"))
 # Our rows on the generic loop nest (before the dedicated kernel is chosen)
 # only up to sequences this long: the loop nest took 0.5 s for one run of
@@ -222,8 +231,9 @@ def artifact(name: str, variant: str) -> Path:
     return OUT / f"{name}.{variant}.k3bin"
 
 
-def decode_artifact(b: int, c: int) -> Path:
-    return OUT / f"decode-{DECODE_CONFIG}-B{b}-C{c}.k3bin"
+def decode_artifact(b: int, c: int, variant: str = "default") -> Path:
+    suffix = "" if variant == "default" else f".{variant}"
+    return OUT / f"decode-{DECODE_CONFIG}-B{b}-C{c}{suffix}.k3bin"
 
 
 def compile_model(src: Path, out: Path, opts: str) -> str:
@@ -271,9 +281,11 @@ def prepare() -> int:
             src = OUT / f"decode-{DECODE_CONFIG}-C{c}.mlir"
             src.write_text(DECODE_MODEL.format(C=c, **dims_of(d)))
             for b in DECODE_BATCH:
-                out = decode_artifact(b, c)
-                report = compile_model(src, out, f"max-tokens={b} max-seqs={b}")
-                manifest[out.name] = {"kernel_config": kernel_kinds(report, "latent_attention")}
+                for variant, extra in DECODE_VARIANTS.items():
+                    out = decode_artifact(b, c, variant)
+                    report = compile_model(src, out, f"max-tokens={b} max-seqs={b} {extra}")
+                    manifest[out.name] = {"kernel_config": kernel_kinds(report, "latent_attention"),
+                                          "options": extra}
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1))
     for k, v in manifest.items():
         print(f"{k}: {', '.join(v['kernel_config']) or '?'}")
@@ -822,10 +834,39 @@ def decode_row(res, ident, b, c, d, g, dev, kvb, wsplit, wfile, kvb_bytes, bf16_
     manifest = {}
     if (OUT / "manifest.json").is_file():
         manifest = json.loads((OUT / "manifest.json").read_text())
-    kind = ", ".join(manifest.get(decode_artifact(b, c).name, {}).get("kernel_config", [])) or "?"
+    for variant in DECODE_VARIANTS:
+        decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, ref, wfile,
+                    cache32, cache_bytes["f32"] + kvb_bytes)
+    torch.cuda.empty_cache()
+    for dtype, cache in (("f32", cache32), ("bf16", cache16)):
+        if cache is None or f"absorbed{'' if dtype == 'f32' else '-bf16'}" not in ANCHORS:
+            continue
+        wk = wsplit[:, :dn].to(cache.dtype).contiguous()
+        wv = wsplit[:, dn:].to(cache.dtype).contiguous()
+
+        def anchor(cache=cache, wk=wk, wv=wv, dtype=dtype):
+            fn = lambda: torch_absorbed(q, cache, wk, wv, d)  # noqa: E731
+            y, first = timed_first(fn)
+            err = protocol.rel_err(y[seqs_t], ref)
+            row = {**anchor_times(fn, first), "err_vs_oracle": err, "within_bound": err < BOUND}
+            row["bytes"] = cache_bytes[dtype] + kvb_bytes
+            return {**row, "TBps": row["bytes"] / row["median_ms"] / 1e9}
+        res.guard(anchor, impl="torch", variant=f"absorbed einsums, {dtype} cache", **ident)
+        torch.cuda.empty_cache()
+    del cache16, cache32
+
+
+def decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, ref, wfile, cache32,
+                nbytes) -> None:
+    """Our decode row for one artifact variant: checked against f64, then
+    timed, with the per-kernel means of a profiled series."""
+    import torch
+    import k3
+    path = decode_artifact(b, c, variant)
+    kind = ", ".join(manifest.get(path.name, {}).get("kernel_config", [])) or "?"
 
     def ours():
-        s = k3.Session(str(decode_artifact(b, c)), device="cuda:0")
+        s = k3.Session(str(path), device="cuda:0")
         try:
             s.load_weights(str(wfile))
             syms = {"num_tokens": b, "num_seqs": b}
@@ -852,32 +893,16 @@ def decode_row(res, ident, b, c, d, g, dev, kvb, wsplit, wfile, kvb_bytes, bf16_
             s.profiling = False
         finally:
             s.close()
-        row["bytes"] = cache_bytes["f32"] + kvb_bytes
+        row["bytes"] = nbytes
         row["TBps"] = row["bytes"] / row["median_ms"] / 1e9
         att = [v for k, v in row["kernels"].items() if "latent_attention" in k]
         if att:
             row["attention_kernel_ms"] = att[0]["mean_ms"]
             row["attention_kernel_TBps"] = row["bytes"] / att[0]["mean_ms"] / 1e9
         return row
-    res.guard(ours, impl="k3", variant=f"forward_decode (kernel {kind}; f32 cache as state)",
-              **ident)
+    name = "forward_decode" if variant == "default" else f"forward_decode {variant}"
+    res.guard(ours, impl="k3", variant=f"{name} (kernel {kind}; f32 cache as state)", **ident)
     torch.cuda.empty_cache()
-    for dtype, cache in (("f32", cache32), ("bf16", cache16)):
-        if cache is None or f"absorbed{'' if dtype == 'f32' else '-bf16'}" not in ANCHORS:
-            continue
-        wk = wsplit[:, :dn].to(cache.dtype).contiguous()
-        wv = wsplit[:, dn:].to(cache.dtype).contiguous()
-
-        def anchor(cache=cache, wk=wk, wv=wv, dtype=dtype):
-            fn = lambda: torch_absorbed(q, cache, wk, wv, d)  # noqa: E731
-            y, first = timed_first(fn)
-            err = protocol.rel_err(y[seqs_t], ref)
-            row = {**anchor_times(fn, first), "err_vs_oracle": err, "within_bound": err < BOUND}
-            row["bytes"] = cache_bytes[dtype] + kvb_bytes
-            return {**row, "TBps": row["bytes"] / row["median_ms"] / 1e9}
-        res.guard(anchor, impl="torch", variant=f"absorbed einsums, {dtype} cache", **ident)
-        torch.cuda.empty_cache()
-    del cache16, cache32
 
 
 def run() -> int:

@@ -54,10 +54,13 @@ def test_results_failed_rows_and_json(tmp_path, monkeypatch):
     bad = r.guard(crash, case="b", impl="k3", variant="mma")
     assert bad["status"] == "FAILED" and "k3-run died" in bad["error"] and bad["variant"] == "mma"
     assert r.failures == [bad]
+    # An anchor that refuses a case is a skipped row, not a failure.
+    r.add(status="skipped", case="c", impl="torch", error="No available kernel")
+    assert r.failures == [bad]
     path = r.write(tmp_path)
     doc = json.loads(path.read_text())
     assert doc["environment"]["commit"] == "abc123"
-    assert [row["status"] for row in doc["rows"]] == ["ok", "FAILED"]
+    assert [row["status"] for row in doc["rows"]] == ["ok", "FAILED", "skipped"]
     assert doc["protocol"]["reps"] >= 20
     with pytest.raises(ValueError):
         protocol.summary([])
