@@ -61,7 +61,10 @@ BF16_CASES.append(("sp_large", "many"))
 BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2",
                  "recurrent": "kda=recurrent",
                  "recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4",
-                 "recurrent_tokens_p16": "kda=recurrent kernel-config=kda.tile=32x16x1x4"}
+                 "recurrent_tokens_p16": "kda=recurrent kernel-config=kda.tile=32x16x1x4",
+                 # The decode entry's default tile: at V = 96 the second
+                 # block's upper 8 column groups hold no column.
+                 "recurrent_tokens_bv64": "kda=recurrent kernel-config=kda.tile=64x8x1x4"}
 # The softplus gate's variants (cases whose regime starts with "sp_").
 BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent",
                     "sp_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
