@@ -1,0 +1,96 @@
+"""KDA context parallelism, the float64 reference (issue 19; seed §7.5).
+
+A sequence too long for one rank is cut into consecutive segments, one per
+rank. The KDA recurrence is affine in its state: per head, with the token's
+transition ``T_t = (I − β_t k_t k_tᵀ) Diag(exp g_t)`` (K × K),
+
+    S_t = T_t S_{t−1} + β_t k_t v_tᵀ,
+
+so a segment that starts from a state ``S_in`` ends at ``M S_in + h`` and
+emits ``o_t = o⁰_t + scale · S_inᵀ (P_tᵀ q_t)``, where, from a zero state:
+
+* ``h`` (h_ext) is the segment's final state,
+* ``M = T_n ⋯ T_1`` its transition,
+* ``o⁰_t`` its outputs, and ``P_t = T_t ⋯ T_1`` the transition up to t.
+
+Each rank computes its (h, M) and zero-state outputs alone; one all-gather
+of the (h, M) pairs (``collectives.all_gather``) gives every rank the fold
+``S_in^{(r)} = M_{r−1} S_in^{(r−1)} + h_{r−1}`` (from the sequence's initial
+state), and each rank corrects its outputs by its ``S_in``. Naive and
+obviously right, like the rest of k3ref: kernels and passes that implement
+context parallelism are checked against it.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import collectives
+from .ops import _kda_prepare
+
+
+def token_transition(k_t: np.ndarray, g_t: np.ndarray, beta_t: np.ndarray) -> np.ndarray:
+    """``T_t = (I − β k kᵀ) Diag(exp g)`` per head: k_t, g_t ``[H, K]``,
+    beta_t ``[H]`` → ``[H, K, K]``."""
+    H, K = k_t.shape
+    eye = np.broadcast_to(np.eye(K), (H, K, K))
+    delta = eye - beta_t[:, None, None] * k_t[:, :, None] * k_t[:, None, :]
+    return delta * np.exp(g_t)[:, None, :]
+
+
+def segment_from_zero(q, k, v, g, beta, scale):
+    """One segment of one sequence from a zero state. q, k, g ``[L, H, K]``
+    (q and k already normalised where the model asks), v ``[L, H, V]``,
+    beta ``[L, H]``. Returns ``(o0 [L, H, V], h [H, K, V], M [H, K, K],
+    qt [L, H, K])``, qt_t = P_tᵀ q_t · scale (the correction's left factor)."""
+    L, H, K = q.shape
+    V = v.shape[-1]
+    S = np.zeros((H, K, V))
+    P = np.broadcast_to(np.eye(K), (H, K, K)).copy()
+    o0 = np.zeros((L, H, V))
+    qt = np.zeros((L, H, K))
+    for t in range(L):
+        T = token_transition(k[t], g[t], beta[t])
+        S = np.einsum("hij,hjv->hiv", T, S) + beta[t][:, None, None] * k[t][:, :, None] * v[t][:, None, :]
+        P = np.einsum("hij,hjk->hik", T, P)
+        o0[t] = np.einsum("hkv,hk->hv", S, q[t] * scale)
+        qt[t] = np.einsum("hkj,hk->hj", P, q[t] * scale)
+    return o0, S, P, qt
+
+
+def fold(pairs: Sequence[tuple[np.ndarray, np.ndarray]], s0: np.ndarray) -> list[np.ndarray]:
+    """Each segment's incoming state from the gathered (h, M) pairs, in
+    segment order: ``S_in^{(0)} = s0``, ``S_in^{(r)} = M_{r−1} S_in^{(r−1)}
+    + h_{r−1}``; the last entry is the sequence's final state."""
+    states = [s0]
+    for h, M in pairs:
+        states.append(np.einsum("hij,hjv->hiv", M, states[-1]) + h)
+    return states
+
+
+def kda_context_parallel(q, k, v, g, beta, scale, segments: Sequence[int], initial_state=None,
+                         use_qk_l2norm=False):
+    """KDA over one sequence (``[1, T, H, *]`` inputs) cut into consecutive
+    segments of the given lengths (one per rank; they sum to T), the way
+    context parallelism computes it: each segment from a zero state, one
+    all-gather of the (h, M) pairs, the fold, the output correction.
+    Returns ``(o [1, T, H, V], final_state [1, H, K, V])``, which equal
+    ``ops.kda_recurrent`` on the whole sequence."""
+    q, k, v, g, beta, S0, bounds = _kda_prepare(q, k, v, g, beta, initial_state, None,
+                                                use_qk_l2norm)
+    assert len(bounds) == 1, "one sequence"
+    T = q.shape[1]
+    assert sum(segments) == T and all(n >= 0 for n in segments), (segments, T)
+    starts = np.concatenate([[0], np.cumsum(segments)]).astype(int)
+    local = [segment_from_zero(q[0, a:b], k[0, a:b], v[0, a:b], g[0, a:b], beta[0, a:b], scale)
+             for a, b in zip(starts[:-1], starts[1:])]
+    # The all-gather: every rank receives every rank's (h, M), stacked.
+    hs = collectives.all_gather([h[None] for _, h, _, _ in local], dim=0)[0]
+    Ms = collectives.all_gather([M[None] for _, _, M, _ in local], dim=0)[0]
+    states = fold(list(zip(hs, Ms)), S0[0])
+    o = np.zeros(v.shape)
+    for r, (a, b) in enumerate(zip(starts[:-1], starts[1:])):
+        o0, _, _, qt = local[r]
+        o[0, a:b] = o0 + np.einsum("lhk,hkv->lhv", qt, states[r])
+    return o, states[-1][None]
