@@ -45,8 +45,9 @@ TFLOP/s on causal flops: sum over sequences of L (L+1)/2 * H * 2 (Dn + Dr
 
 Decode (Kimi-Linear dims): batch B in {1, 8, 64} x context C in {4096,
 32768, 131072}. The artifact has the model's form: ``forward`` fills the
-``latent_cache`` state from an input ``cache [B, C, R+Dr]`` f32 (the
-model's state type; docs/precision.md), and ``forward_decode`` (attribute
+``latent_cache`` state from an input ``cache [B, C, R+Dr]`` (bf16, the
+model's state type under the bf16 policy, and f32, the f32 policy's;
+docs/precision.md; K3_MLA_DECODE_CACHES), and ``forward_decode`` (attribute
 ``k3.decode``: the decode kernel configs) reads the state, runs
 ``k3.latent_attention`` for one token per sequence over C - 1 cached
 latents plus its own, and writes the state back, as k3-import's model does;
@@ -95,7 +96,10 @@ Environment:
                    NAME:k3-compile options (default "default"), e.g.
                    "default;loop:kernel-config=mla_prefill_attention.kernel=loop_nest"
   K3_MLA_DECODE_VARIANTS  our decode artifacts, the same form (default
-                   "default"), e.g. "default;g8:kernel-config=latent_attention_rows.tile=8"
+                   "default"), e.g. "default;s3:kernel-config=latent_attention_split.stages=3"
+  K3_MLA_DECODE_CACHES  the latent cache's dtype in our decode artifacts
+                   (bf16,f32: bf16 is what k3-import's model keeps under the
+                   bf16 policy, docs/precision.md)
   K3_MLA_ROW_BUDGET_S  (60)
   K3_MLA_LOOP_NEST_MAX_T  our rows on the generic loop nest (an artifact whose
                    kernel config is loop_nest) only for sequences up to this
@@ -159,6 +163,7 @@ def parse_variants(spec: str) -> dict[str, str]:
 
 VARIANTS = parse_variants(os.environ.get("K3_MLA_VARIANTS", "default"))
 DECODE_VARIANTS = parse_variants(os.environ.get("K3_MLA_DECODE_VARIANTS", "default"))
+DECODE_CACHES = _env_list("K3_MLA_DECODE_CACHES", "bf16,f32")
 ROW_BUDGET_S = float(os.environ.get("K3_MLA_ROW_BUDGET_S", "60"))
 # Our rows on the generic loop nest (before the dedicated kernel is chosen)
 # only up to sequences this long: the loop nest took 0.5 s for one run of
@@ -189,8 +194,8 @@ PREFILL_MODEL = """func.func @forward(
 # state, read and written back around k3.latent_attention; `forward` only
 # fills the state from an input, so that both sides read the same cache.
 DECODE_MODEL = """func.func @forward(
-    %c: tensor<?x{C}x{W}xf32> {{k3.name = "cache", k3.dims = array<i64: -2, {C}, {W}>}}) {{
-  k3.state.write "latent_cache", %c : tensor<?x{C}x{W}xf32>
+    %c: tensor<?x{C}x{W}x{CT}> {{k3.name = "cache", k3.dims = array<i64: -2, {C}, {W}>}}) {{
+  k3.state.write "latent_cache", %c : tensor<?x{C}x{W}x{CT}>
   return
 }}
 func.func @forward_decode(
@@ -200,14 +205,14 @@ func.func @forward_decode(
     %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
     -> (tensor<?x{H}x{Dv}xbf16> {{k3.name = "o"}}) attributes {{k3.decode}} {{
   %kvb = k3.weight "kv_b" : tensor<{KVB}x{R}xbf16>
-  %cache = k3.state.read "latent_cache" : tensor<?x{C}x{W}xf32>
+  %cache = k3.state.read "latent_cache" : tensor<?x{C}x{W}x{CT}>
   %o, %c1 = k3.latent_attention %q, %latent, %kvb cache(%cache, %lens) cu_seqlens(%cu)
       {{num_heads = {H} : i64, qk_nope_head_dim = {Dn} : i64, qk_rope_head_dim = {Dr} : i64,
         v_head_dim = {Dv} : i64, kv_lora_rank = {R} : i64, scale = {S!r} : f64}}
       : (tensor<?x{H}x{DQ}xbf16>, tensor<?x{W}xbf16>, tensor<{KVB}x{R}xbf16>,
-         tensor<?x{C}x{W}xf32>, tensor<?xi32>, tensor<?xi32>)
-      -> (tensor<?x{H}x{Dv}xbf16>, tensor<?x{C}x{W}xf32>)
-  k3.state.write "latent_cache", %c1 : tensor<?x{C}x{W}xf32>
+         tensor<?x{C}x{W}x{CT}>, tensor<?xi32>, tensor<?xi32>)
+      -> (tensor<?x{H}x{Dv}xbf16>, tensor<?x{C}x{W}x{CT}>)
+  k3.state.write "latent_cache", %c1 : tensor<?x{C}x{W}x{CT}>
   return %o : tensor<?x{H}x{Dv}xbf16>
 }}
 """
@@ -231,8 +236,8 @@ def artifact(name: str, variant: str) -> Path:
     return OUT / f"{name}.{variant}.k3bin"
 
 
-def decode_artifact(b: int, c: int, variant: str = "default") -> Path:
-    suffix = "" if variant == "default" else f".{variant}"
+def decode_artifact(b: int, c: int, variant: str = "default", cache: str = "bf16") -> Path:
+    suffix = ("" if cache == "bf16" else f".{cache}") + ("" if variant == "default" else f".{variant}")
     return OUT / f"decode-{DECODE_CONFIG}-B{b}-C{c}{suffix}.k3bin"
 
 
@@ -278,14 +283,16 @@ def prepare() -> int:
     if "decode" in PARTS:
         d = ALL_CONFIGS[DECODE_CONFIG]
         for c in DECODE_CONTEXT:
-            src = OUT / f"decode-{DECODE_CONFIG}-C{c}.mlir"
-            src.write_text(DECODE_MODEL.format(C=c, **dims_of(d)))
-            for b in DECODE_BATCH:
-                for variant, extra in DECODE_VARIANTS.items():
-                    out = decode_artifact(b, c, variant)
-                    report = compile_model(src, out, f"max-tokens={b} max-seqs={b} {extra}")
-                    manifest[out.name] = {"kernel_config": kernel_kinds(report, "latent_attention"),
-                                          "options": extra}
+            for ct in DECODE_CACHES:
+                src = OUT / f"decode-{DECODE_CONFIG}-C{c}-{ct}.mlir"
+                src.write_text(DECODE_MODEL.format(C=c, CT=ct, **dims_of(d)))
+                for b in DECODE_BATCH:
+                    for variant, extra in DECODE_VARIANTS.items():
+                        out = decode_artifact(b, c, variant, ct)
+                        report = compile_model(src, out, f"max-tokens={b} max-seqs={b} {extra}")
+                        manifest[out.name] = {
+                            "kernel_config": kernel_kinds(report, "latent_attention"),
+                            "options": extra}
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1))
     for k, v in manifest.items():
         print(f"{k}: {', '.join(v['kernel_config']) or '?'}")
@@ -816,7 +823,7 @@ def decode_row(res, ident, b, c, d, g, dev, kvb, wsplit, wfile, kvb_bytes, bf16_
         for i in range(b):
             cache16[i] = torch.randn(c, w, device=dev, generator=g).to(torch.bfloat16)
         cache32 = cache16.float()
-        if not bf16_anchor:
+        if not bf16_anchor and "bf16" not in DECODE_CACHES:
             del cache16
             cache16 = None
         q = torch.randn(b, h, dn + dr, device=dev, generator=g).to(torch.bfloat16)
@@ -834,9 +841,10 @@ def decode_row(res, ident, b, c, d, g, dev, kvb, wsplit, wfile, kvb_bytes, bf16_
     manifest = {}
     if (OUT / "manifest.json").is_file():
         manifest = json.loads((OUT / "manifest.json").read_text())
-    for variant in DECODE_VARIANTS:
-        decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, ref, wfile,
-                    cache32, cache_bytes["f32"] + kvb_bytes)
+    for ct in DECODE_CACHES:
+        for variant in DECODE_VARIANTS:
+            decode_ours(res, ident, variant, ct, manifest, b, c, q, lat, lens, cu, seqs_t, ref,
+                        wfile, cache32 if ct == "f32" else cache16, cache_bytes[ct] + kvb_bytes)
     torch.cuda.empty_cache()
     for dtype, cache in (("f32", cache32), ("bf16", cache16)):
         if cache is None or f"absorbed{'' if dtype == 'f32' else '-bf16'}" not in ANCHORS:
@@ -856,13 +864,13 @@ def decode_row(res, ident, b, c, d, g, dev, kvb, wsplit, wfile, kvb_bytes, bf16_
     del cache16, cache32
 
 
-def decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, ref, wfile, cache32,
-                nbytes) -> None:
+def decode_ours(res, ident, variant, ct, manifest, b, c, q, lat, lens, cu, seqs_t, ref, wfile,
+                cache, nbytes) -> None:
     """Our decode row for one artifact variant: checked against f64, then
     timed, with the per-kernel means of a profiled series."""
     import torch
     import k3
-    path = decode_artifact(b, c, variant)
+    path = decode_artifact(b, c, variant, ct)
     kind = ", ".join(manifest.get(path.name, {}).get("kernel_config", [])) or "?"
 
     def ours():
@@ -870,7 +878,7 @@ def decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, r
         try:
             s.load_weights(str(wfile))
             syms = {"num_tokens": b, "num_seqs": b}
-            s.run("forward", symbols=syms, cache=cache32)  # fills the state
+            s.run("forward", symbols=syms, cache=cache)  # fills the state
             inputs = dict(q=q, latent=lat, cache_lens=lens, cu_seqlens=cu)
             out, first = timed_first(lambda: s.run("forward_decode", symbols=syms,
                                                    outputs="dlpack", **inputs))
@@ -901,7 +909,7 @@ def decode_ours(res, ident, variant, manifest, b, c, q, lat, lens, cu, seqs_t, r
             row["attention_kernel_TBps"] = row["bytes"] / att[0]["mean_ms"] / 1e9
         return row
     name = "forward_decode" if variant == "default" else f"forward_decode {variant}"
-    res.guard(ours, impl="k3", variant=f"{name} (kernel {kind}; f32 cache as state)", **ident)
+    res.guard(ours, impl="k3", variant=f"{name} (kernel {kind}; {ct} cache as state)", **ident)
     torch.cuda.empty_cache()
 
 

@@ -158,10 +158,20 @@ uint32_t ArtifactPlanner::ioBuffer(const std::string &name,
   return id;
 }
 
-uint32_t ArtifactPlanner::stateBuffer(StringRef name, Value v) {
+FailureOr<uint32_t> ArtifactPlanner::stateBuffer(StringRef name, Value v) {
   auto it = states.find(name);
-  if (it != states.end())
+  if (it != states.end()) {
+    Type first = stateTypes.lookup(name);
+    Type here = cast<RankedTensorType>(v.getType()).getElementType();
+    if (first != here) {
+      Operation *at = v.getDefiningOp();
+      return (at ? at->emitOpError() : emitError(v.getLoc()))
+             << "state '" << name << "' is " << here << " here and " << first
+             << " at its first use";
+    }
     return it->second;
+  }
+  stateTypes[name] = cast<RankedTensorType>(v.getType()).getElementType();
   SmallVector<int64_t> shape = symbolicShape(v);
   int64_t perSeq = bytesOf(v, ArrayRef<int64_t>(shape).drop_front());
   uint32_t id =
@@ -290,7 +300,10 @@ LogicalResult ArtifactPlanner::planResults(
     }
     if (r.hasOneUse())
       if (auto w = dyn_cast<StateWriteOp>(*r.getUsers().begin())) {
-        where[r] = art::Arg::buffer(stateBuffer(w.getName(), r));
+        FailureOr<uint32_t> id = stateBuffer(w.getName(), r);
+        if (failed(id))
+          return failure();
+        where[r] = art::Arg::buffer(*id);
         continue;
       }
     if (!planned || cast<IntegerAttr>(planned[i]).getInt() < 0)
@@ -526,7 +539,10 @@ LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
       continue;
     }
     if (auto r = dyn_cast<StateReadOp>(op)) {
-      where[r] = art::Arg::buffer(stateBuffer(r.getName(), r));
+      FailureOr<uint32_t> id = stateBuffer(r.getName(), r);
+      if (failed(id))
+        return failure();
+      where[r] = art::Arg::buffer(*id);
       continue;
     }
     // A state write's copy launch already wrote the state buffer.

@@ -65,7 +65,10 @@ private:
                             const llvm::DenseMap<Value, uint32_t> &outputs,
                             Where &where);
   FailureOr<uint32_t> weightBuffer(WeightOp w);
-  uint32_t stateBuffer(StringRef name, Value v);
+  /// The buffer of state `name`, created at its first use `v`; an error
+  /// where `v`'s type is not the state's first use's (a state written as
+  /// f32 and read as bf16 would overrun its buffer).
+  FailureOr<uint32_t> stateBuffer(StringRef name, Value v);
   uint32_t ioBuffer(const std::string &name, ::k3::artifact::BufferKind kind,
                     uint64_t bytes, uint32_t flags);
   /// What the kernel of `launch` takes through `arg`, the arg of its
@@ -91,6 +94,7 @@ private:
   uint32_t objectId;
   int64_t maxTokens, maxSeqs;
   llvm::StringMap<uint32_t> weights, states, ioBuffers;
+  llvm::StringMap<Type> stateTypes; // element type at a state's first use
   unsigned arenaCount = 0;
 };
 

@@ -1,5 +1,6 @@
 //===- KernelConfigRules.cpp - default kernel configs per op ---*- C++ -*-===//
 #include "lowering/KernelConfigRules.h"
+#include "lowering/cuda/LatentSplitPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -730,6 +731,58 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
 }
 
 //===----------------------------------------------------------------------===//
+// k3.latent_attention in a decode step, split-KV on the tensor cores
+// (lowering/cuda/LatentAttentionSplit.cpp, LatentSplitPlan.h)
+//===----------------------------------------------------------------------===//
+
+/// Work items (token, key split) the split count aims at: two blocks per
+/// SM of an H200 (132 SMs), over the head groups.
+constexpr int64_t kLatentSplitBlocks = 264;
+
+/// The dimensions the kernel's tiles need: heads in 16-row tiles, whole
+/// 32-channel steps of the latent width, W_v rows in 256-channel lane
+/// strides, outputs in rounds of 16; a cache (a decode step).
+bool latentSplitApplies(LatentAttentionOp op) {
+  int64_t r = op.getKvLoraRank(), dr = op.getQkRopeHeadDim();
+  return op.getLatentCache() && op.getNumHeads() % 16 == 0 && r % 256 == 0 &&
+         (r + dr) % 32 == 0 && op.getVHeadDim() % 16 == 0 &&
+         op.getQkNopeHeadDim() % 4 == 0;
+}
+
+LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
+                                         KernelConfigAttr c) {
+  if (!latentSplitApplies(op))
+    return op.emitOpError()
+           << "latent_attention_split needs a latent cache, num_heads a "
+              "multiple of 16, kv_lora_rank a multiple of 256, kv_lora_rank "
+              "+ qk_rope_head_dim a multiple of 32, v_head_dim a multiple "
+              "of 16 and qk_nope_head_dim a multiple of 4";
+  ArrayRef<int64_t> tile = c.getTile();
+  if (tile.size() != 2 || tile[0] < 16 || tile[0] % 16 ||
+      op.getNumHeads() % tile[0] || tile[1] < 1)
+    return op.emitOpError()
+           << "latent_attention_split tile is [heads per block, a multiple "
+              "of 16 dividing num_heads = "
+           << op.getNumHeads() << "; work items aimed at, >= 1]";
+  if (c.getWarps() != 4 * tile[0] / 16)
+    return op.emitOpError() << "latent_attention_split warps must be 4 per "
+                               "16 heads of a block: "
+                            << 4 * tile[0] / 16 << ", got " << c.getWarps();
+  if (latentCacheBytes(op) == 2 && c.getStages() < 2)
+    return op.emitOpError() << "latent_attention_split stages (bf16 tiles "
+                               "in the ring of a bf16 cache) must be >= 2, "
+                               "got "
+                            << c.getStages();
+  LatentSplitDims d = LatentSplitDims::of(op, c);
+  if (int64_t bytes = latentSplitAttendSharedBytes(d, latentCacheBytes(op));
+      bytes > 227 * 1024)
+    return op.emitOpError() << "latent_attention_split needs " << bytes
+                            << " bytes of shared memory with " << tile[0]
+                            << " heads per block (at most 227 KiB)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // k3.rms_norm and k3.add_rms_norm, a block per row
 // (lowering/cuda/RMSNormRows.cpp)
 //===----------------------------------------------------------------------===//
@@ -1265,6 +1318,17 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
       w /= 2;
     return config(ctx, kind, {g}, w);
   }
+  case KernelKind::latent_attention_split: {
+    // 32 heads a block (8 warps) where they divide: each staged key serves
+    // them all; 16 otherwise.
+    auto o = cast<LatentAttentionOp>(op);
+    int64_t hb = o.getNumHeads() % 32 == 0 ? 32 : 16;
+    int64_t target =
+        std::max<int64_t>(1, kLatentSplitBlocks / (o.getNumHeads() / hb));
+    // A bf16 cache: 4 tiles in the ring (3 in flight, 110 KiB: per SM more
+    // than its share of HBM bandwidth times the latency).
+    return config(ctx, kind, {hb, target}, 4 * hb / 16, 4);
+  }
   case KernelKind::linear_tma_wgmma:
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup; 2 TMA stages (65 KiB) so that three blocks
@@ -1371,8 +1435,12 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<ArgmaxOp>(op))
     return argmaxRowsApplies(o) ? KernelKind::argmax_rows
                                 : KernelKind::loop_nest;
-  if (isa<LatentAttentionOp>(op))
-    return KernelKind::latent_attention_rows;
+  // A decode step's attention over the cache: split-KV on the tensor
+  // cores, each cached latent read once for all heads (the block per head
+  // read it once per head, 32 blocks over the whole context at B = 1).
+  if (auto o = dyn_cast<LatentAttentionOp>(op))
+    return decode && latentSplitApplies(o) ? KernelKind::latent_attention_split
+                                           : KernelKind::latent_attention_rows;
   if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
     return mlaFlashApplies(o) ? KernelKind::mla_flash_wgmma
                               : KernelKind::loop_nest;
@@ -1459,6 +1527,9 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
     return isa<ArgmaxOp>(op) && argmaxRowsApplies(cast<ArgmaxOp>(op));
   case KernelKind::latent_attention_rows:
     return isa<LatentAttentionOp>(op);
+  case KernelKind::latent_attention_split:
+    return isa<LatentAttentionOp>(op) &&
+           latentSplitApplies(cast<LatentAttentionOp>(op));
   case KernelKind::rms_norm_rows:
     return rmsNormRowsColumns(op) != 0;
   case KernelKind::moe_dispatch_rows:
@@ -1641,6 +1712,10 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
   case KernelKind::latent_attention_rows:
     if (auto o = dyn_cast<LatentAttentionOp>(op))
       return verifyLatentAttentionRows(o, config);
+    return wrongOp();
+  case KernelKind::latent_attention_split:
+    if (auto o = dyn_cast<LatentAttentionOp>(op))
+      return verifyLatentAttentionSplit(o, config);
     return wrongOp();
   case KernelKind::rms_norm_rows:
     if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))

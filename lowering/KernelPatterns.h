@@ -20,6 +20,7 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,24 @@ struct KernelEmission {
   /// Ends a single-phase GPU kernel whose body was emitted: its return, and
   /// the kernel itself as its one launch (`k3.phases`).
   void finishSinglePhase(Location loc) const;
+
+  /// The launch shape that setLaunch would set, for one phase of a kernel
+  /// of several (finishPhases).
+  LaunchShapeAttr launchShape(const KernelBuilder::Linear &form,
+                              int64_t perUnit, int64_t extra, int64_t divisor,
+                              ArrayRef<int64_t> block, int64_t smem = 0) const;
+  /// Emits `body` as phase `index` of a kernel of several launches: into
+  /// an scf.execute_region marked with the index, which finishPhases keeps
+  /// in that phase's function only. Values defined before the regions (the
+  /// operands' views, thread indices) are shared by all phases.
+  void emitPhase(int64_t index, const std::function<void()> &body) const;
+  /// Ends a kernel whose phases were emitted by emitPhase: phase 0 stays in
+  /// the kernel function, phase p > 0 moves to a copy named `<kernel>__p`,
+  /// each with its launch shape (`launches[p]`) and launch bounds; the
+  /// kernel lists them in order (`k3.phases`), the launches the runtime
+  /// makes one after the other on the stream, so a phase sees all of the
+  /// previous one's writes.
+  void finishPhases(Location loc, ArrayRef<LaunchShapeAttr> launches) const;
 };
 
 /// Global memory a kernel needs beyond its op's results (partial results

@@ -4,11 +4,13 @@
 // launches; kernels widen on load and compute in f32 (KernelBuilder), so
 // only the storage between kernels changes. What must stay f32 (decode
 // state, router scores and weights, the log-decay, the logits) keeps its
-// type. docs/precision.md.
+// type; the MLA latent cache, which stores bf16 latents, becomes bf16.
+// docs/precision.md.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::k3 {
@@ -43,6 +45,48 @@ SmallVector<Value> activationResults(Operation *op) {
       .Case(
           [](LatentAttentionOp o) { return SmallVector<Value>{o.getResult()}; })
       .Default([](Operation *) { return SmallVector<Value>{}; });
+}
+
+/// The MLA latent caches in bf16 where the latents they store are bf16
+/// activations: an f32 cache held the same values in twice the bytes, and
+/// a decode step reads the whole cache (docs/precision.md). A state is
+/// narrowed when, in every function, each read of it feeds only
+/// latent_attention ops as their cache (with bf16 latents) and each write
+/// stores such an op's updated cache: a state written from elsewhere (an
+/// f32 input) keeps its type.
+void narrowLatentCaches(ModuleOp module, Type bf16) {
+  llvm::StringMap<SmallVector<StateReadOp>> reads;
+  llvm::StringMap<bool> narrowable;
+  auto isCacheUse = [](OpOperand &use) {
+    auto la = dyn_cast<LatentAttentionOp>(use.getOwner());
+    return la && la.getLatentCache() == use.get() &&
+           cast<RankedTensorType>(la.getLatent().getType())
+               .getElementType()
+               .isBF16();
+  };
+  module.walk([&](Operation *op) {
+    if (auto r = dyn_cast<StateReadOp>(op)) {
+      bool ok = isF32Tensor(r.getResult()) &&
+                llvm::all_of(r.getResult().getUses(), isCacheUse);
+      narrowable.try_emplace(r.getName(), true).first->second &= ok;
+      reads[r.getName()].push_back(r);
+    } else if (auto w = dyn_cast<StateWriteOp>(op)) {
+      auto res = dyn_cast<OpResult>(w.getValue());
+      auto la = res ? dyn_cast<LatentAttentionOp>(res.getOwner()) : nullptr;
+      bool ok = la && la.getLatentCacheOut() == w.getValue() &&
+                la.getLatentCache().getDefiningOp<StateReadOp>();
+      narrowable.try_emplace(w.getName(), true).first->second &= ok;
+    }
+  });
+  for (auto &[name, rs] : reads) {
+    if (!narrowable.lookup(name))
+      continue;
+    for (StateReadOp r : rs) {
+      setElementType(r.getResult(), bf16);
+      for (Operation *user : r.getResult().getUsers())
+        setElementType(cast<LatentAttentionOp>(user).getLatentCacheOut(), bf16);
+    }
+  }
 }
 
 /// Whether `v` must stay f32: a model output (the logits), what argmax or
@@ -126,6 +170,7 @@ struct K3ActivationPrecisionPass
       fn.setType(
           FunctionType::get(ctx, fn.getArgumentTypes(), ret.getOperandTypes()));
     }
+    narrowLatentCaches(module, bf16);
     return success();
   }
 };

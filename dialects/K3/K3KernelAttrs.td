@@ -122,6 +122,8 @@ def K3_Kernel_MoEGroupedGEMV : I32EnumAttrCase<"moe_grouped_gemv", 17>;
 def K3_Kernel_GLUGEMV : I32EnumAttrCase<"glu_gemv", 18>;
 def K3_Kernel_MoETopKRows : I32EnumAttrCase<"moe_topk_rows", 19>;
 def K3_Kernel_MoECombineRows : I32EnumAttrCase<"moe_combine_rows", 20>;
+def K3_Kernel_LatentAttentionSplit :
+    I32EnumAttrCase<"latent_attention_split", 21>;
 def K3_KernelKind : I32EnumAttr<"KernelKind",
     "which kernel generator lowers an op",
     [K3_Kernel_LoopNest, K3_Kernel_KDARecurrent, K3_Kernel_KDAMMAOperands,
@@ -132,7 +134,7 @@ def K3_KernelKind : I32EnumAttr<"KernelKind",
      K3_Kernel_GLUWGMMA, K3_Kernel_MoERouterRows, K3_Kernel_MLAFlashWGMMA,
      K3_Kernel_ShortConvRows, K3_Kernel_MoERouterMMA,
      K3_Kernel_MoEGroupedGEMV, K3_Kernel_GLUGEMV, K3_Kernel_MoETopKRows,
-     K3_Kernel_MoECombineRows]> {
+     K3_Kernel_MoECombineRows, K3_Kernel_LatentAttentionSplit]> {
   let cppNamespace = "::mlir::k3";
   let genSpecializedAttr = 0;
 }

@@ -46,6 +46,7 @@ void emitLinearGEMVMMA(const KernelEmission &e, Value rows,
                        const LinearGEMVTile &tile);
 void populateArgmaxRowsPattern(KernelPatternSet &patterns);
 void populateLatentAttentionRowsPattern(KernelPatternSet &patterns);
+void populateLatentAttentionSplitPattern(KernelPatternSet &patterns);
 void populateRMSNormRowsPatterns(KernelPatternSet &patterns);
 /// The grouped MoE ops (MoEDispatchRows.cpp, MoEGroupedWGMMA.cpp).
 void populateMoEDispatchRowsPattern(KernelPatternSet &patterns);

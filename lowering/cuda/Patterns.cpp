@@ -59,6 +59,7 @@ void mlir::k3::populateCUDAKernelPatterns(KernelPatternSet &patterns) {
   populateLinearGEMVPattern(patterns);
   populateArgmaxRowsPattern(patterns);
   populateLatentAttentionRowsPattern(patterns);
+  populateLatentAttentionSplitPattern(patterns);
   populateRMSNormRowsPatterns(patterns);
   populateMoEDispatchRowsPattern(patterns);
   populateMoECombineRowsPattern(patterns);

@@ -46,5 +46,49 @@ func.func @layer(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32>
   %l = k3.linear %h, %hw : (tensor<?x8xf32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
   return %l : tensor<?x16xf32>
 }
-}
 
+// The MLA latent cache stores bf16 latents: it becomes bf16, read and
+// written back (the f32 cache held the same values in twice the bytes).
+// CHECK-LABEL: func.func @mla
+// CHECK:         k3.state.read "latent_cache" : tensor<?x4x12xbf16>
+// CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xbf16>)
+// CHECK:         k3.state.write "latent_cache", %{{.*}} : tensor<?x4x12xbf16>
+// A cache state also written from an f32 input keeps f32 everywhere.
+// CHECK-LABEL: func.func @mla_from_input
+// CHECK:         k3.state.write "input_cache", %{{.*}} : tensor<?x4x12xf32>
+// CHECK-LABEL: func.func @mla_reads_input_cache
+// CHECK:         k3.state.read "input_cache" : tensor<?x4x12xf32>
+// CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
+func.func @mla(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens: tensor<?xi32>,
+               %cu: tensor<?xi32> {k3.name = "cu_seqlens"}) -> tensor<?x2x4xf32> {
+  %kvb = k3.weight "kv_b" : tensor<24x8xbf16>
+  %kvn = k3.weight "kv_norm" : tensor<12xbf16>
+  %n = k3.rms_norm %lat, %kvn {epsilon = 1.0e-6 : f64} : (tensor<?x12xf32>, tensor<12xbf16>) -> tensor<?x12xf32>
+  %cache = k3.state.read "latent_cache" : tensor<?x4x12xf32>
+  %o, %c = k3.latent_attention %q, %n, %kvb cache(%cache, %lens) cu_seqlens(%cu)
+      {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64,
+       v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
+      : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
+  k3.state.write "latent_cache", %c : tensor<?x4x12xf32>
+  return %o : tensor<?x2x4xf32>
+}
+func.func @mla_from_input(%c: tensor<?x4x12xf32>) {
+  k3.state.write "input_cache", %c : tensor<?x4x12xf32>
+  return
+}
+func.func @mla_reads_input_cache(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens: tensor<?xi32>,
+               %cu: tensor<?xi32> {k3.name = "cu_seqlens"}) -> tensor<?x2x4xf32> {
+  %kvb = k3.weight "kv_b" : tensor<24x8xbf16>
+  %kvn = k3.weight "kv_norm" : tensor<12xbf16>
+  %n = k3.rms_norm %lat, %kvn {epsilon = 1.0e-6 : f64} : (tensor<?x12xf32>, tensor<12xbf16>) -> tensor<?x12xf32>
+  %cache = k3.state.read "input_cache" : tensor<?x4x12xf32>
+  %o, %c = k3.latent_attention %q, %n, %kvb cache(%cache, %lens) cu_seqlens(%cu)
+      {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64,
+       v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
+      : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
+  k3.state.write "input_cache", %c : tensor<?x4x12xf32>
+  return %o : tensor<?x2x4xf32>
+}
+}

@@ -1,0 +1,53 @@
+//===- LatentSplitPlan.cpp - the split-KV decode's split layout -*- C++ -*-===//
+#include "lowering/cuda/LatentSplitPlan.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+LatentSplitDims LatentSplitDims::of(LatentAttentionOp op,
+                                    KernelConfigAttr config) {
+  LatentSplitDims d;
+  d.heads = op.getNumHeads();
+  d.dn = op.getQkNopeHeadDim();
+  d.dr = op.getQkRopeHeadDim();
+  d.dv = op.getVHeadDim();
+  d.rank = op.getKvLoraRank();
+  ArrayRef<int64_t> tile = config.getTile();
+  d.headsPerBlock = tile[0];
+  d.target = tile[1];
+  d.stages = config.getStages();
+  return d;
+}
+
+Value mlir::k3::latentSplitsPerToken(KernelBuilder &kb,
+                                     const LatentSplitDims &d, Value tokens) {
+  Value t = kb.maxsi(tokens, kb.idx(1));
+  // ceil(P / T): T S < P + T, the workspace's rows.
+  Value s = arith::DivUIOp::create(kb.builder(), kb.getLoc(),
+                                   kb.addi(kb.idx(d.target - 1), t), t);
+  return kb.maxsi(s, kb.idx(1));
+}
+
+LatentSplit mlir::k3::latentSplitOf(KernelBuilder &kb, Value count,
+                                    Value splits) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  auto ceilDiv = [&](Value a, Value c) {
+    return arith::DivUIOp::create(b, loc, kb.addi(a, kb.subi(c, kb.idx(1))), c);
+  };
+  Value per = ceilDiv(count, splits);
+  // Whole tiles: ceil(per / K) K.
+  per = kb.muli(
+      kb.divui(kb.addi(per, kb.idx(kLatentSplitKeys - 1)), kLatentSplitKeys),
+      kb.idx(kLatentSplitKeys));
+  per = kb.maxsi(per, kb.idx(kLatentSplitMinKeys));
+  return {count, per, ceilDiv(count, per)};
+}
+
+Value mlir::k3::latentKeyCount(KernelBuilder &kb, Value t, Value start,
+                               Value oldLen, Value capacity) {
+  Value own = kb.addi(kb.subi(t, start), kb.idx(1));
+  return kb.minsi(kb.addi(own, oldLen), capacity);
+}
