@@ -740,12 +740,12 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
 constexpr int64_t kLatentSplitBlocks = 264;
 
 /// The dimensions the kernel's tiles need: heads in 16-row tiles, whole
-/// 32-channel steps of the latent width, W_v rows in 256-channel lane
-/// strides, outputs in rounds of 16; a cache (a decode step).
+/// 16-channel steps in each quarter of the latent width, W_v rows in
+/// 256-channel lane strides, outputs in rounds of 16; a cache (a decode step).
 bool latentSplitApplies(LatentAttentionOp op) {
   int64_t r = op.getKvLoraRank(), dr = op.getQkRopeHeadDim();
   return op.getLatentCache() && op.getNumHeads() % 16 == 0 && r % 256 == 0 &&
-         (r + dr) % 32 == 0 && op.getVHeadDim() % 16 == 0 &&
+         (r + dr) % 64 == 0 && op.getVHeadDim() % 16 == 0 &&
          op.getQkNopeHeadDim() % 4 == 0;
 }
 
@@ -755,7 +755,7 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
     return op.emitOpError()
            << "latent_attention_split needs a latent cache, num_heads a "
               "multiple of 16, kv_lora_rank a multiple of 256, kv_lora_rank "
-              "+ qk_rope_head_dim a multiple of 32, v_head_dim a multiple "
+              "+ qk_rope_head_dim a multiple of 64, v_head_dim a multiple "
               "of 16 and qk_nope_head_dim a multiple of 4";
   ArrayRef<int64_t> tile = c.getTile();
   if (tile.size() != 2 || tile[0] < 16 || tile[0] % 16 ||

@@ -17,18 +17,22 @@
 //     is in flight (holding it in registers took 255 registers and
 //     spills). A tile that reaches the new tokens (their latents are
 //     another tensor) is loaded directly instead;
-//   - scores: warp (head tile th, quarter q) computes S[16 heads, keys
-//     8q .. 8q + 7] = qa . latent over the R + Dr channels (qa already in
-//     log2 units);
-//   - the row maxima of the quarters meet in shared memory; every warp of a
-//     head tile then holds the same running maximum m, so its weights
-//     p = 2^(s - m) (bf16) go to shared memory as one [16, K] tile;
+//   - scores, split over the channels: warp (head tile th, quarter q) holds
+//     its 16 heads' absorbed queries for channels [144 q, 144 q + 144) as
+//     A fragments in registers (loaded once; reloading all 576 channels
+//     from shared memory every tile was the kernel's largest shared-memory
+//     traffic) and computes their partial scores S_q[16 heads, 32 keys];
+//   - the four partials of a head tile meet in shared memory (in the
+//     accumulator layout, a 16-byte vector a lane and key octet); every
+//     warp of the head tile sums them, so each holds the whole score rows,
+//     the same running maximum m, and p = 2^(s - m) as the A fragments of
+//     P (bf16, in registers);
 //   - ctx[16 heads, channels of quarter q] = ctx alpha + P latent[:, q's
-//     R / 4 channels], P from shared memory (ldmatrix), the latent tile
-//     transposed by ldmatrix.trans; 16 accumulators of 16 x 8 per warp.
-// Three barriers a tile: after the conversion of the tile, after the
-// maxima, after P. After the last tile the quarters' weight sums meet in shared
-// memory and the block writes per head (ctx, m, l) to its partial row.
+//     R / 4 channels], the latent tile transposed by ldmatrix.trans; 16
+//     accumulators of 16 x 8 per warp.
+// Two barriers a tile: after the tile is in shared memory, after the
+// partial scores. The block then writes per head (ctx, m, l) to its partial
+// row.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/LatentSplitPlan.h"
@@ -85,7 +89,11 @@ public:
 private:
   int64_t width() const { return d.width(); }
   int64_t paddedWidth() const { return d.width() + 8; }
-  static constexpr int64_t kPStride = kLatentSplitKeys + 8;
+  /// Score channels of a quarter warp, and its k-steps of 16.
+  int64_t scoreChannels() const { return width() / 4; }
+  int64_t scoreSteps() const { return scoreChannels() / 16; }
+  /// Key octets (16 x 8 score tiles) of a tile.
+  static constexpr int64_t kOctets = kLatentSplitKeys / 8;
   /// Whether the cache is bf16: copied straight into the bf16 tiles.
   bool direct() const { return a.cache.stored.isBF16(); }
   /// bf16 tiles in shared memory, and tiles in flight ahead of the one
@@ -110,10 +118,10 @@ private:
     ks = em.sharedView(smem, bf16, kb.idx(off),
                        {buffers() * kLatentSplitKeys, paddedWidth()});
     off += 2 * buffers() * kLatentSplitKeys * paddedWidth();
-    ps = em.sharedView(smem, bf16, kb.idx(off), {d.headsPerBlock, kPStride});
-    off += 2 * d.headsPerBlock * kPStride;
-    mx = em.sharedView(smem, b.getF32Type(), kb.idx(off), {d.headsPerBlock, 4});
-    off += 4 * d.headsPerBlock * 4;
+    // Partial scores: [head tile, quarter, octet, lane] 16-byte vectors.
+    sp = em.sharedView(smem, b.getF32Type(), kb.idx(off),
+                       {tiles, 4, kOctets, 32 * 4});
+    off += 4 * tiles * 4 * kOctets * 32 * 4;
     if (!direct())
       staging = em.sharedView(smem, a.cache.stored, kb.idx(off),
                               {kLatentSplitKeys, width()});
@@ -220,22 +228,52 @@ private:
     }
   }
 
-  /// S[16 heads of tile th, keys 8 quarter ..] of the tile at `rowBase`.
-  Acc scores(Value rowBase) {
+  /// The warp's A fragments of qa: its head tile's 16 rows, its quarter's
+  /// channels, one fragment a k-step.
+  SmallVector<Value> queryFragments() {
     auto [ar, ac] = em.ldmatrixLaneA(lane);
-    Value arow = kb.addi(kb.muli(th, kb.idx(16)), ar);
-    Value brow = kb.addi(
-        rowBase, kb.addi(kb.muli(quarter, kb.idx(8)), em.remu(lane, 8)));
-    Value bcol = kb.muli(em.divu(lane, 8), kb.idx(8));
-    Acc s = em.zero();
-    for (int64_t k = 0; k < width(); k += 32) {
-      Value bx4 = em.ldmatrix4(ks, {brow, kb.addi(bcol, kb.idx(k))}, false);
-      for (int64_t u = 0; u < 2; ++u) {
-        Value af =
-            em.ldmatrix4(qs, {arow, kb.addi(ac, kb.idx(k + 16 * u))}, false);
-        s = em.mma(af, em.rows(bx4, 2 * u, 2), s);
+    Value row = kb.addi(kb.muli(th, kb.idx(16)), ar);
+    Value c0 = kb.addi(kb.muli(quarter, kb.idx(scoreChannels())), ac);
+    SmallVector<Value> frags;
+    for (int64_t k = 0; k < scoreSteps(); ++k)
+      frags.push_back(
+          em.ldmatrix4(qs, {row, kb.addi(c0, kb.idx(16 * k))}, false));
+    return frags;
+  }
+
+  /// The quarter's partial scores S_q[16 heads, 32 keys] of the tile at
+  /// `rowBase`, one accumulator per key octet.
+  SmallVector<Acc> partialScores(ArrayRef<Value> qa, Value rowBase) {
+    auto [br, bc] = em.ldmatrixLaneB(lane);
+    Value c0 = kb.addi(kb.muli(quarter, kb.idx(scoreChannels())), bc);
+    SmallVector<Acc> s(kOctets, em.zero());
+    for (int64_t k = 0; k < scoreSteps(); ++k)
+      for (int64_t o = 0; o < kOctets; o += 2) {
+        auto bs = em.loadB2(ks,
+                            {kb.addi(rowBase, kb.addi(br, kb.idx(8 * o))),
+                             kb.addi(c0, kb.idx(16 * k))},
+                            /*fromKN=*/false);
+        s[o] = em.mma(qa[k], bs[0], s[o]);
+        s[o + 1] = em.mma(qa[k], bs[1], s[o + 1]);
       }
-    }
+    return s;
+  }
+
+  /// The head tile's whole scores: the four quarters' partials through
+  /// shared memory (a barrier inside).
+  SmallVector<Acc> sumQuarters(ArrayRef<Acc> part) {
+    Value at = kb.muli(lane, kb.idx(4));
+    for (int64_t o = 0; o < kOctets; ++o)
+      em.storeVector(part[o], sp, {th, quarter, kb.idx(o), at});
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<Acc> s(kOctets, em.zero());
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t o = 0; o < kOctets; ++o) {
+        SmallVector<Value> x =
+            em.loadVector(sp, {th, kb.idx(q), kb.idx(o), at}, 4);
+        for (int64_t e = 0; e < 4; ++e)
+          s[o][e] = kb.add(s[o][e], x[e]);
+      }
     return s;
   }
 
@@ -254,36 +292,19 @@ private:
   Value headRow(int64_t r) {
     return kb.addi(kb.muli(th, kb.idx(16)), kb.addi(g, kb.idx(8 * r)));
   }
-  /// Each quarter's `v[r]` for row r, exchanged through shared memory,
-  /// combined over the four quarters with `combine`. Barrier inside.
-  SmallVector<Value, 2>
-  acrossQuarters(ArrayRef<Value> v,
-                 const std::function<Value(Value, Value)> &combine) {
-    kb.ifThen(kb.eqi(tig, kb.idx(0)), [&] {
-      for (int64_t r = 0; r < 2; ++r)
-        em.sts(v[r], mx, {headRow(r), quarter});
-    });
-    gpu::BarrierOp::create(b, loc);
-    SmallVector<Value, 2> out;
-    for (int64_t r = 0; r < 2; ++r) {
-      Value x = em.lds(mx, {headRow(r), kb.idx(0)});
-      for (int64_t q = 1; q < 4; ++q)
-        x = combine(x, em.lds(mx, {headRow(r), kb.idx(q)}));
-      out.push_back(x);
-    }
-    return out;
-  }
-
   /// The loop over the split's tiles; then the partial row.
   void attend(Value item) {
     allocShared();
     stageQueries();
+    for (int64_t j = 0; j < lookahead(); ++j)
+      issueTile(kb.idx(j));
+    gpu::BarrierOp::create(b, loc);
+    SmallVector<Value> qa = queryFragments();
     const int64_t nAcc = channelsPerQuarter() / 8;
     Value numTiles =
         kb.divui(kb.addi(kb.subi(end, first), kb.idx(kLatentSplitKeys - 1)),
                  kLatentSplitKeys);
-    for (int64_t j = 0; j < lookahead(); ++j)
-      issueTile(kb.idx(j));
+    // m (rows g, g + 8), the lane's share of l, the context accumulators.
     SmallVector<Value> init = {kb.f32(-INFINITY), kb.f32(-INFINITY), kb.f32(0),
                                kb.f32(0)};
     init.append(4 * nAcc, kb.f32(0));
@@ -299,60 +320,59 @@ private:
       // Tile i stored by all; tile i + lookahead's buffer read by none.
       gpu::BarrierOp::create(b, loc);
       issueTile(kb.addi(i, kb.idx(lookahead())));
-      Acc s = scores(rowBase);
+      SmallVector<Acc> s = sumQuarters(partialScores(qa, rowBase));
       // Keys past the split score -inf (weight 0).
-      Value key = kb.addi(
-          k0, kb.addi(kb.muli(quarter, kb.idx(8)), kb.muli(tig, kb.idx(2))));
-      Value ok0 = kb.lti(key, end), ok1 = kb.lti(kb.addi(key, kb.idx(1)), end);
       Value ninf = kb.f32(-INFINITY);
-      s = {kb.select(ok0, s[0], ninf), kb.select(ok1, s[1], ninf),
-           kb.select(ok0, s[2], ninf), kb.select(ok1, s[3], ninf)};
-      SmallVector<Value, 2> tileMax = acrossQuarters(
-          {rowMax4(kb.maxf(s[0], s[1])), rowMax4(kb.maxf(s[2], s[3]))},
-          [&](Value x, Value y) { return kb.maxf(x, y); });
-      SmallVector<Value> m(2), alpha(2), l(2);
-      Acc p;
-      for (int64_t r = 0; r < 2; ++r) {
-        m[r] = kb.maxf(it[r], tileMax[r]);
-        alpha[r] = exp2(kb.sub(it[r], m[r]));
-        p[2 * r] = exp2(kb.sub(s[2 * r], m[r]));
-        p[2 * r + 1] = exp2(kb.sub(s[2 * r + 1], m[r]));
-        l[r] =
-            em.fmaContract(it[2 + r], alpha[r], kb.add(p[2 * r], p[2 * r + 1]));
-        Value col =
-            kb.addi(kb.muli(quarter, kb.idx(8)), kb.muli(tig, kb.idx(2)));
-        em.alignedStore(em.pair(p[2 * r], p[2 * r + 1]), ps, {headRow(r), col});
+      SmallVector<Value> rowMax = {ninf, ninf};
+      for (int64_t o = 0; o < kOctets; ++o) {
+        Value key =
+            kb.addi(k0, kb.addi(kb.idx(8 * o), kb.muli(tig, kb.idx(2))));
+        Value ok0 = kb.lti(key, end);
+        Value ok1 = kb.lti(kb.addi(key, kb.idx(1)), end);
+        s[o] = {kb.select(ok0, s[o][0], ninf), kb.select(ok1, s[o][1], ninf),
+                kb.select(ok0, s[o][2], ninf), kb.select(ok1, s[o][3], ninf)};
+        for (int64_t r = 0; r < 2; ++r)
+          rowMax[r] = kb.maxf(rowMax[r], kb.maxf(s[o][2 * r], s[o][2 * r + 1]));
       }
-      gpu::BarrierOp::create(b, loc);
+      SmallVector<Value> m(2), alpha(2), l(2);
+      for (int64_t r = 0; r < 2; ++r) {
+        m[r] = kb.maxf(it[r], rowMax4(rowMax[r]));
+        alpha[r] = exp2(kb.sub(it[r], m[r]));
+        l[r] = kb.mul(it[2 + r], alpha[r]);
+      }
+      SmallVector<Acc> p(kOctets);
+      for (int64_t o = 0; o < kOctets; ++o)
+        for (int64_t e = 0; e < 4; ++e) {
+          p[o][e] = exp2(kb.sub(s[o][e], m[e / 2]));
+          l[e / 2] = kb.add(l[e / 2], p[o][e]);
+        }
       SmallVector<Acc> acc(nAcc);
       for (int64_t n = 0; n < nAcc; ++n)
         for (int64_t e = 0; e < 4; ++e)
           acc[n][e] = kb.mul(it[4 + 4 * n + e], alpha[e / 2]);
-      accumulate(acc, rowBase);
+      accumulate(acc, p, rowBase);
       SmallVector<Value> yield = {m[0], m[1], l[0], l[1]};
       for (const Acc &x : acc)
         yield.append(x.begin(), x.end());
       scf::YieldOp::create(b, loc, yield);
     }
     ValueRange res = loop.getResults();
-    SmallVector<Value, 2> total =
-        acrossQuarters({rowSum4(res[2]), rowSum4(res[3])},
-                       [&](Value x, Value y) { return kb.add(x, y); });
     SmallVector<Acc> acc(nAcc);
     for (int64_t n = 0; n < nAcc; ++n)
       for (int64_t e = 0; e < 4; ++e)
         acc[n][e] = res[4 + 4 * n + e];
-    writePartial(item, acc, {res[0], res[1]}, total);
+    writePartial(item, acc, {res[0], res[1]},
+                 {rowSum4(res[2]), rowSum4(res[3])});
   }
 
-  /// ctx += P latent: P [16, K] from shared memory, the tile's quarter of
-  /// the latent channels transposed by ldmatrix.
-  void accumulate(SmallVector<Acc> &acc, Value rowBase) {
+  /// ctx += P latent: P's A fragments from the weights' accumulators
+  /// (two key octets a k-step), the tile's quarter of the latent channels
+  /// transposed by ldmatrix.
+  void accumulate(SmallVector<Acc> &acc, ArrayRef<Acc> p, Value rowBase) {
     auto [ar, ac] = em.ldmatrixLaneA(lane);
-    Value prow = kb.addi(kb.muli(th, kb.idx(16)), ar);
     Value c0 = kb.muli(quarter, kb.idx(channelsPerQuarter()));
     for (int64_t k = 0; k < kLatentSplitKeys; k += 16) {
-      Value af = em.ldmatrix4(ps, {prow, kb.addi(ac, kb.idx(k))}, false);
+      Value af = em.accToA(p[k / 8], p[k / 8 + 1]);
       Value krow = kb.addi(rowBase, kb.addi(ar, kb.idx(k)));
       for (int64_t n = 0; n < int64_t(acc.size()); n += 2) {
         auto bs = em.loadB2(ks, {krow, kb.addi(c0, kb.addi(ac, kb.idx(8 * n)))},
@@ -398,7 +418,7 @@ private:
   int64_t tiles, warps, threads;
   Value tid, lane, th, quarter, g, tig;
   Value t, start, seq, oldLen, capacity, first, end, head0;
-  Value qs, ks, ps, mx, staging;
+  Value qs, ks, sp, staging;
 };
 
 } // namespace
@@ -409,10 +429,10 @@ int64_t mlir::k3::latentSplitAttendSharedBytes(const LatentSplitDims &d,
   bool direct = cacheBytes == 2;
   int64_t buffers = direct ? d.stages : 2;
   int64_t staging = direct ? 0 : cacheBytes * kLatentSplitKeys * d.width();
+  int64_t partialScores =
+      4 * (d.headsPerBlock / 16) * 4 * kLatentSplitKeys * 16;
   return 2 * d.headsPerBlock * padded +
-         2 * buffers * kLatentSplitKeys * padded +
-         2 * d.headsPerBlock * (kLatentSplitKeys + 8) +
-         4 * d.headsPerBlock * 4 + staging;
+         2 * buffers * kLatentSplitKeys * padded + partialScores + staging;
 }
 
 void mlir::k3::emitLatentSplitAttend(const LatentSplitAttendArgs &a) {
