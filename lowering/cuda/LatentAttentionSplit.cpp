@@ -31,7 +31,7 @@ constexpr int64_t kGroup = kLatentSplitTokens;
 /// rows whose loads are issued together.
 constexpr int64_t kAbsorbChannels = 128;
 constexpr int64_t kAbsorbSlices = kThreads / (kAbsorbChannels / 4);
-constexpr int64_t kAbsorbUnroll = 8;
+constexpr int64_t kAbsorbUnroll = 16;
 /// Phase 2: partial rows loaded at a time.
 constexpr int64_t kCombineUnroll = 8;
 
@@ -356,51 +356,62 @@ private:
   }
 
   /// o[t, h, j] = W_v[j] . ctx[t]: a warp per output j (outputs warp,
-  /// warp + 4, ... in rounds of four whose weight rows are loaded first),
-  /// each lane 8 consecutive channels of every 256.
+  /// warp + 4, ... in rounds of four), each lane 8 consecutive channels of
+  /// every 256. The next round's weight rows are loaded while this round's
+  /// dot products run (a round's loads waited for were a round trip each:
+  /// most of a short-context step's combine), over the group's tokens only.
   void project(Value ctx) {
     Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-    const int64_t per = d.rank / 256, rounds = d.dv / 4 / 4;
-    Value rowBase = kb.muli(h, kb.idx(d.dn + d.dv));
+    const int64_t rounds = d.dv / 16;
+    Value rowBase = kb.addi(kb.muli(h, kb.idx(d.dn + d.dv)), kb.idx(d.dn));
+    auto output = [&](Value round, int64_t k) {
+      return kb.addi(warp, kb.muli(kb.addi(kb.muli(round, kb.idx(4)),
+                                           kb.idx(k)),
+                                   kb.idx(4)));
+    };
+    auto laneChannels = [&](Value mem, Value row) {
+      SmallVector<Value> x;
+      for (int64_t v = 0; v < d.rank / 256; ++v)
+        llvm::append_range(
+            x, em.loadVector(mem,
+                             {row, kb.addi(kb.muli(lane, kb.idx(8)),
+                                           kb.idx(256 * v))},
+                             8));
+      return x;
+    };
+    auto loadRound = [&](Value round) {
+      SmallVector<Value> w;
+      for (int64_t k = 0; k < 4; ++k)
+        llvm::append_range(
+            w, laneChannels(kvb, kb.addi(rowBase, output(round, k))));
+      return w;
+    };
+    Value count = kb.minsi(kb.idx(kGroup), kb.subi(kb.tokens(), t0));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(rounds),
+                                   kb.idx(1), loadRound(kb.idx(0)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value round = loop.getInductionVar();
+    ValueRange w = loop.getRegionIterArgs();
+    SmallVector<Value> next = loadRound(
+        kb.minsi(kb.addi(round, kb.idx(1)), kb.idx(rounds - 1)));
+    const int64_t per = w.size() / 4;
     scf::ForOp::create(
-        b, loc, kb.idx(0), kb.idx(rounds), kb.idx(1), ValueRange{},
-        [&](OpBuilder &, Location, Value round, ValueRange) {
-          SmallVector<Value> js;
-          SmallVector<SmallVector<Value>> w(4);
+        b, loc, kb.idx(0), count, kb.idx(1), ValueRange{},
+        [&](OpBuilder &, Location, Value u, ValueRange) {
+          SmallVector<Value> x = laneChannels(ctx, u);
+          Value t = kb.addi(t0, u);
           for (int64_t k = 0; k < 4; ++k) {
-            Value j = kb.addi(
-                warp, kb.muli(kb.addi(kb.muli(round, kb.idx(4)), kb.idx(k)),
-                              kb.idx(4)));
-            js.push_back(j);
-            Value row = kb.addi(rowBase, kb.addi(kb.idx(d.dn), j));
-            for (int64_t v = 0; v < per; ++v)
-              llvm::append_range(
-                  w[k], em.loadVector(kvb,
-                                      {row, kb.addi(kb.muli(lane, kb.idx(8)),
-                                                    kb.idx(256 * v))},
-                                      8));
-          }
-          for (int64_t u = 0; u < kGroup; ++u) {
-            Value t = kb.addi(t0, kb.idx(u));
-            SmallVector<Value> x;
-            for (int64_t v = 0; v < per; ++v)
-              llvm::append_range(
-                  x, em.loadVector(ctx,
-                                   {kb.idx(u), kb.addi(kb.muli(lane, kb.idx(8)),
-                                                       kb.idx(256 * v))},
-                                   8));
-            for (int64_t k = 0; k < 4; ++k) {
-              Value dot = kb.f32(0);
-              for (size_t i = 0; i < x.size(); ++i)
-                dot = em.fmaContract(w[k][i], x[i], dot);
-              Value sum = em.warpSum(dot);
-              kb.ifThen(
-                  kb.andi(kb.lti(t, kb.tokens()), kb.eqi(lane, kb.idx(0))),
-                  [&] { kb.store(sum, o, {t, h, js[k]}); });
-            }
+            Value dot = kb.f32(0);
+            for (int64_t i = 0; i < per; ++i)
+              dot = em.fmaContract(w[k * per + i], x[i], dot);
+            Value sum = em.warpSum(dot);
+            kb.ifThen(kb.eqi(lane, kb.idx(0)),
+                      [&] { kb.store(sum, o, {t, h, output(round, k)}); });
           }
           scf::YieldOp::create(b, loc);
         });
+    scf::YieldOp::create(b, loc, next);
   }
 
   LatentAttentionOp op;

@@ -35,13 +35,13 @@
 // LAUNCH-SAME: -> (tensor<?x32x128xbf16>, tensor<?x256x576xbf16>, tensor<?x32x576xbf16>, tensor<264x32x516xf32>, tensor<?x32x516xf32>)
 
 // Phase 0, absorb: a block per (128 latent channels, head, 8 tokens); its
-// warps take 32 rows of W_k each, 8 rows' loads at a time, and meet in
+// warps take 32 rows of W_k each, 16 rows' loads at a time, and meet in
 // shared memory.
 // CHECK-LABEL: gpu.func @latent_attention_0(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_split, tile = [32, 264], warps = 8, stages = 4>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 128, grid_offset = 896, grid_divisor = 8, block = [128, 1, 1], dynamic_smem = 20480>
 // CHECK-SAME: k3.phases = [@latent_attention_0, @latent_attention_0__1, @latent_attention_0__2]
-// CHECK-COUNT-8: vector.load {{.*}} : memref<8192x512xbf16>, vector<4xbf16>
+// CHECK-COUNT-16: vector.load {{.*}} : memref<8192x512xbf16>, vector<4xbf16>
 // CHECK: gpu.barrier
 // CHECK: vector.store {{.*}} {alignment = 8 : i64} : memref<?x32x576xbf16>, vector<4xbf16>
 // CHECK-NOT: nvgpu.ldmatrix
