@@ -758,12 +758,15 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
               "+ qk_rope_head_dim a multiple of 64, v_head_dim a multiple "
               "of 16 and qk_nope_head_dim a multiple of 4";
   ArrayRef<int64_t> tile = c.getTile();
-  if (tile.size() != 2 || tile[0] < 16 || tile[0] % 16 ||
-      op.getNumHeads() % tile[0] || tile[1] < 1)
+  if (tile.size() < 2 || tile.size() > 3 || tile[0] < 16 || tile[0] % 16 ||
+      op.getNumHeads() % tile[0] || tile[1] < 1 ||
+      (tile.size() == 3 && tile[2] != 32 && tile[2] != 64))
     return op.emitOpError()
            << "latent_attention_split tile is [heads per block, a multiple "
               "of 16 dividing num_heads = "
-           << op.getNumHeads() << "; work items aimed at, >= 1]";
+           << op.getNumHeads()
+           << "; work items aimed at, >= 1; keys a tile, 32 or 64 (32 if "
+              "absent)]";
   if (c.getWarps() != 4 * tile[0] / 16)
     return op.emitOpError() << "latent_attention_split warps must be 4 per "
                                "16 heads of a block: "

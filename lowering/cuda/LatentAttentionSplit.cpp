@@ -248,7 +248,7 @@ private:
         cu ? emitSequenceOf(kb, cu, t) : std::pair{kb.idx(0), kb.idx(0)};
     Value oldLen = kb.loadIndex(lens, {seq});
     LatentSplit split = latentSplitOf(
-        kb, latentKeyCount(kb, t, start, oldLen, kb.dim(cache.shape[1])),
+        kb, d, latentKeyCount(kb, t, start, oldLen, kb.dim(cache.shape[1])),
         splits);
     Value first = kb.muli(t, splits), used = split.used;
     Value last = kb.subi(used, kb.idx(1));
@@ -365,18 +365,18 @@ private:
     const int64_t rounds = d.dv / 16;
     Value rowBase = kb.addi(kb.muli(h, kb.idx(d.dn + d.dv)), kb.idx(d.dn));
     auto output = [&](Value round, int64_t k) {
-      return kb.addi(warp, kb.muli(kb.addi(kb.muli(round, kb.idx(4)),
-                                           kb.idx(k)),
-                                   kb.idx(4)));
+      return kb.addi(
+          warp,
+          kb.muli(kb.addi(kb.muli(round, kb.idx(4)), kb.idx(k)), kb.idx(4)));
     };
     auto laneChannels = [&](Value mem, Value row) {
       SmallVector<Value> x;
       for (int64_t v = 0; v < d.rank / 256; ++v)
         llvm::append_range(
-            x, em.loadVector(mem,
-                             {row, kb.addi(kb.muli(lane, kb.idx(8)),
-                                           kb.idx(256 * v))},
-                             8));
+            x,
+            em.loadVector(
+                mem, {row, kb.addi(kb.muli(lane, kb.idx(8)), kb.idx(256 * v))},
+                8));
       return x;
     };
     auto loadRound = [&](Value round) {
@@ -387,30 +387,30 @@ private:
       return w;
     };
     Value count = kb.minsi(kb.idx(kGroup), kb.subi(kb.tokens(), t0));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(rounds),
-                                   kb.idx(1), loadRound(kb.idx(0)));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(rounds), kb.idx(1),
+                                   loadRound(kb.idx(0)));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value round = loop.getInductionVar();
     ValueRange w = loop.getRegionIterArgs();
-    SmallVector<Value> next = loadRound(
-        kb.minsi(kb.addi(round, kb.idx(1)), kb.idx(rounds - 1)));
+    SmallVector<Value> next =
+        loadRound(kb.minsi(kb.addi(round, kb.idx(1)), kb.idx(rounds - 1)));
     const int64_t per = w.size() / 4;
-    scf::ForOp::create(
-        b, loc, kb.idx(0), count, kb.idx(1), ValueRange{},
-        [&](OpBuilder &, Location, Value u, ValueRange) {
-          SmallVector<Value> x = laneChannels(ctx, u);
-          Value t = kb.addi(t0, u);
-          for (int64_t k = 0; k < 4; ++k) {
-            Value dot = kb.f32(0);
-            for (int64_t i = 0; i < per; ++i)
-              dot = em.fmaContract(w[k * per + i], x[i], dot);
-            Value sum = em.warpSum(dot);
-            kb.ifThen(kb.eqi(lane, kb.idx(0)),
-                      [&] { kb.store(sum, o, {t, h, output(round, k)}); });
-          }
-          scf::YieldOp::create(b, loc);
-        });
+    scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1), ValueRange{},
+                       [&](OpBuilder &, Location, Value u, ValueRange) {
+                         SmallVector<Value> x = laneChannels(ctx, u);
+                         Value t = kb.addi(t0, u);
+                         for (int64_t k = 0; k < 4; ++k) {
+                           Value dot = kb.f32(0);
+                           for (int64_t i = 0; i < per; ++i)
+                             dot = em.fmaContract(w[k * per + i], x[i], dot);
+                           Value sum = em.warpSum(dot);
+                           kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] {
+                             kb.store(sum, o, {t, h, output(round, k)});
+                           });
+                         }
+                         scf::YieldOp::create(b, loc);
+                       });
     scf::YieldOp::create(b, loc, next);
   }
 

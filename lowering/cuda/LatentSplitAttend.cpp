@@ -76,7 +76,7 @@ public:
       oldLen = kb.loadIndex(a.lens, {seq});
       capacity = kb.dim(a.cache.shape[1]);
       LatentSplit split = latentSplitOf(
-          kb, latentKeyCount(kb, t, start, oldLen, capacity), splits);
+          kb, d, latentKeyCount(kb, t, start, oldLen, capacity), splits);
       kb.ifThen(kb.lti(j, split.used), [&] {
         first = kb.muli(j, split.perSplit);
         end = kb.minsi(kb.addi(first, split.perSplit), split.count);
@@ -93,7 +93,7 @@ private:
   int64_t scoreChannels() const { return width() / 4; }
   int64_t scoreSteps() const { return scoreChannels() / 16; }
   /// Key octets (16 x 8 score tiles) of a tile.
-  static constexpr int64_t kOctets = kLatentSplitKeys / 8;
+  int64_t octets() const { return d.keys / 8; }
   /// Whether the cache is bf16: copied straight into the bf16 tiles.
   bool direct() const { return a.cache.stored.isBF16(); }
   /// bf16 tiles in shared memory, and tiles in flight ahead of the one
@@ -104,7 +104,7 @@ private:
   /// tile.
   int64_t vec() const { return 128 / a.cache.stored.getIntOrFloatBitWidth(); }
   int64_t vectorsPerThread() const {
-    return kLatentSplitKeys * width() / vec() / threads;
+    return d.keys * width() / vec() / threads;
   }
   int64_t channelsPerQuarter() const { return d.rank / 4; }
 
@@ -116,15 +116,15 @@ private:
                        {d.headsPerBlock, paddedWidth()});
     off += 2 * d.headsPerBlock * paddedWidth();
     ks = em.sharedView(smem, bf16, kb.idx(off),
-                       {buffers() * kLatentSplitKeys, paddedWidth()});
-    off += 2 * buffers() * kLatentSplitKeys * paddedWidth();
+                       {buffers() * d.keys, paddedWidth()});
+    off += 2 * buffers() * d.keys * paddedWidth();
     // Partial scores: [head tile, quarter, octet, lane] 16-byte vectors.
     sp = em.sharedView(smem, b.getF32Type(), kb.idx(off),
-                       {tiles, 4, kOctets, 32 * 4});
-    off += 4 * tiles * 4 * kOctets * 32 * 4;
+                       {tiles, 4, octets(), 32 * 4});
+    off += 4 * tiles * 4 * octets() * 32 * 4;
     if (!direct())
-      staging = em.sharedView(smem, a.cache.stored, kb.idx(off),
-                              {kLatentSplitKeys, width()});
+      staging =
+          em.sharedView(smem, a.cache.stored, kb.idx(off), {d.keys, width()});
   }
 
   /// The block's Hb absorbed queries, [Hb, R + Dr] bf16, into shared memory
@@ -157,16 +157,16 @@ private:
   }
   /// Whether every row of the tile at k0 is a cached one.
   Value cachedTile(Value k0) {
-    Value lastRow = kb.minsi(kb.addi(k0, kb.idx(kLatentSplitKeys - 1)),
-                             kb.subi(end, kb.idx(1)));
+    Value lastRow =
+        kb.minsi(kb.addi(k0, kb.idx(d.keys - 1)), kb.subi(end, kb.idx(1)));
     return kb.lti(lastRow, oldLen);
   }
   Value tileStart(Value i) {
-    return kb.addi(first, kb.muli(i, kb.idx(kLatentSplitKeys)));
+    return kb.addi(first, kb.muli(i, kb.idx(d.keys)));
   }
   /// First row of tile i's bf16 buffer.
   Value bufferRow(Value i) {
-    return kb.muli(em.remu(i, buffers()), kb.idx(kLatentSplitKeys));
+    return kb.muli(em.remu(i, buffers()), kb.idx(d.keys));
   }
 
   /// cp.async of the thread's vectors of tile i, if it is in the split and
@@ -246,9 +246,9 @@ private:
   SmallVector<Acc> partialScores(ArrayRef<Value> qa, Value rowBase) {
     auto [br, bc] = em.ldmatrixLaneB(lane);
     Value c0 = kb.addi(kb.muli(quarter, kb.idx(scoreChannels())), bc);
-    SmallVector<Acc> s(kOctets, em.zero());
+    SmallVector<Acc> s(octets(), em.zero());
     for (int64_t k = 0; k < scoreSteps(); ++k)
-      for (int64_t o = 0; o < kOctets; o += 2) {
+      for (int64_t o = 0; o < octets(); o += 2) {
         auto bs = em.loadB2(ks,
                             {kb.addi(rowBase, kb.addi(br, kb.idx(8 * o))),
                              kb.addi(c0, kb.idx(16 * k))},
@@ -263,12 +263,12 @@ private:
   /// shared memory (a barrier inside).
   SmallVector<Acc> sumQuarters(ArrayRef<Acc> part) {
     Value at = kb.muli(lane, kb.idx(4));
-    for (int64_t o = 0; o < kOctets; ++o)
+    for (int64_t o = 0; o < octets(); ++o)
       em.storeVector(part[o], sp, {th, quarter, kb.idx(o), at});
     gpu::BarrierOp::create(b, loc);
-    SmallVector<Acc> s(kOctets, em.zero());
+    SmallVector<Acc> s(octets(), em.zero());
     for (int64_t q = 0; q < 4; ++q)
-      for (int64_t o = 0; o < kOctets; ++o) {
+      for (int64_t o = 0; o < octets(); ++o) {
         SmallVector<Value> x =
             em.loadVector(sp, {th, kb.idx(q), kb.idx(o), at}, 4);
         for (int64_t e = 0; e < 4; ++e)
@@ -302,8 +302,7 @@ private:
     SmallVector<Value> qa = queryFragments();
     const int64_t nAcc = channelsPerQuarter() / 8;
     Value numTiles =
-        kb.divui(kb.addi(kb.subi(end, first), kb.idx(kLatentSplitKeys - 1)),
-                 kLatentSplitKeys);
+        kb.divui(kb.addi(kb.subi(end, first), kb.idx(d.keys - 1)), d.keys);
     // m (rows g, g + 8), the lane's share of l, the context accumulators.
     SmallVector<Value> init = {kb.f32(-INFINITY), kb.f32(-INFINITY), kb.f32(0),
                                kb.f32(0)};
@@ -324,7 +323,7 @@ private:
       // Keys past the split score -inf (weight 0).
       Value ninf = kb.f32(-INFINITY);
       SmallVector<Value> rowMax = {ninf, ninf};
-      for (int64_t o = 0; o < kOctets; ++o) {
+      for (int64_t o = 0; o < octets(); ++o) {
         Value key =
             kb.addi(k0, kb.addi(kb.idx(8 * o), kb.muli(tig, kb.idx(2))));
         Value ok0 = kb.lti(key, end);
@@ -340,8 +339,8 @@ private:
         alpha[r] = exp2(kb.sub(it[r], m[r]));
         l[r] = kb.mul(it[2 + r], alpha[r]);
       }
-      SmallVector<Acc> p(kOctets);
-      for (int64_t o = 0; o < kOctets; ++o)
+      SmallVector<Acc> p(octets());
+      for (int64_t o = 0; o < octets(); ++o)
         for (int64_t e = 0; e < 4; ++e) {
           p[o][e] = exp2(kb.sub(s[o][e], m[e / 2]));
           l[e / 2] = kb.add(l[e / 2], p[o][e]);
@@ -371,7 +370,7 @@ private:
   void accumulate(SmallVector<Acc> &acc, ArrayRef<Acc> p, Value rowBase) {
     auto [ar, ac] = em.ldmatrixLaneA(lane);
     Value c0 = kb.muli(quarter, kb.idx(channelsPerQuarter()));
-    for (int64_t k = 0; k < kLatentSplitKeys; k += 16) {
+    for (int64_t k = 0; k < d.keys; k += 16) {
       Value af = em.accToA(p[k / 8], p[k / 8 + 1]);
       Value krow = kb.addi(rowBase, kb.addi(ar, kb.idx(k)));
       for (int64_t n = 0; n < int64_t(acc.size()); n += 2) {
@@ -428,11 +427,10 @@ int64_t mlir::k3::latentSplitAttendSharedBytes(const LatentSplitDims &d,
   int64_t padded = d.width() + 8;
   bool direct = cacheBytes == 2;
   int64_t buffers = direct ? d.stages : 2;
-  int64_t staging = direct ? 0 : cacheBytes * kLatentSplitKeys * d.width();
-  int64_t partialScores =
-      4 * (d.headsPerBlock / 16) * 4 * kLatentSplitKeys * 16;
-  return 2 * d.headsPerBlock * padded +
-         2 * buffers * kLatentSplitKeys * padded + partialScores + staging;
+  int64_t staging = direct ? 0 : cacheBytes * d.keys * d.width();
+  int64_t partialScores = 4 * (d.headsPerBlock / 16) * 4 * d.keys * 16;
+  return 2 * d.headsPerBlock * padded + 2 * buffers * d.keys * padded +
+         partialScores + staging;
 }
 
 void mlir::k3::emitLatentSplitAttend(const LatentSplitAttendArgs &a) {

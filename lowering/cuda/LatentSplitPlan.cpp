@@ -18,6 +18,7 @@ LatentSplitDims LatentSplitDims::of(LatentAttentionOp op,
   d.headsPerBlock = tile[0];
   d.target = tile[1];
   d.stages = config.getStages();
+  d.keys = tile.size() > 2 ? tile[2] : kLatentSplitKeys;
   return d;
 }
 
@@ -30,8 +31,8 @@ Value mlir::k3::latentSplitsPerToken(KernelBuilder &kb,
   return kb.maxsi(s, kb.idx(1));
 }
 
-LatentSplit mlir::k3::latentSplitOf(KernelBuilder &kb, Value count,
-                                    Value splits) {
+LatentSplit mlir::k3::latentSplitOf(KernelBuilder &kb, const LatentSplitDims &d,
+                                    Value count, Value splits) {
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   auto ceilDiv = [&](Value a, Value c) {
@@ -39,9 +40,8 @@ LatentSplit mlir::k3::latentSplitOf(KernelBuilder &kb, Value count,
   };
   Value per = ceilDiv(count, splits);
   // Whole tiles: ceil(per / K) K.
-  per = kb.muli(
-      kb.divui(kb.addi(per, kb.idx(kLatentSplitKeys - 1)), kLatentSplitKeys),
-      kb.idx(kLatentSplitKeys));
+  per = kb.muli(kb.divui(kb.addi(per, kb.idx(d.keys - 1)), d.keys),
+                kb.idx(d.keys));
   per = kb.maxsi(per, kb.idx(kLatentSplitMinKeys));
   return {count, per, ceilDiv(count, per)};
 }

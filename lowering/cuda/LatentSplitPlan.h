@@ -33,7 +33,8 @@
 
 namespace mlir::k3 {
 
-/// Keys per tile of the attend phase (staged in shared memory as bf16).
+/// Keys per tile of the attend phase (staged in shared memory as bf16)
+/// unless the config's tile[2] says otherwise (32 or 64).
 inline constexpr int64_t kLatentSplitKeys = 32;
 /// Keys a split takes at least: a split's fixed cost (its queries staged,
 /// its partial row written and combined) is worth 4 tiles.
@@ -51,6 +52,7 @@ struct LatentSplitDims {
   int64_t headsPerBlock = 0; // Hb, a multiple of 16
   int64_t target = 0;        // P, work items aimed at
   int64_t stages = 0;        // bf16 tiles in the ring (a bf16 cache)
+  int64_t keys = 0;          // keys a tile: 32 or 64
   int64_t width() const { return rank + dr; }
   int64_t rowWords() const { return rank + kLatentSplitTail; }
   int64_t headGroups() const { return heads / headsPerBlock; }
@@ -75,7 +77,8 @@ inline int64_t latentCacheBytes(LatentAttentionOp op) {
 Value latentSplitsPerToken(KernelBuilder &kb, const LatentSplitDims &d,
                            Value tokens);
 /// The layout of a token with `count` keys over `splits` splits.
-LatentSplit latentSplitOf(KernelBuilder &kb, Value count, Value splits);
+LatentSplit latentSplitOf(KernelBuilder &kb, const LatentSplitDims &d,
+                          Value count, Value splits);
 /// Keys of token `t` (the `t - start`-th new token of its sequence, whose
 /// cache holds `oldLen` rows of capacity `capacity`): its own and the
 /// earlier new tokens' plus the cached ones, at most `capacity`.

@@ -26,7 +26,7 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// BADTILE: error: 'k3.latent_attention' op latent_attention_split tile is [heads per block, a multiple of 16 dividing num_heads = 32; work items aimed at, >= 1]
+// BADTILE: error: 'k3.latent_attention' op latent_attention_split tile is [heads per block, a multiple of 16 dividing num_heads = 32; work items aimed at, >= 1; keys a tile, 32 or 64 (32 if absent)]
 // BADWARPS: error: 'k3.latent_attention' op latent_attention_split warps must be 4 per 16 heads of a block: 8, got 4
 
 // PREFILL: kernel = latent_attention_rows
