@@ -9,7 +9,10 @@ block-per-row argmax (lowering/cuda/ArgmaxRows.cpp) with ties, rows of
 -inf, the maximum in the first or last column, vocabularies smaller than a
 block; the latent attention (lowering/cuda/LatentAttentionRows.cpp) at
 Kimi-Linear's sizes: decode steps over caches of 0, 17 and 200 rows, a
-packed prefill over caches, a prefill without; the decode step's MoE
+packed prefill over caches, a prefill without; and in a decode entry the
+split-KV kernel (lowering/cuda/LatentAttentionSplit.cpp) on f32 and bf16
+caches: empty, nearly full, several new tokens a sequence, 40 sequences of
+random lengths; the decode step's MoE
 (lowering/cuda/MoEGroupedGEMV.cpp) at T = 1, 5 and 64 with one expert in
 every token's first slot.
 
@@ -112,29 +115,43 @@ def group_model(k: int, ns, x: str, ys) -> str:
 
 
 # Gated MLA's latent attention at Kimi-Linear-48B's sizes (32 heads, nope
-# 128, rope 64, v 128, kv_lora_rank 512): lowering/cuda/LatentAttentionRows.cpp.
+# 128, rope 64, v 128, kv_lora_rank 512): lowering/cuda/LatentAttentionRows.cpp,
+# and in a decode entry (attribute k3.decode) the split-KV kernel
+# (lowering/cuda/LatentAttentionSplit.cpp) on an f32 cache (staged and
+# converted) and a bf16 one (straight into its ring of tiles).
 MLA = dict(H=32, DN=128, DR=64, DV=128, R=512, L=256)
 MLA_MODEL = """func.func @forward(
-    %q: tensor<?x{H}x{DQ}xf32> {{k3.name = "q", k3.dims = array<i64: -1, {H}, {DQ}>}},
-    %lat: tensor<?x{W}xf32> {{k3.name = "latent", k3.dims = array<i64: -1, {W}>}},
-    %cache: tensor<?x{L}x{W}xf32> {{k3.name = "cache", k3.dims = array<i64: -2, {L}, {W}>}},
+    %q: tensor<?x{H}x{DQ}x{X}> {{k3.name = "q", k3.dims = array<i64: -1, {H}, {DQ}>}},
+    %lat: tensor<?x{W}x{X}> {{k3.name = "latent", k3.dims = array<i64: -1, {W}>}},
+    %cache: tensor<?x{L}x{W}x{X}> {{k3.name = "cache", k3.dims = array<i64: -2, {L}, {W}>}},
     %lens: tensor<?xi32> {{k3.name = "cache_lens", k3.dims = array<i64: -2>}},
     %cu: tensor<?xi32> {{k3.name = "cu_seqlens"}})
-    -> (tensor<?x{H}x{DV}xf32> {{k3.name = "o"}}, tensor<?x{L}x{W}xf32> {{k3.name = "cache_out"}}) {{
+    -> (tensor<?x{H}x{DV}x{X}> {{k3.name = "o"}}, tensor<?x{L}x{W}x{X}> {{k3.name = "cache_out"}}) {ATTRS}{{
   %kvb = k3.weight "kv_b" : tensor<{KVB}x{R}xbf16>
   %o, %c = k3.latent_attention %q, %lat, %kvb cache(%cache, %lens) cu_seqlens(%cu)
       {{num_heads = {H} : i64, qk_nope_head_dim = {DN} : i64, qk_rope_head_dim = {DR} : i64,
         v_head_dim = {DV} : i64, kv_lora_rank = {R} : i64, scale = {S} : f64}}
-      : (tensor<?x{H}x{DQ}xf32>, tensor<?x{W}xf32>, tensor<{KVB}x{R}xbf16>, tensor<?x{L}x{W}xf32>,
-         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x{H}x{DV}xf32>, tensor<?x{L}x{W}xf32>)
-  return %o, %c : tensor<?x{H}x{DV}xf32>, tensor<?x{L}x{W}xf32>
+      : (tensor<?x{H}x{DQ}x{X}>, tensor<?x{W}x{X}>, tensor<{KVB}x{R}xbf16>, tensor<?x{L}x{W}x{X}>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x{H}x{DV}x{X}>, tensor<?x{L}x{W}x{X}>)
+  return %o, %c : tensor<?x{H}x{DV}x{X}>, tensor<?x{L}x{W}x{X}>
 }}
 """
+# The split kernel's artifacts: (name, element type).
+MLA_SPLIT = (("mla_split_f32", "f32"), ("mla_split_bf16", "bf16"))
+MLA_SPLIT_SEQS = 40
 # (name, tokens per sequence, cached tokens per sequence): decode steps,
 # a packed prefill over caches, one empty cache, one cache near full.
 MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
              ("mla_prefill_cached", [3, 1, 60], [5, 0, 100]),
              ("mla_prefill_fresh", [70, 9], [0, 0]))
+# The split kernel's: one token a sequence over empty, short, long and
+# nearly full caches (255 of 256 rows: the new row is the last); several
+# tokens a sequence (each attends to the earlier new ones); 40 sequences
+# (7 splits each of up to 264 work items) over random cache lengths.
+MLA_SPLIT_CASES = (("split_decode", [1, 1, 1, 1], [0, 17, 200, 255]),
+                   ("split_tokens", [2, 1, 3], [5, 0, 100]),
+                   ("split_40_seqs", [1] * MLA_SPLIT_SEQS,
+                    [int(x) for x in np.random.default_rng(7).integers(0, 255, MLA_SPLIT_SEQS)]))
 # The expanded MLA prefill as flash attention (lowering/cuda/
 # MLAFlashWGMMA.cpp), bf16 operands: Kimi-Linear's head dims with the
 # output gate fused and a bf16 output, and a smaller-head shape (Dn = Dr =
@@ -421,10 +438,13 @@ def prepare() -> int:
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
-    compile_model("mla", MLA_MODEL.format(
-        H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"], DN=m["DN"],
-        DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]), S=(m["DN"] + m["DR"]) ** -0.5),
-        "mla-expand=0")
+    dims = dict(H=m["H"], DQ=m["DN"] + m["DR"], W=m["R"] + m["DR"], L=m["L"], DV=m["DV"],
+                DN=m["DN"], DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]),
+                S=(m["DN"] + m["DR"]) ** -0.5)
+    compile_model("mla", MLA_MODEL.format(X="f32", ATTRS="", **dims), "mla-expand=0")
+    for name, x in MLA_SPLIT:
+        compile_model(name, MLA_MODEL.format(X=x, ATTRS="attributes {k3.decode} ", **dims),
+                      "mla-expand=0", max_tokens=MLA_SPLIT_SEQS, max_seqs=MLA_SPLIT_SEQS)
     # A small Kimi-Linear (4 layers, 16 experts) for up to 4 sequences: its
     # decode entry (grouped GEMVs, in-place state updates) under
     # compute-sanitizer through k3-run's generation.
@@ -1079,6 +1099,52 @@ def check_mla(res, rng) -> None:
             return {"err_vs_oracle": err}
         res.guard(case, case=name, impl="k3", variant="latent_attention_rows",
                   shape={"tokens": tokens, "cached": cached, **MLA})
+    for art, x in MLA_SPLIT:
+        for name, tokens, cached in MLA_SPLIT_CASES:
+            res.guard(lambda art=art, x=x, tokens=tokens, cached=cached:
+                      mla_split_case(rng, kvb, wfile, art, x, tokens, cached),
+                      case=name, impl="k3", variant=f"latent_attention_split, {x} cache",
+                      shape={"tokens": tokens, "cached": cached, **MLA})
+
+
+def mla_split_case(rng, kvb, wfile, art, x, tokens, cached) -> dict:
+    """The split kernel against float64 on the inputs rounded to its type;
+    bound 2^-7 normwise (bf16 absorbed queries, latents and P, as the flash
+    kernel's); the output cache's rows exactly."""
+    import k3
+    import ml_dtypes
+    from k3ref import ops as ref
+    m = MLA
+    width = m["R"] + m["DR"]
+    T, N = sum(tokens), len(tokens)
+    q = bf16_round(rng.standard_normal((T, m["H"], m["DN"] + m["DR"])).astype(np.float32))
+    lat = bf16_round(rng.standard_normal((T, width)).astype(np.float32))
+    cache = bf16_round(rng.standard_normal((N, m["L"], width)).astype(np.float32))
+    lens = np.asarray(cached, np.int32)
+    cu = np.concatenate([[0], np.cumsum(tokens)]).astype(np.int32)
+    typed = (lambda a: a.astype(ml_dtypes.bfloat16)) if x == "bf16" else (lambda a: a)
+    s = k3.Session(str(OUT / f"{art}.k3bin"), device="cuda:0")
+    try:
+        s.load_weights(str(wfile))
+        out = s.run("forward", symbols={"num_tokens": T, "num_seqs": N}, outputs="numpy",
+                    q=typed(q), latent=typed(lat), cache=typed(cache), cache_lens=lens,
+                    cu_seqlens=cu)
+    finally:
+        s.close()
+    want, new_cache = ref.latent_attention(
+        q.astype(np.float64), lat.astype(np.float64), kvb.astype(np.float64), m["H"], m["DN"],
+        m["DR"], m["DV"], m["R"], (m["DN"] + m["DR"]) ** -0.5,
+        latent_cache=cache.astype(np.float64), cache_lens=lens, cu_seqlens=cu)
+    got = np.asarray(out["o"]).astype(np.float64)
+    err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    if not err < 2.0 ** -7:
+        raise AssertionError(f"o: error vs f64 {err:.3e} (bound {2.0 ** -7:.2e})")
+    got_cache = np.asarray(out["cache_out"]).astype(np.float64)
+    for n in range(N):
+        rows = new_cache[n].shape[0]
+        if not np.array_equal(got_cache[n, :rows], new_cache[n]):
+            raise AssertionError(f"cache_out of sequence {n} differs in its first {rows} rows")
+    return {"err_vs_oracle": err}
 
 
 def check_flash(res, rng) -> None:
