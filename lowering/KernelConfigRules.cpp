@@ -735,9 +735,12 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
 // (lowering/cuda/LatentAttentionSplit.cpp, LatentSplitPlan.h)
 //===----------------------------------------------------------------------===//
 
-/// Work items (token, key split) the split count aims at: two blocks per
-/// SM of an H200 (132 SMs), over the head groups.
-constexpr int64_t kLatentSplitBlocks = 264;
+/// Work items (token, key split) the split count aims at: one wave of an
+/// H200's 132 SMs at one block each (the attend phase's shared memory),
+/// over the head groups. Ceil(264 / T) splits left a partial third wave
+/// at T = 64 (Nsight Compute: bench/results/ncu/
+/// ncu-mla-decode-split-B64-C32768-20261204T1547Z.txt).
+constexpr int64_t kLatentSplitBlocks = 132;
 
 /// The dimensions the kernel's tiles need: heads in 16-row tiles, whole
 /// 16-channel steps in each quarter of the latent width, W_v rows in

@@ -25,9 +25,11 @@ LatentSplitDims LatentSplitDims::of(LatentAttentionOp op,
 Value mlir::k3::latentSplitsPerToken(KernelBuilder &kb,
                                      const LatentSplitDims &d, Value tokens) {
   Value t = kb.maxsi(tokens, kb.idx(1));
-  // ceil(P / T): T S < P + T, the workspace's rows.
-  Value s = arith::DivUIOp::create(kb.builder(), kb.getLoc(),
-                                   kb.addi(kb.idx(d.target - 1), t), t);
+  // floor(P / T), at least 1: T S <= max(P, T) < P + T, the workspace's
+  // rows; and the work items fill whole waves where T divides P (ceil
+  // made 320 items of 64 tokens: 2.4 waves, the last a third full).
+  Value s =
+      arith::DivUIOp::create(kb.builder(), kb.getLoc(), kb.idx(d.target), t);
   return kb.maxsi(s, kb.idx(1));
 }
 

@@ -16,13 +16,13 @@
 //      rescaled to a common maximum, divided by the total weight, then
 //      o = W_v ctx; and the new rows appended to the cache.
 //
-// The split count per token, S = clamp(ceil(P / T), 1, ...), aims at P
-// blocks (the config's tile[1], about two per SM) at any batch: T S < P + T
-// work items, so the partial rows fit a static [P, H, R + 4] plus a
-// [T, H, R + 4] workspace (item i < P in the first, else row i - P of the
-// second), whatever T is. Each split takes ceil(count / S) keys rounded up
-// to whole key tiles, at least kLatentSplitMinKeys; splits past the keys
-// are empty and skipped by both phases.
+// The split count per token, S = max(1, floor(P / T)), aims at P blocks
+// (the config's tile[1], one wave of the GPU's SMs at one block each) at
+// any batch: T S <= max(P, T) work items, so the partial rows fit a static
+// [P, H, R + 4] plus a [T, H, R + 4] workspace (item i < P in the first,
+// else row i - P of the second), whatever T is. Each split takes ceil(count /
+// S) keys rounded up to whole key tiles, at least kLatentSplitMinKeys; splits
+// past the keys are empty and skipped by both phases.
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_LATENTSPLITPLAN_H
@@ -73,7 +73,7 @@ inline int64_t latentCacheBytes(LatentAttentionOp op) {
          8;
 }
 
-/// Splits per token at `tokens` tokens: clamp(ceil(P / T), 1, P).
+/// Splits per token at `tokens` tokens: max(1, floor(P / T)).
 Value latentSplitsPerToken(KernelBuilder &kb, const LatentSplitDims &d,
                            Value tokens);
 /// The layout of a token with `count` keys over `splits` splits.

@@ -5,7 +5,7 @@
 // rope 64, v 128, kv_lora_rank 512): the absorbed queries into a bf16
 // workspace; split-KV attention with all 32 heads of a block on the tensor
 // cores (mma.sync), partial (ctx, m, l) rows into two f32 workspaces
-// ([P, H, R + 4] static and [T, H, R + 4]); the combine, W_v and the cache
+// ([P = 132, H, R + 4] static and [T, H, R + 4]); the combine, W_v and the cache
 // append. The cache is bf16 (what the bf16 precision policy makes it): the
 // tiles come by cp.async straight into a ring of 4 bf16 tiles.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
@@ -18,7 +18,7 @@
 // Prefill (no k3.decode) keeps the block per (token, heads).
 // RUN: sed -e 's/attributes {k3.decode} //' %s | k3-opt --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=PREFILL
 // Tiles that do not fit the heads are refused with the reason.
-// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=latent_attention.tile=24x264" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=latent_attention.tile=24x132" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=latent_attention.warps=4" 2>&1 | FileCheck %s --check-prefix=BADWARPS
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
@@ -32,13 +32,13 @@
 // PREFILL: kernel = latent_attention_rows
 
 // LAUNCH: k3.launch @k3_kernels::@latent_attention_0
-// LAUNCH-SAME: -> (tensor<?x32x128xbf16>, tensor<?x256x576xbf16>, tensor<?x32x576xbf16>, tensor<264x32x516xf32>, tensor<?x32x516xf32>)
+// LAUNCH-SAME: -> (tensor<?x32x128xbf16>, tensor<?x256x576xbf16>, tensor<?x32x576xbf16>, tensor<132x32x516xf32>, tensor<?x32x516xf32>)
 
 // Phase 0, absorb: a block per (128 latent channels, head, 8 tokens); its
 // warps take 32 rows of W_k each, 16 rows' loads at a time, and meet in
 // shared memory.
 // CHECK-LABEL: gpu.func @latent_attention_0(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_split, tile = [32, 264], warps = 8, stages = 4>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = latent_attention_split, tile = [32, 132], warps = 8, stages = 4>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 128, grid_offset = 896, grid_divisor = 8, block = [128, 1, 1], dynamic_smem = 20480>
 // CHECK-SAME: k3.phases = [@latent_attention_0, @latent_attention_0__1, @latent_attention_0__2]
 // CHECK-COUNT-16: vector.load {{.*}} : memref<8192x512xbf16>, vector<4xbf16>
@@ -47,14 +47,14 @@
 // CHECK-NOT: nvgpu.ldmatrix
 // CHECK: gpu.return
 
-// Phase 1, attend: (T + 263) blocks of 8 warps; the queries staged, each
+// Phase 1, attend: (T + 131) blocks of 8 warps; the queries staged, each
 // warp's quarter of them (9 k-steps of 16 channels) held as A fragments;
 // per tile the ring's wait, one barrier, the next tile's copies, the
 // partial scores (9 steps x 4 key octets), the quarters summed through
 // shared memory (the second barrier), P from the registers, the context on
 // the tensor cores.
 // CHECK-LABEL: gpu.func @latent_attention_0__1(
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 1, grid_offset = 263, grid_divisor = 1, block = [256, 1, 1], dynamic_smem = 203264>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 1, grid_offset = 131, grid_divisor = 1, block = [256, 1, 1], dynamic_smem = 203264>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x32x576xbf16>, vector<8xbf16>
 // CHECK: nvgpu.device_async_copy {{.*}} : memref<?x256x576xbf16> to memref<128x584xbf16, #gpu.address_space<workgroup>>
 // CHECK-COUNT-9: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
@@ -73,7 +73,7 @@
 // Phase 2, combine: the splits' maxima and weights reduced over the block,
 // 8 partial rows a step, W_v, the cache append.
 // CHECK-LABEL: gpu.func @latent_attention_0__2(
-// CHECK-SAME: dynamic_smem = 17472
+// CHECK-SAME: dynamic_smem = 16944
 // CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: math.exp2
 // CHECK: gpu.barrier
