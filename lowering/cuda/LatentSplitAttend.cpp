@@ -111,13 +111,13 @@ private:
   void allocShared() {
     Value smem = em.dynamicSharedMemory();
     Type bf16 = b.getBF16Type();
-    int64_t off = 0;
-    qs = em.sharedView(smem, bf16, kb.idx(off),
-                       {d.headsPerBlock, paddedWidth()});
-    off += 2 * d.headsPerBlock * paddedWidth();
-    ks = em.sharedView(smem, bf16, kb.idx(off),
+    // The queries are read once, into registers, before the first tile is
+    // copied: they share the ring's bytes (two blocks an SM fit).
+    qs = em.sharedView(smem, bf16, kb.idx(0), {d.headsPerBlock, paddedWidth()});
+    ks = em.sharedView(smem, bf16, kb.idx(0),
                        {buffers() * d.keys, paddedWidth()});
-    off += 2 * buffers() * d.keys * paddedWidth();
+    int64_t off =
+        2 * std::max(d.headsPerBlock, buffers() * d.keys) * paddedWidth();
     // Partial scores: [head tile, quarter, octet, lane] 16-byte vectors.
     sp = em.sharedView(smem, b.getF32Type(), kb.idx(off),
                        {tiles, 4, octets(), 32 * 4});
@@ -296,10 +296,12 @@ private:
   void attend(Value item) {
     allocShared();
     stageQueries();
-    for (int64_t j = 0; j < lookahead(); ++j)
-      issueTile(kb.idx(j));
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> qa = queryFragments();
+    // Every warp's fragments loaded before the copies overwrite them.
+    gpu::BarrierOp::create(b, loc);
+    for (int64_t j = 0; j < lookahead(); ++j)
+      issueTile(kb.idx(j));
     const int64_t nAcc = channelsPerQuarter() / 8;
     Value numTiles =
         kb.divui(kb.addi(kb.subi(end, first), kb.idx(d.keys - 1)), d.keys);
@@ -429,7 +431,7 @@ int64_t mlir::k3::latentSplitAttendSharedBytes(const LatentSplitDims &d,
   int64_t buffers = direct ? d.stages : 2;
   int64_t staging = direct ? 0 : cacheBytes * d.keys * d.width();
   int64_t partialScores = 4 * (d.headsPerBlock / 16) * 4 * d.keys * 16;
-  return 2 * d.headsPerBlock * padded + 2 * buffers * d.keys * padded +
+  return 2 * std::max(d.headsPerBlock, buffers * d.keys) * padded +
          partialScores + staging;
 }
 
