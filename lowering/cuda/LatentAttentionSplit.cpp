@@ -237,29 +237,23 @@ private:
     return r;
   }
 
-  /// ctx[u] = sum_j 2^(m_j - M) ctx_j / sum_j 2^(m_j - M) l_j over the
-  /// token's non-empty splits (M their maximum): the splits' (m, l) a
-  /// thread each, their weights through shared memory, then each thread's
-  /// 4 channels over the splits, kCombineUnroll partial rows loaded at a
-  /// time.
-  void combineToken(Value ctx, Value weights, Value scratch, Value u, Value t,
-                    Value splits) {
-    auto [start, seq] =
-        cu ? emitSequenceOf(kb, cu, t) : std::pair{kb.idx(0), kb.idx(0)};
-    Value oldLen = kb.loadIndex(lens, {seq});
-    LatentSplit split = latentSplitOf(
-        kb, d, latentKeyCount(kb, t, start, oldLen, kb.dim(cache.shape[1])),
-        splits);
-    Value first = kb.muli(t, splits), used = split.used;
-    Value last = kb.subi(used, kb.idx(1));
+  /// One token's splits: its first work item, the non-empty splits and the
+  /// last of them.
+  struct TokenSplits {
+    Value first, used, last;
+  };
+
+  /// The splits' weights 2^(m_j - M) into `weights` (M their maximum) and
+  /// their total weight sum_j 2^(m_j - M) l_j: a split's (m, l) a thread.
+  Value splitWeights(const TokenSplits &ts, Value weights, Value scratch) {
     const int64_t perThread = (d.target + kThreads - 1) / kThreads;
     SmallVector<Value> ms, ls, oks, js;
     Value big = kb.f32(-INFINITY);
     for (int64_t k = 0; k < perThread; ++k) {
       Value j = kb.addi(tid, kb.idx(k * kThreads));
-      Value ok = kb.lti(j, used);
-      SmallVector<Value> ml =
-          loadPartial(kb.addi(first, kb.minsi(j, last)), kb.idx(d.rank), 2);
+      Value ok = kb.lti(j, ts.used);
+      SmallVector<Value> ml = loadPartial(
+          kb.addi(ts.first, kb.minsi(j, ts.last)), kb.idx(d.rank), 2);
       ms.push_back(kb.select(ok, ml[0], kb.f32(-INFINITY)));
       ls.push_back(ml[1]);
       oks.push_back(ok);
@@ -274,42 +268,63 @@ private:
       kb.ifThen(oks[k], [&] { em.sts(w, weights, {js[k]}); });
       total = em.fmaContract(w, ls[k], total);
     }
-    total = blockReduce(total, scratch, kThreads / 32, /*isMax=*/false);
+    return blockReduce(total, scratch, kThreads / 32, /*isMax=*/false);
+  }
+
+  /// The thread's channels of sum_j weights[j] ctx_j, kCombineUnroll
+  /// partial rows loaded at a time.
+  SmallVector<Value> weightedContext(const TokenSplits &ts, Value weights) {
     const int64_t chunks = d.rank / 4 / kThreads;
     SmallVector<Value> init(4 * chunks, kb.f32(0));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), used,
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), ts.used,
                                    kb.idx(kCombineUnroll), init);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      Value j0 = loop.getInductionVar();
-      SmallVector<Value> acc(loop.getRegionIterArgs());
-      SmallVector<Value> w;
-      SmallVector<SmallVector<Value>> x;
-      for (int64_t v = 0; v < kCombineUnroll; ++v) {
-        Value j = kb.addi(j0, kb.idx(v));
-        Value jc = kb.minsi(j, last);
-        w.push_back(
-            kb.select(kb.lti(j, used), em.lds(weights, {jc}), kb.f32(0)));
-        for (int64_t k = 0; k < chunks; ++k) {
-          Value c = kb.muli(kb.addi(tid, kb.idx(k * kThreads)), kb.idx(4));
-          x.push_back(loadPartial(kb.addi(first, jc), c, 4));
-        }
-      }
-      for (int64_t v = 0; v < kCombineUnroll; ++v)
-        for (int64_t k = 0; k < chunks; ++k)
-          for (int64_t e = 0; e < 4; ++e)
-            acc[4 * k + e] =
-                em.fmaContract(w[v], x[v * chunks + k][e], acc[4 * k + e]);
-      scf::YieldOp::create(b, loc, acc);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j0 = loop.getInductionVar();
+    SmallVector<Value> acc(loop.getRegionIterArgs());
+    SmallVector<Value> w;
+    SmallVector<SmallVector<Value>> x;
+    for (int64_t v = 0; v < kCombineUnroll; ++v) {
+      Value j = kb.addi(j0, kb.idx(v));
+      Value jc = kb.minsi(j, ts.last);
+      w.push_back(
+          kb.select(kb.lti(j, ts.used), em.lds(weights, {jc}), kb.f32(0)));
+      for (int64_t k = 0; k < chunks; ++k)
+        x.push_back(loadPartial(kb.addi(ts.first, jc), channelQuad(k), 4));
     }
-    Value inv = kb.div(kb.f32(1.0), total);
-    for (int64_t k = 0; k < chunks; ++k) {
-      Value c = kb.muli(kb.addi(tid, kb.idx(k * kThreads)), kb.idx(4));
+    for (int64_t v = 0; v < kCombineUnroll; ++v)
+      for (int64_t k = 0; k < chunks; ++k)
+        for (int64_t e = 0; e < 4; ++e)
+          acc[4 * k + e] =
+              em.fmaContract(w[v], x[v * chunks + k][e], acc[4 * k + e]);
+    scf::YieldOp::create(b, loc, acc);
+    b.setInsertionPointAfter(loop);
+    return SmallVector<Value>(loop.getResults());
+  }
+  /// The thread's k-th 4 context channels.
+  Value channelQuad(int64_t k) {
+    return kb.muli(kb.addi(tid, kb.idx(k * kThreads)), kb.idx(4));
+  }
+
+  /// ctx[u] = sum_j 2^(m_j - M) ctx_j / sum_j 2^(m_j - M) l_j over token
+  /// t's non-empty splits (M their maximum); then its row appended.
+  void combineToken(Value ctx, Value weights, Value scratch, Value u, Value t,
+                    Value splits) {
+    auto [start, seq] =
+        cu ? emitSequenceOf(kb, cu, t) : std::pair{kb.idx(0), kb.idx(0)};
+    Value oldLen = kb.loadIndex(lens, {seq});
+    LatentSplit split = latentSplitOf(
+        kb, d, latentKeyCount(kb, t, start, oldLen, kb.dim(cache.shape[1])),
+        splits);
+    TokenSplits ts{kb.muli(t, splits), split.used,
+                   kb.subi(split.used, kb.idx(1))};
+    Value inv = kb.div(kb.f32(1.0), splitWeights(ts, weights, scratch));
+    SmallVector<Value> sum = weightedContext(ts, weights);
+    for (int64_t k = 0; k < d.rank / 4 / kThreads; ++k) {
       SmallVector<Value> vals;
       for (int64_t e = 0; e < 4; ++e)
-        vals.push_back(kb.mul(loop.getResult(4 * k + e), inv));
-      em.storeVector(vals, ctx, {u, c});
+        vals.push_back(kb.mul(sum[4 * k + e], inv));
+      em.storeVector(vals, ctx, {u, channelQuad(k)});
     }
     appendRow(t, start, seq, oldLen);
   }

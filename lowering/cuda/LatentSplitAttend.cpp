@@ -302,68 +302,78 @@ private:
     gpu::BarrierOp::create(b, loc);
     for (int64_t j = 0; j < lookahead(); ++j)
       issueTile(kb.idx(j));
-    const int64_t nAcc = channelsPerQuarter() / 8;
     Value numTiles =
         kb.divui(kb.addi(kb.subi(end, first), kb.idx(d.keys - 1)), d.keys);
     // m (rows g, g + 8), the lane's share of l, the context accumulators.
     SmallVector<Value> init = {kb.f32(-INFINITY), kb.f32(-INFINITY), kb.f32(0),
                                kb.f32(0)};
-    init.append(4 * nAcc, kb.f32(0));
+    init.append(4 * accumulators(), kb.f32(0));
     auto loop =
         scf::ForOp::create(b, loc, kb.idx(0), numTiles, kb.idx(1), init);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
-      Value i = loop.getInductionVar();
-      ValueRange it = loop.getRegionIterArgs();
-      Value k0 = tileStart(i), rowBase = bufferRow(i);
-      fillTile(i);
-      // Tile i stored by all; tile i + lookahead's buffer read by none.
-      gpu::BarrierOp::create(b, loc);
-      issueTile(kb.addi(i, kb.idx(lookahead())));
-      SmallVector<Acc> s = sumQuarters(partialScores(qa, rowBase));
-      // Keys past the split score -inf (weight 0).
-      Value ninf = kb.f32(-INFINITY);
-      SmallVector<Value> rowMax = {ninf, ninf};
-      for (int64_t o = 0; o < octets(); ++o) {
-        Value key =
-            kb.addi(k0, kb.addi(kb.idx(8 * o), kb.muli(tig, kb.idx(2))));
-        Value ok0 = kb.lti(key, end);
-        Value ok1 = kb.lti(kb.addi(key, kb.idx(1)), end);
-        s[o] = {kb.select(ok0, s[o][0], ninf), kb.select(ok1, s[o][1], ninf),
-                kb.select(ok0, s[o][2], ninf), kb.select(ok1, s[o][3], ninf)};
-        for (int64_t r = 0; r < 2; ++r)
-          rowMax[r] = kb.maxf(rowMax[r], kb.maxf(s[o][2 * r], s[o][2 * r + 1]));
-      }
-      SmallVector<Value> m(2), alpha(2), l(2);
-      for (int64_t r = 0; r < 2; ++r) {
-        m[r] = kb.maxf(it[r], rowMax4(rowMax[r]));
-        alpha[r] = exp2(kb.sub(it[r], m[r]));
-        l[r] = kb.mul(it[2 + r], alpha[r]);
-      }
-      SmallVector<Acc> p(octets());
-      for (int64_t o = 0; o < octets(); ++o)
-        for (int64_t e = 0; e < 4; ++e) {
-          p[o][e] = exp2(kb.sub(s[o][e], m[e / 2]));
-          l[e / 2] = kb.add(l[e / 2], p[o][e]);
-        }
-      SmallVector<Acc> acc(nAcc);
-      for (int64_t n = 0; n < nAcc; ++n)
-        for (int64_t e = 0; e < 4; ++e)
-          acc[n][e] = kb.mul(it[4 + 4 * n + e], alpha[e / 2]);
-      accumulate(acc, p, rowBase);
-      SmallVector<Value> yield = {m[0], m[1], l[0], l[1]};
-      for (const Acc &x : acc)
-        yield.append(x.begin(), x.end());
-      scf::YieldOp::create(b, loc, yield);
+      scf::YieldOp::create(
+          b, loc,
+          tileStep(loop.getInductionVar(), loop.getRegionIterArgs(), qa));
     }
     ValueRange res = loop.getResults();
-    SmallVector<Acc> acc(nAcc);
-    for (int64_t n = 0; n < nAcc; ++n)
-      for (int64_t e = 0; e < 4; ++e)
-        acc[n][e] = res[4 + 4 * n + e];
-    writePartial(item, acc, {res[0], res[1]},
+    writePartial(item, unflatten(res.drop_front(4)), {res[0], res[1]},
                  {rowSum4(res[2]), rowSum4(res[3])});
+  }
+
+  /// 16 x 8 context accumulators of a warp.
+  int64_t accumulators() const { return channelsPerQuarter() / 8; }
+  SmallVector<Acc> unflatten(ValueRange v) {
+    SmallVector<Acc> acc(v.size() / 4);
+    for (size_t n = 0; n < acc.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e)
+        acc[n][e] = v[4 * n + e];
+    return acc;
+  }
+
+  /// Tile i: filled, its successor's copies issued, scored, its weights,
+  /// the context rescaled and accumulated. `it`: m, l, the context.
+  SmallVector<Value> tileStep(Value i, ValueRange it, ArrayRef<Value> qa) {
+    Value k0 = tileStart(i), rowBase = bufferRow(i);
+    fillTile(i);
+    // Tile i stored by all; tile i + lookahead's buffer read by none.
+    gpu::BarrierOp::create(b, loc);
+    issueTile(kb.addi(i, kb.idx(lookahead())));
+    SmallVector<Acc> s = sumQuarters(partialScores(qa, rowBase));
+    // Keys past the split score -inf (weight 0).
+    Value ninf = kb.f32(-INFINITY);
+    SmallVector<Value> rowMax = {ninf, ninf};
+    for (int64_t o = 0; o < octets(); ++o) {
+      Value key = kb.addi(k0, kb.addi(kb.idx(8 * o), kb.muli(tig, kb.idx(2))));
+      Value ok0 = kb.lti(key, end);
+      Value ok1 = kb.lti(kb.addi(key, kb.idx(1)), end);
+      s[o] = {kb.select(ok0, s[o][0], ninf), kb.select(ok1, s[o][1], ninf),
+              kb.select(ok0, s[o][2], ninf), kb.select(ok1, s[o][3], ninf)};
+      for (int64_t r = 0; r < 2; ++r)
+        rowMax[r] = kb.maxf(rowMax[r], kb.maxf(s[o][2 * r], s[o][2 * r + 1]));
+    }
+    SmallVector<Value> m(2), alpha(2), l(2);
+    for (int64_t r = 0; r < 2; ++r) {
+      m[r] = kb.maxf(it[r], rowMax4(rowMax[r]));
+      alpha[r] = exp2(kb.sub(it[r], m[r]));
+      l[r] = kb.mul(it[2 + r], alpha[r]);
+    }
+    SmallVector<Acc> p(octets());
+    for (int64_t o = 0; o < octets(); ++o)
+      for (int64_t e = 0; e < 4; ++e) {
+        p[o][e] = exp2(kb.sub(s[o][e], m[e / 2]));
+        l[e / 2] = kb.add(l[e / 2], p[o][e]);
+      }
+    SmallVector<Acc> acc = unflatten(it.drop_front(4));
+    for (Acc &x : acc)
+      for (int64_t e = 0; e < 4; ++e)
+        x[e] = kb.mul(x[e], alpha[e / 2]);
+    accumulate(acc, p, rowBase);
+    SmallVector<Value> next = {m[0], m[1], l[0], l[1]};
+    for (const Acc &x : acc)
+      next.append(x.begin(), x.end());
+    return next;
   }
 
   /// ctx += P latent: P's A fragments from the weights' accumulators
