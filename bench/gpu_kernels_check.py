@@ -11,8 +11,9 @@ block; the latent attention (lowering/cuda/LatentAttentionRows.cpp) at
 Kimi-Linear's sizes: decode steps over caches of 0, 17 and 200 rows, a
 packed prefill over caches, a prefill without; and in a decode entry the
 split-KV kernel (lowering/cuda/LatentAttentionSplit.cpp) on f32 and bf16
-caches: empty, nearly full, several new tokens a sequence, 40 sequences of
-random lengths; the decode step's MoE
+caches: empty, nearly full, several new tokens a sequence, 40 and 150
+sequences of random lengths, 64 long ones (splits of up to 16 tiles); the
+decode step's MoE
 (lowering/cuda/MoEGroupedGEMV.cpp) at T = 1, 5 and 64 with one expert in
 every token's first slot.
 
@@ -136,22 +137,29 @@ MLA_MODEL = """func.func @forward(
   return %o, %c : tensor<?x{H}x{DV}x{X}>, tensor<?x{L}x{W}x{X}>
 }}
 """
-# The split kernel's artifacts: (name, element type).
-MLA_SPLIT = (("mla_split_f32", "f32"), ("mla_split_bf16", "bf16"))
-MLA_SPLIT_SEQS = 40
+# The split kernel's artifacts: (name, element type, cache rows, sequences).
+MLA_SPLIT = (("mla_split_f32", "f32", 256, 150), ("mla_split_bf16", "bf16", 256, 150),
+             ("mla_split_long_f32", "f32", 1024, 64), ("mla_split_long_bf16", "bf16", 1024, 64))
 # (name, tokens per sequence, cached tokens per sequence): decode steps,
 # a packed prefill over caches, one empty cache, one cache near full.
 MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
              ("mla_prefill_cached", [3, 1, 60], [5, 0, 100]),
              ("mla_prefill_fresh", [70, 9], [0, 0]))
-# The split kernel's: one token a sequence over empty, short, long and
-# nearly full caches (255 of 256 rows: the new row is the last); several
-# tokens a sequence (each attends to the earlier new ones); 40 sequences
-# (7 splits each of up to 264 work items) over random cache lengths.
+# The split kernel's (256 cache rows): one token a sequence over empty,
+# short, long and nearly full caches (255 of 256 rows: the new row is the
+# last); several tokens a sequence (each attends to the earlier new ones);
+# 40 sequences (3 splits each of 132 work items) over random cache lengths;
+# 150 sequences, more than the 132 work items (one split each, the
+# workspace's second part). With 1024 rows: 64 sequences of 600-1000 cached
+# rows, two splits of up to 16 tiles each (the ring of tiles wraps).
 MLA_SPLIT_CASES = (("split_decode", [1, 1, 1, 1], [0, 17, 200, 255]),
                    ("split_tokens", [2, 1, 3], [5, 0, 100]),
-                   ("split_40_seqs", [1] * MLA_SPLIT_SEQS,
-                    [int(x) for x in np.random.default_rng(7).integers(0, 255, MLA_SPLIT_SEQS)]))
+                   ("split_40_seqs", [1] * 40,
+                    [int(x) for x in np.random.default_rng(7).integers(0, 255, 40)]),
+                   ("split_150_seqs", [1] * 150,
+                    [int(x) for x in np.random.default_rng(8).integers(0, 255, 150)]))
+MLA_SPLIT_LONG_CASES = (("split_long_64_seqs", [1] * 64,
+                         [int(x) for x in np.random.default_rng(9).integers(600, 1000, 64)]),)
 # The expanded MLA prefill as flash attention (lowering/cuda/
 # MLAFlashWGMMA.cpp), bf16 operands: Kimi-Linear's head dims with the
 # output gate fused and a bf16 output, and a smaller-head shape (Dn = Dr =
@@ -442,9 +450,10 @@ def prepare() -> int:
                 DN=m["DN"], DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]),
                 S=(m["DN"] + m["DR"]) ** -0.5)
     compile_model("mla", MLA_MODEL.format(X="f32", ATTRS="", **dims), "mla-expand=0")
-    for name, x in MLA_SPLIT:
-        compile_model(name, MLA_MODEL.format(X=x, ATTRS="attributes {k3.decode} ", **dims),
-                      "mla-expand=0", max_tokens=MLA_SPLIT_SEQS, max_seqs=MLA_SPLIT_SEQS)
+    for name, x, rows, seqs in MLA_SPLIT:
+        compile_model(name, MLA_MODEL.format(X=x, ATTRS="attributes {k3.decode} ",
+                                             **dict(dims, L=rows)),
+                      "mla-expand=0", max_tokens=seqs, max_seqs=seqs)
     # A small Kimi-Linear (4 layers, 16 experts) for up to 4 sequences: its
     # decode entry (grouped GEMVs, in-place state updates) under
     # compute-sanitizer through k3-run's generation.
@@ -1099,15 +1108,16 @@ def check_mla(res, rng) -> None:
             return {"err_vs_oracle": err}
         res.guard(case, case=name, impl="k3", variant="latent_attention_rows",
                   shape={"tokens": tokens, "cached": cached, **MLA})
-    for art, x in MLA_SPLIT:
-        for name, tokens, cached in MLA_SPLIT_CASES:
-            res.guard(lambda art=art, x=x, tokens=tokens, cached=cached:
-                      mla_split_case(rng, kvb, wfile, art, x, tokens, cached),
+    for art, x, rows, _ in MLA_SPLIT:
+        cases = MLA_SPLIT_LONG_CASES if rows > MLA["L"] else MLA_SPLIT_CASES
+        for name, tokens, cached in cases:
+            res.guard(lambda art=art, x=x, rows=rows, tokens=tokens, cached=cached:
+                      mla_split_case(rng, kvb, wfile, art, x, rows, tokens, cached),
                       case=name, impl="k3", variant=f"latent_attention_split, {x} cache",
-                      shape={"tokens": tokens, "cached": cached, **MLA})
+                      shape={"tokens": tokens, "cached": cached, **dict(MLA, L=rows)})
 
 
-def mla_split_case(rng, kvb, wfile, art, x, tokens, cached) -> dict:
+def mla_split_case(rng, kvb, wfile, art, x, rows, tokens, cached) -> dict:
     """The split kernel against float64 on the inputs rounded to its type;
     bound 2^-7 normwise (bf16 absorbed queries, latents and P, as the flash
     kernel's); the output cache's rows exactly."""
@@ -1119,7 +1129,7 @@ def mla_split_case(rng, kvb, wfile, art, x, tokens, cached) -> dict:
     T, N = sum(tokens), len(tokens)
     q = bf16_round(rng.standard_normal((T, m["H"], m["DN"] + m["DR"])).astype(np.float32))
     lat = bf16_round(rng.standard_normal((T, width)).astype(np.float32))
-    cache = bf16_round(rng.standard_normal((N, m["L"], width)).astype(np.float32))
+    cache = bf16_round(rng.standard_normal((N, rows, width)).astype(np.float32))
     lens = np.asarray(cached, np.int32)
     cu = np.concatenate([[0], np.cumsum(tokens)]).astype(np.int32)
     typed = (lambda a: a.astype(ml_dtypes.bfloat16)) if x == "bf16" else (lambda a: a)

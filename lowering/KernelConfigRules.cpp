@@ -743,11 +743,13 @@ LogicalResult verifyLatentAttentionRows(LatentAttentionOp op,
 constexpr int64_t kLatentSplitBlocks = 132;
 
 /// The dimensions the kernel's tiles need: heads in 16-row tiles, whole
-/// 16-channel steps in each quarter of the latent width, W_v rows in
-/// 256-channel lane strides, outputs in rounds of 16; a cache (a decode step).
+/// 16-channel steps in each quarter of the latent width, the context in
+/// 512-channel chunks (the combine's 128 threads, 4 channels each; W_v rows
+/// in 256-channel lane strides), outputs in rounds of 16; a cache (a decode
+/// step). Other ranks take the block per head.
 bool latentSplitApplies(LatentAttentionOp op) {
   int64_t r = op.getKvLoraRank(), dr = op.getQkRopeHeadDim();
-  return op.getLatentCache() && op.getNumHeads() % 16 == 0 && r % 256 == 0 &&
+  return op.getLatentCache() && op.getNumHeads() % 16 == 0 && r % 512 == 0 &&
          (r + dr) % 64 == 0 && op.getVHeadDim() % 16 == 0 &&
          op.getQkNopeHeadDim() % 4 == 0;
 }
@@ -757,7 +759,7 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
   if (!latentSplitApplies(op))
     return op.emitOpError()
            << "latent_attention_split needs a latent cache, num_heads a "
-              "multiple of 16, kv_lora_rank a multiple of 256, kv_lora_rank "
+              "multiple of 16, kv_lora_rank a multiple of 512, kv_lora_rank "
               "+ qk_rope_head_dim a multiple of 64, v_head_dim a multiple "
               "of 16 and qk_nope_head_dim a multiple of 4";
   ArrayRef<int64_t> tile = c.getTile();
@@ -774,13 +776,19 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
     return op.emitOpError() << "latent_attention_split warps must be 4 per "
                                "16 heads of a block: "
                             << 4 * tile[0] / 16 << ", got " << c.getWarps();
-  if (latentCacheBytes(op) == 2 && c.getStages() < 2)
+  if (latentCacheType(op).isBF16() && c.getStages() < 2)
     return op.emitOpError() << "latent_attention_split stages (bf16 tiles "
                                "in the ring of a bf16 cache) must be >= 2, "
                                "got "
                             << c.getStages();
   LatentSplitDims d = LatentSplitDims::of(op, c);
-  if (int64_t bytes = latentSplitAttendSharedBytes(d, latentCacheBytes(op));
+  if (!latentSplitTilesDivide(d, latentCacheType(op)))
+    return op.emitOpError()
+           << "latent_attention_split: a tile's 16-byte vectors of the cache ("
+           << d.keys << " keys of " << d.width()
+           << " channels) do not divide over the block's " << 32 * c.getWarps()
+           << " threads";
+  if (int64_t bytes = latentSplitAttendSharedBytes(d, latentCacheType(op));
       bytes > 227 * 1024)
     return op.emitOpError() << "latent_attention_split needs " << bytes
                             << " bytes of shared memory with " << tile[0]

@@ -130,6 +130,8 @@ static void keepPhase(gpu::GPUFuncOp f, int64_t index) {
       r.erase();
       continue;
     }
+    // emitPhase's bodies are structured (scf) code: one block.
+    assert(r.getRegion().hasOneBlock() && "a phase region of one block");
     Block &body = r.getRegion().front();
     body.getTerminator()->erase();
     r->getBlock()->getOperations().splice(Block::iterator(r),

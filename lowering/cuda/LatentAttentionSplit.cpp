@@ -493,7 +493,7 @@ struct LatentAttentionSplitPattern : OpKernelPattern<LatentAttentionOp> {
                        4 * kGroup * (d.dn + kAbsorbSlices * kAbsorbChannels)),
          e.launchShape(*tokens, groups, (d.target - 1) * groups, 1,
                        {attendThreads, 1, 1},
-                       latentSplitAttendSharedBytes(d, latentCacheBytes(op))),
+                       latentSplitAttendSharedBytes(d, latentCacheType(op))),
          e.launchShape(*tokens, d.heads, (kGroup - 1) * d.heads, kGroup,
                        {kThreads, 1, 1},
                        4 * (kGroup * d.rank + d.target + 2 * kThreads / 32))});

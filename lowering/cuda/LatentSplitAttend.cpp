@@ -172,8 +172,8 @@ private:
   /// cp.async of the thread's vectors of tile i, if it is in the split and
   /// all cached (a block-uniform branch): into its bf16 buffer, or the
   /// staging tile. One commit group per tile, empty or not, so that the
-  /// waits count tiles.
-  void issueTile(Value i) {
+  /// waits count tiles (its token orders the waits after the prologue's).
+  Value issueTile(Value i) {
     Value k0 = tileStart(i);
     kb.ifThen(kb.andi(kb.lti(k0, end), cachedTile(k0)), [&] {
       Value base = direct() ? bufferRow(i) : kb.idx(0);
@@ -184,7 +184,7 @@ private:
                      {seq, keyOf(k0, row), c}, vec(), Value());
       }
     });
-    em.commitGroup();
+    return em.commitGroup();
   }
 
   /// Tile i in bf16 in its buffer: the thread's copies waited for (and,
@@ -192,7 +192,9 @@ private:
   /// reaches the new tokens' latents.
   void fillTile(Value i) {
     Value k0 = tileStart(i), rowBase = bufferRow(i);
-    em.waitGroups(em.commitGroup(), int32_t(lookahead()));
+    // The tiles after tile i (lookahead - 1 of them) may still be in
+    // flight; each tile is one commit group, so this waits for tile i only.
+    em.waitGroups(copies, int32_t(lookahead() - 1));
     auto vt = VectorType::get({vec()}, b.getBF16Type());
     auto store = [&](ArrayRef<Value> x, Value row, Value c) {
       SmallVector<Value> h;
@@ -301,7 +303,7 @@ private:
     // Every warp's fragments loaded before the copies overwrite them.
     gpu::BarrierOp::create(b, loc);
     for (int64_t j = 0; j < lookahead(); ++j)
-      issueTile(kb.idx(j));
+      copies = issueTile(kb.idx(j));
     Value numTiles =
         kb.divui(kb.addi(kb.subi(end, first), kb.idx(d.keys - 1)), d.keys);
     // m (rows g, g + 8), the lane's share of l, the context accumulators.
@@ -430,19 +432,28 @@ private:
   Value tid, lane, th, quarter, g, tig;
   Value t, start, seq, oldLen, capacity, first, end, head0;
   Value qs, ks, sp, staging;
+  Value copies; // a commit group of the prologue's, for the waits
 };
 
 } // namespace
 
 int64_t mlir::k3::latentSplitAttendSharedBytes(const LatentSplitDims &d,
-                                               int64_t cacheBytes) {
+                                               Type cacheType) {
   int64_t padded = d.width() + 8;
-  bool direct = cacheBytes == 2;
+  bool direct = cacheType.isBF16();
   int64_t buffers = direct ? d.stages : 2;
+  int64_t cacheBytes = cacheType.getIntOrFloatBitWidth() / 8;
   int64_t staging = direct ? 0 : cacheBytes * d.keys * d.width();
   int64_t partialScores = 4 * (d.headsPerBlock / 16) * 4 * d.keys * 16;
   return 2 * std::max(d.headsPerBlock, buffers * d.keys) * padded +
          partialScores + staging;
+}
+
+bool mlir::k3::latentSplitTilesDivide(const LatentSplitDims &d,
+                                      Type cacheType) {
+  int64_t vec = 128 / cacheType.getIntOrFloatBitWidth();
+  int64_t threads = 32 * 4 * (d.headsPerBlock / 16);
+  return d.width() % vec == 0 && (d.keys * d.width() / vec) % threads == 0;
 }
 
 void mlir::k3::emitLatentSplitAttend(const LatentSplitAttendArgs &a) {

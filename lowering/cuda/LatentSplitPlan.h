@@ -66,11 +66,10 @@ struct LatentSplit {
   Value used;     // non-empty splits, ceil(count / perSplit)
 };
 
-/// Bytes of an element of `op`'s latent cache.
-inline int64_t latentCacheBytes(LatentAttentionOp op) {
-  return cast<RankedTensorType>(op.getLatentCache().getType())
-             .getElementTypeBitWidth() /
-         8;
+/// The element type of `op`'s latent cache: bf16 is copied straight into
+/// the attend phase's tiles, any other type is staged and converted.
+inline Type latentCacheType(LatentAttentionOp op) {
+  return cast<RankedTensorType>(op.getLatentCache().getType()).getElementType();
 }
 
 /// Splits per token at `tokens` tokens: max(1, floor(P / T)).
@@ -98,10 +97,12 @@ struct LatentSplitAttendArgs {
   Value partRest;      // [T, H, R + 4] f32, the others
 };
 
-/// Dynamic shared memory (bytes) of phase 1 at `d` with cache elements of
-/// `cacheBytes` bytes.
-int64_t latentSplitAttendSharedBytes(const LatentSplitDims &d,
-                                     int64_t cacheBytes);
+/// Dynamic shared memory (bytes) of phase 1 at `d` with a cache of
+/// `cacheType` elements.
+int64_t latentSplitAttendSharedBytes(const LatentSplitDims &d, Type cacheType);
+/// Whether phase 1's tile copies divide evenly over its threads (each
+/// thread copies the same number of 16-byte vectors of a tile).
+bool latentSplitTilesDivide(const LatentSplitDims &d, Type cacheType);
 /// Emits phase 1 (LatentSplitAttend.cpp) at the builder's insertion point.
 void emitLatentSplitAttend(const LatentSplitAttendArgs &a);
 

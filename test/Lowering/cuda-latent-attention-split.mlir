@@ -62,7 +62,7 @@
 // CHECK: gpu.barrier
 // CHECK: nvgpu.device_async_copy {{.*}} : memref<?x256x576xbf16> to memref<128x584xbf16, #gpu.address_space<workgroup>>
 // CHECK: scf.for {{.*}} iter_args
-// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 3 : i32}
+// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 2 : i32}
 // CHECK: gpu.barrier
 // CHECK-COUNT-36: k3gpu.mma_sync
 // CHECK: gpu.barrier
@@ -88,7 +88,7 @@
 // F32-SAME: dynamic_smem = 164864>
 // F32: nvgpu.device_async_copy {{.*}} : memref<?x256x576xf32> to memref<32x576xf32, #gpu.address_space<workgroup>>
 // F32: scf.for {{.*}} iter_args
-// F32: nvgpu.device_async_wait {{.*}} {numGroups = 1 : i32}
+// F32: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
 // F32: vector.store {{.*}} {alignment = 8 : i64} : memref<64x584xbf16, #gpu.address_space<workgroup>>, vector<4xbf16>
 // F32: gpu.barrier
 
