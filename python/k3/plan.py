@@ -221,8 +221,9 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-gb", type=float, default=141.0, help="memory of one GPU (H200: 141)")
     ap.add_argument("--arena-gb", type=float, default=0.0,
                     help="activation arena per GPU (k3-compile report=1 prints it for one device)")
-    ap.add_argument("--cache-bytes", type=int, default=4,
-                    help="bytes per latent cache element (the runtime keeps f32 today)")
+    ap.add_argument("--cache-bytes", type=int, default=2,
+                    help="bytes per latent cache element: 2 under the bf16 policy "
+                         "(activation-dtype=bf16 keeps the cache bf16), 4 under f32")
     ap.add_argument("--contexts", default="4096,32768,131072")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--bin-dir", type=Path, default=Path(os.environ.get("K3_BIN_DIR", "build/bin")))

@@ -24,13 +24,16 @@ pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) n
 CONFIGS = ROOT / "examples" / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny-kimi-linear", "tiny-k3"])
-def test_one_gpu_is_what_the_compiler_and_runtime_report(tmp_path, name):
+@pytest.mark.parametrize("name,dtype", [("tiny-kimi-linear", "f32"), ("tiny-k3", "f32"),
+                                        ("tiny-kimi-linear", "bf16")])
+def test_one_gpu_is_what_the_compiler_and_runtime_report(tmp_path, name, dtype):
+    """Under the bf16 policy the latent cache is bf16: 2 bytes an element."""
     config = CONFIGS / f"{name}.json"
     mlir, art = tmp_path / "m.mlir", tmp_path / "m.k3bin"
     subprocess.run([f"{BIN}/k3-import", str(config), "-o", str(mlir)], check=True)
     r = subprocess.run([f"{BIN}/k3-opt", str(mlir), f"--k3-compile=output={art} max-tokens=64 max-seqs=2 "
-                        "report=1", "-o", os.devnull], capture_output=True, text=True, check=True)
+                        f"activation-dtype={dtype} report=1", "-o", os.devnull],
+                       capture_output=True, text=True, check=True)
     reported = int(re.search(r"weights (\d+) bytes per device", r.stderr).group(1))
     weights = plan.model_weights(config, Path(BIN))
     assert plan.per_gpu_weight_bytes(weights, 1, 1) == reported
@@ -39,7 +42,7 @@ def test_one_gpu_is_what_the_compiler_and_runtime_report(tmp_path, name):
     per_seq, per_tok = map(int, re.search(r"\((\d+) B per sequence, (\d+) B per cached token\)",
                                           r.stderr + r.stdout).groups())
     dec = plan.Decoder.from_config(json.loads(config.read_text()))
-    assert dec.cache_bytes_per_token(4) == per_tok
+    assert dec.cache_bytes_per_token(4 if dtype == "f32" else 2) == per_tok
     if name == "tiny-kimi-linear":  # K3's sequences also carry the AttnRes blocks
         assert dec.kda_state_bytes(1) == per_seq
 
