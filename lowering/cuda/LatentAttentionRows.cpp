@@ -38,6 +38,7 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/CachedRowsCopy.h"
 #include "lowering/cuda/MMA.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
@@ -146,31 +147,13 @@ private:
   /// buffer (a grid-stride share per block), and token t's row appended by
   /// its head-0 block. Disjoint writes; nothing here is read by attention.
   void updateCache(Value bid) {
-    Value in = cache.full, out = cacheOut.full;
-    int64_t width = cache.shape[2];
     Value len = kb.dim(cache.shape[1]);
-    auto address = [&](Value m) {
-      return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, m);
-    };
-    Value same = kb.eqi(address(in), address(out));
-    kb.ifThen(kb.notb(same), [&] {
-      Value total =
-          kb.muli(kb.muli(kb.dim(cache.shape[0]), len), kb.idx(width));
-      Value stride =
-          kb.muli(kb.muli(numTokens, kb.idx(heads / group)), kb.idx(threads));
-      Value first = kb.addi(kb.muli(bid, kb.idx(threads)), tid);
-      scf::ForOp::create(
-          b, loc, first, total, stride, ValueRange{},
-          [&](OpBuilder &, Location, Value i, ValueRange) {
-            Value c = em.remu(i, width), row = em.divu(i, width);
-            Value s = arith::RemUIOp::create(b, loc, row, len);
-            Value n = arith::DivUIOp::create(b, loc, row, len);
-            kb.ifThen(kb.lti(s, kb.loadIndex(lens.full, {n})), [&] {
-              kb.store(kb.load(in, {n, s, c}), out, {n, s, c});
-            });
-            scf::YieldOp::create(b, loc);
-          });
-    });
+    int64_t width = cache.shape[2];
+    Value out = cacheOut.full;
+    emitCopyCachedRows(
+        kb, cache, cacheOut, lens.full,
+        kb.addi(kb.muli(bid, kb.idx(threads)), tid),
+        kb.muli(kb.muli(numTokens, kb.idx(heads / group)), kb.idx(threads)));
     Value pos = kb.addi(oldLen, kb.subi(t, start));
     kb.ifThen(kb.andi(kb.eqi(h, kb.idx(0)), kb.lti(pos, len)), [&] {
       forThreads(kb.idx(width), [&](Value c) {

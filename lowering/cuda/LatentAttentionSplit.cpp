@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/CachedRowsCopy.h"
 #include "lowering/cuda/LatentSplitPlan.h"
 #include "lowering/cuda/MMA.h"
 #include "lowering/kernels/Kernels.h"
@@ -219,22 +220,12 @@ private:
     return SmallVector<Value>(branch.getResults());
   }
 
-  /// The block's maximum (sum) of one value a thread: shuffles, then the
-  /// warps' values through `scratch` at `slot` (a barrier).
+  /// The block's maximum (sum) of one value a thread, through `scratch`
+  /// at `slot` (a barrier).
   Value blockReduce(Value v, Value scratch, int64_t slot, bool isMax) {
-    auto combine = [&](Value x, Value y) {
-      return isMax ? kb.maxf(x, y) : kb.add(x, y);
-    };
-    for (int64_t off = 16; off >= 1; off /= 2)
-      v = combine(v, em.shuffleXor(v, off));
-    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-    kb.ifThen(kb.eqi(lane, kb.idx(0)),
-              [&] { em.sts(v, scratch, {kb.addi(kb.idx(slot), warp)}); });
-    gpu::BarrierOp::create(b, loc);
-    Value r = em.lds(scratch, {kb.idx(slot)});
-    for (int64_t w = 1; w < kThreads / 32; ++w)
-      r = combine(r, em.lds(scratch, {kb.idx(slot + w)}));
-    return r;
+    return em.blockReduce(
+        v, tid, kThreads / 32, scratch, slot,
+        [&](Value x, Value y) { return isMax ? kb.maxf(x, y) : kb.add(x, y); });
   }
 
   /// One token's splits: its first work item, the non-empty splits and the
@@ -344,30 +335,11 @@ private:
   /// Where the output cache is not the input's buffer: the old rows copied
   /// by all blocks of the phase (grid-stride). Phase 1 read the input.
   void copyOldRows() {
-    Value in = cache.full, out = cacheOut.full;
-    auto address = [&](Value m) {
-      return memref::ExtractAlignedPointerAsIndexOp::create(b, loc, m);
-    };
-    kb.ifThen(kb.notb(kb.eqi(address(in), address(out))), [&] {
-      int64_t width = d.width();
-      Value len = kb.dim(cache.shape[1]);
-      Value total =
-          kb.muli(kb.muli(kb.dim(cache.shape[0]), len), kb.idx(width));
-      Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-      Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-      Value stride = kb.muli(grid, kb.idx(kThreads));
-      Value first = kb.addi(kb.muli(bid, kb.idx(kThreads)), tid);
-      scf::ForOp::create(b, loc, first, total, stride, ValueRange{},
-                         [&](OpBuilder &, Location, Value i, ValueRange) {
-                           Value c = em.remu(i, width), row = em.divu(i, width);
-                           Value s = arith::RemUIOp::create(b, loc, row, len);
-                           Value n = arith::DivUIOp::create(b, loc, row, len);
-                           kb.ifThen(kb.lti(s, kb.loadIndex(lens, {n})), [&] {
-                             kb.store(kb.load(in, {n, s, c}), out, {n, s, c});
-                           });
-                           scf::YieldOp::create(b, loc);
-                         });
-    });
+    Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    emitCopyCachedRows(kb, cache, cacheOut, lens,
+                       kb.addi(kb.muli(bid, kb.idx(kThreads)), tid),
+                       kb.muli(grid, kb.idx(kThreads)));
   }
 
   /// o[t, h, j] = W_v[j] . ctx[t]: a warp per output j (outputs warp,

@@ -29,6 +29,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <array>
+#include <functional>
 
 namespace mlir::k3 {
 
@@ -85,6 +86,25 @@ struct MMAEmitter {
     for (int64_t off = 16; off >= 1; off /= 2)
       v = kb.add(v, shuffleXor(v, off));
     return v;
+  }
+  /// The block's reduction of one value a thread, in every thread: a
+  /// butterfly of shuffles with `combine` over the warp, then the `warps`
+  /// warps' values through `scratch` at [slot, slot + warps), combined in
+  /// warp order after one barrier (the caller orders any reuse of the
+  /// slots).
+  Value blockReduce(Value v, Value tid, int64_t warps, Value scratch,
+                    int64_t slot,
+                    const std::function<Value(Value, Value)> &combine) {
+    for (int64_t off = 16; off >= 1; off /= 2)
+      v = combine(v, shuffleXor(v, off));
+    Value lane = kb.remui(tid, 32), warp = kb.divui(tid, 32);
+    kb.ifThen(kb.eqi(lane, kb.idx(0)),
+              [&] { sts(v, scratch, {kb.addi(kb.idx(slot), warp)}); });
+    gpu::BarrierOp::create(b, loc);
+    Value r = lds(scratch, {kb.idx(slot)});
+    for (int64_t w = 1; w < warps; ++w)
+      r = combine(r, lds(scratch, {kb.idx(slot + w)}));
+    return r;
   }
 
   Value lds(Value mem, ValueRange i) {

@@ -170,14 +170,11 @@ private:
 
   /// The block's sum of one i32 per thread, in every thread.
   Value blockSum(Value v) {
-    for (int64_t off = 16; off >= 1; off /= 2)
-      v = arith::AddIOp::create(b, loc, v, em.shuffleXor(v, off));
-    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { em.sts(v, warpSums, {warp}); });
-    gpu::BarrierOp::create(b, loc);
-    Value total = em.lds(warpSums, {kb.idx(0)});
-    for (int64_t w = 1; w < warps; ++w)
-      total =
-          arith::AddIOp::create(b, loc, total, em.lds(warpSums, {kb.idx(w)}));
+    Value total =
+        em.blockReduce(v, tid, warps, warpSums, 0, [&](Value x, Value y) {
+          return arith::AddIOp::create(b, loc, x, y).getResult();
+        });
+    // warpSums is reused by the next sum.
     gpu::BarrierOp::create(b, loc);
     return total;
   }

@@ -112,14 +112,8 @@ private:
 
   /// The block's sum of `v` in every thread: warp sums, then the warps'.
   Value blockSum(Value tid, Value v) {
-    Value lane = em.remu(tid, 32), warp = em.divu(tid, 32);
-    Value ws = em.warpSum(v);
-    kb.ifThen(kb.eqi(lane, kb.idx(0)), [&] { em.sts(ws, partial, {warp}); });
-    gpu::BarrierOp::create(b, loc);
-    Value total = kb.f32(0.0);
-    for (int64_t i = 0; i < warps; ++i)
-      total = kb.add(total, em.lds(partial, {kb.idx(i)}));
-    return total;
+    return em.blockReduce(v, tid, warps, partial, 0,
+                          [&](Value x, Value y) { return kb.add(x, y); });
   }
 
   KernelBuilder &kb;
