@@ -19,16 +19,16 @@ void mlir::k3::emitCopyCachedRows(KernelBuilder &kb, const KernelOperand &in,
     int64_t width = in.shape[2];
     Value len = kb.dim(in.shape[1]);
     Value total = kb.muli(kb.muli(kb.dim(in.shape[0]), len), kb.idx(width));
-    scf::ForOp::create(
-        b, loc, first, total, stride, ValueRange{},
-        [&](OpBuilder &, Location, Value i, ValueRange) {
-          Value c = kb.remui(i, width), row = kb.divui(i, width);
-          Value s = arith::RemUIOp::create(b, loc, row, len);
-          Value n = arith::DivUIOp::create(b, loc, row, len);
-          kb.ifThen(kb.lti(s, kb.loadIndex(lens, {n})), [&] {
-            kb.store(kb.load(in.full, {n, s, c}), out.full, {n, s, c});
-          });
-          scf::YieldOp::create(b, loc);
-        });
+    scf::ForOp::create(b, loc, first, total, stride, ValueRange{},
+                       [&](OpBuilder &, Location, Value i, ValueRange) {
+                         Value c = kb.remui(i, width), row = kb.divui(i, width);
+                         Value s = arith::RemUIOp::create(b, loc, row, len);
+                         Value n = arith::DivUIOp::create(b, loc, row, len);
+                         kb.ifThen(kb.lti(s, kb.loadIndex(lens, {n})), [&] {
+                           kb.store(kb.load(in.full, {n, s, c}), out.full,
+                                    {n, s, c});
+                         });
+                         scf::YieldOp::create(b, loc);
+                       });
   });
 }

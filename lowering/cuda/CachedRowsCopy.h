@@ -1,4 +1,5 @@
-//===- CachedRowsCopy.h - a cache's old rows into another buffer -*- C++ -*-===//
+//===- CachedRowsCopy.h - a cache's old rows into another buffer -*- C++
+//-*-===//
 //
 // A kernel that returns an updated per-sequence cache ([N, L, W], lens[n]
 // rows used) writes its new rows itself; where the output is not the input
