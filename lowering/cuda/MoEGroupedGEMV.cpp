@@ -137,7 +137,6 @@ public:
                 [&] { multiplyTile(TileKind::Dense, mTile, lane, rowsLive); });
       return success();
     }
-    Value routedTiles = kb.loadIndex(f.tileOffsets.full, {kb.idx(experts)});
     // The shared expert's ceil(T / TT) tiles come first: blocks start in
     // index order, and its tiles are the ones every token needs.
     Value sharedTiles = kb.idx(0);
@@ -147,11 +146,15 @@ public:
       kb.ifThen(kb.lti(mTile, sharedTiles),
                 [&] { multiplyTile(TileKind::Shared, mTile, lane, rowsLive); });
     }
-    Value routedTile = kb.subi(mTile, sharedTiles);
-    Value routed =
-        kb.andi(kb.gei(mTile, sharedTiles), kb.lti(routedTile, routedTiles));
-    kb.ifThen(routed, [&] {
-      multiplyTile(TileKind::Routed, routedTile, lane, rowsLive);
+    Value tileSlots = em.workgroupArray(e.fn, b.getI32Type(), 4);
+    kb.ifThen(kb.gei(mTile, sharedTiles), [&] {
+      Value routedTile = kb.subi(mTile, sharedTiles);
+      routed = locateSegmentTileInBlock(kb, f.offsets.full, f.tileOffsets.full,
+                                        experts, routedTile, f.tileRows, tid,
+                                        32 * tile.warps, tileSlots);
+      kb.ifThen(routed.live, [&] {
+        multiplyTile(TileKind::Routed, routedTile, lane, rowsLive);
+      });
     });
     return success();
   }
@@ -239,11 +242,10 @@ private:
       validRows = kb.minsi(kb.subi(tokenCount, rowStart), kb.idx(f.tileRows));
       return;
     }
-    SegmentTile s = locateSegmentTile(kb, f.offsets.full, f.tileOffsets.full,
-                                      experts, mTile, f.tileRows);
-    expert = s.expert;
-    rowStart = s.rowStart;
-    validRows = s.validRows;
+    // Found by the whole block before the branch (emit).
+    expert = routed.expert;
+    rowStart = routed.rowStart;
+    validRows = routed.validRows;
   }
 
   /// The warp's weight rows: R of each weight, in operand order.
@@ -400,6 +402,8 @@ private:
   Value tokenCount, pairs, x, out, rowSource, rowWeights;
   TileKind tileKind = TileKind::Routed;
   Value n0, expert, rowStart, validRows, warp, slice, group;
+  /// The block's routed tile (emit), read by locate.
+  BlockSegmentTile routed;
 };
 
 LogicalResult emitGEMV(const GEMVForm &f, Operation *op, KernelEmission &e) {

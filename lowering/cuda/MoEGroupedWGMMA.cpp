@@ -6,9 +6,9 @@
 //
 // - Schedule: the grid has a block per (row tile, column tile) for the most
 //   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
-//   expert by a binary search over k3.moe_dispatch's tile offsets (blocks
-//   past the last tile return at once). Its rows are [offsets[e] + 128 (m -
-//   tile_offsets[e]), offsets[e + 1]) capped at 128.
+//   expert in k3.moe_dispatch's tile offsets, all of its threads at once
+//   (MoESegments.h; blocks past the last tile return at once). Its rows are
+//   [offsets[e] + 128 (m - tile_offsets[e]), offsets[e + 1]) capped at 128.
 // - Operands: the expert's weight tiles come by TMA (a rank-3 tensor map
 //   over [E, N, K]: coordinates (k, n, e)) into the 128-byte swizzle; the
 //   rows' tiles by cp.async, each thread 8 rows of one 16-byte chunk,
@@ -147,9 +147,14 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = em.divuIdx(bid, nb);
     nTile = em.remuIdx(bid, nb);
-    Value total = kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
-    kb.ifThen(kb.lti(mTile, total), [&] {
-      locateTile();
+    Value t = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    BlockSegmentTile s = locateSegmentTileInBlock(
+        kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,
+        kTile, t, threads(), mma.workgroupArray(e.fn, b.getI32Type(), 4));
+    kb.ifThen(s.live, [&] {
+      expert = s.expert;
+      rowStart = s.rowStart;
+      validRows = s.validRows;
       body(epi);
     });
     return success();
@@ -215,16 +220,6 @@ private:
       rowsMapArg = addMap(0, rowBox());
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(attrs));
-  }
-
-  /// The expert of row tile mTile and the tile's rows (MoESegments.h).
-  void locateTile() {
-    SegmentTile s =
-        locateSegmentTile(kb, g.tables.offsets.full, g.tables.tileOffsets.full,
-                          experts, mTile, kTile);
-    expert = s.expert;
-    rowStart = s.rowStart;
-    validRows = s.validRows;
   }
 
   /// This thread's rows of the A tile: tile row, source row, in range.

@@ -35,7 +35,7 @@
 // Gate/up: T K row tiles x 128 / 16 row groups; two fragments (W1, W3)
 // per warp in shared memory (8 warps x 2 x 4 x 32).
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
-// CHECK-SAME: workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1]
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<8x128x256xbf16>, vector<8xbf16>
 // CHECK: vector.load {{.*}} {alignment = 16 : i64} : memref<?x256xbf16>, vector<8xbf16>
@@ -47,7 +47,7 @@
 // Down: one fragment per warp (4 x 4 x 32); the routing weight times the
 // sum, stored in the rows' type (bf16).
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: workgroup(%{{.*}} : memref<512xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [128, 1, 1]
 // CHECK: vector.load {{.*}} : memref<8x256x128xbf16>, vector<8xbf16>
 // CHECK: k3gpu.mma_sync

@@ -10,7 +10,8 @@
 //   128 rows x 1 expert); gate/up's rows by cp.async (zero-filled past the
 //   segment) and a proxy fence, down's by TMA (h [T, K, I] as [T K, I]);
 //   wgmma m64n128k16; a block per (row tile, column tile) for
-//   ceil(T K / 128) + E row tiles.
+//   ceil(T K / 128) + E row tiles, its expert found by all of its threads
+//   at once (MoESegments.h).
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // f32 activations keep the loop nests for the GEMMs (the dispatch kernel
@@ -44,8 +45,18 @@
 // CHECK: gpu.shuffle  idx
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[W1MAP:.*]]: !llvm.ptr, %[[W3MAP:.*]]: !llvm.ptr)
+// CHECK-SAME: workgroup(%[[GLUSLOTS:.*]] : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 2302, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 70656>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 5, box = [64, 64, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 6, box = [64, 64, 1], swizzle = swizzle_128b>]
+// The block finds its tile's expert with all of its threads at once: the
+// tables' entries of the thread's experts (and the tile count) loaded
+// before any is used, the holder's one vector store, one barrier.
+// CHECK: gpu.thread_id  x
+// CHECK-COUNT-5: memref.load
+// CHECK: scf.if
+// CHECK: vector.store %{{.*}}, %[[GLUSLOTS]][%{{.*}}] {alignment = 16 : i64} : memref<4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK: gpu.barrier
+// CHECK: vector.load %[[GLUSLOTS]][%{{.*}}] {alignment = 16 : i64} : memref<4xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // CHECK: builtin.unrealized_conversion_cast %[[W1MAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-COUNT-8: nvgpu.device_async_copy
 // CHECK: nvgpu.tma.async.load
@@ -67,7 +78,7 @@
 // CHECK-COUNT-2: nvgpu.warpgroup.mma.store
 // CHECK: vector.store {{.*}} : memref<?x128xbf16>, vector<2xbf16>
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
+// CHECK-SAME: workgroup(%[[SCALES:.*]] : memref<128xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %{{.*}} : memref<4xi32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64})
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>]
 // The down GEMM's rows come by TMA: no cp.async, one mbarrier for both
 // tiles' bytes.
