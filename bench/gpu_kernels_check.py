@@ -244,6 +244,18 @@ GATED_NORM_MODEL = """func.func @forward(
   return %y : tensor<?x{H}x{D}xf32>
 }}
 """
+# MLA's latent [c_kv | k_pe] by rows (k3.partial_rms_norm, RMSNormRows.cpp):
+# Kimi Linear's 512 + 64 in bf16, and 100 + 28 in f32 (rows of 128: 4
+# columns a lane, the split inside a lane's columns).
+PARTIAL_NORM_SHAPES = (("bf16", 512, 64), ("f32", 100, 28))
+PARTIAL_NORM_MODEL = """func.func @forward(
+    %x: tensor<?x{N}x{X}> {{k3.name = "x", k3.dims = array<i64: -1, {N}>}})
+    -> (tensor<?x{N}x{X}> {{k3.name = "y"}}) {{
+  %w = k3.weight "w" : tensor<{R}xbf16>
+  %y = k3.partial_rms_norm %x, %w {{epsilon = 1.0e-6 : f64}} : (tensor<?x{N}x{X}>, tensor<{R}xbf16>) -> tensor<?x{N}x{X}>
+  return %y : tensor<?x{N}x{X}>
+}}
+"""
 # The short convolution by channels (ShortConvRows.cpp): Kimi Linear's 4096
 # bf16 channels and 40 f32 ones (one block, idle threads), kernel 4, with
 # carried states and packed sequences: empty ones, shorter than the
@@ -424,6 +436,8 @@ def prepare() -> int:
         compile_model(f"norm_n{n}", NORM_MODEL.format(N=n), "")
     for h, d in GATED_NORM_SHAPES:
         compile_model(f"gated_norm_h{h}_d{d}", GATED_NORM_MODEL.format(H=h, D=d), "")
+    for dt, r, rest in PARTIAL_NORM_SHAPES:
+        compile_model(f"partial_norm_{dt}_r{r}", PARTIAL_NORM_MODEL.format(N=r + rest, R=r, X=dt), "")
     for dt, c in SHORT_CONV_SHAPES:
         compile_model(f"short_conv_{dt}_c{c}", SHORT_CONV_MODEL.format(C=c, X=dt), "", max_seqs=8)
     compile_model("short_conv_group", SHORT_CONV_GROUP_MODEL, "", max_seqs=8)
@@ -634,6 +648,7 @@ def check() -> int:
     check_flash(res, rng)
     check_norms(res, rng)
     check_gated_norms(res, rng)
+    check_partial_norms(res, rng)
     check_short_convs(res, rng)
     check_short_conv_group(res, rng)
     check_router(res, rng)
@@ -680,6 +695,42 @@ def check_norms(res, rng) -> None:
                 return {"err_y": ey, "err_z": ez}
             res.guard(case, case=f"norm_n{n}", impl="k3", variant="rms_norm_rows",
                       shape={"T": t, "N": n})
+
+
+def check_partial_norms(res, rng) -> None:
+    """partial_rms_norm against k3ref.ops.partial_rms_norm in float64: the
+    normalised columns within 1e-5 (f32) or 2^-8 (bf16) normwise, the others
+    equal to the input."""
+    import torch
+    import k3
+    from k3ref import ops
+    for dt, r, rest in PARTIAL_NORM_SHAPES:
+        n = r + rest
+        w = bf16_round(rng.standard_normal(r) * 0.5 + 1.0)
+        wfile = OUT / f"partial_norm_{dt}_r{r}.w.safetensors"
+        save_bf16(wfile, "w", w)
+        for t in (1, 5, 200):
+            x = rng.standard_normal((t, n)) * 3
+            x = bf16_round(x) if dt == "bf16" else x.astype(np.float32)
+
+            def case(dt=dt, r=r, n=n, t=t, x=x, w=w, wfile=wfile):
+                s = k3.Session(str(OUT / f"partial_norm_{dt}_r{r}.k3bin"), device="cuda:0")
+                s.load_weights(str(wfile))
+                dev = torch.device("cuda:0")
+                xt = torch.from_numpy(np.asarray(x, np.float32)).to(dev)
+                out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
+                            x=xt.to(torch.bfloat16) if dt == "bf16" else xt)
+                y = torch.from_dlpack(out["y"]).double().cpu().numpy()
+                s.close()
+                want = ops.partial_rms_norm(np.asarray(x, np.float64), w, 1e-6)
+                err = float(np.linalg.norm(y[:, :r] - want[:, :r]) / np.linalg.norm(want[:, :r]))
+                bound = 2.0 ** -8 if dt == "bf16" else 1e-5
+                if not (err < bound and np.array_equal(y[:, r:], want[:, r:])):
+                    raise AssertionError(f"normalised columns err {err:.2e} (bound {bound}), "
+                                         f"others equal: {np.array_equal(y[:, r:], want[:, r:])}")
+                return {"err_vs_oracle": err, "bound": bound}
+            res.guard(case, case=f"partial_norm_{dt}_r{r}", impl="k3", variant="rms_norm_rows",
+                      shape={"T": t, "N": n, "R": r, "dtype": dt})
 
 
 def check_gated_norms(res, rng) -> None:

@@ -803,7 +803,7 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
 
 /// Columns per row (static) of a norm the row kernel covers, else 0.
 int64_t rmsNormRowsColumns(Operation *op) {
-  if (!isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
+  if (!isa<RMSNormOp, PartialRMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
     return 0;
   auto t = cast<RankedTensorType>(op->getOperand(0).getType());
   if (t.getRank() < 1 || t.isDynamicDim(t.getRank() - 1))
@@ -1458,7 +1458,7 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MLAPrefillAttentionOp>(op))
     return mlaFlashApplies(o) ? KernelKind::mla_flash_wgmma
                               : KernelKind::loop_nest;
-  if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
+  if (isa<RMSNormOp, PartialRMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
     return rmsNormRowsColumns(op) ? KernelKind::rms_norm_rows
                                   : KernelKind::loop_nest;
   if (auto o = dyn_cast<ShortConvOp>(op))
@@ -1732,7 +1732,7 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyLatentAttentionSplit(o, config);
     return wrongOp();
   case KernelKind::rms_norm_rows:
-    if (isa<RMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
+    if (isa<RMSNormOp, PartialRMSNormOp, AddRMSNormOp, GatedRMSNormOp>(op))
       return verifyRMSNormRows(op, config);
     return wrongOp();
   case KernelKind::moe_dispatch_rows:

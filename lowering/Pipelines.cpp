@@ -84,6 +84,12 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Fuse residual adds with the RMSNorm of their sum "
                      "(k3-fuse-add-rms-norm)"),
       llvm::cl::init(true)};
+  Option<bool> fusePartialRMSNorm{
+      *this, "fuse-partial-rms-norm",
+      llvm::cl::desc("MLA's norm of c_kv and the slices and concat around "
+                     "it as one k3.partial_rms_norm "
+                     "(k3-fuse-partial-rms-norm)"),
+      llvm::cl::init(true)};
   Option<std::string> activationDType{
       *this, "activation-dtype",
       llvm::cl::desc("Precision policy: f32 | bf16 activations between "
@@ -203,6 +209,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the fusions (their ops are retyped too), before the KDA rewrites
   // (whose chunk ops keep f32 intermediates).
   pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
+  // After the precision policy: the norm's result and the slice it joins
+  // have one type then.
+  if (o.fusePartialRMSNorm)
+    pm.addPass(k3::createK3FusePartialRMSNorm());
   // After the precision policy, which keeps the router's scores f32: the
   // logits it writes are f32.
   if (o.splitRouter)

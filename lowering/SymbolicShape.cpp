@@ -180,7 +180,8 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<EmbeddingOp>([&](EmbeddingOp e) -> LogicalResult {
         return leading(e.getResult(), e.getIds(), 1);
       })
-      .Case<RMSNormOp, GatedRMSNormOp, KDAGateOp, SigmoidGateOp, AddOp>(
+      .Case<RMSNormOp, PartialRMSNormOp, GatedRMSNormOp, KDAGateOp,
+            SigmoidGateOp, AddOp>(
           [&](Operation *o) { return same(o->getResult(0), o->getOperand(0)); })
       .Case<LinearOp>([&](LinearOp l) -> LogicalResult {
         return leading(l.getResult(), l.getInput(),

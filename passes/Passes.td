@@ -170,6 +170,23 @@ def K3LastTokenLogits : Pass<"k3-last-token-logits", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::func::FuncDialect"];
 }
 
+def K3FusePartialRMSNorm : Pass<"k3-fuse-partial-rms-norm"> {
+  let summary = "Fuse an RMSNorm of a row's leading columns with the slices "
+                "and the concat around it";
+  let description = [{
+    Rewrites `tensor.concat(k3.rms_norm(x[..., :R], w), x[..., R:])` along
+    the last dimension into `k3.partial_rms_norm(x, w)`: MLA's
+    down-projection output `[c_kv | k_pe]`, of which only `c_kv` is
+    normalised, becomes the latent `[norm(c_kv) | k_pe]` in one kernel
+    instead of four (two slices, the norm, the concat). It fires where the
+    slices take every row of `x` (their row count is `x`'s, or `tensor.dim`
+    of a value that `x` comes from through projections and norms) and the
+    concat has `x`'s type; other uses of the norm keep it.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def K3FuseAddRMSNorm : Pass<"k3-fuse-add-rms-norm"> {
   let summary = "Fuse a residual add with the RMSNorm of its sum";
   let description = [{

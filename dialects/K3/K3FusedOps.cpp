@@ -129,6 +129,24 @@ LogicalResult AddRMSNormOp::verify() {
   return success();
 }
 
+LogicalResult PartialRMSNormOp::verify() {
+  Value x = getInput(), w = getWeight(), y = getResult();
+  if (rt(x).getRank() < 1)
+    return emitOpError() << "expects 'input' to have rank at least 1";
+  if (failed(expectRank(*this, "weight", w, 1)) ||
+      failed(expectSameShape(*this, "input", x, "result", y)))
+    return failure();
+  int64_t n = rt(x).getShape().back(), r = rt(w).getDimSize(0);
+  if (ShapedType::isDynamic(n) || ShapedType::isDynamic(r) || r < 1 || r >= n)
+    return emitOpError() << "expects a static 'weight' size R with 0 < R < "
+                            "the input's static last dimension, got R = "
+                         << r << " and " << n;
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "expects 'epsilon' to be positive, got "
+                         << getEpsilon().convertToDouble();
+  return success();
+}
+
 LogicalResult GLUGateUpOp::verify() {
   Value x = getInput(), wg = getWGate(), r = getResult();
   if (failed(expectRank(*this, "input", x, 2)) ||

@@ -2,8 +2,9 @@
 //
 // Ops that graph passes create, not model descriptions: the selection of
 // each sequence's last token before the LM head (k3-last-token-logits),
-// the linears of one input as one op (k3-group-linears) and RMSNorm fused
-// with the residual add before it (k3-fuse-add-rms-norm).
+// the linears of one input as one op (k3-group-linears), RMSNorm fused
+// with the residual add before it (k3-fuse-add-rms-norm) and with the
+// slices around it (k3-fuse-partial-rms-norm).
 // Verifiers in K3FusedOps.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -119,6 +120,34 @@ def K3_AddRMSNormOp : K3_Op<"add_rms_norm", [Pure]> {
   let results = (outs K3_FloatTensor:$sum, K3_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $residual `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_PartialRMSNormOp : K3_Op<"partial_rms_norm", [Pure]> {
+  let summary = "RMSNorm of each row's leading columns, the others copied";
+  let description = [{
+    For `input [..., N]` and `weight [R]` (0 < R < N): `result[..., :R] =
+    weight * x / sqrt(mean(x^2) + epsilon)` with `x = input[..., :R]` (the
+    mean over the R columns, f32 statistics as `k3.rms_norm`), and
+    `result[..., R:] = input[..., R:]`.
+
+    MLA's down-projection output is `[c_kv (R) | k_pe]`: only `c_kv` is
+    normalised, and the latent cache and attention take both side by side.
+    `k3-fuse-partial-rms-norm` forms this op from
+    `concat(rms_norm(input[..., :R]), input[..., R:])`: one kernel where
+    the graph had a norm, two slices and a concatenation.
+
+    ```mlir
+    %latent = k3.partial_rms_norm %kv, %w {epsilon = 1.0e-6 : f64}
+        : (tensor<?x576xbf16>, tensor<512xbf16>) -> tensor<?x576xbf16>
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$weight,
+                       F64Attr:$epsilon);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

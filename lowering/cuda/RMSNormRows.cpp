@@ -15,6 +15,9 @@
 // blocks and 0.32 ms per gated norm, 5.6x its bytes' time
 // (bench/results/profile-gpu/kl48b-prefill-T8192-20261203T1925Z-327ab3c.txt).
 //
+// k3.partial_rms_norm (MLA's [c_kv | k_pe]) normalises a row's leading
+// columns and stores the others as loaded.
+//
 // k3.add_rms_norm first forms sum = input + residual, stores it in its own
 // type and normalises the stored value, as the loop nest does (so the
 // fused op stays what k3.add then k3.rms_norm compute). k3.gated_rms_norm
@@ -39,9 +42,12 @@ namespace {
 /// squares, the scaled row.
 class RMSNormRowsKernel {
 public:
-  RMSNormRowsKernel(const KernelEmission &e, int64_t cols, double eps)
+  /// `normalized`: the leading columns that are normalised (all `cols`
+  /// but for k3.partial_rms_norm, which copies the others).
+  RMSNormRowsKernel(const KernelEmission &e, int64_t cols, int64_t normalized,
+                    double eps)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb}, cols(cols),
-        warps(e.config.getWarps()), eps(eps),
+        normalized(normalized), warps(e.config.getWarps()), eps(eps),
         rowsPerBlock(e.config.getTile().empty() ? 0 : e.config.getTile()[0]) {
     threads = rowsPerBlock ? 32 : 32 * warps;
     if (!rowsPerBlock)
@@ -68,8 +74,9 @@ private:
   void emitRow(Value x, Value r, Value s, Value w, Value y, Value gate,
                Value row, Value tid) {
     const int64_t per = (cols + threads - 1) / threads;
-    SmallVector<Value> v(per), ok(per), col(per), xv(per), rv(per), wv(per),
-        gv(per);
+    SmallVector<Value> v(per), ok(per), norm(per), col(per), xv(per), rv(per),
+        wv(per), gv(per);
+    const bool partial = normalized < cols;
     // Every load of the row is issued before the first store: a store of
     // the sum may alias a later load as far as the compiler knows, so
     // loads interleaved with the stores became one memory round trip per
@@ -81,7 +88,11 @@ private:
       ok[i] = kb.lti(c, kb.idx(cols));
       col[i] = kb.minsi(c, kb.idx(cols - 1));
       xv[i] = kb.load(x, {row, col[i]});
-      wv[i] = kb.load(w, {col[i]});
+      // Columns past the normalised ones are copied; their weight load
+      // stays in bounds.
+      norm[i] = partial ? kb.lti(c, kb.idx(normalized)) : ok[i];
+      wv[i] =
+          kb.load(w, {partial ? kb.minsi(c, kb.idx(normalized - 1)) : col[i]});
       if (gate)
         gv[i] = kb.load(gate, {row, col[i]});
       if (r)
@@ -95,17 +106,19 @@ private:
                          cast<MemRefType>(s.getType()).getElementType());
         kb.ifThen(ok[i], [&, i] { kb.store(val, s, {row, col[i]}); });
       }
-      v[i] = kb.select(ok[i], val, kb.f32(0.0));
+      v[i] = kb.select(norm[i], val, kb.f32(0.0));
       ss = em.fmaContract(v[i], v[i], ss);
     }
     Value sum = rowsPerBlock ? em.warpSum(ss) : blockSum(tid, ss);
     Value inv =
-        kb.rsqrt(kb.add(kb.div(sum, kb.f32(double(cols))), kb.f32(eps)));
+        kb.rsqrt(kb.add(kb.div(sum, kb.f32(double(normalized))), kb.f32(eps)));
     for (int64_t i = 0; i < per; ++i)
       kb.ifThen(ok[i], [&, i] {
         Value out = kb.mul(kb.mul(v[i], inv), wv[i]);
         if (gate)
           out = kb.mul(out, kb.sigmoid(gv[i]));
+        if (partial)
+          out = kb.select(norm[i], out, xv[i]);
         kb.store(out, y, {row, col[i]});
       });
   }
@@ -120,7 +133,7 @@ private:
   OpBuilder &b;
   Location loc;
   MMAEmitter em;
-  int64_t cols, warps, threads;
+  int64_t cols, normalized, warps, threads;
   double eps;
   int64_t rowsPerBlock; // 0: a block per row
   Value partial;
@@ -129,12 +142,11 @@ private:
 /// The launch and body of a norm over the rows of `x` (sum and residual:
 /// the fused add's, else null), its leading dimensions as one row count
 /// linear in a runtime size.
-LogicalResult emitNormRows(Operation *op, KernelEmission &e,
-                           const KernelOperand &x,
-                           const KernelOperand *residual,
-                           const KernelOperand *sum, Value weight,
-                           const KernelOperand &result, double eps,
-                           const KernelOperand *gate = nullptr) {
+LogicalResult
+emitNormRows(Operation *op, KernelEmission &e, const KernelOperand &x,
+             const KernelOperand *residual, const KernelOperand *sum,
+             Value weight, const KernelOperand &result, double eps,
+             const KernelOperand *gate = nullptr, int64_t normalized = 0) {
   KernelBuilder &kb = e.kb;
   Value rows = kb.numElements(ArrayRef<int64_t>(x.shape).drop_back());
   auto form = kb.linearForm(rows);
@@ -149,7 +161,7 @@ LogicalResult emitNormRows(Operation *op, KernelEmission &e,
   auto view = [&](const KernelOperand *t) {
     return t ? kb.view(t->base, {rows, kb.idx(cols)}) : Value();
   };
-  RMSNormRowsKernel(e, cols, eps)
+  RMSNormRowsKernel(e, cols, normalized ? normalized : cols, eps)
       .emit(view(&x), view(residual), view(sum), weight, view(&result),
             view(gate), rows);
   e.finishSinglePhase(op->getLoc());
@@ -163,6 +175,18 @@ struct RMSNormRowsPattern : OpKernelPattern<RMSNormOp> {
     return emitNormRows(op, e, ops.getInput(), nullptr, nullptr,
                         ops.getWeight().full, e.outputs[0],
                         op.getEpsilon().convertToDouble());
+  }
+};
+
+struct PartialRMSNormRowsPattern : OpKernelPattern<PartialRMSNormOp> {
+  PartialRMSNormRowsPattern() : OpKernelPattern(KernelKind::rms_norm_rows) {}
+  LogicalResult emit(PartialRMSNormOp op, Adaptor,
+                     KernelEmission &e) const override {
+    auto ops = operandsOf(op, e.inputs);
+    return emitNormRows(op, e, ops.getInput(), nullptr, nullptr,
+                        ops.getWeight().full, e.outputs[0],
+                        op.getEpsilon().convertToDouble(), nullptr,
+                        ops.getWeight().shape[0]);
   }
 };
 
@@ -194,6 +218,6 @@ struct GatedRMSNormRowsPattern : OpKernelPattern<GatedRMSNormOp> {
 } // namespace
 
 void mlir::k3::populateRMSNormRowsPatterns(KernelPatternSet &patterns) {
-  patterns.add<RMSNormRowsPattern, AddRMSNormRowsPattern,
-               GatedRMSNormRowsPattern>();
+  patterns.add<RMSNormRowsPattern, PartialRMSNormRowsPattern,
+               AddRMSNormRowsPattern, GatedRMSNormRowsPattern>();
 }

@@ -18,6 +18,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](AddOp o) { return emitAdd(o, kb, in, out); })
       .Case([&](LastTokensOp o) { return emitLastTokens(o, kb, in, out); })
       .Case([&](AddRMSNormOp o) { return emitAddRMSNorm(o, kb, in, out); })
+      .Case([&](PartialRMSNormOp o) {
+        return emitPartialRMSNorm(o, kb, in, out);
+      })
       .Case([&](SigmoidGateOp o) { return emitSigmoidGate(o, kb, in, out); })
       .Case([&](ArgmaxOp o) { return emitArgmax(o, kb, in, out); })
       .Case([&](AttnResPushOp o) { return emitAttnResPush(o, kb, in, out); })

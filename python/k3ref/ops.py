@@ -131,6 +131,15 @@ def rms_norm(x, w, eps):
     return _a(w) * (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps))
 
 
+def partial_rms_norm(x, w, eps):
+    """RMSNorm of the leading ``len(w)`` columns of the last axis, the others
+    as they are (k3.partial_rms_norm: MLA's ``[c_kv | k_pe]``, of which only
+    c_kv is normalised)."""
+    x = _a(x)
+    r = len(w)
+    return np.concatenate([rms_norm(x[..., :r], w, eps), x[..., r:]], axis=-1)
+
+
 def gated_rms_norm(o, gate, w, eps):
     """Per-head RMSNorm times σ(gate) (K3-SPEC §2 step 6; FLA FusedRMSNormGated, sigmoid).
 

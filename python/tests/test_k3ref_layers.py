@@ -77,3 +77,15 @@ def test_kda_layer_matches_spec_section2():
     assert rel_err(got, y) < 1e-11
     # decode-state conv windows hold the last K-1 pre-conv inputs
     assert rel_err(st["conv_k"][0], (x @ w["k_proj"].T)[-3:].T) < 1e-15
+
+
+def test_partial_rms_norm_normalises_the_leading_columns_only():
+    """k3.partial_rms_norm's reference: the first len(w) columns as RMSNorm of
+    those columns alone (written out here), the others unchanged."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 2, 20)) * 3
+    w = rng.standard_normal(16) * 0.5 + 1.0
+    y = ops.partial_rms_norm(x, w, 1e-6)
+    assert y.shape == x.shape
+    assert rel_err(y[..., :16], rms(x[..., :16], w, 1e-6)) < 1e-15
+    assert np.array_equal(y[..., 16:], x[..., 16:])

@@ -1,5 +1,6 @@
 // REQUIRES: ptxas
-// k3.rms_norm and k3.add_rms_norm with kernel = rms_norm_rows
+// k3.rms_norm, k3.add_rms_norm, k3.gated_rms_norm and k3.partial_rms_norm
+// with kernel = rms_norm_rows
 // (lowering/cuda/RMSNormRows.cpp): a block of 8 warps per row; each thread
 // holds its columns (hidden 2304: 9) in registers, the sum of squares is a
 // warp sum then a shared-memory sum over the warps; add_rms_norm stores
@@ -65,6 +66,21 @@
 // CHECK: math.exp
 // CHECK: gpu.return
 
+// MLA's latent [c_kv 512 | k_pe 64] (k3.partial_rms_norm): a warp per row
+// of 576, 18 columns a lane, each loaded with its weight (the k_pe
+// columns' load clamped to the last of 512) before the sum; the mean over
+// 512; a k_pe column stored as loaded (the select).
+// CHECK-LABEL: gpu.func @partial_rms_norm_3(
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, tile = [8], warps = 8>
+// CHECK-COUNT-36: memref.load
+// CHECK-NOT: gpu.barrier
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: arith.constant 5.120000e+02 : f32
+// CHECK: arith.divf
+// CHECK: arith.select
+// CHECK: memref.store
+// CHECK: gpu.return
+
 // PTXAS: Function properties for add_rms_norm_1
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
@@ -73,9 +89,11 @@ func.func @forward(
     %h: tensor<?x2304xbf16> {k3.name = "h", k3.dims = array<i64: -1, 2304>},
     %r: tensor<?x2304xbf16> {k3.name = "r", k3.dims = array<i64: -1, 2304>},
     %o: tensor<?x32x128xbf16> {k3.name = "o", k3.dims = array<i64: -1, 32, 128>},
-    %gt: tensor<?x32x128xbf16> {k3.name = "gt", k3.dims = array<i64: -1, 32, 128>})
+    %gt: tensor<?x32x128xbf16> {k3.name = "gt", k3.dims = array<i64: -1, 32, 128>},
+    %kv: tensor<?x576xbf16> {k3.name = "kv", k3.dims = array<i64: -1, 576>})
     -> (tensor<?x2304xf32> {k3.name = "y"}, tensor<?x2304xbf16> {k3.name = "s"},
-        tensor<?x2304xf32> {k3.name = "z"}, tensor<?x32x128xbf16> {k3.name = "go"}) {
+        tensor<?x2304xf32> {k3.name = "z"}, tensor<?x32x128xbf16> {k3.name = "go"},
+        tensor<?x576xbf16> {k3.name = "latent"}) {
   %w = k3.weight "w" : tensor<2304xbf16>
   %y = k3.rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<?x2304xf32>, tensor<2304xbf16>) -> tensor<?x2304xf32>
   %s, %z = k3.add_rms_norm %h, %r, %w {epsilon = 1.0e-5 : f64}
@@ -83,5 +101,8 @@ func.func @forward(
   %wo = k3.weight "wo" : tensor<128xf32>
   %go = k3.gated_rms_norm %o, %gt, %wo {epsilon = 1.0e-5 : f64}
       : (tensor<?x32x128xbf16>, tensor<?x32x128xbf16>, tensor<128xf32>) -> tensor<?x32x128xbf16>
-  return %y, %s, %z, %go : tensor<?x2304xf32>, tensor<?x2304xbf16>, tensor<?x2304xf32>, tensor<?x32x128xbf16>
+  %wn = k3.weight "wn" : tensor<512xbf16>
+  %latent = k3.partial_rms_norm %kv, %wn {epsilon = 1.0e-6 : f64}
+      : (tensor<?x576xbf16>, tensor<512xbf16>) -> tensor<?x576xbf16>
+  return %y, %s, %z, %go, %latent : tensor<?x2304xf32>, tensor<?x2304xbf16>, tensor<?x2304xf32>, tensor<?x32x128xbf16>, tensor<?x576xbf16>
 }

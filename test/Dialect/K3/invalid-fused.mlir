@@ -1,7 +1,7 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics
 
 // Verifier diagnostics of the ops graph passes create (K3FusedOps.td):
-// k3.last_tokens, k3.linear_group and k3.add_rms_norm.
+// k3.last_tokens, k3.linear_group, k3.add_rms_norm and k3.partial_rms_norm.
 
 func.func @last_tokens_rows(%x: tensor<?x8xf32>, %cu: tensor<3xi32>) {
   // expected-error @+1 {{'k3.last_tokens' op expects one result row per sequence: 'cu_seqlens' has 3 offsets (2 sequences) but 'result' has 3 rows}}
@@ -118,5 +118,29 @@ func.func @short_conv_group_kernel_size(%x: tensor<?x64xbf16>, %w: tensor<64x1x1
   %r:2 = k3.short_conv_group(%x) weights(%w) state(%s) cu_seqlens(%cu) {kernel_size = 1 : i64}
       : (tensor<?x64xbf16>, tensor<64x1x1xf32>, tensor<?x64x0xf32>, tensor<?xi32>)
       -> (tensor<?x64xbf16>, tensor<?x64x0xf32>)
+  return
+}
+
+// -----
+
+func.func @partial_rms_norm_whole_row(%x: tensor<?x20xbf16>, %w: tensor<20xbf16>) {
+  // expected-error @+1 {{'k3.partial_rms_norm' op expects a static 'weight' size R with 0 < R < the input's static last dimension, got R = 20 and 20}}
+  %y = k3.partial_rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<?x20xbf16>, tensor<20xbf16>) -> tensor<?x20xbf16>
+  return
+}
+
+// -----
+
+func.func @partial_rms_norm_result(%x: tensor<?x20xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'k3.partial_rms_norm' op shape mismatch: 'input' dimension 1 is 20 but 'result' dimension 1 is 16}}
+  %y = k3.partial_rms_norm %x, %w {epsilon = 1.0e-6 : f64} : (tensor<?x20xbf16>, tensor<16xbf16>) -> tensor<?x16xbf16>
+  return
+}
+
+// -----
+
+func.func @partial_rms_norm_epsilon(%x: tensor<?x20xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'k3.partial_rms_norm' op expects 'epsilon' to be positive, got 0}}
+  %y = k3.partial_rms_norm %x, %w {epsilon = 0.0 : f64} : (tensor<?x20xbf16>, tensor<16xbf16>) -> tensor<?x20xbf16>
   return
 }
