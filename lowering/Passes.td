@@ -33,7 +33,8 @@ def K3SelectKernelConfig : Pass<"k3-select-kernel-config",
     `linear.kernel=linear_mma_3xtf32`) or a kernel kind, for the ops that
     have that kernel so far (`moe_grouped_gemv.tile=2x4`: the decode
     entry's grouped GEMVs, not prefill's wgmma kernels of the same ops),
-    or `target.<param>=<value>` for a
+    either optionally limited to one entry by `@decode` or `@prefill`
+    (`moe_grouped_down@decode.tile=16x4x2`), or `target.<param>=<value>` for a
     parameter of the GPU target (`target.sm_count=16`). Every config is
     checked against its op and the target; `report` prints each one.
   }];

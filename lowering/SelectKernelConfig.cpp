@@ -28,7 +28,8 @@ FailureOr<Override> parseOverride(Operation *where, StringRef text) {
   if (scope.empty() || param.empty() || value.empty())
     return where->emitError()
            << "override '" << text
-           << "' must be <op>.<param>=<value> or target.<param>=<value>";
+           << "' must be <op>.<param>=<value> (<op> an op or kernel name, "
+              "optionally @decode or @prefill) or target.<param>=<value>";
   return Override{scope.str(), param.str(), value.str()};
 }
 
@@ -169,6 +170,11 @@ struct K3SelectKernelConfigPass
       FailureOr<Override> o = parseOverride(module, text);
       if (failed(o))
         return failure();
+      StringRef entry = StringRef(o->scope).split('@').second;
+      if (!entry.empty() && entry != "decode" && entry != "prefill")
+        return module.emitError()
+               << "override '" << text << "': the entry after '@' must be "
+               << "decode or prefill, got '" << entry << "'";
       if (o->scope == "target") {
         target = overrideTarget(module, *target, *o);
         if (failed(target))
@@ -191,10 +197,14 @@ struct K3SelectKernelConfigPass
           c = defaultKernelConfig(op, *target, decode);
         for (const Override &o : opOverrides) {
           // An op name, or the kind of kernel the op has so far (the same
-          // op kind takes other kernels in prefill and in a decode step).
-          if (o.scope != op->getName().stripDialect() &&
-              o.scope != op->getName().getStringRef() &&
-              o.scope != stringifyKernelKind(c.getKernel()))
+          // op kind takes other kernels in prefill and in a decode step);
+          // `@decode` or `@prefill` after it limits it to that entry's ops.
+          auto [name, entry] = StringRef(o.scope).split('@');
+          if (name != op->getName().stripDialect() &&
+              name != op->getName().getStringRef() &&
+              name != stringifyKernelKind(c.getKernel()))
+            continue;
+          if ((entry == "decode" && !decode) || (entry == "prefill" && decode))
             continue;
           FailureOr<KernelConfigAttr> changed =
               o.param == "kernel" ? overrideKernel(op, c, o, *target, decode)

@@ -20,6 +20,10 @@
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda report=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // A decode entry's recurrent KDA stages one token per chunk.
 // RUN: k3-opt %s --k3-decode-entry --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=DECODE
+// An override scoped to one entry (`<op>@decode`): the prefill's op keeps
+// its default.
+// RUN: k3-opt %s --k3-decode-entry --k3-select-kernel-config="target=cuda override=kda@decode.tile=32x8x1x4" | FileCheck %s --check-prefix=SCOPED
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=kda@step.warps=2" 2>&1 | FileCheck %s --check-prefix=BADSCOPE
 // Errors: an unknown target, parameter, kernel, a malformed override, a
 // dedicated kernel on the CPU, a config its kernel cannot run.
 // RUN: not k3-opt %s --k3-select-kernel-config=target=sm_75x 2>&1 | FileCheck %s --check-prefix=BADTARGET
@@ -69,10 +73,16 @@
 // DECODE: func.func @forward_decode
 // DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 1, 4], warps = 4>
 
+// SCOPED-LABEL: func.func @forward(
+// SCOPED: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
+// SCOPED-LABEL: func.func @forward_decode(
+// SCOPED: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 1, 4], warps = 2>
+// BADSCOPE: error: override 'kda@step.warps=2': the entry after '@' must be decode or prefill, got 'step'
+
 // BADTARGET: error: unknown target 'sm_75x' (expected cpu, cuda or sm_90a)
 // BADPARAM: error: unknown kernel config parameter 'depth' (kernel, tile, warps, stages, blocks_per_sm)
 // BADTPARAM: error: unknown target parameter 'l2_bytes'
-// MALFORMED: error: override 'kda' must be <op>.<param>=<value> or target.<param>=<value>
+// MALFORMED: error: override 'kda' must be <op>.<param>=<value> (<op> an op or kernel name, optionally @decode or @prefill) or target.<param>=<value>
 // NOTINT: error: override kda.warps needs an integer, got 'two'
 // BADTILE: error: 'k3.kda' op kda_recurrent tile C must be 1 or 4
 // BADWARPS: error: 'k3.rms_norm' op loop_nest warps must give 32 to 1024 threads, got 64 warps
