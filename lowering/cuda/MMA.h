@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -223,6 +224,14 @@ struct MMAEmitter {
   /// IEEE division's slow path is a call per element.
   Value rcpApprox(Value x) {
     return k3gpu::RcpApproxOp::create(b, loc, x.getType(), x);
+  }
+  /// silu(x) = x / (1 + e^-x) by the special-function unit: one ex2 of
+  /// -x log2(e) and one rcp (a few ulp), where expf and the IEEE division
+  /// take about 20 instructions; e^-x = inf for very negative x gives -0.
+  Value siluApprox(Value x) {
+    Value e =
+        math::Exp2Op::create(b, loc, kb.mul(x, kb.f32(-1.4426950408889634)));
+    return kb.mul(x, rcpApprox(kb.add(kb.f32(1.0), e)));
   }
   Value lg2Approx(Value x) {
     return k3gpu::Lg2ApproxOp::create(b, loc, x.getType(), x);
