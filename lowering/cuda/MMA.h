@@ -225,14 +225,16 @@ struct MMAEmitter {
   Value rcpApprox(Value x) {
     return k3gpu::RcpApproxOp::create(b, loc, x.getType(), x);
   }
-  /// silu(x) = x / (1 + e^-x) by the special-function unit: one ex2 of
+  /// sigmoid(x) = 1 / (1 + e^-x) by the special-function unit: one ex2 of
   /// -x log2(e) and one rcp (a few ulp), where expf and the IEEE division
-  /// take about 20 instructions; e^-x = inf for very negative x gives -0.
-  Value siluApprox(Value x) {
+  /// take about 20 instructions; e^-x = inf for very negative x gives 0.
+  Value sigmoidApprox(Value x) {
     Value e =
         math::Exp2Op::create(b, loc, kb.mul(x, kb.f32(-1.4426950408889634)));
-    return kb.mul(x, rcpApprox(kb.add(kb.f32(1.0), e)));
+    return rcpApprox(kb.add(kb.f32(1.0), e));
   }
+  /// silu(x) = x sigmoid(x), as sigmoidApprox.
+  Value siluApprox(Value x) { return kb.mul(x, sigmoidApprox(x)); }
   Value lg2Approx(Value x) {
     return k3gpu::Lg2ApproxOp::create(b, loc, x.getType(), x);
   }

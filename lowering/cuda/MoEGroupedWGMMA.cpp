@@ -642,7 +642,8 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
         out.push_back(emitGLUActivation(
             kb, act, optionalDouble(beta), optionalDouble(linearBeta),
             vector::ExtractOp::create(b, loc, gate, i),
-            vector::ExtractOp::create(b, loc, up, i)));
+            vector::ExtractOp::create(b, loc, up, i),
+            [&](Value x) { return mma.sigmoidApprox(x); }));
       mma.alignedStore(mma.pair(out[0], out[1]), hRows,
                        ValueRange{kb.addi(k.rowStart, r), channel});
     });

@@ -22,7 +22,9 @@
 // type and normalises the stored value, as the loop nest does (so the
 // fused op stays what k3.add then k3.rms_norm compute). k3.gated_rms_norm
 // (KDA's output norm, rows of one head's 128 channels) multiplies each
-// output by sigmoid(gate) at the store; its loop nest gave each of the
+// output by sigmoid(gate) at the store (MMAEmitter::sigmoidApprox: an
+// element's expf and IEEE division were most of its instructions); its
+// loop nest gave each of the
 // T x H rows one thread (0.19 ms per layer at T = 2048, H = 32:
 // bench/results/profile-gpu/history/real4-bf16-T2048-20261202T082800Z-1d803d9.txt).
 //
@@ -116,7 +118,7 @@ private:
       kb.ifThen(ok[i], [&, i] {
         Value out = kb.mul(kb.mul(v[i], inv), wv[i]);
         if (gate)
-          out = kb.mul(out, kb.sigmoid(gv[i]));
+          out = kb.mul(out, em.sigmoidApprox(gv[i]));
         if (partial)
           out = kb.select(norm[i], out, xv[i]);
         kb.store(out, y, {row, col[i]});

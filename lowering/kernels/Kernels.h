@@ -14,6 +14,8 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/kernels/WeightElements.h"
 
+#include <functional>
+
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace mlir::k3 {
@@ -101,10 +103,13 @@ SmallVector<KernelWorkspace> loopNestWorkspace(Operation *op,
                                                ArrayRef<SymShape> inShapes);
 
 /// The GLU activation of gate `a` and up `u` (f32), shared by MLPs and
-/// experts: SiLU(a) * u, or SiTU (K3-SPEC.md §4).
+/// experts: SiLU(a) * u, or SiTU (K3-SPEC.md §4). `sigmoid`, where given,
+/// replaces KernelBuilder::sigmoid (a GPU kernel's special-function-unit
+/// form).
 Value emitGLUActivation(KernelBuilder &kb, GLUActivation act,
                         std::optional<double> beta,
-                        std::optional<double> linearBeta, Value a, Value u);
+                        std::optional<double> linearBeta, Value a, Value u,
+                        const std::function<Value(Value)> &sigmoid = {});
 
 /// Log-decay of channel `i` of head `h` from the raw gate value `z`, in
 /// either parametrisation of k3.kda_gate (K3-SPEC.md §2 step 2).

@@ -8,12 +8,14 @@ using namespace mlir::k3;
 Value mlir::k3::emitGLUActivation(KernelBuilder &kb, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta, Value a,
-                                  Value u) {
+                                  Value u,
+                                  const std::function<Value(Value)> &sigmoid) {
+  Value sig = sigmoid ? sigmoid(a) : kb.sigmoid(a);
   if (act == GLUActivation::silu)
-    return kb.mul(kb.silu(a), u);
+    return kb.mul(kb.mul(a, sig), u);
   // SiTU: beta tanh(a / beta) sigmoid(a) * linear_beta tanh(u / linear_beta).
   Value b = kb.f32(*beta);
-  Value gate = kb.mul(kb.mul(b, kb.tanh(kb.div(a, b))), kb.sigmoid(a));
+  Value gate = kb.mul(kb.mul(b, kb.tanh(kb.div(a, b))), sig);
   if (linearBeta) {
     Value lb = kb.f32(*linearBeta);
     u = kb.mul(lb, kb.tanh(kb.div(u, lb)));

@@ -55,7 +55,8 @@
 
 // KDA's output norm: rows of one head (128 channels), a warp per row and 8
 // rows per block (T x 32 rows: grid ceil(32 T / 8)); 4 values per lane,
-// the sum a warp sum (no barrier), the output times sigmoid(gate).
+// the sum a warp sum (no barrier), the output times sigmoid(gate) (ex2
+// and rcp of the special-function unit).
 // CHECK-LABEL: gpu.func @gated_rms_norm_2(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = rms_norm_rows, tile = [8], warps = 8>
 // CHECK-SAME: grid_scale = 32, grid_offset = 7, grid_divisor = 8, block = [256, 1, 1]
@@ -63,7 +64,8 @@
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK-NOT: gpu.barrier
 // CHECK: math.sqrt
-// CHECK: math.exp
+// CHECK: math.exp2
+// CHECK: k3gpu.rcp_approx
 // CHECK: gpu.return
 
 // MLA's latent [c_kv 512 | k_pe 64] (k3.partial_rms_norm): a warp per row
