@@ -31,7 +31,8 @@
 //   own sequence. Key tiles past the diagonal are never loaded. Tiles are
 //   numbered last first, so that the longest rows start first.
 // - The output: l summed over the quad, O / l times sigmoid(gate) when the
-//   op has a gate, written from registers as pairs.
+//   op has a gate (ex2 and rcp of the special-function unit), written from
+//   registers as pairs.
 //
 // Numerics: scores and softmax in f32, P rounded to bf16 before P V (as
 // FlashAttention does), f32 accumulators.
@@ -475,8 +476,8 @@ private:
           if (gates) {
             SmallVector<Value> g =
                 mma.loadVector(gates, ValueRange{rowToken[r], col}, 2);
-            lo = kb.mul(lo, kb.sigmoid(g[0]));
-            hi = kb.mul(hi, kb.sigmoid(g[1]));
+            lo = kb.mul(lo, mma.sigmoidApprox(g[0]));
+            hi = kb.mul(hi, mma.sigmoidApprox(g[1]));
           }
           Value pairValue =
               outElem.isBF16()
