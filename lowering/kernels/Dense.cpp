@@ -65,9 +65,12 @@ LogicalResult k3::emitLinearGroup(LinearGroupOp op, KernelBuilder &kb,
   return success();
 }
 
-/// y[r, :] = w * x[r, :] / sqrt(mean(x[r, :]^2) + eps) [* sigmoid(gate)].
+/// y[r, :n] = w * x[r, :n] / sqrt(mean(x[r, :n]^2) + eps) [* sigmoid(gate)],
+/// and y[r, n:width] = x[r, n:width] (k3.partial_rms_norm's copied
+/// columns; none where width is n).
 static void rmsNormRows(KernelBuilder &kb, Value x, Value gate, Value w,
-                        Value y, Value rows, int64_t n, double eps) {
+                        Value y, Value rows, int64_t n, double eps,
+                        int64_t width = 0) {
   kb.parallel({rows}, [&](ValueRange iv) {
     Value ss = kb.reduce(kb.idx(n), kb.f32(0.0), [&](Value i, Value acc) {
       Value v = kb.load(x, {iv[0], i});
@@ -80,6 +83,10 @@ static void rmsNormRows(KernelBuilder &kb, Value x, Value gate, Value w,
         v = kb.mul(v, kb.sigmoid(kb.load(gate, {iv[0], i})));
       kb.store(v, y, {iv[0], i});
     });
+    if (width > n)
+      kb.forRange(kb.idx(n), kb.idx(width), [&](Value i) {
+        kb.store(kb.load(x, {iv[0], i}), y, {iv[0], i});
+      });
   });
 }
 
@@ -92,6 +99,20 @@ LogicalResult k3::emitRMSNorm(RMSNormOp op, KernelBuilder &kb,
   rmsNormRows(kb, as2D(kb, input), Value(), ops.getWeight().full,
               as2D(kb, out[0]), rows, input.shape.back(),
               op.getEpsilon().convertToDouble());
+  return success();
+}
+
+LogicalResult k3::emitPartialRMSNorm(PartialRMSNormOp op, KernelBuilder &kb,
+                                     ArrayRef<KernelOperand> in,
+                                     ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand input = ops.getInput();
+  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
+  int64_t normalized =
+      cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0);
+  rmsNormRows(kb, as2D(kb, input), Value(), ops.getWeight().full,
+              as2D(kb, out[0]), rows, normalized,
+              op.getEpsilon().convertToDouble(), input.shape.back());
   return success();
 }
 

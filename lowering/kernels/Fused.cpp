@@ -1,9 +1,7 @@
 //===- Fused.cpp - kernels of the graph-level fusions -----------*- C++ -*-===//
 //
-// k3.last_tokens (the rows the LM head needs), k3.add_rms_norm (the
-// residual add and the RMSNorm of its sum in one pass over each row) and
-// k3.partial_rms_norm (a row's leading columns normalised, the rest
-// copied).
+// k3.last_tokens (the rows the LM head needs) and k3.add_rms_norm (the
+// residual add and the RMSNorm of its sum in one pass over each row).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
@@ -59,36 +57,6 @@ LogicalResult k3::emitAddRMSNorm(AddRMSNormOp op, KernelBuilder &kb,
     kb.forRange(cols, [&](Value i) {
       Value v = kb.mul(kb.mul(kb.load(s, {iv[0], i}), inv), kb.load(w, {i}));
       kb.store(v, y, {iv[0], i});
-    });
-  });
-  return success();
-}
-
-LogicalResult k3::emitPartialRMSNorm(PartialRMSNormOp op, KernelBuilder &kb,
-                                     ArrayRef<KernelOperand> in,
-                                     ArrayRef<KernelOperand> out) {
-  auto ops = operandsOf(op, in);
-  KernelOperand input = ops.getInput();
-  int64_t n = input.shape.back();
-  int64_t r = cast<RankedTensorType>(op.getWeight().getType()).getDimSize(0);
-  Value rows = kb.numElements(ArrayRef<int64_t>(input.shape).drop_back());
-  Value x = kb.view(input.base, {rows, kb.dim(n)}),
-        y = kb.view(out[0].base, {rows, kb.dim(n)}), w = ops.getWeight().full;
-  double eps = op.getEpsilon().convertToDouble();
-  kb.parallel({rows}, [&](ValueRange iv) {
-    // k3.rms_norm's loop nest over the first r columns (the same sums in
-    // the same order), then the others copied.
-    Value ss = kb.reduce(kb.idx(r), kb.f32(0.0), [&](Value i, Value acc) {
-      Value v = kb.load(x, {iv[0], i});
-      return kb.fma(v, v, acc);
-    });
-    Value inv = kb.rsqrt(kb.add(kb.div(ss, kb.f32(r)), kb.f32(eps)));
-    kb.forRange(kb.idx(r), [&](Value i) {
-      Value v = kb.mul(kb.mul(kb.load(x, {iv[0], i}), inv), kb.load(w, {i}));
-      kb.store(v, y, {iv[0], i});
-    });
-    kb.forRange(kb.idx(r), kb.idx(n), [&](Value i) {
-      kb.store(kb.load(x, {iv[0], i}), y, {iv[0], i});
     });
   });
   return success();
