@@ -29,36 +29,21 @@ struct BlockSegmentTile : SegmentTile {
   Value live;
 };
 
-/// Tile `tile` of the tables `offsets` and `tileOffsets` ([E + 1] each):
-/// its expert e is the one with tile_offsets[e] <= tile < tile_offsets[e +
-/// 1], its rows [offsets[e] + tileRows (tile - tile_offsets[e]),
-/// offsets[e + 1]) capped at tileRows. Found by the whole block at once
-/// (`threads` threads, this one `tid`): thread t loads the tables' entries of
-/// experts t, t + threads, ... and tile_offsets[E], every load issued before
-/// any is used, so the block waits one memory round trip where the binary
-/// search waits floor(log2 E) + 2 dependent ones, before its first operand load
-/// (Nsight Compute on the grouped down GEMM at T = 8192: 35 % of its stall
-/// cycles on global loads, 74 % of its cycles with no warp eligible). The
-/// one expert whose tiles hold `tile` (experts without rows have none)
-/// writes its expert, first row and rows to `slots` (a shared
-/// memref<4xi32>, 16-byte aligned: one vector store and one vector load,
-/// so that LLVM keeps it one array); a block barrier publishes them, so
-/// every thread of the block must call this.
-inline BlockSegmentTile
-locateSegmentTileInBlock(KernelBuilder &kb, Value offsets, Value tileOffsets,
-                         int64_t experts, Value tile, int64_t tileRows,
-                         Value tid, int64_t threads, Value slots) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  Type i32 = b.getI32Type();
-  auto slotsType = VectorType::get({4}, i32);
-  struct Entry {
-    Value expert, inRange, firstTile, endTile, firstRow, endRow;
-  };
-  Value total = kb.loadIndex(tileOffsets, {kb.idx(experts)});
-  SmallVector<Entry> entries;
+/// One expert's entries of the tables: its tiles [firstTile, endTile) and
+/// sorted rows [firstRow, endRow); `inRange` false for a thread's expert
+/// index past E (its loads are clamped to expert E - 1).
+struct SegmentEntry {
+  Value expert, inRange, firstTile, endTile, firstRow, endRow;
+};
+
+/// Thread `tid`'s entries of experts tid, tid + threads, ..., every load
+/// issued before any is used.
+inline SmallVector<SegmentEntry>
+loadSegmentEntries(KernelBuilder &kb, Value offsets, Value tileOffsets,
+                   int64_t experts, Value tid, int64_t threads) {
+  SmallVector<SegmentEntry> entries;
   for (int64_t first = 0; first < experts; first += threads) {
-    Entry n;
+    SegmentEntry n;
     n.expert = kb.addi(tid, kb.idx(first));
     n.inRange = kb.lti(n.expert, kb.idx(experts));
     Value e = kb.minsi(n.expert, kb.idx(experts - 1));
@@ -69,7 +54,37 @@ locateSegmentTileInBlock(KernelBuilder &kb, Value offsets, Value tileOffsets,
     n.endRow = kb.loadIndex(offsets, {next});
     entries.push_back(n);
   }
-  for (const Entry &n : entries) {
+  return entries;
+}
+
+/// Tile `tile` of the tables `offsets` and `tileOffsets` ([E + 1] each):
+/// its expert e is the one with tile_offsets[e] <= tile < tile_offsets[e +
+/// 1], its rows [offsets[e] + tileRows (tile - tile_offsets[e]),
+/// offsets[e + 1]) capped at tileRows. Found by the whole block at once
+/// (`threads` threads, this one `tid`): thread t loads the tables' entries
+/// of experts t, t + threads, ... and tile_offsets[E] (loadSegmentEntries),
+/// so the block waits one memory round trip before its first operand load
+/// where a binary search waited floor(log2 E) + 2 dependent ones (Nsight
+/// Compute on the grouped down GEMM at T = 8192 had 35 % of its stall
+/// cycles on global loads; measured: decode steps 1.6 % faster, the
+/// prefill unchanged, bench/results/e2e-checks/
+/// moe-tile-search-ab-nvidia-h200-20261204T1812Z.txt). The one expert
+/// whose tiles hold `tile` (experts without rows have none) writes its
+/// expert, first row and rows to `slots` (a shared memref<4xi32>, 16-byte
+/// aligned: one vector store and one vector load, so that LLVM keeps it
+/// one array); a block barrier publishes them, so every thread of the
+/// block must call this.
+inline BlockSegmentTile
+locateSegmentTileInBlock(KernelBuilder &kb, Value offsets, Value tileOffsets,
+                         int64_t experts, Value tile, int64_t tileRows,
+                         Value tid, int64_t threads, Value slots) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  Type i32 = b.getI32Type();
+  auto slotsType = VectorType::get({4}, i32);
+  Value total = kb.loadIndex(tileOffsets, {kb.idx(experts)});
+  for (const SegmentEntry &n :
+       loadSegmentEntries(kb, offsets, tileOffsets, experts, tid, threads)) {
     Value holds = kb.andi(
         n.inRange, kb.andi(kb.gei(tile, n.firstTile), kb.lti(tile, n.endTile)));
     kb.ifThen(holds, [&] {
