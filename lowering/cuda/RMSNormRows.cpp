@@ -53,7 +53,7 @@ public:
         rowsPerBlock(e.config.getTile().empty() ? 0 : e.config.getTile()[0]) {
     threads = rowsPerBlock ? 32 : 32 * warps;
     if (!rowsPerBlock)
-      partial = em.workgroupArray(e.fn, b.getF32Type(), warps);
+      warpSums = em.workgroupArray(e.fn, b.getF32Type(), warps);
   }
 
   /// y = w * v / sqrt(mean(v^2) + eps) (* sigmoid(gate)) with v = x (+ r,
@@ -78,7 +78,8 @@ private:
     const int64_t per = (cols + threads - 1) / threads;
     SmallVector<Value> v(per), ok(per), norm(per), col(per), xv(per), rv(per),
         wv(per), gv(per);
-    const bool partial = normalized < cols;
+    // k3.partial_rms_norm: columns from `normalized` on are copied.
+    const bool copiesTail = normalized < cols;
     // Every load of the row is issued before the first store: a store of
     // the sum may alias a later load as far as the compiler knows, so
     // loads interleaved with the stores became one memory round trip per
@@ -92,9 +93,9 @@ private:
       xv[i] = kb.load(x, {row, col[i]});
       // Columns past the normalised ones are copied; their weight load
       // stays in bounds.
-      norm[i] = partial ? kb.lti(c, kb.idx(normalized)) : ok[i];
-      wv[i] =
-          kb.load(w, {partial ? kb.minsi(c, kb.idx(normalized - 1)) : col[i]});
+      norm[i] = copiesTail ? kb.lti(c, kb.idx(normalized)) : ok[i];
+      wv[i] = kb.load(
+          w, {copiesTail ? kb.minsi(c, kb.idx(normalized - 1)) : col[i]});
       if (gate)
         gv[i] = kb.load(gate, {row, col[i]});
       if (r)
@@ -119,7 +120,7 @@ private:
         Value out = kb.mul(kb.mul(v[i], inv), wv[i]);
         if (gate)
           out = kb.mul(out, em.sigmoidApprox(gv[i]));
-        if (partial)
+        if (copiesTail)
           out = kb.select(norm[i], out, xv[i]);
         kb.store(out, y, {row, col[i]});
       });
@@ -127,7 +128,7 @@ private:
 
   /// The block's sum of `v` in every thread: warp sums, then the warps'.
   Value blockSum(Value tid, Value v) {
-    return em.blockReduce(v, tid, warps, partial, 0,
+    return em.blockReduce(v, tid, warps, warpSums, 0,
                           [&](Value x, Value y) { return kb.add(x, y); });
   }
 
@@ -138,7 +139,7 @@ private:
   int64_t cols, normalized, warps, threads;
   double eps;
   int64_t rowsPerBlock; // 0: a block per row
-  Value partial;
+  Value warpSums;       // the block sum's per-warp slots (a block per row)
 };
 
 /// The launch and body of a norm over the rows of `x` (sum and residual:
