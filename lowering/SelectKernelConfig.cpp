@@ -17,9 +17,15 @@ namespace mlir::k3 {
 
 namespace {
 
-/// One `<scope>.<param>=<value>` entry of the override option.
+/// One `<scope>.<param>=<value>` entry of the override option; `scope` is
+/// `target`, or an op or kernel name, optionally `@decode` or `@prefill`
+/// (`entry`).
 struct Override {
-  std::string scope, param, value;
+  std::string scope, entry, param, value;
+  /// The scope as written (for diagnostics).
+  std::string written() const {
+    return entry.empty() ? scope : scope + "@" + entry;
+  }
 };
 
 FailureOr<Override> parseOverride(Operation *where, StringRef text) {
@@ -30,13 +36,18 @@ FailureOr<Override> parseOverride(Operation *where, StringRef text) {
            << "override '" << text
            << "' must be <op>.<param>=<value> (<op> an op or kernel name, "
               "optionally @decode or @prefill) or target.<param>=<value>";
-  return Override{scope.str(), param.str(), value.str()};
+  auto [name, entry] = scope.split('@');
+  if (!entry.empty() && entry != "decode" && entry != "prefill")
+    return where->emitError()
+           << "override '" << text << "': the entry after '@' must be "
+           << "decode or prefill, got '" << entry << "'";
+  return Override{name.str(), entry.str(), param.str(), value.str()};
 }
 
 FailureOr<int64_t> parseInt(Operation *where, const Override &o) {
   int64_t v;
   if (StringRef(o.value).getAsInteger(10, v))
-    return where->emitError() << "override " << o.scope << "." << o.param
+    return where->emitError() << "override " << o.written() << "." << o.param
                               << " needs an integer, got '" << o.value << "'";
   return v;
 }
@@ -122,7 +133,7 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
     for (StringRef part : llvm::split(o.value, 'x')) {
       int64_t v;
       if (part.getAsInteger(10, v) || v <= 0)
-        return op->emitError() << "override " << o.scope
+        return op->emitError() << "override " << o.written()
                                << ".tile needs positive sizes joined by x, "
                                   "got '"
                                << o.value << "'";
@@ -170,12 +181,7 @@ struct K3SelectKernelConfigPass
       FailureOr<Override> o = parseOverride(module, text);
       if (failed(o))
         return failure();
-      StringRef entry = StringRef(o->scope).split('@').second;
-      if (!entry.empty() && entry != "decode" && entry != "prefill")
-        return module.emitError()
-               << "override '" << text << "': the entry after '@' must be "
-               << "decode or prefill, got '" << entry << "'";
-      if (o->scope == "target") {
+      if (o->scope == "target" && o->entry.empty()) {
         target = overrideTarget(module, *target, *o);
         if (failed(target))
           return failure();
@@ -199,12 +205,12 @@ struct K3SelectKernelConfigPass
           // An op name, or the kind of kernel the op has so far (the same
           // op kind takes other kernels in prefill and in a decode step);
           // `@decode` or `@prefill` after it limits it to that entry's ops.
-          auto [name, entry] = StringRef(o.scope).split('@');
-          if (name != op->getName().stripDialect() &&
-              name != op->getName().getStringRef() &&
-              name != stringifyKernelKind(c.getKernel()))
+          if (o.scope != op->getName().stripDialect() &&
+              o.scope != op->getName().getStringRef() &&
+              o.scope != stringifyKernelKind(c.getKernel()))
             continue;
-          if ((entry == "decode" && !decode) || (entry == "prefill" && decode))
+          if ((o.entry == "decode" && !decode) ||
+              (o.entry == "prefill" && decode))
             continue;
           FailureOr<KernelConfigAttr> changed =
               o.param == "kernel" ? overrideKernel(op, c, o, *target, decode)
