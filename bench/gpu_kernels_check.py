@@ -15,7 +15,9 @@ caches: empty, nearly full, several new tokens a sequence, 40 and 150
 sequences of random lengths, 64 long ones (splits of up to 16 tiles); the
 decode step's MoE
 (lowering/cuda/MoEGroupedGEMV.cpp) at T = 1, 5 and 64 with one expert in
-every token's first slot.
+every token's first slot; the prefill's grouped wgmma GEMMs on bf16
+weights in both schedules and the dense GLU in the persistent one
+(bench/kernels_check_moe_grouped.py).
 
     .venv/bin/python bench/gpu_kernels_check.py prepare   # here (k3-opt)
     python3 bench/gpu_kernels_check.py check              # GPU machine
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 import protocol  # noqa: E402
+import kernels_check_moe_grouped  # noqa: E402
 
 OUT = ROOT / "out" / "kernels_check"
 K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
@@ -457,6 +460,7 @@ def prepare() -> int:
     compile_model("moe_mxfp4_wgmma", MOE_MXFP4_MODEL.format(ATTRS="", **MOE_MXFP4_WGMMA), "",
                   max_tokens=1024, max_seqs=1)
     prepare_mxfp4_weights()
+    kernels_check_moe_grouped.prepare(OUT, compile_model, moe_decode_routing)
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA
@@ -654,6 +658,7 @@ def check() -> int:
     check_router(res, rng)
     check_moe_decode(res, rng)
     check_moe_mxfp4(res, rng)
+    kernels_check_moe_grouped.check(res, rng, OUT, moe_decode_routing, bf16_round)
     res.write()
     return 1 if res.failures else 0
 

@@ -262,9 +262,11 @@ for stage in "${STAGES[@]}"; do
       done
     done
     # MXFP4 experts: the decode GEMV, the prefill loop nest and the
-    # prefill's tensor-core kernels (artifact:weights).
+    # prefill's tensor-core kernels; bf16 experts in both grouped wgmma
+    # schedules (artifact:weights).
     for a in moe_mxfp4_decode:moe_mxfp4 moe_mxfp4_prefill:moe_mxfp4 \
-      moe_mxfp4_wgmma:moe_mxfp4_wgmma; do
+      moe_mxfp4_wgmma:moe_mxfp4_wgmma moe_grouped_default:moe_grouped \
+      moe_grouped_ws4:moe_grouped; do
       w=${a#*:} a=${a%%:*}
       for tool in memcheck racecheck; do
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \

@@ -1624,14 +1624,17 @@ namespace {
 /// Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
 /// 16 or 32 KiB), and `stagedPerStage` more bytes after all the stages'
 /// tiles; 1 KiB to align the tiles to the 128-byte swizzle's 1024-byte
-/// pattern. The epilogue reuses the stages for the f32 tile: 128 x 128
-/// (68 KiB with its rows padded, WGMMA.h), or for the warp-specialised
-/// schedule 192 x 256 (198 KiB: its consumers' rows land 64 rows in,
-/// LinearWGMMA.cpp).
-int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN,
-                         int64_t stagedPerStage) {
+/// pattern. With `epilogueTile` the epilogue reuses the stages for the f32
+/// tile: 128 x 128 (68 KiB with its rows padded, WGMMA.h), or for the
+/// warp-specialised schedule 192 x 256 (198 KiB: its consumers' rows land
+/// 64 rows in, LinearWGMMA.cpp).
+int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
+                         bool epilogueTile = true) {
   int64_t epilogueRows = tileN == 256 ? 192 : 128;
-  return std::max<int64_t>(stages * ((128 + tileN) * 64 * 2 + stagedPerStage),
+  int64_t stageBytes = stages * ((128 + tileN) * 64 * 2 + stagedPerStage);
+  if (!epilogueTile)
+    return stageBytes + 1024;
+  return std::max<int64_t>(stageBytes,
                            epilogueRows * wgmmaEpilogueRowStride(tileN) * 4) +
          1024;
 }
@@ -1644,9 +1647,11 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
                                           bool mxfp4) {
   // MXFP4: each weight row's staged bytes (MXFP4Tile.h); the epilogue's
-  // f32 tile may cover them.
+  // f32 tile may cover them. The persistent warp-specialised schedule
+  // (tileN 256) writes its tiles from registers: the stages alone.
   return wgmmaSharedBytes(stages, tileN,
-                          mxfp4 ? tileN * kMXFP4StagedRowBytes : 0);
+                          mxfp4 ? tileN * kMXFP4StagedRowBytes : 0,
+                          /*epilogueTile=*/tileN != 256);
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,

@@ -89,7 +89,8 @@ inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
 }
 /// Dynamic shared memory of the grouped MoE wgmma kernel: the linear's,
 /// and with MXFP4 weights each stage's staged codes and scales
-/// (MXFP4Tile.h) after the stages.
+/// (MXFP4Tile.h) after the stages; the persistent warp-specialised schedule
+/// (256-column tiles) has no epilogue tile.
 int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4);
 /// Staged bytes of one MXFP4 weight row and k-step of 64: 32 of codes and
 /// the aligned 4-byte word that holds its two scales.

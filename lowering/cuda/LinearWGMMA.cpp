@@ -243,15 +243,18 @@ private:
       Value first = kb.eqi(tid, em.idx(0));
       nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
       nvgpu::TmaPrefetchOp::create(b, loc, tmW, first);
-      pipe.produce(tid, steps,
+      pipe.enterProducer();
+      pipe.produce(tid, em.idx(0), steps,
                    [&](Value stage, Value kt) { loadTiles(bars, stage, kt); });
     });
     kb.ifThen(kb.gei(warpgroup, em.idx(1)), [&] {
       Value consumer = kb.subi(warpgroup, em.idx(1));
-      Value acc = pipe.consume(consumer, steps, tileN, kTileK / kWGMMAK,
-                               [&](Value stage, Value c, Value acc) {
-                                 return multiplyRows(stage, c, acc);
-                               });
+      pipe.enterConsumer();
+      Value acc =
+          pipe.consume(consumer, em.idx(0), steps, tileN, kTileK / kWGMMAK,
+                       [&](Value stage, Value c, Value acc) {
+                         return multiplyRows(stage, c, acc);
+                       });
       // Both consumers are done reading the stages before the tile
       // overwrites them (the producer's loads all landed: the consumers
       // waited for each).

@@ -1,8 +1,12 @@
 //===- MoEGroupedWGMMA.cpp - the grouped MoE GEMMs with wgmma ---*- C++ -*-===//
 //
 // k3.moe_grouped_glu and k3.moe_grouped_down on Hopper (config kernel
-// `moe_grouped_wgmma`): one warpgroup per 128-row tile of one expert's
-// segment of the sorted rows and 128 output columns.
+// `moe_grouped_wgmma`), in one of two schedules chosen by the config's
+// tile: one warpgroup per 128-row tile of one expert's segment of the
+// sorted rows and 128 output columns (the default, below); or [128, 256,
+// 64], persistent and warp-specialised (emitPersistent: a block per SM
+// walks the tiles, a producer warpgroup and two consumers that write
+// from their registers; docs/moe.md).
 //
 // - Schedule: the grid has a block per (row tile, column tile) for the most
 //   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
@@ -34,6 +38,7 @@
 //   rows.
 //
 //===----------------------------------------------------------------------===//
+#include "dialects/K3GPU/K3GPUDialect.h"
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
@@ -61,6 +66,9 @@ constexpr int64_t kThreads = 128;
 constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
+/// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
+/// use 1).
+constexpr int32_t kProducerBarrier = 2;
 
 /// k3.moe_dispatch's tables, which both grouped ops take (none for the
 /// one-expert form).
@@ -97,18 +105,30 @@ struct GroupedGEMM {
   bool rowsByTMA() const { return !glu && !dense && !mxfp4(); }
 };
 
-/// Who writes the tile: `threads` threads, this one `t`; output row r is
-/// the tile's row r + `skip`.
-struct EpilogueThreads {
-  Value t;
-  int64_t threads, skip;
+/// One place the epilogue writes: tile row `r` (of 128) and tile column
+/// `col` (gate/up: of the tile's channels; down: of its outputs); `v` the
+/// f32 products of the columns from `col` (a vector of 2 or 4; gate/up:
+/// the gates), `up` (gate/up) the ups of the same channels, `rowWeight`
+/// (down) the row's routing weight.
+struct EpilogueValues {
+  Value r, col, v, up, rowWeight;
 };
+using Epilogue = std::function<void(const EpilogueValues &)>;
 
-/// The epilogue: the accumulators as an f32 tile in shared memory (128 x
-/// 128, or 192 x 256 for the warp-specialised schedule), (down) each tile
-/// row's routing weight, a shared memref<128xf32>, and the threads.
-using Epilogue = std::function<void(Value tile, Value rowWeights,
-                                    const EpilogueThreads &threads)>;
+/// The epilogue's rows and columns: `perRow` threads per row, thread t (of
+/// `threads`) at column group t % perRow of rows t / perRow, t / perRow +
+/// threads / perRow, ... below `rows`; body(r, group) with r the tile row.
+void forTileRows(KernelBuilder &kb, Value t, int64_t threads, int64_t perRow,
+                 Value rows, const std::function<void(Value, Value)> &body) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  Value first = arith::DivUIOp::create(b, loc, t, kb.idx(perRow));
+  Value group = arith::RemUIOp::create(b, loc, t, kb.idx(perRow));
+  auto loop = scf::ForOp::create(b, loc, first, rows, kb.idx(threads / perRow));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar(), group);
+}
 
 class GroupedKernel {
 public:
@@ -117,7 +137,9 @@ public:
         loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
         mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
         rowsByTMA(g.rowsByTMA()), mxfp4Rows(em, mma, tileN) {
-    if (g.rowWeights)
+    // The one-warpgroup schedule's row weights (the persistent one keeps
+    // each thread's two in registers).
+    if (g.rowWeights && !specialised)
       rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
     if (g.dense)
       return;
@@ -136,6 +158,8 @@ public:
                                   "kernel's one-warpgroup schedule only";
     if (!mxfp4)
       addTensorMapParameters();
+    if (specialised)
+      return emitPersistent(epi);
     int64_t nb = g.columnTiles;
     if (g.dense)
       return emitDense(*tokens, epi);
@@ -349,19 +373,24 @@ private:
   /// Thread r's row weight (down), loaded before the products so that its
   /// two dependent loads are long done by the epilogue (read there in a
   /// loop over rows, they were latency-bound).
-  Value rowWeight(Value r) {
+  Value rowWeight(Value r) { return weightOfPair(rowPair(r)); }
+  /// Tile row r's (token, slot) pair (down; rows past the segment read the
+  /// last row's), and that pair's routing weight.
+  Value rowPair(Value r) {
     if (!g.rowWeights)
       return Value();
     r = kb.minsi(r, kb.subi(validRows, kb.idx(1)));
-    Value pair = kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
+    return kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
+  }
+  Value weightOfPair(Value pair) {
+    if (!pair)
+      return Value();
     return kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
   }
 
   void body(const Epilogue &epi) {
     tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     setUpOperands();
-    if (specialised)
-      return specialisedBody(epi);
     Value first = kb.eqi(tid, kb.idx(0));
     if (!mxfp4) {
       bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
@@ -391,7 +420,7 @@ private:
       gpu::BarrierOp::create(b, loc);
       Value tile = em.storeAccumulators(smem, base, acc);
       gpu::BarrierOp::create(b, loc);
-      epi(tile, rowWeights, EpilogueThreads{tid, kThreads, 0});
+      epilogueFromTile(tile, epi);
     };
     if (mxfp4)
       return finish(mainLoopMXFP4(first, steps, copies, group));
@@ -414,52 +443,236 @@ private:
     }
   }
 
-  /// The warp-specialised schedule (WGMMAPipeline.h): warpgroup 0 copies
-  /// the rows (cp.async) and loads the weights (TMA), warpgroups 1 and 2
-  /// multiply 64 rows each by all tileN columns and write the tile.
-  void specialisedBody(const Epilogue &epi) {
+  /// The warp-specialised schedule (WGMMAPipeline.h), persistent: a block
+  /// per SM walks the tiles bid, bid + grid, ...; warpgroup 0 loads the
+  /// weights (TMA) and the rows (TMA, or cp.async gathered by token),
+  /// warpgroups 1 and 2 multiply 64 rows each by all tileN columns and
+  /// write them from their registers. No tile's epilogue touches the
+  /// stages, so the producer fills the next tile's while the consumers
+  /// write this one (a block per tile left its prologue and epilogue
+  /// exposed at one block per SM: Nsight Compute counted 0.36 eligible
+  /// warps a scheduler, docs/gemm.md).
+  LogicalResult emitPersistent(const Epilogue &epi) {
+    e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
+                groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false));
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    setUpOperands();
     WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
                        /*copies=*/!rowsByTMA);
     pipe.init(tid);
-    Value warpgroup = em.divuIdx(tid, kThreads);
+    if (!g.dense) {
+      Type i32 = b.getI32Type();
+      found = mma.workgroupArray(e.fn, i32, 2 * 4);
+      published = mma.workgroupArray(e.fn, i32, em.stages * 4);
+    }
+    Value rowTiles =
+        g.dense
+            ? em.divuIdx(kb.addi(kb.dim(g.rows.shape[0]), kb.idx(kTile - 1)),
+                         kTile)
+            : kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
+    Value total = kb.muli(rowTiles, kb.idx(g.columnTiles));
     Value steps = kb.idx(g.reduction / kTileK);
-    kb.ifThen(kb.eqi(warpgroup, kb.idx(0)), [&] {
-      Value first = kb.eqi(tid, kb.idx(0));
-      for (Value tm : weightMaps)
-        nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+    Value warpgroup = em.divuIdx(tid, kThreads);
+    kb.ifThen(kb.eqi(warpgroup, kb.idx(0)),
+              [&] { produceTiles(pipe, total, steps); });
+    kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
+      consumeTiles(pipe, total, steps, kb.subi(warpgroup, kb.idx(1)), epi);
+    });
+    return success();
+  }
+
+  /// body(i, tile) for this block's tiles bid + i grid < total.
+  void forEachTile(Value total, const std::function<void(Value, Value)> &body) {
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    auto loop = scf::ForOp::create(b, loc, bid, total, grid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value tile = loop.getInductionVar();
+    body(arith::DivUIOp::create(b, loc, kb.subi(tile, bid), grid), tile);
+  }
+
+  /// Tile `tile`'s row and column tiles, row tiles outermost (the column
+  /// tiles of a row tile are neighbours: its rows are read from L2).
+  void setTile(Value tile) {
+    mTile = em.divuIdx(tile, g.columnTiles);
+    nTile = em.remuIdx(tile, g.columnTiles);
+  }
+
+  /// A one-expert row tile's rows (k3.glu_gate_up: every row).
+  void setDenseRows() {
+    Value rows = kb.dim(g.rows.shape[0]);
+    rowStart = kb.muli(mTile, kb.idx(kTile));
+    validRows = kb.minsi(kb.subi(rows, rowStart), kb.idx(kTile));
+  }
+
+  /// Tile i's slot (4 i32: expert, first row, rows) of a ring of `depth`.
+  /// `found` (the producer's) has 2: the holder of tile i + 2 writes once
+  /// every producer thread passed tile i + 1's barrier, after reading tile
+  /// i's. `published` (the consumers') has `stages`: thread 0 writes tile
+  /// i + stages's slot after waiting for the release of pipeline step
+  /// (i + stages) steps - stages >= i steps, which the consumers make
+  /// after reading tile i's.
+  Value slotOf(Value i, int64_t depth) {
+    return kb.muli(em.remuIdx(i, depth), kb.idx(4));
+  }
+
+  /// The producer warpgroup: per tile, its expert and rows found by the
+  /// warpgroup (a named barrier over its 128 threads), published to the
+  /// consumers by thread 0 before the tile's first arrive, then its steps.
+  void produceTiles(WGMMAPipeline &pipe, Value total, Value steps) {
+    Value first = kb.eqi(tid, kb.idx(0));
+    for (Value tm : weightMaps)
+      nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+    if (rowsByTMA)
+      nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
+    pipe.enterProducer();
+    forEachTile(total, [&](Value i, Value tile) {
+      setTile(tile);
+      WGMMAPipeline::Publish publish;
+      if (g.dense) {
+        setDenseRows();
+      } else {
+        Value slot = slotOf(i, em.stages);
+        SegmentTile s = locateSegmentTileInBlock(
+            kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts,
+            mTile, kTile, tid, kThreads, found, slotOf(i, 2),
+            [&] { namedBarrier(kProducerBarrier, kThreads); });
+        expert = s.expert;
+        rowStart = s.rowStart;
+        validRows = s.validRows;
+        publish = [&, slot] {
+          SmallVector<Value> fields;
+          for (Value v : {expert, rowStart, validRows, kb.idx(0)})
+            fields.push_back(
+                arith::IndexCastOp::create(b, loc, b.getI32Type(), v));
+          Value packed = vector::FromElementsOp::create(
+              b, loc, VectorType::get({4}, b.getI32Type()), fields);
+          vector::StoreOp::create(b, loc, packed, published, ValueRange{slot})
+              .setAlignment(16);
+        };
+      }
+      Value firstStep = kb.muli(i, steps);
       auto load = [&](Value stage, Value kt) {
         loadTMATiles(stage, kt, pipe.fullBarriers());
       };
-      if (rowsByTMA) {
-        nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
-        return pipe.produce(tid, steps, load);
-      }
+      if (rowsByTMA)
+        return pipe.produce(tid, firstStep, steps, load, publish);
       SmallVector<RowCopy> copies = rowCopies();
-      pipe.produceWithCopies(tid, steps, load, [&](Value stage, Value kt) {
-        copyRows(stage, kt, copies);
+      pipe.produceWithCopies(
+          tid, firstStep, steps, load,
+          [&](Value stage, Value kt) { copyRows(stage, kt, copies); }, publish);
+    });
+  }
+
+  /// A consumer warpgroup: per tile, the published expert and rows (once
+  /// the tile's first stage is full), (down) its threads' two rows'
+  /// routing weights, the products, and the epilogue from registers.
+  void consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
+                    Value consumer, const Epilogue &epi) {
+    pipe.enterConsumer();
+    Value t =
+        kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
+    forEachTile(total, [&](Value i, Value tile) {
+      setTile(tile);
+      Value firstStep = kb.muli(i, steps);
+      if (g.dense) {
+        setDenseRows();
+      } else {
+        pipe.waitFull(firstStep);
+        auto packed =
+            vector::LoadOp::create(b, loc, VectorType::get({4}, b.getI32Type()),
+                                   published, ValueRange{slotOf(i, em.stages)});
+        packed.setAlignment(16);
+        auto field = [&](int64_t f) {
+          Value v = vector::ExtractOp::create(b, loc, packed, f);
+          return arith::IndexCastOp::create(b, loc, b.getIndexType(), v)
+              .getResult();
+        };
+        expert = field(0);
+        rowStart = field(1);
+        validRows = field(2);
+      }
+      std::array<Value, 2> rows, rowPairs, weights;
+      for (int64_t h = 0; h < 2; ++h) {
+        rows[h] = fragmentRow(consumer, t, h);
+        rowPairs[h] = rowPair(rows[h]);
+      }
+      Value acc =
+          pipe.consume(consumer, firstStep, steps, tileN, kTileK / kWGMMAK,
+                       [&](Value stage, Value c, Value acc) {
+                         return multiplyRows(stage, c, acc);
+                       });
+      // (down) The weights' loads wait for the pairs' values: issued
+      // before the products, those landed while they ran.
+      for (int64_t h = 0; h < 2; ++h)
+        weights[h] = weightOfPair(rowPairs[h]);
+      epilogueFromRegisters(acc, t, rows, weights, epi);
+    });
+  }
+
+  /// Tile row of half `h` of thread `t`'s fragment rows in consumer
+  /// `consumer`'s 64 (k3gpu.warpgroup_fragment: 16 w + lane / 4 + 8 h).
+  Value fragmentRow(Value consumer, Value t, int64_t h) {
+    Value lane = em.remuIdx(t, 32);
+    Value r = kb.addi(kb.muli(consumer, kb.idx(64)),
+                      kb.muli(em.divuIdx(t, 32), kb.idx(16)));
+    return kb.addi(r, kb.addi(em.divuIdx(lane, 4), kb.idx(8 * h)));
+  }
+
+  /// The warp-specialised epilogue: thread t's registers of its 64 x tileN
+  /// accumulator, two adjacent columns of one row at a time (register i:
+  /// row half (i / 2) % 2, column 8 (i / 4) + 2 (lane % 4) + i % 2); the
+  /// gate/up GEMM's ups are the same registers tileN / 4 further.
+  void epilogueFromRegisters(Value acc, Value t, ArrayRef<Value> rows,
+                             ArrayRef<Value> weights, const Epilogue &epi) {
+    auto fragType = VectorType::get({tileN / 2}, b.getF32Type());
+    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, acc);
+    auto v2 = VectorType::get({2}, b.getF32Type());
+    auto pairAt = [&](int64_t i) {
+      return vector::FromElementsOp::create(
+          b, loc, v2,
+          ValueRange{mma.extract(frag, {i}), mma.extract(frag, {i + 1})});
+    };
+    Value col0 = kb.muli(em.remuIdx(em.remuIdx(t, 32), 4), kb.idx(2));
+    int64_t columns = g.glu ? tileN / 2 : tileN;
+    for (int64_t h = 0; h < 2; ++h)
+      kb.ifThen(kb.lti(rows[h], validRows), [&] {
+        for (int64_t j = 0; j < columns / 8; ++j) {
+          int64_t i = 4 * j + 2 * h;
+          Value up = g.glu ? Value(pairAt(i + tileN / 4)) : Value();
+          epi({rows[h], kb.addi(col0, kb.idx(8 * j)), pairAt(i), up,
+               weights[h]});
+        }
       });
-    });
-    kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
-      Value consumer = kb.subi(warpgroup, kb.idx(1));
-      Value t = kb.subi(tid, kb.idx(kThreads));
-      Value weight = rowWeight(t);
-      Value acc = pipe.consume(consumer, steps, tileN, kTileK / kWGMMAK,
-                               [&](Value stage, Value c, Value acc) {
-                                 return multiplyRows(stage, c, acc);
-                               });
-      pipe.consumerBarrier();
-      if (weight)
-        kb.ifThen(kb.lti(t, kb.idx(kTile)),
-                  [&] { mma.sts(weight, rowWeights, {t}); });
-      // Upstream's nvgpu.warpgroup.mma.store places warp w's rows at 16 w
-      // with w = tid / 32, as if its warpgroup were the block's first:
-      // warpgroup g's rows land 64 g rows past the view (LinearWGMMA.cpp).
-      Value tile = em.epilogueTile(smem, base, kTile + 64, tileN);
-      nvgpu::WarpgroupMmaStoreOp::create(
-          b, loc, acc, em.epilogueTile(smem, base, 64, tileN));
-      pipe.consumerBarrier();
-      epi(tile, rowWeights, EpilogueThreads{t, kThreads * kConsumers, 64});
-    });
+  }
+
+  /// The one-warpgroup schedule's epilogue: the f32 tile in shared memory
+  /// (rows below validRows), each thread 2 (gate/up) or 4 columns of a row
+  /// at a time.
+  void epilogueFromTile(Value tile, const Epilogue &epi) {
+    int64_t width = g.glu ? 2 : 4, columns = g.glu ? tileN / 2 : tileN;
+    auto type = VectorType::get({width}, b.getF32Type());
+    forTileRows(kb, tid, kThreads, columns / width, validRows,
+                [&](Value r, Value group) {
+                  Value col = kb.muli(group, kb.idx(width));
+                  Value v = mma.alignedLoad(type, tile, ValueRange{r, col});
+                  Value up =
+                      g.glu ? mma.alignedLoad(
+                                  type, tile,
+                                  ValueRange{r, kb.addi(col, kb.idx(columns))})
+                            : Value();
+                  Value wt = g.rowWeights ? mma.lds(rowWeights, {r}) : Value();
+                  epi({r, col, v, up, wt});
+                });
+  }
+
+  /// bar.sync `id` over `threads` threads.
+  void namedBarrier(int32_t id, int64_t threads) {
+    NVVM::BarrierOp::create(b, loc, Type(),
+                            arith::ConstantIntOp::create(b, loc, id, 32),
+                            arith::ConstantIntOp::create(b, loc, threads, 32),
+                            NVVM::BarrierReductionAttr(), Value());
   }
 
   /// Consumer `c`'s products of one landed stage: its 64 rows against all
@@ -584,6 +797,9 @@ private:
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
+  /// The persistent schedule's slots of a tile's expert and rows: the
+  /// producer's (locateSegmentTileInBlock) and the consumers'.
+  Value found, published;
   SmallVector<Value> mapArgs, weightMaps, weightBytes;
   /// The rows' tensor-map parameter and map (rowsByTMA).
   Value rowsMapArg, rowsMap;
@@ -594,22 +810,6 @@ private:
 public:
   Value nTileIndex() const { return nTile; }
 };
-
-/// The epilogue's rows and columns: `perRow` threads per row, thread t at
-/// column group t % perRow of rows t / perRow, t / perRow + threads /
-/// perRow, ... below `rows`; body(r, group) with r the output row.
-void forTileRows(KernelBuilder &kb, const EpilogueThreads &w, int64_t perRow,
-                 Value rows, const std::function<void(Value, Value)> &body) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  Value first = arith::DivUIOp::create(b, loc, w.t, kb.idx(perRow));
-  Value group = arith::RemUIOp::create(b, loc, w.t, kb.idx(perRow));
-  auto loop =
-      scf::ForOp::create(b, loc, first, rows, kb.idx(w.threads / perRow));
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(loop.getBody());
-  body(loop.getInductionVar(), group);
-}
 
 /// The GLU epilogue (gate in the tile's first half of columns, up in the
 /// second): act(gate, up) of the tile's channels as bf16 rows of h [rows,
@@ -623,30 +823,24 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
   Location loc = op->getLoc();
   KernelOperand h = e.outputs[0];
   int64_t channels = k.tileN / 2;
-  LogicalResult r = k.emit([&](Value tile, Value, const EpilogueThreads &w) {
-    MMAEmitter mma{b, loc, kb};
-    Value hRows = mma.contiguousView(
-        h.base, {kb.numElements(ArrayRef<int64_t>(h.shape).drop_back()),
-                 kb.idx(inter)});
-    auto v2 = VectorType::get({2}, b.getF32Type());
-    forTileRows(kb, w, channels / 2, k.validRows, [&](Value r, Value group) {
-      Value col = kb.muli(group, kb.idx(2));
-      Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), col);
-      Value at = kb.addi(r, kb.idx(w.skip));
-      // Even columns of the tile (rows of an even stride) and of h.
-      Value gate = mma.alignedLoad(v2, tile, ValueRange{at, col});
-      Value up = mma.alignedLoad(
-          v2, tile, ValueRange{at, kb.addi(col, kb.idx(channels))});
-      SmallVector<Value> out;
-      for (int64_t i = 0; i < 2; ++i)
-        out.push_back(emitGLUActivation(
-            kb, act, optionalDouble(beta), optionalDouble(linearBeta),
-            vector::ExtractOp::create(b, loc, gate, i),
-            vector::ExtractOp::create(b, loc, up, i),
-            [&](Value x) { return mma.sigmoidApprox(x); }));
-      mma.alignedStore(mma.pair(out[0], out[1]), hRows,
-                       ValueRange{kb.addi(k.rowStart, r), channel});
-    });
+  MMAEmitter mma{b, loc, kb};
+  Value hRows = mma.contiguousView(
+      h.base,
+      {kb.numElements(ArrayRef<int64_t>(h.shape).drop_back()), kb.idx(inter)});
+  LogicalResult r = k.emit([&](const EpilogueValues &x) {
+    int64_t width = cast<VectorType>(x.v.getType()).getNumElements();
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < width; ++i)
+      out.push_back(mma.bf16(emitGLUActivation(
+          kb, act, optionalDouble(beta), optionalDouble(linearBeta),
+          mma.extract(x.v, {i}), mma.extract(x.up, {i}),
+          [&](Value v) { return mma.sigmoidApprox(v); })));
+    Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), x.col);
+    Value packed = vector::FromElementsOp::create(
+        b, loc, VectorType::get({width}, b.getBF16Type()), out);
+    // Even columns of the tile and of h.
+    mma.alignedStore(packed, hRows,
+                     ValueRange{kb.addi(k.rowStart, x.r), channel});
   });
   if (failed(r))
     return failure();
@@ -718,30 +912,22 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
     OpBuilder &b = kb.builder();
     Location loc = op.getLoc();
     KernelOperand y = e.outputs[0];
-    LogicalResult r = k.emit([&](Value tile, Value rowWeights,
-                                 const EpilogueThreads &w) {
-      Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
-      MMAEmitter mma{b, loc, kb};
-      Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
-      auto v4 = VectorType::get({4}, b.getF32Type());
+    MMAEmitter mma{b, loc, kb};
+    Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
+    Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
+    LogicalResult r = k.emit([&](const EpilogueValues &x) {
+      auto type = cast<VectorType>(x.v.getType());
       // The rows' type: f32, or bf16 under the bf16 policy (rounded once
       // here, summed in f32 by the combine).
       Type rowType = cast<MemRefType>(yRows.getType()).getElementType();
-      // Each thread writes 4 columns per row.
-      forTileRows(kb, w, k.tileN / 4, k.validRows, [&](Value r, Value group) {
-        Value col = kb.muli(group, kb.idx(4));
-        Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), col);
-        Value row = kb.addi(k.rowStart, r);
-        Value wt = mma.lds(rowWeights, {r});
-        Value v = mma.alignedLoad(v4, tile,
-                                  ValueRange{kb.addi(r, kb.idx(w.skip)), col});
-        Value scaled = arith::MulFOp::create(
-            b, loc, v, vector::BroadcastOp::create(b, loc, v4, wt));
-        if (!rowType.isF32())
-          scaled = arith::TruncFOp::create(
-              b, loc, VectorType::get({4}, rowType), scaled);
-        mma.alignedStore(scaled, yRows, ValueRange{row, column});
-      });
+      Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), x.col);
+      Value scaled = arith::MulFOp::create(
+          b, loc, x.v, vector::BroadcastOp::create(b, loc, type, x.rowWeight));
+      if (!rowType.isF32())
+        scaled = arith::TruncFOp::create(
+            b, loc, VectorType::get(type.getShape(), rowType), scaled);
+      mma.alignedStore(scaled, yRows,
+                       ValueRange{kb.addi(k.rowStart, x.r), column});
     });
     if (failed(r))
       return failure();

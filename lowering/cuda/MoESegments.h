@@ -15,6 +15,8 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <functional>
+
 namespace mlir::k3 {
 
 /// A row tile of the sorted rows: its expert, its first sorted row and how
@@ -70,14 +72,19 @@ loadSegmentEntries(KernelBuilder &kb, Value offsets, Value tileOffsets,
 /// prefill unchanged, bench/results/e2e-checks/
 /// moe-tile-search-ab-nvidia-h200-20261204T1812Z.txt). The one expert
 /// whose tiles hold `tile` (experts without rows have none) writes its
-/// expert, first row and rows to `slots` (a shared memref<4xi32>, 16-byte
-/// aligned: one vector store and one vector load, so that LLVM keeps it
-/// one array); a block barrier publishes them, so every thread of the
-/// block must call this.
-inline BlockSegmentTile
-locateSegmentTileInBlock(KernelBuilder &kb, Value offsets, Value tileOffsets,
-                         int64_t experts, Value tile, int64_t tileRows,
-                         Value tid, int64_t threads, Value slots) {
+/// expert, first row and rows to `slots` (a shared memref of i32, at
+/// `slotAt`, a multiple of 4: 16-byte aligned: one vector store and one
+/// vector load, so that LLVM keeps it one array); `barrier` (a block
+/// barrier by default) publishes them, so every thread that it
+/// synchronises must call this. A warp-specialised kernel's producer
+/// warpgroup finds its tiles alone: `threads` 128 and a named barrier over
+/// them.
+inline BlockSegmentTile locateSegmentTileInBlock(
+    KernelBuilder &kb, Value offsets, Value tileOffsets, int64_t experts,
+    Value tile, int64_t tileRows, Value tid, int64_t threads, Value slots,
+    Value slotAt = Value(), const std::function<void()> &barrier = {}) {
+  if (!slotAt)
+    slotAt = kb.idx(0);
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   Type i32 = b.getI32Type();
@@ -95,13 +102,16 @@ locateSegmentTileInBlock(KernelBuilder &kb, Value offsets, Value tileOffsets,
       for (Value v : {n.expert, rowStart, rows, kb.idx(0)})
         fields.push_back(arith::IndexCastOp::create(b, loc, i32, v));
       Value packed = vector::FromElementsOp::create(b, loc, slotsType, fields);
-      vector::StoreOp::create(b, loc, packed, slots, ValueRange{kb.idx(0)})
+      vector::StoreOp::create(b, loc, packed, slots, ValueRange{slotAt})
           .setAlignment(16);
     });
   }
-  gpu::BarrierOp::create(b, loc);
+  if (barrier)
+    barrier();
+  else
+    gpu::BarrierOp::create(b, loc);
   auto packed =
-      vector::LoadOp::create(b, loc, slotsType, slots, ValueRange{kb.idx(0)});
+      vector::LoadOp::create(b, loc, slotsType, slots, ValueRange{slotAt});
   packed.setAlignment(16);
   auto field = [&](int64_t i) {
     Value v = vector::ExtractOp::create(b, loc, packed, i);

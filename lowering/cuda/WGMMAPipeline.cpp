@@ -53,71 +53,89 @@ void WGMMAPipeline::expectAndLoad(Value stage, Value kt,
   loads(stage, kt);
 }
 
-void WGMMAPipeline::produce(Value tid, Value steps, const IssueLoads &issue) {
+void WGMMAPipeline::enterProducer() {
+  NVVM::SetMaxRegisterOp::create(
+      em.b, em.loc, copies ? kCopyingProducerRegisters : kProducerRegisters,
+      NVVM::SetMaxRegisterAction::decrease);
+}
+
+void WGMMAPipeline::enterConsumer() {
+  NVVM::SetMaxRegisterOp::create(
+      em.b, em.loc, copies ? kCopyingConsumerRegisters : kConsumerRegisters,
+      NVVM::SetMaxRegisterAction::increase);
+}
+
+void WGMMAPipeline::produce(Value tid, Value first, Value steps,
+                            const IssueLoads &issue, const Publish &publish) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  NVVM::SetMaxRegisterOp::create(b, loc, kProducerRegisters,
-                                 NVVM::SetMaxRegisterAction::decrease);
   kb.ifThen(kb.eqi(tid, em.idx(0)), [&] {
     auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar();
-    Value stage = em.remuIdx(kt, em.stages);
-    waitEmpty(kt, stage);
+    Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
+    Value stage = em.remuIdx(g, em.stages);
+    waitEmpty(g, stage);
+    if (publish)
+      kb.ifThen(kb.eqi(kt, em.idx(0)), publish);
     expectAndLoad(stage, kt, issue);
   });
 }
 
-void WGMMAPipeline::produceWithCopies(Value tid, Value steps,
+void WGMMAPipeline::produceWithCopies(Value tid, Value first, Value steps,
                                       const IssueLoads &loads,
-                                      const IssueLoads &copy) {
+                                      const IssueLoads &copy,
+                                      const Publish &publish) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
   MMAEmitter mma{b, loc, kb};
-  NVVM::SetMaxRegisterOp::create(b, loc, kCopyingProducerRegisters,
-                                 NVVM::SetMaxRegisterAction::decrease);
-  Value first = kb.eqi(tid, em.idx(0));
-  // This thread's copies of step kt landed: visible to wgmma's async
-  // proxy, then counted on the step's full barrier.
-  auto landed = [&](Value kt, Value group, int32_t pending) {
+  Value thread0 = kb.eqi(tid, em.idx(0));
+  // This thread's copies of pipeline step g landed: visible to wgmma's
+  // async proxy, then counted on the step's full barrier.
+  auto landed = [&](Value g, Value group, int32_t pending) {
     mma.waitGroups(group, pending);
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
         NVVM::SharedSpaceAttr::get(b.getContext(),
                                    NVVM::SharedSpace::shared_cta));
-    nvgpu::MBarrierArriveOp::create(b, loc, full, em.remuIdx(kt, em.stages));
+    nvgpu::MBarrierArriveOp::create(b, loc, full, em.remuIdx(g, em.stages));
   };
   auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1));
-  Value group;
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar();
-    Value stage = em.remuIdx(kt, em.stages);
-    waitEmpty(kt, stage);
-    kb.ifThen(first, [&] { expectAndLoad(stage, kt, loads); });
+    Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
+    Value stage = em.remuIdx(g, em.stages);
+    waitEmpty(g, stage);
+    kb.ifThen(thread0, [&] {
+      if (publish)
+        kb.ifThen(kb.eqi(kt, em.idx(0)), publish);
+      expectAndLoad(stage, kt, loads);
+    });
     copy(stage, kt);
-    group = mma.commitGroup();
+    Value group = mma.commitGroup();
     kb.ifThen(kb.gei(kt, em.idx(1)),
-              [&] { landed(kb.subi(kt, em.idx(1)), group, 1); });
+              [&] { landed(kb.subi(g, em.idx(1)), group, 1); });
   }
+  Value last = kb.subi(kb.addi(first, steps), em.idx(1));
   kb.ifThen(kb.gei(steps, em.idx(1)),
-            [&] { landed(kb.subi(steps, em.idx(1)), mma.commitGroup(), 0); });
+            [&] { landed(last, mma.commitGroup(), 0); });
 }
 
-Value WGMMAPipeline::consume(Value consumer, Value steps, int64_t columns,
-                             int64_t groupsPerStage, const Multiply &multiply) {
+void WGMMAPipeline::waitFull(Value step) {
+  waitRound(full, step, em.remuIdx(step, em.stages), 0);
+}
+
+Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
+                             int64_t columns, int64_t groupsPerStage,
+                             const Multiply &multiply) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  NVVM::SetMaxRegisterOp::create(
-      b, loc, copies ? kCopyingConsumerRegisters : kConsumerRegisters,
-      NVVM::SetMaxRegisterAction::increase);
-  auto release = [&](Value kt) {
-    nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(kt, em.stages));
+  auto release = [&](Value g) {
+    nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(g, em.stages));
   };
   Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
       b, loc, em.accumulatorType(columns));
@@ -126,19 +144,19 @@ Value WGMMAPipeline::consume(Value consumer, Value steps, int64_t columns,
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar();
-    Value stage = em.remuIdx(kt, em.stages);
-    waitRound(full, kt, stage, 0);
+    Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
+    Value stage = em.remuIdx(g, em.stages);
+    waitRound(full, g, stage, 0);
     Value acc = multiply(stage, consumer, loop.getRegionIterArgs()[0]);
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);
-    kb.ifThen(kb.gei(kt, em.idx(1)), [&] { release(kb.subi(kt, em.idx(1))); });
+    kb.ifThen(kb.gei(kt, em.idx(1)), [&] { release(kb.subi(g, em.idx(1))); });
     scf::YieldOp::create(b, loc, acc);
   }
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
-            [&] { release(kb.subi(steps, em.idx(1))); });
+            [&] { release(kb.subi(kb.addi(first, steps), em.idx(1))); });
   return loop.getResult(0);
 }
 

@@ -67,19 +67,39 @@ public:
   /// Creates and initialises the barriers (thread 0), then a block barrier.
   void init(Value tid);
 
-  /// The producer's role: thread 0 streams `steps` k-steps.
-  void produce(Value tid, Value steps, const IssueLoads &issue);
+  /// The roles' register files (`setmaxnreg`), once before each role.
+  void enterProducer();
+  void enterConsumer();
 
-  /// The copying producer's role: every thread of warpgroup 0 runs `steps`
-  /// k-steps; thread 0 issues `loads` (TMA) after the full barrier expects
-  /// stageBytes, every thread `copy` (its cp.async copies of the step).
-  void produceWithCopies(Value tid, Value steps, const IssueLoads &loads,
-                         const IssueLoads &copy);
+  /// What a producer's thread 0 writes for the consumers before the first
+  /// arrive of a tile (its expert and rows): they read it once they waited
+  /// for that step's stage (waitFull), the arrive's release ordering it.
+  using Publish = std::function<void()>;
 
-  /// A consumer's role (`consumer` = warpgroup - 1): `steps` k-steps into
-  /// a zeroed 64 x `columns` f32 accumulator; returns it with every
-  /// product complete and every stage released.
-  Value consume(Value consumer, Value steps, int64_t columns,
+  /// The producer's role for one tile: thread 0 streams its `steps`
+  /// k-steps, the pipeline's steps [first, first + steps) (a persistent
+  /// kernel's tiles continue the stages and their phases).
+  void produce(Value tid, Value first, Value steps, const IssueLoads &issue,
+               const Publish &publish = {});
+
+  /// The copying producer's role for one tile: every thread of warpgroup 0
+  /// runs its `steps` k-steps (pipeline steps from `first`); thread 0
+  /// issues `loads` (TMA) after the full barrier expects stageBytes, every
+  /// thread `copy` (its cp.async copies of the step). The tile's last
+  /// arrivals wait for its copies, so that the next tile's first steps
+  /// never hold back this one's last.
+  void produceWithCopies(Value tid, Value first, Value steps,
+                         const IssueLoads &loads, const IssueLoads &copy,
+                         const Publish &publish = {});
+
+  /// Waits until pipeline step `step`'s stage is full.
+  void waitFull(Value step);
+
+  /// A consumer's role for one tile (`consumer` = warpgroup - 1): `steps`
+  /// k-steps (pipeline steps from `first`) into a zeroed 64 x `columns`
+  /// f32 accumulator; returns it with every product complete and every
+  /// stage released.
+  Value consume(Value consumer, Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply);
 
   /// bar.sync 1 over the consumer warpgroups' threads (the producer may

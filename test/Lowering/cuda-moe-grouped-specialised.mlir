@@ -1,15 +1,21 @@
 // REQUIRES: ptxas
-// The grouped MoE GEMMs with the warp-specialised schedule (kind
+// The grouped MoE GEMMs with the persistent warp-specialised schedule (kind
 // moe_grouped_wgmma, tile [128, 256, 64], 12 warps;
 // lowering/cuda/MoEGroupedWGMMA.cpp, WGMMAPipeline.cpp): 8 bf16 experts,
 // top-2, D 256, I 128 (gate/up: 128 channels of gate above the same of up,
-// one 256-column tile; down: 256 outputs). Warpgroup 0 gives up registers,
-// copies its rows by cp.async (gathered by token for gate/up), thread 0
-// loads the weights by TMA (boxes of 128 or 256 rows), and each thread
-// fences and arrives on the full barrier once its copies of the step
-// before landed; warpgroups 1 and 2 multiply m64n256k16. The down GEMM's
-// rows (h's sorted rows, contiguous) come by TMA too: a rank-2 map over
-// h [T, K, I] read as [T K, I], and its producer is thread 0 alone.
+// one 256-column tile; down: 256 outputs). A block per SM walks the tiles
+// (grid device_sm_count, a loop from the block id by the grid size).
+// Warpgroup 0 gives up registers, finds each tile's expert (a named
+// barrier over its 128 threads), publishes it before the tile's first
+// arrive, copies its rows by cp.async (gathered by token for gate/up),
+// thread 0 loads the weights by TMA (boxes of 128 or 256 rows), and each
+// thread fences and arrives on the full barrier once its copies of the
+// step before landed, all of the tile's at its end; warpgroups 1 and 2
+// read the published tile once its first stage is full, multiply
+// m64n256k16 and write from their registers (no epilogue tile in shared
+// memory: the stages alone). The down GEMM's rows (h's sorted rows,
+// contiguous) come by TMA too: a rank-2 map over h [T, K, I] read as
+// [T K, I], and its producer is thread 0 alone.
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=4" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The schedule's limits: the copying producer's lagging arrivals need 3
@@ -27,31 +33,42 @@
 // COLUMNS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with the [128, 256, 64] tile needs output columns in multiples of 256, got 128
 
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
-// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 203776>
+// CHECK-SAME: grid_symbol = device_sm_count, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [384, 1, 1], dynamic_smem = 197632>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 5, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>]
 // CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
 // CHECK: nvvm.setmaxregister {{ *}}decrease 56
+// CHECK: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x
+// CHECK: nvvm.barrier id = %c2_i32 number_of_threads = %c128_i32
 // CHECK: scf.for
 // CHECK: nvgpu.mbarrier.try_wait.parity
-// CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
+// CHECK: vector.store %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>, vector<4xi32>
+// CHECK-NEXT: }
+// CHECK-NEXT: %{{.*}} = arith.constant 32768
+// CHECK-NEXT: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
 // CHECK-COUNT-2: nvgpu.tma.async.load
 // CHECK-COUNT-8: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK: nvgpu.mbarrier.arrive
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK: nvvm.setmaxregister {{ *}}increase 224
+// CHECK: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: vector.load %{{.*}} : memref<16xi32, #gpu.address_space<workgroup>>, vector<4xi32>
 // CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x256xf32>>
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 4
-// CHECK: nvgpu.warpgroup.mma.store
+// CHECK: k3gpu.warpgroup_fragment %{{.*}} : <fragmented = vector<64x256xf32>> -> vector<128xf32>
+// CHECK-NOT: nvgpu.warpgroup.mma.store
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: block = [384, 1, 1], dynamic_smem = 203776>
+// CHECK-SAME: grid_symbol = device_sm_count, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [384, 1, 1], dynamic_smem = 197632>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 256, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>]
 // CHECK: nvvm.setmaxregister {{ *}}decrease 40
 // CHECK-NOT: nvgpu.device_async_copy
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c49152
 // CHECK-COUNT-2: nvgpu.tma.async.load
 // CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: k3gpu.warpgroup_fragment %{{.*}} : <fragmented = vector<64x256xf32>> -> vector<128xf32>
 
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 56
 // PTX-DAG: setmaxnreg.inc.sync.aligned.u32 224

@@ -1,0 +1,151 @@
+"""The prefill's grouped MoE GEMMs on bf16 weights (lowering/cuda/
+MoEGroupedWGMMA.cpp) against float64, in both schedules: the default one
+warpgroup per 128 x 128 tile, and the persistent warp-specialised one
+(a producer and two consumer warpgroups per SM walking 128 x 256 tiles,
+the epilogue from registers) with 4 and 3 stages; and k3.glu_gate_up (the
+dense MLP's gate/up GEMM, kind glu_wgmma) in the persistent schedule.
+
+Shapes: 16 experts top-4, D 512, I 256 (gate/up 512 columns: two 256-column
+tiles; down 512 outputs), at T = 1, 5, 200 and 1000 with expert 3 in every
+token's first slot (at T = 1000 its segment is 8 tiles, most experts end
+in a partial tile, and at T = 1 most have no rows; the grid of one block
+per SM walks more tiles than it has blocks only at T = 1000).
+Part of bench/gpu_kernels_check.py (prepare here, check on the GPU).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MOE_GROUPED = dict(E=16, K=4, D=512, I=256)
+TOKENS = (1, 5, 200, 1000)
+MAX_TOKENS = 1024
+
+
+def persistent(kind: str, stages: int) -> str:
+    """Kernel-config overrides for the persistent warp-specialised schedule
+    of kernel kind ``kind``."""
+    return (f"{kind}.tile=128x256x64,{kind}.warps=12,{kind}.blocks_per_sm=1,"
+            f"{kind}.stages={stages}")
+
+
+# artifact name: (kernel-config overrides, what the row says it checks)
+VARIANTS = {
+    "moe_grouped_default": ("", "moe_grouped_wgmma 128x128, one warpgroup"),
+    "moe_grouped_ws4": ("kernel-config=" + persistent("moe_grouped_wgmma", 4),
+                        "moe_grouped_wgmma 128x256 persistent, 4 stages"),
+    "moe_grouped_ws3": ("kernel-config=" + persistent("moe_grouped_wgmma", 3),
+                        "moe_grouped_wgmma 128x256 persistent, 3 stages"),
+}
+DENSE_VARIANT = ("glu_dense_ws4", "kernel-config=" + persistent("glu_wgmma", 4),
+                 "glu_wgmma 128x256 persistent, 4 stages")
+
+MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
+  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
+         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
+DENSE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
+  %wg = k3.weight "wg" : tensor<{I}x{D}xbf16>
+  %wu = k3.weight "wu" : tensor<{I}x{D}xbf16>
+  %wd = k3.weight "wd" : tensor<{D}x{I}xbf16>
+  %y = k3.glu_mlp silu %x, %wg, %wu, %wd
+      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{D}x{I}xbf16>)
+      -> tensor<?x{D}xbf16>
+  return %y : tensor<?x{D}xbf16>
+}}
+"""
+
+
+def weights(rng) -> dict:
+    """bf16 experts (w1, w3, w2) and a dense MLP (wg, wu, wd), values of
+    unit-variance products."""
+    import ml_dtypes
+    c = MOE_GROUPED
+    shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
+              "w2": (c["E"], c["D"], c["I"]), "wg": (c["I"], c["D"]),
+              "wu": (c["I"], c["D"]), "wd": (c["D"], c["I"])}
+    return {k: (rng.standard_normal(s) / s[-1] ** 0.5).astype(ml_dtypes.bfloat16)
+            for k, s in shapes.items()}
+
+
+def prepare(out, compile_model, routing) -> None:
+    """Artifacts, weights, and the sanitizer's inputs (T = 300) under
+    ``out``."""
+    import ml_dtypes
+    from k3ref import model
+    for name, (extra, _) in VARIANTS.items():
+        compile_model(name, MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
+                      max_seqs=1)
+    name, extra, _ = DENSE_VARIANT
+    compile_model(name, DENSE_MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
+                  max_seqs=1)
+    rng = np.random.default_rng(31)
+    model.save_safetensors(out / "moe_grouped.safetensors", weights(rng))
+    idx, wts = routing(300, rng, MOE_GROUPED)
+    model.save_safetensors(out / "in_moe_grouped.safetensors", {
+        "x": rng.standard_normal((300, MOE_GROUPED["D"])).astype(ml_dtypes.bfloat16),
+        "idx": idx, "wts": wts})
+
+
+def silu(a):
+    return a / (1 + np.exp(-a))
+
+
+def check(res, rng, out, routing, bf16_round) -> None:
+    """Every variant at every T within 2^-7 normwise of float64 (h rounded
+    to bf16 where the kernels store it)."""
+    import torch
+    import k3
+    from k3ref import model
+    w = {k: v.astype(np.float64) for k, v in
+         model.load_safetensors(out / "moe_grouped.safetensors", to_float64=False).items()}
+    c = MOE_GROUPED
+    dev = torch.device("cuda:0")
+
+    def run(art, t, **inputs):
+        s = k3.Session(str(out / f"{art}.k3bin"), device="cuda:0")
+        s.load_weights([str(out / "moe_grouped.safetensors")])
+        got = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
+                    **inputs)
+        y = torch.from_dlpack(got["y"]).double().cpu().numpy()
+        s.close()
+        return y
+
+    def compare(y, want):
+        err = float(np.linalg.norm(y - want) / np.linalg.norm(want))
+        if not err < 2.0 ** -7:
+            raise AssertionError(f"y err {err:.2e} (bound 2^-7)")
+        return {"err_y": err}
+
+    for t in TOKENS:
+        x = bf16_round(rng.standard_normal((t, c["D"])))
+        idx, wts = routing(t, rng, c)
+        want = np.zeros((t, c["D"]))
+        for i in range(t):
+            for j, e in enumerate(idx[i]):
+                h = bf16_round(silu(w["w1"][e] @ x[i]) * (w["w3"][e] @ x[i])).astype(np.float64)
+                want[i] += wts[i, j] * (w["w2"][e] @ h)
+        xb = torch.from_numpy(x.astype(np.float32)).to(dev).bfloat16()
+        for art, (_, kernel) in VARIANTS.items():
+            def case(art=art, t=t, xb=xb, idx=idx, wts=wts, want=want):
+                y = run(art, t, x=xb, idx=torch.from_numpy(idx).to(dev),
+                        wts=torch.from_numpy(wts).to(dev))
+                return compare(y, want)
+            res.guard(case, case="moe_grouped", impl="k3", variant=kernel, shape={"T": t, **c})
+        h = bf16_round(silu(x @ w["wg"].T) * (x @ w["wu"].T)).astype(np.float64)
+        dense_want = h @ w["wd"].T
+        name, _, kernel = DENSE_VARIANT
+
+        def dense_case(t=t, xb=xb, dense_want=dense_want):
+            return compare(run(name, t, x=xb), dense_want)
+        res.guard(dense_case, case="glu_dense", impl="k3", variant=kernel,
+                  shape={"T": t, "D": c["D"], "I": c["I"]})
