@@ -85,6 +85,14 @@ WGMMA_GROUPS = (("wgmma_group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128)
                  ("bf16",) * 6),
                 ("wgmma_group_mixed_k512", 512, (256, 40, 8), "bf16", ("bf16", "f32", "bf16")))
 WGMMA_GROUP_TOKENS = (5, 130, 256)
+# The wgmma cases again in the persistent warp-specialised schedule (tile
+# [128, 256, 64]: a block per SM walks the tiles, the consumers write from
+# registers; N = 576, 40 and the group's 40 and 8 end in partial tiles).
+WS_CONFIG = "kernel-config=" + ",".join(
+    f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x256x64,{op}.warps=12,{op}.stages=4,"
+    f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
+WS_LINEARS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_LINEARS)
+WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
 # the tensor-core form.
@@ -428,11 +436,15 @@ def prepare() -> int:
                       "kernel-config=linear.kernel=linear_gemv" + tile)
     for name, n, k, w, x, y in WGMMA_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
+    for name, n, k, w, x, y in WS_LINEARS:
+        compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_CONFIG)
     for name, k, ns, x, ys in GROUPS:
         tile = f",linear_group.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
         compile_model(name, group_model(k, ns, x, ys), "kernel-config=linear_group.kernel=linear_gemv" + tile)
     for name, k, ns, x, ys in WGMMA_GROUPS:
         compile_model(name, group_model(k, ns, x, ys), "")
+    for name, k, ns, x, ys in WS_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), WS_CONFIG)
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -495,6 +507,11 @@ def prepare() -> int:
     for name in ("gemv_mma_n48_k2312_tt16", "gemv_mma_n256_k2320_s4"):
         k = next(c[2] for c in LINEARS if c[0] == name)
         save_bf16(OUT / f"in_{name}.safetensors", "x", rng.standard_normal((17, k)))
+    # The persistent wgmma schedule: 200 tokens (a partial second row tile),
+    # N = 576 (a partial third column tile), and the mixed group.
+    save_bf16(OUT / "in_wgmma_n576_k2304_ws.safetensors", "x", rng.standard_normal((200, 2304)))
+    save_bf16(OUT / "in_wgmma_group_mixed_k512_ws.safetensors", "x",
+              rng.standard_normal((200, 512)))
     # The short convolution over packed sequences (an empty one, ones
     # shorter than the kernel, ones crossing tiles) and the gated norm.
     lens = [1, 2, 0, 17, 40, 3]
@@ -559,8 +576,8 @@ def check_groups(res, dev, g) -> None:
     from safetensors.torch import save_file
     import k3
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
-    wgmma = {c[0] for c in WGMMA_GROUPS}
-    for name, k, ns, xt, ys in GROUPS + WGMMA_GROUPS:
+    wgmma = {c[0] for c in WGMMA_GROUPS + WS_GROUPS}
+    for name, k, ns, xt, ys in GROUPS + WGMMA_GROUPS + WS_GROUPS:
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
         wfile = OUT / f"{name}.w.safetensors"
         save_file({f"w{i}": w.cpu() for i, w in enumerate(ws)}, str(wfile))
@@ -582,7 +599,9 @@ def check_groups(res, dev, g) -> None:
                     errs.append(err)
                 s.close()
                 return {"err_vs_oracle": max(errs), "errs": errs}
-            kernel = "linear_tma_wgmma" if name in wgmma else "linear_gemv"
+            kernel = ("linear_gemv" if name not in wgmma
+                      else "linear_tma_wgmma 128x256 persistent" if name.endswith("_ws")
+                      else "linear_tma_wgmma")
             res.guard(case, case=name, impl="k3",
                       variant=f"{kernel} (linear_group)" + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": list(ns), "K": k, "x": xt, "y": list(ys)})
@@ -606,8 +625,10 @@ def check() -> int:
     dev = torch.device("cuda:0")
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
-    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS:
-        kernel = "linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS else "linear_tma_wgmma"
+    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + WS_LINEARS:
+        kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
+                  else "linear_tma_wgmma 128x256 persistent" if name.endswith("_ws")
+                  else "linear_tma_wgmma")
         w = (torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(dt[wt])
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))

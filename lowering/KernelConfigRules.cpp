@@ -1641,7 +1641,9 @@ int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
 } // namespace
 
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
-  return wgmmaSharedBytes(stages, tileN, 0);
+  // The persistent warp-specialised schedule (tileN 256) writes its tiles
+  // from registers: the stages alone.
+  return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256);
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,

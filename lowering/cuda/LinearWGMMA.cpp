@@ -84,7 +84,9 @@ public:
                                   "in one runtime size";
     addTensorMapParameters();
     int64_t nb = firstTile.back();
-    int64_t threads = specialised ? 128 * (1 + kConsumers) : 128;
+    if (specialised)
+      return emitPersistent(nb);
+    int64_t threads = 128;
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
     e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {threads, 1, 1},
@@ -92,12 +94,7 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
     pickWeight(em.remuIdx(bid, nb));
-    kb.ifThen(kb.lti(mTile, rows), [&] {
-      if (specialised)
-        specialisedBody();
-      else
-        body();
-    });
+    kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
     return success();
   }
 
@@ -229,47 +226,95 @@ private:
     return SmallVector<Value>(loop.getResults());
   }
 
-  /// The warp-specialised schedule: warpgroup 0 loads, 1 and 2 multiply
-  /// and write the tile.
-  void specialisedBody() {
+  /// The warp-specialised schedule, persistent (WGMMAPipeline.h): a block
+  /// per SM walks the tiles bid, bid + grid, ... (a row tile's column
+  /// tiles side by side); warpgroup 0's thread 0 streams x's and W's tiles,
+  /// warpgroups 1 and 2 multiply 64 rows each by all 256 columns and write
+  /// them from their registers, so that no epilogue tile takes the stages
+  /// and the next tile's loads run during this one's writes.
+  LogicalResult emitPersistent(int64_t nb) {
+    e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1,
+                {128 * (1 + kConsumers), 1, 1},
+                linearWGMMASharedBytes(em.stages, tileN));
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    setUpOperands();
+    smem = dynamicSharedMemory();
+    base = em.alignedBase(smem);
+    tmX = em.tensorMap(xMapArg, xBox());
     WGMMAPipeline pipe(em, kConsumers, stageBytes());
     pipe.init(tid);
-    bars = pipe.fullBarriers();
-    Value warpgroup = em.divuIdx(tid, 128);
+    Value rowTiles = em.divuIdx(kb.addi(rows, em.idx(kTileM - 1)), kTileM);
+    Value total = kb.muli(rowTiles, em.idx(nb));
     Value steps = em.idx(nIn / kTileK);
+    Value warpgroup = em.divuIdx(tid, 128);
+    auto setTile = [&](Value tile) {
+      mTile = kb.muli(em.divuIdx(tile, nb), em.idx(kTileM));
+      pickWeight(em.remuIdx(tile, nb));
+      tmW = em.tensorMap(wMapArg, wBox());
+    };
     kb.ifThen(kb.eqi(warpgroup, em.idx(0)), [&] {
       Value first = kb.eqi(tid, em.idx(0));
       nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
-      nvgpu::TmaPrefetchOp::create(b, loc, tmW, first);
+      for (Value arg : wMapArgs)
+        nvgpu::TmaPrefetchOp::create(b, loc, em.tensorMap(arg, wBox()), first);
       pipe.enterProducer();
-      pipe.produce(tid, em.idx(0), steps,
-                   [&](Value stage, Value kt) { loadTiles(bars, stage, kt); });
+      pipe.forEachTile(total, [&](Value i, Value tile) {
+        setTile(tile);
+        pipe.produce(tid, kb.muli(i, steps), steps, [&](Value stage, Value kt) {
+          loadTiles(pipe.fullBarriers(), stage, kt);
+        });
+      });
     });
     kb.ifThen(kb.gei(warpgroup, em.idx(1)), [&] {
       Value consumer = kb.subi(warpgroup, em.idx(1));
+      Value t = kb.subi(tid, kb.muli(warpgroup, em.idx(128)));
       pipe.enterConsumer();
-      Value acc =
-          pipe.consume(consumer, em.idx(0), steps, tileN, kTileK / kWGMMAK,
-                       [&](Value stage, Value c, Value acc) {
-                         return multiplyRows(stage, c, acc);
-                       });
-      // Both consumers are done reading the stages before the tile
-      // overwrites them (the producer's loads all landed: the consumers
-      // waited for each).
-      pipe.consumerBarrier();
-      // Upstream's nvgpu.warpgroup.mma.store takes warp w's rows to 16 w of
-      // its destination with w = tid / 32, as if its warpgroup were the
-      // block's first: warpgroup g's 64 rows land 64 g rows past the view.
-      // The tile is therefore 64 (1 + consumers) rows, the consumers' rows
-      // from 64 on, and each stores through a view of the tile's start.
-      Value tile = em.epilogueTile(smem, base, kTileM + 64, tileN);
-      Value start = em.epilogueTile(smem, base, 64, tileN);
-      nvgpu::WarpgroupMmaStoreOp::create(b, loc, acc, start);
-      pipe.consumerBarrier();
-      storeRows(tile, 64, kb.subi(tid, em.idx(128)), 128 * kConsumers);
+      pipe.forEachTile(total, [&](Value i, Value tile) {
+        setTile(tile);
+        Value acc = pipe.consume(consumer, kb.muli(i, steps), steps, tileN,
+                                 kTileK / kWGMMAK,
+                                 [&](Value stage, Value c, Value acc) {
+                                   return multiplyRows(stage, c, acc);
+                                 });
+        AccumulatorFragment f(em, acc, tileN, t);
+        Value first = kb.muli(consumer, em.idx(64));
+        if (nOuts.size() == 1)
+          return storeFragment(0, f, first);
+        for (size_t w = 0; w < nOuts.size(); ++w)
+          kb.ifThen(kb.eqi(weight, em.idx(w)),
+                    [&, w] { storeFragment(w, f, first); });
+      });
     });
+    return success();
+  }
+
+  /// A consumer's registers (its rows from tile row `first`) to weight
+  /// w's result: rows < T, and for a partial last column tile columns < N
+  /// (N % 8 = 0: a pair is inside or past N together).
+  void storeFragment(int64_t w, const AccumulatorFragment &f, Value first) {
+    MMAEmitter mma{b, loc, kb};
+    int64_t nOut = nOuts[w];
+    Value y = mma.contiguousView(e.outputs[w].base, {rows, em.idx(nOut)});
+    Type outElem = cast<MemRefType>(y.getType()).getElementType();
+    bool partial = nOut % tileN != 0;
+    for (int64_t h = 0; h < 2; ++h) {
+      Value row = kb.addi(mTile, kb.addi(first, f.row(h)));
+      kb.ifThen(kb.lti(row, rows), [&] {
+        for (int64_t j = 0; j < tileN / 8; ++j) {
+          Value col = kb.addi(nTile, f.column(j));
+          auto store = [&] {
+            Value v = f.pair(h, j);
+            if (!outElem.isF32())
+              v = arith::TruncFOp::create(
+                  b, loc, VectorType::get({2}, outElem), v);
+            mma.alignedStore(v, y, ValueRange{row, col});
+          };
+          if (partial)
+            kb.ifThen(kb.lti(col, em.idx(nOut)), store);
+          else
+            store();
+        }
+      });
+    }
   }
 
   /// Consumer `c`'s products of one landed stage: its 64 rows of x against

@@ -38,7 +38,6 @@
 //   rows.
 //
 //===----------------------------------------------------------------------===//
-#include "dialects/K3GPU/K3GPUDialect.h"
 #include "lowering/KernelConfigRules.h"
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
@@ -481,17 +480,6 @@ private:
     return success();
   }
 
-  /// body(i, tile) for this block's tiles bid + i grid < total.
-  void forEachTile(Value total, const std::function<void(Value, Value)> &body) {
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-    auto loop = scf::ForOp::create(b, loc, bid, total, grid);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value tile = loop.getInductionVar();
-    body(arith::DivUIOp::create(b, loc, kb.subi(tile, bid), grid), tile);
-  }
-
   /// Tile `tile`'s row and column tiles, row tiles outermost (the column
   /// tiles of a row tile are neighbours: its rows are read from L2).
   void setTile(Value tile) {
@@ -527,7 +515,7 @@ private:
     if (rowsByTMA)
       nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
     pipe.enterProducer();
-    forEachTile(total, [&](Value i, Value tile) {
+    pipe.forEachTile(total, [&](Value i, Value tile) {
       setTile(tile);
       WGMMAPipeline::Publish publish;
       if (g.dense) {
@@ -573,7 +561,7 @@ private:
     pipe.enterConsumer();
     Value t =
         kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
-    forEachTile(total, [&](Value i, Value tile) {
+    pipe.forEachTile(total, [&](Value i, Value tile) {
       setTile(tile);
       Value firstStep = kb.muli(i, steps);
       if (g.dense) {
@@ -593,56 +581,40 @@ private:
         rowStart = field(1);
         validRows = field(2);
       }
+      // This thread's two rows of the tile (its fragment's, below the
+      // consumer's first 64 c) and (down) their (token, slot) pairs.
       std::array<Value, 2> rows, rowPairs, weights;
       for (int64_t h = 0; h < 2; ++h) {
-        rows[h] = fragmentRow(consumer, t, h);
+        rows[h] = kb.addi(kb.muli(consumer, kb.idx(64)),
+                          AccumulatorFragment::rowOf(em, t, h));
         rowPairs[h] = rowPair(rows[h]);
       }
-      Value acc =
-          pipe.consume(consumer, firstStep, steps, tileN, kTileK / kWGMMAK,
-                       [&](Value stage, Value c, Value acc) {
-                         return multiplyRows(stage, c, acc);
-                       });
+      Value acc = pipe.consume(consumer, firstStep, steps, tileN,
+                               kTileK / kWGMMAK,
+                               [&](Value stage, Value c, Value acc) {
+                                 return multiplyRows(stage, c, acc);
+                               });
       // (down) The weights' loads wait for the pairs' values: issued
       // before the products, those landed while they ran.
       for (int64_t h = 0; h < 2; ++h)
         weights[h] = weightOfPair(rowPairs[h]);
-      epilogueFromRegisters(acc, t, rows, weights, epi);
+      epilogueFromRegisters(AccumulatorFragment(em, acc, tileN, t), rows,
+                            weights, epi);
     });
   }
 
-  /// Tile row of half `h` of thread `t`'s fragment rows in consumer
-  /// `consumer`'s 64 (k3gpu.warpgroup_fragment: 16 w + lane / 4 + 8 h).
-  Value fragmentRow(Value consumer, Value t, int64_t h) {
-    Value lane = em.remuIdx(t, 32);
-    Value r = kb.addi(kb.muli(consumer, kb.idx(64)),
-                      kb.muli(em.divuIdx(t, 32), kb.idx(16)));
-    return kb.addi(r, kb.addi(em.divuIdx(lane, 4), kb.idx(8 * h)));
-  }
-
-  /// The warp-specialised epilogue: thread t's registers of its 64 x tileN
-  /// accumulator, two adjacent columns of one row at a time (register i:
-  /// row half (i / 2) % 2, column 8 (i / 4) + 2 (lane % 4) + i % 2); the
-  /// gate/up GEMM's ups are the same registers tileN / 4 further.
-  void epilogueFromRegisters(Value acc, Value t, ArrayRef<Value> rows,
-                             ArrayRef<Value> weights, const Epilogue &epi) {
-    auto fragType = VectorType::get({tileN / 2}, b.getF32Type());
-    Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, acc);
-    auto v2 = VectorType::get({2}, b.getF32Type());
-    auto pairAt = [&](int64_t i) {
-      return vector::FromElementsOp::create(
-          b, loc, v2,
-          ValueRange{mma.extract(frag, {i}), mma.extract(frag, {i + 1})});
-    };
-    Value col0 = kb.muli(em.remuIdx(em.remuIdx(t, 32), 4), kb.idx(2));
+  /// The warp-specialised epilogue: the consumer's registers, two adjacent
+  /// columns of one row at a time; the gate/up GEMM's ups are the column
+  /// groups tileN / 16 further.
+  void epilogueFromRegisters(const AccumulatorFragment &f,
+                             ArrayRef<Value> rows, ArrayRef<Value> weights,
+                             const Epilogue &epi) {
     int64_t columns = g.glu ? tileN / 2 : tileN;
     for (int64_t h = 0; h < 2; ++h)
       kb.ifThen(kb.lti(rows[h], validRows), [&] {
         for (int64_t j = 0; j < columns / 8; ++j) {
-          int64_t i = 4 * j + 2 * h;
-          Value up = g.glu ? Value(pairAt(i + tileN / 4)) : Value();
-          epi({rows[h], kb.addi(col0, kb.idx(8 * j)), pairAt(i), up,
-               weights[h]});
+          Value up = g.glu ? f.pair(h, j + columns / 8) : Value();
+          epi({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
         }
       });
   }

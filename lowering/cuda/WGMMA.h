@@ -222,6 +222,30 @@ struct WGMMAEmitter {
   }
 };
 
+/// A consumer warpgroup's 64 x n f32 accumulator as this thread's
+/// registers (`k3gpu.warpgroup_fragment`), for epilogues that write from
+/// registers: thread t (of the warpgroup) holds rows 16 (t / 32) + (t % 32)
+/// / 4 + 8 h (h = 0, 1) and, of each group j of 8 columns, the adjacent
+/// columns 8 j + 2 (t % 4) and the next.
+class AccumulatorFragment {
+public:
+  AccumulatorFragment(WGMMAEmitter &em, Value acc, int64_t n, Value t);
+
+  /// Row of half h (of the warpgroup's 64).
+  Value row(int64_t h) const { return rows[h]; }
+  /// The same without an accumulator (thread t of the warpgroup).
+  static Value rowOf(WGMMAEmitter &em, Value t, int64_t h);
+  /// First column of group j's pair.
+  Value column(int64_t j) const;
+  /// Group j's two columns of row half h, as a vector<2xf32>.
+  Value pair(int64_t h, int64_t j) const;
+
+private:
+  WGMMAEmitter &em;
+  Value fragment, firstColumn;
+  Value rows[2];
+};
+
 } // namespace mlir::k3
 
 #endif // K3_LOWERING_CUDA_WGMMA_H

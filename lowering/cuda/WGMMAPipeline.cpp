@@ -2,7 +2,10 @@
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/cuda/MMA.h"
 
+#include "dialects/K3GPU/K3GPUDialect.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -167,4 +170,48 @@ void WGMMAPipeline::consumerBarrier() {
   Value n = arith::ConstantIntOp::create(b, loc, 128 * consumers, 32);
   NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
                           Value());
+}
+
+void WGMMAPipeline::forEachTile(
+    Value total, const std::function<void(Value, Value)> &body) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+  auto loop = scf::ForOp::create(b, loc, bid, total, grid);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value tile = loop.getInductionVar();
+  body(arith::DivUIOp::create(b, loc, em.kb.subi(tile, bid), grid), tile);
+}
+
+AccumulatorFragment::AccumulatorFragment(WGMMAEmitter &em, Value acc,
+                                         int64_t n, Value t)
+    : em(em) {
+  auto type = VectorType::get({n / 2}, em.b.getF32Type());
+  fragment = k3gpu::WarpgroupFragmentOp::create(em.b, em.loc, type, acc);
+  rows[0] = rowOf(em, t, 0);
+  rows[1] = rowOf(em, t, 1);
+  firstColumn = em.kb.muli(em.remuIdx(em.remuIdx(t, 32), 4), em.idx(2));
+}
+
+Value AccumulatorFragment::rowOf(WGMMAEmitter &em, Value t, int64_t h) {
+  KernelBuilder &kb = em.kb;
+  Value row = kb.addi(kb.muli(em.divuIdx(t, 32), em.idx(16)),
+                      em.divuIdx(em.remuIdx(t, 32), 4));
+  return kb.addi(row, em.idx(8 * h));
+}
+
+Value AccumulatorFragment::column(int64_t j) const {
+  return em.kb.addi(firstColumn, em.idx(8 * j));
+}
+
+Value AccumulatorFragment::pair(int64_t h, int64_t j) const {
+  int64_t i = 4 * j + 2 * h;
+  auto extract = [&](int64_t at) {
+    return vector::ExtractOp::create(em.b, em.loc, fragment, at).getResult();
+  };
+  return vector::FromElementsOp::create(
+      em.b, em.loc, VectorType::get({2}, em.b.getF32Type()),
+      ValueRange{extract(i), extract(i + 1)});
 }

@@ -102,6 +102,11 @@ public:
   Value consume(Value consumer, Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply);
 
+  /// A persistent kernel's tiles: body(i, tile) for this block's tiles
+  /// bid + i grid < total (a grid of one block per SM, each tile's k-steps
+  /// the pipeline steps from i steps).
+  void forEachTile(Value total, const std::function<void(Value, Value)> &body);
+
   /// bar.sync 1 over the consumer warpgroups' threads (the producer may
   /// have exited).
   void consumerBarrier();

@@ -1,11 +1,14 @@
 // REQUIRES: ptxas
-// k3.linear with linear_tma_wgmma's warp-specialised schedule (tile
-// [128, 256, 64], 12 warps; lowering/cuda/LinearWGMMA.cpp and
-// WGMMAPipeline.cpp): warpgroup 0 gives up registers and its thread 0
-// streams x's 128 x 64 and W's 256 x 64 tiles by TMA; warpgroups 1 and 2
-// take registers, wait for each stage's full barrier, issue four
-// m64n256k16 products, wait until only those are pending and release the
-// previous stage on its empty barrier.
+// k3.linear with linear_tma_wgmma's persistent warp-specialised schedule
+// (tile [128, 256, 64], 12 warps; lowering/cuda/LinearWGMMA.cpp and
+// WGMMAPipeline.cpp): a block per SM (grid device_sm_count) walks the
+// tiles from its block id by the grid size; warpgroup 0 gives up
+// registers and its thread 0 streams x's 128 x 64 and W's 256 x 64 tiles
+// by TMA, the stages continuing from tile to tile; warpgroups 1 and 2 take
+// registers, wait for each stage's full barrier, issue four m64n256k16
+// products, wait until only those are pending, release the previous stage
+// on its empty barrier, and write their tile from registers (bf16 pairs;
+// no epilogue tile: the 4 stages are the shared memory).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // The schedule's limits.
@@ -25,17 +28,19 @@
 // N = 512: two column tiles of 256; 384 threads; 4 stages of 48 KiB.
 // CHECK-LABEL: gpu.func @linear_0(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[XMAP:.*]]: !llvm.ptr, %[[WMAP:.*]]: !llvm.ptr)
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 254, grid_divisor = 128, block = [384, 1, 1], dynamic_smem = 203776>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = device_sm_count, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [384, 1, 1], dynamic_smem = 197632>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 256], swizzle = swizzle_128b>]
 // CHECK-SAME: nvvm.maxntid = array<i32: 384, 1, 1>, nvvm.minctasm = 1 : i32
-// CHECK: builtin.unrealized_conversion_cast %[[WMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<256x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK-COUNT-8: nvgpu.mbarrier.init
 // CHECK: nvvm.setmaxregister {{ *}}decrease 40
+// CHECK: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x
+// CHECK: builtin.unrealized_conversion_cast %[[WMAP]] : !llvm.ptr to !nvgpu.tensormap.descriptor<tensor = memref<256x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
 // CHECK: scf.for
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c49152 : <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
 // CHECK-COUNT-2: nvgpu.tma.async.load
 // CHECK: nvvm.setmaxregister {{ *}}increase 232
+// CHECK: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x
 // CHECK: scf.for
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}{waitGroup = 8 : i64} {{.*}} -> <fragmented = vector<64x256xf32>>
@@ -43,9 +48,9 @@
 // CHECK: nvgpu.mbarrier.arrive
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
-// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %{{.*}}
-// CHECK: nvgpu.warpgroup.mma.store
-// CHECK: vector.store
+// CHECK: k3gpu.warpgroup_fragment %{{.*}} : <fragmented = vector<64x256xf32>> -> vector<128xf32>
+// CHECK-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<2xbf16>
+// CHECK-NOT: nvgpu.warpgroup.mma.store
 
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 40
 // PTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
