@@ -9,13 +9,13 @@
 //   multiplies every landed stage (m64n128k16, two m64 halves), drains it,
 //   and thread 0 refills that stage `stages` steps ahead. Several blocks
 //   share an SM so that one's drains hide behind another's products.
-// - [128, 256, 64], warp-specialised (WGMMAPipeline.h): a block of three
-//   warpgroups per 128 x 256 output tile, one SM each. Warpgroup 0's thread
-//   0 streams x's 128 x 64 and W's 256 x 64 tiles; warpgroups 1 and 2 each
-//   own 64 rows and all 256 columns (m64n256k16: half the shared-memory
-//   reads per product of two m64n128 halves) and keep the next stage's
-//   products queued while the last one is released.
-//
+// - [128, 256, 64], warp-specialised and persistent (WGMMAPipeline.h): a
+//   block of three warpgroups per SM walks the 128 x 256 output tiles.
+//   Warpgroup 0's thread 0 streams x's 128 x 64 and W's 256 x 64 tiles;
+//   warpgroups 1 and 2 each own 64 rows and all 256 columns (m64n256k16:
+//   half the shared-memory reads per product of two m64n128 halves), keep
+//   the next stage's products queued while the last one is released, and
+//   write the tile from their registers while the producer loads the next.
 // A k3.linear_group (k3-group-linears in prefill: a KDA layer's q, k, v,
 // f_a, b and g_a projections of one input) runs as one grid: the weights'
 // column tiles end to end, a block's tile picking its weight's tensor map
@@ -24,11 +24,11 @@
 //
 // Both: TMA with the 128-byte swizzle, zero fill past the last token and
 // past the last weight row of a partial last column tile (N = 576 runs
-// here); the accumulators go through shared memory so that rows past the
-// last token and columns past N are not written. Everything is built from
-// upstream nvgpu ops on typed values (tensormap descriptors, mbarrier
-// groups, warpgroup descriptors and accumulators); the runtime encodes the
-// tensor maps per call (#k3.tensor_map on the kernel, ArtifactPlan.cpp).
+// here); rows past the last token and columns past N are not written.
+// Everything is built from upstream nvgpu ops on typed values (tensormap
+// descriptors, mbarrier groups, warpgroup descriptors and accumulators); the
+// runtime encodes the tensor maps per call (#k3.tensor_map on the kernel,
+// ArtifactPlan.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
@@ -200,7 +200,7 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
-    storeRows(tile, 0, tid, kTileM);
+    storeRows(tile, tid, kTileM);
   }
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
@@ -304,8 +304,8 @@ private:
           auto store = [&] {
             Value v = f.pair(h, j);
             if (!outElem.isF32())
-              v = arith::TruncFOp::create(
-                  b, loc, VectorType::get({2}, outElem), v);
+              v = arith::TruncFOp::create(b, loc, VectorType::get({2}, outElem),
+                                          v);
             mma.alignedStore(v, y, ValueRange{row, col});
           };
           if (partial)
@@ -329,18 +329,17 @@ private:
     return em.multiplyRowsStage(xRows, wTile, tmW, tileN, acc);
   }
 
-  /// The f32 tile in shared memory (output row r at tile row r + `skip`)
+  /// The f32 tile in shared memory (output row r at tile row r)
   /// to the block's weight's result: `threads` threads (this one `t`), 4
   /// columns each, rows < T and columns < N only.
-  void storeRows(Value tile, int64_t skip, Value t, int64_t threads) {
+  void storeRows(Value tile, Value t, int64_t threads) {
     if (nOuts.size() == 1)
-      return storeRowsTo(0, tile, skip, t, threads);
+      return storeRowsTo(0, tile, t, threads);
     for (size_t i = 0; i < nOuts.size(); ++i)
       kb.ifThen(kb.eqi(weight, em.idx(i)),
-                [&, i] { storeRowsTo(i, tile, skip, t, threads); });
+                [&, i] { storeRowsTo(i, tile, t, threads); });
   }
-  void storeRowsTo(int64_t i, Value tile, int64_t skip, Value t,
-                   int64_t threads) {
+  void storeRowsTo(int64_t i, Value tile, Value t, int64_t threads) {
     MMAEmitter mma{b, loc, kb};
     int64_t nOut = nOuts[i];
     Value y = mma.contiguousView(e.outputs[i].base, {rows, em.idx(nOut)});
@@ -357,8 +356,7 @@ private:
     kb.ifThen(inside, [&] {
       // Rows of the tile and of y (N % 8 = 0) keep 4-column groups aligned.
       auto v4 = VectorType::get({4}, b.getF32Type());
-      Value v =
-          mma.alignedLoad(v4, tile, ValueRange{kb.addi(r, em.idx(skip)), col});
+      Value v = mma.alignedLoad(v4, tile, ValueRange{r, col});
       if (!outElem.isF32())
         v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
       mma.alignedStore(v, y, ValueRange{row, kb.addi(nTile, col)});

@@ -589,11 +589,11 @@ private:
                           AccumulatorFragment::rowOf(em, t, h));
         rowPairs[h] = rowPair(rows[h]);
       }
-      Value acc = pipe.consume(consumer, firstStep, steps, tileN,
-                               kTileK / kWGMMAK,
-                               [&](Value stage, Value c, Value acc) {
-                                 return multiplyRows(stage, c, acc);
-                               });
+      Value acc =
+          pipe.consume(consumer, firstStep, steps, tileN, kTileK / kWGMMAK,
+                       [&](Value stage, Value c, Value acc) {
+                         return multiplyRows(stage, c, acc);
+                       });
       // (down) The weights' loads wait for the pairs' values: issued
       // before the products, those landed while they ran.
       for (int64_t h = 0; h < 2; ++h)
@@ -606,9 +606,8 @@ private:
   /// The warp-specialised epilogue: the consumer's registers, two adjacent
   /// columns of one row at a time; the gate/up GEMM's ups are the column
   /// groups tileN / 16 further.
-  void epilogueFromRegisters(const AccumulatorFragment &f,
-                             ArrayRef<Value> rows, ArrayRef<Value> weights,
-                             const Epilogue &epi) {
+  void epilogueFromRegisters(const AccumulatorFragment &f, ArrayRef<Value> rows,
+                             ArrayRef<Value> weights, const Epilogue &epi) {
     int64_t columns = g.glu ? tileN / 2 : tileN;
     for (int64_t h = 0; h < 2; ++h)
       kb.ifThen(kb.lti(rows[h], validRows), [&] {

@@ -163,17 +163,8 @@ Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
   return loop.getResult(0);
 }
 
-void WGMMAPipeline::consumerBarrier() {
-  OpBuilder &b = em.b;
-  Location loc = em.loc;
-  Value id = arith::ConstantIntOp::create(b, loc, 1, 32);
-  Value n = arith::ConstantIntOp::create(b, loc, 128 * consumers, 32);
-  NVVM::BarrierOp::create(b, loc, Type(), id, n, NVVM::BarrierReductionAttr(),
-                          Value());
-}
-
-void WGMMAPipeline::forEachTile(
-    Value total, const std::function<void(Value, Value)> &body) {
+void WGMMAPipeline::forEachTile(Value total,
+                                const std::function<void(Value, Value)> &body) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -185,8 +176,8 @@ void WGMMAPipeline::forEachTile(
   body(arith::DivUIOp::create(b, loc, em.kb.subi(tile, bid), grid), tile);
 }
 
-AccumulatorFragment::AccumulatorFragment(WGMMAEmitter &em, Value acc,
-                                         int64_t n, Value t)
+AccumulatorFragment::AccumulatorFragment(WGMMAEmitter &em, Value acc, int64_t n,
+                                         Value t)
     : em(em) {
   auto type = VectorType::get({n / 2}, em.b.getF32Type());
   fragment = k3gpu::WarpgroupFragmentOp::create(em.b, em.loc, type, acc);
@@ -211,7 +202,7 @@ Value AccumulatorFragment::pair(int64_t h, int64_t j) const {
   auto extract = [&](int64_t at) {
     return vector::ExtractOp::create(em.b, em.loc, fragment, at).getResult();
   };
-  return vector::FromElementsOp::create(
-      em.b, em.loc, VectorType::get({2}, em.b.getF32Type()),
-      ValueRange{extract(i), extract(i + 1)});
+  return vector::FromElementsOp::create(em.b, em.loc,
+                                        VectorType::get({2}, em.b.getF32Type()),
+                                        ValueRange{extract(i), extract(i + 1)});
 }

@@ -107,10 +107,6 @@ public:
   /// the pipeline steps from i steps).
   void forEachTile(Value total, const std::function<void(Value, Value)> &body);
 
-  /// bar.sync 1 over the consumer warpgroups' threads (the producer may
-  /// have exited).
-  void consumerBarrier();
-
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
 
