@@ -289,31 +289,37 @@ private:
 
   /// A consumer's registers (its rows from tile row `first`) to weight
   /// w's result: rows < T, and for a partial last column tile columns < N
-  /// (N % 8 = 0: a pair is inside or past N together).
+  /// (N % 8 = 0: a pair or a quad is inside or past N together). bf16
+  /// results go four columns of one row a store (lane pairs trade rows:
+  /// AccumulatorFragment::exchangeRows).
   void storeFragment(int64_t w, const AccumulatorFragment &f, Value first) {
     MMAEmitter mma{b, loc, kb};
     int64_t nOut = nOuts[w];
     Value y = mma.contiguousView(e.outputs[w].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
     bool partial = nOut % tileN != 0;
-    for (int64_t h = 0; h < 2; ++h) {
-      Value row = kb.addi(mTile, kb.addi(first, f.row(h)));
-      kb.ifThen(kb.lti(row, rows), [&] {
-        for (int64_t j = 0; j < tileN / 8; ++j) {
-          Value col = kb.addi(nTile, f.column(j));
-          auto store = [&] {
-            Value v = f.pair(h, j);
-            if (!outElem.isF32())
-              v = arith::TruncFOp::create(b, loc, VectorType::get({2}, outElem),
-                                          v);
-            mma.alignedStore(v, y, ValueRange{row, col});
-          };
-          if (partial)
-            kb.ifThen(kb.lti(col, em.idx(nOut)), store);
-          else
-            store();
-        }
-      });
+    auto store = [&](Value r, Value c, Value v) {
+      Value row = kb.addi(mTile, kb.addi(first, r)), col = kb.addi(nTile, c);
+      Value inside = kb.lti(row, rows);
+      if (partial)
+        inside = kb.andi(inside, kb.lti(col, em.idx(nOut)));
+      kb.ifThen(inside, [&] { mma.alignedStore(v, y, ValueRange{row, col}); });
+    };
+    for (int64_t j = 0; j < tileN / 8; ++j) {
+      Value v[2];
+      for (int64_t h = 0; h < 2; ++h) {
+        v[h] = f.pair(h, j);
+        if (!outElem.isF32())
+          v[h] = arith::TruncFOp::create(b, loc,
+                                         VectorType::get({2}, outElem), v[h]);
+      }
+      if (outElem.getIntOrFloatBitWidth() == 16) {
+        AccumulatorFragment::RowQuad q = f.exchangeRows(j, v[0], v[1]);
+        store(q.row, q.column, q.values);
+        continue;
+      }
+      for (int64_t h = 0; h < 2; ++h)
+        store(f.row(h), f.column(j), v[h]);
     }
   }
 

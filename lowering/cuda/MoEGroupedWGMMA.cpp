@@ -112,7 +112,14 @@ struct GroupedGEMM {
 struct EpilogueValues {
   Value r, col, v, up, rowWeight;
 };
-using Epilogue = std::function<void(const EpilogueValues &)>;
+/// What the epilogue writes: `values` computes a place's outputs in the
+/// result's element type (a vector as long as EpilogueValues::v), `store`
+/// writes such a vector at tile row r, tile column col (the persistent
+/// schedule's may be four columns wide: AccumulatorFragment::exchangeRows).
+struct Epilogue {
+  std::function<Value(const EpilogueValues &)> values;
+  std::function<void(Value r, Value col, Value v)> store;
+};
 
 /// The epilogue's rows and columns: `perRow` threads per row, thread t (of
 /// `threads`) at column group t % perRow of rows t / perRow, t / perRow +
@@ -609,13 +616,24 @@ private:
   void epilogueFromRegisters(const AccumulatorFragment &f, ArrayRef<Value> rows,
                              ArrayRef<Value> weights, const Epilogue &epi) {
     int64_t columns = g.glu ? tileN / 2 : tileN;
-    for (int64_t h = 0; h < 2; ++h)
-      kb.ifThen(kb.lti(rows[h], validRows), [&] {
-        for (int64_t j = 0; j < columns / 8; ++j) {
-          Value up = g.glu ? f.pair(h, j + columns / 8) : Value();
-          epi({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
-        }
-      });
+    for (int64_t j = 0; j < columns / 8; ++j) {
+      Value v[2];
+      for (int64_t h = 0; h < 2; ++h) {
+        Value up = g.glu ? f.pair(h, j + columns / 8) : Value();
+        v[h] = epi.values({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
+      }
+      // 16-bit results: four columns of one row a store (lane pairs trade
+      // rows; every lane shuffles, then stores its row if it exists).
+      if (cast<VectorType>(v[0].getType()).getElementTypeBitWidth() == 16) {
+        AccumulatorFragment::RowQuad q = f.exchangeRows(j, v[0], v[1]);
+        kb.ifThen(kb.lti(q.row, validRows),
+                  [&] { epi.store(q.row, q.column, q.values); });
+        continue;
+      }
+      for (int64_t h = 0; h < 2; ++h)
+        kb.ifThen(kb.lti(rows[h], validRows),
+                  [&] { epi.store(rows[h], f.column(j), v[h]); });
+    }
   }
 
   /// The one-warpgroup schedule's epilogue: the f32 tile in shared memory
@@ -634,7 +652,7 @@ private:
                                   ValueRange{r, kb.addi(col, kb.idx(columns))})
                             : Value();
                   Value wt = g.rowWeights ? mma.lds(rowWeights, {r}) : Value();
-                  epi({r, col, v, up, wt});
+                  epi.store(r, col, epi.values({r, col, v, up, wt}));
                 });
   }
 
@@ -798,7 +816,8 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
   Value hRows = mma.contiguousView(
       h.base,
       {kb.numElements(ArrayRef<int64_t>(h.shape).drop_back()), kb.idx(inter)});
-  LogicalResult r = k.emit([&](const EpilogueValues &x) {
+  Epilogue epi;
+  epi.values = [&](const EpilogueValues &x) -> Value {
     int64_t width = cast<VectorType>(x.v.getType()).getNumElements();
     SmallVector<Value> out;
     for (int64_t i = 0; i < width; ++i)
@@ -806,13 +825,15 @@ LogicalResult emitGLUKernel(const GroupedGEMM &g, KernelEmission &e,
           kb, act, optionalDouble(beta), optionalDouble(linearBeta),
           mma.extract(x.v, {i}), mma.extract(x.up, {i}),
           [&](Value v) { return mma.sigmoidApprox(v); })));
-    Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), x.col);
-    Value packed = vector::FromElementsOp::create(
+    return vector::FromElementsOp::create(
         b, loc, VectorType::get({width}, b.getBF16Type()), out);
-    // Even columns of the tile and of h.
-    mma.alignedStore(packed, hRows,
-                     ValueRange{kb.addi(k.rowStart, x.r), channel});
-  });
+  };
+  // Even columns of the tile and of h.
+  epi.store = [&](Value r, Value col, Value v) {
+    Value channel = kb.addi(kb.muli(k.nTileIndex(), kb.idx(channels)), col);
+    mma.alignedStore(v, hRows, ValueRange{kb.addi(k.rowStart, r), channel});
+  };
+  LogicalResult r = k.emit(epi);
   if (failed(r))
     return failure();
   e.finishSinglePhase(loc);
@@ -886,20 +907,24 @@ struct GroupedDownPattern : OpKernelPattern<MoEGroupedDownOp> {
     MMAEmitter mma{b, loc, kb};
     Value pairs = kb.numElements(ArrayRef<int64_t>(y.shape).take_front(2));
     Value yRows = mma.contiguousView(y.base, {pairs, kb.idx(width)});
-    LogicalResult r = k.emit([&](const EpilogueValues &x) {
+    // The rows' type: f32, or bf16 under the bf16 policy (rounded once
+    // here, summed in f32 by the combine).
+    Type rowType = cast<MemRefType>(yRows.getType()).getElementType();
+    Epilogue epi;
+    epi.values = [&](const EpilogueValues &x) -> Value {
       auto type = cast<VectorType>(x.v.getType());
-      // The rows' type: f32, or bf16 under the bf16 policy (rounded once
-      // here, summed in f32 by the combine).
-      Type rowType = cast<MemRefType>(yRows.getType()).getElementType();
-      Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), x.col);
       Value scaled = arith::MulFOp::create(
           b, loc, x.v, vector::BroadcastOp::create(b, loc, type, x.rowWeight));
-      if (!rowType.isF32())
-        scaled = arith::TruncFOp::create(
-            b, loc, VectorType::get(type.getShape(), rowType), scaled);
-      mma.alignedStore(scaled, yRows,
-                       ValueRange{kb.addi(k.rowStart, x.r), column});
-    });
+      if (rowType.isF32())
+        return scaled;
+      return arith::TruncFOp::create(
+          b, loc, VectorType::get(type.getShape(), rowType), scaled);
+    };
+    epi.store = [&](Value r, Value col, Value v) {
+      Value column = kb.addi(kb.muli(k.nTileIndex(), kb.idx(k.tileN)), col);
+      mma.alignedStore(v, yRows, ValueRange{kb.addi(k.rowStart, r), column});
+    };
+    LogicalResult r = k.emit(epi);
     if (failed(r))
       return failure();
     e.finishSinglePhase(loc);

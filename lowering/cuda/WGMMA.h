@@ -240,9 +240,21 @@ public:
   /// Group j's two columns of row half h, as a vector<2xf32>.
   Value pair(int64_t h, int64_t j) const;
 
+  /// Four adjacent columns of one row, after a lane pair traded halves.
+  struct RowQuad {
+    Value row, column, values;
+  };
+  /// Lanes t and t ^ 1 trade group j's row halves: the even lane ends
+  /// with row half 0's columns 8 j + 2 (t % 4) .. + 3, the odd lane with
+  /// row half 1's from 8 j + 2 (t % 4 - 1). `pair0` and `pair1` are this
+  /// lane's two columns of each half as vectors of 2 16-bit elements (one
+  /// shuffle of a 32-bit word); a 16-bit store of two columns writes half
+  /// of a 32-byte sector a row, of four a whole one across the quad.
+  RowQuad exchangeRows(int64_t j, Value pair0, Value pair1) const;
+
 private:
   WGMMAEmitter &em;
-  Value fragment, firstColumn;
+  Value fragment, firstColumn, oddLane;
   Value rows[2];
 };
 

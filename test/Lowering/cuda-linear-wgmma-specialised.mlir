@@ -7,7 +7,8 @@
 // by TMA, the stages continuing from tile to tile; warpgroups 1 and 2 take
 // registers, wait for each stage's full barrier, issue four m64n256k16
 // products, wait until only those are pending, release the previous stage
-// on its empty barrier, and write their tile from registers (bf16 pairs;
+// on its empty barrier, and write their tile from registers (bf16: lane
+// pairs trade rows, four columns a store;
 // no epilogue tile: the 4 stages are the shared memory).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
@@ -49,7 +50,8 @@
 // CHECK: scf.yield
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: k3gpu.warpgroup_fragment %{{.*}} : <fragmented = vector<64x256xf32>> -> vector<128xf32>
-// CHECK-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<2xbf16>
+// CHECK: gpu.shuffle  xor
+// CHECK-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<4xbf16>
 // CHECK-NOT: nvgpu.warpgroup.mma.store
 
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 40
