@@ -626,8 +626,11 @@ private:
       // rows; every lane shuffles, then stores its row if it exists).
       if (cast<VectorType>(v[0].getType()).getElementTypeBitWidth() == 16) {
         AccumulatorFragment::RowQuad q = f.exchangeRows(j, v[0], v[1]);
-        kb.ifThen(kb.lti(q.row, validRows),
-                  [&] { epi.store(q.row, q.column, q.values); });
+        // The fragment's rows are the warpgroup's; the tile's are the
+        // consumer's 64 further.
+        Value row = kb.addi(q.row, kb.subi(rows[0], f.row(0)));
+        kb.ifThen(kb.lti(row, validRows),
+                  [&] { epi.store(row, q.column, q.values); });
         continue;
       }
       for (int64_t h = 0; h < 2; ++h)
