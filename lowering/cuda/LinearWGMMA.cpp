@@ -310,8 +310,8 @@ private:
       for (int64_t h = 0; h < 2; ++h) {
         v[h] = f.pair(h, j);
         if (!outElem.isF32())
-          v[h] = arith::TruncFOp::create(b, loc,
-                                         VectorType::get({2}, outElem), v[h]);
+          v[h] = arith::TruncFOp::create(b, loc, VectorType::get({2}, outElem),
+                                         v[h]);
       }
       if (outElem.getIntOrFloatBitWidth() == 16) {
         AccumulatorFragment::RowQuad q = f.exchangeRows(j, v[0], v[1]);

@@ -114,8 +114,7 @@ struct EpilogueValues {
 };
 /// What the epilogue writes: `values` computes a place's outputs in the
 /// result's element type (a vector as long as EpilogueValues::v), `store`
-/// writes such a vector at tile row r, tile column col (the persistent
-/// schedule's may be four columns wide: AccumulatorFragment::exchangeRows).
+/// writes such a vector at tile row r, tile column col.
 struct Epilogue {
   std::function<Value(const EpilogueValues &)> values;
   std::function<void(Value r, Value col, Value v)> store;
@@ -622,17 +621,10 @@ private:
         Value up = g.glu ? f.pair(h, j + columns / 8) : Value();
         v[h] = epi.values({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
       }
-      // 16-bit results: four columns of one row a store (lane pairs trade
-      // rows; every lane shuffles, then stores its row if it exists).
-      if (cast<VectorType>(v[0].getType()).getElementTypeBitWidth() == 16) {
-        AccumulatorFragment::RowQuad q = f.exchangeRows(j, v[0], v[1]);
-        // The fragment's rows are the warpgroup's; the tile's are the
-        // consumer's 64 further.
-        Value row = kb.addi(q.row, kb.subi(rows[0], f.row(0)));
-        kb.ifThen(kb.lti(row, validRows),
-                  [&] { epi.store(row, q.column, q.values); });
-        continue;
-      }
+      // Two columns of one row a store. (Four, with lane pairs trading
+      // rows as the linear kernel does, is not here: its first form lost
+      // the consumer's row offset, which the GPU check caught, and the
+      // fixed form has not run on a GPU yet; docs/moe.md.)
       for (int64_t h = 0; h < 2; ++h)
         kb.ifThen(kb.lti(rows[h], validRows),
                   [&] { epi.store(rows[h], f.column(j), v[h]); });
