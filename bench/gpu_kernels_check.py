@@ -387,19 +387,21 @@ MOE_DECODE_SHARED_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name
 # nest (WeightElements), 16 experts top-4, D 544 and I 160 (whole 32-element
 # scale blocks, K shorter than one 1024-element step: only a partial step).
 MOE_MXFP4 = dict(E=16, K=4, D=544, I=160)
-MOE_MXFP4_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+# k3.moe_experts over k3.weight experts of element type W (f4E2M1FN, bf16).
+MOE_EXPERTS_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
     %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
     %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {ATTRS} {{
-  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xf4E2M1FN>
-  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xf4E2M1FN>
-  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xf4E2M1FN>
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}x{W}>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}x{W}>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}x{W}>
   %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
-      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xf4E2M1FN>,
-         tensor<{E}x{I}x{D}xf4E2M1FN>, tensor<{E}x{D}x{I}xf4E2M1FN>) -> tensor<?x{D}xbf16>
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}x{W}>,
+         tensor<{E}x{I}x{D}x{W}>, tensor<{E}x{D}x{I}x{W}>) -> tensor<?x{D}xbf16>
   return %y : tensor<?x{D}xbf16>
 }}
 """
+MOE_MXFP4_MODEL = MOE_EXPERTS_MODEL.replace("{W}", "f4E2M1FN")
 MOE_MXFP4_FORMS = {"decode": "attributes {k3.decode}", "prefill": ""}
 # The prefill's tensor-core form (moe_grouped_wgmma with MXFP4 tiles
 # decoded in shared memory, lowering/cuda/MXFP4Tile.h) needs whole 64-wide
@@ -472,7 +474,8 @@ def prepare() -> int:
     compile_model("moe_mxfp4_wgmma", MOE_MXFP4_MODEL.format(ATTRS="", **MOE_MXFP4_WGMMA), "",
                   max_tokens=1024, max_seqs=1)
     prepare_mxfp4_weights()
-    kernels_check_moe_grouped.prepare(OUT, compile_model, moe_decode_routing)
+    kernels_check_moe_grouped.prepare(OUT, compile_model, moe_decode_routing,
+                                      MOE_EXPERTS_MODEL)
     for name, c in FLASH.items():
         compile_model(f"flash_{name}", flash_model(c), "", max_tokens=1100, max_seqs=8)
     m = MLA

@@ -39,19 +39,6 @@ VARIANTS = {
 DENSE_VARIANT = ("glu_dense_ws4", "kernel-config=" + persistent("glu_wgmma", 4),
                  "glu_wgmma 128x256 persistent, 4 stages")
 
-MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
-    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
-    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}})
-    -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
-  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
-  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
-  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
-  %y = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
-      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
-         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
-  return %y : tensor<?x{D}xbf16>
-}}
-"""
 DENSE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}})
     -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
   %wg = k3.weight "wg" : tensor<{I}x{D}xbf16>
@@ -77,13 +64,15 @@ def weights(rng) -> dict:
             for k, s in shapes.items()}
 
 
-def prepare(out, compile_model, routing) -> None:
+def prepare(out, compile_model, routing, experts_model) -> None:
     """Artifacts, weights, and the sanitizer's inputs (T = 300) under
-    ``out``."""
+    ``out``; ``experts_model``: gpu_kernels_check's k3.moe_experts text,
+    formatted with the weights' element type W."""
     import ml_dtypes
     from k3ref import model
     for name, (extra, _) in VARIANTS.items():
-        compile_model(name, MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
+        compile_model(name, experts_model.format(W="bf16", ATTRS="", **MOE_GROUPED), extra,
+                      max_tokens=MAX_TOKENS,
                       max_seqs=1)
     name, extra, _ = DENSE_VARIANT
     compile_model(name, DENSE_MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
