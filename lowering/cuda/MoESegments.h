@@ -1,6 +1,6 @@
 //===- MoESegments.h - a grouped kernel's row tile and its expert -*- C++ -*-=//
 //
-// The grouped MoE kernels (MoEGroupedWGMMA.cpp, MoEGroupedGEMV.cpp) run one
+// The grouped MoE kernels (MoEGroupedKernel.h, MoEGroupedGEMV.cpp) run one
 // block per tile of `tileRows` sorted rows of one expert's segment, from
 // k3.moe_dispatch's tables: a block finds its expert from its tile index in
 // the tile offsets, all of its threads at once.

@@ -6,7 +6,7 @@
 // `chunk ^ (row % 8)`, swizzledChunk), tensor-map descriptor types,
 // mbarrier groups, warpgroup descriptors and accumulators, and the product
 // of one landed 128 x 64 stage. Used by LinearWGMMA.cpp and
-// MoEGroupedWGMMA.cpp.
+// the grouped MoE kernel (MoEGroupedKernel.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_WGMMA_H

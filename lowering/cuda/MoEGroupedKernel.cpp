@@ -1,0 +1,202 @@
+//===- MoEGroupedKernel.cpp - shared operands and loads ---------*- C++ -*-===//
+//
+// The grouped MoE wgmma kernel's parts that both schedules share
+// (MoEGroupedKernel.h): its launch choice, tensor maps, the rows' copies,
+// the TMA loads of a stage, the routing weights and one stage's products.
+//
+//===----------------------------------------------------------------------===//
+#include "lowering/cuda/MoEGroupedKernel.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+
+namespace mlir::k3::grouped_wgmma {
+
+LogicalResult GroupedKernel::emit(const Epilogue &epi) {
+  auto tokens = kb.linearForm(kb.dim(g.rows.shape[0]));
+  if (!tokens)
+    return op->emitOpError() << "the grouped wgmma kernel needs a token "
+                                "count linear in one runtime size";
+  if (mxfp4 && (specialised || g.dense))
+    return op->emitOpError() << "MXFP4 weights run the grouped wgmma "
+                                "kernel's one-warpgroup schedule only";
+  if (!mxfp4)
+    addTensorMapParameters();
+  if (specialised)
+    return emitPersistent(epi);
+  int64_t nb = g.columnTiles;
+  if (g.dense)
+    return emitDense(*tokens, epi);
+  // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
+  // partial), times the column tiles.
+  e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
+              {threads(), 1, 1},
+              groupedWGMMASharedBytes(em.stages, tileN, mxfp4));
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  mTile = em.divuIdx(bid, nb);
+  nTile = em.remuIdx(bid, nb);
+  Value t = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  BlockSegmentTile s = locateSegmentTileInBlock(
+      kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,
+      kTile, t, threads(), mma.workgroupArray(e.fn, b.getI32Type(), 4));
+  kb.ifThen(s.live, [&] {
+    expert = s.expert;
+    rowStart = s.rowStart;
+    validRows = s.validRows;
+    body(epi);
+  });
+  return success();
+}
+
+void GroupedKernel::addTensorMapParameters() {
+  auto fn = e.fn;
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  SmallVector<Attribute> attrs;
+  auto addMap = [&](int64_t operand, ArrayRef<int64_t> box) {
+    unsigned n = fn.getNumArguments();
+    (void)fn.insertArgument(n, ptr, DictionaryAttr(), loc);
+    SmallVector<int64_t> inner(llvm::reverse(box)); // innermost first
+    attrs.push_back(TensorMapAttr::get(b.getContext(), operand, inner,
+                                       TensorMapSwizzle::swizzle_128b));
+    return fn.getFunctionBody().front().getArgument(n);
+  };
+  for (int64_t operand : g.maps)
+    mapArgs.push_back(addMap(operand, weightBox()));
+  // The rows: operand 0 (h), its leading [T, K] read as one dimension.
+  if (rowsByTMA)
+    rowsMapArg = addMap(0, rowBox());
+  K3Dialect::TensorMapsAttrHelper(b.getContext())
+      .setAttr(fn, b.getArrayAttr(attrs));
+}
+
+SmallVector<GroupedKernel::RowCopy> GroupedKernel::rowCopies() {
+  SmallVector<RowCopy> out;
+  if (rowsByTMA)
+    return out;
+  Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
+  for (int64_t q = 0; q < kRowsPerThread; ++q) {
+    Value r = kb.addi(row0, kb.idx(q * (kThreads / 8)));
+    Value valid = kb.lti(r, validRows);
+    Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
+    Value source = sorted;
+    if (g.glu && !g.dense)
+      source = em.divuIdx(kb.loadIndex(sourcePairs, {sorted}), topK);
+    out.push_back({r, em.swizzledColumn(r, chunk), source, valid});
+  }
+  return out;
+}
+
+Value GroupedKernel::stageOffset(Value stage, int64_t which) {
+  return kb.addi(base, kb.addi(kb.muli(stage, kb.idx(stageBytes())),
+                               kb.idx(which * kWGMMATileBytes)));
+}
+
+void GroupedKernel::copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies) {
+  Value aTile = em.tile(smem, stageOffset(stage, 0));
+  Value k0 = kb.muli(kt, kb.idx(kTileK));
+  Value chunkCol = kb.muli(em.remuIdx(tid, 8), kb.idx(8));
+  for (const RowCopy &c : copies)
+    mma.asyncCopy(aTile, {c.tileRow, c.column}, rowsView,
+                  {c.sourceRow, kb.addi(k0, chunkCol)}, 8, c.valid);
+}
+
+void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
+  Value k0 = kb.muli(kt, kb.idx(kTileK));
+  int64_t rowsPerMap = g.weightRowsPerMap;
+  for (auto [i, tm] : llvm::enumerate(weightMaps)) {
+    Value dst = em.view(smem,
+                        kb.addi(stageOffset(stage, 1),
+                                kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
+                        em.tileType(weightBox(), b.getBF16Type()));
+    Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
+    SmallVector<Value> at = {k0, n0};
+    if (!g.dense)
+      at.push_back(expert);
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, tm, at, stage, Value(),
+                                  Value());
+  }
+  if (rowsByTMA)
+    nvgpu::TmaAsyncLoadOp::create(b, loc, em.tile(smem, stageOffset(stage, 0)),
+                                  barriers, rowsMap, ValueRange{k0, rowStart},
+                                  stage, Value(), Value());
+}
+
+void GroupedKernel::issue(Value stage, Value kt, ArrayRef<RowCopy> copies,
+                          Value first) {
+  if (!rowsByTMA)
+    copyRows(stage, kt, copies);
+  if (mxfp4)
+    return mxfp4Rows.stage(stagingOf(stage), tid, weightRow, kt);
+  kb.ifThen(first, [&] {
+    nvgpu::MBarrierArriveExpectTxOp::create(
+        b, loc, bars, kb.idx(tmaStageBytes()), stage, Value());
+    loadTMATiles(stage, kt, bars);
+  });
+}
+
+Value GroupedKernel::stagingOf(Value stage) {
+  Value at = kb.addi(kb.addi(base, kb.idx(em.stages * stageBytes())),
+                     kb.muli(stage, kb.idx(mxfp4Rows.stagingBytes())));
+  return mma.sharedView(smem, b.getI8Type(), at, {mxfp4Rows.stagingBytes()});
+}
+
+MXFP4WeightRow GroupedKernel::mxfp4WeightRow() {
+  int64_t rowsPerMap = g.weightRowsPerMap;
+  Value map = em.divuIdx(tid, rowsPerMap);
+  Value n =
+      kb.addi(kb.muli(nTile, kb.idx(rowsPerMap)), em.remuIdx(tid, rowsPerMap));
+  const KernelOperand &w0 = g.weights[0];
+  int64_t outs = w0.shape[1], numel = weightElements(w0);
+  Value row = kb.addi(kb.muli(expert, kb.idx(outs)), n);
+  Value bytes = weightBytes[0];
+  if (weightBytes.size() == 2)
+    bytes = arith::SelectOp::create(b, loc, kb.eqi(map, kb.idx(0)),
+                                    weightBytes[0], weightBytes[1]);
+  return {bytes, kb.muli(row, kb.idx(g.reduction / 2)),
+          kb.addi(kb.idx(numel / 2), kb.muli(row, kb.idx(g.reduction / 32)))};
+}
+
+void GroupedKernel::setUpOperands() {
+  smem = mma.dynamicSharedMemory();
+  base = em.alignedBase(smem);
+  if (!g.dense)
+    sourcePairs = kb.view(g.tables.rowSource.base, {pairs});
+  // cp.async needs a unit inner stride in the source's type.
+  Value rowCount = g.glu ? kb.dim(g.rows.shape[0]) : pairs;
+  rowsView = mma.contiguousView(g.rows.base, {rowCount, kb.idx(g.reduction)});
+  for (Value arg : mapArgs)
+    weightMaps.push_back(em.tensorMap(arg, weightBox()));
+  if (rowsByTMA)
+    rowsMap = em.tensorMap(rowsMapArg, rowBox());
+  swizzle = weightMaps.empty() ? em.swizzleTag(weightBox()) : weightMaps[0];
+  if (!mxfp4)
+    return;
+  for (const KernelOperand &w : g.weights)
+    weightBytes.push_back(
+        mma.contiguousView(w.base, {kb.idx(mxfp4WeightBytes(w))}));
+  weightRow = mxfp4WeightRow();
+}
+
+Value GroupedKernel::rowPair(Value r) {
+  if (!g.rowWeights)
+    return Value();
+  r = kb.minsi(r, kb.subi(validRows, kb.idx(1)));
+  return kb.loadIndex(sourcePairs, {kb.addi(rowStart, r)});
+}
+
+Value GroupedKernel::weightOfPair(Value pair) {
+  if (!pair)
+    return Value();
+  return kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
+}
+
+Value GroupedKernel::multiplyRows(Value stage, Value c, Value acc) {
+  Value rows = em.view(
+      smem, kb.addi(stageOffset(stage, 0), kb.muli(c, kb.idx(64 * kTileK * 2))),
+      em.tileType({64, kTileK}, b.getBF16Type()));
+  Value weights = em.view(smem, stageOffset(stage, 1),
+                          em.tileType({tileN, kTileK}, b.getBF16Type()));
+  return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc);
+}
+
+} // namespace mlir::k3::grouped_wgmma

@@ -1,0 +1,354 @@
+//===- MoEGroupedKernel.h - the grouped MoE wgmma kernel --------*- C++ -*-===//
+//
+// k3.moe_grouped_glu and k3.moe_grouped_down on Hopper (config kernel
+// `moe_grouped_wgmma`), in one of two schedules chosen by the config's
+// tile: one warpgroup per 128-row tile of one expert's segment of the
+// sorted rows and 128 output columns (the default, below); or [128, 256,
+// 64], persistent and warp-specialised (emitPersistent: a block per SM
+// walks the tiles, a producer warpgroup and two consumers that write
+// from their registers; docs/moe.md).
+//
+// - Schedule: the grid has a block per (row tile, column tile) for the most
+//   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
+//   expert in k3.moe_dispatch's tile offsets, all of its threads at once
+//   (MoESegments.h; blocks past the last tile return at once). Its rows are
+//   [offsets[e] + 128 (m - tile_offsets[e]), offsets[e + 1]) capped at 128.
+// - Operands: the expert's weight tiles come by TMA (a rank-3 tensor map
+//   over [E, N, K]: coordinates (k, n, e)) into the 128-byte swizzle; the
+//   rows' tiles by cp.async, each thread 8 rows of one 16-byte chunk,
+//   placed at the swizzled chunk: for the gate/up GEMM the rows are
+//   gathered from x by their token (row_source / K). Rows past the
+//   segment are zero-filled. `stages` buffers: the cp.async groups and
+//   one mbarrier per stage for the TMA bytes; a proxy fence makes the
+//   cp.async bytes visible to wgmma.
+// - The down GEMM's rows are h's own sorted rows, contiguous: they come by
+//   TMA too (a rank-2 map over h [T, K, I] read as [T K, I]), so its main
+//   loop waits on mbarriers alone, as the dense linear's does. A tile's
+//   rows past its segment are the next expert's (or zeros past T K): their
+//   products land in accumulator rows that the epilogue never writes.
+// - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
+//   W3, so one 128-column product holds both halves of 64 channels, and
+//   the epilogue writes act(gate, up) as bf16 h.
+// - Down: the epilogue writes each row times its routing weight, in the
+//   rows' type (f32, or bf16 under the bf16 policy).
+// - MXFP4 weights (f4E2M1FN, the one-warpgroup schedule): no TMA; each
+//   thread stages one weight row's codes and scales by cp.async in the
+//   rows' group and, once it landed, decodes them into the stage's bf16
+//   tile in the swizzle (MXFP4Tile.h) before the fence that publishes the
+//   rows.
+//
+// The kernel class; its methods live by job: the operands and loads that
+// both schedules share (MoEGroupedKernel.cpp), the one-warpgroup schedule
+// and the patterns (MoEGroupedWGMMA.cpp), the persistent
+// warp-specialised schedule (MoEGroupedPersistent.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef K3_LOWERING_CUDA_MOEGROUPEDKERNEL_H
+#define K3_LOWERING_CUDA_MOEGROUPEDKERNEL_H
+
+#include "lowering/KernelConfigRules.h"
+#include "lowering/KernelPatterns.h"
+#include "lowering/cuda/CUDAKernels.h"
+#include "lowering/cuda/MMA.h"
+#include "lowering/cuda/MXFP4Tile.h"
+#include "lowering/cuda/MoESegments.h"
+#include "lowering/cuda/WGMMA.h"
+#include "lowering/cuda/WGMMAPipeline.h"
+#include "lowering/kernels/Kernels.h"
+#include "lowering/kernels/Operands.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+namespace mlir::k3::grouped_wgmma {
+
+constexpr int64_t kTile = kWGMMATileRows, kTileK = kWGMMATileK;
+/// Threads of one warpgroup: the copying threads (all of the block, or the
+/// warp-specialised schedule's producer).
+constexpr int64_t kThreads = 128;
+/// Rows of the 128-row tile each thread copies (one 16-byte chunk each).
+constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
+/// The warp-specialised schedule's consumer warpgroups.
+constexpr int64_t kConsumers = 2;
+/// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
+/// use 1).
+constexpr int32_t kProducerBarrier = 2;
+
+/// k3.moe_dispatch's tables, which both grouped ops take (none for the
+/// one-expert form).
+struct RoutingTables {
+  KernelOperand indices, rowSource, offsets, tileOffsets;
+
+  template <typename Adaptor> static RoutingTables of(Adaptor a) {
+    return {a.getIndices(), a.getRowSource(), a.getOffsets(),
+            a.getTileOffsets()};
+  }
+};
+
+/// What differs between the GEMMs.
+struct GroupedGEMM {
+  bool glu;           // gate/up (else down)
+  bool dense;         // one expert, every row (k3.glu_gate_up)
+  KernelOperand rows; // x [T, D] (gathered) or h [T, K, I] (sorted)
+  RoutingTables tables;
+  SmallVector<int64_t> maps; // operand numbers of the weights (W1, W3 or W2)
+  int64_t reduction;         // D or I
+  int64_t columnTiles;       // I / (tile columns / 2) or D / tile columns
+  int64_t weightRowsPerMap;  // tile columns / 2 (W1 and W3 halves) or all
+  KernelOperand rowWeights;  // down: the routing weights [T, K] (else none)
+  SmallVector<KernelOperand> weights; // the operands at `maps`
+
+  /// Whether the weights are MXFP4 (bytes: codes, then scales).
+  bool mxfp4() const {
+    return !weights.empty() && weights[0].stored &&
+           isa<Float4E2M1FNType>(weights[0].stored);
+  }
+  /// Whether the rows come by TMA: the down GEMM's sorted rows of h, with
+  /// bf16 weights (MXFP4 weights are staged by the threads, which then
+  /// copy the rows too).
+  bool rowsByTMA() const { return !glu && !dense && !mxfp4(); }
+};
+
+/// One place the epilogue writes: tile row `r` (of 128) and tile column
+/// `col` (gate/up: of the tile's channels; down: of its outputs); `v` the
+/// f32 products of the columns from `col` (a vector of 2 or 4; gate/up:
+/// the gates), `up` (gate/up) the ups of the same channels, `rowWeight`
+/// (down) the row's routing weight.
+struct EpilogueValues {
+  Value r, col, v, up, rowWeight;
+};
+/// What the epilogue writes: `values` computes a place's outputs in the
+/// result's element type (a vector as long as EpilogueValues::v), `store`
+/// writes such a vector at tile row r, tile column col.
+struct Epilogue {
+  std::function<Value(const EpilogueValues &)> values;
+  std::function<void(Value r, Value col, Value v)> store;
+};
+
+/// The epilogue's rows and columns: `perRow` threads per row, thread t (of
+/// `threads`) at column group t % perRow of rows t / perRow, t / perRow +
+/// threads / perRow, ... below `rows`; body(r, group) with r the tile row.
+inline void forTileRows(KernelBuilder &kb, Value t, int64_t threads,
+                        int64_t perRow, Value rows,
+                        const std::function<void(Value, Value)> &body) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  Value first = arith::DivUIOp::create(b, loc, t, kb.idx(perRow));
+  Value group = arith::RemUIOp::create(b, loc, t, kb.idx(perRow));
+  auto loop = scf::ForOp::create(b, loc, first, rows, kb.idx(threads / perRow));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  body(loop.getInductionVar(), group);
+}
+
+class GroupedKernel {
+public:
+  GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
+      : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
+        loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
+        mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
+        rowsByTMA(g.rowsByTMA()), mxfp4Rows(em, mma, tileN) {
+    // The one-warpgroup schedule's row weights (the persistent one keeps
+    // each thread's two in registers).
+    if (g.rowWeights && !specialised)
+      rowWeights = mma.workgroupArray(e.fn, b.getF32Type(), kTile);
+    if (g.dense)
+      return;
+    experts = g.tables.offsets.shape[0] - 1;
+    topK = g.tables.indices.shape[1];
+    pairs = kb.numElements(g.tables.indices.shape);
+  }
+
+  LogicalResult emit(const Epilogue &epi);
+
+  /// Rows of this tile inside the segment, and the first's sorted index.
+  Value rowStart, validRows, expert, tid, smem, base;
+  /// Output columns of one tile (gate/up: both halves).
+  int64_t tileN;
+
+private:
+  int64_t threads() const {
+    return specialised ? kThreads * (1 + kConsumers) : kThreads;
+  }
+  /// Bytes of one stage: the rows' 128 x 64 tile, then the weights'.
+  int64_t stageBytes() const { return (kTile + tileN) * kTileK * 2; }
+  /// One expert over all rows: a block per (128-row tile, column tile).
+  LogicalResult emitDense(const KernelBuilder::Linear &tokens,
+                          const Epilogue &epi);
+
+  /// The rows' box, outermost first: 128 rows of [T K], 64 k.
+  SmallVector<int64_t> rowBox() const { return {kTile, kTileK}; }
+
+  /// A weight tile's box, outermost first: [1 expert,] rows, 64 k.
+  SmallVector<int64_t> weightBox() const {
+    if (g.dense)
+      return {g.weightRowsPerMap, kTileK};
+    return {1, g.weightRowsPerMap, kTileK};
+  }
+
+  /// Tensor-map parameters after the sizes, one per weight operand: a box
+  /// of 64 k x `weightRowsPerMap` rows x one expert.
+  void addTensorMapParameters();
+
+  /// This thread's rows of the A tile: tile row, source row, in range.
+  struct RowCopy {
+    Value tileRow, column, sourceRow, valid;
+  };
+  SmallVector<RowCopy> rowCopies();
+
+  Value stageOffset(Value stage, int64_t which);
+
+  /// This thread's row chunks of k-step `kt` into `stage` (cp.async).
+  void copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies);
+
+  /// The TMA tiles of k-step `kt` into `stage`, completing on `barriers`
+  /// (one thread): the weights', and the rows' when rowsByTMA.
+  void loadTMATiles(Value stage, Value kt, Value barriers);
+
+  /// TMA bytes of one stage: the weights' tile, and the rows' (rowsByTMA).
+  int64_t tmaStageBytes() const {
+    return tileN * kTileK * 2 + (rowsByTMA ? kTile * kTileK * 2 : 0);
+  }
+
+  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
+  void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first);
+
+  /// MXFP4: the stage's staging bytes, after every stage's tiles.
+  Value stagingOf(Value stage);
+
+  /// MXFP4: this thread's weight row (tile row tid): the weight of its
+  /// half (gate/up: W1 above W3) and its row in the expert's stack.
+  MXFP4WeightRow mxfp4WeightRow();
+
+  /// The operands' views and tensor maps.
+  void setUpOperands();
+
+  /// Thread r's row weight (down), loaded before the products so that its
+  /// two dependent loads are long done by the epilogue (read there in a
+  /// loop over rows, they were latency-bound).
+  Value rowWeight(Value r) { return weightOfPair(rowPair(r)); }
+  /// Tile row r's (token, slot) pair (down; rows past the segment read the
+  /// last row's), and that pair's routing weight.
+  Value rowPair(Value r);
+  Value weightOfPair(Value pair);
+
+  void body(const Epilogue &epi);
+
+  /// The warp-specialised schedule (WGMMAPipeline.h), persistent: a block
+  /// per SM walks the tiles bid, bid + grid, ...; warpgroup 0 loads the
+  /// weights (TMA) and the rows (TMA, or cp.async gathered by token),
+  /// warpgroups 1 and 2 multiply 64 rows each by all tileN columns and
+  /// write them from their registers. No tile's epilogue touches the
+  /// stages, so the producer fills the next tile's while the consumers
+  /// write this one (a block per tile left its prologue and epilogue
+  /// exposed at one block per SM: Nsight Compute counted 0.36 eligible
+  /// warps a scheduler, docs/gemm.md).
+  LogicalResult emitPersistent(const Epilogue &epi);
+
+  /// Tile `tile`'s row and column tiles, row tiles outermost (the column
+  /// tiles of a row tile are neighbours: its rows are read from L2).
+  void setTile(Value tile);
+
+  /// A one-expert row tile's rows (k3.glu_gate_up: every row).
+  void setDenseRows();
+
+  /// Tile i's slot (4 i32: expert, first row, rows) of a ring of `depth`.
+  /// `found` (the producer's) has 2: the holder of tile i + 2 writes once
+  /// every producer thread passed tile i + 1's barrier, after reading tile
+  /// i's. `published` (the consumers') has `stages`: thread 0 writes tile
+  /// i + stages's slot after waiting for the release of pipeline step
+  /// (i + stages) steps - stages >= i steps, which the consumers make
+  /// after reading tile i's.
+  Value slotOf(Value i, int64_t depth) {
+    return kb.muli(em.remuIdx(i, depth), kb.idx(4));
+  }
+
+  /// The producer warpgroup: per tile, its expert and rows found by the
+  /// warpgroup (a named barrier over its 128 threads), published to the
+  /// consumers by thread 0 before the tile's first arrive, then its steps.
+  void produceTiles(WGMMAPipeline &pipe, Value total, Value steps);
+
+  /// A consumer warpgroup: per tile, the published expert and rows (once
+  /// the tile's first stage is full), (down) its threads' two rows'
+  /// routing weights, the products, and the epilogue from registers.
+  void consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
+                    Value consumer, const Epilogue &epi);
+
+  /// The warp-specialised epilogue: the consumer's registers, two adjacent
+  /// columns of one row at a time; the gate/up GEMM's ups are the column
+  /// groups tileN / 16 further.
+  void epilogueFromRegisters(const AccumulatorFragment &f, ArrayRef<Value> rows,
+                             ArrayRef<Value> weights, const Epilogue &epi);
+
+  /// The one-warpgroup schedule's epilogue: the f32 tile in shared memory
+  /// (rows below validRows), each thread 2 (gate/up) or 4 columns of a row
+  /// at a time.
+  void epilogueFromTile(Value tile, const Epilogue &epi);
+
+  /// bar.sync `id` over `threads` threads.
+  void namedBarrier(int32_t id, int64_t threads);
+
+  /// Consumer `c`'s products of one landed stage: its 64 rows against all
+  /// tileN weight rows, four k-steps of 16, issued without waiting.
+  Value multiplyRows(Value stage, Value c, Value acc);
+
+  /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
+  scf::ForOp stepLoop(int64_t steps, int64_t halves = 2);
+
+  /// A step's end: once every warp is done with `stage` (a block barrier),
+  /// the copies of step kt + stages into it, their group, and `acc`.
+  void refillAndYield(Value stage, Value kt, int64_t steps,
+                      ArrayRef<RowCopy> copies, Value first, ValueRange acc);
+
+  /// The main loop over the tile's first `halves` 64-row halves.
+  SmallVector<Value> mainLoop(Value first, int64_t steps,
+                              ArrayRef<RowCopy> copies, Value group,
+                              int64_t halves);
+
+  /// This thread's generic-proxy writes of shared memory (its cp.async
+  /// copies that landed, its decoded weights) made visible to wgmma's
+  /// async proxy; a block barrier then publishes everyone's.
+  void fenceForWGMMA();
+
+  /// Once this thread's copies of step `kt` landed (at most `pending`
+  /// later groups in flight): its weight row of the step decoded into the
+  /// stage's tile, and both fenced for wgmma.
+  void decodeLanded(Value kt, Value group, int32_t pending);
+
+  /// The main loop with MXFP4 weights: the decode of step kt + 1 runs
+  /// while step kt's wgmma groups do (they read another stage), so that
+  /// the tensor cores and the integer units overlap within a block too.
+  /// The copies of step kt + 1 were issued `stages - 1` steps before.
+  SmallVector<Value> mainLoopMXFP4(Value first, int64_t steps,
+                                   ArrayRef<RowCopy> copies, Value group);
+
+  const GroupedGEMM &g;
+  KernelEmission &e;
+  Operation *op;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder &kb;
+  WGMMAEmitter em;
+  MMAEmitter mma;
+  bool specialised, mxfp4, rowsByTMA;
+  MXFP4TileRows mxfp4Rows;
+  MXFP4WeightRow weightRow;
+  int64_t experts = 0, topK = 0;
+  Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
+  /// The persistent schedule's slots of a tile's expert and rows: the
+  /// producer's (locateSegmentTileInBlock) and the consumers'.
+  Value found, published;
+  SmallVector<Value> mapArgs, weightMaps, weightBytes;
+  /// The rows' tensor-map parameter and map (rowsByTMA).
+  Value rowsMapArg, rowsMap;
+  /// A value of the tensor-map type that names the operand tiles' swizzle
+  /// for their wgmma descriptors.
+  Value swizzle;
+
+public:
+  Value nTileIndex() const { return nTile; }
+};
+
+} // namespace mlir::k3::grouped_wgmma
+
+#endif // K3_LOWERING_CUDA_MOEGROUPEDKERNEL_H
