@@ -33,8 +33,7 @@ LogicalResult GroupedKernel::emit(const Epilogue &epi) {
               {threads(), 1, 1},
               groupedWGMMASharedBytes(em.stages, tileN, mxfp4));
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  mTile = em.divuIdx(bid, nb);
-  nTile = em.remuIdx(bid, nb);
+  setTile(bid);
   Value t = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   BlockSegmentTile s = locateSegmentTileInBlock(
       kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,

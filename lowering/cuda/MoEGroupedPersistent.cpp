@@ -76,14 +76,7 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
       rowStart = s.rowStart;
       validRows = s.validRows;
       publish = [&, slot] {
-        SmallVector<Value> fields;
-        for (Value v : {expert, rowStart, validRows, kb.idx(0)})
-          fields.push_back(
-              arith::IndexCastOp::create(b, loc, b.getI32Type(), v));
-        Value packed = vector::FromElementsOp::create(
-            b, loc, VectorType::get({4}, b.getI32Type()), fields);
-        vector::StoreOp::create(b, loc, packed, published, ValueRange{slot})
-            .setAlignment(16);
+        storeSegmentSlot(kb, {expert, rowStart, validRows}, published, slot);
       };
     }
     Value firstStep = kb.muli(i, steps);
@@ -111,18 +104,10 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
       setDenseRows();
     } else {
       pipe.waitFull(firstStep);
-      auto packed =
-          vector::LoadOp::create(b, loc, VectorType::get({4}, b.getI32Type()),
-                                 published, ValueRange{slotOf(i, em.stages)});
-      packed.setAlignment(16);
-      auto field = [&](int64_t f) {
-        Value v = vector::ExtractOp::create(b, loc, packed, f);
-        return arith::IndexCastOp::create(b, loc, b.getIndexType(), v)
-            .getResult();
-      };
-      expert = field(0);
-      rowStart = field(1);
-      validRows = field(2);
+      SegmentTile s = loadSegmentSlot(kb, published, slotOf(i, em.stages));
+      expert = s.expert;
+      rowStart = s.rowStart;
+      validRows = s.validRows;
     }
     // This thread's two rows of the tile (its fragment's, below the
     // consumer's first 64 c) and (down) their (token, slot) pairs.

@@ -19,8 +19,7 @@ LogicalResult GroupedKernel::emitDense(const KernelBuilder::Linear &tokens,
   e.setLaunch(tokens, nb, (kTile - 1) * nb, kTile, {threads(), 1, 1},
               linearWGMMASharedBytes(em.stages, tileN));
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  mTile = em.divuIdx(bid, nb);
-  nTile = em.remuIdx(bid, nb);
+  setTile(bid);
   Value rows = kb.dim(g.rows.shape[0]);
   rowStart = kb.muli(mTile, kb.idx(kTile));
   kb.ifThen(kb.lti(rowStart, rows), [&] {

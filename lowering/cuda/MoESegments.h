@@ -59,6 +59,34 @@ loadSegmentEntries(KernelBuilder &kb, Value offsets, Value tileOffsets,
   return entries;
 }
 
+/// A row tile's (expert, first row, rows) as 4 i32 of a shared memref at
+/// `at` (a multiple of 4, 16-byte aligned): one vector store and one vector
+/// load, so that LLVM keeps the slots one array.
+inline void storeSegmentSlot(KernelBuilder &kb, const SegmentTile &s,
+                             Value slots, Value at) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  SmallVector<Value> fields;
+  for (Value v : {s.expert, s.rowStart, s.validRows, kb.idx(0)})
+    fields.push_back(arith::IndexCastOp::create(b, loc, b.getI32Type(), v));
+  Value packed = vector::FromElementsOp::create(
+      b, loc, VectorType::get({4}, b.getI32Type()), fields);
+  vector::StoreOp::create(b, loc, packed, slots, ValueRange{at})
+      .setAlignment(16);
+}
+inline SegmentTile loadSegmentSlot(KernelBuilder &kb, Value slots, Value at) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.getLoc();
+  auto packed = vector::LoadOp::create(
+      b, loc, VectorType::get({4}, b.getI32Type()), slots, ValueRange{at});
+  packed.setAlignment(16);
+  auto field = [&](int64_t i) {
+    Value v = vector::ExtractOp::create(b, loc, packed, i);
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v).getResult();
+  };
+  return {field(0), field(1), field(2)};
+}
+
 /// Tile `tile` of the tables `offsets` and `tileOffsets` ([E + 1] each):
 /// its expert e is the one with tile_offsets[e] <= tile < tile_offsets[e +
 /// 1], its rows [offsets[e] + tileRows (tile - tile_offsets[e]),
@@ -72,9 +100,8 @@ loadSegmentEntries(KernelBuilder &kb, Value offsets, Value tileOffsets,
 /// prefill unchanged, bench/results/e2e-checks/
 /// moe-tile-search-ab-nvidia-h200-20261204T1812Z.txt). The one expert
 /// whose tiles hold `tile` (experts without rows have none) writes its
-/// expert, first row and rows to `slots` (a shared memref of i32, at
-/// `slotAt`, a multiple of 4: 16-byte aligned: one vector store and one
-/// vector load, so that LLVM keeps it one array); `barrier` (a block
+/// expert, first row and rows to `slots` at `slotAt` (storeSegmentSlot);
+/// `barrier` (a block
 /// barrier by default) publishes them, so every thread that it
 /// synchronises must call this. A warp-specialised kernel's producer
 /// warpgroup finds its tiles alone: `threads` 128 and a named barrier over
@@ -85,10 +112,6 @@ inline BlockSegmentTile locateSegmentTileInBlock(
     Value slotAt = Value(), const std::function<void()> &barrier = {}) {
   if (!slotAt)
     slotAt = kb.idx(0);
-  OpBuilder &b = kb.builder();
-  Location loc = kb.getLoc();
-  Type i32 = b.getI32Type();
-  auto slotsType = VectorType::get({4}, i32);
   Value total = kb.loadIndex(tileOffsets, {kb.idx(experts)});
   for (const SegmentEntry &n :
        loadSegmentEntries(kb, offsets, tileOffsets, experts, tid, threads)) {
@@ -98,30 +121,16 @@ inline BlockSegmentTile locateSegmentTileInBlock(
       Value rowStart = kb.addi(
           n.firstRow, kb.muli(kb.subi(tile, n.firstTile), kb.idx(tileRows)));
       Value rows = kb.minsi(kb.subi(n.endRow, rowStart), kb.idx(tileRows));
-      SmallVector<Value> fields;
-      for (Value v : {n.expert, rowStart, rows, kb.idx(0)})
-        fields.push_back(arith::IndexCastOp::create(b, loc, i32, v));
-      Value packed = vector::FromElementsOp::create(b, loc, slotsType, fields);
-      vector::StoreOp::create(b, loc, packed, slots, ValueRange{slotAt})
-          .setAlignment(16);
+      storeSegmentSlot(kb, {n.expert, rowStart, rows}, slots, slotAt);
     });
   }
   if (barrier)
     barrier();
   else
-    gpu::BarrierOp::create(b, loc);
-  auto packed =
-      vector::LoadOp::create(b, loc, slotsType, slots, ValueRange{slotAt});
-  packed.setAlignment(16);
-  auto field = [&](int64_t i) {
-    Value v = vector::ExtractOp::create(b, loc, packed, i);
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(), v).getResult();
-  };
+    gpu::BarrierOp::create(kb.builder(), kb.getLoc());
   BlockSegmentTile s;
+  static_cast<SegmentTile &>(s) = loadSegmentSlot(kb, slots, slotAt);
   s.live = kb.lti(tile, total);
-  s.expert = field(0);
-  s.rowStart = field(1);
-  s.validRows = field(2);
   return s;
 }
 
