@@ -156,6 +156,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Expert-parallel ranks: each holds 1/ep of the routed "
                      "experts (k3-partition; the CPU target runs it)"),
       llvm::cl::init(1)};
+  Option<int64_t> cp{
+      *this, "cp",
+      llvm::cl::desc("Context-parallel ranks: each runs its segment of every "
+                     "sequence of the prefill entry, the token mixers' states "
+                     "folded across them (k3-partition-context; the CPU "
+                     "target runs it)"),
+      llvm::cl::init(1)};
   Option<bool> spmd{
       *this, "spmd",
       llvm::cl::desc("With tp=1: still the SPMD program (shards of one part, "
@@ -194,6 +201,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // Before the KDA rewrites, which leave the decode entry alone.
   if (o.decodeEntry)
     pm.addPass(k3::createK3DecodeEntry({o.entry}));
+  // After the decode entry is cloned: that one stays whole and runs
+  // replicated on the context-parallel ranks.
+  if (o.cp > 1)
+    pm.addPass(k3::createK3PartitionContext({o.cp, o.entry}));
   // After the decode entry is cloned: a decode step has one token per
   // sequence already.
   if (o.logits == CompileOptions::Logits::Last)

@@ -218,6 +218,27 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return perSeq(k.getFinalState(), k.getCuSeqlens(), k.getQ());
       })
+      .Case<KDASegmentOp>([&](KDASegmentOp k) -> LogicalResult {
+        if (failed(leading(k.getOutput(), k.getQ(), 3)))
+          return failure();
+        return perSeq(k.getFinalState(), k.getCuSeqlens(), k.getQ());
+      })
+      .Case<KDAContextFoldOp>([&](KDAContextFoldOp k) -> LogicalResult {
+        if (failed(leading(k.getOutput(), k.getSegmentOutput(), 3)))
+          return failure();
+        return perSeq(k.getFinalState(), k.getCuSeqlens(),
+                      k.getSegmentOutput());
+      })
+      .Case<ShortConvContextFoldOp>(
+          [&](ShortConvContextFoldOp c) -> LogicalResult {
+            for (Value r : {c.getIncoming(), c.getFinalState()}) {
+              SymShape s = fromType(r.getType());
+              s[0] = int64_t(kNumSeqs);
+              if (failed(set(r, s, op)))
+                return failure();
+            }
+            return success();
+          })
       .Case<CausalAttentionOp>([&](CausalAttentionOp a) -> LogicalResult {
         return leading(a.getResult(), a.getQ(), 2);
       })

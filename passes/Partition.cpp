@@ -165,6 +165,22 @@ LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
   return success();
 }
 
+Value rankArgument(func::FuncOp fn, StringRef group) {
+  MLIRContext *ctx = fn.getContext();
+  StringAttr key = K3Dialect::NameAttrHelper(ctx).getName();
+  std::string name = ("k3.rank." + group).str();
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (auto have = fn.getArgAttrOfType<StringAttr>(i, key);
+        have && have.getValue() == name)
+      return fn.getArgument(i);
+  unsigned n = fn.getNumArguments();
+  auto type = RankedTensorType::get({1}, IntegerType::get(ctx, 32));
+  auto attrs = DictionaryAttr::get(
+      ctx, {NamedAttribute(key, StringAttr::get(ctx, name))});
+  (void)fn.insertArgument(n, type, attrs, fn.getLoc());
+  return fn.getArgument(n);
+}
+
 void allReduceResult(Operation *op, int64_t size, StringRef group) {
   OpBuilder b(op->getContext());
   b.setInsertionPointAfter(op);

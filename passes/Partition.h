@@ -9,6 +9,7 @@
 #define K3_PASSES_PARTITION_H
 
 #include "dialects/K3/K3Dialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::k3 {
@@ -16,6 +17,7 @@ namespace mlir::k3 {
 /// The groups' names in collectives and weight shards.
 constexpr StringLiteral kTensorParallel = "tp";
 constexpr StringLiteral kExpertParallel = "ep";
+constexpr StringLiteral kContextParallel = "cp";
 
 /// Gives weight `w` its rank's slice along `dim` of `parts`: its type
 /// shrinks there and it carries a #k3.weight_shard (with `extent`, the
@@ -30,6 +32,12 @@ LogicalResult shardWeight(WeightOp w, int64_t dim, int64_t parts,
 /// read a `k3.all_reduce sum` over `group` (of `size` ranks) instead.
 void allReduceResult(Operation *op, int64_t size,
                      StringRef group = kTensorParallel);
+
+/// `fn`'s entry input `k3.rank.<group>` (tensor<1xi32>), added the first
+/// time: the runtime fills it with each rank's coordinate in the group
+/// (runtime/include/k3/artifact.h, isRankInput), so one artifact serves
+/// every rank.
+Value rankArgument(func::FuncOp fn, StringRef group);
 
 /// Expert parallelism over replicated tokens (PartitionExperts.cpp): each
 /// rank of the `ep` group keeps `1/ep` of every k3.moe_experts' experts,

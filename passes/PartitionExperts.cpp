@@ -18,26 +18,6 @@ namespace mlir::k3 {
 
 namespace {
 
-/// The entry input that the runtime fills with the rank's coordinate in
-/// the ep group (runtime/include/k3/artifact.h, kRankInputPrefix).
-constexpr StringLiteral kRankInput = "k3.rank.ep";
-
-/// `fn`'s `k3.rank.ep` argument, added (tensor<1xi32>) the first time.
-Value rankArgument(func::FuncOp fn) {
-  MLIRContext *ctx = fn.getContext();
-  StringAttr key = K3Dialect::NameAttrHelper(ctx).getName();
-  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (auto name = fn.getArgAttrOfType<StringAttr>(i, key);
-        name && name == kRankInput)
-      return fn.getArgument(i);
-  unsigned n = fn.getNumArguments();
-  auto type = RankedTensorType::get({1}, IntegerType::get(ctx, 32));
-  auto attrs = DictionaryAttr::get(
-      ctx, {NamedAttribute(key, StringAttr::get(ctx, kRankInput))});
-  (void)fn.insertArgument(n, type, attrs, fn.getLoc());
-  return fn.getArgument(n);
-}
-
 /// Slices `w`'s experts (dim 0) over the ep group; `moe` must be its only
 /// reader.
 LogicalResult shardExperts(Value w, MoEExpertsOp moe, int64_t ep) {
@@ -79,7 +59,7 @@ LogicalResult splitExperts(ModuleOp module, int64_t ep) {
     fn.walk([&](MoEExpertsOp m) { moes.push_back(m); });
     if (moes.empty())
       continue;
-    Value rank = rankArgument(fn);
+    Value rank = rankArgument(fn, kExpertParallel);
     for (MoEExpertsOp moe : moes)
       if (failed(splitOne(moe, rank, ep)))
         return failure();

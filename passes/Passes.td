@@ -432,4 +432,42 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
+  let summary = "Context parallelism: each rank runs its segment of every "
+                "sequence of the prefill entry";
+  let description = [{
+    Rewrites the entry `entry` (the prefill) into the program that each rank
+    of a context-parallel group of `cp` runs on its segments: the runtime
+    cuts every sequence of a call into `cp` consecutive segments and gives
+    rank `r` the `r`-th of each (its token_ids and cu_seqlens;
+    docs/scaling.md). Per-token ops need nothing. The token mixers carry a
+    state from segment to segment, and both are affine in it (seed §7.5):
+    - each `k3.kda` becomes a `k3.kda_segment` (the segment from the state
+      `[0 | I]`: its zero-state outputs and final state, its transition and
+      the correction's factor in one pass), a `k3.all_gather` over `cp` of
+      its final states, and a `k3.kda_context_fold` (the incoming state by
+      the fold, the outputs corrected by it, the sequence's final state);
+    - each `k3.short_conv` is also run from a zero state for its tail, the
+      tails and the ranks' cu_seqlens are all-gathered, and a
+      `k3.short_conv_context_fold` gives the state entering the segment
+      (the convolution then runs from it) and the final state.
+    Every rank ends holding every sequence's whole state, so the decode
+    entry (cloned before this pass) runs replicated on the group's ranks.
+    The rank comes from the entry input `k3.rank.cp`, which the runtime
+    fills. Runs after `k3-decode-entry` and before the KDA rewrites.
+
+    An op that mixes tokens across a sequence and has no rule here (MLA
+    attention, for now) is an error that names it, as is a token mixer
+    without cu_seqlens.
+  }];
+  let options = [
+    Option<"cp", "cp", "int64_t", /*default=*/"1",
+           "context-parallel ranks (1: no change)">,
+    Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
+           "the prefill entry to split (the decode entry stays whole)">
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // K3_PASSES_TD

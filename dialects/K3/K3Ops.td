@@ -488,5 +488,6 @@ include "dialects/K3/K3FusedOps.td"
 include "dialects/K3/K3MoEOps.td"
 include "dialects/K3/K3MLAOps.td"
 include "dialects/K3/K3CollectiveOps.td"
+include "dialects/K3/K3ContextOps.td"
 
 #endif // K3_OPS_TD

@@ -38,6 +38,13 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       })
       .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
       .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })
+      .Case([&](KDASegmentOp o) { return emitKDASegment(o, kb, in, out); })
+      .Case([&](KDAContextFoldOp o) {
+        return emitKDAContextFold(o, kb, in, out);
+      })
+      .Case([&](ShortConvContextFoldOp o) {
+        return emitShortConvContextFold(o, kb, in, out);
+      })
       .Case([&](KDAChunkPrepareOp o) {
         return emitKDAChunkPrepare(o, kb, in, out);
       })

@@ -50,6 +50,10 @@ LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
 LogicalResult emitShortConvGroup(ShortConvGroupOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);
 LogicalResult emitKDARecurrent(KDAOp, KernelBuilder &, In, Out);
+LogicalResult emitKDASegment(KDASegmentOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAContextFold(KDAContextFoldOp, KernelBuilder &, In, Out);
+LogicalResult emitShortConvContextFold(ShortConvContextFoldOp, KernelBuilder &,
+                                       In, Out);
 
 // Chunk.cpp (the chunkwise KDA form, K3ChunkOps.td)
 LogicalResult emitKDAChunkPrepare(KDAChunkPrepareOp, KernelBuilder &, In, Out);

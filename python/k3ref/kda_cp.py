@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from . import collectives
+from . import ops
 from .ops import _kda_prepare
 
 
@@ -94,3 +95,58 @@ def kda_context_parallel(q, k, v, g, beta, scale, segments: Sequence[int], initi
         o0, _, _, qt = local[r]
         o[0, a:b] = o0 + np.einsum("lhk,hkv->lhv", qt, states[r])
     return o, states[-1][None]
+
+
+def kda_segment(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm=False):
+    """``k3.kda_segment``: KDA over each sequence of ``cu_seqlens`` from the
+    state ``[0 | I]`` with v read as ``[v | 0]`` (``K`` extra columns).
+    Returns ``(o [1, T, H, V + K], state [N, H, K, V + K])``: per segment
+    ``[o⁰ | qt]`` and ``[h | M]`` of :func:`segment_from_zero`."""
+    v = np.asarray(v, dtype=np.float64)
+    K = np.asarray(q).shape[-1]
+    N, H = len(cu_seqlens) - 1, v.shape[2]
+    v_ext = np.concatenate([v, np.zeros(v.shape[:3] + (K,))], axis=-1)
+    s0 = np.zeros((N, H, K, v.shape[-1] + K))
+    s0[..., v.shape[-1]:] = np.eye(K)
+    return ops.kda_recurrent(q, k, v_ext, g, beta, scale, initial_state=s0,
+                             cu_seqlens=cu_seqlens, use_qk_l2norm=use_qk_l2norm)
+
+
+def kda_context_fold(segment_output, segments, rank, initial_state, cu_seqlens):
+    """``k3.kda_context_fold``: ``segments [G, N, H, K, V + K]`` (every
+    rank's :func:`kda_segment` state), this rank's segment output ``[1, T,
+    H, V + K]``. Returns the corrected output ``[1, T, H, V]`` and the
+    final state after the last rank ``[N, H, K, V]``."""
+    G, N, H, K, W = segments.shape
+    V = W - K
+    o = np.zeros(segment_output.shape[:3] + (V,))
+    final = np.zeros((N, H, K, V))
+    for n, (a, b) in enumerate(zip(cu_seqlens[:-1], cu_seqlens[1:])):
+        pairs = [(segments[r, n, :, :, :V], segments[r, n, :, :, V:]) for r in range(G)]
+        s0 = initial_state[n] if initial_state is not None else np.zeros((H, K, V))
+        states = fold(pairs, s0)
+        seg = segment_output[0, a:b]
+        o[0, a:b] = seg[..., :V] + np.einsum("lhk,hkv->lhv", seg[..., V:], states[rank])
+        final[n] = states[-1]
+    return o, final
+
+
+def short_conv_context_fold(tails, cu_seqlens, rank, conv_state=None):
+    """``k3.short_conv_context_fold``: ``tails [G, N, C, W − 1]`` (every
+    rank's zero-state final convolution state) and ``cu_seqlens [G, N +
+    1]`` (every rank's). Returns the state entering rank ``rank``'s segment
+    and the state after the last, ``[N, C, W − 1]`` each: a segment of L
+    tokens keeps the last W − 1 rows of [state; its inputs]."""
+    G, N, C, R = tails.shape
+    state = np.zeros((N, C, R)) if conv_state is None else np.array(conv_state, dtype=np.float64)
+    incoming = None
+    for r in range(G):
+        if r == rank:
+            incoming = state.copy()
+        new = state.copy()
+        for n in range(N):
+            L = int(cu_seqlens[r, n + 1] - cu_seqlens[r, n])
+            for i in range(R):
+                new[n, :, i] = state[n, :, i + L] if i + L < R else tails[r, n, :, i]
+        state = new
+    return incoming, state

@@ -64,3 +64,49 @@ def test_seed_hand_example_in_two_segments():
     assert [float(s) for s in states] == [0.0, 2.5, pytest.approx(4.3)]
     o, s = kda_cp.kda_context_parallel(k, k, v, g, beta, 1.0, [1, 1])
     assert float(s) == pytest.approx(4.3) and float(o[0, 1, 0, 0]) == pytest.approx(4.3)
+
+
+@pytest.mark.parametrize("segments", [[37], [10, 0, 15, 12], [1] * 5 + [32]])
+def test_the_ops_fold_as_the_reference(segments):
+    """k3.kda_segment's one extended pass gives segment_from_zero's four
+    parts, and k3.kda_context_fold over the ranks' passes gives the
+    recurrence's outputs and final state (the ops' reference forms)."""
+    rng = np.random.default_rng(len(segments))
+    q, k, v, g, beta, s0 = inputs(rng, 37)
+    want_o, want_s = ops.kda_recurrent(q, k, v, g, beta, 0.35, initial_state=s0, use_qk_l2norm=True)
+    starts = np.concatenate([[0], np.cumsum(segments)]).astype(int)
+    parts = [kda_cp.kda_segment(q[:, a:b], k[:, a:b], v[:, a:b], g[:, a:b], beta[:, a:b], 0.35,
+                                [0, b - a], use_qk_l2norm=True)
+             for a, b in zip(starts[:-1], starts[1:])]
+    a, b = starts[1], starts[2] if len(segments) > 1 else starts[1]
+    o0, h, M, qt = kda_cp.segment_from_zero(*(ops.l2_normalize(x[0, :a]) for x in (q, k)), v[0, :a],
+                                            g[0, :a], beta[0, :a], 0.35)
+    V = v.shape[-1]
+    assert rel_err(parts[0][1][0, ..., :V], h) < 1e-12 and rel_err(parts[0][1][0, ..., V:], M) < 1e-12
+    assert rel_err(parts[0][0][0, ..., :V], o0) < 1e-12 and rel_err(parts[0][0][0, ..., V:], qt) < 1e-12
+    stacked = np.stack([s for _, s in parts])
+    for r, (a, b) in enumerate(zip(starts[:-1], starts[1:])):
+        o, s = kda_cp.kda_context_fold(parts[r][0], stacked, r, s0, [0, b - a])
+        assert rel_err(o, want_o[:, a:b]) < 1e-10 if b > a else o.size == 0
+        assert rel_err(s, want_s) < 1e-10
+
+
+@pytest.mark.parametrize("segments", [[9], [4, 5], [1, 0, 2, 6], [0, 9], [2, 2, 2, 3]])
+def test_short_conv_fold(segments):
+    """The convolution's history folded over segments (some shorter than
+    the window) equals the state before and after each segment of the
+    whole sequence."""
+    rng = np.random.default_rng(sum(segments) + len(segments))
+    C, W = 3, 4
+    x = rng.standard_normal((9, C))
+    w = rng.standard_normal((C, 1, W))
+    s0 = rng.standard_normal((1, C, W - 1))
+    starts = np.concatenate([[0], np.cumsum(segments)]).astype(int)
+    tails = np.stack([ops.short_conv(x[a:b], w, None, [0, b - a])[1]
+                      for a, b in zip(starts[:-1], starts[1:])])
+    cus = np.array([[0, b - a] for a, b in zip(starts[:-1], starts[1:])])
+    for r, a in enumerate(starts[:-1]):
+        incoming, final = kda_cp.short_conv_context_fold(tails, cus, r, s0)
+        _, want_in = ops.short_conv(x[:a], w, s0, [0, a])
+        _, want_final = ops.short_conv(x, w, s0, [0, 9])
+        assert np.allclose(incoming, want_in, atol=1e-12) and np.allclose(final, want_final, atol=1e-12)

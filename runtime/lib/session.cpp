@@ -470,6 +470,11 @@ void Session::outputOnDevice(const std::string &name, uint64_t &addr,
   if (lastEntry_ < 0)
     fail(K3_ERROR_INVALID_ARGUMENT, "no successful run to read outputs from");
   const Entry &e = art_->entries[size_t(lastEntry_)];
+  if (contextOutputs_)
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "entry '" + e.name +
+             "' ran context-parallel: its outputs were put together on the "
+             "host from the ranks' (read them with k3_session_output)");
   for (size_t k = 0; k < e.outputs.size(); ++k)
     if (e.outputs[k].name == name) {
       addr = bufPtr_[e.outputs[k].buffer];
@@ -500,8 +505,13 @@ void Session::readOutput(const std::string &name, uint64_t offset, void *dst,
                std::to_string(offset) + " of output '" + name + "' (" +
                std::to_string(bytes) + " bytes)");
     std::string err;
-    if (nbytes && !be_->download(dst, bufPtr_[t.buffer] + offset, nbytes, err))
+    if (contextOutputs_) {
+      if (nbytes)
+        std::memcpy(dst, outputs_[k].data.data() + offset, nbytes);
+    } else if (nbytes &&
+               !be_->download(dst, bufPtr_[t.buffer] + offset, nbytes, err)) {
       fail(K3_ERROR_DEVICE, "downloading output '" + name + "': " + err);
+    }
     if (dtype)
       *dtype = t.dtype;
     if (shape)

@@ -30,6 +30,14 @@ using artifact::weightBytes;
 std::string shapeString(const std::vector<int64_t> &s); // "[2, 3]"
 uint64_t weightNumel(const artifact::Weight &w);
 
+/// One cp coordinate's part of a context-parallel call
+/// (session_context.cpp): the rows it takes from each per-token input, and
+/// its cu_seqlens.
+struct ContextSegments {
+  std::vector<int64_t> rows;
+  std::vector<int32_t> cu;
+};
+
 struct OutputTensor {
   std::string name;
   artifact::DType dtype;
@@ -166,6 +174,20 @@ private:
   /// communicator (so that none waits for it) and the first failure (not
   /// an abort it caused) is rethrown.
   void forEachRank(const std::function<void(Session &)> &fn);
+  // Context-parallel entries (session_context.cpp).
+  /// Whether `e` runs on segments of its sequences (it reads k3.rank.cp).
+  bool contextParallel(const artifact::Entry &e) const;
+  /// Cuts the call's sequences into the cp ranks' segments, runs every
+  /// rank on its own, and leaves the call's outputs on the host.
+  void runContextParallel(size_t ei, const k3_symbol_value *syms, size_t nsyms,
+                          const k3_host_tensor *inputs, size_t ninputs,
+                          bool inputsOnDevice);
+  /// The call's outputs from the ranks' (outputs_): per-token ones in the
+  /// sequences' order, the others from the last cp coordinate.
+  void gatherContextOutputs(const artifact::Entry &e,
+                            const artifact::DimExpr &tokenDim,
+                            const std::vector<ContextSegments> &segs,
+                            const std::vector<int32_t> &cu);
   /// A collective launch: the communicator, with this call's sizes.
   void runCollective(const artifact::Entry &e, size_t li,
                      const std::vector<int64_t> &sv);
@@ -264,6 +286,9 @@ private:
   std::vector<bool> weightLoaded_;
   std::vector<OutputTensor> outputs_;
   int lastEntry_ = -1; // entry of the last successful run
+  /// The last run's outputs are outputs_, put together from the ranks of a
+  /// context-parallel call (no device buffer holds them).
+  bool contextOutputs_ = false;
   std::vector<std::vector<int64_t>> lastOutShapes_;
   double lastLaunchMs_ = 0.0;
   // Launch graphs: a run repeating the previous run's entry and symbol

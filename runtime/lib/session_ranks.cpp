@@ -33,7 +33,14 @@ std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
   std::shared_ptr<Communicator> comm = makeMpiCommunicator(rank, err);
   if (!comm)
     fail(K3_ERROR_INVALID_ARGUMENT, "MPI: " + err);
-  uint32_t world = partitionOf(*art).world();
+  Partition split = partitionOf(*art);
+  uint32_t world = split.world();
+  // Rank 0 puts a context-parallel call's outputs together from its peers'
+  // (session_context.cpp), which live in other processes here.
+  if (split.cp > 1)
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "the artifact is context-parallel (" + splitName(split) +
+             "): it runs as threads of one process, not under MPI yet");
   if (comm->worldSize() != world) {
     // Every process fails alike; the launcher ends the job.
     fail(K3_ERROR_INVALID_ARGUMENT,

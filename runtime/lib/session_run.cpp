@@ -528,6 +528,10 @@ void *Session::captureGraph(size_t ei, const std::vector<int64_t> &sv) {
 void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                   size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
                   bool download, bool inputsOnDevice) {
+  // A context-parallel entry: each cp coordinate gets its segments.
+  if (leadsRanks() && contextParallel(art_->entries[entryIndex(entryName)]))
+    return runContextParallel(entryIndex(entryName), syms, nsyms, inputs,
+                              ninputs, inputsOnDevice);
   // Every rank gets the same inputs; rank 0's outputs are the call's.
   if (leadsRanks())
     return forEachRank([&](Session &s) {
@@ -536,6 +540,7 @@ void Session::run(const std::string &entryName, const k3_symbol_value *syms,
     });
   const Artifact &a = *art_;
   outputs_.clear();
+  contextOutputs_ = false;
   lastEntry_ = -1;
   size_t ei = entryIndex(entryName);
   const Entry &e = a.entries[ei];

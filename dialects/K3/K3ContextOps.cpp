@@ -1,0 +1,114 @@
+//===- K3ContextOps.cpp - verifiers of the context ops ---------*- C++ -*-===//
+//
+// k3.kda_segment, k3.kda_context_fold and k3.short_conv_context_fold
+// (K3ContextOps.td): the segment run keeps k3.kda's checks with K extra
+// value columns; the folds check that the gathered operands have one entry
+// per rank of the group, each the shape this rank's own would have.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/K3/K3Dialect.h"
+#include "dialects/K3/K3Verify.h"
+
+using namespace mlir;
+using namespace mlir::k3;
+using namespace mlir::k3::verify;
+
+namespace {
+
+/// `rank` is a tensor<1xi32> and `group_size` at least 1; `gathered` has
+/// `group_size` entries along its leading dimension.
+LogicalResult expectGathered(Operation *op, Named gathered, Value rank,
+                             int64_t groupSize) {
+  if (groupSize < 1)
+    return op->emitOpError()
+           << "group_size must be at least 1, got " << groupSize;
+  Named r = named("rank", rank);
+  if (failed(expectRank(op, r, 1)) ||
+      failed(expectDim(op, r, 0, 1, "a rank's coordinate")))
+    return failure();
+  return expectDim(op, gathered, 0, groupSize, "one entry per rank");
+}
+
+/// Dimensions [1, 1 + count) of the gathered `a` equal dimensions [0,
+/// count) of `b`: a gathered entry's shape against this rank's own.
+LogicalResult expectSameEntry(Operation *op, Named a, Named b, int64_t count) {
+  int64_t shift = 1;
+  for (int64_t d = shift; d < shift + count; ++d)
+    if (failed(expectSameDim(op, a, d, b, d - shift, "entry dimension")))
+      return failure();
+  return success();
+}
+
+} // namespace
+
+LogicalResult KDASegmentOp::verify() {
+  std::optional<double> lb;
+  if (auto attr = getLowerBoundAttr())
+    lb = attr.getValueAsDouble();
+  Named q = named("q", getQ());
+  int64_t keyDim = q.type.getRank() == 4 ? q.type.getDimSize(3) : 0;
+  if (ShapedType::isDynamic(keyDim))
+    return emitOpError() << "needs a static key dimension (the state's extra "
+                            "columns)";
+  return expectKDAOperands(
+      *this,
+      {q, named("k", getK()), named("v", getV()), named("g", getG()),
+       named("beta", getBeta()), named("output", getOutput()),
+       named("final_state", getFinalState()), getCuSeqlens(), getALog(),
+       getDtBias(), getGateKind(), lb, getScale().convertToDouble(), keyDim});
+}
+
+LogicalResult KDAContextFoldOp::verify() {
+  Named so = named("segment_output", getSegmentOutput()),
+        all = named("segments", getSegments()),
+        o = named("output", getOutput()),
+        fs = named("final_state", getFinalState());
+  if (failed(expectRank(*this, so, 4)) || failed(expectRank(*this, all, 5)) ||
+      failed(expectRank(*this, o, 4)) || failed(expectRank(*this, fs, 4)) ||
+      failed(expectGathered(*this, all, getRank(), getGroupSize())) ||
+      failed(expectSameEntry(*this, all, fs, 3)))
+    return failure();
+  // [.., V + K] against [.., V] with K the state's key dimension.
+  int64_t keyDim = fs.type.getDimSize(2);
+  int64_t valueDim = fs.type.getDimSize(3);
+  if (ShapedType::isDynamic(keyDim) || ShapedType::isDynamic(valueDim))
+    return emitOpError() << "needs static key and value dimensions";
+  for (int64_t d = 0; d < 3; ++d)
+    if (failed(expectSameDim(*this, so, d, o, d, "output dimension")))
+      return failure();
+  if (failed(expectDim(*this, o, 3, valueDim, "value dimension")) ||
+      failed(expectDim(*this, so, 3, valueDim + keyDim,
+                       "value and key dimensions")) ||
+      failed(expectDim(*this, all, 4, valueDim + keyDim,
+                       "value and key dimensions")) ||
+      failed(expectSameDim(*this, o, 2, fs, 1, "head count")) ||
+      failed(expectDim(*this, so, 0, 1, "batch, which must be 1")))
+    return failure();
+  if (Value init = getInitialState())
+    if (failed(expectSameShape(*this, named("initial_state", init), fs)))
+      return failure();
+  return expectRank(*this, named("cu_seqlens", getCuSeqlens()), 1);
+}
+
+LogicalResult ShortConvContextFoldOp::verify() {
+  Named tails = named("tails", getTails()),
+        cu = named("cu_seqlens", getCuSeqlens()),
+        in = named("incoming", getIncoming()),
+        fs = named("final_state", getFinalState());
+  if (failed(expectRank(*this, tails, 4)) || failed(expectRank(*this, cu, 2)) ||
+      failed(expectRank(*this, fs, 3)) ||
+      failed(expectSameShape(*this, in, fs)) ||
+      failed(expectGathered(*this, tails, getRank(), getGroupSize())) ||
+      failed(expectDim(*this, cu, 0, getGroupSize(), "one entry per rank")) ||
+      failed(expectSameEntry(*this, tails, fs, 3)))
+    return failure();
+  if (Value s = getConvState())
+    if (failed(expectSameShape(*this, named("conv_state", s), fs)))
+      return failure();
+  int64_t history = fs.type.getDimSize(2);
+  if (ShapedType::isDynamic(history) || history < 1 || history > 15)
+    return emitOpError() << "needs a static history of 1 to 15 rows (kernel "
+                            "size minus one), got "
+                         << history;
+  return success();
+}

@@ -1,0 +1,137 @@
+//===- K3ContextOps.td - context parallelism's folds -------*- tablegen -*-===//
+//
+// Context parallelism (issue 19, docs/scaling.md, seed §7.5): every sequence
+// of a prefill is cut into consecutive segments, one per rank of the `cp`
+// group, and each rank runs the model on its segments. Per-token ops need
+// nothing; the token mixers carry a state from one segment to the next, and
+// both of Kimi's are affine in it. So each rank runs its segment from a
+// known state, the ranks all-gather what their segments do to a state, and
+// each folds the earlier ranks' effects into its incoming state. These ops
+// are that fold, and the segment run KDA needs for it; k3-partition-context
+// emits them around a k3.all_gather. Verifiers in K3ContextOps.cpp, the
+// reference in python/k3ref/kda_cp.py and k3ref.ops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef K3_CONTEXT_OPS_TD
+#define K3_CONTEXT_OPS_TD
+
+def K3_KDASegmentOp : K3_Op<"kda_segment", [Pure, AttrSizedOperandSegments]> {
+  let summary = "KDA over each segment from the state [0 | I], with v as [v | 0]";
+  let description = [{
+    `k3.kda` (same operands, attributes and gate; no initial state) run
+    with `K` extra value columns: each head's state is `[K, V + K]`, starts
+    as `[0 | I]` and reads `v` as `[v | 0]`. Because the recurrence is
+    affine in its state, one pass gives a segment everything context
+    parallelism needs (seed §7.5): in the state's first `V` columns the
+    segment's final state from zero, `h`; in the last `K` its transition
+    `M = T_n ⋯ T_1`, `T_t = (I − β k kᵀ) Diag(exp g)`; in the output's first
+    `V` columns the outputs from a zero state `o⁰_t`, and in its last `K`
+    the correction's factor `P_tᵀ q_t · scale`, `P_t = T_t ⋯ T_1`.
+    Results: `output [1, T, H, V + K]` and `final_state [N, H, K, V + K]`,
+    f32. `k3.kda_context_fold` turns them into the outputs and final state.
+
+    ```mlir
+    %o, %s = k3.kda_segment %q, %k, %v, %g, %beta cu_seqlens(%cu)
+        {scale = 0.25 : f64, use_qk_l2norm}
+        : (tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>,
+           tensor<1x?x2x16xf32>, tensor<1x?x2xf32>, tensor<?xi32>)
+        -> (tensor<1x?x2x32xf32>, tensor<?x2x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,
+                       K3_FloatTensor:$v, K3_FloatTensor:$g,
+                       K3_FloatTensor:$beta, K3_IndexTensor:$cu_seqlens,
+                       Optional<K3_FloatTensor>:$A_log,
+                       Optional<K3_FloatTensor>:$dt_bias,
+                       F64Attr:$scale,
+                       UnitAttr:$use_qk_l2norm,
+                       UnitAttr:$use_beta_sigmoid,
+                       OptionalAttr<K3_DecayGateKindAttr>:$gate_kind,
+                       OptionalAttr<F64Attr>:$lower_bound);
+  let results = (outs K3_F32Tensor:$output, K3_F32Tensor:$final_state);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $g `,` $beta `cu_seqlens` `(` $cu_seqlens `)`
+    (`gate_params` `(` $A_log^ `,` $dt_bias `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_KDAContextFoldOp : K3_Op<"kda_context_fold", [Pure]> {
+  let summary = "a KDA segment's outputs and the sequence's final state, "
+                "from every rank's segment";
+  let description = [{
+    `segment_output [1, T, H, V + K]` is this rank's `k3.kda_segment`
+    output; `segments [G, N, H, K, V + K]` every rank's `k3.kda_segment`
+    final state, gathered over the `cp` group in rank order (`G =
+    group_size`); `rank` (`tensor<1xi32>`) this rank's coordinate in it.
+    Per sequence and head, with `(h_r, M_r)` the two parts of rank `r`'s
+    entry, the state entering rank `r`'s segment is the fold
+
+    ```
+    S_0 = initial_state (or zero),   S_{r+1} = M_r S_r + h_r,
+    ```
+
+    and the results are `output[t] = o⁰_t + S_rankᵀ (P_tᵀ q_t · scale)`
+    (`[1, T, H, V]`, the type of the `k3.kda` it replaces) and the final
+    state `S_G` (`[N, H, K, V]`, f32): every rank holds the whole
+    sequence's state afterwards. `cu_seqlens` are this rank's.
+
+    ```mlir
+    %o, %s = k3.kda_context_fold %so, %all, %rank initial_state(%s0)
+        cu_seqlens(%cu) {group_size = 2 : i64}
+        : (tensor<1x?x2x32xf32>, tensor<2x?x2x16x32xf32>, tensor<1xi32>,
+           tensor<?x2x16x16xf32>, tensor<?xi32>)
+        -> (tensor<1x?x2x16xf32>, tensor<?x2x16x16xf32>)
+    ```
+  }];
+  let arguments = (ins K3_F32Tensor:$segment_output, K3_F32Tensor:$segments,
+                       K3_IndexTensor:$rank,
+                       Optional<K3_F32Tensor>:$initial_state,
+                       K3_IndexTensor:$cu_seqlens, I64Attr:$group_size);
+  let results = (outs K3_FloatTensor:$output, K3_F32Tensor:$final_state);
+  let assemblyFormat = [{
+    $segment_output `,` $segments `,` $rank
+    (`initial_state` `(` $initial_state^ `)`)?
+    `cu_seqlens` `(` $cu_seqlens `)`
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_ShortConvContextFoldOp : K3_Op<"short_conv_context_fold", [Pure]> {
+  let summary = "the short convolution's state entering this rank's segment, "
+                "and after the last";
+  let description = [{
+    `tails [G, N, C, W − 1]` is every rank's `k3.short_conv` final state
+    from a zero state, gathered over the `cp` group in rank order;
+    `cu_seqlens [G, N + 1]` every rank's cu_seqlens, gathered the same way;
+    `rank` this rank's coordinate. A segment of `L` tokens takes the state
+    `S` to the last `W − 1` rows of `[S; x]`: row `i` is `S[i + L]` where
+    `i + L < W − 1`, else the segment's own row, which is the zero-state
+    tail's. Folding from `conv_state` (or zero) gives `incoming`, the state
+    before this rank's segment, and `final_state`, after the last rank's
+    (`[N, C, W − 1]` each). A segment shorter than `W − 1` tokens keeps
+    rows of the ranks before it, so every length is exact.
+
+    ```mlir
+    %in, %fs = k3.short_conv_context_fold %tails, %cus, %rank state(%s0)
+        {group_size = 2 : i64}
+        : (tensor<2x?x32x3xf32>, tensor<2x?xi32>, tensor<1xi32>,
+           tensor<?x32x3xf32>) -> (tensor<?x32x3xf32>, tensor<?x32x3xf32>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$tails, K3_IndexTensor:$cu_seqlens,
+                       K3_IndexTensor:$rank,
+                       Optional<K3_FloatTensor>:$conv_state,
+                       I64Attr:$group_size);
+  let results = (outs K3_FloatTensor:$incoming, K3_FloatTensor:$final_state);
+  let assemblyFormat = [{
+    $tails `,` $cu_seqlens `,` $rank (`state` `(` $conv_state^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // K3_CONTEXT_OPS_TD

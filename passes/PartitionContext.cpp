@@ -1,0 +1,195 @@
+//===- PartitionContext.cpp - the prefill on sequence segments -*- C++ -*-===//
+//
+// Context parallelism (docs/scaling.md, seed §7.5). The runtime gives rank r
+// of the cp group the r-th segment of every sequence of a prefill call, so
+// every op that works per token runs unchanged on the rank's tokens. The
+// token mixers are affine in their state: each rank runs its segment from
+// a known state, one all-gather over cp shares what every segment does to
+// a state, and each rank folds the segments before its own into its
+// incoming state (K3ContextOps.td). The decode entry was cloned before, so
+// it stays whole and runs replicated on every rank, which holds every
+// sequence's whole state after the fold.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Partition.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mlir::k3 {
+#define GEN_PASS_DEF_K3PARTITIONCONTEXT
+#include "passes/Passes.h.inc"
+
+namespace {
+
+/// `x` with a leading unit dimension, all-gathered over cp along it:
+/// [cp, ...], entry r from rank r. (A collective resizes static dimensions
+/// only; the sequence count is dynamic.)
+Value gatherOverRanks(OpBuilder &b, Location loc, Value x, int64_t cp) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape{1};
+  llvm::append_range(shape, type.getShape());
+  SmallVector<ReassociationIndices> groups{{0, 1}};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(1)};
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (d > 0)
+      groups.push_back({d + 1});
+    if (type.isDynamicDim(d))
+      sizes.push_back(tensor::DimOp::create(b, loc, x, d).getResult());
+    else
+      sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
+  }
+  Value one = tensor::ExpandShapeOp::create(b, loc, type.clone(shape), x,
+                                            groups, sizes);
+  shape[0] = cp;
+  return AllGatherOp::create(b, loc, type.clone(shape), one,
+                             b.getStringAttr(kContextParallel),
+                             b.getI64IntegerAttr(cp), b.getI64IntegerAttr(0))
+      .getResult();
+}
+
+struct ContextSplit {
+  ContextSplit(func::FuncOp fn, int64_t cp)
+      : fn(fn), rank(rankArgument(fn, kContextParallel)), cp(cp) {}
+  func::FuncOp fn;
+  Value rank;
+  int64_t cp;
+  /// Every rank's cu_seqlens [cp, N + 1], gathered once per cu_seqlens.
+  llvm::DenseMap<Value, Value> gatheredCu;
+
+  Value allCuSeqlens(Value cu) {
+    Value &all = gatheredCu[cu];
+    if (!all) {
+      OpBuilder b(fn.getContext());
+      b.setInsertionPointAfterValue(cu);
+      all = gatherOverRanks(b, cu.getLoc(), cu, cp);
+    }
+    return all;
+  }
+
+  /// The convolution runs from the folded incoming state; a copy from a
+  /// zero state gives the segment's tail for the fold.
+  LogicalResult split(ShortConvOp conv) {
+    Value cu = conv.getCuSeqlens();
+    if (!cu)
+      return conv.emitOpError() << "has no cu_seqlens: context parallelism "
+                                   "(k3-partition-context) cuts sequences";
+    OpBuilder b(conv);
+    Location loc = conv.getLoc();
+    Type stateType = conv.getFinalState().getType();
+    auto fromZero = ShortConvOp::create(
+        b, loc, conv.getResult().getType(), stateType, conv.getInput(),
+        conv.getWeight(), /*conv_state=*/Value(), cu, conv.getKernelSizeAttr());
+    Value tails = gatherOverRanks(b, loc, fromZero.getFinalState(), cp);
+    auto fold = ShortConvContextFoldOp::create(
+        b, loc, stateType, stateType, tails, allCuSeqlens(cu), rank,
+        conv.getConvState(), b.getI64IntegerAttr(cp));
+    conv.getFinalState().replaceAllUsesWith(fold.getFinalState());
+    conv.getConvStateMutable().assign(fold.getIncoming());
+    return success();
+  }
+
+  /// k3.kda_segment, the gather of its final states, k3.kda_context_fold.
+  LogicalResult split(KDAOp kda) {
+    Value cu = kda.getCuSeqlens();
+    if (!cu)
+      return kda.emitOpError() << "has no cu_seqlens: context parallelism "
+                                  "(k3-partition-context) cuts sequences";
+    auto q = cast<RankedTensorType>(kda.getQ().getType());
+    int64_t keyDim = q.getDimSize(3);
+    if (ShapedType::isDynamic(keyDim))
+      return kda.emitOpError() << "needs a static key dimension for context "
+                                  "parallelism";
+    OpBuilder b(kda);
+    Location loc = kda.getLoc();
+    auto widen = [&](Value v) {
+      auto t = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> shape(t.getShape());
+      shape.back() += keyDim;
+      return RankedTensorType::get(shape, b.getF32Type());
+    };
+    auto segment = KDASegmentOp::create(
+        b, loc, widen(kda.getOutput()), widen(kda.getFinalState()), kda.getQ(),
+        kda.getK(), kda.getV(), kda.getG(), kda.getBeta(), cu, kda.getALog(),
+        kda.getDtBias(), kda.getScaleAttr(), kda.getUseQkL2normAttr(),
+        kda.getUseBetaSigmoidAttr(), kda.getGateKindAttr(),
+        kda.getLowerBoundAttr());
+    Value all = gatherOverRanks(b, loc, segment.getFinalState(), cp);
+    auto fold = KDAContextFoldOp::create(
+        b, loc, kda.getOutput().getType(), kda.getFinalState().getType(),
+        segment.getOutput(), all, rank, kda.getInitialState(), cu,
+        b.getI64IntegerAttr(cp));
+    kda->replaceAllUsesWith(fold->getResults());
+    kda->erase();
+    return success();
+  }
+};
+
+/// Ops that read a sequence's other tokens and have no rule above (MLA's
+/// attention): running them on a segment alone would be silently wrong.
+LogicalResult refuseOtherMixers(func::FuncOp fn) {
+  WalkResult r =
+      fn.walk([&](Operation *op) {
+        if (isa<KDAOp, ShortConvOp>(op))
+          return WalkResult::advance();
+        for (Value v : op->getOperands()) {
+          auto arg = dyn_cast<BlockArgument>(v);
+          if (!arg || arg.getOwner() != &fn.getBody().front())
+            continue;
+          auto name = fn.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(),
+              K3Dialect::NameAttrHelper(fn.getContext()).getName());
+          if (name && name == "cu_seqlens") {
+            op->emitOpError()
+                << "mixes the tokens of a sequence and has no context-parallel "
+                   "form yet (k3-partition-context splits k3.kda and "
+                   "k3.short_conv; docs/scaling.md)";
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+  return failure(r.wasInterrupted());
+}
+
+struct K3PartitionContextPass
+    : impl::K3PartitionContextBase<K3PartitionContextPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (cp < 1 || cp > 64) {
+      module.emitError() << "k3-partition-context: cp must be in [1, 64], got "
+                         << int64_t(cp);
+      return signalPassFailure();
+    }
+    if (cp == 1)
+      return;
+    auto fn = module.lookupSymbol<func::FuncOp>(entry);
+    if (!fn || fn.isExternal()) {
+      module.emitError() << "k3-partition-context: no entry '" << entry << "'";
+      return signalPassFailure();
+    }
+    if (failed(refuseOtherMixers(fn)))
+      return signalPassFailure();
+    ContextSplit split(fn, cp);
+    SmallVector<Operation *> mixers;
+    fn.walk([&](Operation *op) {
+      if (isa<KDAOp, ShortConvOp>(op))
+        mixers.push_back(op);
+    });
+    for (Operation *op : mixers) {
+      LogicalResult done = isa<KDAOp>(op) ? split.split(cast<KDAOp>(op))
+                                          : split.split(cast<ShortConvOp>(op));
+      if (failed(done))
+        return signalPassFailure();
+    }
+    if (failed(verify(module)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::k3

@@ -1,0 +1,84 @@
+// RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context=cp=2 | FileCheck %s
+// RUN: not k3-opt %s -split-input-file --k3-partition-context=cp=65 2>&1 | FileCheck %s --check-prefix=RANGE
+// RANGE: k3-partition-context: cp must be in [1, 64], got 65
+
+// The prefill entry over segments: the convolution runs from the folded
+// incoming state (a zero-state copy gives its tail, gathered over cp with
+// every rank's cu_seqlens), the KDA becomes its segment run, a gather of
+// the segments' states and the fold; the states written are the folds'
+// finals. The decode entry (another function) is left whole.
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME:    %[[CU:[a-z0-9]+]]: tensor<?xi32> {k3.name = "cu_seqlens"}
+// CHECK-SAME:    %[[RANK:[a-z0-9]+]]: tensor<1xi32> {k3.name = "k3.rank.cp"}
+// CHECK:         %[[CU1:.*]] = tensor.expand_shape %[[CU]] {{\[\[}}0, 1]]
+// CHECK:         %[[CUS:.*]] = k3.all_gather %[[CU1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?xi32>) -> tensor<2x?xi32>
+// CHECK:         %[[S0:.*]] = k3.state.read "conv"
+// CHECK:         %{{.*}}, %[[TAIL:.*]] = k3.short_conv %[[X:[a-z0-9_]+]], %[[W:[a-z0-9_]+]] cu_seqlens(%[[CU]])
+// CHECK:         %[[TAIL1:.*]] = tensor.expand_shape %[[TAIL]]
+// CHECK:         %[[TAILS:.*]] = k3.all_gather %[[TAIL1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?x8x3xf32>) -> tensor<2x?x8x3xf32>
+// CHECK:         %[[IN:.*]], %[[FIN:.*]] = k3.short_conv_context_fold %[[TAILS]], %[[CUS]], %[[RANK]] state(%[[S0]]) {group_size = 2 : i64}
+// CHECK:         %[[Y:.*]], %{{.*}} = k3.short_conv %[[X]], %[[W]] state(%[[IN]]) cu_seqlens(%[[CU]])
+// CHECK:         k3.state.write "conv", %[[FIN]]
+// CHECK:         %[[SO:.*]], %[[SS:.*]] = k3.kda_segment %{{.*}} cu_seqlens(%[[CU]]) {scale = 2.500000e-01 : f64, use_qk_l2norm}
+// CHECK-SAME:      -> (tensor<1x?x2x8xf32>, tensor<?x2x4x8xf32>)
+// CHECK:         %[[SS1:.*]] = tensor.expand_shape %[[SS]]
+// CHECK:         %[[ALL:.*]] = k3.all_gather %[[SS1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?x2x4x8xf32>) -> tensor<2x?x2x4x8xf32>
+// CHECK:         %[[O:.*]], %[[KF:.*]] = k3.kda_context_fold %[[SO]], %[[ALL]], %[[RANK]] initial_state(%{{.*}}) cu_seqlens(%[[CU]]) {group_size = 2 : i64}
+// CHECK-SAME:      -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
+// CHECK:         k3.state.write "kda", %[[KF]]
+// CHECK-NOT:     k3.kda %
+// CHECK:         return
+// CHECK-LABEL: func.func @other
+// CHECK-NOT:     k3.all_gather
+// CHECK:         k3.kda %
+
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"},
+                   %x: tensor<?x8xf32>, %w: tensor<8x1x4xf32>,
+                   %q: tensor<1x?x2x4xf32>, %k: tensor<1x?x2x4xf32>, %v: tensor<1x?x2x4xf32>,
+                   %g: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>) -> (tensor<?x8xf32>, tensor<1x?x2x4xf32>) {
+  %s = k3.state.read "conv" : tensor<?x8x3xf32>
+  %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
+      : (tensor<?x8xf32>, tensor<8x1x4xf32>, tensor<?x8x3xf32>, tensor<?xi32>) -> (tensor<?x8xf32>, tensor<?x8x3xf32>)
+  k3.state.write "conv", %fs : tensor<?x8x3xf32>
+  %h = k3.state.read "kda" : tensor<?x2x4x4xf32>
+  %o, %hf = k3.kda %q, %k, %v, %g, %b initial_state(%h) cu_seqlens(%cu) {scale = 0.25 : f64, use_qk_l2norm}
+      : (tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2xf32>,
+         tensor<?x2x4x4xf32>, tensor<?xi32>) -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
+  k3.state.write "kda", %hf : tensor<?x2x4x4xf32>
+  return %y, %o : tensor<?x8xf32>, tensor<1x?x2x4xf32>
+}
+func.func @other(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<1x?x2x4xf32>, %g: tensor<1x?x2x4xf32>,
+                 %b: tensor<1x?x2xf32>) -> tensor<1x?x2x4xf32> {
+  %o, %hf = k3.kda %q, %q, %q, %g, %b cu_seqlens(%cu) {scale = 0.25 : f64}
+      : (tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2xf32>,
+         tensor<?xi32>) -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
+  return %o : tensor<1x?x2x4xf32>
+}
+
+// -----
+
+// A token mixer with no context-parallel rule is refused by name.
+func.func @forward(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<?x2x12xf32>, %l: tensor<?x20xf32>,
+                   %w: tensor<32x16xbf16>, %c: tensor<?x96x20xf32>, %n: tensor<?xi32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'k3.latent_attention' op mixes the tokens of a sequence and has no context-parallel form yet}}
+  %r, %co = k3.latent_attention %q, %l, %w cache(%c, %n) cu_seqlens(%cu) {kv_lora_rank = 16 : i64, num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.25 : f64, v_head_dim = 8 : i64}
+      : (tensor<?x2x12xf32>, tensor<?x20xf32>, tensor<32x16xbf16>, tensor<?x96x20xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+  return %r : tensor<?x2x8xf32>
+}
+func.func @other() {
+  return
+}
+
+// -----
+
+// Without cu_seqlens there are no sequences to cut.
+func.func @forward(%x: tensor<?x8xf32>, %w: tensor<8x1x4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{'k3.short_conv' op has no cu_seqlens: context parallelism (k3-partition-context) cuts sequences}}
+  %y, %fs = k3.short_conv %x, %w {kernel_size = 4 : i64}
+      : (tensor<?x8xf32>, tensor<8x1x4xf32>) -> (tensor<?x8xf32>, tensor<1x8x3xf32>)
+  return %y : tensor<?x8xf32>
+}
+func.func @other() {
+  return
+}

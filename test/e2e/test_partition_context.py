@@ -1,0 +1,133 @@
+"""Context parallelism on the CPU target (issue 19; docs/scaling.md):
+k3-compile cp=N rewrites the prefill entry (k3-partition-context) so that
+rank r of the cp group runs the r-th segment of every sequence; the runtime
+cuts the call's sequences, each KDA layer folds the ranks' segment states
+(seed §7.5) and each short convolution its history, and the last rank's
+outputs are the call's. Logits must match one rank (<= 1e-5 normwise, f32)
+and the float64 oracle, for segments shorter than the convolution's window
+and empty ones; greedy decoding after a context-parallel prefill must give
+one rank's tokens (every rank holds the whole state).
+
+Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
+    K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_partition_context.py
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_partition import (BIN, CONFIGS, MPIRUN, ROOT, compile_with,  # noqa: E402
+                            mpirun, partitioned_models)
+from test_import_oracle import packed, run  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "python"))
+from k3ref import model  # noqa: E402
+from k3ref.storage import rel_err  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
+
+
+def kda_only(heads):
+    """Tiny Kimi Linear with every layer KDA (MLA has no context-parallel
+    form yet) and `heads` KDA heads."""
+    c = json.loads((CONFIGS / "tiny-kimi-linear.json").read_text())
+    c["linear_attn_config"] = dict(c["linear_attn_config"], kda_layers=[1, 2, 3, 4],
+                                   full_attn_layers=[], num_heads=heads, head_dim=8 * 4 // heads)
+    return c
+
+
+SPLITS = {1: "tp=1", "cp2": "cp=2", "cp3": "cp=3", "cp4": "cp=4", "tp2cp2": "tp=2 cp=2",
+          "ep2cp2": "ep=2 cp=2"}
+MODELS = [("kda-linear", 5, kda_only(2), SPLITS)]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
+def split(request, tmp_path_factory):
+    return partitioned_models(tmp_path_factory.mktemp(request.param[0]), *request.param)
+
+
+def describe(art):
+    return subprocess.run([f"{BIN}/k3-run", str(art), "--describe"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_artifact_gathers_over_cp(split):
+    """Per KDA layer: one all-gather of the segments' states and three of
+    the convolutions' tails; cu_seqlens once; the decode entry none."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    text = describe(arts["cp2"])
+    gathers = [l for l in text.splitlines() if "all_gather over cp (2 ranks)" in l]
+    assert len(gathers) == 1 + 4 * cfg.num_hidden_layers, text
+    assert "input k3.rank.cp" in text
+
+
+# Lengths with segments shorter than the window (W - 1 = 3) and empty ones
+# (a 1-token sequence leaves cp - 1 ranks nothing).
+@pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9], [2, 3, 40]], ids=["7", "5_17_1_9", "2_3_40"])
+@pytest.mark.parametrize("key", ["cp2", "cp3", "cp4", "tp2cp2", "ep2cp2"])
+def test_cp_matches_one_rank_and_oracle(split, lens, key):
+    tmp, mlir, arts, cfg, weights, wfile = split
+    inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens))
+    tag = "_".join(map(str, lens))
+    one = run(tmp, arts[1], [wfile], inp, f"one_{tag}_{key}")
+    got = run(tmp, arts[key], [wfile], inp, f"{key}_{tag}")
+    assert got["logits"].shape == one["logits"].shape
+    err = rel_err(got["logits"], one["logits"])
+    assert err <= 1e-5, f"{key} vs one rank: normwise {err:.3e}"
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
+                        logits="last")
+    assert rel_err(got["logits"], ref) <= 1e-4
+
+
+def test_per_token_logits(split):
+    """logits=all: the per-token output put together from every rank's
+    segments in the sequences' order."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    art = tmp / "cp2-all.k3bin"
+    r = compile_with(mlir, art, "cp=2 logits=all")
+    assert r.returncode == 0, r.stderr
+    inp = packed(cfg, [5, 1, 8], seed=9)
+    got = run(tmp, art, [wfile], inp, "cp2_all")
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"])
+    assert got["logits"].shape == ref.shape
+    assert rel_err(got["logits"], ref) <= 1e-4
+
+
+def test_decode_continues_a_context_parallel_prefill(split):
+    """Greedy generation: the prefill on segments, then decode steps run
+    replicated on every rank from the folded KDA and convolution states."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    prompt = [int(x) for x in np.random.default_rng(3).integers(0, cfg.vocab_size, 11)]
+    want = model.greedy_generate(cfg, weights, prompt, 5)
+    for key in ("cp2", "cp4", "tp2cp2"):
+        r = subprocess.run([f"{BIN}/k3-run", str(arts[key]), "--weights", str(wfile), "--prompt",
+                            ",".join(map(str, prompt)), "--max-new-tokens", "5", "--quiet"],
+                           capture_output=True, text=True, check=True)
+        assert [int(t) for t in r.stdout.strip().split(",")] == want, key
+    r = subprocess.run([f"{BIN}/k3-run", str(arts["cp2"]), "--weights", str(wfile), "--prompt",
+                        "1,2", "--max-new-tokens", "1"], capture_output=True, text=True, check=True)
+    assert "device: cpu (2 ranks, tp=1 ep=1 cp=2, a thread each)" in r.stdout, r.stdout
+
+
+def test_mla_is_refused(tmp_path):
+    """A model with MLA layers: the attention has no context-parallel form
+    yet, and compiling says which op."""
+    cfg = tmp_path / "kl.json"
+    cfg.write_text((CONFIGS / "tiny-kimi-linear.json").read_text())
+    mlir = tmp_path / "kl.mlir"
+    subprocess.run([f"{BIN}/k3-import", str(cfg), "-o", str(mlir)], check=True)
+    r = compile_with(mlir, tmp_path / "kl.k3bin", "cp=2")
+    assert r.returncode != 0
+    assert "'k3.latent_attention' op mixes the tokens of a sequence" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not MPIRUN, reason="mpirun (Debian's openmpi-bin) not installed")
+def test_mpirun_is_refused(split):
+    tmp, _, arts, _, _, wfile = split
+    r = mpirun(2, [str(arts["cp2"]), "--weights", str(wfile), "--prompt", "1,2", "--quiet"])
+    assert r.returncode != 0
+    assert "context-parallel" in r.stderr and "not under MPI yet" in r.stderr, r.stderr
