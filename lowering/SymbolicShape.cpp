@@ -229,6 +229,12 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         return perSeq(k.getFinalState(), k.getCuSeqlens(),
                       k.getSegmentOutput());
       })
+      .Case<ContextOffsetsOp>([&](ContextOffsetsOp c) {
+        return same(c.getResult(), c.getContextLens());
+      })
+      .Case<LatentCacheSegmentOp>([&](LatentCacheSegmentOp c) {
+        return same(c.getResult(), c.getLatentCache());
+      })
       .Case<ShortConvContextFoldOp>(
           [&](ShortConvContextFoldOp c) -> LogicalResult {
             for (Value r : {c.getIncoming(), c.getFinalState()}) {

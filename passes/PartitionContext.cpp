@@ -6,9 +6,10 @@
 // token mixers are affine in their state: each rank runs its segment from
 // a known state, one all-gather over cp shares what every segment does to
 // a state, and each rank folds the segments before its own into its
-// incoming state (K3ContextOps.td). The decode entry was cloned before, so
-// it stays whole and runs replicated on every rank, which holds every
-// sequence's whole state after the fold.
+// incoming state (K3ContextOps.td). MLA's attention reads the cache, which
+// an all-reduce of the ranks' shares fills with every segment's latents. The
+// decode entry was cloned before, so it stays whole and runs replicated on
+// every rank, which holds every sequence's whole state after the fold.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Partition.h"
@@ -17,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::k3 {
 #define GEN_PASS_DEF_K3PARTITIONCONTEXT
@@ -125,32 +127,63 @@ struct ContextSplit {
     kda->erase();
     return success();
   }
+
+  /// MLA reads every earlier latent of its sequence: the ranks' shares of
+  /// the cache (the prefix, and each its segment's rows), summed over cp,
+  /// are the cache holding all of them, and each rank's tokens attend from
+  /// their own positions in it.
+  LogicalResult split(LatentAttentionOp attn) {
+    Value cu = attn.getCuSeqlens(), cache = attn.getLatentCache(),
+          lens = attn.getCacheLens();
+    if (!cu || !cache)
+      return attn.emitOpError()
+             << "needs cu_seqlens and a latent cache for context parallelism "
+                "(the segments before a rank's reach it through the cache)";
+    OpBuilder b(attn);
+    Location loc = attn.getLoc();
+    Value all = allCuSeqlens(cu);
+    auto at = ContextOffsetsOp::create(b, loc, lens.getType(), all, rank, lens,
+                                       b.getI64IntegerAttr(cp));
+    auto share = LatentCacheSegmentOp::create(
+        b, loc, cache.getType(), attn.getLatent(), cache, all, rank, lens,
+        b.getI64IntegerAttr(cp));
+    auto sum = AllReduceOp::create(
+        b, loc, cache.getType(),
+        ReductionKindAttr::get(b.getContext(), ReductionKind::sum), share,
+        b.getStringAttr(kContextParallel), b.getI64IntegerAttr(cp));
+    attn.getLatentCacheMutable().assign(sum.getResult());
+    attn.getCacheLensMutable().assign(at.getResult());
+    return success();
+  }
 };
 
-/// Ops that read a sequence's other tokens and have no rule above (MLA's
-/// attention): running them on a segment alone would be silently wrong.
+/// Ops that read a sequence's other tokens and have no rule above: running
+/// them on a segment alone would be silently wrong.
+/// Whether `op` reads `fn`'s input named cu_seqlens.
+bool readsSequences(Operation *op, func::FuncOp fn) {
+  StringAttr key = K3Dialect::NameAttrHelper(fn.getContext()).getName();
+  for (Value v : op->getOperands()) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &fn.getBody().front())
+      continue;
+    auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), key);
+    if (name && name == "cu_seqlens")
+      return true;
+  }
+  return false;
+}
+
 LogicalResult refuseOtherMixers(func::FuncOp fn) {
-  WalkResult r =
-      fn.walk([&](Operation *op) {
-        if (isa<KDAOp, ShortConvOp>(op))
-          return WalkResult::advance();
-        for (Value v : op->getOperands()) {
-          auto arg = dyn_cast<BlockArgument>(v);
-          if (!arg || arg.getOwner() != &fn.getBody().front())
-            continue;
-          auto name = fn.getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(),
-              K3Dialect::NameAttrHelper(fn.getContext()).getName());
-          if (name && name == "cu_seqlens") {
-            op->emitOpError()
-                << "mixes the tokens of a sequence and has no context-parallel "
-                   "form yet (k3-partition-context splits k3.kda and "
-                   "k3.short_conv; docs/scaling.md)";
-            return WalkResult::interrupt();
-          }
-        }
-        return WalkResult::advance();
-      });
+  WalkResult r = fn.walk([&](Operation *op) {
+    if (isa<KDAOp, ShortConvOp, LatentAttentionOp>(op) ||
+        !readsSequences(op, fn))
+      return WalkResult::advance();
+    op->emitOpError() << "mixes the tokens of a sequence and has no "
+                         "context-parallel form yet (k3-partition-context "
+                         "splits k3.kda, k3.short_conv and "
+                         "k3.latent_attention; docs/scaling.md)";
+    return WalkResult::interrupt();
+  });
   return failure(r.wasInterrupted());
 }
 
@@ -177,12 +210,14 @@ struct K3PartitionContextPass
     ContextSplit split(fn, cp);
     SmallVector<Operation *> mixers;
     fn.walk([&](Operation *op) {
-      if (isa<KDAOp, ShortConvOp>(op))
+      if (isa<KDAOp, ShortConvOp, LatentAttentionOp>(op))
         mixers.push_back(op);
     });
     for (Operation *op : mixers) {
-      LogicalResult done = isa<KDAOp>(op) ? split.split(cast<KDAOp>(op))
-                                          : split.split(cast<ShortConvOp>(op));
+      LogicalResult done =
+          TypeSwitch<Operation *, LogicalResult>(op)
+              .Case<KDAOp, ShortConvOp, LatentAttentionOp>(
+                  [&](auto mixer) { return split.split(mixer); });
       if (failed(done))
         return signalPassFailure();
     }

@@ -450,15 +450,20 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
     - each `k3.short_conv` is also run from a zero state for its tail, the
       tails and the ranks' cu_seqlens are all-gathered, and a
       `k3.short_conv_context_fold` gives the state entering the segment
-      (the convolution then runs from it) and the final state.
+      (the convolution then runs from it) and the final state;
+    - each `k3.latent_attention` (MLA, in its cache form) reads a cache that
+      a `k3.all_reduce sum` over `cp` of the ranks' shares
+      (`k3.latent_cache_segment`: the prefix, and each rank its segment's
+      latent rows) fills with every segment's rows, from this rank's
+      positions in its sequences (`k3.context_offsets`); k3-mla-expand then
+      leaves it in that form.
     Every rank ends holding every sequence's whole state, so the decode
     entry (cloned before this pass) runs replicated on the group's ranks.
     The rank comes from the entry input `k3.rank.cp`, which the runtime
     fills. Runs after `k3-decode-entry` and before the KDA rewrites.
 
-    An op that mixes tokens across a sequence and has no rule here (MLA
-    attention, for now) is an error that names it, as is a token mixer
-    without cu_seqlens.
+    An op that mixes tokens across a sequence and has no rule here is an
+    error that names it, as is a token mixer without cu_seqlens.
   }];
   let options = [
     Option<"cp", "cp", "int64_t", /*default=*/"1",

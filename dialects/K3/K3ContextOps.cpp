@@ -1,9 +1,9 @@
 //===- K3ContextOps.cpp - verifiers of the context ops ---------*- C++ -*-===//
 //
-// k3.kda_segment, k3.kda_context_fold and k3.short_conv_context_fold
-// (K3ContextOps.td): the segment run keeps k3.kda's checks with K extra
-// value columns; the folds check that the gathered operands have one entry
-// per rank of the group, each the shape this rank's own would have.
+// K3ContextOps.td: the segment run keeps k3.kda's checks with K extra value
+// columns; the folds and MLA's cache share check that the gathered
+// operands have one entry per rank of the group, each the shape this
+// rank's own would have.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
@@ -111,4 +111,29 @@ LogicalResult ShortConvContextFoldOp::verify() {
                             "size minus one), got "
                          << history;
   return success();
+}
+
+LogicalResult ContextOffsetsOp::verify() {
+  Named cu = named("cu_seqlens", getCuSeqlens()),
+        ctx = named("context_lens", getContextLens()),
+        r = named("result", getResult());
+  if (failed(expectRank(*this, cu, 2)) || failed(expectRank(*this, ctx, 1)) ||
+      failed(expectGathered(*this, cu, getRank(), getGroupSize())))
+    return failure();
+  return expectSameShape(*this, ctx, r);
+}
+
+LogicalResult LatentCacheSegmentOp::verify() {
+  Named latent = named("latent", getLatent()),
+        cache = named("latent_cache", getLatentCache()),
+        cu = named("cu_seqlens", getCuSeqlens()),
+        ctx = named("context_lens", getContextLens()),
+        r = named("result", getResult());
+  if (failed(expectRank(*this, latent, 2)) ||
+      failed(expectRank(*this, cache, 3)) || failed(expectRank(*this, cu, 2)) ||
+      failed(expectRank(*this, ctx, 1)) ||
+      failed(expectGathered(*this, cu, getRank(), getGroupSize())) ||
+      failed(expectSameShape(*this, cache, r)))
+    return failure();
+  return expectSameDim(*this, latent, 1, cache, 2, "latent width");
 }

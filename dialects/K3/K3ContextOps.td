@@ -8,7 +8,9 @@
 // known state, the ranks all-gather what their segments do to a state, and
 // each folds the earlier ranks' effects into its incoming state. These ops
 // are that fold, and the segment run KDA needs for it; k3-partition-context
-// emits them around a k3.all_gather. Verifiers in K3ContextOps.cpp, the
+// emits them around a k3.all_gather. MLA's attention reads the latents of
+// every earlier token: each rank's share of the cache, summed over the
+// group, gives every rank all of them. Verifiers in K3ContextOps.cpp, the
 // reference in python/k3ref/kda_cp.py and k3ref.ops.
 //
 //===----------------------------------------------------------------------===//
@@ -129,6 +131,64 @@ def K3_ShortConvContextFoldOp : K3_Op<"short_conv_context_fold", [Pure]> {
   let results = (outs K3_FloatTensor:$incoming, K3_FloatTensor:$final_state);
   let assemblyFormat = [{
     $tails `,` $cu_seqlens `,` $rank (`state` `(` $conv_state^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_ContextOffsetsOp : K3_Op<"context_offsets", [Pure]> {
+  let summary = "where this rank's segment of each sequence starts";
+  let description = [{
+    `cu_seqlens [G, N + 1]` is every rank's cu_seqlens, gathered over the
+    `cp` group in rank order, `rank` this rank's coordinate and
+    `context_lens [N]` each sequence's cached tokens before the call.
+    `result[n] = context_lens[n] + Σ_{r < rank} (cu[r, n + 1] − cu[r, n])`:
+    the position of this rank's first token of sequence `n`, which MLA
+    attends from (its cache lengths, k3-partition-context).
+
+    ```mlir
+    %at = k3.context_offsets %cus, %rank, %ctx {group_size = 2 : i64}
+        : (tensor<2x?xi32>, tensor<1xi32>, tensor<?xi32>) -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins K3_IndexTensor:$cu_seqlens, K3_IndexTensor:$rank,
+                       K3_IndexTensor:$context_lens, I64Attr:$group_size);
+  let results = (outs K3_IndexTensor:$result);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $rank `,` $context_lens attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_LatentCacheSegmentOp : K3_Op<"latent_cache_segment", [Pure]> {
+  let summary = "this rank's share of the MLA latent cache after the call";
+  let description = [{
+    `latent [T, R + Dr]` is this rank's tokens' latent rows, `latent_cache
+    [N, L, R + Dr]` the cache before the call (the same on every rank),
+    `cu_seqlens [G, N + 1]` every rank's cu_seqlens gathered over `cp`,
+    `context_lens [N]` the cached tokens before the call. Row `p` of
+    sequence `n` of the result is the cache's where `p < context_lens[n]`
+    on rank 0 (zero on the others), this rank's latent row where `p` is
+    one of its segment's positions (k3.context_offsets), and zero
+    elsewhere. Summed over the group (`k3.all_reduce sum` over `cp`), the
+    ranks' shares are the cache holding every segment's rows, which MLA's
+    attention then reads on every rank: each rank's tokens attend to the
+    rows of the segments before its own.
+
+    ```mlir
+    %share = k3.latent_cache_segment %latent, %cache, %cus, %rank, %ctx
+        {group_size = 2 : i64}
+        : (tensor<?x20xf32>, tensor<?x96x20xf32>, tensor<2x?xi32>,
+           tensor<1xi32>, tensor<?xi32>) -> tensor<?x96x20xf32>
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$latent, K3_FloatTensor:$latent_cache,
+                       K3_IndexTensor:$cu_seqlens, K3_IndexTensor:$rank,
+                       K3_IndexTensor:$context_lens, I64Attr:$group_size);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $latent `,` $latent_cache `,` $cu_seqlens `,` $rank `,` $context_lens
     attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

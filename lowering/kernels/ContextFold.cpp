@@ -1,10 +1,11 @@
-//===- ContextFold.cpp - the folds of context parallelism -------*- C++ -*-===//
+//===- ContextFold.cpp - the kernels of context parallelism -----*- C++ -*-===//
 //
-// k3.kda_context_fold and k3.short_conv_context_fold (K3ContextOps.td): each
+// K3ContextOps.td. k3.kda_context_fold and k3.short_conv_context_fold: each
 // rank folds the gathered effects of the segments before its own into the
 // state entering its segment. Both walk the ranks in order per state column,
 // so one thread owns a column from the first rank to the last and the
-// result does not depend on how the loops are scheduled.
+// result does not depend on how the loops are scheduled. k3.context_offsets
+// and k3.latent_cache_segment place a rank's tokens in its sequences.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
@@ -111,6 +112,68 @@ LogicalResult k3::emitShortConvContextFold(ShortConvContextFoldOp op,
             kb.store(v, fs, {n, c, i});
           });
         });
+      });
+  return success();
+}
+
+namespace {
+
+/// Tokens of sequence `n` on the ranks before `rank` (the gathered
+/// cu_seqlens [G, N + 1]).
+Value tokensBefore(KernelBuilder &kb, Value cu, Value rank, Value n) {
+  return kb.reduce(rank, kb.idx(0), [&](Value r, Value acc) {
+    Value len = kb.subi(kb.loadIndex(cu, {r, kb.addi(n, kb.idx(1))}),
+                        kb.loadIndex(cu, {r, n}));
+    return kb.addi(acc, len);
+  });
+}
+
+} // namespace
+
+LogicalResult k3::emitContextOffsets(ContextOffsetsOp op, KernelBuilder &kb,
+                                     In in, Out out) {
+  auto ops = operandsOf(op, in);
+  Value cu = ops.getCuSeqlens().full, ctx = ops.getContextLens().full;
+  Value rank = kb.loadIndex(ops.getRank().full, {kb.idx(0)});
+  kb.parallel({kb.dim(out[0].shape[0])}, [&](ValueRange iv) {
+    Value n = iv[0];
+    Value at = kb.addi(kb.loadIndex(ctx, {n}), tokensBefore(kb, cu, rank, n));
+    kb.storeIndex(at, out[0].full, {n});
+  });
+  return success();
+}
+
+// Per (sequence, cache row, column): the cached prefix on rank 0, this
+// rank's rows at its segment's positions, zero elsewhere.
+LogicalResult k3::emitLatentCacheSegment(LatentCacheSegmentOp op,
+                                         KernelBuilder &kb, In in, Out out) {
+  auto ops = operandsOf(op, in);
+  Value latent = ops.getLatent().full, cache = ops.getLatentCache().full,
+        cu = ops.getCuSeqlens().full, ctx = ops.getContextLens().full;
+  KernelOperand share = out[0];
+  Value rank = kb.loadIndex(ops.getRank().full, {kb.idx(0)});
+  kb.parallel(
+      {kb.dim(share.shape[0]), kb.dim(share.shape[1]), kb.dim(share.shape[2])},
+      [&](ValueRange iv) {
+        Value n = iv[0], p = iv[1], w = iv[2];
+        Value cached = kb.loadIndex(ctx, {n});
+        Value first = kb.addi(cached, tokensBefore(kb, cu, rank, n));
+        Value localStart = kb.loadIndex(cu, {rank, n});
+        Value len = kb.subi(kb.loadIndex(cu, {rank, kb.addi(n, kb.idx(1))}),
+                            localStart);
+        Value i = kb.subi(p, first);
+        Value mine = kb.andi(kb.gei(i, kb.idx(0)), kb.lti(i, len));
+        Value prefix = kb.andi(kb.lti(p, cached), kb.eqi(rank, kb.idx(0)));
+        Type f32 = kb.builder().getF32Type();
+        Value v = kb.ifElse(
+            mine, f32,
+            [&] { return kb.load(latent, {kb.addi(localStart, i), w}); },
+            [&] {
+              return kb.ifElse(
+                  prefix, f32, [&] { return kb.load(cache, {n, p, w}); },
+                  [&] { return kb.f32(0.0); });
+            });
+        kb.store(v, share.full, iv);
       });
   return success();
 }

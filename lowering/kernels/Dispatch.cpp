@@ -45,6 +45,12 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](ShortConvContextFoldOp o) {
         return emitShortConvContextFold(o, kb, in, out);
       })
+      .Case([&](ContextOffsetsOp o) {
+        return emitContextOffsets(o, kb, in, out);
+      })
+      .Case([&](LatentCacheSegmentOp o) {
+        return emitLatentCacheSegment(o, kb, in, out);
+      })
       .Case([&](KDAChunkPrepareOp o) {
         return emitKDAChunkPrepare(o, kb, in, out);
       })

@@ -54,6 +54,9 @@ LogicalResult emitKDASegment(KDASegmentOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAContextFold(KDAContextFoldOp, KernelBuilder &, In, Out);
 LogicalResult emitShortConvContextFold(ShortConvContextFoldOp, KernelBuilder &,
                                        In, Out);
+LogicalResult emitContextOffsets(ContextOffsetsOp, KernelBuilder &, In, Out);
+LogicalResult emitLatentCacheSegment(LatentCacheSegmentOp, KernelBuilder &, In,
+                                     Out);
 
 // Chunk.cpp (the chunkwise KDA form, K3ChunkOps.td)
 LogicalResult emitKDAChunkPrepare(KDAChunkPrepareOp, KernelBuilder &, In, Out);

@@ -6,7 +6,9 @@
 // incoming state (a zero-state copy gives its tail, gathered over cp with
 // every rank's cu_seqlens), the KDA becomes its segment run, a gather of
 // the segments' states and the fold; the states written are the folds'
-// finals. The decode entry (another function) is left whole.
+// finals. MLA attends from the rank's positions over the cache that the
+// ranks' shares, summed, fill. The decode entry (another function) is left
+// whole.
 
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME:    %[[CU:[a-z0-9]+]]: tensor<?xi32> {k3.name = "cu_seqlens"}
@@ -27,6 +29,11 @@
 // CHECK:         %[[O:.*]], %[[KF:.*]] = k3.kda_context_fold %[[SO]], %[[ALL]], %[[RANK]] initial_state(%{{.*}}) cu_seqlens(%[[CU]]) {group_size = 2 : i64}
 // CHECK-SAME:      -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
 // CHECK:         k3.state.write "kda", %[[KF]]
+// CHECK:         %[[C:.*]] = k3.state.read "cache"
+// CHECK:         %[[AT:.*]] = k3.context_offsets %[[CUS]], %[[RANK]], %[[CTX:[a-z0-9]+]] {group_size = 2 : i64}
+// CHECK:         %[[SHARE:.*]] = k3.latent_cache_segment %[[LAT:[a-z0-9]+]], %[[C]], %[[CUS]], %[[RANK]], %[[CTX]] {group_size = 2 : i64}
+// CHECK:         %[[FULL:.*]] = k3.all_reduce sum %[[SHARE]] {group = "cp", group_size = 2 : i64}
+// CHECK:         k3.latent_attention %{{.*}}, %[[LAT]], %{{.*}} cache(%[[FULL]], %[[AT]]) cu_seqlens(%[[CU]])
 // CHECK-NOT:     k3.kda %
 // CHECK:         return
 // CHECK-LABEL: func.func @other
@@ -36,7 +43,9 @@
 func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"},
                    %x: tensor<?x8xf32>, %w: tensor<8x1x4xf32>,
                    %q: tensor<1x?x2x4xf32>, %k: tensor<1x?x2x4xf32>, %v: tensor<1x?x2x4xf32>,
-                   %g: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>) -> (tensor<?x8xf32>, tensor<1x?x2x4xf32>) {
+                   %g: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %mq: tensor<?x2x12xf32>,
+                   %lat: tensor<?x20xf32>, %kvb: tensor<32x16xbf16>,
+                   %ctx: tensor<?xi32> {k3.name = "context_lens"}) -> (tensor<?x8xf32>, tensor<1x?x2x4xf32>, tensor<?x2x8xf32>) {
   %s = k3.state.read "conv" : tensor<?x8x3xf32>
   %y, %fs = k3.short_conv %x, %w state(%s) cu_seqlens(%cu) {kernel_size = 4 : i64}
       : (tensor<?x8xf32>, tensor<8x1x4xf32>, tensor<?x8x3xf32>, tensor<?xi32>) -> (tensor<?x8xf32>, tensor<?x8x3xf32>)
@@ -46,7 +55,11 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
       : (tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2xf32>,
          tensor<?x2x4x4xf32>, tensor<?xi32>) -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
   k3.state.write "kda", %hf : tensor<?x2x4x4xf32>
-  return %y, %o : tensor<?x8xf32>, tensor<1x?x2x4xf32>
+  %c = k3.state.read "cache" : tensor<?x96x20xf32>
+  %r, %co = k3.latent_attention %mq, %lat, %kvb cache(%c, %ctx) cu_seqlens(%cu) {kv_lora_rank = 16 : i64, num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.25 : f64, v_head_dim = 8 : i64}
+      : (tensor<?x2x12xf32>, tensor<?x20xf32>, tensor<32x16xbf16>, tensor<?x96x20xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+  k3.state.write "cache", %co : tensor<?x96x20xf32>
+  return %y, %o, %r : tensor<?x8xf32>, tensor<1x?x2x4xf32>, tensor<?x2x8xf32>
 }
 func.func @other(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<1x?x2x4xf32>, %g: tensor<1x?x2x4xf32>,
                  %b: tensor<1x?x2xf32>) -> tensor<1x?x2x4xf32> {
@@ -59,11 +72,10 @@ func.func @other(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<1x?x2x4
 // -----
 
 // A token mixer with no context-parallel rule is refused by name.
-func.func @forward(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<?x2x12xf32>, %l: tensor<?x20xf32>,
-                   %w: tensor<32x16xbf16>, %c: tensor<?x96x20xf32>, %n: tensor<?xi32>) -> tensor<?x2x8xf32> {
-  // expected-error @+1 {{'k3.latent_attention' op mixes the tokens of a sequence and has no context-parallel form yet}}
-  %r, %co = k3.latent_attention %q, %l, %w cache(%c, %n) cu_seqlens(%cu) {kv_lora_rank = 16 : i64, num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.25 : f64, v_head_dim = 8 : i64}
-      : (tensor<?x2x12xf32>, tensor<?x20xf32>, tensor<32x16xbf16>, tensor<?x96x20xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+func.func @forward(%cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %q: tensor<?x2x8xf32>) -> tensor<?x2x8xf32> {
+  // expected-error @+1 {{'k3.causal_attention' op mixes the tokens of a sequence and has no context-parallel form yet}}
+  %r = k3.causal_attention %q, %q, %q cu_seqlens(%cu) {scale = 0.25 : f64}
+      : (tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x2x8xf32>
   return %r : tensor<?x2x8xf32>
 }
 func.func @other() {
