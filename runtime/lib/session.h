@@ -37,6 +37,21 @@ struct ContextSegments {
   std::vector<int64_t> rows;
   std::vector<int32_t> cu;
 };
+/// One cp coordinate's call: its symbols and inputs (`data` and `shapes`
+/// own what the cut inputs point at).
+struct ContextPart {
+  std::vector<k3_symbol_value> syms;
+  std::vector<k3_host_tensor> inputs;
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<std::vector<int64_t>> shapes;
+};
+/// A context-parallel call cut into its coordinates' parts.
+struct ContextCall {
+  artifact::DimExpr tokenDim;
+  std::vector<int32_t> cu; // the call's
+  std::vector<ContextSegments> segs;
+  std::vector<ContextPart> parts;
+};
 
 struct OutputTensor {
   std::string name;
@@ -177,17 +192,29 @@ private:
   // Context-parallel entries (session_context.cpp).
   /// Whether `e` runs on segments of its sequences (it reads k3.rank.cp).
   bool contextParallel(const artifact::Entry &e) const;
-  /// Cuts the call's sequences into the cp ranks' segments, runs every
-  /// rank on its own, and leaves the call's outputs on the host.
+  /// Runs every rank on its coordinate's segments of the call (as threads
+  /// from rank 0, or this process's own under MPI) and leaves the call's
+  /// outputs on the host.
   void runContextParallel(size_t ei, const k3_symbol_value *syms, size_t nsyms,
                           const k3_host_tensor *inputs, size_t ninputs,
                           bool inputsOnDevice);
-  /// The call's outputs from the ranks' (outputs_): per-token ones in the
+  /// The call's sequences cut into the cp coordinates' segments.
+  ContextCall cutContextCall(size_t ei, const k3_symbol_value *syms,
+                             size_t nsyms, const k3_host_tensor *inputs,
+                             size_t ninputs, bool inputsOnDevice) const;
+  void cutPart(const artifact::Entry &e, const artifact::DimExpr &tokenDim,
+               int64_t numTokens, const std::string &tokenSym,
+               const ContextSegments &seg, const k3_symbol_value *syms,
+               size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
+               ContextPart &part) const;
+  /// Under MPI: every coordinate's outputs, all-gathered over cp.
+  std::vector<std::vector<OutputTensor>>
+  exchangeContextOutputs(const artifact::Entry &e, const ContextCall &call);
+  /// The call's outputs from the coordinates': per-token ones in the
   /// sequences' order, the others from the last cp coordinate.
-  void gatherContextOutputs(const artifact::Entry &e,
-                            const artifact::DimExpr &tokenDim,
-                            const std::vector<ContextSegments> &segs,
-                            const std::vector<int32_t> &cu);
+  void mergeContextOutputs(
+      const artifact::Entry &e, const ContextCall &call,
+      const std::vector<std::vector<OutputTensor>> &byCoordinate);
   /// A collective launch: the communicator, with this call's sizes.
   void runCollective(const artifact::Entry &e, size_t li,
                      const std::vector<int64_t> &sv);
@@ -289,6 +316,11 @@ private:
   /// The last run's outputs are outputs_, put together from the ranks of a
   /// context-parallel call (no device buffer holds them).
   bool contextOutputs_ = false;
+  /// This rank is a process of its own (MPI): calls arrive whole, not cut
+  /// by rank 0.
+  bool ownProcess_ = false;
+  /// Inside a context-parallel call: run() runs this rank's part.
+  bool inContextCall_ = false;
   std::vector<std::vector<int64_t>> lastOutShapes_;
   double lastLaunchMs_ = 0.0;
   // Launch graphs: a run repeating the previous run's entry and symbol

@@ -33,14 +33,7 @@ std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
   std::shared_ptr<Communicator> comm = makeMpiCommunicator(rank, err);
   if (!comm)
     fail(K3_ERROR_INVALID_ARGUMENT, "MPI: " + err);
-  Partition split = partitionOf(*art);
-  uint32_t world = split.world();
-  // Rank 0 puts a context-parallel call's outputs together from its peers'
-  // (session_context.cpp), which live in other processes here.
-  if (split.cp > 1)
-    fail(K3_ERROR_INVALID_ARGUMENT,
-         "the artifact is context-parallel (" + splitName(split) +
-             "): it runs as threads of one process, not under MPI yet");
+  uint32_t world = partitionOf(*art).world();
   if (comm->worldSize() != world) {
     // Every process fails alike; the launcher ends the job.
     fail(K3_ERROR_INVALID_ARGUMENT,
@@ -50,6 +43,7 @@ std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
   }
   std::unique_ptr<Session> s(
       new Session(std::move(art), device, rank, std::move(comm)));
+  s->ownProcess_ = true;
   s->deviceName_ += " (rank " + std::to_string(rank) + " of " +
                     std::to_string(world) + ", " + splitName(s->partition_) +
                     ", MPI, a process each)";

@@ -528,8 +528,10 @@ void *Session::captureGraph(size_t ei, const std::vector<int64_t> &sv) {
 void Session::run(const std::string &entryName, const k3_symbol_value *syms,
                   size_t nsyms, const k3_host_tensor *inputs, size_t ninputs,
                   bool download, bool inputsOnDevice) {
-  // A context-parallel entry: each cp coordinate gets its segments.
-  if (leadsRanks() && contextParallel(art_->entries[entryIndex(entryName)]))
+  // A context-parallel entry: each cp coordinate gets its segments (from
+  // rank 0, or under MPI each process cuts its own).
+  if ((leadsRanks() || (ownProcess_ && !inContextCall_)) &&
+      contextParallel(art_->entries[entryIndex(entryName)]))
     return runContextParallel(entryIndex(entryName), syms, nsyms, inputs,
                               ninputs, inputsOnDevice);
   // Every rank gets the same inputs; rank 0's outputs are the call's.
