@@ -44,12 +44,12 @@ def kda_only():
 
 
 SPLITS = {1: "tp=1", "cp2": "cp=2", "cp3": "cp=3", "cp4": "cp=4", "tp2cp2": "tp=2 cp=2",
-          "ep2cp2": "ep=2 cp=2"}
+          "ep2cp2": "ep=2 cp=2", "tp2ep2cp2": "tp=2 ep=2 cp=2"}
 # (name, weight seed, config, {artifact key: k3-compile options})
 MODELS = [("kda-linear", 5, kda_only(), SPLITS),
           ("tiny-kimi-linear", 5, example("tiny-kimi-linear"), SPLITS),
           ("tiny-k3", 3, example("tiny-k3"),
-           {k: SPLITS[k] for k in (1, "cp2", "cp4", "tp2cp2", "ep2cp2")})]
+           {k: SPLITS[k] for k in (1, "cp2", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2")})]
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
@@ -80,7 +80,7 @@ def test_artifact_gathers_over_cp(split):
 # Lengths with segments shorter than the window (W - 1 = 3) and empty ones
 # (a 1-token sequence leaves cp - 1 ranks nothing).
 @pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9], [2, 3, 40]], ids=["7", "5_17_1_9", "2_3_40"])
-@pytest.mark.parametrize("key", ["cp2", "cp3", "cp4", "tp2cp2", "ep2cp2"])
+@pytest.mark.parametrize("key", ["cp2", "cp3", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2"])
 def test_cp_matches_one_rank_and_oracle(split, lens, key):
     tmp, mlir, arts, cfg, weights, wfile = split
     if key not in arts:
