@@ -163,6 +163,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "folded across them (k3-partition-context; the CPU "
                      "target runs it)"),
       llvm::cl::init(1)};
+  Option<bool> cpExperts{
+      *this, "cp-experts",
+      llvm::cl::desc("With cp > 1: the routed experts split over the cp "
+                     "ranks too, the prefill's rows sent to their experts' "
+                     "ranks and back by all-to-all (k3-partition-context "
+                     "experts=1; the CPU target runs it)"),
+      llvm::cl::init(false)};
   Option<bool> spmd{
       *this, "spmd",
       llvm::cl::desc("With tp=1: still the SPMD program (shards of one part, "
@@ -204,7 +211,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the decode entry is cloned: that one stays whole and runs
   // replicated on the context-parallel ranks.
   if (o.cp > 1)
-    pm.addPass(k3::createK3PartitionContext({o.cp, o.entry}));
+    pm.addPass(k3::createK3PartitionContext(
+        {o.cp, o.entry, o.cpExperts, o.maxTokens}));
   // After the decode entry is cloned: a decode step has one token per
   // sequence already.
   if (o.logits == CompileOptions::Logits::Last)

@@ -308,6 +308,15 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<GLUGateUpOp>([&](GLUGateUpOp g) -> LogicalResult {
         return leading(g.getResult(), g.getInput(), 1);
       })
+      .Case<MoEBucketOp>([&](MoEBucketOp b) -> LogicalResult {
+        for (Value r : {b.getRows(), b.getIds(), b.getRowWeights()})
+          if (failed(set(r, fromType(r.getType()), op)))
+            return failure();
+        return same(b.getSlots(), b.getIndices());
+      })
+      .Case<MoEUnbucketOp>([&](MoEUnbucketOp u) -> LogicalResult {
+        return leading(u.getResult(), u.getSlots(), 1);
+      })
       .Case<MoELocalIdsOp>([&](MoELocalIdsOp l) -> LogicalResult {
         return same(l.getResult(), l.getIndices());
       })

@@ -46,6 +46,18 @@ Value rankArgument(func::FuncOp fn, StringRef group);
 /// the layer's output.
 LogicalResult splitExperts(ModuleOp module, int64_t ep);
 
+/// Slices `moe`'s routed expert stacks along E over `group` (`parts`
+/// ranks); the experts per rank, or failure (an indivisible count, a
+/// weight with other readers).
+FailureOr<int64_t> shardRoutedExperts(MoEExpertsOp moe, int64_t parts,
+                                      StringRef group);
+
+/// Form 1 of expert parallelism (every rank holds the same tokens): the
+/// router's ids made the rank's own (`k3.moe_local_ids` with `rank`) and
+/// one all-reduce over `group` summing the ranks' partial outputs.
+LogicalResult splitExpertsOverReplicatedTokens(MoEExpertsOp moe, Value rank,
+                                               int64_t parts, StringRef group);
+
 /// Tensor parallelism over attention heads: each rank keeps `1/tp` of the
 /// heads of every k3.kda and k3.latent_attention, and of everything that
 /// feeds them per head (the column-split projections, short convolutions,

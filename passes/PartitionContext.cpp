@@ -155,6 +155,60 @@ struct ContextSplit {
     attn.getCacheLensMutable().assign(at.getResult());
     return success();
   }
+
+  /// `x` [G, C, ...] sent bucket g to rank g, received in rank order.
+  Value exchange(OpBuilder &b, Location loc, Value x) {
+    return AllToAllOp::create(b, loc, x.getType(), x,
+                              b.getStringAttr(kContextParallel),
+                              b.getI64IntegerAttr(cp), b.getI64IntegerAttr(0),
+                              b.getI64IntegerAttr(0))
+        .getResult();
+  }
+
+  /// Expert parallelism over the ranks' own tokens: each routed row to the
+  /// rank that holds its expert and back.
+  LogicalResult splitExperts(MoEExpertsOp moe, int64_t maxTokens) {
+    FailureOr<int64_t> perRank = shardRoutedExperts(moe, cp, kContextParallel);
+    if (failed(perRank))
+      return failure();
+    auto x = cast<RankedTensorType>(moe.getInput().getType());
+    auto idx = cast<RankedTensorType>(moe.getIndices().getType());
+    int64_t topK = idx.getDimSize(1), hidden = x.getDimSize(1);
+    if (ShapedType::isDynamic(topK) || ShapedType::isDynamic(hidden))
+      return moe.emitOpError() << "needs a static top-k and hidden size to "
+                                  "bucket its rows";
+    // Each token's choices are distinct experts: at most min(top-k, n) of
+    // its pairs go to one rank.
+    int64_t capacity = maxTokens * std::min(topK, *perRank);
+    OpBuilder b(moe);
+    Location loc = moe.getLoc();
+    auto bucket = MoEBucketOp::create(
+        b, loc,
+        RankedTensorType::get({cp, capacity, hidden}, x.getElementType()),
+        RankedTensorType::get({cp, capacity, 1}, b.getI32Type()),
+        RankedTensorType::get({cp, capacity, 1}, b.getF32Type()), idx,
+        moe.getInput(), moe.getIndices(), moe.getWeights(), *perRank);
+    SmallVector<ReassociationIndices> rowsOf{{0, 1}, {2}};
+    auto flat = [&](Value v) {
+      return tensor::CollapseShapeOp::create(b, loc, exchange(b, loc, v),
+                                             rowsOf)
+          .getResult();
+    };
+    Value rows = flat(bucket.getRows()), ids = flat(bucket.getIds()),
+          weights = flat(bucket.getRowWeights());
+    auto local = cast<MoEExpertsOp>(b.clone(*moe));
+    local.getInputMutable().assign(rows);
+    local.getIndicesMutable().assign(ids);
+    local.getWeightsMutable().assign(weights);
+    local.getResult().setType(local.getInput().getType());
+    Value back = tensor::ExpandShapeOp::create(
+        b, loc, bucket.getRows().getType(), local.getResult(), rowsOf);
+    auto sum = MoEUnbucketOp::create(b, loc, moe.getType(),
+                                     exchange(b, loc, back), bucket.getSlots());
+    moe.replaceAllUsesWith(sum.getResult());
+    moe.erase();
+    return success();
+  }
 };
 
 /// Ops that read a sequence's other tokens and have no rule above: running
@@ -221,8 +275,37 @@ struct K3PartitionContextPass
       if (failed(done))
         return signalPassFailure();
     }
+    if (experts && failed(splitAllExperts(module, fn)))
+      return signalPassFailure();
     if (failed(verify(module)))
       signalPassFailure();
+  }
+
+  /// The prefill's experts by all-to-all; the other entries' (decode: every
+  /// rank holds the same tokens) by their rank's pairs and an all-reduce.
+  LogicalResult splitAllExperts(ModuleOp module, func::FuncOp prefill) {
+    if (maxTokens < 1)
+      return module.emitError()
+             << "k3-partition-context: experts needs max-tokens (the size "
+                "of a rank's buckets)";
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      SmallVector<MoEExpertsOp> moes;
+      fn.walk([&](MoEExpertsOp m) { moes.push_back(m); });
+      if (moes.empty())
+        continue;
+      ContextSplit split(fn, cp);
+      for (MoEExpertsOp moe : moes) {
+        LogicalResult done = fn == prefill
+                                 ? split.splitExperts(moe, maxTokens)
+                                 : splitExpertsOverReplicatedTokens(
+                                       moe, split.rank, cp, kContextParallel);
+        if (failed(done))
+          return failure();
+      }
+    }
+    return success();
   }
 };
 

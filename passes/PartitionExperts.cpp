@@ -20,7 +20,8 @@ namespace {
 
 /// Slices `w`'s experts (dim 0) over the ep group; `moe` must be its only
 /// reader.
-LogicalResult shardExperts(Value w, MoEExpertsOp moe, int64_t ep) {
+LogicalResult shardExperts(Value w, MoEExpertsOp moe, int64_t parts,
+                           StringRef group) {
   auto weight = w.getDefiningOp<WeightOp>();
   if (!weight)
     return moe.emitOpError()
@@ -29,27 +30,37 @@ LogicalResult shardExperts(Value w, MoEExpertsOp moe, int64_t ep) {
     if (user != moe.getOperation())
       return weight.emitOpError()
              << "is split by expert but also read by " << user->getName();
-  return shardWeight(weight, 0, ep, /*extent=*/0, kExpertParallel);
-}
-
-LogicalResult splitOne(MoEExpertsOp moe, Value rank, int64_t ep) {
-  int64_t experts = cast<RankedTensorType>(moe.getW1().getType()).getDimSize(0);
-  if (ShapedType::isDynamic(experts) || experts % ep != 0)
-    return moe.emitOpError() << "has " << experts
-                             << " routed experts, not divisible by ep = " << ep;
-  for (Value w : {moe.getW1(), moe.getW3(), moe.getW2()})
-    if (failed(shardExperts(w, moe, ep)))
-      return failure();
-  OpBuilder b(moe);
-  Value indices = moe.getIndices();
-  auto local = MoELocalIdsOp::create(b, moe.getLoc(), indices.getType(),
-                                     indices, rank, experts / ep);
-  moe.getIndicesMutable().assign(local.getResult());
-  allReduceResult(moe, ep, kExpertParallel);
-  return success();
+  return shardWeight(weight, 0, parts, /*extent=*/0, group);
 }
 
 } // namespace
+
+FailureOr<int64_t> shardRoutedExperts(MoEExpertsOp moe, int64_t parts,
+                                      StringRef group) {
+  int64_t experts = cast<RankedTensorType>(moe.getW1().getType()).getDimSize(0);
+  if (ShapedType::isDynamic(experts) || experts % parts != 0)
+    return moe.emitOpError()
+           << "has " << experts << " routed experts, not divisible by " << group
+           << " = " << parts;
+  for (Value w : {moe.getW1(), moe.getW3(), moe.getW2()})
+    if (failed(shardExperts(w, moe, parts, group)))
+      return failure();
+  return experts / parts;
+}
+
+LogicalResult splitExpertsOverReplicatedTokens(MoEExpertsOp moe, Value rank,
+                                               int64_t parts, StringRef group) {
+  FailureOr<int64_t> perRank = shardRoutedExperts(moe, parts, group);
+  if (failed(perRank))
+    return failure();
+  OpBuilder b(moe);
+  Value indices = moe.getIndices();
+  auto local = MoELocalIdsOp::create(b, moe.getLoc(), indices.getType(),
+                                     indices, rank, *perRank);
+  moe.getIndicesMutable().assign(local.getResult());
+  allReduceResult(moe, parts, group);
+  return success();
+}
 
 LogicalResult splitExperts(ModuleOp module, int64_t ep) {
   for (auto fn : module.getOps<func::FuncOp>()) {
@@ -61,7 +72,8 @@ LogicalResult splitExperts(ModuleOp module, int64_t ep) {
       continue;
     Value rank = rankArgument(fn, kExpertParallel);
     for (MoEExpertsOp moe : moes)
-      if (failed(splitOne(moe, rank, ep)))
+      if (failed(
+              splitExpertsOverReplicatedTokens(moe, rank, ep, kExpertParallel)))
         return failure();
   }
   return success();

@@ -457,6 +457,15 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
       latent rows) fills with every segment's rows, from this rank's
       positions in its sequences (`k3.context_offsets`); k3-mla-expand then
       leaves it in that form.
+    With `experts`, the routed experts are split over the same ranks
+    (expert parallelism over owned tokens, docs/scaling.md): each
+    `k3.moe_experts` of the prefill buckets its routed rows by the rank
+    that holds their expert (`k3.moe_bucket`), one `k3.all_to_all` over
+    `cp` each sends the rows, their experts and weights, the rank's experts
+    run on what it received, an all-to-all returns the outputs and
+    `k3.moe_unbucket` sums each token's; the decode entries, whose tokens
+    every rank holds, keep their rank's pairs (`k3.moe_local_ids`) and
+    all-reduce over `cp`.
     Every rank ends holding every sequence's whole state, so the decode
     entry (cloned before this pass) runs replicated on the group's ranks.
     The rank comes from the entry input `k3.rank.cp`, which the runtime
@@ -469,7 +478,17 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
     Option<"cp", "cp", "int64_t", /*default=*/"1",
            "context-parallel ranks (1: no change)">,
     Option<"entry", "entry", "std::string", /*default=*/"\"forward\"",
-           "the prefill entry to split (the decode entry stays whole)">
+           "the prefill entry to split (the decode entry stays whole)">,
+    Option<"experts", "experts", "bool", /*default=*/"false",
+           "also split every k3.moe_experts' routed experts over the cp "
+           "ranks: the prefill sends each routed row to the rank holding "
+           "its expert and back (k3.moe_bucket, k3.all_to_all, "
+           "k3.moe_unbucket); the replicated decode entries keep their "
+           "rank's pairs and all-reduce">,
+    Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"0",
+           "with experts: the most tokens a rank's part of a call has (the "
+           "buckets hold max-tokens x min(top-k, experts per rank) rows, "
+           "so no routing overflows them)">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect",
                            "::mlir::tensor::TensorDialect"];

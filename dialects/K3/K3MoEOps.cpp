@@ -96,6 +96,40 @@ LogicalResult MoELocalIdsOp::verify() {
   return expectSameShape(*this, idx, named("result", getResult()));
 }
 
+LogicalResult MoEBucketOp::verify() {
+  Named x = named("input", getInput()), idx = named("indices", getIndices()),
+        w = named("weights", getWeights()), rows = named("rows", getRows()),
+        ids = named("ids", getIds()),
+        rw = named("row_weights", getRowWeights()),
+        slots = named("slots", getSlots());
+  if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, idx, 2)) ||
+      failed(expectSameShape(*this, idx, w)) ||
+      failed(expectSameShape(*this, idx, slots)) ||
+      failed(expectSameDim(*this, x, 0, idx, 0, "token count")) ||
+      failed(expectRank(*this, rows, 3)) || failed(expectStatic(*this, rows)) ||
+      failed(expectRank(*this, ids, 3)) ||
+      failed(expectSameShape(*this, ids, rw)) ||
+      failed(expectPositive(*this, "experts_per_rank",
+                            int64_t(getExpertsPerRank()))))
+    return failure();
+  for (int64_t d = 0; d < 2; ++d)
+    if (failed(expectSameDim(*this, rows, d, ids, d,
+                             d == 0 ? "ranks" : "bucket capacity")))
+      return failure();
+  return failure(failed(expectDim(*this, ids, 2, 1, "1")) ||
+                 failed(expectSameDim(*this, rows, 2, x, 1, "hidden size")));
+}
+
+LogicalResult MoEUnbucketOp::verify() {
+  Named back = named("returned", getReturned()),
+        slots = named("slots", getSlots()), r = named("result", getResult());
+  if (failed(expectRank(*this, back, 3)) ||
+      failed(expectRank(*this, slots, 2)) || failed(expectRank(*this, r, 2)))
+    return failure();
+  return failure(failed(expectSameDim(*this, slots, 0, r, 0, "token count")) ||
+                 failed(expectSameDim(*this, back, 2, r, 1, "hidden size")));
+}
+
 LogicalResult MoEGroupedGLUOp::verify() {
   Named x = named("input", getInput()), w1 = named("w1", getW1()),
         w3 = named("w3", getW3()), r = named("result", getResult()),

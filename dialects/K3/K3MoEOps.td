@@ -73,6 +73,64 @@ def K3_MoELocalIdsOp : K3_Op<"moe_local_ids", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_MoEBucketOp : K3_Op<"moe_bucket", [Pure]> {
+  let summary = "each routed pair's row in the bucket of the rank holding "
+                "its expert";
+  let description = [{
+    Expert parallelism over ranks that own different tokens (the `cp`
+    ranks; docs/scaling.md): rank `g` of `G` holds experts `[g n, (g + 1)
+    n)`, `n = experts_per_rank`. Pairs `(t, j)` in token-then-choice order,
+    with expert `e = indices[t, j]`, fill rank `e / n`'s bucket in that
+    order: `rows[e / n, s] = input[t]`, `ids[e / n, s, 0] = e mod n` (the
+    expert on that rank), `row_weights[e / n, s, 0] = weights[t, j]`, and
+    `slots[t, j] = (e / n) C + s`. Slots past a bucket's pairs hold zero
+    rows, id `-1` (which the MoE kernels skip) and weight 0. `C`, the
+    bucket's capacity, is static: the pass sizes it so that no routing
+    overflows (max-tokens × min(top-k, n)). A `k3.all_to_all` along the
+    bucket dimension sends each bucket to its rank; `k3.moe_unbucket`
+    adds the rows that come back.
+
+    ```mlir
+    %rows, %ids, %w, %slots = k3.moe_bucket %x, %idx, %wts
+        {experts_per_rank = 4 : i64}
+        : (tensor<?x48xf32>, tensor<?x2xi32>, tensor<?x2xf32>)
+        -> (tensor<2x320x48xf32>, tensor<2x320x1xi32>, tensor<2x320x1xf32>,
+            tensor<?x2xi32>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$indices,
+                       K3_FloatTensor:$weights, I64Attr:$experts_per_rank);
+  let results = (outs K3_FloatTensor:$rows, K3_IndexTensor:$ids,
+                      K3_F32Tensor:$row_weights, K3_IndexTensor:$slots);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $weights attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def K3_MoEUnbucketOp : K3_Op<"moe_unbucket", [Pure]> {
+  let summary = "each token's routed rows back from the ranks' buckets";
+  let description = [{
+    `returned [G, C, D]` holds, after the `k3.all_to_all` back, the rows
+    this rank's `k3.moe_bucket` sent out, each now its expert's weighted
+    output. `result[t] = Σ_j returned[slots[t, j]]` (slots read flat as
+    `G C` rows), summed in `j` order, so the combine is the same on every
+    run.
+
+    ```mlir
+    %y = k3.moe_unbucket %back, %slots
+        : (tensor<2x320x48xf32>, tensor<?x2xi32>) -> tensor<?x48xf32>
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$returned, K3_IndexTensor:$slots);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $returned `,` $slots attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_MoEGroupedGLUOp : K3_Op<"moe_grouped_glu",
     [Pure, AttrSizedOperandSegments]> {
   let summary = "gate and up projections of each sorted row by its expert";

@@ -96,6 +96,8 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       })
       .Case([&](MoECombineOp o) { return emitMoECombine(o, kb, in, out); })
       .Case([&](MoELocalIdsOp o) { return emitMoELocalIds(o, kb, in, out); })
+      .Case([&](MoEBucketOp o) { return emitMoEBucket(o, kb, in, out); })
+      .Case([&](MoEUnbucketOp o) { return emitMoEUnbucket(o, kb, in, out); })
       .Case<KDAMMAOperandsOp, KDAMMARecurrenceOp>([&](Operation *o) {
         return o->emitOpError()
                << "has only a CUDA kernel (k3-kda-mma-split is part of the "

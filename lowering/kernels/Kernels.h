@@ -90,6 +90,8 @@ LogicalResult emitMoEGroupedDown(MoEGroupedDownOp, KernelBuilder &, In, Out);
 LogicalResult emitMoECombine(MoECombineOp, KernelBuilder &, In, Out);
 // MoELocalIds.cpp
 LogicalResult emitMoELocalIds(MoELocalIdsOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEBucket(MoEBucketOp, KernelBuilder &, In, Out);
+LogicalResult emitMoEUnbucket(MoEUnbucketOp, KernelBuilder &, In, Out);
 /// The gate and up projections of row `t` of `x` for intermediate channel
 /// `i`, activated: act(W_gate[i] . x_t, W_up[i] . x_t); `expert` selects
 /// the slice of stacked weights (or is null for plain 2-D weights).

@@ -841,6 +841,40 @@ def moe_local_ids(indices, rank, experts_per_rank):
     return np.where((local >= 0) & (local < experts_per_rank), local, -1).astype(np.int32)
 
 
+def moe_bucket(x, indices, weights, ranks, experts_per_rank, capacity):
+    """Expert parallelism over ranks that own different tokens
+    (``k3.moe_bucket``): pairs in token-then-choice order fill the bucket
+    of the rank holding their expert. Returns ``rows [G, C, D]``, ``ids [G,
+    C, 1]`` (the expert on that rank, -1 past the bucket's pairs),
+    ``row_weights [G, C, 1]`` and ``slots [T, K]`` (``g C + s``)."""
+    x = np.asarray(x, dtype=np.float64)
+    T, K = np.asarray(indices).shape
+    rows = np.zeros((ranks, capacity, x.shape[1]))
+    ids = np.full((ranks, capacity, 1), -1, dtype=np.int32)
+    rw = np.zeros((ranks, capacity, 1))
+    slots = np.zeros((T, K), dtype=np.int32)
+    used = [0] * ranks
+    for t in range(T):
+        for j in range(K):
+            e = int(indices[t, j])
+            g, s = e // experts_per_rank, used[e // experts_per_rank]
+            assert s < capacity, "bucket overflow"
+            rows[g, s], ids[g, s, 0], rw[g, s, 0] = x[t], e % experts_per_rank, weights[t, j]
+            slots[t, j] = g * capacity + s
+            used[g] += 1
+    return rows, ids, rw, slots
+
+
+def moe_unbucket(returned, slots):
+    """``k3.moe_unbucket``: each token's rows back from the buckets, summed in
+    choice order."""
+    flat = np.asarray(returned, dtype=np.float64).reshape(-1, returned.shape[-1])
+    out = np.zeros((slots.shape[0], flat.shape[1]))
+    for j in range(slots.shape[1]):
+        out += flat[slots[:, j]]
+    return out
+
+
 def latent_moe(x, w, cfg, forced_indices=None):
     """Latent routed MoE without the shared experts (K3-SPEC §5).
 

@@ -91,3 +91,35 @@ def test_expert_parallel_ranks_sum_to_the_whole_moe(ep):
         parts.append(ops.moe_experts(x, local, wts, w1[shard], w3[shard], w2[shard]))
     for got in c.all_reduce(parts, "sum"):
         np.testing.assert_allclose(got, whole, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_experts_over_owned_tokens(ranks):
+    """Expert parallelism over ranks that own different tokens: each rank
+    buckets its pairs by the rank of their expert, an all-to-all sends the
+    buckets, each rank runs its experts on what it received (ids -1
+    skipped), an all-to-all sends the outputs back and each rank sums its
+    tokens' rows: every rank's tokens get the whole MoE's output."""
+    rng = np.random.default_rng(ranks)
+    E, K, D, I = 8, 3, 6, 4
+    n = E // ranks
+    w1, w3 = rng.standard_normal((E, I, D)), rng.standard_normal((E, I, D))
+    w2 = rng.standard_normal((E, D, I))
+    tokens = [rng.standard_normal((T, D)) for T in (5, 0, 3, 7)[:ranks]]
+    idx = [np.array([rng.permutation(E)[:K] for _ in range(len(x))], dtype=np.int32).reshape(-1, K)
+           for x in tokens]
+    wts = [rng.random((len(x), K)) for x in tokens]
+    C = 7 * min(K, n)
+    buckets = [ops.moe_bucket(x, i, w, ranks, n, C) for x, i, w in zip(tokens, idx, wts)]
+    rows, ids, rws = (c.all_to_all([b[k] for b in buckets], 0, 0) for k in range(3))
+    outs = []
+    for r in range(ranks):
+        shard = slice(r * n, (r + 1) * n)
+        y = ops.moe_experts(rows[r].reshape(-1, D), ids[r].reshape(-1, 1), rws[r].reshape(-1, 1),
+                            w1[shard], w3[shard], w2[shard])
+        outs.append(y.reshape(ranks, C, D))
+    back = c.all_to_all(outs, 0, 0)
+    for r in range(ranks):
+        got = ops.moe_unbucket(back[r], buckets[r][3])
+        want = ops.moe_experts(tokens[r], idx[r], wts[r], w1, w3, w2)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -11,6 +11,8 @@
 // all-gathers over cp.
 #include "session.h"
 
+#include "input_checks.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -47,7 +49,9 @@ uint64_t bytesOf(const OutputTensor &o) {
 } // namespace
 
 bool Session::contextParallel(const Entry &e) const {
-  if (partition_.cp < 2)
+  // A one-token entry (decode) runs replicated on the cp ranks: each holds
+  // every sequence's whole state after a context-parallel prefill.
+  if (partition_.cp < 2 || isOneTokenEntry(*art_, e.name))
     return false;
   for (const TensorSpec &t : e.inputs)
     if (t.name == "k3.rank.cp")

@@ -1,6 +1,9 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context=cp=2 | FileCheck %s
 // RUN: not k3-opt %s -split-input-file --k3-partition-context=cp=65 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context="cp=2 experts=1 max-tokens=8" | FileCheck %s --check-prefix=EXP
+// RUN: not k3-opt %s -split-input-file --k3-partition-context="cp=2 experts=1" 2>&1 | FileCheck %s --check-prefix=CAP
 // RANGE: k3-partition-context: cp must be in [1, 64], got 65
+// CAP: k3-partition-context: experts needs max-tokens
 
 // The prefill entry over segments: the convolution runs from the folded
 // incoming state (a zero-state copy gives its tail, gathered over cp with
@@ -93,4 +96,50 @@ func.func @forward(%x: tensor<?x8xf32>, %w: tensor<8x1x4xf32>) -> tensor<?x8xf32
 }
 func.func @other() {
   return
+}
+
+// -----
+
+// With experts=1 the routed experts are split over the cp ranks too: the
+// prefill buckets its routed rows by the rank holding their expert (8
+// tokens x min(top-k 2, 2 experts a rank) = 16 rows a bucket), exchanges
+// rows, ids and weights, runs the rank's experts on what it received, and
+// sends the outputs back; the decode entry (replicated tokens) keeps its
+// rank's pairs and all-reduces.
+
+// EXP-LABEL: func.func @forward
+// EXP-SAME:    %[[RANK:[a-z0-9]+]]: tensor<1xi32> {k3.name = "k3.rank.cp"}
+// EXP:         k3.weight "e.{expert}.w1.weight" {k3.shard = #k3.weight_shard<group = "cp", parts = 2, dim = 0>} : tensor<2x16x32xbf16>
+// EXP:         %[[ROWS:.*]], %[[IDS:.*]], %[[W:.*]], %[[SLOTS:.*]] = k3.moe_bucket %{{.*}} {experts_per_rank = 2 : i64}
+// EXP-SAME:      -> (tensor<2x16x32xf32>, tensor<2x16x1xi32>, tensor<2x16x1xf32>, tensor<?x2xi32>)
+// EXP:         %[[R:.*]] = k3.all_to_all %[[ROWS]] {concat_dim = 0 : i64, group = "cp", group_size = 2 : i64, split_dim = 0 : i64}
+// EXP:         %[[RF:.*]] = tensor.collapse_shape %[[R]] {{\[\[}}0, 1], [2]] : tensor<2x16x32xf32> into tensor<32x32xf32>
+// EXP:         k3.all_to_all %[[IDS]]
+// EXP:         k3.all_to_all %[[W]]
+// EXP:         %[[Y:.*]] = k3.moe_experts silu %[[RF]], %{{.*}} -> tensor<32x32xf32>
+// EXP:         %[[YB:.*]] = tensor.expand_shape %[[Y]]
+// EXP:         %[[BACK:.*]] = k3.all_to_all %[[YB]]
+// EXP:         k3.moe_unbucket %[[BACK]], %[[SLOTS]] : (tensor<2x16x32xf32>, tensor<?x2xi32>) -> tensor<?x32xf32>
+// EXP-LABEL: func.func @forward_decode
+// EXP-SAME:    %[[DRANK:[a-z0-9]+]]: tensor<1xi32> {k3.name = "k3.rank.cp"}
+// EXP:         %[[LOCAL:.*]] = k3.moe_local_ids %{{.*}}, %[[DRANK]] {experts_per_rank = 2 : i64}
+// EXP:         k3.moe_experts silu %{{.*}}, %[[LOCAL]]
+// EXP-NEXT:    k3.all_reduce sum %{{.*}} {group = "cp", group_size = 2 : i64}
+func.func @forward(%x: tensor<?x32xf32>, %idx: tensor<?x2xi32>, %wts: tensor<?x2xf32>) -> tensor<?x32xf32> {
+  %w1 = k3.weight "e.{expert}.w1.weight" : tensor<4x16x32xbf16>
+  %w3 = k3.weight "e.{expert}.w3.weight" : tensor<4x16x32xbf16>
+  %w2 = k3.weight "e.{expert}.w2.weight" : tensor<4x32x16xbf16>
+  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x32xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<4x16x32xbf16>, tensor<4x16x32xbf16>,
+         tensor<4x32x16xbf16>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
+}
+func.func @forward_decode(%x: tensor<?x32xf32>, %idx: tensor<?x2xi32>, %wts: tensor<?x2xf32>) -> tensor<?x32xf32> {
+  %w1 = k3.weight "e.{expert}.w1.weight" : tensor<4x16x32xbf16>
+  %w3 = k3.weight "e.{expert}.w3.weight" : tensor<4x16x32xbf16>
+  %w2 = k3.weight "e.{expert}.w2.weight" : tensor<4x32x16xbf16>
+  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x32xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<4x16x32xbf16>, tensor<4x16x32xbf16>,
+         tensor<4x32x16xbf16>) -> tensor<?x32xf32>
+  return %r : tensor<?x32xf32>
 }

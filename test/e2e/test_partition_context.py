@@ -44,12 +44,21 @@ def kda_only():
 
 
 SPLITS = {1: "tp=1", "cp2": "cp=2", "cp3": "cp=3", "cp4": "cp=4", "tp2cp2": "tp=2 cp=2",
-          "ep2cp2": "ep=2 cp=2", "tp2ep2cp2": "tp=2 ep=2 cp=2"}
+          "ep2cp2": "ep=2 cp=2", "tp2ep2cp2": "tp=2 ep=2 cp=2",
+          # The routed experts over the cp ranks too, by all-to-all.
+          "cp2x": "cp=2 cp-experts=1", "cp3x": "cp=3 cp-experts=1", "cp4x": "cp=4 cp-experts=1"}
 # (name, weight seed, config, {artifact key: k3-compile options})
-MODELS = [("kda-linear", 5, kda_only(), SPLITS),
-          ("tiny-kimi-linear", 5, example("tiny-kimi-linear"), SPLITS),
+def only(*keys):
+    return {k: SPLITS[k] for k in (1,) + keys}
+
+
+# 6 experts (Kimi Linear's tiny configs) split 2 or 3 ways, 8 (tiny K3) 2 or 4.
+MODELS = [("kda-linear", 5, kda_only(), only("cp2", "cp3", "cp4", "tp2cp2", "ep2cp2",
+                                              "tp2ep2cp2", "cp2x", "cp3x")),
+          ("tiny-kimi-linear", 5, example("tiny-kimi-linear"),
+           only("cp2", "cp3", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2", "cp2x", "cp3x")),
           ("tiny-k3", 3, example("tiny-k3"),
-           {k: SPLITS[k] for k in (1, "cp2", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2")})]
+           only("cp2", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2", "cp2x", "cp4x"))]
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=[m[0] for m in MODELS])
@@ -80,7 +89,8 @@ def test_artifact_gathers_over_cp(split):
 # Lengths with segments shorter than the window (W - 1 = 3) and empty ones
 # (a 1-token sequence leaves cp - 1 ranks nothing).
 @pytest.mark.parametrize("lens", [[7], [5, 17, 1, 9], [2, 3, 40]], ids=["7", "5_17_1_9", "2_3_40"])
-@pytest.mark.parametrize("key", ["cp2", "cp3", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2"])
+@pytest.mark.parametrize("key", ["cp2", "cp3", "cp4", "tp2cp2", "ep2cp2", "tp2ep2cp2", "cp2x",
+                                 "cp3x", "cp4x"])
 def test_cp_matches_one_rank_and_oracle(split, lens, key):
     tmp, mlir, arts, cfg, weights, wfile = split
     if key not in arts:
@@ -95,6 +105,19 @@ def test_cp_matches_one_rank_and_oracle(split, lens, key):
     ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
                         logits="last")
     assert rel_err(got["logits"], ref) <= 1e-4
+
+
+def test_experts_over_cp_ranks(split):
+    """cp-experts=1: each rank holds 1/cp of every MoE layer's routed
+    experts (shards over cp); the prefill moves the routed rows by
+    all-to-all (rows, expert ids, weights, and back: four a layer), the
+    decode entry keeps its rank's pairs and all-reduces."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    text = describe(arts["cp2x"])
+    moe = sum(cfg.is_moe(i) for i in range(cfg.num_hidden_layers))
+    assert text.count("all_to_all over cp (2 ranks)") == 4 * moe, text
+    shards = [l for l in text.splitlines() if l.startswith("shard ")]
+    assert len(shards) == 3 * moe and all("dim 0 split 2 ways over group cp" in l for l in shards)
 
 
 def test_per_token_logits(split):
@@ -118,7 +141,7 @@ def test_decode_continues_a_context_parallel_prefill(split):
     tmp, mlir, arts, cfg, weights, wfile = split
     prompt = [int(x) for x in np.random.default_rng(3).integers(0, cfg.vocab_size, 11)]
     want = model.greedy_generate(cfg, weights, prompt, 5)
-    for key in ("cp2", "cp4", "tp2cp2"):
+    for key in ("cp2", "cp4", "tp2cp2", "cp2x", "cp4x"):
         if key not in arts:
             continue
         r = subprocess.run([f"{BIN}/k3-run", str(arts[key]), "--weights", str(wfile), "--prompt",
@@ -131,7 +154,7 @@ def test_decode_continues_a_context_parallel_prefill(split):
 
 
 @pytest.mark.skipif(not MPIRUN, reason="mpirun (Debian's openmpi-bin) not installed")
-@pytest.mark.parametrize("key", ["cp2", "tp2cp2"])
+@pytest.mark.parametrize("key", ["cp2", "tp2cp2", "cp2x"])
 def test_mpirun(split, key):
     """Under `mpirun -np N k3-run --mpi` each process cuts its own part of
     the call and the outputs travel through all-gathers over cp: the same
@@ -139,6 +162,8 @@ def test_mpirun(split, key):
     bits as the threads of one process, per-token logits included."""
     tmp, mlir, arts, cfg, weights, wfile = split
     world = 4 if key == "tp2cp2" else 2
+    if key not in arts:
+        pytest.skip(f"{key} is not compiled for this model")
     args = [str(arts[key]), "--weights", str(wfile), "--prompt", "3,1,4,1,5,9,2", "--prompt", "9,2",
             "--max-new-tokens", "5", "--quiet"]
     threads = subprocess.run([f"{BIN}/k3-run", *args, "--dump", str(tmp / f"{key}-threads.st")],
