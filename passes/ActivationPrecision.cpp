@@ -42,6 +42,12 @@ SmallVector<Value> activationResults(Operation *op) {
       // The output, not the state each of them returns.
       .Case([](ShortConvOp o) { return SmallVector<Value>{o.getResult()}; })
       .Case([](KDAOp o) { return SmallVector<Value>{o.getOutput()}; })
+      // Context parallelism: the corrected KDA output, the routed rows a
+      // rank sends and the rows it gets back (not the segment's f32 run).
+      .Case(
+          [](KDAContextFoldOp o) { return SmallVector<Value>{o.getOutput()}; })
+      .Case([](MoEBucketOp o) { return SmallVector<Value>{o.getRows()}; })
+      .Case([](MoEUnbucketOp o) { return SmallVector<Value>{o.getResult()}; })
       .Case(
           [](LatentAttentionOp o) { return SmallVector<Value>{o.getResult()}; })
       .Default([](Operation *) { return SmallVector<Value>{}; });
@@ -57,12 +63,24 @@ SmallVector<Value> activationResults(Operation *op) {
 void narrowLatentCaches(ModuleOp module, Type bf16) {
   llvm::StringMap<SmallVector<StateReadOp>> reads;
   llvm::StringMap<bool> narrowable;
-  auto isCacheUse = [](OpOperand &use) {
+  auto isAttentionCache = [](OpOperand &use) {
     auto la = dyn_cast<LatentAttentionOp>(use.getOwner());
     return la && la.getLatentCache() == use.get() &&
            cast<RankedTensorType>(la.getLatent().getType())
                .getElementType()
                .isBF16();
+  };
+  // Or, context-parallel (k3-partition-context), a rank's share of the
+  // cache, summed over the group into the attention's cache.
+  auto isCacheUse = [&](OpOperand &use) {
+    if (isAttentionCache(use))
+      return true;
+    auto share = dyn_cast<LatentCacheSegmentOp>(use.getOwner());
+    if (!share || share.getLatentCache() != use.get() ||
+        !share.getResult().hasOneUse())
+      return false;
+    auto sum = dyn_cast<AllReduceOp>(*share.getResult().user_begin());
+    return sum && llvm::all_of(sum.getResult().getUses(), isAttentionCache);
   };
   module.walk([&](Operation *op) {
     if (auto r = dyn_cast<StateReadOp>(op)) {
@@ -73,8 +91,12 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
     } else if (auto w = dyn_cast<StateWriteOp>(op)) {
       auto res = dyn_cast<OpResult>(w.getValue());
       auto la = res ? dyn_cast<LatentAttentionOp>(res.getOwner()) : nullptr;
-      bool ok = la && la.getLatentCacheOut() == w.getValue() &&
-                la.getLatentCache().getDefiningOp<StateReadOp>();
+      Value cache = la ? la.getLatentCache() : Value();
+      if (auto sum = cache ? cache.getDefiningOp<AllReduceOp>() : nullptr)
+        if (auto share = sum.getInput().getDefiningOp<LatentCacheSegmentOp>())
+          cache = share.getLatentCache();
+      bool ok = la && la.getLatentCacheOut() == w.getValue() && cache &&
+                cache.getDefiningOp<StateReadOp>();
       narrowable.try_emplace(w.getName(), true).first->second &= ok;
     }
   });
@@ -83,8 +105,18 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
       continue;
     for (StateReadOp r : rs) {
       setElementType(r.getResult(), bf16);
-      for (Operation *user : r.getResult().getUsers())
+      for (Operation *user : r.getResult().getUsers()) {
+        if (auto share = dyn_cast<LatentCacheSegmentOp>(user)) {
+          setElementType(share.getResult(), bf16);
+          user = *share.getResult().user_begin();
+          setElementType(user->getResult(0), bf16);
+          for (Operation *attn : user->getResult(0).getUsers())
+            setElementType(cast<LatentAttentionOp>(attn).getLatentCacheOut(),
+                           bf16);
+          continue;
+        }
         setElementType(cast<LatentAttentionOp>(user).getLatentCacheOut(), bf16);
+      }
     }
   }
 }

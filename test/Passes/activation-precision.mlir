@@ -91,4 +91,32 @@ func.func @mla_reads_input_cache(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>,
   k3.state.write "input_cache", %c : tensor<?x4x12xf32>
   return %o : tensor<?x2x4xf32>
 }
+// Context-parallel (k3-partition-context): the rank's share of the cache,
+// the all-reduce of the shares and the attention's cache all narrow.
+// CHECK-LABEL: func.func @mla_context_parallel
+// CHECK:         k3.state.read "cp_cache" : tensor<?x4x12xbf16>
+// CHECK:         k3.latent_cache_segment {{.*}} -> tensor<?x4x12xbf16>
+// CHECK:         k3.all_reduce sum {{.*}} -> tensor<?x4x12xbf16>
+// CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xbf16>)
+// CHECK:         k3.state.write "cp_cache", %{{.*}} : tensor<?x4x12xbf16>
+func.func @mla_context_parallel(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens: tensor<?xi32>,
+               %cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %cus: tensor<2x?xi32>,
+               %rank: tensor<1xi32>) -> tensor<?x2x4xf32> {
+  %kvb = k3.weight "kv_b" : tensor<24x8xbf16>
+  %kvn = k3.weight "kv_norm" : tensor<12xbf16>
+  %n = k3.rms_norm %lat, %kvn {epsilon = 1.0e-6 : f64} : (tensor<?x12xf32>, tensor<12xbf16>) -> tensor<?x12xf32>
+  %cache = k3.state.read "cp_cache" : tensor<?x4x12xf32>
+  %at = k3.context_offsets %cus, %rank, %lens {group_size = 2 : i64}
+      : (tensor<2x?xi32>, tensor<1xi32>, tensor<?xi32>) -> tensor<?xi32>
+  %share = k3.latent_cache_segment %n, %cache, %cus, %rank, %lens {group_size = 2 : i64}
+      : (tensor<?x12xf32>, tensor<?x4x12xf32>, tensor<2x?xi32>, tensor<1xi32>, tensor<?xi32>) -> tensor<?x4x12xf32>
+  %full = k3.all_reduce sum %share {group = "cp", group_size = 2 : i64} : (tensor<?x4x12xf32>) -> tensor<?x4x12xf32>
+  %o, %c = k3.latent_attention %q, %n, %kvb cache(%full, %at) cu_seqlens(%cu)
+      {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64,
+       v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
+      : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
+  k3.state.write "cp_cache", %c : tensor<?x4x12xf32>
+  return %o : tensor<?x2x4xf32>
+}
 }

@@ -124,13 +124,20 @@ def test_tp_matches_one_rank_and_oracle(partitioned, lens):
 
 
 def check_tp(tmp, arts, cfg, weights, wfile, tp, lens):
-    inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens) + tp)
+    check_against_one_rank(tmp, arts, cfg, weights, wfile, tp, lens,
+                           seed=len(lens) * 100 + sum(lens) + tp)
+
+
+def check_against_one_rank(tmp, arts, cfg, weights, wfile, key, lens, seed):
+    """Packed prompts of `lens`: artifact `key`'s last-token logits within
+    1e-5 normwise of one rank's (arts[1]) and 1e-4 of the float64 oracle."""
+    inp = packed(cfg, lens, seed=seed)
     tag = "_".join(map(str, lens))
-    one = run(tmp, arts[1], [wfile], inp, f"tp1_{tag}_{tp}")
-    got = run(tmp, arts[tp], [wfile], inp, f"tp{tp}_{tag}")
+    one = run(tmp, arts[1], [wfile], inp, f"one_{tag}_{key}")
+    got = run(tmp, arts[key], [wfile], inp, f"{key}_{tag}")
     assert got["logits"].shape == one["logits"].shape
     err = rel_err(got["logits"], one["logits"])
-    assert err <= 1e-5, f"tp={tp} vs one rank: normwise {err:.3e}"
+    assert err <= 1e-5, f"{key} vs one rank: normwise {err:.3e}"
     ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
                         logits="last")
     assert rel_err(got["logits"], ref) <= 1e-4

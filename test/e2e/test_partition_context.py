@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_partition import (BIN, CONFIGS, MPIRUN, ROOT, compile_with,  # noqa: E402
-                            mpirun, partitioned_models)
+from test_partition import (BIN, CONFIGS, MPIRUN, ROOT, check_against_one_rank,  # noqa: E402
+                            compile_with, mpirun, partitioned_models)
 from test_import_oracle import packed, run  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "python"))
@@ -95,16 +95,8 @@ def test_cp_matches_one_rank_and_oracle(split, lens, key):
     tmp, mlir, arts, cfg, weights, wfile = split
     if key not in arts:
         pytest.skip(f"{key} is not compiled for this model")
-    inp = packed(cfg, lens, seed=len(lens) * 100 + sum(lens))
-    tag = "_".join(map(str, lens))
-    one = run(tmp, arts[1], [wfile], inp, f"one_{tag}_{key}")
-    got = run(tmp, arts[key], [wfile], inp, f"{key}_{tag}")
-    assert got["logits"].shape == one["logits"].shape
-    err = rel_err(got["logits"], one["logits"])
-    assert err <= 1e-5, f"{key} vs one rank: normwise {err:.3e}"
-    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
-                        logits="last")
-    assert rel_err(got["logits"], ref) <= 1e-4
+    check_against_one_rank(tmp, arts, cfg, weights, wfile, key, lens,
+                           seed=len(lens) * 100 + sum(lens))
 
 
 def test_experts_over_cp_ranks(split):
@@ -191,3 +183,41 @@ def test_mpirun(split, key):
         assert r.returncode == 0, r.stderr
         outs.append(model.load_safetensors(o, to_float64=False, strip_prefix="")["logits"])
     assert np.array_equal(outs[0], outs[1])
+
+
+def test_bad_call_is_refused(split):
+    """A call whose cu_seqlens do not cover its tokens cannot be cut into
+    segments: a clear error naming the entry, not a wrong answer."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    inp = packed(cfg, [4, 3], seed=1)
+    inp["cu_seqlens"] = np.array([0, 4, 6], dtype=np.int32)
+    infile = tmp / "bad_cu.safetensors"
+    model.save_safetensors(infile, inp)
+    r = subprocess.run([f"{BIN}/k3-run", str(arts["cp2"]), "--weights", str(wfile), "--inputs",
+                        str(infile)], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert ("entry 'forward' (context-parallel over 2 ranks): cu_seqlens must run from 0 to "
+            "num_tokens = 7") in r.stderr, r.stderr
+
+
+def test_bf16_activations(split):
+    """activation-dtype=bf16: the context-parallel prefill (with experts
+    over the cp ranks too) keeps the precision policy (the corrected KDA
+    output, the routed rows sent and returned in bf16; the segment run,
+    fold and states in f32), and its logits are as close to one rank's
+    bf16 logits as bf16 rounding allows."""
+    tmp, mlir, arts, cfg, weights, wfile = split
+    bf = {}
+    for key, opts in ((1, "tp=1"), ("cp2", "cp=2"), ("cp2x", "cp=2 cp-experts=1")):
+        bf[key] = tmp / f"bf16-{key}.k3bin"
+        r = compile_with(mlir, bf[key], opts + " activation-dtype=bf16")
+        assert r.returncode == 0, r.stderr
+    inp = packed(cfg, [5, 17, 1, 9], seed=12)
+    one = run(tmp, bf[1], [wfile], inp, "bf16_one")
+    ref = model.forward(cfg, weights, inp["token_ids"], cu_seqlens=inp["cu_seqlens"],
+                        logits="last")
+    base = rel_err(one["logits"], ref)
+    for key in ("cp2", "cp2x"):
+        got = run(tmp, bf[key], [wfile], inp, f"bf16_{key}")
+        assert rel_err(got["logits"], one["logits"]) <= 2e-2, key
+        assert rel_err(got["logits"], ref) <= max(2 * base, 1e-2), (key, base)
