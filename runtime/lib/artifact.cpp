@@ -204,6 +204,33 @@ Partition partitionOf(const Artifact &a) {
       note(s.group, s.parts);
   return p;
 }
+bool isContextParallelEntry(const Artifact &a, const Entry &e) {
+  if (isOneTokenEntry(a, e.name))
+    return false;
+  for (const TensorSpec &t : e.inputs)
+    if (t.name == "k3.rank.cp")
+      return true;
+  return false;
+}
+
+// Whether the artifact lists `entry` as compiled for one token per
+// sequence (metadata one_token_entries, comma-separated).
+bool isOneTokenEntry(const Artifact &a, const std::string &entry) {
+  const std::string *list = a.meta(kMetaOneTokenEntries);
+  if (!list)
+    return false;
+  size_t at = 0;
+  while (at <= list->size()) {
+    size_t end = list->find(',', at);
+    if (end == std::string::npos)
+      end = list->size();
+    if (list->compare(at, end - at, entry) == 0)
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 bool isRankInput(const std::string &name, std::string *group) {
   static const std::string prefix = "k3.rank.";
   if (name.compare(0, prefix.size(), prefix) != 0 ||

@@ -92,6 +92,10 @@ std::string describe(const Artifact &a) {
     o += "entry " + e.name + ": " + std::to_string(e.inputs.size()) +
          " inputs, " + std::to_string(e.outputs.size()) + " outputs, " +
          std::to_string(e.launches.size()) + " launches\n";
+    if (isContextParallelEntry(a, e))
+      o += "  context-parallel: each cp rank runs its segment of every "
+           "sequence of a call (the runtime cuts the call and puts the "
+           "outputs together)\n";
     for (auto &t : e.inputs) {
       o +=
           "  input " + t.name + ": " + dtypeName(t.dtype) + " " + dims(t.shape);

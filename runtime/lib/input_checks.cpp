@@ -31,24 +31,6 @@ int64_t element(const void *values, size_t elementSize, uint64_t i) {
 }
 } // namespace
 
-// Whether the artifact lists `entry` as compiled for one token per
-// sequence (metadata one_token_entries, comma-separated).
-bool isOneTokenEntry(const Artifact &a, const std::string &entry) {
-  const std::string *list = a.meta(kMetaOneTokenEntries);
-  if (!list)
-    return false;
-  size_t at = 0;
-  while (at <= list->size()) {
-    size_t end = list->find(',', at);
-    if (end == std::string::npos)
-      end = list->size();
-    if (list->compare(at, end - at, entry) == 0)
-      return true;
-    at = end + 1;
-  }
-  return false;
-}
-
 bool inputHasValueChecks(const Artifact &a, const TensorSpec &t) {
   return (isTokenIds(t) && a.meta(kMetaVocabSize)) || t.maxValue.has_value();
 }

@@ -44,10 +44,6 @@ void checkMaxValue(const artifact::Entry &e, const artifact::TensorSpec &t,
 /// fits the artifact's max_seq_len (the latent cache's length: a longer
 /// sequence would write past its slot). `cu` and `ctx` are host copies
 /// (ctx may be null). Throws K3_ERROR_INVALID_ARGUMENT naming the sequence.
-/// Whether the artifact lists `entry` as compiled for at most one token per
-/// sequence (metadata one_token_entries: the decode entry).
-bool isOneTokenEntry(const artifact::Artifact &a, const std::string &entry);
-
 void checkSequences(const artifact::Artifact &a, const artifact::Entry &e,
                     const int32_t *cu, const int32_t *ctx, int64_t numSeqs,
                     int64_t numTokens);

@@ -11,8 +11,6 @@
 // all-gathers over cp.
 #include "session.h"
 
-#include "input_checks.h"
-
 #include <algorithm>
 #include <cstring>
 
@@ -49,14 +47,7 @@ uint64_t bytesOf(const OutputTensor &o) {
 } // namespace
 
 bool Session::contextParallel(const Entry &e) const {
-  // A one-token entry (decode) runs replicated on the cp ranks: each holds
-  // every sequence's whole state after a context-parallel prefill.
-  if (partition_.cp < 2 || isOneTokenEntry(*art_, e.name))
-    return false;
-  for (const TensorSpec &t : e.inputs)
-    if (t.name == "k3.rank.cp")
-      return true;
-  return false;
+  return partition_.cp > 1 && isContextParallelEntry(*art_, e);
 }
 
 ContextCall Session::cutContextCall(size_t ei, const k3_symbol_value *syms,

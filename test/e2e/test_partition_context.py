@@ -84,6 +84,8 @@ def test_artifact_gathers_over_cp(split):
     assert len(gathers) == 1 + 4 * kda, text
     assert len(reduces) == cfg.num_hidden_layers - kda, text
     assert "input k3.rank.cp" in text
+    # Only the prefill is cut; the decode entry runs replicated.
+    assert text.count("context-parallel: each cp rank runs its segment") == 1
 
 
 # Lengths with segments shorter than the window (W - 1 = 3) and empty ones

@@ -375,12 +375,20 @@ struct Partition {
                       uint32_t member) const;
 };
 struct Artifact;
+struct Entry;
 Partition partitionOf(const Artifact &a);
 /// Entry inputs named `k3.rank.<group>` (tensor<1xi32>) are filled by the
 /// runtime with each rank's coordinate in the group (expert parallelism,
 /// docs/scaling.md), never by the caller. True for such a name, with its
 /// group.
 bool isRankInput(const std::string &name, std::string *group = nullptr);
+/// Whether the artifact lists `entry` as compiled for at most one token per
+/// sequence (metadata one_token_entries: the decode entry).
+bool isOneTokenEntry(const Artifact &a, const std::string &entry);
+/// Whether the runtime cuts `e`'s calls into each cp rank's segments of
+/// every sequence (k3-partition-context): it reads k3.rank.cp and is not a
+/// one-token entry (a decode step runs replicated on the cp ranks).
+bool isContextParallelEntry(const Artifact &a, const Entry &e);
 
 struct Entry {
   std::string name; // e.g. "forward"
