@@ -223,3 +223,34 @@ def test_bf16_activations(split):
         got = run(tmp, bf[key], [wfile], inp, f"bf16_{key}")
         assert rel_err(got["logits"], one["logits"]) <= 2e-2, key
         assert rel_err(got["logits"], ref) <= max(2 * base, 1e-2), (key, base)
+
+
+def test_prefill_continues_across_calls(split):
+    """A context-parallel prefill may continue its sequences (context_lens >
+    0: MLA keeps its cache form, so the entry takes them): a prompt
+    prefilled in two calls gives one rank's logits of the whole prompt in
+    one call, the KDA and convolution states and the latent cache carried
+    between the calls on every rank."""
+    import k3  # noqa: E402  (python/ is on sys.path above)
+
+    tmp, mlir, arts, cfg, weights, wfile = split
+    prompt = [int(x) for x in np.random.default_rng(5).integers(0, cfg.vocab_size, 23)]
+
+    def call(s, toks, ctx):
+        return s.run("forward", token_ids=np.array(toks, np.int32),
+                     cu_seqlens=np.array([0, len(toks)], np.int32),
+                     context_lens=np.array([ctx], np.int32))["logits"]
+
+    one = k3.Session(str(arts[1]))
+    one.load_weights(str(wfile))
+    one.reset_state()
+    want = call(one, prompt, 0)
+    for key in ("cp2", "cp3", "cp4x"):
+        if key not in arts:
+            continue
+        s = k3.Session(str(arts[key]))
+        s.load_weights(str(wfile))
+        s.reset_state()
+        call(s, prompt[:9], 0)
+        got = call(s, prompt[9:], 9)
+        assert rel_err(got, want) <= 1e-5, key
