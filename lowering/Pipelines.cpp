@@ -212,7 +212,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // replicated on the context-parallel ranks.
   if (o.cp > 1)
     pm.addPass(k3::createK3PartitionContext(
-        {o.cp, o.entry, o.cpExperts, o.maxTokens}));
+        {o.cp, o.entry, o.cpExperts, o.maxTokens, o.maxSeqs}));
   // After the decode entry is cloned: a decode step has one token per
   // sequence already.
   if (o.logits == CompileOptions::Logits::Last)

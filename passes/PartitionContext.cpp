@@ -167,7 +167,8 @@ struct ContextSplit {
 
   /// Expert parallelism over the ranks' own tokens: each routed row to the
   /// rank that holds its expert and back.
-  LogicalResult splitExperts(MoEExpertsOp moe, int64_t maxTokens) {
+  LogicalResult splitExperts(MoEExpertsOp moe, int64_t maxTokens,
+                             int64_t maxSeqs) {
     FailureOr<int64_t> perRank = shardRoutedExperts(moe, cp, kContextParallel);
     if (failed(perRank))
       return failure();
@@ -177,9 +178,12 @@ struct ContextSplit {
     if (ShapedType::isDynamic(topK) || ShapedType::isDynamic(hidden))
       return moe.emitOpError() << "needs a static top-k and hidden size to "
                                   "bucket its rows";
-    // Each token's choices are distinct experts: at most min(top-k, n) of
-    // its pairs go to one rank.
-    int64_t capacity = maxTokens * std::min(topK, *perRank);
+    // A rank's part of a sequence of L tokens is at most ceil(L / cp) <=
+    // L / cp + 1 of them, so a part of a call has at most ceil(max-tokens /
+    // cp) + max-seqs; each token's choices are distinct experts, so at most
+    // min(top-k, n) of its pairs go to one rank.
+    int64_t partTokens = (maxTokens + cp - 1) / cp + maxSeqs;
+    int64_t capacity = partTokens * std::min(topK, *perRank);
     OpBuilder b(moe);
     Location loc = moe.getLoc();
     auto bucket = MoEBucketOp::create(
@@ -298,7 +302,7 @@ struct K3PartitionContextPass
       ContextSplit split(fn, cp);
       for (MoEExpertsOp moe : moes) {
         LogicalResult done = fn == prefill
-                                 ? split.splitExperts(moe, maxTokens)
+                                 ? split.splitExperts(moe, maxTokens, maxSeqs)
                                  : splitExpertsOverReplicatedTokens(
                                        moe, split.rank, cp, kContextParallel);
         if (failed(done))

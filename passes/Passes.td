@@ -486,9 +486,13 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
            "k3.moe_unbucket); the replicated decode entries keep their "
            "rank's pairs and all-reduce">,
     Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"0",
-           "with experts: the most tokens a rank's part of a call has (the "
-           "buckets hold max-tokens x min(top-k, experts per rank) rows, "
-           "so no routing overflows them)">
+           "with experts: the most tokens of a call (k3-compile's "
+           "max-tokens)">,
+    Option<"maxSeqs", "max-seqs", "int64_t", /*default=*/"1",
+           "with experts: the most sequences of a call. A rank's part has "
+           "at most ceil(max-tokens / cp) + max-seqs tokens, and its "
+           "buckets that many times min(top-k, experts per rank) rows, so "
+           "no routing overflows them">
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect",
                            "::mlir::tensor::TensorDialect"];

@@ -86,7 +86,7 @@ def K3_MoEBucketOp : K3_Op<"moe_bucket", [Pure]> {
     `slots[t, j] = (e / n) C + s`. Slots past a bucket's pairs hold zero
     rows, id `-1` (which the MoE kernels skip) and weight 0. `C`, the
     bucket's capacity, is static: the pass sizes it so that no routing
-    overflows (max-tokens × min(top-k, n)). A `k3.all_to_all` along the
+    overflows (a rank's most tokens × min(top-k, n)). A `k3.all_to_all` along the
     bucket dimension sends each bucket to its rank; `k3.moe_unbucket`
     adds the rows that come back.
 

@@ -40,7 +40,10 @@ LogicalResult k3::emitMoEBucket(MoEBucketOp op, KernelBuilder &kb, In in,
       Value t = kb.divui(p, topK), j = kb.remui(p, topK);
       Value e = kb.loadIndex(idx.full, {t, j});
       Value mine = kb.eqi(kb.divui(e, n), g);
-      kb.ifThen(mine, [&] {
+      // The pass sizes C so that no routing fills a bucket (K3MoEOps.td);
+      // the guard keeps a broken bound from writing past it.
+      Value fits = kb.lti(count, kb.idx(capacity));
+      kb.ifThen(kb.andi(mine, fits), [&] {
         kb.forRange(kb.idx(hidden), [&](Value d) {
           kb.store(kb.load(x.full, {t, d}), rows.full, {g, count, d});
         });

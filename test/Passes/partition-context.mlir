@@ -1,6 +1,6 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context=cp=2 | FileCheck %s
 // RUN: not k3-opt %s -split-input-file --k3-partition-context=cp=65 2>&1 | FileCheck %s --check-prefix=RANGE
-// RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context="cp=2 experts=1 max-tokens=8" | FileCheck %s --check-prefix=EXP
+// RUN: k3-opt %s -split-input-file -verify-diagnostics --k3-partition-context="cp=2 experts=1 max-tokens=8 max-seqs=4" | FileCheck %s --check-prefix=EXP
 // RUN: not k3-opt %s -split-input-file --k3-partition-context="cp=2 experts=1" 2>&1 | FileCheck %s --check-prefix=CAP
 // RANGE: k3-partition-context: cp must be in [1, 64], got 65
 // CAP: k3-partition-context: experts needs max-tokens
@@ -101,11 +101,12 @@ func.func @other() {
 // -----
 
 // With experts=1 the routed experts are split over the cp ranks too: the
-// prefill buckets its routed rows by the rank holding their expert (8
-// tokens x min(top-k 2, 2 experts a rank) = 16 rows a bucket), exchanges
-// rows, ids and weights, runs the rank's experts on what it received, and
-// sends the outputs back; the decode entry (replicated tokens) keeps its
-// rank's pairs and all-reduces.
+// prefill buckets its routed rows by the rank holding their expert (a
+// rank's part has at most 8 / 2 + 4 sequences = 8 tokens, x min(top-k 2, 2
+// experts a rank) = 16 rows a bucket), exchanges rows, ids and weights,
+// runs the rank's experts on what it received, and sends the outputs back;
+// the decode entry (replicated tokens) keeps its rank's pairs and
+// all-reduces.
 
 // EXP-LABEL: func.func @forward
 // EXP-SAME:    %[[RANK:[a-z0-9]+]]: tensor<1xi32> {k3.name = "k3.rank.cp"}
