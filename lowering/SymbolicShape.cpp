@@ -218,10 +218,10 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
           return failure();
         return perSeq(k.getFinalState(), k.getCuSeqlens(), k.getQ());
       })
-      .Case<KDASegmentOp>([&](KDASegmentOp k) -> LogicalResult {
-        if (failed(leading(k.getOutput(), k.getQ(), 3)))
+      .Case<KDAContextInputsOp>([&](KDAContextInputsOp k) -> LogicalResult {
+        if (failed(leading(k.getValues(), k.getV(), 3)))
           return failure();
-        return perSeq(k.getFinalState(), k.getCuSeqlens(), k.getQ());
+        return perSeq(k.getInitialState(), k.getCuSeqlens(), k.getV());
       })
       .Case<KDAContextFoldOp>([&](KDAContextFoldOp k) -> LogicalResult {
         if (failed(leading(k.getOutput(), k.getSegmentOutput(), 3)))

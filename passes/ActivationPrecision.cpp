@@ -42,8 +42,12 @@ SmallVector<Value> activationResults(Operation *op) {
       // The output, not the state each of them returns.
       .Case([](ShortConvOp o) { return SmallVector<Value>{o.getResult()}; })
       .Case([](KDAOp o) { return SmallVector<Value>{o.getOutput()}; })
-      // Context parallelism: the corrected KDA output, the routed rows a
-      // rank sends and the rows it gets back (not the segment's f32 run).
+      // Context parallelism: the KDA segment's widened values, the
+      // corrected KDA output, the routed rows a rank sends and the rows it
+      // gets back (not the states, which stay f32).
+      .Case([](KDAContextInputsOp o) {
+        return SmallVector<Value>{o.getValues()};
+      })
       .Case(
           [](KDAContextFoldOp o) { return SmallVector<Value>{o.getOutput()}; })
       .Case([](MoEBucketOp o) { return SmallVector<Value>{o.getRows()}; })
@@ -122,10 +126,12 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
 }
 
 /// Whether `v` must stay f32: a model output (the logits), what argmax or
-/// a state write reads.
+/// a state write reads, and a context-parallel KDA segment's output (its
+/// zero-state outputs and the correction's factor meet in the fold, where
+/// bf16 rounding of each would not cancel).
 bool mustStayF32(Value v) {
   for (Operation *user : v.getUsers())
-    if (isa<func::ReturnOp, ArgmaxOp, StateWriteOp>(user))
+    if (isa<func::ReturnOp, ArgmaxOp, StateWriteOp, KDAContextFoldOp>(user))
       return true;
   return false;
 }

@@ -93,31 +93,39 @@ struct ContextSplit {
     return success();
   }
 
-  /// k3.kda_segment, the gather of its final states, k3.kda_context_fold.
+  /// The k3.kda runs on the segment from [0 | I] with values [v | 0]
+  /// (k3.kda_context_inputs), its final states are gathered, and
+  /// k3.kda_context_fold folds them and corrects its outputs.
   LogicalResult split(KDAOp kda) {
     Value cu = kda.getCuSeqlens();
     if (!cu)
       return kda.emitOpError() << "has no cu_seqlens: context parallelism "
                                   "(k3-partition-context) cuts sequences";
     auto q = cast<RankedTensorType>(kda.getQ().getType());
+    auto v = cast<RankedTensorType>(kda.getV().getType());
     int64_t keyDim = q.getDimSize(3);
-    if (ShapedType::isDynamic(keyDim))
-      return kda.emitOpError() << "needs a static key dimension for context "
-                                  "parallelism";
+    if (ShapedType::isDynamic(keyDim) || ShapedType::isDynamic(v.getDimSize(3)))
+      return kda.emitOpError() << "needs static key and value dimensions for "
+                                  "context parallelism";
     OpBuilder b(kda);
     Location loc = kda.getLoc();
-    auto widen = [&](Value v) {
-      auto t = cast<RankedTensorType>(v.getType());
+    auto widen = [&](Value x, Type elem) {
+      auto t = cast<RankedTensorType>(x.getType());
       SmallVector<int64_t> shape(t.getShape());
       shape.back() += keyDim;
-      return RankedTensorType::get(shape, b.getF32Type());
+      return RankedTensorType::get(shape, elem);
     };
-    auto segment = KDASegmentOp::create(
-        b, loc, widen(kda.getOutput()), widen(kda.getFinalState()), kda.getQ(),
-        kda.getK(), kda.getV(), kda.getG(), kda.getBeta(), cu, kda.getALog(),
-        kda.getDtBias(), kda.getScaleAttr(), kda.getUseQkL2normAttr(),
-        kda.getUseBetaSigmoidAttr(), kda.getGateKindAttr(),
-        kda.getLowerBoundAttr());
+    auto inputs = KDAContextInputsOp::create(
+        b, loc, widen(kda.getV(), v.getElementType()),
+        widen(kda.getFinalState(), b.getF32Type()), kda.getV(), cu,
+        b.getI64IntegerAttr(keyDim));
+    Type outElem =
+        cast<RankedTensorType>(kda.getOutput().getType()).getElementType();
+    auto segment = cast<KDAOp>(b.clone(*kda));
+    segment.getVMutable().assign(inputs.getValues());
+    segment.getInitialStateMutable().assign(inputs.getInitialState());
+    segment.getOutput().setType(widen(kda.getOutput(), outElem));
+    segment.getFinalState().setType(inputs.getInitialState().getType());
     Value all = gatherOverRanks(b, loc, segment.getFinalState(), cp);
     auto fold = KDAContextFoldOp::create(
         b, loc, kda.getOutput().getType(), kda.getFinalState().getType(),

@@ -442,11 +442,13 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
     rank `r` the `r`-th of each (its token_ids and cu_seqlens;
     docs/scaling.md). Per-token ops need nothing. The token mixers carry a
     state from segment to segment, and both are affine in it (seed §7.5):
-    - each `k3.kda` becomes a `k3.kda_segment` (the segment from the state
-      `[0 | I]`: its zero-state outputs and final state, its transition and
-      the correction's factor in one pass), a `k3.all_gather` over `cp` of
-      its final states, and a `k3.kda_context_fold` (the incoming state by
-      the fold, the outputs corrected by it, the sequence's final state);
+    - each `k3.kda` runs on the segment from the state `[0 | I]` with
+      values `[v | 0]` (`k3.kda_context_inputs`: its zero-state outputs and
+      final state, its transition and the correction's factor in one pass,
+      on whichever KDA kernels the target has), a `k3.all_gather` over
+      `cp` shares its final states, and a `k3.kda_context_fold` folds them
+      (the incoming state, the outputs corrected by it, the sequence's
+      final state);
     - each `k3.short_conv` is also run from a zero state for its tail, the
       tails and the ranks' cu_seqlens are all-gathered, and a
       `k3.short_conv_context_fold` gives the state entering the segment

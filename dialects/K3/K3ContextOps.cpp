@@ -1,7 +1,7 @@
 //===- K3ContextOps.cpp - verifiers of the context ops ---------*- C++ -*-===//
 //
-// K3ContextOps.td: the segment run keeps k3.kda's checks with K extra value
-// columns; the folds and MLA's cache share check that the gathered
+// K3ContextOps.td: the KDA segment's inputs are v widened by K columns and
+// a [0 | I] state; the folds and MLA's cache share check that the gathered
 // operands have one entry per rank of the group, each the shape this
 // rank's own would have.
 //
@@ -41,21 +41,30 @@ LogicalResult expectSameEntry(Operation *op, Named a, Named b, int64_t count) {
 
 } // namespace
 
-LogicalResult KDASegmentOp::verify() {
-  std::optional<double> lb;
-  if (auto attr = getLowerBoundAttr())
-    lb = attr.getValueAsDouble();
-  Named q = named("q", getQ());
-  int64_t keyDim = q.type.getRank() == 4 ? q.type.getDimSize(3) : 0;
-  if (ShapedType::isDynamic(keyDim))
-    return emitOpError() << "needs a static key dimension (the state's extra "
-                            "columns)";
-  return expectKDAOperands(
-      *this,
-      {q, named("k", getK()), named("v", getV()), named("g", getG()),
-       named("beta", getBeta()), named("output", getOutput()),
-       named("final_state", getFinalState()), getCuSeqlens(), getALog(),
-       getDtBias(), getGateKind(), lb, getScale().convertToDouble(), keyDim});
+LogicalResult KDAContextInputsOp::verify() {
+  Named v = named("v", getV()), values = named("values", getValues()),
+        init = named("initial_state", getInitialState());
+  int64_t keyDim = getKeyDim();
+  if (keyDim < 1 || keyDim > 256)
+    return emitOpError() << "expects 'key_dim' in [1, 256], got " << keyDim;
+  if (failed(expectRank(*this, v, 4)) || failed(expectRank(*this, values, 4)) ||
+      failed(expectRank(*this, init, 4)) ||
+      failed(expectRank(*this, named("cu_seqlens", getCuSeqlens()), 1)) ||
+      failed(expectDim(*this, v, 0, 1, "batch, which must be 1")))
+    return failure();
+  for (int64_t d = 0; d < 3; ++d)
+    if (failed(expectSameDim(*this, v, d, values, d, "value dimension")))
+      return failure();
+  int64_t hv = v.type.getDimSize(3);
+  if (ShapedType::isDynamic(hv))
+    return emitOpError() << "needs a static value dimension";
+  if (v.type.getElementType() != values.type.getElementType())
+    return emitOpError() << "'values' must have the element type of 'v'";
+  return failure(
+      failed(expectDim(*this, values, 3, hv + keyDim, "values and key")) ||
+      failed(expectSameDim(*this, v, 2, init, 1, "head count")) ||
+      failed(expectDim(*this, init, 2, keyDim, "key dimension")) ||
+      failed(expectDim(*this, init, 3, hv + keyDim, "values and key")));
 }
 
 LogicalResult KDAContextFoldOp::verify() {

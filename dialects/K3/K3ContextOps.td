@@ -7,7 +7,7 @@
 // both of Kimi's are affine in it. So each rank runs its segment from a
 // known state, the ranks all-gather what their segments do to a state, and
 // each folds the earlier ranks' effects into its incoming state. These ops
-// are that fold, and the segment run KDA needs for it; k3-partition-context
+// are that fold, and the inputs that make a k3.kda give what it folds; k3-partition-context
 // emits them around a k3.all_gather. MLA's attention reads the latents of
 // every earlier token: each rank's share of the cache, summed over the
 // group, gives every rank all of them. Verifiers in K3ContextOps.cpp, the
@@ -18,44 +18,35 @@
 #ifndef K3_CONTEXT_OPS_TD
 #define K3_CONTEXT_OPS_TD
 
-def K3_KDASegmentOp : K3_Op<"kda_segment", [Pure, AttrSizedOperandSegments]> {
-  let summary = "KDA over each segment from the state [0 | I], with v as [v | 0]";
+def K3_KDAContextInputsOp : K3_Op<"kda_context_inputs", [Pure]> {
+  let summary = "a KDA segment's values [v | 0] and initial state [0 | I]";
   let description = [{
-    `k3.kda` (same operands, attributes and gate; no initial state) run
-    with `K` extra value columns: each head's state is `[K, V + K]`, starts
-    as `[0 | I]` and reads `v` as `[v | 0]`. Because the recurrence is
-    affine in its state, one pass gives a segment everything context
-    parallelism needs (seed §7.5): in the state's first `V` columns the
+    With these as its values and initial state, a `k3.kda` over a rank's
+    segments (same q, k, g, beta, gate and cu_seqlens) runs with `K =
+    key_dim` extra value columns, and because the recurrence is affine in
+    its state one pass gives a segment everything context parallelism
+    needs (seed §7.5): in the final state's first `V` columns the
     segment's final state from zero, `h`; in the last `K` its transition
     `M = T_n ⋯ T_1`, `T_t = (I − β k kᵀ) Diag(exp g)`; in the output's first
     `V` columns the outputs from a zero state `o⁰_t`, and in its last `K`
-    the correction's factor `P_tᵀ q_t · scale`, `P_t = T_t ⋯ T_1`.
-    Results: `output [1, T, H, V + K]` and `final_state [N, H, K, V + K]`,
-    f32. `k3.kda_context_fold` turns them into the outputs and final state.
+    the correction's factor `P_tᵀ q_t · scale`, `P_t = T_t ⋯ T_1`. It is an
+    ordinary `k3.kda`, so every KDA lowering (the CPU's chunkwise form, the
+    tensor-core kernels) runs it. `values [1, T, H, V + K]` has `v`'s
+    element type; `initial_state [N, H, K, V + K]` is f32.
+    `k3.kda_context_fold` turns the results into the outputs and final
+    state.
 
     ```mlir
-    %o, %s = k3.kda_segment %q, %k, %v, %g, %beta cu_seqlens(%cu)
-        {scale = 0.25 : f64, use_qk_l2norm}
-        : (tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>,
-           tensor<1x?x2x16xf32>, tensor<1x?x2xf32>, tensor<?xi32>)
+    %vx, %s0 = k3.kda_context_inputs %v, %cu {key_dim = 16 : i64}
+        : (tensor<1x?x2x16xf32>, tensor<?xi32>)
         -> (tensor<1x?x2x32xf32>, tensor<?x2x16x32xf32>)
     ```
   }];
-  let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,
-                       K3_FloatTensor:$v, K3_FloatTensor:$g,
-                       K3_FloatTensor:$beta, K3_IndexTensor:$cu_seqlens,
-                       Optional<K3_FloatTensor>:$A_log,
-                       Optional<K3_FloatTensor>:$dt_bias,
-                       F64Attr:$scale,
-                       UnitAttr:$use_qk_l2norm,
-                       UnitAttr:$use_beta_sigmoid,
-                       OptionalAttr<K3_DecayGateKindAttr>:$gate_kind,
-                       OptionalAttr<F64Attr>:$lower_bound);
-  let results = (outs K3_F32Tensor:$output, K3_F32Tensor:$final_state);
+  let arguments = (ins K3_FloatTensor:$v, K3_IndexTensor:$cu_seqlens,
+                       I64Attr:$key_dim);
+  let results = (outs K3_FloatTensor:$values, K3_F32Tensor:$initial_state);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $g `,` $beta `cu_seqlens` `(` $cu_seqlens `)`
-    (`gate_params` `(` $A_log^ `,` $dt_bias `)`)?
-    attr-dict `:` functional-type(operands, results)
+    $v `,` $cu_seqlens attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -64,10 +55,10 @@ def K3_KDAContextFoldOp : K3_Op<"kda_context_fold", [Pure]> {
   let summary = "a KDA segment's outputs and the sequence's final state, "
                 "from every rank's segment";
   let description = [{
-    `segment_output [1, T, H, V + K]` is this rank's `k3.kda_segment`
-    output; `segments [G, N, H, K, V + K]` every rank's `k3.kda_segment`
-    final state, gathered over the `cp` group in rank order (`G =
-    group_size`); `rank` (`tensor<1xi32>`) this rank's coordinate in it.
+    `segment_output [1, T, H, V + K]` is the output of this rank's
+    `k3.kda` over `k3.kda_context_inputs`; `segments [G, N, H, K, V + K]`
+    every rank's final state of it, gathered over the `cp` group in rank
+    order (`G = group_size`); `rank` (`tensor<1xi32>`) this rank's coordinate in it.
     Per sequence and head, with `(h_r, M_r)` the two parts of rank `r`'s
     entry, the state entering rank `r`'s segment is the fold
 
@@ -88,7 +79,7 @@ def K3_KDAContextFoldOp : K3_Op<"kda_context_fold", [Pure]> {
         -> (tensor<1x?x2x16xf32>, tensor<?x2x16x16xf32>)
     ```
   }];
-  let arguments = (ins K3_F32Tensor:$segment_output, K3_F32Tensor:$segments,
+  let arguments = (ins K3_FloatTensor:$segment_output, K3_F32Tensor:$segments,
                        K3_IndexTensor:$rank,
                        Optional<K3_F32Tensor>:$initial_state,
                        K3_IndexTensor:$cu_seqlens, I64Attr:$group_size);

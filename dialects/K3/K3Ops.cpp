@@ -210,110 +210,88 @@ LogicalResult KDAGateOp::verify() {
   return verifyDecayGate(*this, getKind(), lb);
 }
 
-LogicalResult mlir::k3::verify::expectKDAOperands(Operation *op,
-                                                  const KDAOperands &o) {
-  Named q = o.q, k = o.k, v = o.v, g = o.g, beta = o.beta, out = o.output,
-        fs = o.finalState;
-  for (Named t : {q, k, v, g, out})
-    if (failed(expectRank(op, t, 4)))
+LogicalResult KDAOp::verify() {
+  Named q = named("q", getQ()), k = named("k", getK()), v = named("v", getV()),
+        g = named("g", getG()), beta = named("beta", getBeta()),
+        o = named("output", getOutput()),
+        fs = named("final_state", getFinalState());
+  for (Named t : {q, k, v, g, o})
+    if (failed(expectRank(*this, t, 4)))
       return failure();
-  if (failed(expectRank(op, beta, 3)) || failed(expectRank(op, fs, 4)))
+  if (failed(expectRank(*this, beta, 3)) || failed(expectRank(*this, fs, 4)))
     return failure();
-  if (failed(expectSameShape(op, q, k)) || failed(expectSameShape(op, q, g)))
+  if (failed(expectSameShape(*this, q, k)) ||
+      failed(expectSameShape(*this, q, g)) ||
+      failed(expectSameShape(*this, v, o)))
     return failure();
-  for (int64_t d = 0; d < 3; ++d) {
-    StringRef meaning = d == 0   ? "batch"
-                        : d == 1 ? "token count"
-                                 : "head count";
-    if (failed(expectSameDim(op, q, d, v, d, meaning)) ||
-        failed(expectSameDim(op, q, d, beta, d, meaning)) ||
-        failed(expectSameDim(op, v, d, out, d, meaning)))
+  for (int64_t d = 0; d < 3; ++d)
+    if (failed(expectSameDim(*this, q, d, v, d,
+                             d == 0   ? "batch"
+                             : d == 1 ? "token count"
+                                      : "head count")) ||
+        failed(expectSameDim(*this, q, d, beta, d,
+                             d == 0   ? "batch"
+                             : d == 1 ? "token count"
+                                      : "head count")))
       return failure();
-  }
-  // The output and final state [N, H, K, V + extra] (the value columns and
-  // the extra ones that k3.kda_segment adds).
-  int64_t hk = q.type.getDimSize(3), hv = v.type.getDimSize(3);
-  int64_t width = ShapedType::isDynamic(hv) ? hv : hv + o.extraColumns;
-  if (o.extraColumns == 0
-          ? failed(expectSameShape(op, v, out)) ||
-                failed(expectSameDim(op, v, 3, fs, 3, "value dimension"))
-          : failed(expectDim(op, out, 3, width, "value dimension")) ||
-                failed(expectDim(op, fs, 3, width, "value dimension")))
+  // Final state [N, H, K, V].
+  if (failed(expectSameDim(*this, q, 2, fs, 1, "head count")) ||
+      failed(expectSameDim(*this, q, 3, fs, 2, "key dimension")) ||
+      failed(expectSameDim(*this, v, 3, fs, 3, "value dimension")))
     return failure();
-  if (failed(expectSameDim(op, q, 2, fs, 1, "head count")) ||
-      failed(expectSameDim(op, q, 3, fs, 2, "key dimension")))
+  if (!getCuSeqlens() &&
+      failed(expectSameDim(*this, q, 0, fs, 0, "sequence count")))
     return failure();
-  if (!o.cuSeqlens && failed(expectSameDim(op, q, 0, fs, 0, "sequence count")))
-    return failure();
-  if (Value cu = o.cuSeqlens) {
-    if (failed(verifyCuSeqlens(op, cu)) ||
-        failed(expectDim(op, q, 0, 1,
+  if (Value init = getInitialState())
+    if (failed(expectSameShape(*this, named("initial_state", init), fs)))
+      return failure();
+  if (Value cu = getCuSeqlens()) {
+    if (failed(verifyCuSeqlens(*this, cu)) ||
+        failed(expectDim(*this, q, 0, 1,
                          "batch, which must be 1 with "
                          "cu_seqlens")))
       return failure();
   }
+  int64_t hk = q.type.getDimSize(3), hv = v.type.getDimSize(3);
   if ((!ShapedType::isDynamic(hk) && hk > 256) ||
       (!ShapedType::isDynamic(hv) && hv > 256))
-    return op->emitOpError()
-           << "supports head dimensions up to 256, got K = " << hk
-           << ", V = " << hv;
-  if (failed(expectPositive(op, "scale", o.scale)))
+    return emitOpError() << "supports head dimensions up to 256, got K = " << hk
+                         << ", V = " << hv;
+  if (failed(expectPositive(*this, "scale", getScale().convertToDouble())))
     return failure();
 
   // The in-op gate needs its parameters, and only then. The custom syntax
   // gives both or neither; the generic form can give one alone.
-  if (bool(o.aLog) != bool(o.dtBias))
-    return op->emitOpError() << "expects gate_params to give both 'A_log' and "
-                                "'dt_bias'";
-  bool hasParams = o.aLog != nullptr;
-  if (auto kind = o.gateKind) {
-    if (!hasParams)
-      return op->emitOpError() << "'gate_kind' requires gate_params(A_log, "
-                                  "dt_bias)";
-    if (failed(verifyDecayGate(op, *kind, o.lowerBound)))
-      return failure();
-    Named a = named("A_log", o.aLog), b = named("dt_bias", o.dtBias);
-    if (failed(expectRank(op, a, 1)) || failed(expectRank(op, b, 1)))
-      return failure();
-    int64_t h = q.type.getDimSize(2);
-    if (!ShapedType::isDynamic(h) && !ShapedType::isDynamic(hk) &&
-        failed(expectDim(op, b, 0, h * hk, "heads * head_dim")))
-      return failure();
-  } else {
-    if (hasParams)
-      return op->emitOpError() << "gate_params given without 'gate_kind'";
-    if (o.lowerBound)
-      return op->emitOpError() << "'lower_bound' given without 'gate_kind'";
-    if (!g.type.getElementType().isF32())
-      return op->emitOpError() << "expects the log-decay 'g' in f32 (it is "
-                                  "summed over a chunk), got "
-                               << g.type.getElementType();
-  }
-  return success();
-}
-
-LogicalResult KDAOp::verify() {
+  if (bool(getALog()) != bool(getDtBias()))
+    return emitOpError() << "expects gate_params to give both 'A_log' and "
+                            "'dt_bias'";
+  bool hasParams = getALog() != nullptr;
   std::optional<double> lb;
   if (auto attr = getLowerBoundAttr())
     lb = attr.getValueAsDouble();
-  KDAOperands o{named("q", getQ()),
-                named("k", getK()),
-                named("v", getV()),
-                named("g", getG()),
-                named("beta", getBeta()),
-                named("output", getOutput()),
-                named("final_state", getFinalState()),
-                getCuSeqlens(),
-                getALog(),
-                getDtBias(),
-                getGateKind(),
-                lb,
-                getScale().convertToDouble(),
-                /*extraColumns=*/0};
-  if (failed(expectKDAOperands(*this, o)))
-    return failure();
-  if (Value init = getInitialState())
-    return expectSameShape(*this, named("initial_state", init), o.finalState);
+  if (auto kind = getGateKind()) {
+    if (!hasParams)
+      return emitOpError() << "'gate_kind' requires gate_params(A_log, "
+                              "dt_bias)";
+    if (failed(verifyDecayGate(*this, *kind, lb)))
+      return failure();
+    Named a = named("A_log", getALog()), b = named("dt_bias", getDtBias());
+    if (failed(expectRank(*this, a, 1)) || failed(expectRank(*this, b, 1)))
+      return failure();
+    int64_t h = q.type.getDimSize(2);
+    if (!ShapedType::isDynamic(h) && !ShapedType::isDynamic(hk) &&
+        failed(expectDim(*this, b, 0, h * hk, "heads * head_dim")))
+      return failure();
+  } else {
+    if (hasParams)
+      return emitOpError() << "gate_params given without 'gate_kind'";
+    if (lb)
+      return emitOpError() << "'lower_bound' given without 'gate_kind'";
+    if (!g.type.getElementType().isF32())
+      return emitOpError() << "expects the log-decay 'g' in f32 (it is "
+                              "summed over a chunk), got "
+                           << g.type.getElementType();
+  }
   return success();
 }
 

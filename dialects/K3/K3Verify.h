@@ -44,19 +44,6 @@ LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
                                     int64_t topK, Value correctionBias,
                                     Named expertsOf, int64_t expertsDim,
                                     double scalingFactor);
-/// The operands and results of a KDA op (k3.kda, k3.kda_segment): q, k, g
-/// [B, T, H, K], v [B, T, H, V], beta [B, T, H], the output [B, T, H, V +
-/// extraColumns] and final state [N, H, K, V + extraColumns], cu_seqlens
-/// (then B = 1), and the in-op decay gate's parameters.
-struct KDAOperands {
-  Named q, k, v, g, beta, output, finalState;
-  Value cuSeqlens, aLog, dtBias;
-  std::optional<DecayGateKind> gateKind;
-  std::optional<double> lowerBound;
-  double scale;
-  int64_t extraColumns;
-};
-LogicalResult expectKDAOperands(Operation *op, const KDAOperands &o);
 /// The SiTU parameters of a GLU op: `beta` (positive) with situ only,
 /// `linear_beta` optional.
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,

@@ -4,8 +4,10 @@
 // rank folds the gathered effects of the segments before its own into the
 // state entering its segment. Both walk the ranks in order per state column,
 // so one thread owns a column from the first rank to the last and the
-// result does not depend on how the loops are scheduled. k3.context_offsets
-// and k3.latent_cache_segment place a rank's tokens in its sequences.
+// result does not depend on how the loops are scheduled.
+// k3.kda_context_inputs makes a k3.kda compute what the KDA fold folds;
+// k3.context_offsets and k3.latent_cache_segment place a rank's tokens in
+// its sequences.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/kernels/Kernels.h"
@@ -13,6 +15,35 @@
 
 using namespace mlir;
 using namespace mlir::k3;
+
+// [v | 0] and, per sequence and head, [0 | I].
+LogicalResult k3::emitKDAContextInputs(KDAContextInputsOp op, KernelBuilder &kb,
+                                       In in, Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand v = ops.getV();
+  KernelOperand values = resultOf(out, op.getValues()),
+                init = resultOf(out, op.getInitialState());
+  Value vDim = kb.idx(v.shape[3]);
+  Type f32 = kb.builder().getF32Type();
+  kb.parallel({kb.dim(values.shape[1]), kb.dim(values.shape[2]),
+               kb.idx(values.shape[3])},
+              [&](ValueRange iv) {
+                Value t = iv[0], h = iv[1], c = iv[2], z = kb.idx(0);
+                Value x = kb.ifElse(
+                    kb.lti(c, vDim), f32,
+                    [&] { return kb.load(v.full, {z, t, h, c}); },
+                    [&] { return kb.f32(0.0); });
+                kb.store(x, values.full, {z, t, h, c});
+              });
+  kb.parallel({kb.dim(init.shape[0]), kb.dim(init.shape[1]),
+               kb.idx(init.shape[2]), kb.idx(init.shape[3])},
+              [&](ValueRange iv) {
+                Value diagonal = kb.eqi(kb.addi(iv[2], vDim), iv[3]);
+                kb.store(kb.select(diagonal, kb.f32(1.0), kb.f32(0.0)),
+                         init.full, iv);
+              });
+  return success();
+}
 
 // Per (sequence, head, value column j): the column S[:, j] starts as the
 // initial state's and becomes M_r S[:, j] + h_r[:, j] rank after rank; when

@@ -38,7 +38,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       })
       .Case([&](KDAGateOp o) { return emitKDAGate(o, kb, in, out); })
       .Case([&](KDAOp o) { return emitKDARecurrent(o, kb, in, out); })
-      .Case([&](KDASegmentOp o) { return emitKDASegment(o, kb, in, out); })
+      .Case([&](KDAContextInputsOp o) {
+        return emitKDAContextInputs(o, kb, in, out);
+      })
       .Case([&](KDAContextFoldOp o) {
         return emitKDAContextFold(o, kb, in, out);
       })

@@ -133,25 +133,18 @@ LogicalResult k3::emitKDAGate(KDAGateOp op, KernelBuilder &kb, In in, Out out) {
   return success();
 }
 
-namespace {
-
-/// The token-by-token recurrence of k3.kda, or of k3.kda_segment
-/// (`segment`): there the state has K columns after the V value columns,
-/// starts as [0 | I] and reads v as [v | 0] (K3ContextOps.td says why).
-template <typename KDAOpT>
-void emitKDAColumns(KDAOpT op, KernelBuilder &kb, In in, Out out,
-                    KernelOperand init, bool segment) {
+LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
+                                   Out out) {
   auto ops = operandsOf(op, in);
   KernelOperand qIn = ops.getQ(), vIn = ops.getV();
   Value q = qIn.full, k = ops.getK().full, v = vIn.full, g = ops.getG().full,
         beta = ops.getBeta().full;
-  KernelOperand cu = ops.getCuSeqlens(), aLog = ops.getALog(),
-                dtBias = ops.getDtBias();
+  KernelOperand init = ops.getInitialState(), cu = ops.getCuSeqlens(),
+                aLog = ops.getALog(), dtBias = ops.getDtBias();
   KernelOperand finalState = resultOf(out, op.getFinalState());
   Value o = resultOf(out, op.getOutput()).full, fs = finalState.full;
 
   int64_t headDim = qIn.shape[3], valueDim = vIn.shape[3];
-  int64_t columns = finalState.shape[3];
   Value numTokens = kb.dim(qIn.shape[1]);
   Value kDim = kb.idx(headDim);
   double scale = op.getScale().convertToDouble();
@@ -161,24 +154,16 @@ void emitKDAColumns(KDAOpT op, KernelBuilder &kb, In in, Out out,
 
   kb.parallel(
       {kb.dim(finalState.shape[0]), kb.dim(finalState.shape[1]),
-       kb.idx(columns)},
+       kb.idx(valueDim)},
       [&](ValueRange iv) {
         Value n = iv[0], h = iv[1], j = iv[2];
         Value b = cu ? kb.idx(0) : n;
         Value start = cu ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
         Value end =
             cu ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))}) : numTokens;
-        // A segment's extra column j holds the transition's column
-        // j - V; its value column reads v, an extra one zero.
-        Value valueColumn = kb.lti(j, kb.idx(valueDim));
         // Column j of this head's state lives in the final-state output.
         kb.forRange(kDim, [&](Value i) {
-          Value s0 = kb.f32(0.0);
-          if (segment)
-            s0 = kb.select(kb.eqi(kb.addi(i, kb.idx(valueDim)), j), kb.f32(1.0),
-                           kb.f32(0.0));
-          else if (init)
-            s0 = kb.load(init.full, {n, h, i, j});
+          Value s0 = init ? kb.load(init.full, {n, h, i, j}) : kb.f32(0.0);
           kb.store(s0, fs, {n, h, i, j});
         });
         kb.forRange(start, end, [&](Value t) {
@@ -199,12 +184,7 @@ void emitKDAColumns(KDAOpT op, KernelBuilder &kb, In in, Out out,
             kb.store(s, fs, {n, h, i, j});
             return kb.fma(s, kb.mul(kb.load(k, {b, t, h, i}), rk), acc);
           });
-          Value vt = segment ? kb.ifElse(
-                                   valueColumn, kb.builder().getF32Type(),
-                                   [&] { return kb.load(v, {b, t, h, j}); },
-                                   [&] { return kb.f32(0.0); })
-                             : kb.load(v, {b, t, h, j});
-          Value u = kb.mul(bt, kb.sub(vt, pred));
+          Value u = kb.mul(bt, kb.sub(kb.load(v, {b, t, h, j}), pred));
           // Write the correction and read the output with q.
           Value acc = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
             Value ki = kb.mul(kb.load(k, {b, t, h, i}), rk);
@@ -215,19 +195,5 @@ void emitKDAColumns(KDAOpT op, KernelBuilder &kb, In in, Out out,
           kb.store(kb.mul(acc, kb.f32(scale)), o, {b, t, h, j});
         });
       });
-}
-
-} // namespace
-
-LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
-                                   Out out) {
-  emitKDAColumns(op, kb, in, out, operandsOf(op, in).getInitialState(),
-                 /*segment=*/false);
-  return success();
-}
-
-LogicalResult k3::emitKDASegment(KDASegmentOp op, KernelBuilder &kb, In in,
-                                 Out out) {
-  emitKDAColumns(op, kb, in, out, KernelOperand(), /*segment=*/true);
   return success();
 }

@@ -50,7 +50,8 @@ LogicalResult emitShortConv(ShortConvOp, KernelBuilder &, In, Out);
 LogicalResult emitShortConvGroup(ShortConvGroupOp, KernelBuilder &, In, Out);
 LogicalResult emitKDAGate(KDAGateOp, KernelBuilder &, In, Out);
 LogicalResult emitKDARecurrent(KDAOp, KernelBuilder &, In, Out);
-LogicalResult emitKDASegment(KDASegmentOp, KernelBuilder &, In, Out);
+LogicalResult emitKDAContextInputs(KDAContextInputsOp, KernelBuilder &, In,
+                                   Out);
 LogicalResult emitKDAContextFold(KDAContextFoldOp, KernelBuilder &, In, Out);
 LogicalResult emitShortConvContextFold(ShortConvContextFoldOp, KernelBuilder &,
                                        In, Out);

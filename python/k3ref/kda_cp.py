@@ -98,8 +98,9 @@ def kda_context_parallel(q, k, v, g, beta, scale, segments: Sequence[int], initi
 
 
 def kda_segment(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm=False):
-    """``k3.kda_segment``: KDA over each sequence of ``cu_seqlens`` from the
-    state ``[0 | I]`` with v read as ``[v | 0]`` (``K`` extra columns).
+    """A rank's ``k3.kda`` over ``k3.kda_context_inputs``: KDA over each
+    sequence of ``cu_seqlens`` from the state ``[0 | I]`` with values
+    ``[v | 0]`` (``K`` extra columns).
     Returns ``(o [1, T, H, V + K], state [N, H, K, V + K])``: per segment
     ``[o⁰ | qt]`` and ``[h | M]`` of :func:`segment_from_zero`."""
     v = np.asarray(v, dtype=np.float64)

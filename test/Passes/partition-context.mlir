@@ -7,8 +7,8 @@
 
 // The prefill entry over segments: the convolution runs from the folded
 // incoming state (a zero-state copy gives its tail, gathered over cp with
-// every rank's cu_seqlens), the KDA becomes its segment run, a gather of
-// the segments' states and the fold; the states written are the folds'
+// every rank's cu_seqlens), the KDA runs on [v | 0] from [0 | I], its
+// final states are gathered and folded; the states written are the folds'
 // finals. MLA attends from the rank's positions over the cache that the
 // ranks' shares, summed, fill. The decode entry (another function) is left
 // whole.
@@ -25,7 +25,8 @@
 // CHECK:         %[[IN:.*]], %[[FIN:.*]] = k3.short_conv_context_fold %[[TAILS]], %[[CUS]], %[[RANK]] state(%[[S0]]) {group_size = 2 : i64}
 // CHECK:         %[[Y:.*]], %{{.*}} = k3.short_conv %[[X]], %[[W]] state(%[[IN]]) cu_seqlens(%[[CU]])
 // CHECK:         k3.state.write "conv", %[[FIN]]
-// CHECK:         %[[SO:.*]], %[[SS:.*]] = k3.kda_segment %{{.*}} cu_seqlens(%[[CU]]) {scale = 2.500000e-01 : f64, use_qk_l2norm}
+// CHECK:         %[[VX:.*]], %[[S0X:.*]] = k3.kda_context_inputs %{{.*}}, %[[CU]] {key_dim = 4 : i64}
+// CHECK:         %[[SO:.*]], %[[SS:.*]] = k3.kda %{{.*}}, %{{.*}}, %[[VX]], %{{.*}}, %{{.*}} initial_state(%[[S0X]]) cu_seqlens(%[[CU]]) {scale = 2.500000e-01 : f64, use_qk_l2norm}
 // CHECK-SAME:      -> (tensor<1x?x2x8xf32>, tensor<?x2x4x8xf32>)
 // CHECK:         %[[SS1:.*]] = tensor.expand_shape %[[SS]]
 // CHECK:         %[[ALL:.*]] = k3.all_gather %[[SS1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?x2x4x8xf32>) -> tensor<2x?x2x4x8xf32>
@@ -37,7 +38,6 @@
 // CHECK:         %[[SHARE:.*]] = k3.latent_cache_segment %[[LAT:[a-z0-9]+]], %[[C]], %[[CUS]], %[[RANK]], %[[CTX]] {group_size = 2 : i64}
 // CHECK:         %[[FULL:.*]] = k3.all_reduce sum %[[SHARE]] {group = "cp", group_size = 2 : i64}
 // CHECK:         k3.latent_attention %{{.*}}, %[[LAT]], %{{.*}} cache(%[[FULL]], %[[AT]]) cu_seqlens(%[[CU]])
-// CHECK-NOT:     k3.kda %
 // CHECK:         return
 // CHECK-LABEL: func.func @other
 // CHECK-NOT:     k3.all_gather

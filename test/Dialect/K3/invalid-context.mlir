@@ -4,15 +4,14 @@
 // name the operand and dimension that is wrong.
 
 // CHECK-LABEL: func.func @round_trip
-// CHECK: k3.kda_segment {{.*}} cu_seqlens(%{{.*}}) {scale = 2.500000e-01 : f64}
+// CHECK: k3.kda_context_inputs %{{.*}}, %{{.*}} {key_dim = 4 : i64}
 // CHECK: k3.kda_context_fold {{.*}} initial_state(%{{.*}}) cu_seqlens(%{{.*}}) {group_size = 2 : i64}
 // CHECK: k3.short_conv_context_fold {{.*}} state(%{{.*}}) {group_size = 2 : i64}
 func.func @round_trip(%q: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %cu: tensor<?xi32>, %rank: tensor<1xi32>,
                       %all: tensor<2x?x2x4x8xf32>, %s0: tensor<?x2x4x4xf32>, %tails: tensor<2x?x8x3xf32>,
                       %cus: tensor<2x?xi32>, %c0: tensor<?x8x3xf32>) {
-  %o, %s = k3.kda_segment %q, %q, %q, %q, %b cu_seqlens(%cu) {scale = 0.25 : f64}
-      : (tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2xf32>,
-         tensor<?xi32>) -> (tensor<1x?x2x8xf32>, tensor<?x2x4x8xf32>)
+  %o, %s = k3.kda_context_inputs %q, %cu {key_dim = 4 : i64}
+      : (tensor<1x?x2x4xf32>, tensor<?xi32>) -> (tensor<1x?x2x8xf32>, tensor<?x2x4x8xf32>)
   %fo, %fs = k3.kda_context_fold %o, %all, %rank initial_state(%s0) cu_seqlens(%cu) {group_size = 2 : i64}
       : (tensor<1x?x2x8xf32>, tensor<2x?x2x4x8xf32>, tensor<1xi32>, tensor<?x2x4x4xf32>, tensor<?xi32>)
       -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
@@ -23,11 +22,19 @@ func.func @round_trip(%q: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %cu: tenso
 
 // -----
 
-func.func @segment_width(%q: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %cu: tensor<?xi32>) {
-  // expected-error @+1 {{expects 'output' dimension 3 (value dimension) to be 8, got 4}}
-  %o, %s = k3.kda_segment %q, %q, %q, %q, %b cu_seqlens(%cu) {scale = 0.25 : f64}
-      : (tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2x4xf32>, tensor<1x?x2xf32>,
-         tensor<?xi32>) -> (tensor<1x?x2x4xf32>, tensor<?x2x4x8xf32>)
+func.func @inputs_width(%v: tensor<1x?x2x4xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{expects 'values' dimension 3 (values and key) to be 8, got 4}}
+  %o, %s = k3.kda_context_inputs %v, %cu {key_dim = 4 : i64}
+      : (tensor<1x?x2x4xf32>, tensor<?xi32>) -> (tensor<1x?x2x4xf32>, tensor<?x2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @inputs_state(%v: tensor<1x?x2x4xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{expects 'initial_state' dimension 2 (key dimension) to be 4, got 8}}
+  %o, %s = k3.kda_context_inputs %v, %cu {key_dim = 4 : i64}
+      : (tensor<1x?x2x4xf32>, tensor<?xi32>) -> (tensor<1x?x2x8xf32>, tensor<?x2x8x8xf32>)
   return
 }
 
