@@ -229,6 +229,11 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         return perSeq(k.getFinalState(), k.getCuSeqlens(),
                       k.getSegmentOutput());
       })
+      .Case<ShortConvTailOp>([&](ShortConvTailOp c) -> LogicalResult {
+        SymShape s = fromType(c.getResult().getType());
+        s[0] = int64_t(kNumSeqs);
+        return set(c.getResult(), s, op);
+      })
       .Case<ContextOffsetsOp>([&](ContextOffsetsOp c) {
         return same(c.getResult(), c.getContextLens());
       })

@@ -71,8 +71,8 @@ struct ContextSplit {
     return all;
   }
 
-  /// The convolution runs from the folded incoming state; a copy from a
-  /// zero state gives the segment's tail for the fold.
+  /// The convolution runs from the folded incoming state; the segment's
+  /// tail (k3.short_conv_tail) is what the ranks gather for the fold.
   LogicalResult split(ShortConvOp conv) {
     Value cu = conv.getCuSeqlens();
     if (!cu)
@@ -81,10 +81,9 @@ struct ContextSplit {
     OpBuilder b(conv);
     Location loc = conv.getLoc();
     Type stateType = conv.getFinalState().getType();
-    auto fromZero = ShortConvOp::create(
-        b, loc, conv.getResult().getType(), stateType, conv.getInput(),
-        conv.getWeight(), /*conv_state=*/Value(), cu, conv.getKernelSizeAttr());
-    Value tails = gatherOverRanks(b, loc, fromZero.getFinalState(), cp);
+    auto tail = ShortConvTailOp::create(b, loc, stateType, conv.getInput(), cu,
+                                        conv.getKernelSizeAttr());
+    Value tails = gatherOverRanks(b, loc, tail.getResult(), cp);
     auto fold = ShortConvContextFoldOp::create(
         b, loc, stateType, stateType, tails, allCuSeqlens(cu), rank,
         conv.getConvState(), b.getI64IntegerAttr(cp));

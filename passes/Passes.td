@@ -449,8 +449,9 @@ def K3PartitionContext : Pass<"k3-partition-context", "ModuleOp"> {
       `cp` shares its final states, and a `k3.kda_context_fold` folds them
       (the incoming state, the outputs corrected by it, the sequence's
       final state);
-    - each `k3.short_conv` is also run from a zero state for its tail, the
-      tails and the ranks' cu_seqlens are all-gathered, and a
+    - each `k3.short_conv`'s segment tail (`k3.short_conv_tail`: the state
+      a convolution from zero ends at) and the ranks' cu_seqlens are
+      all-gathered, and a
       `k3.short_conv_context_fold` gives the state entering the segment
       (the convolution then runs from it) and the final state;
     - each `k3.latent_attention` (MLA, in its cache form) reads a cache that

@@ -146,3 +146,15 @@ LogicalResult LatentCacheSegmentOp::verify() {
     return failure();
   return expectSameDim(*this, latent, 1, cache, 2, "latent width");
 }
+
+LogicalResult ShortConvTailOp::verify() {
+  Named x = named("input", getInput()), r = named("result", getResult());
+  int64_t ks = getKernelSize();
+  if (ks < 2 || ks > 16)
+    return emitOpError() << "expects 'kernel_size' in [2, 16], got " << ks;
+  if (failed(expectRank(*this, x, 2)) || failed(expectRank(*this, r, 3)) ||
+      failed(expectRank(*this, named("cu_seqlens", getCuSeqlens()), 1)) ||
+      failed(expectSameDim(*this, x, 1, r, 1, "channels")))
+    return failure();
+  return expectDim(*this, r, 2, ks - 1, "kernel size minus one");
+}

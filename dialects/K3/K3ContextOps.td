@@ -93,12 +93,37 @@ def K3_KDAContextFoldOp : K3_Op<"kda_context_fold", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_ShortConvTailOp : K3_Op<"short_conv_tail", [Pure]> {
+  let summary = "the state a short convolution ends at from a zero state";
+  let description = [{
+    `result[n, c, i]` is input row `end_n − (W − 1) + i` of sequence `n`
+    (`x [T, C]`, `cu_seqlens [N + 1]`) where that row is in the sequence,
+    else zero: the final state of a `k3.short_conv` of kernel size `W` run
+    from a zero state, without computing its outputs. Each rank's tails,
+    all-gathered over `cp`, are what `k3.short_conv_context_fold` folds.
+
+    ```mlir
+    %tail = k3.short_conv_tail %x cu_seqlens(%cu) {kernel_size = 4 : i64}
+        : (tensor<?x32xf32>, tensor<?xi32>) -> tensor<?x32x3xf32>
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$input, K3_IndexTensor:$cu_seqlens,
+                       I64Attr:$kernel_size);
+  let results = (outs K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `cu_seqlens` `(` $cu_seqlens `)` attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_ShortConvContextFoldOp : K3_Op<"short_conv_context_fold", [Pure]> {
   let summary = "the short convolution's state entering this rank's segment, "
                 "and after the last";
   let description = [{
-    `tails [G, N, C, W − 1]` is every rank's `k3.short_conv` final state
-    from a zero state, gathered over the `cp` group in rank order;
+    `tails [G, N, C, W − 1]` is every rank's `k3.short_conv_tail` (its
+    convolution's final state from a zero state), gathered over the `cp`
+    group in rank order;
     `cu_seqlens [G, N + 1]` every rank's cu_seqlens, gathered the same way;
     `rank` this rank's coordinate. A segment of `L` tokens takes the state
     `S` to the last `W − 1` rows of `[S; x]`: row `i` is `S[i + L]` where

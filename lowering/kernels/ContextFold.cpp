@@ -208,3 +208,26 @@ LogicalResult k3::emitLatentCacheSegment(LatentCacheSegmentOp op,
       });
   return success();
 }
+
+// Per (sequence, channel, row): the input W - 1 - i rows before the
+// sequence's end, or zero before its first token.
+LogicalResult k3::emitShortConvTail(ShortConvTailOp op, KernelBuilder &kb,
+                                    In in, Out out) {
+  auto ops = operandsOf(op, in);
+  Value x = ops.getInput().full, cu = ops.getCuSeqlens().full;
+  KernelOperand tail = out[0];
+  int64_t rows = tail.shape[2];
+  kb.parallel({kb.dim(tail.shape[0]), kb.dim(tail.shape[1]), kb.idx(rows)},
+              [&](ValueRange iv) {
+                Value n = iv[0], c = iv[1], i = iv[2];
+                Value start = kb.loadIndex(cu, {n});
+                Value end = kb.loadIndex(cu, {kb.addi(n, kb.idx(1))});
+                Value t = kb.addi(kb.subi(end, kb.idx(rows)), i);
+                Value v = kb.ifElse(
+                    kb.gei(t, start), kb.builder().getF32Type(),
+                    [&] { return kb.load(x, {t, c}); },
+                    [&] { return kb.f32(0.0); });
+                kb.store(v, tail.full, iv);
+              });
+  return success();
+}

@@ -47,6 +47,8 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](ShortConvContextFoldOp o) {
         return emitShortConvContextFold(o, kb, in, out);
       })
+      .Case(
+          [&](ShortConvTailOp o) { return emitShortConvTail(o, kb, in, out); })
       .Case([&](ContextOffsetsOp o) {
         return emitContextOffsets(o, kb, in, out);
       })

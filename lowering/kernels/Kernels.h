@@ -56,6 +56,7 @@ LogicalResult emitKDAContextFold(KDAContextFoldOp, KernelBuilder &, In, Out);
 LogicalResult emitShortConvContextFold(ShortConvContextFoldOp, KernelBuilder &,
                                        In, Out);
 LogicalResult emitContextOffsets(ContextOffsetsOp, KernelBuilder &, In, Out);
+LogicalResult emitShortConvTail(ShortConvTailOp, KernelBuilder &, In, Out);
 LogicalResult emitLatentCacheSegment(LatentCacheSegmentOp, KernelBuilder &, In,
                                      Out);
 

@@ -151,3 +151,18 @@ def short_conv_context_fold(tails, cu_seqlens, rank, conv_state=None):
                 new[n, :, i] = state[n, :, i + L] if i + L < R else tails[r, n, :, i]
         state = new
     return incoming, state
+
+
+def short_conv_tail(x, cu_seqlens, kernel_size):
+    """``k3.short_conv_tail``: per sequence the last ``W − 1`` inputs (zeros
+    before its first), the final state of a short convolution run from a
+    zero state: ``[N, C, W − 1]``."""
+    x = np.asarray(x, dtype=np.float64)
+    R = kernel_size - 1
+    out = np.zeros((len(cu_seqlens) - 1, x.shape[1], R))
+    for n, (a, b) in enumerate(zip(cu_seqlens[:-1], cu_seqlens[1:])):
+        for i in range(R):
+            t = b - R + i
+            if t >= a:
+                out[n, :, i] = x[t]
+    return out

@@ -102,8 +102,10 @@ def test_short_conv_fold(segments):
     w = rng.standard_normal((C, 1, W))
     s0 = rng.standard_normal((1, C, W - 1))
     starts = np.concatenate([[0], np.cumsum(segments)]).astype(int)
-    tails = np.stack([ops.short_conv(x[a:b], w, None, [0, b - a])[1]
+    tails = np.stack([kda_cp.short_conv_tail(x[a:b], [0, b - a], W)
                       for a, b in zip(starts[:-1], starts[1:])])
+    for tail, (a, b) in zip(tails, zip(starts[:-1], starts[1:])):  # a zero-state conv's final state
+        assert np.array_equal(tail, ops.short_conv(x[a:b], w, None, [0, b - a])[1])
     cus = np.array([[0, b - a] for a, b in zip(starts[:-1], starts[1:])])
     for r, a in enumerate(starts[:-1]):
         incoming, final = kda_cp.short_conv_context_fold(tails, cus, r, s0)

@@ -6,8 +6,8 @@
 // CAP: k3-partition-context: experts needs max-tokens
 
 // The prefill entry over segments: the convolution runs from the folded
-// incoming state (a zero-state copy gives its tail, gathered over cp with
-// every rank's cu_seqlens), the KDA runs on [v | 0] from [0 | I], its
+// incoming state (its segment's tail, gathered over cp with every rank's
+// cu_seqlens), the KDA runs on [v | 0] from [0 | I], its
 // final states are gathered and folded; the states written are the folds'
 // finals. MLA attends from the rank's positions over the cache that the
 // ranks' shares, summed, fill. The decode entry (another function) is left
@@ -19,11 +19,11 @@
 // CHECK:         %[[CU1:.*]] = tensor.expand_shape %[[CU]] {{\[\[}}0, 1]]
 // CHECK:         %[[CUS:.*]] = k3.all_gather %[[CU1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?xi32>) -> tensor<2x?xi32>
 // CHECK:         %[[S0:.*]] = k3.state.read "conv"
-// CHECK:         %{{.*}}, %[[TAIL:.*]] = k3.short_conv %[[X:[a-z0-9_]+]], %[[W:[a-z0-9_]+]] cu_seqlens(%[[CU]])
+// CHECK:         %[[TAIL:.*]] = k3.short_conv_tail %[[X:[a-z0-9_]+]] cu_seqlens(%[[CU]]) {kernel_size = 4 : i64}
 // CHECK:         %[[TAIL1:.*]] = tensor.expand_shape %[[TAIL]]
 // CHECK:         %[[TAILS:.*]] = k3.all_gather %[[TAIL1]] {dim = 0 : i64, group = "cp", group_size = 2 : i64} : (tensor<1x?x8x3xf32>) -> tensor<2x?x8x3xf32>
 // CHECK:         %[[IN:.*]], %[[FIN:.*]] = k3.short_conv_context_fold %[[TAILS]], %[[CUS]], %[[RANK]] state(%[[S0]]) {group_size = 2 : i64}
-// CHECK:         %[[Y:.*]], %{{.*}} = k3.short_conv %[[X]], %[[W]] state(%[[IN]]) cu_seqlens(%[[CU]])
+// CHECK:         %[[Y:.*]], %{{.*}} = k3.short_conv %[[X]], %{{.*}} state(%[[IN]]) cu_seqlens(%[[CU]])
 // CHECK:         k3.state.write "conv", %[[FIN]]
 // CHECK:         %[[VX:.*]], %[[S0X:.*]] = k3.kda_context_inputs %{{.*}}, %[[CU]] {key_dim = 4 : i64}
 // CHECK:         %[[SO:.*]], %[[SS:.*]] = k3.kda %{{.*}}, %{{.*}}, %[[VX]], %{{.*}}, %{{.*}} initial_state(%[[S0X]]) cu_seqlens(%[[CU]]) {scale = 2.500000e-01 : f64, use_qk_l2norm}

@@ -7,6 +7,7 @@
 // CHECK: k3.kda_context_inputs %{{.*}}, %{{.*}} {key_dim = 4 : i64}
 // CHECK: k3.kda_context_fold {{.*}} initial_state(%{{.*}}) cu_seqlens(%{{.*}}) {group_size = 2 : i64}
 // CHECK: k3.short_conv_context_fold {{.*}} state(%{{.*}}) {group_size = 2 : i64}
+// CHECK: k3.short_conv_tail %{{.*}} cu_seqlens(%{{.*}}) {kernel_size = 4 : i64}
 func.func @round_trip(%q: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %cu: tensor<?xi32>, %rank: tensor<1xi32>,
                       %all: tensor<2x?x2x4x8xf32>, %s0: tensor<?x2x4x4xf32>, %tails: tensor<2x?x8x3xf32>,
                       %cus: tensor<2x?xi32>, %c0: tensor<?x8x3xf32>) {
@@ -17,6 +18,8 @@ func.func @round_trip(%q: tensor<1x?x2x4xf32>, %b: tensor<1x?x2xf32>, %cu: tenso
       -> (tensor<1x?x2x4xf32>, tensor<?x2x4x4xf32>)
   %in, %cf = k3.short_conv_context_fold %tails, %cus, %rank state(%c0) {group_size = 2 : i64}
       : (tensor<2x?x8x3xf32>, tensor<2x?xi32>, tensor<1xi32>, tensor<?x8x3xf32>) -> (tensor<?x8x3xf32>, tensor<?x8x3xf32>)
+  %x = tensor.collapse_shape %tails [[0, 1], [2, 3]] : tensor<2x?x8x3xf32> into tensor<?x24xf32>
+  %t = k3.short_conv_tail %x cu_seqlens(%cu) {kernel_size = 4 : i64} : (tensor<?x24xf32>, tensor<?xi32>) -> tensor<?x24x3xf32>
   return
 }
 
@@ -83,5 +86,13 @@ func.func @conv_channels(%tails: tensor<2x?x4x3xf32>, %cus: tensor<2x?xi32>, %ra
   // expected-error @+1 {{entry dimension mismatch: 'tails' dimension 2 is 4 but 'final_state' dimension 1 is 8}}
   %in, %cf = k3.short_conv_context_fold %tails, %cus, %rank {group_size = 2 : i64}
       : (tensor<2x?x4x3xf32>, tensor<2x?xi32>, tensor<1xi32>) -> (tensor<?x8x3xf32>, tensor<?x8x3xf32>)
+  return
+}
+
+// -----
+
+func.func @tail_rows(%x: tensor<?x8xf32>, %cu: tensor<?xi32>) {
+  // expected-error @+1 {{expects 'result' dimension 2 (kernel size minus one) to be 3, got 4}}
+  %t = k3.short_conv_tail %x cu_seqlens(%cu) {kernel_size = 4 : i64} : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8x4xf32>
   return
 }
