@@ -214,7 +214,7 @@ private:
   /// sequences' order, the others from the last cp coordinate.
   void mergeContextOutputs(
       const artifact::Entry &e, const ContextCall &call,
-      const std::vector<std::vector<OutputTensor>> &byCoordinate);
+      const std::vector<const std::vector<OutputTensor> *> &byCoordinate);
   /// A collective launch: the communicator, with this call's sizes.
   void runCollective(const artifact::Entry &e, size_t li,
                      const std::vector<int64_t> &sv);

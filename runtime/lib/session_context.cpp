@@ -162,7 +162,9 @@ void Session::runContextParallel(size_t ei, const k3_symbol_value *syms,
     s.run(e.name, p.syms.data(), p.syms.size(), p.inputs.data(),
           p.inputs.size(), /*download=*/true, /*inputsOnDevice=*/false);
   };
-  std::vector<std::vector<OutputTensor>> byCoordinate(partition_.cp);
+  // Every coordinate's outputs, read where they are (no copies).
+  std::vector<const std::vector<OutputTensor> *> byCoordinate(partition_.cp);
+  std::vector<std::vector<OutputTensor>> exchanged;
   if (ownProcess_) {
     // MPI: this process's part, then every coordinate's outputs.
     struct Inside {
@@ -170,13 +172,15 @@ void Session::runContextParallel(size_t ei, const k3_symbol_value *syms,
       ~Inside() { flag = false; }
     } inside{inContextCall_ = true};
     runPart(*this);
-    byCoordinate = exchangeContextOutputs(e, call);
+    exchanged = exchangeContextOutputs(e, call);
+    for (uint32_t c = 0; c < partition_.cp; ++c)
+      byCoordinate[c] = &exchanged[c];
   } else {
     forEachRank(runPart);
     // Coordinate c's outputs: its rank whose other coordinates are 0.
     for (uint32_t c = 0; c < partition_.cp; ++c) {
       uint32_t r = partition_.memberRank("cp", 0, c);
-      byCoordinate[c] = r == rank_ ? outputs_ : peers_[r - 1]->outputs_;
+      byCoordinate[c] = r == rank_ ? &outputs_ : &peers_[r - 1]->outputs_;
     }
   }
   mergeContextOutputs(e, call, byCoordinate);
@@ -234,25 +238,26 @@ Session::exchangeContextOutputs(const Entry &e, const ContextCall &call) {
 
 void Session::mergeContextOutputs(
     const Entry &e, const ContextCall &call,
-    const std::vector<std::vector<OutputTensor>> &byCoordinate) {
+    const std::vector<const std::vector<OutputTensor> *> &byCoordinate) {
   uint32_t cp = partition_.cp;
   std::vector<OutputTensor> merged;
   std::vector<std::vector<int64_t>> shapes;
   for (size_t k = 0; k < e.outputs.size(); ++k) {
     const TensorSpec &t = e.outputs[k];
     if (t.shape.empty() || !(t.shape[0] == call.tokenDim)) {
-      merged.push_back(byCoordinate[cp - 1][k]);
+      merged.push_back((*byCoordinate[cp - 1])[k]);
       shapes.push_back(merged.back().shape);
       continue;
     }
     // Per token: the sequences' segments in order.
-    OutputTensor o = byCoordinate[0][k];
+    const OutputTensor &first = (*byCoordinate[0])[k];
+    OutputTensor o{first.name, first.dtype, first.shape, {}};
     o.shape[0] = 1;
     uint64_t rb = bytesOf(o);
     o.shape[0] = call.cu.back();
     o.data.assign(uint64_t(o.shape[0]) * rb, 0);
     for (uint32_t c = 0; c < cp; ++c) {
-      const OutputTensor &part = byCoordinate[c][k];
+      const OutputTensor &part = (*byCoordinate[c])[k];
       for (size_t r = 0; r < call.segs[c].rows.size(); ++r)
         std::memcpy(o.data.data() + uint64_t(call.segs[c].rows[r]) * rb,
                     part.data.data() + r * rb, rb);
