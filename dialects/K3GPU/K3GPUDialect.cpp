@@ -102,6 +102,21 @@ LogicalResult WarpgroupMmaChainOp::verify() {
         !shapeOf(b).getElementType().isBF16())
       return emitOpError("each step needs bf16 B [16, ")
              << acc.getDimSize(1) << "]";
+  if (getAsync())
+    for (Operation *user : getMatrixD().getUsers())
+      if (!isa<WarpgroupMmaWaitOp>(user))
+        return emitOpError("is async: its result is read only through "
+                           "k3gpu.warpgroup_mma_wait, not '")
+               << user->getName() << "'";
+  return success();
+}
+
+LogicalResult WarpgroupMmaWaitOp::verify() {
+  // wgmma.wait_group takes an immediate in [0, 7].
+  if (getPending() > 7)
+    return emitOpError("pending must be in [0, 7], got ") << getPending();
+  if (getAccumulators().empty())
+    return emitOpError("needs the accumulators of the groups it retires");
   return success();
 }
 

@@ -32,6 +32,10 @@
 //    and advances a K-major B operand's descriptor as if it were MN-major,
 //    so a chain over K-major tiles needs one op per k-step, and ptxas
 //    serialises wgmma whose results are read between such waits (C7514).
+//  - k3gpu.warpgroup_mma_wait: the wait of `async` chains, apart from
+//    them, so that a kernel keeps two groups in flight and works on the
+//    older one's registers while the newer one runs (FlashAttention-3's
+//    softmax under the next product). nvgpu has no wgmma wait of its own.
 //
 // Each op lowers to NVVM by one pattern (K3GPUToNVVM.cpp,
 // populateK3GPUToNVVMConversionPatterns; pass convert-k3gpu-to-nvvm).
@@ -206,6 +210,11 @@ def K3GPU_WarpgroupMmaChainOp : K3GPU_Op<"warpgroup_mma_chain",
     next product without shared memory, as FlashAttention-3 does); one of
     the two lists is empty.
 
+    With `async` the chain commits its group and does not wait: its result
+    (and the registers of A it reads) stay in flight until a
+    `k3gpu.warpgroup_mma_wait` retires the group, and that wait's result is
+    the only use the chain's result may have.
+
     ```mlir
     %d = k3gpu.warpgroup_mma_chain [%a0, %a1], [%b0, %b1], %c {overwrite}
         : [!descA, !descA], [!descB, !descB], !acc -> !acc
@@ -217,7 +226,8 @@ def K3GPU_WarpgroupMmaChainOp : K3GPU_Op<"warpgroup_mma_chain",
                        Variadic<VectorOfLengthAndType<[4], [I32]>>:$registersA,
                        Variadic<NVGPU_WarpgroupMatrixDescriptor>:$descriptorsB,
                        NVGPU_WarpgroupAccumulator:$matrixC,
-                       UnitAttr:$overwrite, UnitAttr:$transposeB);
+                       UnitAttr:$overwrite, UnitAttr:$transposeB,
+                       UnitAttr:$async);
   let results = (outs NVGPU_WarpgroupAccumulator:$matrixD);
   let assemblyFormat = [{
     `[` $descriptorsA `]` `,` `[` $descriptorsB `]` `,` $matrixC
@@ -232,6 +242,33 @@ def K3GPU_WarpgroupMmaChainOp : K3GPU_Op<"warpgroup_mma_chain",
             descriptorsB, matrixC);
     }]>
   ];
+  let hasVerifier = 1;
+}
+
+def K3GPU_WarpgroupMmaWaitOp : K3GPU_Op<"warpgroup_mma_wait",
+    [AllTypesMatch<["accumulators", "results"]>]> {
+  let summary = "retires async wgmma groups: wgmma.wait_group pending";
+  let description = [{
+    Waits until at most `pending` of this warpgroup's committed wgmma groups
+    are in flight (groups retire in the order they were committed), then
+    gives `accumulators` back as values the thread may read: each register
+    passes through an empty asm statement after the wait, so no read of it
+    is scheduled before the wait. Every accumulator must come from a group
+    that this wait retires.
+
+    ```mlir
+    %s0 = k3gpu.warpgroup_mma_chain [%q], [%k], %init {overwrite, async} ...
+    %o1 = k3gpu.warpgroup_mma_chain [], [%v], %o registers(%p ...) {async} ...
+    %s = k3gpu.warpgroup_mma_wait %s0 {pending = 1}
+        : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+    ```
+  }];
+  let arguments = (ins Variadic<NVGPU_WarpgroupAccumulator>:$accumulators,
+                       I64Attr:$pending);
+  let results = (outs Variadic<NVGPU_WarpgroupAccumulator>:$results);
+  let assemblyFormat = [{
+    $accumulators attr-dict `:` type($accumulators)
+  }];
   let hasVerifier = 1;
 }
 

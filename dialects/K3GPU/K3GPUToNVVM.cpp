@@ -262,11 +262,59 @@ struct WarpgroupMmaChainOpLowering
           NVVM::MMAIntOverflowAttr::get(ctx, NVVM::MMAIntOverflow::wrapped));
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(rewriter, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(rewriter, loc, 0);
+    // An async chain's group is retired by its k3gpu.warpgroup_mma_wait.
+    if (!op.getAsync())
+      NVVM::WgmmaWaitGroupSyncOp::create(rewriter, loc, 0);
     Value result = LLVM::PoisonOp::create(rewriter, loc, outer);
     result = LLVM::InsertValueOp::create(rewriter, loc, result, acc,
                                          ArrayRef<int64_t>{0});
     rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// The registers of `acc` (an LLVM struct of f32) through an empty asm
+/// statement that ties each to itself: emitted after a wgmma wait, it keeps
+/// every read of them after the wait (a side-effecting asm is not moved
+/// across another, and the reads depend on its results).
+Value pinRegisters(ConversionPatternRewriter &rewriter, Location loc,
+                   Value acc) {
+  auto type = cast<LLVM::LLVMStructType>(acc.getType());
+  int64_t r = type.getBody().size();
+  std::string constraints;
+  for (int64_t i = 0; i < r; ++i)
+    constraints += "=f,";
+  for (int64_t i = 0; i < r; ++i)
+    constraints += std::to_string(i) + (i + 1 < r ? "," : "");
+  SmallVector<Value> operands;
+  for (int64_t i = 0; i < r; ++i)
+    operands.push_back(LLVM::ExtractValueOp::create(rewriter, loc, acc, i));
+  auto asmOp = LLVM::InlineAsmOp::create(
+      rewriter, loc, type, operands, "", constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(rewriter.getContext(),
+                                LLVM::AsmDialect::AD_ATT),
+      /*operand_attrs=*/ArrayAttr());
+  return asmOp.getResult(0);
+}
+
+struct WarpgroupMmaWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaWaitOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(WarpgroupMmaWaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    NVVM::WgmmaWaitGroupSyncOp::create(rewriter, loc, op.getPending());
+    SmallVector<Value> results;
+    for (Value acc : adaptor.getAccumulators()) {
+      Value inner = LLVM::ExtractValueOp::create(rewriter, loc, acc, 0);
+      Value pinned = pinRegisters(rewriter, loc, inner);
+      results.push_back(LLVM::InsertValueOp::create(
+          rewriter, loc, LLVM::PoisonOp::create(rewriter, loc, acc.getType()),
+          pinned, ArrayRef<int64_t>{0}));
+    }
+    rewriter.replaceOp(op, results);
     return success();
   }
 };
@@ -308,8 +356,8 @@ void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
   patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering,
                Lg2ApproxOpLowering, WarpgroupFragmentOpLowering,
-               WarpgroupAccumulatorOpLowering, WarpgroupMmaChainOpLowering>(
-      converter);
+               WarpgroupAccumulatorOpLowering, WarpgroupMmaChainOpLowering,
+               WarpgroupMmaWaitOpLowering>(converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

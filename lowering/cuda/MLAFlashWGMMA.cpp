@@ -223,7 +223,11 @@ private:
     });
     nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
                                            kb.idx(10000000), kb.idx(0));
-    auto [acc, state] = mainLoop(first);
+    // With two or more stages the next tile's keys are resident while this
+    // tile's softmax runs: the pipelined schedule. One stage keeps the
+    // serial one (three blocks per SM overlap each other instead).
+    auto [acc, state] =
+        em.stages >= 2 ? pipelinedLoop(first) : serialLoop(first);
     epilogue(acc, state);
   }
 
@@ -268,8 +272,9 @@ private:
   }
 
   /// S = Q K^T over the head dims for the landed key tile of `stage`: one
-  /// chain of (Dn + Dr) / 16 wgmma m64n64k16 into a fresh accumulator.
-  Value scores(Value stage, Value previous) {
+  /// chain of (Dn + Dr) / 16 wgmma m64n64k16 into a fresh accumulator
+  /// (`async`: left in flight, see waitFor).
+  Value scores(Value stage, Value previous, bool async = false) {
     SmallVector<Value> as, bs;
     for (int64_t k = 0; k < (dn + dr) / kWGMMAK; ++k) {
       int64_t box = k / 4, within = 32 * (k % 4);
@@ -281,27 +286,45 @@ private:
     auto chain = k3gpu::WarpgroupMmaChainOp::create(
         b, loc, em.accumulatorType(kKeys), as, bs, previous);
     chain.setOverwrite(true);
+    chain.setAsync(async);
     return chain.getResult();
   }
 
-  /// O += P V: P from registers (each k-step's four bf16 pairs are the
-  /// score registers of the same rows and 16 keys, the layout wgmma's
-  /// register A operand takes), V MN-major (transposed B), keys 16 k ..
-  /// 16 k + 15 in rows of 128 bytes.
-  Value accumulate(Value stage, Value o, ArrayRef<Value> p) {
-    SmallVector<Value> regs, bs;
+  /// The accumulator of an async chain, readable once at most `pending` of
+  /// the warpgroup's groups are still in flight.
+  Value waitFor(Value accumulator, int64_t pending) {
+    return k3gpu::WarpgroupMmaWaitOp::create(
+               b, loc, TypeRange{accumulator.getType()},
+               ValueRange{accumulator}, b.getI64IntegerAttr(pending))
+        .getResult(0);
+  }
+
+  /// P, rounded to bf16, as wgmma's register A operand: per k-step of 16
+  /// keys, the four words of bf16 pairs of the score registers that hold
+  /// the same rows and those keys (the layout wgmma's register A takes).
+  SmallVector<Value> packP(ArrayRef<Value> p) {
+    SmallVector<Value> regs;
     auto fragA = VectorType::get({4}, b.getI32Type());
     for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
       SmallVector<Value> words;
       for (int64_t w = 0; w < 4; ++w)
         words.push_back(mma.packWord(p[8 * k + 2 * w], p[8 * k + 2 * w + 1]));
       regs.push_back(vector::FromElementsOp::create(b, loc, fragA, words));
+    }
+    return regs;
+  }
+
+  /// O += P V: P from registers (packP), V MN-major (transposed B), keys
+  /// 16 k .. 16 k + 15 in rows of 128 bytes (`async`: left in flight).
+  Value accumulate(Value stage, Value o, ValueRange regs, bool async = false) {
+    SmallVector<Value> bs;
+    for (int64_t k = 0; k < kKeys / kWGMMAK; ++k)
       bs.push_back(descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
                               tmKV, {kWGMMAK, dv}));
-    }
     auto chain = k3gpu::WarpgroupMmaChainOp::create(
         b, loc, em.accumulatorType(dv), ValueRange(), regs, bs, o);
     chain.setTransposeB(true);
+    chain.setAsync(async);
     return chain.getResult();
   }
 
@@ -413,7 +436,9 @@ private:
                                                  scaled);
   }
 
-  std::pair<Value, RowState> mainLoop(Value first) {
+  /// One key tile after another: scores, softmax, P V, each product
+  /// waited for before the next step.
+  std::pair<Value, RowState> serialLoop(Value first) {
     Value init = zeroAccumulator(dv);
     // Never read (the chain overwrites it), only typed.
     sInit = zeroAccumulator(kKeys);
@@ -441,7 +466,7 @@ private:
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
       em.waitStage(valueBars, j, stage);
-      o = accumulate(stage, o, p);
+      o = accumulate(stage, o, packP(p));
       // Every warp is done with the stage's values.
       gpu::BarrierOp::create(b, loc);
       kb.ifThen(refill, [&] { issueValues(stage, next); });
@@ -451,6 +476,80 @@ private:
     RowState st{{loop.getResult(1), loop.getResult(2)},
                 {loop.getResult(3), loop.getResult(4)}};
     return {loop.getResult(0), st};
+  }
+
+  /// FlashAttention-3's intra-warpgroup pipeline: tile j's scores run on
+  /// the tensor cores while tile j - 1's P V is issued behind them, and
+  /// tile j's softmax runs while that P V does. Per tile j >= 1:
+  ///
+  ///   issue S_j = Q K_j^T (async); O *= alpha_{j-1};
+  ///   issue O += P_{j-1} V_{j-1} (async); wait until one group is left
+  ///   (S_j done); release K_j; softmax(S_j) -> P_j, alpha_j; wait for all
+  ///   (P V done); release V_{j-1}; P_j to bf16 registers.
+  ///
+  /// P_j is packed only after the wait for the P V that reads P_{j-1}'s
+  /// registers. Tile 0's scores and softmax come before the loop, the
+  /// last tile's P V after it. A stage's keys are refilled once its
+  /// scores are done, its values once its P V is.
+  std::pair<Value, RowState> pipelinedLoop(Value first) {
+    Value zero = kb.idx(0);
+    auto refill = [&](Value tile, Value stage, bool keys) {
+      Value next = kb.addi(tile, kb.idx(em.stages));
+      // Every warp is done with the stage's keys or values.
+      gpu::BarrierOp::create(b, loc);
+      kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)), [&] {
+        if (keys)
+          issueKeys(stage, next);
+        else
+          issueValues(stage, next);
+      });
+    };
+    sInit = zeroAccumulator(kKeys);
+    em.waitStage(keyBars, zero, zero);
+    Value s0 = scores(zero, sInit);
+    refill(zero, zero, /*keys=*/true);
+    RowState st{{negInf(), negInf()}, {kb.f32(0), kb.f32(0)}};
+    auto [p0, alpha0] = softmax(s0, zero, st);
+    SmallVector<Value> inits = {zeroAccumulator(dv)};
+    llvm::append_range(inits, packP(p0));
+    inits.append({alpha0[0], alpha0[1], st.m[0], st.m[1], st.l[0], st.l[1]});
+    const int64_t kRegs = kKeys / kWGMMAK, kAlpha = 1 + kRegs;
+    auto loop =
+        scf::ForOp::create(b, loc, kb.idx(1), keyTiles, kb.idx(1), inits);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      ValueRange args = loop.getRegionIterArgs();
+      RowState st{{args[kAlpha + 2], args[kAlpha + 3]},
+                  {args[kAlpha + 4], args[kAlpha + 5]}};
+      Value stage = em.remuIdx(j, em.stages);
+      Value prev = kb.subi(j, kb.idx(1));
+      Value prevStage = em.remuIdx(prev, em.stages);
+      em.waitStage(keyBars, j, stage);
+      Value sPending = scores(stage, sInit, /*async=*/true);
+      Value o = rescale(args[0], {args[kAlpha], args[kAlpha + 1]});
+      em.waitStage(valueBars, prev, prevStage);
+      Value oPending =
+          accumulate(prevStage, o, args.slice(1, kRegs), /*async=*/true);
+      Value s = waitFor(sPending, 1);
+      refill(j, stage, /*keys=*/true);
+      auto [p, alpha] = softmax(s, j, st);
+      o = waitFor(oPending, 0);
+      refill(prev, prevStage, /*keys=*/false);
+      SmallVector<Value> yields = {o};
+      llvm::append_range(yields, packP(p));
+      yields.append({alpha[0], alpha[1], st.m[0], st.m[1], st.l[0], st.l[1]});
+      scf::YieldOp::create(b, loc, yields);
+    }
+    ValueRange res = loop.getResults();
+    Value last = kb.subi(keyTiles, kb.idx(1));
+    Value lastStage = em.remuIdx(last, em.stages);
+    Value o = rescale(res[0], {res[kAlpha], res[kAlpha + 1]});
+    em.waitStage(valueBars, last, lastStage);
+    o = accumulate(lastStage, o, res.slice(1, kRegs));
+    return {o, RowState{{res[kAlpha + 2], res[kAlpha + 3]},
+                        {res[kAlpha + 4], res[kAlpha + 5]}}};
   }
 
   /// O / l (l summed over the quad), times sigmoid(gate), as pairs of the

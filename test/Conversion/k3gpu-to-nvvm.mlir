@@ -118,3 +118,24 @@ func.func @chain_registers(%r: vector<4xi32>,
         !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
   return %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
 }
+
+// An async chain commits its group and leaves it in flight; the wait
+// retires groups down to `pending` and passes each accumulator register
+// through one empty side-effecting asm, so no read of them moves above it.
+// CHECK-LABEL: func @chain_async_wait
+// CHECK: nvvm.wgmma.mma_async
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NOT: nvvm.wgmma.wait.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "", "{{(=f,)+}}0,1,{{.*}},31"
+func.func @chain_async_wait(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                            %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                            %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> {
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c {overwrite, async}
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  %e = k3gpu.warpgroup_mma_wait %d {pending = 1}
+      : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return %e : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+}

@@ -16,6 +16,15 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --input-file=%t.ptx --check-prefix=PTX
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// Two stages: the pipelined schedule (scores of tile j in flight beside
+// P V of tile j - 1, the softmax between the two waits).
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=2" --k3-outline-kernels -o %t.pipe.mlir
+// RUN: FileCheck %s --input-file=%t.pipe.mlir --check-prefix=PIPE
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.pipe.mlir > %t.pipe.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.pipe.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.pipe.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.pipe.bin.mlir > %t.pipe.ptx
+// RUN: FileCheck %s --input-file=%t.pipe.ptx --check-prefix=PIPE-PTX
+// RUN: %ptxas -v -arch=sm_90a %t.pipe.ptx -o %t.pipe.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = mla_flash_wgmma, tile = [64, 64], warps = 4, stages = 1, blocks_per_sm = 3>
@@ -52,6 +61,30 @@
 
 // PTXAS: Function properties for mla_prefill_attention_0
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: serialized
+
+// Tile 0's scores waited for before the loop; in the loop tile j's scores
+// and tile j - 1's P V are both async, the scores retired first (one group
+// left in flight), the P V after the softmax; the last P V after the loop.
+// PIPE-LABEL: gpu.func @mla_prefill_attention_0(
+// PIPE-SAME: dynamic_smem = 107520
+// PIPE: k3gpu.warpgroup_mma_chain{{.*}} {overwrite} :
+// PIPE: scf.for
+// PIPE: k3gpu.warpgroup_mma_chain{{.*}} {async, overwrite} :
+// PIPE: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
+// PIPE: k3gpu.warpgroup_mma_chain{{.*}} registers({{.*}}) {async, transposeB} :
+// PIPE: k3gpu.warpgroup_mma_wait %{{.*}} {pending = 1 : i64} : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+// PIPE: math.exp2
+// PIPE: k3gpu.warpgroup_mma_wait %{{.*}} {pending = 0 : i64} : !nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>
+// PIPE: scf.yield
+// PIPE: k3gpu.warpgroup_mma_chain{{.*}} registers({{.*}}) {transposeB} :
+// PIPE-PTX: wgmma.wait_group.sync.aligned 0;
+// PIPE-PTX: wgmma.commit_group.sync.aligned;
+// PIPE-PTX-NOT: wgmma.wait_group
+// PIPE-PTX: wgmma.commit_group.sync.aligned;
+// PIPE-PTX-NEXT: wgmma.wait_group.sync.aligned 1;
+// PIPE-PTX: ex2.approx
+// PIPE-PTX: wgmma.wait_group.sync.aligned 0;
 
 func.func @forward(%q: tensor<?x4x192xbf16> {k3.name = "q", k3.dims = array<i64: -1, 4, 192>}, %kv: tensor<?x4x256xbf16> {k3.name = "kv", k3.dims = array<i64: -1, 4, 256>},
                    %lat: tensor<?x576xbf16> {k3.name = "latent", k3.dims = array<i64: -1, 576>}, %g: tensor<?x512xbf16> {k3.name = "gate", k3.dims = array<i64: -1, 512>},

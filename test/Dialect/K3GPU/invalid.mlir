@@ -121,3 +121,33 @@ func.func @chain_register_steps(%r: vector<4xi32>,
         !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
   return
 }
+
+// -----
+
+func.func @async_chain_read_directly(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                                     %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                                     %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) -> vector<32xf32> {
+  // expected-error @+1 {{is async: its result is read only through k3gpu.warpgroup_mma_wait, not 'k3gpu.warpgroup_fragment'}}
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c {async}
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  %v = k3gpu.warpgroup_fragment %d : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> vector<32xf32>
+  return %v : vector<32xf32>
+}
+
+// -----
+
+func.func @wait_pending(%c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>) {
+  // expected-error @+1 {{pending must be in [0, 7], got 8}}
+  %d = k3gpu.warpgroup_mma_wait %c {pending = 8}
+      : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return
+}
+
+// -----
+
+func.func @wait_nothing() {
+  // expected-error @+1 {{needs the accumulators of the groups it retires}}
+  "k3gpu.warpgroup_mma_wait"() {pending = 0 : i64} : () -> ()
+  return
+}

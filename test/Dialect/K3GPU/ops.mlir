@@ -49,3 +49,18 @@ func.func @fragment_roundtrip(%acc: !nvgpu.warpgroup.accumulator<fragmented = ve
   %a = k3gpu.warpgroup_accumulator %v : vector<8xf32> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>>
   return %a : !nvgpu.warpgroup.accumulator<fragmented = vector<64x16xf32>>
 }
+
+// CHECK-LABEL: func @async_chain_and_wait
+// CHECK: %[[D:.*]] = k3gpu.warpgroup_mma_chain{{ ?}}[%{{.*}}], [%{{.*}}], %{{.*}} {async, overwrite}
+// CHECK: k3gpu.warpgroup_mma_wait %[[D]] {pending = 0 : i64} : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+func.func @async_chain_and_wait(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>,
+                                %b: !nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>,
+                                %c: !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>)
+    -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> {
+  %d = k3gpu.warpgroup_mma_chain [%a], [%b], %c {overwrite, async}
+      : [!nvgpu.warpgroup.descriptor<tensor = memref<64x16xbf16, 3>>], [!nvgpu.warpgroup.descriptor<tensor = memref<16x64xbf16, 3>>],
+        !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>> -> !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  %e = k3gpu.warpgroup_mma_wait %d {pending = 0}
+      : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+  return %e : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
+}
