@@ -94,7 +94,10 @@ Environment:
                    (decode); all by default, "none": ours only
   K3_MLA_VARIANTS  our prefill artifacts, ';'-separated NAME or
                    NAME:k3-compile options (default "default"), e.g.
-                   "default;loop:kernel-config=mla_prefill_attention.kernel=loop_nest"
+                   "default;loop:kernel-config=mla_prefill_attention.kernel=loop_nest";
+                   options that start with k3opt=PATH compile that variant
+                   with another k3-opt (a baseline commit's), e.g.
+                   "default;base:k3opt=/tmp/old/k3-opt"
   K3_MLA_DECODE_VARIANTS  our decode artifacts, the same form (default
                    "default"), e.g. "default;s3:kernel-config=latent_attention_split.stages=3"
   K3_MLA_DECODE_CACHES  the latent cache's dtype in our decode artifacts
@@ -241,9 +244,19 @@ def decode_artifact(b: int, c: int, variant: str = "default", cache: str = "bf16
     return OUT / f"decode-{DECODE_CONFIG}-B{b}-C{c}{suffix}.k3bin"
 
 
+def split_k3opt(opts: str) -> tuple[Path, str]:
+    """A variant's k3-opt (its options' leading k3opt=PATH, else ours) and
+    the rest of its options."""
+    if opts.startswith("k3opt="):
+        path, _, rest = opts.partition(" ")
+        return Path(path[len("k3opt="):]), rest
+    return K3OPT, opts
+
+
 def compile_model(src: Path, out: Path, opts: str) -> str:
     """k3-compile with report=1; returns the report (stderr)."""
-    p = subprocess.run([str(K3OPT), str(src), f"--k3-compile=target=cuda output={out} "
+    k3opt, opts = split_k3opt(opts)
+    p = subprocess.run([str(k3opt), str(src), f"--k3-compile=target=cuda output={out} "
                         f"activation-dtype=bf16 decode-entry=0 report=1 {opts}", "-o", os.devnull],
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -274,8 +287,9 @@ def prepare() -> int:
             src.write_text(PREFILL_MODEL.format(**dims_of(d)))
             for variant, extra in VARIANTS.items():
                 out = artifact(name, variant)
-                report = compile_model(src, out, f"max-tokens={max_tokens} max-seqs={max_seqs} "
-                                                 f"{extra}")
+                k3opt, opts = split_k3opt(extra)
+                report = compile_model(src, out, f"k3opt={k3opt} max-tokens={max_tokens} "
+                                                 f"max-seqs={max_seqs} {opts}")
                 manifest[out.name] = {"kernel_config": kernel_kinds(report, "mla_prefill_attention"),
                                       "options": extra, "max_tokens": max_tokens,
                                       "max_seqs": max_seqs}
