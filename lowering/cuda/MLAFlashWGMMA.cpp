@@ -24,7 +24,16 @@
 //   identity), so P needs no shared memory, fence or barrier; O += P V by
 //   wgmma m64n{Dv}k16 with V MN-major (transposed B: keys are V's rows,
 //   the values' columns are contiguous), the two 64-column boxes LBO apart.
-//   The output accumulator is rescaled in registers between the products.
+//   The output accumulator is rescaled in registers between the products,
+//   lazily: a row's reference maximum moves only when the row's maximum
+//   passes it by more than 2^8, and a warp none of whose rows moved skips
+//   the rescale (FlashAttention-4's trick; P stays below 2^8).
+// - Schedules: with one stage (the default: three blocks per SM hide each
+//   other's waits) each product is waited for before the next step. With
+//   two or more, FlashAttention-3's intra-warpgroup pipeline: tile j's
+//   scores are issued, then tile j - 1's P V behind them (k3gpu async
+//   chains), the softmax of tile j runs between the wait for the scores
+//   and the wait for P V (pipelinedLoop).
 // - Varlen without padding: a query tile is 64 consecutive packed tokens,
 //   which may span sequences; its key tiles run from the first row's
 //   sequence start to its last row, and the mask keeps each row to its
