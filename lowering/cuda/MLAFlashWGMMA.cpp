@@ -74,6 +74,11 @@ constexpr int64_t kRows = 64, kKeys = 64, kBox = 64, kThreads = 128;
 /// P stays below 2^8, well inside bf16 and f32, and most tiles of a long
 /// row leave the output accumulators as they are (see rescale).
 constexpr double kLazyRescaleLog2 = 8.0;
+/// From this many tokens on, blocks go head by head (a head's query tiles
+/// side by side), so that the few heads in flight keep their keys and
+/// values in L2 while every tile streams them; below it all heads of the
+/// longest tiles go first (docs/mla.md, "Block order").
+constexpr int64_t kHeadMajorFromTokens = 16384;
 /// Bytes of one 64 x 64 bf16 box.
 constexpr int64_t kBoxBytes = kRows * kBox * 2;
 
@@ -109,10 +114,19 @@ public:
     e.setLaunch(*form, heads, (kRows - 1) * heads, kRows, {kThreads, 1, 1},
                 mlaFlashSharedBytes(op, em.stages));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    head = em.remuIdx(bid, heads);
-    Value fromLast = em.divuIdx(bid, heads);
     Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(kRows - 1)), kRows);
-    kb.ifThen(kb.lti(fromLast, tiles), [&] {
+    Value headMajor = kb.gei(tokens, kb.idx(kHeadMajorFromTokens));
+    head = kb.select(headMajor, arith::DivUIOp::create(b, loc, bid, tiles),
+                     em.remuIdx(bid, heads));
+    Value fromLast =
+        kb.select(headMajor, arith::RemUIOp::create(b, loc, bid, tiles),
+                  em.divuIdx(bid, heads));
+    // The grid's spare blocks (it is sized for ceil(T / 64) tiles from a
+    // symbolic T) find no tile: past the tiles, or head-major past the
+    // heads.
+    Value inside =
+        kb.andi(kb.lti(fromLast, tiles), kb.lti(head, kb.idx(heads)));
+    kb.ifThen(inside, [&] {
       qStart =
           kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast), kb.idx(kRows));
       body();
