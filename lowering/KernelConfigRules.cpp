@@ -1248,13 +1248,17 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
            << "mla_flash_wgmma needs bf16 q, kv and latent, a bf16 or f32 "
               "result, static heads and latent width, the head dims in "
               "multiples of 64 (Dn + Dr and Dv at most 256)";
-  if (c.getTile() != ArrayRef<int64_t>{64, 64} || c.getWarps() != 4)
-    return op->emitOpError() << "mla_flash_wgmma has the tile [64, 64] (64 "
-                                "queries, 64 keys) and one warpgroup (4 warps)";
+  bool oneGroup = c.getTile() == ArrayRef<int64_t>{64, 64} && c.getWarps() == 4;
+  bool twoGroups =
+      c.getTile() == ArrayRef<int64_t>{128, 64} && c.getWarps() == 8;
+  if (!oneGroup && !twoGroups)
+    return op->emitOpError()
+           << "mla_flash_wgmma has the tile [64, 64] (64 queries, 64 keys) "
+              "with one warpgroup (4 warps) or [128, 64] with two (8 warps)";
   if (c.getStages() < 1 || c.getStages() > 4)
     return op->emitOpError()
            << "mla_flash_wgmma stages must be in [1, 4], got " << c.getStages();
-  if (int64_t bytes = mlaFlashSharedBytes(op, c.getStages());
+  if (int64_t bytes = mlaFlashSharedBytes(op, c.getStages(), c.getTile()[0]);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << "mla_flash_wgmma needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1656,14 +1660,15 @@ int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
                           /*epilogueTile=*/tileN != 256);
 }
 
-int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op,
-                                      int64_t stages) {
-  // 8 KiB per 64 x 64 bf16 box: q's (Dn + Dr) / 64 boxes; per stage the
+int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
+                                      int64_t queryRows) {
+  // 8 KiB per 64 x 64 bf16 box: q's (Dn + Dr) / 64 boxes per 64 query
+  // rows; per stage the
   // keys' (Dn + Dr) / 64 and the values' Dv / 64; 1 KiB to align to the
   // swizzle's 1024-byte pattern. (P stays in registers.)
   int64_t qk = (op.getQkNopeHeadDim() + op.getQkRopeHeadDim()) / 64,
           v = op.getVHeadDim() / 64;
-  return 8192 * (qk + stages * (qk + v)) + 1024;
+  return 8192 * (qk * queryRows / 64 + stages * (qk + v)) + 1024;
 }
 
 int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {

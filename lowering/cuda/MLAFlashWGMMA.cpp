@@ -1,8 +1,9 @@
-//===- MLAFlashWGMMA.cpp - expanded MLA prefill as flash attention -*- C++
-//-*-===//
+//===- MLAFlashWGMMA.cpp - MLA prefill as flash attention -------*- C++ -*-===//
 //
 // k3.mla_prefill_attention on Hopper (config kernel `mla_flash_wgmma`, tile
-// [64 queries, 64 keys]): a block of one warpgroup per (64-query tile, head).
+// [64 queries, 64 keys] with one warpgroup, or [128, 64] with two): a block
+// per (query tile, head), 64 query rows per warpgroup; the warpgroups share
+// the key and value stages, so a key tile is read once per 128 queries.
 //
 // - Operands by TMA in the 128-byte swizzle, as 64 x 64 bf16 boxes: the
 //   queries once (q [T, H, Dn + Dr]: coordinates (d, h, t)); per key tile
@@ -100,6 +101,10 @@ public:
     rank = ops.getLatent().shape[1] - dr;
     qBoxes = (dn + dr) / kBox;
     vBoxes = dv / kBox;
+    // 64 query rows per warpgroup; the warpgroups share the key and value
+    // stages, so each key tile comes from L2 once per queryRows queries.
+    queryRows = e.config.getTile()[0];
+    warpgroups = queryRows / kRows;
     // The softmax in log2 units: exp(s scale) = 2^(s scale log2 e).
     scaleLog2 = op.getScale().convertToDouble() * M_LOG2E;
   }
@@ -111,10 +116,11 @@ public:
       return failure();
     addTensorMapParameters();
     // ceil(T / 64) query tiles per head, a few idle blocks past them.
-    e.setLaunch(*form, heads, (kRows - 1) * heads, kRows, {kThreads, 1, 1},
-                mlaFlashSharedBytes(op, em.stages));
+    e.setLaunch(*form, heads, (queryRows - 1) * heads, queryRows,
+                {kThreads * warpgroups, 1, 1},
+                mlaFlashSharedBytes(op, em.stages, queryRows));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(kRows - 1)), kRows);
+    Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(queryRows - 1)), queryRows);
     Value headMajor = kb.gei(tokens, kb.idx(kHeadMajorFromTokens));
     head = kb.select(headMajor, arith::DivUIOp::create(b, loc, bid, tiles),
                      em.remuIdx(bid, heads));
@@ -127,8 +133,8 @@ public:
     Value inside =
         kb.andi(kb.lti(fromLast, tiles), kb.lti(head, kb.idx(heads)));
     kb.ifThen(inside, [&] {
-      qStart =
-          kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast), kb.idx(kRows));
+      qStart = kb.muli(kb.subi(kb.subi(tiles, kb.idx(1)), fromLast),
+                       kb.idx(queryRows));
       body();
     });
     return success();
@@ -158,9 +164,15 @@ private:
 
   // Shared memory, from the aligned base: q's boxes, then per stage the
   // keys' boxes and the values'.
+  /// q's boxes: warpgroup g's at g qBoxes .. (g + 1) qBoxes - 1.
   Value qOffset(int64_t box) { return at(box * kBoxBytes); }
+  /// This thread's warpgroup's q box `box`.
+  Value ownQOffset(int64_t box) {
+    return kb.addi(qOffset(box),
+                   kb.muli(warpgroup, kb.idx(qBoxes * kBoxBytes)));
+  }
   Value keyOffset(Value stage, int64_t box) {
-    return kb.addi(at((qBoxes + box) * kBoxBytes),
+    return kb.addi(at((warpgroups * qBoxes + box) * kBoxBytes),
                    kb.muli(stage, kb.idx((qBoxes + vBoxes) * kBoxBytes)));
   }
   Value valueOffset(Value stage, int64_t box) {
@@ -212,6 +224,9 @@ private:
     Value lane = em.remuIdx(tid, 32);
     group = em.divuIdx(lane, 4);
     quad = em.remuIdx(lane, 4);
+    warpgroup = em.divuIdx(tid, kThreads);
+    // Warp w of the block holds rows 16 w + group (+ 8): warpgroup g's
+    // warps hold 64 g .. 64 g + 63.
     rowBase = kb.addi(kb.muli(em.divuIdx(tid, 32), kb.idx(16)), group);
     locateKeys();
     smem = mma.dynamicSharedMemory();
@@ -237,12 +252,15 @@ private:
     gpu::BarrierOp::create(b, loc);
     kb.ifThen(first, [&] {
       nvgpu::MBarrierArriveExpectTxOp::create(
-          b, loc, qBar, kb.idx(qBoxes * kBoxBytes), kb.idx(0), Value());
-      for (int64_t i = 0; i < qBoxes; ++i)
-        nvgpu::TmaAsyncLoadOp::create(
-            b, loc, boxAt(qOffset(i), true), qBar, tmQ,
-            ValueRange{kb.idx(i * kBox), head, qStart}, kb.idx(0), Value(),
-            Value());
+          b, loc, qBar, kb.idx(warpgroups * qBoxes * kBoxBytes), kb.idx(0),
+          Value());
+      for (int64_t g = 0; g < warpgroups; ++g)
+        for (int64_t i = 0; i < qBoxes; ++i)
+          nvgpu::TmaAsyncLoadOp::create(
+              b, loc, boxAt(qOffset(g * qBoxes + i), true), qBar, tmQ,
+              ValueRange{kb.idx(i * kBox), head,
+                         kb.addi(qStart, kb.idx(g * kRows))},
+              kb.idx(0), Value(), Value());
       for (int64_t s = 0; s < em.stages; ++s)
         kb.ifThen(kb.lti(kb.idx(s), keyTiles), [&] {
           issueKeys(kb.idx(s), kb.idx(s));
@@ -272,7 +290,7 @@ private:
       rowFirstKey[r] = sequenceStart(kb.minsi(rowToken[r], lastToken));
     }
     kvBegin = sequenceStart(qStart);
-    Value last = kb.minsi(kb.addi(qStart, kb.idx(kRows - 1)), lastToken);
+    Value last = kb.minsi(kb.addi(qStart, kb.idx(queryRows - 1)), lastToken);
     keyTiles =
         em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(kKeys)), kKeys);
     // The key tiles that no row of the block masks: past the last row's
@@ -306,7 +324,7 @@ private:
     SmallVector<Value> as, bs;
     for (int64_t k = 0; k < (dn + dr) / kWGMMAK; ++k) {
       int64_t box = k / 4, within = 32 * (k % 4);
-      as.push_back(descriptor(kb.addi(qOffset(box), kb.idx(within)), tmQ,
+      as.push_back(descriptor(kb.addi(ownQOffset(box), kb.idx(within)), tmQ,
                               {kRows, kWGMMAK}));
       bs.push_back(descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)),
                               tmQ, {kWGMMAK, kKeys}));
@@ -659,7 +677,9 @@ private:
   MMAEmitter mma;
   int64_t dn = 0, dr = 0, dv = 0, heads = 0, rank = 0, qBoxes = 0, vBoxes = 0;
   double scaleLog2 = 0;
-  Value tokens, head, qStart, tid, group, quad, rowBase, kvBegin, keyTiles;
+  int64_t queryRows = 0, warpgroups = 0;
+  Value tokens, head, qStart, tid, group, quad, warpgroup, rowBase, kvBegin,
+      keyTiles;
   Value unmaskedFrom, unmaskedTo;
   Value rowToken[2], rowFirstKey[2];
   Value smem, base, tmQ, tmKV, tmLatent, qBar, keyBars, valueBars, sInit;

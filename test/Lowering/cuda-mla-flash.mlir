@@ -26,6 +26,9 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.pipe.bin.mlir > %t.pipe.ptx
 // RUN: FileCheck %s --input-file=%t.pipe.ptx --check-prefix=PIPE-PTX
 // RUN: %ptxas -v -arch=sm_90a %t.pipe.ptx -o %t.pipe.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// Two warpgroups (128 queries a block) sharing the key and value stages.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=8,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels | FileCheck %s --check-prefix=WG2
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64" 2>&1 | FileCheck %s --check-prefix=BADTILE
 
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = mla_flash_wgmma, tile = [64, 64], warps = 4, stages = 1, blocks_per_sm = 3>
@@ -79,6 +82,14 @@
 // PTXAS: Function properties for mla_prefill_attention_0
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: serialized
+
+// WG2-LABEL: gpu.func @mla_prefill_attention_0(
+// WG2-SAME: grid_divisor = 128, block = [256, 1, 1], dynamic_smem = 132096
+// WG2: %[[TID:.*]] = gpu.thread_id x
+// WG2: arith.divui %[[TID]], %c128
+// WG2-COUNT-6: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
+// WG2: scf.for
+// BADTILE: error: 'k3.mla_prefill_attention' op mla_flash_wgmma has the tile [64, 64] (64 queries, 64 keys) with one warpgroup (4 warps) or [128, 64] with two (8 warps)
 
 // Tile 0's scores waited for before the loop; in the loop tile j's scores
 // and tile j - 1's P V are both async, the scores retired first (one group
