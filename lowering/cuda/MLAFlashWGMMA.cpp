@@ -25,10 +25,9 @@
 //   identity), so P needs no shared memory, fence or barrier; O += P V by
 //   wgmma m64n{Dv}k16 with V MN-major (transposed B: keys are V's rows,
 //   the values' columns are contiguous), the two 64-column boxes LBO apart.
-//   The output accumulator is rescaled in registers between the products,
-//   lazily: a row's reference maximum moves only when the row's maximum
-//   passes it by more than 2^8, and a warp none of whose rows moved skips
-//   the rescale (FlashAttention-4's trick; P stays below 2^8).
+//   The output accumulator is rescaled in registers between the products
+//   (its multiplies fill the softmax's ex2 latency: skipping them by a
+//   warp vote, FlashAttention-4's lazy rescale, was slower; docs/mla.md).
 // - Schedules: with one stage (the default: three blocks per SM hide each
 //   other's waits) each product is waited for before the next step. With
 //   two or more, FlashAttention-3's intra-warpgroup pipeline: tile j's
@@ -70,11 +69,6 @@ using namespace mlir::k3;
 namespace {
 
 constexpr int64_t kRows = 64, kKeys = 64, kBox = 64, kThreads = 128;
-/// A row's reference maximum moves only when the row's maximum passes it
-/// by more than this many powers of two (FlashAttention-4's lazy rescale):
-/// P stays below 2^8, well inside bf16 and f32, and most tiles of a long
-/// row leave the output accumulators as they are (see rescale).
-constexpr double kLazyRescaleLog2 = 8.0;
 /// From this many tokens on, blocks go head by head (a head's query tiles
 /// side by side), so that the few heads in flight keep their keys and
 /// values in L2 while every tile streams them; below it all heads of the
@@ -447,28 +441,15 @@ private:
     std::array<Value, 2> alpha;
     Value rowSum[2] = {kb.f32(0), kb.f32(0)};
     Value negMc[2];
-    auto isNegInf = [&](Value v) {
-      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v,
-                                   negInf());
-    };
     for (int64_t r = 0; r < 2; ++r) {
-      Value grown = kb.maxf(st.m[r], quadMax(rowMax[r]));
-      // The reference moves to the row's maximum from -inf, or when the
-      // maximum passes it by more than 2^kLazyRescaleLog2; otherwise the
-      // old accumulators keep their scale (alpha exactly 1).
-      Value jump = arith::CmpFOp::create(
-          b, loc, arith::CmpFPredicate::OGT,
-          kb.mul(kb.sub(grown, st.m[r]), kb.f32(scaleLog2)),
-          kb.f32(kLazyRescaleLog2));
-      Value moved = kb.ori(isNegInf(st.m[r]), jump);
-      Value m = kb.select(moved, grown, st.m[r]);
+      Value m = kb.maxf(st.m[r], quadMax(rowMax[r]));
       // A row with no key yet keeps m = -inf; exponents against 0 then
       // give 0, not NaN.
-      Value use = kb.select(isNegInf(m), kb.f32(0), m);
+      Value use = kb.select(
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, negInf()),
+          kb.f32(0), m);
       negMc[r] = kb.mul(use, kb.f32(-scaleLog2));
-      alpha[r] = kb.select(
-          moved, exp2(kb.mul(kb.sub(st.m[r], use), kb.f32(scaleLog2))),
-          kb.f32(1));
+      alpha[r] = exp2(kb.mul(kb.sub(st.m[r], use), kb.f32(scaleLog2)));
       st.m[r] = m;
     }
     SmallVector<Value> p(kKeys / 2);
@@ -483,34 +464,16 @@ private:
     return {p, alpha};
   }
 
-  /// The output accumulators times each row's factor, skipped by a warp
-  /// none of whose rows moved its reference maximum (every factor 1: the
-  /// lazy rescale, kLazyRescaleLog2).
+  /// The output accumulators times each row's factor.
   Value rescale(Value o, std::array<Value, 2> alpha) {
-    Value moved =
-        kb.ori(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE,
-                                     alpha[0], kb.f32(1)),
-               arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE,
-                                     alpha[1], kb.f32(1)));
-    Value movedLanes = k3gpu::BallotCountOp::create(b, loc, moved);
-    Value any =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, movedLanes,
-                              arith::ConstantIntOp::create(b, loc, 0, 32));
-    auto branch = scf::IfOp::create(b, loc, TypeRange{o.getType()}, any, true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(branch.thenBlock());
     auto fragType = VectorType::get({dv / 2}, b.getF32Type());
     Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, o);
     SmallVector<Value> regs;
     for (int64_t i = 0; i < dv / 2; ++i)
       regs.push_back(kb.mul(mma.extract(frag, {i}), alpha[rowOf(i)]));
     Value scaled = vector::FromElementsOp::create(b, loc, fragType, regs);
-    scf::YieldOp::create(b, loc,
-                         ValueRange{k3gpu::WarpgroupAccumulatorOp::create(
-                             b, loc, em.accumulatorType(dv), scaled)});
-    b.setInsertionPointToStart(branch.elseBlock());
-    scf::YieldOp::create(b, loc, ValueRange{o});
-    return branch.getResult(0);
+    return k3gpu::WarpgroupAccumulatorOp::create(b, loc, em.accumulatorType(dv),
+                                                 scaled);
   }
 
   /// One key tile after another: scores, softmax, P V, each product

@@ -6,8 +6,7 @@
 // through rank-3 maps, k_pe through a rank-2 map of the latent; S by 12
 // wgmma m64n64k16, P V by 4 wgmma m64n128k16 with P from registers and V
 // transposed; the accumulators' registers through k3gpu.warpgroup_fragment;
-// the mask only on the key tiles that need it (a branch); O rescaled only
-// when a row's reference maximum moved (lazy rescale). f32 inputs keep
+// the mask only on the key tiles that need it (a branch). f32 inputs keep
 // the loop nest.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
@@ -58,11 +57,6 @@
 // CHECK: arith.select
 // CHECK: math.fma
 // CHECK: math.exp2
-// The lazy rescale: a warp rescales O only if one of its rows moved its
-// reference maximum.
-// CHECK: k3gpu.ballot_count
-// CHECK: arith.cmpi ne
-// CHECK-NEXT: scf.if
 // CHECK: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
 // CHECK-NOT: nvvm.fence.proxy
 // CHECK: k3gpu.warpgroup_mma_chain{{ ?}}[], [{{([^,]*, ){3}[^,]*}}], %{{.*}} registers({{.*}} : vector<4xi32>, vector<4xi32>, vector<4xi32>, vector<4xi32>) {transposeB} : [], {{.*}} -> <fragmented = vector<64x128xf32>>
@@ -99,7 +93,6 @@
 // PIPE: k3gpu.warpgroup_mma_chain{{.*}} {overwrite} :
 // PIPE: scf.for
 // PIPE: k3gpu.warpgroup_mma_chain{{.*}} {async, overwrite} :
-// PIPE: k3gpu.ballot_count
 // PIPE: k3gpu.warpgroup_accumulator %{{.*}} : vector<64xf32> -> <fragmented = vector<64x128xf32>>
 // PIPE: k3gpu.warpgroup_mma_chain{{.*}} registers({{.*}}) {async, transposeB} :
 // PIPE: k3gpu.warpgroup_mma_wait %{{.*}} {pending = 1 : i64} : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
