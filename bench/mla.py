@@ -11,7 +11,7 @@ tensors, each case checked against a float64 reference first
 Prefill. Configs (heads H, nope Dn, rope Dr, value Dv, kv_lora_rank R):
 Kimi-Linear-48B (32, 128, 64, 128, 512), K3 (96, 128, 64, 128, 512) and
 one that is not NoPE-shaped, to show that the path generalises (16, 64,
-64, 64, 256). Cases: B1 T in {2048, 8192, 32768}, 8 x 1024 packed
+64, 64, 256). Cases: B1 T in {2048, 8192, 16384, 32768}, 8 x 1024 packed
 (cu_seqlens), and two awkward ones for the numerics: T1000 (one sequence,
 not a multiple of 64) and varlen [1, 63, 64, 65, 300, 507]. Our artifact
 has one entry, ``forward``, whose inputs are, by name and in this order:
@@ -87,7 +87,7 @@ and says so in ``reps_note``.
 
 Environment:
   K3_MLA_CONFIGS   prefill configs (kimi-linear,k3,h16-d64)
-  K3_MLA_CASES     prefill cases (T2048,T8192,T32768,8x1024,T1000,varlen)
+  K3_MLA_CASES     prefill cases (T2048,T8192,T16384,T32768,8x1024,T1000,varlen)
   K3_MLA_PARTS     prefill,decode (both)
   K3_MLA_DECODE_BATCH / K3_MLA_DECODE_CONTEXT  (1,8,64 / 4096,32768,131072)
   K3_MLA_ANCHORS   flash,efficient,cudnn,nested (prefill), absorbed,absorbed-bf16
@@ -143,7 +143,7 @@ CONFIGS = {k: v for k, v in ALL_CONFIGS.items()
            if k in _env_list("K3_MLA_CONFIGS", ",".join(ALL_CONFIGS))}
 # key: (row label, sequence lengths)
 ALL_CASES = {"T2048": ("B1 T2048", [2048]), "T8192": ("B1 T8192", [8192]),
-             "T32768": ("B1 T32768", [32768]), "8x1024": ("8x1024 packed", [1024] * 8),
+             "T16384": ("B1 T16384", [16384]), "T32768": ("B1 T32768", [32768]), "8x1024": ("8x1024 packed", [1024] * 8),
              "T1000": ("T1000 (not a multiple of 64)", [1000]),
              "varlen": ("varlen [1,63,64,65,300,507]", [1, 63, 64, 65, 300, 507])}
 CASES = {k: v for k, v in ALL_CASES.items()
