@@ -169,9 +169,16 @@ def mla_tables(rows: list[dict]) -> list[str]:
         elif "T" in shape:
             prefill.setdefault(str(r.get("case")), []).append(r)
 
+    def baseline(r: dict) -> bool:
+        # Variants named base* are a baseline commit's artifacts, timed for
+        # comparison (bench/mla.py's k3opt=PATH): not this commit's kernels.
+        words = str(r.get("variant", "")).split()
+        return r.get("impl") == "k3" and len(words) > 1 and words[1].startswith("base")
+
     def fastest(rs: list[dict], impl: str, key: str = ""):
         ok = [r for r in rs if r.get("impl") == impl and r.get("status") == "ok"
-              and "median_ms" in r and key in str(r.get("variant", ""))]
+              and "median_ms" in r and key in str(r.get("variant", ""))
+              and not baseline(r)]
         return min(ok, key=lambda r: r["median_ms"]) if ok else None
 
     def num(x) -> str:
