@@ -178,6 +178,21 @@ struct WarpgroupAccumulatorOpLowering
   }
 };
 
+/// An inline PTX statement that the compiler keeps in order with the other
+/// side-effecting ones (the wgmma issues, commits and waits).
+Value sideEffectingAsm(ConversionPatternRewriter &rewriter, Location loc,
+                       Type result, ValueRange operands, StringRef ptx,
+                       StringRef constraints) {
+  auto asmOp = LLVM::InlineAsmOp::create(
+      rewriter, loc, result, operands, ptx, constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(rewriter.getContext(),
+                                LLVM::AsmDialect::AD_ATT),
+      /*operand_attrs=*/ArrayAttr());
+  return asmOp.getResult(0);
+}
+
 /// One wgmma m64nNk16 with A from registers (`regs`, vector<4xi32> of
 /// bf16 pairs) and B by descriptor, accumulating into `acc` (an LLVM struct
 /// of N / 2 f32): NVVM's wgmma op takes descriptors only, so the PTX is
@@ -210,14 +225,7 @@ Value registerAProduct(ConversionPatternRewriter &rewriter, Location loc,
     operands.push_back(LLVM::ExtractElementOp::create(
         rewriter, loc, regs, i32Constant(rewriter, loc, i)));
   operands.push_back(descB);
-  auto asmOp = LLVM::InlineAsmOp::create(
-      rewriter, loc, accStruct, operands, ptx, constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(rewriter.getContext(),
-                                LLVM::AsmDialect::AD_ATT),
-      /*operand_attrs=*/ArrayAttr());
-  return asmOp.getResult(0);
+  return sideEffectingAsm(rewriter, loc, accStruct, operands, ptx, constraints);
 }
 
 struct WarpgroupMmaChainOpLowering
@@ -289,14 +297,7 @@ Value pinRegisters(ConversionPatternRewriter &rewriter, Location loc,
   SmallVector<Value> operands;
   for (int64_t i = 0; i < r; ++i)
     operands.push_back(LLVM::ExtractValueOp::create(rewriter, loc, acc, i));
-  auto asmOp = LLVM::InlineAsmOp::create(
-      rewriter, loc, type, operands, "", constraints,
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(rewriter.getContext(),
-                                LLVM::AsmDialect::AD_ATT),
-      /*operand_attrs=*/ArrayAttr());
-  return asmOp.getResult(0);
+  return sideEffectingAsm(rewriter, loc, type, operands, "", constraints);
 }
 
 struct WarpgroupMmaWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaWaitOp> {
