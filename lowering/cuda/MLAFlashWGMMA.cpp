@@ -116,10 +116,13 @@ public:
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(queryRows - 1)), queryRows);
     Value headMajor = kb.gei(tokens, kb.idx(kHeadMajorFromTokens));
-    head = kb.select(headMajor, arith::DivUIOp::create(b, loc, bid, tiles),
+    // Both orders are computed and one selected; the divisor is kept
+    // non-zero for a call without tokens (no tiles, every block spare).
+    Value perHead = kb.maxsi(tiles, kb.idx(1));
+    head = kb.select(headMajor, arith::DivUIOp::create(b, loc, bid, perHead),
                      em.remuIdx(bid, heads));
     Value fromLast =
-        kb.select(headMajor, arith::RemUIOp::create(b, loc, bid, tiles),
+        kb.select(headMajor, arith::RemUIOp::create(b, loc, bid, perHead),
                   em.divuIdx(bid, heads));
     // The grid's spare blocks (it is sized for ceil(T / 64) tiles from a
     // symbolic T) find no tile: past the tiles, or head-major past the

@@ -38,16 +38,17 @@
 // CHECK-SAME: %[[QMAP:[^:]*]]: !llvm.ptr, %[[KVMAP:[^:]*]]: !llvm.ptr, %[[LMAP:[^:]*]]: !llvm.ptr)
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 252, grid_divisor = 64, block = [128, 1, 1], dynamic_smem = 66560>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
-// From 16384 tokens on, blocks go head by head (head = bid / tiles), else
-// all heads of a tile together (head = bid % H); spare blocks past the
-// tiles or the heads find no tile.
+// From 16384 tokens on, blocks go head by head (head = bid / tiles, the
+// divisor at least 1), else all heads of a tile together (head = bid % H);
+// spare blocks past the tiles or the heads find no tile.
 // CHECK: %[[BID:.*]] = gpu.block_id x
 // CHECK: %[[TILES:.*]] = arith.divui %{{.*}}, %c64
 // CHECK: %[[MAJOR:.*]] = arith.cmpi sge, %{{.*}}, %c16384
+// CHECK: %[[PERHEAD:.*]] = arith.maxsi %[[TILES]], %c1{{.*}} : index
 // CHECK-DAG: arith.remui %[[BID]], %c4
-// CHECK-DAG: arith.divui %[[BID]], %[[TILES]]
+// CHECK-DAG: arith.divui %[[BID]], %[[PERHEAD]]
 // CHECK-DAG: arith.divui %[[BID]], %c4
-// CHECK-DAG: arith.remui %[[BID]], %[[TILES]]
+// CHECK-DAG: arith.remui %[[BID]], %[[PERHEAD]]
 // CHECK: scf.if
 // CHECK-COUNT-3: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // CHECK: scf.for
