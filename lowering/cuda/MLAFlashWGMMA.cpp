@@ -33,12 +33,15 @@
 //   two or more, FlashAttention-3's intra-warpgroup pipeline: tile j's
 //   scores are issued, then tile j - 1's P V behind them (k3gpu async
 //   chains), the softmax of tile j runs between the wait for the scores
-//   and the wait for P V (pipelinedLoop).
-// - Varlen without padding: a query tile is 64 consecutive packed tokens,
-//   which may span sequences; its key tiles run from the first row's
-//   sequence start to its last row, and the mask keeps each row to its
-//   own sequence. Key tiles past the diagonal are never loaded. Tiles are
-//   numbered last first, so that the longest rows start first.
+//   and the wait for P V (pipelinedLoop; measured slower than the default,
+//   so a config to opt into, as is the two-warpgroup tile).
+// - Varlen without padding: a query tile is 64 (or 128) consecutive packed
+//   tokens, which may span sequences; its key tiles run from the first
+//   row's sequence start to its last row, and the mask keeps each row to
+//   its own sequence. Key tiles past the diagonal are never loaded. Tiles
+//   are numbered last first, so that the longest rows start first; from
+//   kHeadMajorFromTokens tokens on, head by head (L2 keeps the few heads'
+//   keys and values in flight).
 // - The output: l summed over the quad, O / l times sigmoid(gate) when the
 //   op has a gate (ex2 and rcp of the special-function unit), written from
 //   registers as pairs.
