@@ -482,6 +482,20 @@ private:
                                                  scaled);
   }
 
+  /// Tile `tile`'s keys (or values) in `stage` are read by every warp
+  /// (a block barrier); thread 0 (`first`) refills the stage with tile
+  /// tile + stages's, if there is one.
+  void release(Value first, Value tile, Value stage, bool keys) {
+    Value next = kb.addi(tile, kb.idx(em.stages));
+    gpu::BarrierOp::create(b, loc);
+    kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)), [&] {
+      if (keys)
+        issueKeys(stage, next);
+      else
+        issueValues(stage, next);
+    });
+  }
+
   /// One key tile after another: scores, softmax, P V, each product
   /// waited for before the next step.
   std::pair<Value, RowState> serialLoop(Value first) {
@@ -498,24 +512,18 @@ private:
       ValueRange args = loop.getRegionIterArgs();
       RowState st{{args[1], args[2]}, {args[3], args[4]}};
       Value stage = em.remuIdx(j, em.stages);
-      Value next = kb.addi(j, kb.idx(em.stages));
-      Value refill = kb.andi(first, kb.lti(next, keyTiles));
       // The keys and the values of a stage are released apart: the next
       // keys load while this tile's softmax and P V run, the next values
       // while the next scores do (with one stage, the whole tile's load
       // would otherwise wait for the tile's end).
       em.waitStage(keyBars, j, stage);
       Value s = scores(stage, sInit);
-      // Every warp is done with the stage's keys.
-      gpu::BarrierOp::create(b, loc);
-      kb.ifThen(refill, [&] { issueKeys(stage, next); });
+      release(first, j, stage, /*keys=*/true);
       auto [p, alpha] = softmax(s, j, st);
       Value o = rescale(args[0], alpha);
       em.waitStage(valueBars, j, stage);
       o = accumulate(stage, o, packP(p));
-      // Every warp is done with the stage's values.
-      gpu::BarrierOp::create(b, loc);
-      kb.ifThen(refill, [&] { issueValues(stage, next); });
+      release(first, j, stage, /*keys=*/false);
       scf::YieldOp::create(b, loc,
                            ValueRange{o, st.m[0], st.m[1], st.l[0], st.l[1]});
     }
@@ -539,21 +547,10 @@ private:
   /// scores are done, its values once its P V is.
   std::pair<Value, RowState> pipelinedLoop(Value first) {
     Value zero = kb.idx(0);
-    auto refill = [&](Value tile, Value stage, bool keys) {
-      Value next = kb.addi(tile, kb.idx(em.stages));
-      // Every warp is done with the stage's keys or values.
-      gpu::BarrierOp::create(b, loc);
-      kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)), [&] {
-        if (keys)
-          issueKeys(stage, next);
-        else
-          issueValues(stage, next);
-      });
-    };
     sInit = zeroAccumulator(kKeys);
     em.waitStage(keyBars, zero, zero);
     Value s0 = scores(zero, sInit);
-    refill(zero, zero, /*keys=*/true);
+    release(first, zero, zero, /*keys=*/true);
     RowState st{{negInf(), negInf()}, {kb.f32(0), kb.f32(0)}};
     auto [p0, alpha0] = softmax(s0, zero, st);
     SmallVector<Value> inits = {zeroAccumulator(dv)};
@@ -579,10 +576,10 @@ private:
       Value oPending =
           accumulate(prevStage, o, args.slice(1, kRegs), /*async=*/true);
       Value s = waitFor(sPending, 1);
-      refill(j, stage, /*keys=*/true);
+      release(first, j, stage, /*keys=*/true);
       auto [p, alpha] = softmax(s, j, st);
       o = waitFor(oPending, 0);
-      refill(prev, prevStage, /*keys=*/false);
+      release(first, prev, prevStage, /*keys=*/false);
       SmallVector<Value> yields = {o};
       llvm::append_range(yields, packP(p));
       yields.append({alpha[0], alpha[1], st.m[0], st.m[1], st.l[0], st.l[1]});
