@@ -15,8 +15,11 @@ whole sequences) and kda=chunkwise (the chunk ops on the generic GPU path).
 
 bf16 section (bound 1e-2, issue 6): bf16 q/k/v/g/beta/o, K = 128, V = 96
 (value slices: 3 blocks of 2 warps), the in-op gate at -5: the split
-tensor-core kernels (k3-kda-mma-split; also with 1 warp per chain block)
-and the recurrent kernel on the same inputs. The same with Kimi Linear's
+tensor-core kernels (k3-kda-mma-split: by default a chain block's slice is
+split at run time over 2 blocks of one active warp while the blocks fit the
+SMs, which every case here but the 33 sequences does; also with the split
+off and with 1 warp per chain block) and the recurrent kernel on the same
+inputs. The same with Kimi Linear's
 unbounded softplus gate (variants sp_*): mild decays, and decays of up to
 ~100 per token on a third of the channels (no factorisation of the
 in-chunk products stays in f32's range there). The f64 reference runs on
@@ -56,9 +59,13 @@ BF16_CASES.append(("random", "many"))
 BF16_CASES += [(regime, lens) for lens in BF16_LENS for regime in ("sp_random", "sp_large")]
 BF16_CASES.append(("sp_large", "many"))
 # Variant -> extra k3-compile options: the split tensor-core form
-# (default: 1 warp per chain block at this shape), with 2 warps per chain
-# block (two value slices of 16 columns per block), the recurrent kernel.
-BF16_VARIANTS = {"mma": "kda=auto", "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2",
+# (default: chain blocks of 2 warps, a slice split over 2 blocks of one
+# active warp when the sequences leave SMs idle), with the split off (both
+# warps of a block active: tile[1] = 32 columns), with 1 warp per chain
+# block, the recurrent kernel.
+BF16_VARIANTS = {"mma": "kda=auto",
+                 "mma_nosplit": "kda=auto kernel-config=kda_mma_recurrence.tile=16x32",
+                 "mma_w1": "kda=auto kernel-config=kda_mma_recurrence.warps=1",
                  "recurrent": "kda=recurrent",
                  "recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4",
                  "recurrent_tokens_p16": "kda=recurrent kernel-config=kda.tile=32x16x1x4",

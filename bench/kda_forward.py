@@ -70,18 +70,23 @@ DECODE = [(64, 32), (256, 32), (64, 96), (512, 96)]
 DECODE_MAX_SEQS = 512
 # Our variants: extra k3-compile options. "mma" is the default CUDA lowering
 # for bf16 (kda=auto: k3-kda-mma-split, a token-parallel operand kernel,
-# then the tensor-core chain; warps per chain block from the shape: 4 at H64,
-# 8 at H96); kernel-config overrides (k3-select-kernel-config) set the
-# chain's warps per block (kda_mma_recurrence.warps, 16 value columns
-# each), its cp.async stages (kda_mma_recurrence.stages), the operand
+# then the tensor-core chain: blocks of 8 warps, 16 value columns each, of
+# which a call with few sequences keeps 1, 2 or 4 active, chosen at run
+# time: 2 at B1 H32, 4 at B1 H64, 8 at H96 or packed batches);
+# kernel-config overrides (k3-select-kernel-config) set the chain's warps
+# per block (kda_mma_recurrence.warps) and the fewest value columns a block
+# takes (kda_mma_recurrence.tile=16xC: 16 W turns the run-time split off,
+# so mma_wN are fixed blocks of N active warps, the default before the
+# split), its cp.async stages (kda_mma_recurrence.stages), the operand
 # kernel's register cap (kda_mma_operands.blocks_per_sm); "recurrent" is
 # the recurrent kernel (kda.tile=BVxPxSxC).
 RECURRENT = "kda=recurrent"
 TILES = {"mma": "kda=auto",
          "mma_occ4": "kda=auto kernel-config=kda_mma_operands.blocks_per_sm=4",
          "mma_stages2": "kda=auto kernel-config=kda_mma_recurrence.stages=2",
-         "mma_w4": "kda=auto kernel-config=kda_mma_recurrence.warps=4",
-         "mma_w8": "kda=auto kernel-config=kda_mma_recurrence.warps=8",
+         "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2,kda_mma_recurrence.tile=16x32",
+         "mma_w4": "kda=auto kernel-config=kda_mma_recurrence.warps=4,kda_mma_recurrence.tile=16x64",
+         "mma_w8": "kda=auto kernel-config=kda_mma_recurrence.tile=16x128",
          "recurrent": RECURRENT}
 VARIANTS = tuple(TILES)
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
@@ -328,10 +333,17 @@ def run():
     res = protocol.Results("kda_forward", tag=os.environ.get("K3_RESULTS_TAG", ""))
     chunk_kda = fused_recurrent_kda = flash_kda = None
     if os.environ.get("K3_BENCH_ANCHORS", "1") != "0":  # 0: ours only (e.g. under ncu)
-        try:
-            from fla.ops.kda import chunk_kda, fused_recurrent_kda
-        except Exception as e:  # noqa: BLE001
-            res.failed(f"fla unavailable: {e}", case="setup", impl="fla")
+        # K3_BENCH_FLA=0: FlashKDA alone (fla autotunes each new shape for a
+        # minute or more; a short device session skips it, and says so).
+        if os.environ.get("K3_BENCH_FLA", "1") != "0":
+            try:
+                from fla.ops.kda import chunk_kda, fused_recurrent_kda
+            except Exception as e:  # noqa: BLE001
+                res.failed(f"fla unavailable: {e}", case="setup", impl="fla")
+        else:
+            res.add(status="skipped", case="setup", impl="fla",
+                    error="not run in this file (K3_BENCH_FLA=0)")
+
         try:  # prefill only: FlashKDA has no decode kernel
             if os.environ.get("K3_BENCH_DECODE_ONLY") != "1":
                 import flash_kda

@@ -163,19 +163,18 @@ LogicalResult verifyKDARecurrent(KDAOp op, KernelConfigAttr c) {
 // The tensor-core KDA (lowering/cuda/KDAMMAOperands.cpp, KDAMMARecurrence.cpp)
 //===----------------------------------------------------------------------===//
 
-/// Warps per chain block (16 value columns each): the fewest warps whose
-/// blocks for one sequence, H V / (16 W), fit the SMs in one wave, else 8.
-/// A block per SM: two chain blocks on one SM share its tensor cores and
+/// Warps per chain block (16 value columns each): 8 where they divide
+/// V / 16. How many of them are active is chosen at run time from the
+/// number of sequences (KDAMMARecurrence.cpp): the fewest whose blocks fit
+/// the SMs in one wave, down to one warp (the config's tile[1] = 16). A
+/// block per SM: two chain blocks on one SM share its tensor cores and
 /// that SM sets the time (B1 T8192 H96: W = 4, 192 blocks, 1.45 ms; W = 8,
 /// 96 blocks, 1.30 ms; H64: W = 4, 128 blocks, 0.84 ms against 1.14 with
-/// W = 8; docs/kda-cuda.md).
-int64_t chooseKDAMMAChainWarps(int64_t heads, int64_t vDim, int64_t smCount) {
-  auto fits = [&](int64_t w) { return (vDim / 16) % w == 0; };
-  for (int64_t w : {1, 2, 4, 8})
-    if (fits(w) && heads * (vDim / 16) / w <= smCount)
-      return w;
+/// W = 8); packed batches fill the SMs with all 8 (B8 T4096 H32: 1.20 ms
+/// against 1.53 with 2; docs/kda-cuda.md).
+int64_t chooseKDAMMAChainWarps(int64_t vDim) {
   int64_t w = 8;
-  while (w > 1 && !fits(w))
+  while (w > 1 && (vDim / 16) % w != 0)
     w /= 2;
   return w;
 }
@@ -203,6 +202,19 @@ LogicalResult verifyKDAMMAChain(KDAMMARecurrenceOp op, KernelConfigAttr c,
     return op.emitOpError()
            << "kda_mma_chain blocks_per_sm must be in [0, 16], got "
            << c.getBlocksPerSm();
+  // tile = [16 tokens a chunk, the fewest value columns a block takes]:
+  // 16 per active warp, a power of two times 16 up to the block's 16 W.
+  ArrayRef<int64_t> tile = c.getTile();
+  if (tile.size() != 2 || tile[0] != 16)
+    return op.emitOpError() << "kda_mma_chain tile must be [16, columns], "
+                               "got "
+                            << tile.size() << " sizes";
+  if (tile[1] % 16 != 0 || !llvm::isPowerOf2_64(tile[1] / 16) ||
+      tile[1] > 16 * w)
+    return op.emitOpError()
+           << "kda_mma_chain tile[1] (the fewest value columns a block "
+              "takes) must be 16 times a power of two up to 16 warps = "
+           << 16 * w << ", got " << tile[1];
   if (int64_t bytes = chainBytes(kDim, w, c.getStages());
       bytes > target.getSmemPerBlock())
     return op.emitOpError() << "kda_mma_chain needs " << bytes
@@ -1290,12 +1302,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {16}, 4, 0, 5);
   case KernelKind::kda_mma_chain: {
     auto o = cast<KDAMMARecurrenceOp>(op);
-    int64_t w = chooseKDAMMAChainWarps(dimOf(o.getPacked(), 2),
-                                       dimOf(o.getV(), 3), target.getSmCount());
+    int64_t w = chooseKDAMMAChainWarps(dimOf(o.getV(), 3));
     // Three stages: chunks c+1, c+2 load while chunk c multiplies. One
     // block per SM (the state lives in registers): ptxas may spend up to
     // 255 registers per thread, which it uses to hoist the ldmatrix loads.
-    return config(ctx, kind, {16, 16 * w}, w, 3, 1);
+    // Tile [16, 16]: a call with few sequences may split a block's value
+    // columns down to one warp's 16 (decided at run time).
+    return config(ctx, kind, {16, 16}, w, 3, 1);
   }
   case KernelKind::linear_mma_3xtf32:
     // 64 x 32 output tiles, K steps of 32, 4 warps (LinearMMA.cpp).

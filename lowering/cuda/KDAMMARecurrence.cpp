@@ -1,11 +1,11 @@
 //===- KDAMMARecurrence.cpp - the KDA chain on the tensor cores -*- C++ -*-===//
 //
-// The serial half of the tensor-core KDA (k3.kda_mma_recurrence). One block
-// per (sequence n, head h, slice of BV = 16 W value columns); warp w owns 16
-// value columns and keeps its slice of the state transposed, S^T (16 x K,
-// f32), in mma accumulator fragments for the whole sequence. Per chunk of
-// 16 tokens, everything it reads was prepared by k3.kda_mma_operands, so
-// the chain is only products:
+// The serial half of the tensor-core KDA (k3.kda_mma_recurrence). A block of
+// W warps per (sequence n, head h, slice of BV = 16 W value columns); an
+// active warp owns 16 value columns and keeps its slice of the state
+// transposed, S^T (16 x K, f32), in mma accumulator fragments for the whole
+// sequence. Per chunk of 16 tokens, everything it reads was prepared by
+// k3.kda_mma_operands, so the chain is only products:
 //
 //   r^T     = v^T - S0^T (k e^G)^T          mma, k = K       (A = S0^T)
 //   o^T     = S0^T (q e^G)^T                mma, k = K       (A = S0^T)
@@ -23,6 +23,21 @@
 // where a pair runs along tokens: k e^{G_C - G} and v). Rows past the
 // sequence's end are zero-filled (cp.async with source size 0), which makes
 // their delta zero.
+//
+// The split of a slice is chosen at run time, from the number of sequences
+// N: the chain is a serial walk over chunks, so its time is one block's
+// walk as long as the blocks fit the SMs in one wave, and a block of W
+// warps stages each chunk's rows once for W slices (the rows are most of a
+// chunk's bytes). With N H (V / BV) blocks at least the SMs (packed
+// batches), every warp of a block is active; with fewer, each slice is
+// split over s = 2, 4, ... blocks (at most the config's split) while the
+// blocks still fit the SMs, and a block's W / s active warps take its
+// share of the slice; the other warps stage operands and pass the barriers
+// only. One compiled block size serves both: which is faster depends on N,
+// known only at run time (B8 T4096 H32: 8 active warps 1.20 ms against
+// 1.53 with 2; B1 T8192 H64: 4 active warps 0.67 against 0.86 with 8;
+// docs/kda-cuda.md). The grid has the wide form's blocks plus one per SM,
+// enough for either form; blocks past the split's items return at once.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"
@@ -44,6 +59,8 @@ struct ChainPlan {
   int64_t RS;       // staged row stride in words: conflict-free
   int64_t NT, KS;
   int64_t warps, BV, threads, nvb, stages;
+  int64_t maxSplit; // blocks a slice may be split over at run time
+  int64_t smCount;  // the target's SMs: one wave of chain blocks
   // A stage: the rows [16][RS] i32, e^{G_C} [K] f32, v's tile [16][vStride
   // bytes] bf16.
   int64_t rowsBytes, egcBytes, vStride, stageBytes;
@@ -52,7 +69,7 @@ struct ChainPlan {
 /// The plan for the config's warps and stages (chosen and checked by
 /// k3-select-kernel-config: KernelConfigRules.cpp).
 ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
-                   KernelConfigAttr config) {
+                   KernelConfigAttr config, int64_t smCount) {
   ChainPlan p;
   p.words = in[0].shape[3];
   p.heads = in[0].shape[2];
@@ -67,6 +84,10 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
   p.BV = 16 * p.warps;
   p.threads = 32 * p.warps;
   p.nvb = p.vDim / p.BV;
+  // tile[1]: the fewest value columns a block takes (16 per active warp).
+  ArrayRef<int64_t> tile = config.getTile();
+  p.maxSplit = tile.size() > 1 ? std::max<int64_t>(1, p.BV / tile[1]) : 1;
+  p.smCount = smCount;
   // Chunks c+1 .. c+stages-1 are in flight while chunk c multiplies.
   p.stages = config.getStages();
   p.rowsBytes = kChunk * p.RS * 4;
@@ -86,6 +107,7 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
 struct Piece {
   Value row, src, dst;
   int64_t p0;
+  Value col; // 16-byte column within its row
 };
 
 /// One stage's operands, typed views of the dynamic shared memory.
@@ -103,6 +125,39 @@ public:
         a(in, op), out(out) {}
 
   void emit() {
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    kb.ifThen(workItem(), [&] { emitItem(); });
+  }
+
+private:
+  /// The split of each slice over blocks for this call's N sequences, the
+  /// block's (sequence, head, value slice, part) and whether it has one.
+  Value workItem() {
+    Value units = kb.muli(kb.dim(out[1].shape[0]), kb.idx(p.heads * p.nvb));
+    Value split = kb.idx(1);
+    for (int64_t s = 2; s <= p.maxSplit; s *= 2)
+      split =
+          kb.select(kb.lti(kb.muli(units, kb.idx(s)), kb.idx(p.smCount + 1)),
+                    kb.idx(s), split);
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value part = arith::RemUIOp::create(b, loc, bid, split);
+    Value slice = arith::DivUIOp::create(b, loc, bid, split);
+    vb = em.remu(slice, p.nvb);
+    Value hn = em.divu(slice, p.nvb);
+    h = em.remu(hn, p.heads);
+    n = em.divu(hn, p.heads);
+    // Warp w of part j of the slice takes columns 16 (j W / s + w) of it;
+    // the warps past W / s only stage operands (their columns clamped to
+    // their own, in bounds, for the loads they share with the others).
+    active = arith::DivUIOp::create(b, loc, kb.idx(p.warps), split);
+    warp = em.divu(tid, 32);
+    warpActive = kb.lti(warp, active);
+    slot = kb.select(warpActive, kb.addi(kb.muli(part, active), warp), warp);
+    firstSlot = kb.muli(part, active);
+    return kb.lti(bid, kb.muli(units, split));
+  }
+
+  void emitItem() {
     smem = em.dynamicSharedMemory();
     // The stages as the copies write them: 32-bit words and bf16.
     const int64_t total = p.stages * p.stageBytes;
@@ -127,28 +182,21 @@ public:
           b, loc, chunk(chunks.getInductionVar(), chunks.getRegionIterArgs()));
     }
     wait(0);
-    for (int64_t nt = 0; nt < p.NT; ++nt)
-      for (int64_t c = 0; c < 4; ++c)
-        kb.store(chunks.getResult(4 * nt + c), out[1].full,
-                 {n, h, kCol(nt, c), vRow[c / 2]});
+    kb.ifThen(warpActive, [&] {
+      for (int64_t nt = 0; nt < p.NT; ++nt)
+        for (int64_t c = 0; c < 4; ++c)
+          kb.store(chunks.getResult(4 * nt + c), out[1].full,
+                   {n, h, kCol(nt, c), vRow[c / 2]});
+    });
   }
 
-private:
-  /// The block's (sequence, head, value slice), the lane's rows of S^T and
-  /// the sequence's chunks.
+  /// The lane's rows of S^T and the sequence's chunks.
   void positions() {
-    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    vb = em.remu(bid, p.nvb);
-    Value hn = em.divu(bid, p.nvb);
-    h = em.remu(hn, p.heads);
-    n = em.divu(hn, p.heads);
     lane = em.remu(tid, 32);
-    warp = em.divu(tid, 32);
     Value gq = em.divu(lane, 4);
     tig = em.remu(lane, 4);
     tig2 = kb.muli(tig, kb.idx(2));
-    Value vcol0 = kb.addi(kb.muli(vb, kb.idx(p.BV)), kb.muli(warp, kb.idx(16)));
+    Value vcol0 = kb.addi(kb.muli(vb, kb.idx(p.BV)), kb.muli(slot, kb.idx(16)));
     vRow[0] = kb.addi(vcol0, gq);
     vRow[1] = kb.addi(vcol0, kb.addi(gq, kb.idx(8)));
 
@@ -192,7 +240,7 @@ private:
                             kb.muli(c, kb.idx(16 / elemBytes)));
         Value dst = kb.addi(kb.muli(r, kb.idx(dstRow)),
                             kb.muli(c, kb.idx(16 / elemBytes)));
-        ps.push_back({r, src, dst, p0});
+        ps.push_back({r, src, dst, p0, c});
       }
       return ps;
     };
@@ -268,8 +316,14 @@ private:
                    kb.addi(egcAt, pc.src), 4, Value());
     });
     Value vAt = kb.addi(tokenAt(t0, kb.dim(a.getV().shape[1]), p.vDim), vCol0);
+    // Only the active warps' columns (two 16-byte columns a warp); the
+    // others are zero-filled, which no warp reads.
+    Value firstCol = kb.muli(firstSlot, kb.idx(2));
+    Value endCol = kb.addi(firstCol, kb.muli(active, kb.idx(2)));
     each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
-      Value ok = kb.lti(pc.row, count);
+      Value ok =
+          kb.andi(kb.lti(pc.row, count),
+                  kb.andi(kb.gei(pc.col, firstCol), kb.lti(pc.col, endCol)));
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
       em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8,
                    ok);
@@ -295,6 +349,11 @@ private:
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
     Stage s = stage(c);
+    // The products only in the active warps (a block-split slice leaves
+    // the others idle); the state passes through the rest.
+    auto branch = scf::IfOp::create(b, loc, TypeRange(it), warpActive, true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(branch.thenBlock());
     SmallVector<FragA> aS(p.KS);
     for (int64_t ks = 0; ks < p.KS; ++ks)
       aS[ks] = em.accToA(
@@ -303,7 +362,10 @@ private:
     auto [pS, oT] = stateProducts(s, aS);
     FragA aD = delta(s, pS);
     output(s, aD, oT, t0, count);
-    return nextState(s, aD, it);
+    scf::YieldOp::create(b, loc, nextState(s, aD, it));
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, it);
+    return SmallVector<Value>(branch.getResults());
   }
 
   /// B fragments from the rows ([token][word]: N = tokens) at word `word`.
@@ -334,7 +396,7 @@ private:
     // tokens): ldmatrix.trans of [token][column] gives row j the bf16
     // pair (tokens 2 tig, +1 of block j / 2; column g + 8 (j % 2)).
     Value vPairs = em.ldmatrix4(
-        s.v, {laneB[0], kb.addi(laneB[1], kb.muli(warp, kb.idx(16)))},
+        s.v, {laneB[0], kb.addi(laneB[1], kb.muli(slot, kb.idx(16)))},
         /*transpose=*/true);
     Acc r[2];
     for (int64_t nt = 0; nt < 2; ++nt)
@@ -396,6 +458,7 @@ private:
   ArrayRef<KernelOperand> out;
   Value smem, all32, all16, group;
   Value tid, vb, h, n, lane, warp, tig, tig2, vRow[2];
+  Value active, warpActive, slot, firstSlot;
   Value bIdx, start, end, numChunks;
   SmallVector<Piece> rowSlots, egcSlots, vSlots;
   Value gPacked, gV, vCol0;
@@ -411,14 +474,17 @@ LogicalResult mlir::k3::emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
                 kDim = out[1].shape[2];
   if (heads <= 0 || vDim <= 0 || kDim <= 0)
     return op.emitOpError() << "needs static heads, key and value dimensions";
-  ChainPlan p = makePlan(in, out, e.config);
+  ChainPlan p =
+      makePlan(in, out, e.config, cast<GPUTargetAttr>(e.target).getSmCount());
   Value numSeqs = kb.dim(out[1].shape[0]);
   auto nForm = kb.linearForm(numSeqs);
   if (!nForm)
     return op.emitOpError() << "needs a sequence count linear in N";
-  // A block per (sequence, head, 16 W value columns).
-  e.setLaunch(*nForm, p.heads * p.nvb, 0, 1, {p.threads, 1, 1},
-              p.stages * p.stageBytes);
+  // A block per (sequence, head, 16 W value columns), and one per SM more:
+  // a call whose blocks would not fill the SMs splits its slices over up to
+  // that many blocks (workItem).
+  e.setLaunch(*nForm, p.heads * p.nvb, p.maxSplit > 1 ? p.smCount : 0, 1,
+              {p.threads, 1, 1}, p.stages * p.stageBytes);
   ChainKernel(op, kb, p, in, out).emit();
   return success();
 }

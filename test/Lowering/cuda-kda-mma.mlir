@@ -2,11 +2,12 @@
 // The bf16 k3.kda on target=cuda after k3-kda-mma-split: the operand
 // kernel (lowering/cuda/KDAMMAOperands.cpp: H blocks of 4 warps per
 // 16-token window, the in-chunk products on the tensor cores, dynamic shared
-// memory) and the chain (KDAMMARecurrence.cpp: a block per (sequence, head,
-// 16 W value columns), three cp.async stages, fragments by ldmatrix, every
-// product an mma.sync with bf16 operands and f32 accumulators). W from the
-// shape: the fewest warps whose H V / (16 W) blocks fit the SMs, so 1 here
-// (4 heads: 32 blocks), 2 on a 16-SM part, 8 for 96 heads.
+// memory) and the chain (KDAMMARecurrence.cpp: a block of W = 8 warps per
+// (sequence, head, 16 W value columns), three cp.async stages, fragments by
+// ldmatrix, every product an mma.sync with bf16 operands and f32
+// accumulators). How many warps of a block are active is chosen at run
+// time from the sequences: the grid has N H V / (16 W) blocks plus one per
+// SM (the target's; 16 with the override) for a split slice.
 // RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=target.sm_count=16" --k3-outline-kernels | FileCheck %s --check-prefix=SMALLGPU
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=target.sm_count=0" 2>&1 | FileCheck %s --check-prefix=BADSMS
 // RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -mlir-print-local-scope -o %t.mlir
@@ -71,11 +72,19 @@
 // CHECK: gpu.barrier
 
 // CHECK-LABEL: gpu.func @kda_mma_recurrence_1(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 1, stages = 3, blocks_per_sm = 1>
-// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 32, grid_offset = 0, grid_divisor = 1, block = [32, 1, 1]
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 8, stages = 3, blocks_per_sm = 1>
+// CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 4, grid_offset = 132, grid_divisor = 1, block = [256, 1, 1]
 // One block per SM: the launch bounds let ptxas spend up to 255 registers
 // (with fewer it serialised the ldmatrix loads; KernelPatterns.cpp).
-// CHECK-SAME: nvvm.maxntid = array<i32: 32, 1, 1>, nvvm.minctasm = 1
+// CHECK-SAME: nvvm.maxntid = array<i32: 256, 1, 1>, nvvm.minctasm = 1
+// The split: 2, 4, 8 blocks a slice while N H s <= 132 (selects, largest
+// last), the active warps W / s; blocks past the items return.
+// CHECK: arith.cmpi slt, %{{.*}}, %c133
+// CHECK: arith.cmpi slt, %{{.*}}, %c133
+// CHECK: arith.cmpi slt, %{{.*}}, %c133
+// CHECK: arith.remui %block_id_x, %[[SPLIT:.*]] : index
+// CHECK: arith.divui %c8{{.*}}, %[[SPLIT]] : index
+// CHECK: scf.if
 // CHECK: gpu.dynamic_shared_memory
 // Three stages: chunks 0 and 1 issued ahead (a group each: 16-byte copies
 // of packed rows and v, zero-filled past the sequence); per chunk one wait
@@ -90,6 +99,9 @@
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
+// The products only in the active warps; the others pass their state on.
+// CHECK-NOT: gpu.barrier
+// CHECK: scf.if %{{.*}} -> (f32, f32
 // CHECK-NOT: gpu.barrier
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK-NOT: gpu.barrier
@@ -100,6 +112,8 @@
 // CHECK-COUNT-20: k3gpu.mma_sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
+// CHECK: } else {
+// CHECK-NEXT: scf.yield
 // CHECK-NOT: k3gpu.mma_sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
@@ -108,15 +122,28 @@
 // TUNED-SAME: nvvm.minctasm = 4
 // TUNED-LABEL: gpu.func @kda_mma_recurrence_1(
 // TUNED-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 2, stages = 2, blocks_per_sm = 1>
-// TUNED-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
+// TUNED-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 132, grid_divisor = 1, block = [64, 1, 1]
 // TUNED: nvgpu.device_async_create_group {k3.all_issued}
 // TUNED-NOT: nvgpu.device_async_create_group
 // TUNED: scf.for
 // TUNED: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 
 // SMALLGPU-LABEL: gpu.func @kda_mma_recurrence_1(
-// SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 32], warps = 2, stages = 3, blocks_per_sm = 1>
-// SMALLGPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 16, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1]
+// SMALLGPU-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 8, stages = 3, blocks_per_sm = 1>
+// SMALLGPU-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_seqs, grid_scale = 4, grid_offset = 16, grid_divisor = 1, block = [256, 1, 1]
+// SMALLGPU: arith.cmpi slt, %{{.*}}, %c17
+// A tile of a whole block's 128 columns never splits: no extra blocks.
+// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16x128" --k3-outline-kernels | FileCheck %s --check-prefix=NOSPLIT
+// NOSPLIT-LABEL: gpu.func @kda_mma_recurrence_1(
+// NOSPLIT-SAME: tile = [16, 128], warps = 8
+// NOSPLIT-SAME: grid_scale = 4, grid_offset = 0
+// NOSPLIT-NOT: arith.cmpi slt, %{{.*}}, %c133
+// Tiles that are not [16, 16 x a power of two up to 16 W] are errors.
+// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16x48" 2>&1 | FileCheck %s --check-prefix=BADCOLS
+// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.warps=2,kda_mma_recurrence.tile=16x64" 2>&1 | FileCheck %s --check-prefix=BADCOLS
+// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16" 2>&1 | FileCheck %s --check-prefix=BADRANK
+// BADCOLS: op kda_mma_chain tile[1] (the fewest value columns a block takes) must be 16 times a power of two up to 16 warps
+// BADRANK: op kda_mma_chain tile must be [16, columns], got 1 sizes
 
 // BADWARPS: error: 'k3.kda_mma_recurrence' op kda_mma_chain warps must be 1, 2, 4 or 8, got 3
 // BADSMS: error: sm_count must be in [1, 1024], got 0

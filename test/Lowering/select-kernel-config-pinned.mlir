@@ -30,13 +30,13 @@ func.func @wrong_op(%x: tensor<?x96xf32>) -> tensor<?x96xf32> {
 
 // -----
 
-// A target written in the module keeps its limits: with 8 SMs the chain
-// takes 8 warps (no count fits one wave), whose 3 stages need more shared
-// memory than this target has.
+// A target written in the module keeps its limits: the chain's block of 8
+// warps (128 value columns) needs, in 3 stages, more shared memory than
+// this target has.
 module attributes {k3.target = #k3.gpu_target<chip = "sm_90a", sm_count = 8, smem_per_block = 20000>} {
 func.func @small_smem(%p: tensor<1x?x2x336xi32>, %v: tensor<1x?x2x128xbf16>, %cu: tensor<?xi32>)
     -> (tensor<1x?x2x128xbf16>, tensor<?x2x128x128xf32>) {
-  // expected-error @below {{kda_mma_chain needs 46080 bytes of shared memory, the target has 20000}}
+  // expected-error @below {{kda_mma_chain needs 55296 bytes of shared memory, the target has 20000}}
   %o, %s = k3.kda_mma_recurrence %p, %v cu_seqlens(%cu)
       : (tensor<1x?x2x336xi32>, tensor<1x?x2x128xbf16>, tensor<?xi32>)
       -> (tensor<1x?x2x128xbf16>, tensor<?x2x128x128xf32>)

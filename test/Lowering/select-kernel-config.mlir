@@ -50,8 +50,10 @@
 // tokens.
 // GPU: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
 // GPU: k3.kda_mma_operands {{.*}}#k3.kernel_config<kernel = kda_mma_operands, tile = [16], warps = 4, blocks_per_sm = 5>
-// 96 heads x 8 column tiles: 8 warps per block give 96 blocks <= 132 SMs.
-// GPU: k3.kda_mma_recurrence {{.*}}#k3.kernel_config<kernel = kda_mma_chain, tile = [16, 128], warps = 8, stages = 3, blocks_per_sm = 1>
+// The chain: blocks of 8 warps (16 value columns each), which a call with
+// few sequences may split down to one active warp (tile[1] = 16 columns)
+// at run time (test/Lowering/cuda-kda-mma.mlir).
+// GPU: k3.kda_mma_recurrence {{.*}}#k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 8, stages = 3, blocks_per_sm = 1>
 // Linears: the tensor cores where they cover the op (f32 input, sizes
 // multiples of 32: 3xTF32), else the GEMV (test/Lowering/cuda-linear-gemv.mlir).
 // GPU: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, tile = [64, 32, 32], warps = 4>{{.*}}tensor<32x96xf32>
@@ -61,14 +63,15 @@
 // MMA: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [2, 4], warps = 4>{{.*}}tensor<40x96xf32>
 
 // WIDE: sm_count = 1024
-// 96 heads x 8 column tiles fit 1024 SMs with one warp per block.
-// WIDE: k3.kda_mma_recurrence {{.*}}tile = [16, 16], warps = 1, stages = 3, blocks_per_sm = 1>
+// The SM count no longer sets the chain's block (the split is chosen at
+// run time, against the target's SMs).
+// WIDE: k3.kda_mma_recurrence {{.*}}tile = [16, 16], warps = 8, stages = 3, blocks_per_sm = 1>
 
 // TUNED: k3.rms_norm {{.*}}#k3.kernel_config<kernel = rms_norm_rows, tile = [4], warps = 4>
 // TUNED: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 4, 4], warps = 4>
 
 // REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_recurrent, tile = [32, 8, 16, 4], warps = 2>
-// REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 128], warps = 8, stages = 3, blocks_per_sm = 1>
+// REPORT-DAG: remark: kernel config #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16], warps = 8, stages = 3, blocks_per_sm = 1>
 
 // DECODE: func.func @forward_decode
 // DECODE: k3.kda {{.*}}#k3.kernel_config<kernel = kda_recurrent, tile = [64, 8, 1, 4], warps = 4>
