@@ -94,14 +94,14 @@
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
+// The active warps' loop, with the products; the others' after it, with
+// the same copies and barriers only.
+// CHECK: scf.if
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: gpu.barrier
 // CHECK: nvgpu.device_async_copy
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
-// The products only in the active warps; the others pass their state on.
-// CHECK-NOT: gpu.barrier
-// CHECK: scf.if %{{.*}} -> (f32, f32
 // CHECK-NOT: gpu.barrier
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<16x{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<4x2xbf16>
 // CHECK-NOT: gpu.barrier
@@ -112,10 +112,17 @@
 // CHECK-COUNT-20: k3gpu.mma_sync
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
-// CHECK: } else {
-// CHECK-NEXT: scf.yield
 // CHECK-NOT: k3gpu.mma_sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK-NOT: k3gpu.mma_sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: gpu.barrier
+// CHECK-NOT: k3gpu.mma_sync
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NOT: k3gpu.mma_sync
+// CHECK: gpu.return
 
 // TUNED-LABEL: gpu.func @kda_mma_operands_0(
 // TUNED-SAME: blocks_per_sm = 4
