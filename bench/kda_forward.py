@@ -62,6 +62,9 @@ PREFILL = [
     ("varlen [1,63,64,65,300,507] H64", [1, 63, 64, 65, 300, 507], 64, "random"),
     ("T1000 H96 (not a multiple of 64)", [1000], 96, "random"),
     ("B1 T2048 H96 gates at -5", [2048], 96, "bound"),
+    # Kimi-Linear-48B's KDA layer (32 heads) on one 8192-token prompt: the
+    # chain's most split form (2 active warps of 8 a block).
+    ("B1 T8192 H32 (Kimi-Linear layer)", [8192], 32, "random"),
 ]
 if os.environ.get("K3_BENCH_CASES"):  # exact labels, ';'-separated
     keep = os.environ["K3_BENCH_CASES"].split(";")

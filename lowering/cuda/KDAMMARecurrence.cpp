@@ -107,7 +107,6 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
 struct Piece {
   Value row, src, dst;
   int64_t p0;
-  Value col; // 16-byte column within its row
 };
 
 /// One stage's operands, typed views of the dynamic shared memory.
@@ -153,7 +152,6 @@ private:
     warp = em.divu(tid, 32);
     warpActive = kb.lti(warp, active);
     slot = kb.select(warpActive, kb.addi(kb.muli(part, active), warp), warp);
-    firstSlot = kb.muli(part, active);
     return kb.lti(bid, kb.muli(units, split));
   }
 
@@ -253,7 +251,7 @@ private:
                             kb.muli(c, kb.idx(16 / elemBytes)));
         Value dst = kb.addi(kb.muli(r, kb.idx(dstRow)),
                             kb.muli(c, kb.idx(16 / elemBytes)));
-        ps.push_back({r, src, dst, p0, c});
+        ps.push_back({r, src, dst, p0});
       }
       return ps;
     };
@@ -329,14 +327,11 @@ private:
                    kb.addi(egcAt, pc.src), 4, Value());
     });
     Value vAt = kb.addi(tokenAt(t0, kb.dim(a.getV().shape[1]), p.vDim), vCol0);
-    // Only the active warps' columns (two 16-byte columns a warp); the
-    // others are zero-filled, which no warp reads.
-    Value firstCol = kb.muli(firstSlot, kb.idx(2));
-    Value endCol = kb.addi(firstCol, kb.muli(active, kb.idx(2)));
+    // The whole slice's columns, also where a split block reads a part of
+    // them: a predicate on the column cost whole blocks 2 % (B1 T8192 H96,
+    // bench/results/kda-chain-split-trial), more than the bytes it saves.
     each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
-      Value ok =
-          kb.andi(kb.lti(pc.row, count),
-                  kb.andi(kb.gei(pc.col, firstCol), kb.lti(pc.col, endCol)));
+      Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
       em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8,
                    ok);
@@ -467,7 +462,7 @@ private:
   ArrayRef<KernelOperand> out;
   Value smem, all32, all16, group;
   Value tid, vb, h, n, lane, warp, tig, tig2, vRow[2];
-  Value active, warpActive, slot, firstSlot;
+  Value active, warpActive, slot;
   Value bIdx, start, end, numChunks;
   SmallVector<Piece> rowSlots, egcSlots, vSlots;
   Value gPacked, gV, vCol0;
