@@ -96,6 +96,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
                      "kernels (default: the model's k3.activation_dtype, "
                      "else f32; k3-activation-precision)"),
       llvm::cl::init("")};
+  Option<std::string> kdaStateDType{
+      *this, "kda-state-dtype",
+      llvm::cl::desc("The KDA state kept between calls: f32 | bf16 (half a "
+                     "decode step's state bytes; k3-kda-state-precision)"),
+      llvm::cl::init("f32")};
   Option<bool> moeGrouped{
       *this, "moe-grouped",
       llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
@@ -228,6 +233,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // After the fusions (their ops are retyped too), before the KDA rewrites
   // (whose chunk ops keep f32 intermediates).
   pm.addPass(k3::createK3ActivationPrecision({o.activationDType}));
+  // Before the KDA rewrites, which take the state's type from k3.kda.
+  pm.addPass(k3::createK3KDAStatePrecision({o.kdaStateDType}));
   // After the precision policy: the norm's result and the slice it joins
   // have one type then.
   if (o.fusePartialRMSNorm)

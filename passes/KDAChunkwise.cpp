@@ -147,7 +147,9 @@ struct K3KDAChunkwisePass : impl::K3KDAChunkwiseBase<K3KDAChunkwisePass> {
         KDAChunkGramOp::create(b, loc, matF, qn, kn, G, Value(), cu, chunkAttr,
                                tileAttr, UnitAttr(), UnitAttr(), lbAttr);
 
-    auto stF = RankedTensorType::get(fsType.getShape(), f32);
+    // The final state in the op's storage type (f32, or bf16 under
+    // kda-state-dtype=bf16: the kernel rounds it once, at the end).
+    auto stF = fsType;
     KDAChunkStateOp state;
     if (numSegments > 0) {
       int64_t N = fsType.getDimSize(0), H = qs[2], K = qs[3],

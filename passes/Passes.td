@@ -229,6 +229,29 @@ def K3ActivationPrecision : Pass<"k3-activation-precision", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::k3::K3Dialect", "::mlir::tensor::TensorDialect"];
 }
 
+def K3KDAStatePrecision : Pass<"k3-kda-state-precision", "::mlir::ModuleOp"> {
+  let summary = "Store the KDA recurrent state in bf16 between calls";
+  let description = [{
+    With `kda-state-dtype=bf16` (default f32: nothing changes), retypes
+    each KDA state that the model keeps between calls (`k3.state_read` /
+    `k3.state_write` of one name) to bf16, with the `k3.kda` ops that read
+    and write it: a decode step then reads and writes half the bytes of its
+    largest operand. Kernels widen the state on load and compute in f32;
+    the state is rounded to bf16 once per call, when it is stored (the
+    error this adds is bounded in docs/precision.md). A state is narrowed
+    when every read of it feeds only `k3.kda` ops as their initial state
+    and every write stores a `k3.kda` op's final state; a state read or
+    written by anything else (a context-parallel KDA segment, a model
+    input) is an error naming it, not silently kept f32. Run after the
+    precision policy and before the KDA rewrites.
+  }];
+  let options = [
+    Option<"stateDType", "kda-state-dtype", "std::string", "\"f32\"",
+           "f32 | bf16">,
+  ];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3SplitRouter : Pass<"k3-split-router"> {
   let summary = "the MoE router as a linear and a top-k";
   let description = [{

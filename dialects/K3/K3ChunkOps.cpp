@@ -217,10 +217,9 @@ LogicalResult KDAChunkStateOp::verify() {
   if (failed(stateShape(*this, "final_state", getFinalState(), getKNorm(),
                         getU(), 0)))
     return failure();
-  if (getInitialState() &&
-      rt(getInitialState()).getShape() != rt(getFinalState()).getShape())
-    return emitOpError() << "expects 'initial_state' shaped like the final "
-                            "state";
+  if (getInitialState() && rt(getInitialState()) != rt(getFinalState()))
+    return emitOpError() << "expects 'initial_state' shaped and typed like "
+                            "the final state";
   if (Value s = getSegmentStarts()) {
     if (!getNumSegments())
       return emitOpError() << "segment_starts needs num_segments";
@@ -358,10 +357,9 @@ LogicalResult KDAMMARecurrenceOp::verify() {
   if (ShapedType::isDynamic(vd) || vd % 16 != 0)
     return emitOpError() << "expects a static value dimension that is a "
                             "multiple of 16";
-  if (getInitialState() &&
-      rt(getInitialState()).getShape() != rt(getFinalState()).getShape())
-    return emitOpError() << "expects 'initial_state' shaped like the final "
-                            "state";
+  if (getInitialState() && rt(getInitialState()) != rt(getFinalState()))
+    return emitOpError() << "expects 'initial_state' shaped and typed like "
+                            "the final state";
   if (!getCuSeqlens() && rt(ops).getDimSize(0) != 1)
     return emitOpError() << "expects cu_seqlens or batch 1";
   return success();

@@ -188,13 +188,13 @@ def K3_KDAChunkStateOp : K3_Op<"kda_chunk_state",
   let arguments = (ins K3_F32Tensor:$U, K3_F32Tensor:$W,
                        K3_F32Tensor:$k_norm, K3_F32Tensor:$q_scaled,
                        K3_F32Tensor:$G,
-                       Optional<K3_F32Tensor>:$initial_state,
+                       Optional<K3_StateTensor>:$initial_state,
                        Optional<K3_F32Tensor>:$segment_starts,
                        Optional<K3_IndexTensor>:$cu_seqlens,
                        I64Attr:$chunk_size,
                        OptionalAttr<I64Attr>:$num_segments);
   let results = (outs K3_F32Tensor:$v_new, K3_F32Tensor:$o_inter,
-                      K3_F32Tensor:$final_state);
+                      K3_StateTensor:$final_state);
   let assemblyFormat = [{
     $U `,` $W `,` $k_norm `,` $q_scaled `,` $G
     (`initial_state` `(` $initial_state^ `)`)?
@@ -253,7 +253,7 @@ def K3_KDASegmentScanOp : K3_Op<"kda_segment_scan", [Pure]> {
     (segment 0 starts from `initial_state` or zero).
   }];
   let arguments = (ins K3_F32Tensor:$transition, K3_F32Tensor:$contribution,
-                       Optional<K3_F32Tensor>:$initial_state);
+                       Optional<K3_StateTensor>:$initial_state);
   let results = (outs K3_F32Tensor:$starts);
   let assemblyFormat = [{
     $transition `,` $contribution (`initial_state` `(` $initial_state^ `)`)?
@@ -337,9 +337,9 @@ def K3_KDAMMARecurrenceOp : K3_Op<"kda_mma_recurrence",
     state stays in f32 registers for the whole sequence.
   }];
   let arguments = (ins TensorOf<[I32]>:$packed, K3_FloatTensor:$v,
-                       Optional<K3_F32Tensor>:$initial_state,
+                       Optional<K3_StateTensor>:$initial_state,
                        Optional<K3_IndexTensor>:$cu_seqlens);
-  let results = (outs K3_FloatTensor:$output, K3_F32Tensor:$final_state);
+  let results = (outs K3_FloatTensor:$output, K3_StateTensor:$final_state);
   let assemblyFormat = [{
     $packed `,` $v
     (`initial_state` `(` $initial_state^ `)`)?

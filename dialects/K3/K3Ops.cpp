@@ -242,9 +242,16 @@ LogicalResult KDAOp::verify() {
   if (!getCuSeqlens() &&
       failed(expectSameDim(*this, q, 0, fs, 0, "sequence count")))
     return failure();
-  if (Value init = getInitialState())
+  if (Value init = getInitialState()) {
     if (failed(expectSameShape(*this, named("initial_state", init), fs)))
       return failure();
+    // One storage type for the state across calls (f32, or bf16 under
+    // kda-state-dtype=bf16).
+    if (cast<RankedTensorType>(init.getType()).getElementType() !=
+        cast<RankedTensorType>(getFinalState().getType()).getElementType())
+      return emitOpError() << "expects 'initial_state' of the final state's "
+                              "element type";
+  }
   if (Value cu = getCuSeqlens()) {
     if (failed(verifyCuSeqlens(*this, cu)) ||
         failed(expectDim(*this, q, 0, 1,

@@ -22,6 +22,10 @@ def K3_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 // docs/mxfp4.md). Only the ops that read MXFP4 weights take this type.
 def K3_WeightTensor : RankedTensorOf<[F32, BF16, F16, F4E2M1FN]>;
 def K3_F32Tensor : RankedTensorOf<[F32]>;
+// A recurrent state carried between calls (the KDA state): f32, or bf16
+// where `kda-state-dtype=bf16` halves a decode step's state bytes
+// (docs/precision.md). Kernels compute in f32 either way.
+def K3_StateTensor : RankedTensorOf<[F32, BF16]>;
 def K3_IndexTensor : RankedTensorOf<[I32]>;
 
 //===----------------------------------------------------------------------===//
@@ -233,7 +237,7 @@ def K3_KDAOp : K3_Op<"kda", [Pure, AttrSizedOperandSegments]> {
   let arguments = (ins K3_FloatTensor:$q, K3_FloatTensor:$k,
                        K3_FloatTensor:$v, K3_FloatTensor:$g,
                        K3_FloatTensor:$beta,
-                       Optional<K3_F32Tensor>:$initial_state,
+                       Optional<K3_StateTensor>:$initial_state,
                        Optional<K3_IndexTensor>:$cu_seqlens,
                        Optional<K3_FloatTensor>:$A_log,
                        Optional<K3_FloatTensor>:$dt_bias,
@@ -242,7 +246,7 @@ def K3_KDAOp : K3_Op<"kda", [Pure, AttrSizedOperandSegments]> {
                        UnitAttr:$use_beta_sigmoid,
                        OptionalAttr<K3_DecayGateKindAttr>:$gate_kind,
                        OptionalAttr<F64Attr>:$lower_bound);
-  let results = (outs K3_FloatTensor:$output, K3_F32Tensor:$final_state);
+  let results = (outs K3_FloatTensor:$output, K3_StateTensor:$final_state);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $g `,` $beta
     (`initial_state` `(` $initial_state^ `)`)?

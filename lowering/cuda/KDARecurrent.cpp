@@ -33,8 +33,10 @@
 // the member functions of RecurrentKernel.
 //
 // Supported: static K, V <= 256 with K divisible by P, any float q/k/v/g/
-// beta/o, f32 state, optional initial state and cu_seqlens, in-op gates or
-// a plain log-decay g. Anything else falls back to the generic loop nest.
+// beta/o, an f32 or bf16 state (kda-state-dtype=bf16: widened on load,
+// rounded once on store), optional initial state and cu_seqlens, in-op
+// gates or a plain log-decay g. Anything else falls back to the generic loop
+// nest.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"

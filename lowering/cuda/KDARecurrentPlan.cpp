@@ -22,9 +22,14 @@ std::optional<KDARecurrentPlan> mlir::k3::makeKDARecurrentPlan(
   if (p.kDim <= 0 || p.vDim <= 0 || p.heads <= 0 || p.kDim > 256 ||
       p.vDim > 256)
     return std::nullopt;
-  if (!cast<MemRefType>(out[1].base.getType()).getElementType().isF32())
-    return std::nullopt;
-  if (init && !cast<MemRefType>(init->base.getType()).getElementType().isF32())
+  // The state f32, or bf16 (kda-state-dtype=bf16): it lives in registers
+  // as f32 for the call, loaded and stored once (MMAEmitter's vector
+  // accesses widen and round).
+  auto stateType = [](Value base) {
+    Type t = cast<MemRefType>(base.getType()).getElementType();
+    return t.isF32() || t.isBF16();
+  };
+  if (!stateType(out[1].base) || (init && !stateType(init->base)))
     return std::nullopt;
   KDARecurrentTile tile = kdaRecurrentTile(config);
   p.P = tile.p;

@@ -274,12 +274,18 @@ struct MMAEmitter {
     return t.getNumElements() * t.getElementType().getIntOrFloatBitWidth() / 8;
   }
   /// Stores f32 `vals` to consecutive elements at `at` of `mem` in one
-  /// vector store aligned to its size.
+  /// vector store aligned to its size, each rounded to `mem`'s element type
+  /// (a bf16 KDA state: kda-state-dtype=bf16).
   void storeVector(ArrayRef<Value> vals, Value mem, ValueRange at) {
-    auto vt = VectorType::get({int64_t(vals.size())}, b.getF32Type());
-    Value v = vector::FromElementsOp::create(b, loc, vt, vals);
+    Type elem = cast<MemRefType>(mem.getType()).getElementType();
+    SmallVector<Value> stored(vals);
+    if (elem != b.getF32Type())
+      for (Value &x : stored)
+        x = arith::TruncFOp::create(b, loc, elem, x);
+    auto vt = VectorType::get({int64_t(vals.size())}, elem);
+    Value v = vector::FromElementsOp::create(b, loc, vt, stored);
     auto st = vector::StoreOp::create(b, loc, v, mem, at);
-    st.setAlignment(vals.size() * 4);
+    st.setAlignment(vectorBytes(vt));
   }
 
   /// The bare pointer `base` viewed row-major at `sizes` with its static

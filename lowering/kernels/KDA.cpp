@@ -152,6 +152,10 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
   auto gateKind = op.getGateKind();
   std::optional<double> lowerBound = optionalDouble(op.getLowerBoundAttr());
 
+  // Column j of this head's state, in f32 for the whole call: the state
+  // is rounded to its storage type (bf16 under kda-state-dtype=bf16) once,
+  // when the call stores it.
+  Value col = kb.scratch(headDim);
   kb.parallel(
       {kb.dim(finalState.shape[0]), kb.dim(finalState.shape[1]),
        kb.idx(valueDim)},
@@ -161,10 +165,9 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
         Value start = cu ? kb.loadIndex(cu.full, {n}) : kb.idx(0);
         Value end =
             cu ? kb.loadIndex(cu.full, {kb.addi(n, kb.idx(1))}) : numTokens;
-        // Column j of this head's state lives in the final-state output.
         kb.forRange(kDim, [&](Value i) {
           Value s0 = init ? kb.load(init.full, {n, h, i, j}) : kb.f32(0.0);
-          kb.store(s0, fs, {n, h, i, j});
+          kb.store(s0, col, {i});
         });
         kb.forRange(start, end, [&](Value t) {
           auto invNorm = [&](Value x) {
@@ -180,19 +183,22 @@ LogicalResult k3::emitKDARecurrent(KDAOp op, KernelBuilder &kb, In in,
             if (gateKind)
               gi = emitDecayGate(kb, *gateKind, lowerBound, aLog.full,
                                  dtBias.full, h, i, kDim, gi);
-            Value s = kb.mul(kb.exp(gi), kb.load(fs, {n, h, i, j}));
-            kb.store(s, fs, {n, h, i, j});
+            Value s = kb.mul(kb.exp(gi), kb.load(col, {i}));
+            kb.store(s, col, {i});
             return kb.fma(s, kb.mul(kb.load(k, {b, t, h, i}), rk), acc);
           });
           Value u = kb.mul(bt, kb.sub(kb.load(v, {b, t, h, j}), pred));
           // Write the correction and read the output with q.
           Value acc = kb.reduce(kDim, kb.f32(0.0), [&](Value i, Value acc) {
             Value ki = kb.mul(kb.load(k, {b, t, h, i}), rk);
-            Value s = kb.fma(ki, u, kb.load(fs, {n, h, i, j}));
-            kb.store(s, fs, {n, h, i, j});
+            Value s = kb.fma(ki, u, kb.load(col, {i}));
+            kb.store(s, col, {i});
             return kb.fma(s, kb.mul(kb.load(q, {b, t, h, i}), rq), acc);
           });
           kb.store(kb.mul(acc, kb.f32(scale)), o, {b, t, h, j});
+        });
+        kb.forRange(kDim, [&](Value i) {
+          kb.store(kb.load(col, {i}), fs, {n, h, i, j});
         });
       });
   return success();

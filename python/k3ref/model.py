@@ -78,6 +78,10 @@ class Config:
     # stores it (k3-compile activation-dtype=bf16); None / "f32" keeps
     # them exact. Logits, router scores, decode state stay exact.
     activation_dtype: Optional[str] = None
+    # The KDA recurrent state kept between calls: "bf16" rounds it to bf16
+    # at the end of every call (k3-compile kda-state-dtype=bf16); None /
+    # "f32" keeps it exact.
+    kda_state_dtype: Optional[str] = None
     tie_word_embeddings: bool = False
 
     # -- layer classification ------------------------------------------------

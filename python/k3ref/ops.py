@@ -731,6 +731,11 @@ def kda_layer(x, w, cfg, cu_seqlens=None, state=None, core: str = "recurrent", d
     if dumps is not None:
         dumps.update(q=qc, k=kc, v=vc, g=g, beta=beta, core_out=o, gated=on)
     y = act(linear(on.reshape(T, H * d), w["o_proj"]))
+    if getattr(cfg, "kda_state_dtype", None) == "bf16":
+        # The recurrent state stored in bf16 between calls (k3-compile
+        # kda-state-dtype=bf16): rounded once, where the call ends.
+        import ml_dtypes
+        S = S.astype(ml_dtypes.bfloat16).astype(np.float64)
     return y, dict(conv_q=sq, conv_k=sk, conv_v=sv, recurrent=S)
 
 

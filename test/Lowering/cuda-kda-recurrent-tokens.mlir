@@ -20,6 +20,16 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// A bf16 state (kda-state-dtype=bf16): the same kernel, each lane's four
+// columns of a row in one 8-byte load and store, widened to f32 and
+// rounded once, at the end.
+// RUN: sed -e 's/128x128xf32/128x128xbf16/g' %s | k3-opt --k3-select-kernel-config="target=cuda override=kda.tile=32x8x1x4" --k3-outline-kernels | FileCheck %s --check-prefix=BF16STATE
+// BF16STATE-LABEL: gpu.func @kda_0(
+// BF16STATE: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4x128x128xbf16>, vector<4xbf16>
+// BF16STATE: arith.extf
+// BF16STATE: scf.for
+// BF16STATE: arith.truncf {{.*}} : f32 to bf16
+// BF16STATE: vector.store {{.*}} {alignment = 8 : i64} : memref<?x4x128x128xbf16>, vector<4xbf16>
 
 
 // CHECK-LABEL: gpu.func @kda_0(

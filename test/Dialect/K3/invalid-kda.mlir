@@ -282,7 +282,7 @@ func.func @kda_state_value_dim(%q: tensor<2x?x2x16xf32>, %k: tensor<2x?x2x16xf32
 // -----
 
 func.func @kda_state_f16(%q: tensor<2x?x2x16xf32>, %k: tensor<2x?x2x16xf32>, %v: tensor<2x?x2x8xf32>, %g: tensor<2x?x2x16xf32>, %beta: tensor<2x?x2xf32>) {
-  // expected-error @+1 {{'k3.kda' op result #1 must be ranked tensor of 32-bit float values, but got 'tensor<2x2x16x8xf16>'}}
+  // expected-error @+1 {{'k3.kda' op result #1 must be ranked tensor of 32-bit float or bfloat16 type values, but got 'tensor<2x2x16x8xf16>'}}
   %o, %s = k3.kda %q, %k, %v, %g, %beta {scale = 0.25 : f64}
       : (tensor<2x?x2x16xf32>, tensor<2x?x2x16xf32>, tensor<2x?x2x8xf32>, tensor<2x?x2x16xf32>, tensor<2x?x2xf32>)
       -> (tensor<2x?x2x8xf32>, tensor<2x2x16x8xf16>)
@@ -311,8 +311,10 @@ func.func @kda_initial_state_shape(%q: tensor<2x?x2x16xf32>, %k: tensor<2x?x2x16
 
 // -----
 
+// A bf16 state (kda-state-dtype=bf16) is stored in bf16 both ways: an f32
+// final state from a bf16 initial one is an error.
 func.func @kda_initial_state_bf16(%q: tensor<2x?x2x16xf32>, %k: tensor<2x?x2x16xf32>, %v: tensor<2x?x2x8xf32>, %g: tensor<2x?x2x16xf32>, %beta: tensor<2x?x2xf32>, %s0: tensor<2x2x16x8xbf16>) {
-  // expected-error @+1 {{'k3.kda' op operand #5 must be ranked tensor of 32-bit float values, but got 'tensor<2x2x16x8xbf16>'}}
+  // expected-error @+1 {{'k3.kda' op expects 'initial_state' of the final state's element type}}
   %o, %s = k3.kda %q, %k, %v, %g, %beta initial_state(%s0) {scale = 0.25 : f64}
       : (tensor<2x?x2x16xf32>, tensor<2x?x2x16xf32>, tensor<2x?x2x8xf32>, tensor<2x?x2x16xf32>, tensor<2x?x2xf32>, tensor<2x2x16x8xbf16>)
       -> (tensor<2x?x2x8xf32>, tensor<2x2x16x8xf32>)
