@@ -95,8 +95,9 @@ VARIANTS = tuple(TILES)
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"
     VARIANTS = tuple(v for v in os.environ["K3_BENCH_VARIANTS"].split(",") if v in TILES)
 # Decode variants: the artifact's decode entry (k3-decode-entry: the
-# recurrent kernel with one-token staging), its prefill entry (16-token
-# staging), and the prefill entry forced to one-token staging.
+# recurrent kernel with one-token staging), the same with the state stored
+# in bf16 (decode_entry_bf16_state, docs/precision.md), its prefill entry
+# (16-token staging), and the prefill entry forced to one-token staging.
 # The s1_* variants: one-token staging with other tiles (BVxPxSxC: value
 # columns per block, lanes per column group, staged tokens, columns per
 # lane), to find the decode tile that streams the state fastest.
@@ -111,9 +112,14 @@ S1_CAPS = {"s1_bps7": ("32x8x1x4", 7), "s1_bps8": ("32x8x1x4", 8), "s1_bv64_bps4
 DECODE_TILES.update({k: f"kda=recurrent kernel-config=kda.tile={t},kda.blocks_per_sm={n}"
                      for k, (t, n) in S1_CAPS.items()})
 S1_VARIANTS = [*S1_TILES, *S1_CAPS]
-DECODE_ENTRY = {"decode_entry": "forward_decode", "prefill_entry": "forward",
+# The decode entry with the state stored in bf16 (kda-state-dtype=bf16:
+# the model's state tensors typed bf16, docs/precision.md): half the bytes.
+DECODE_TILES["decode_entry_bf16_state"] = RECURRENT
+DECODE_ENTRY = {"decode_entry": "forward_decode", "decode_entry_bf16_state": "forward_decode",
+                "prefill_entry": "forward",
                 "prefill_entry_s1": "forward", **{k: "forward" for k in S1_VARIANTS}}
-DECODE_FILE = {"decode_entry": "", "prefill_entry": "_prefill_entry", "prefill_entry_s1": "_s1",
+DECODE_FILE = {"decode_entry": "", "decode_entry_bf16_state": "_bf16_state",
+               "prefill_entry": "_prefill_entry", "prefill_entry_s1": "_s1",
                **{k: "_" + k for k in S1_VARIANTS}}
 
 DECODE_MODEL = """// KDA decode step: N sequences of one token, H={H}, K=V=128.
@@ -188,10 +194,13 @@ def prepare(out=OUT, k3opt=BIN / "k3-opt", defaults_only=False):
     for H in sorted({h for _, h in DECODE}):
         src = out / f"kda_decode_h{H}.mlir"
         src.write_text(DECODE_MODEL.format(H=H))
+        src_bf16 = out / f"kda_decode_h{H}_bf16_state.mlir"
+        src_bf16.write_text(DECODE_MODEL.format(H=H).replace("128x128xf32", "128x128xbf16"))
         for variant, tile in DECODE_TILES.items():
-            if tuned(tile):
+            if tuned(tile) or (defaults_only and variant.endswith("bf16_state")):
                 continue
-            compile_model(k3opt, src, out / decode_artifact_name(H, variant), tile, DECODE_MAX_SEQS,
+            compile_model(k3opt, src_bf16 if variant.endswith("bf16_state") else src,
+                          out / decode_artifact_name(H, variant), tile, DECODE_MAX_SEQS,
                           DECODE_MAX_SEQS)
     print(f"prepared {out}")
 
@@ -479,8 +488,23 @@ def decode_case(res, torch, fused_recurrent_kda, base_dir, dev, B, H):
            "cu_seqlens": torch.arange(B + 1, dtype=torch.int32, device=dev)}
     for variant in DECODE_TILES:
         name = decode_artifact_name(H, variant)
-        run_ours(res, torch, OUT / name, baseline_path(base_dir, name, DECODE_TILES[variant]),
-                 ins, ref, dict(ident, variant=variant, entry=DECODE_ENTRY[variant]), extra=bw)
+        v_ins, v_ref, v_bw = ins, ref, bw
+        if variant.endswith("bf16_state"):
+            # Its initial state is bf16 (the oracle gets the same rounded
+            # values); it moves half the bytes.
+            h0b = h0.bfloat16()
+            v_ins = dict(ins, initial_state=h0b)
+            try:
+                with torch.no_grad():
+                    v_ref = kda_oracle.kda_f64(*(flat(t).double() for t in (q, k, v, g, beta)), SCALE,
+                                               h0b.double(), [1] * B, use_qk_l2norm=False)
+            except Exception as e:  # noqa: BLE001
+                res.failed(f"inputs/oracle: {type(e).__name__}: {e}", impl="oracle", **ident)
+                continue
+            v_bw = lambda f: {"state_TBps": state_bytes / 2 / f["median_ms"] / 1e9}  # noqa: E731
+        run_ours(res, torch, OUT / name, None if variant.endswith("bf16_state") else
+                 baseline_path(base_dir, name, DECODE_TILES[variant]),
+                 v_ins, v_ref, dict(ident, variant=variant, entry=DECODE_ENTRY[variant]), extra=v_bw)
     torch.cuda.empty_cache()
 
 
