@@ -214,15 +214,18 @@ def _oracle_rows(cfg, weights, ids, T):
     return np.stack(rows)
 
 
-def test_decode_with_bf16_kda_state(tiny):
+@pytest.mark.parametrize("ranks", ["", "tp=2", "ep=2"])
+def test_decode_with_bf16_kda_state(tiny, ranks):
     """kda-state-dtype=bf16 (k3-kda-state-precision): the KDA state kept in
     bf16 between calls. Every call's logits within the tight bound of the
     oracle that rounds the state at each call's end; the rounding's own
     effect (against the exact-state oracle) is reported, bounded loosely
-    here and measured in bench/results (docs/precision.md)."""
+    here and measured in bench/results (docs/precision.md). Also split
+    over two ranks by heads (each rank's share of the state) and by
+    experts."""
     d, cfg, weights, wfile = tiny
-    art = d / "bf16_state.k3bin"
-    compile_art(ROOT / "examples/tiny_k3.mlir", art, "kda-state-dtype=bf16 mla-expand=0")
+    art = d / f"bf16_state{ranks.replace('=', '')}.k3bin"
+    compile_art(ROOT / "examples/tiny_k3.mlir", art, f"kda-state-dtype=bf16 mla-expand=0 {ranks}")
     ids = np.random.default_rng(6).integers(0, cfg.vocab_size, 24).astype(np.int32)
     T = 9
     got = _decode_rows(cfg, weights, wfile, art, ids, T)
@@ -232,6 +235,17 @@ def test_decode_with_bf16_kda_state(tiny):
     print(f"bf16 KDA state: vs the oracle rounding it {tight:.2e}, vs the exact state {loose:.2e}")
     assert tight <= STATE_TIGHT, tight
     assert loose <= STATE_LOOSE, loose
+
+
+def test_bf16_kda_state_refused_where_another_op_reads_it(tmp_path):
+    """Context parallelism folds the KDA state outside k3.kda: the option
+    is an error there, naming the state, not a silent f32 state."""
+    r = subprocess.run([f"{BIN}/k3-opt", str(ROOT / "examples/tiny_k3.mlir"),
+                        f"--k3-compile=output={tmp_path / 'cp.k3bin'} max-tokens=64 max-seqs=2 "
+                        "kda-state-dtype=bf16 cp=2", "-o", os.devnull], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "reads the KDA state 'model.layers.1.self_attn.recurrent_state'" in r.stderr
+    assert "only k3.kda takes a bf16 state" in r.stderr
 
 
 def test_bf16_kda_state_in_the_ir(tiny):
