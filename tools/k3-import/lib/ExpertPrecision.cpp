@@ -1,6 +1,8 @@
 //===- ExpertPrecision.cpp - which routed experts are MXFP4 ---------------===//
 #include "tools/k3-import/lib/ExpertPrecision.h"
 
+#include <algorithm>
+
 #include "tools/k3-import/lib/ModelModules.h"
 
 using llvm::Error;
@@ -100,6 +102,15 @@ llvm::Expected<ExpertPrecision> expertPrecision(const ParsedConfig &parsed,
       parseQuantization(*parsed.quantization, parsed.quantizationPath);
   if (!scheme)
     return scheme.takeError();
+  const Config &c = parsed.decoder;
+  int64_t moeLayers = std::count(c.isMoe.begin(), c.isMoe.end(), true);
+  if (moeLayers * c.experts > kMaxQuantizedExpertModules)
+    return fieldError(parsed.quantizationPath,
+                      std::to_string(moeLayers) + " MoE layers of " +
+                          std::to_string(c.experts) +
+                          " experts are more expert weights than the " +
+                          std::to_string(kMaxQuantizedExpertModules) +
+                          " a quantization_config is matched against");
   return planExpertPrecision(parsed.decoder, *scheme);
 }
 

@@ -55,6 +55,13 @@ struct Config {
   int64_t expertWidth() const { return latent.value_or(hidden); }
 };
 
+/// The most routed experts a config may declare (ParseDecoder.cpp).
+constexpr int64_t kMaxExperts = 65536;
+/// The most (MoE layer, expert) pairs a quantization_config is matched
+/// against, one checkpoint module each (ExpertPrecision.cpp): about a
+/// second of regular-expression matching.
+constexpr int64_t kMaxQuantizedExpertModules = int64_t(1) << 20;
+
 /// Which routed-expert projections (w1, w2, w3) of each layer are stored
 /// as MXFP4 in the checkpoint, and so typed f4E2M1FN in the IR
 /// (ExpertPrecision.h decides it from the quantization_config).

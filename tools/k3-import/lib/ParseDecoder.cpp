@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "tools/k3-import/lib/ParseDecoder.h"
 
+#include <cmath>
+
 #include "tools/k3-import/lib/ConfigFields.h"
 
 #include <set>
@@ -168,6 +170,14 @@ Error DecoderReader::readMoe() {
           {"num_experts", "n_routed_experts", "num_local_experts"}, 0, experts))
     return e;
   c.experts = experts.value_or(0);
+  // Each expert is a module of the checkpoint that the quantization plan
+  // visits (ExpertPrecision.cpp): a bound keeps an import in seconds. The
+  // largest public MoE has 896 (K3).
+  if (c.experts > kMaxExperts)
+    return fieldError(f.path("num_experts"), std::to_string(c.experts) +
+                                                 " is more than the " +
+                                                 std::to_string(kMaxExperts) +
+                                                 " experts the importer takes");
   if (Error e = f.aliasInteger({"num_experts_per_token", "num_experts_per_tok"},
                                1, topK))
     return e;
@@ -212,6 +222,9 @@ Error DecoderReader::readMoeChecks(std::optional<int64_t> topK, int64_t groups,
     return e;
   if (Error e = f.real("routed_scaling_factor", c.scaling, 1.0))
     return e;
+  if (!(c.scaling > 0.0) || !std::isfinite(c.scaling))
+    return fieldError(f.path("routed_scaling_factor"),
+                      formatNumber(c.scaling) + " is not a positive number");
   std::optional<std::string> scoreName;
   if (Error e = f.optString("moe_router_activation_func", scoreName))
     return e;
@@ -432,9 +445,15 @@ Error DecoderReader::readKdaShape() {
   c.kdaHeads = kh.value_or(0);
   c.kdaDim = kd.value_or(0);
   c.convKernel = kc.value_or(4);
-  if (c.convKernel < 2)
+  // k3.short_conv keeps kernel_size - 1 tokens of state, at most 15.
+  if (c.convKernel < 2 || c.convKernel > 16)
     return fieldError(f.path("linear_attn_config.short_conv_kernel_size"),
-                      "must be >= 2");
+                      std::to_string(c.convKernel) + " is outside [2, 16]");
+  // k3.kda's kernels hold a state column per lane: K and V up to 256.
+  if (c.anyKda() && c.kdaDim > 256)
+    return fieldError(f.path("linear_attn_config.head_dim"),
+                      std::to_string(c.kdaDim) +
+                          " is larger than the 256 k3.kda supports");
   if (c.lowerBound && (*c.lowerBound < -5.0 || *c.lowerBound >= 0.0))
     return fieldError(f.path("linear_attn_config.gate_lower_bound"),
                       formatNumber(*c.lowerBound) + " is outside [-5, 0)");
