@@ -10,7 +10,9 @@ lengthened, an integer scaled) or byte-level ones on its text (a byte
 flipped, the text cut short). Each mutant runs
 
     k3-import MUTANT -o OUT.mlir             (then, if it succeeded)
-    k3-opt OUT.mlir -o /dev/null             (parse and verify)
+    k3-opt OUT.mlir -o /dev/null             (parse and verify; with --compile,
+                                              a tiny seed's mutant compiled
+                                              for the CPU instead)
 
 An outcome passes if the tool exits 0, or exits 1 with a message that
 says where (the importer's name the file and the field; k3-opt's are
@@ -115,6 +117,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--keep", default=str(ROOT / "build" / "fuzz-configs-failures"))
+    ap.add_argument("--compile", action="store_true",
+                    help="also compile what imports from the tiny seeds (target=cpu, "
+                         "max-tokens=16): the whole pipeline on odd but valid shapes")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     seeds = sorted(p for d in SEED_DIRS for p in d.glob("*.json"))
@@ -125,7 +130,7 @@ def main():
     # the verifiers (test/Import/Inputs holds mostly configs that fail).
     valid = [p for p in seeds
              if subprocess.run([str(importer), str(p), "-o", "/dev/null"], capture_output=True).returncode == 0]
-    failures, counts = [], {"imported": 0, "refused": 0}
+    failures, counts = [], {"imported": 0, "refused": 0, "compiled": 0}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for it in range(args.iterations):
@@ -156,7 +161,13 @@ def main():
                     why = f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]!r}"
                 elif name == "k3-import" and proc.returncode == 0:
                     counts["imported"] += 1
-                    steps.append(("k3-opt", [str(opt), str(out), "-o", "/dev/null"], "error:"))
+                    if args.compile and seed.stem.startswith("tiny"):
+                        counts["compiled"] += 1
+                        steps.append(("k3-opt --k3-compile", [
+                            str(opt), str(out), f"--k3-compile=target=cpu output={tmp / 'm.k3bin'} "
+                            "max-tokens=16 max-seqs=2", "-o", "/dev/null"], "error:"))
+                    else:
+                        steps.append(("k3-opt", [str(opt), str(out), "-o", "/dev/null"], "error:"))
                 elif name == "k3-import":
                     counts["refused"] += 1
                 if why:
@@ -173,7 +184,8 @@ def main():
                 out.unlink()
     print(f"{args.iterations} mutated configs from {len(seeds)} seeds ({len(valid)} valid): "
           f"{counts['imported']} imported "
-          f"(and verified by k3-opt), {counts['refused']} refused with an error, "
+          f"(and verified by k3-opt; {counts['compiled']} of them compiled for the CPU), "
+          f"{counts['refused']} refused with an error, "
           f"{len(failures)} failures")
     return 1 if failures else 0
 
