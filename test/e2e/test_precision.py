@@ -161,7 +161,6 @@ def test_decode_entry_with_bf16_activations(tiny):
     KDA, its own kernels) under the policy: every step's logits within the
     tight bound of the rounded oracle's row (teacher forced: greedy tokens
     can flip on bf16-sized near ties)."""
-    import k3
     d, cfg, weights, wfile = tiny
     art = d / "bf16_gen.k3bin"
     # The latent form in the prefill too: the oracle below runs the whole
@@ -169,20 +168,14 @@ def test_decode_entry_with_bf16_activations(tiny):
     # the prompt's attention rounds at the same ones (the expanded prefill
     # is checked by test_tiny_k3_bf16_activations).
     compile_art(ROOT / "examples/tiny_k3.mlir", art, "activation-dtype=bf16 mla-expand=0")
-    s = k3.Session(k3.Artifact(art))
-    s.load_weights([wfile])
     ids = np.random.default_rng(5).integers(0, cfg.vocab_size, 15).astype(np.int32)
     T = 9
-    rows = [s.run(token_ids=ids[:T], cu_seqlens=np.array([0, T], np.int32),
-                  context_lens=np.array([0], np.int32))["logits"][0]]
-    for k in range(T, len(ids)):
-        rows.append(s.run("forward_decode", token_ids=ids[k:k + 1], cu_seqlens=np.array([0, 1], np.int32),
-                          context_lens=np.array([k], np.int32))["logits"][0])
+    rows = _decode_rows(cfg, weights, wfile, art, ids, T)
     bf = dataclasses.replace(cfg, activation_dtype="bf16")
     from k3ref import ops
     with ops.mla_latent_form():
         ref = model.forward(bf, weights, ids)[T - 1:]  # rows T-1 .. 14
-    err = rel_err(np.stack(rows), ref)
+    err = rel_err(rows, ref)
     print(f"decode entry, bf16 activations: vs rounded oracle {err:.2e}")
     assert err <= TIGHT
 
