@@ -29,7 +29,7 @@ ctest --test-dir "$ROOT/build-fuzz" --output-on-failure -R fuzz
 
 echo "== model configs mutated through k3-import and k3-opt (docs/import.md)"
 "$ROOT/.venv/bin/python" "$ROOT/tools/k3-import/fuzz_configs.py" --k3-bin "$BUILD/bin" \
-  --iterations 2000 --seed 1 --keep "$BUILD/fuzz-configs-failures"
+  --iterations 2000 --seed 1 --compile --keep "$BUILD/fuzz-configs-failures"
 
 echo "== artifacts mutated, re-sealed and run (docs/runtime.md)"
 "$ROOT/.venv/bin/python" "$ROOT/runtime/fuzz/run_mutated_artifacts.py" --k3-bin "$BUILD/bin" \

@@ -105,7 +105,9 @@ def acceptable(proc, where):
 
 def run(cmd, timeout):
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        # Messages may quote a mutant's bytes, which need not be UTF-8.
+        return subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
 
