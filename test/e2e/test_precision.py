@@ -251,6 +251,20 @@ def test_bf16_kda_state_in_the_ir(tiny):
     assert re.search(r'k3.state.read "[^"]*recurrent_state" : tensor<\?x2x16x16xbf16>', ir)
     assert not re.search(r'recurrent_state" : tensor<\?x2x16x16xf32>', ir)
     assert re.search(r'conv_state" : tensor<\?x32x3xf32>', ir)
+    # The artifact's KDA state buffers are half as large; the others keep
+    # their sizes.
+    import k3
+    d = tiny[0]
+    sizes = {}
+    for tag, opts in (("f32", ""), ("bf16", "kda-state-dtype=bf16")):
+        art = d / f"state_{tag}.k3bin"
+        compile_art(ROOT / "examples/tiny_k3.mlir", art, f"mla-expand=0 {opts}")
+        sizes[tag] = {b.name: b.size for b in k3.Artifact(art).state_buffers()}
+    assert sizes["f32"].keys() == sizes["bf16"].keys()
+    kda = [n for n in sizes["f32"] if n.endswith("recurrent_state")]
+    assert kda
+    for n, size in sizes["f32"].items():
+        assert sizes["bf16"][n] == (size // 2 if n in kda else size), n
 
 
 def test_import_activation_dtype(tmp_path):
