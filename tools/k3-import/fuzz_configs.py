@@ -103,6 +103,17 @@ def acceptable(proc, where):
     return proc.returncode == 1 and where in proc.stderr
 
 
+def check(name, cmd, where, timeout):
+    """Runs one tool: (whether it exited 0, None if its outcome is
+    acceptable, else why not)."""
+    proc = run(cmd, timeout)
+    if proc is None:
+        return False, f"{name}: ran past {timeout} s"
+    if not acceptable(proc, where):
+        return False, f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]!r}"
+    return proc.returncode == 0, None
+
+
 def run(cmd, timeout):
     try:
         # Messages may quote a mutant's bytes, which need not be UTF-8.
@@ -153,27 +164,22 @@ def main():
                 text = json.dumps(doc)
             src, out = tmp / f"m{it}.json", tmp / f"m{it}.mlir"
             src.write_text(text)
-            steps = [("k3-import", [str(importer), str(src), "-o", str(out)], str(src))]
-            why = None
-            for name, cmd, where in steps:
-                proc = run(cmd, args.timeout)
-                if proc is None:
-                    why = f"{name}: ran past {args.timeout} s"
-                elif not acceptable(proc, where):
-                    why = f"{name}: exit {proc.returncode}: {proc.stderr.strip()[-300:]!r}"
-                elif name == "k3-import" and proc.returncode == 0:
-                    counts["imported"] += 1
-                    if args.compile and seed.stem.startswith("tiny"):
-                        counts["compiled"] += 1
-                        steps.append(("k3-opt --k3-compile", [
-                            str(opt), str(out), f"--k3-compile=target=cpu output={tmp / 'm.k3bin'} "
-                            "max-tokens=16 max-seqs=2", "-o", "/dev/null"], "error:"))
-                    else:
-                        steps.append(("k3-opt", [str(opt), str(out), "-o", "/dev/null"], "error:"))
-                elif name == "k3-import":
-                    counts["refused"] += 1
-                if why:
-                    break
+            imported, why = check("k3-import", [str(importer), str(src), "-o", str(out)], str(src),
+                                  args.timeout)
+            if why is None and not imported:
+                counts["refused"] += 1
+            elif imported:
+                counts["imported"] += 1
+                # What imports: parsed and verified, or (a tiny seed's, with
+                # --compile) compiled for the CPU.
+                if args.compile and seed.stem.startswith("tiny"):
+                    counts["compiled"] += 1
+                    _, why = check("k3-opt --k3-compile", [
+                        str(opt), str(out), f"--k3-compile=target=cpu output={tmp / 'm.k3bin'} "
+                        "max-tokens=16 max-seqs=2", "-o", "/dev/null"], "error:", args.timeout)
+                else:
+                    _, why = check("k3-opt", [str(opt), str(out), "-o", "/dev/null"], "error:",
+                                   args.timeout)
             if why:
                 keep = Path(args.keep)
                 keep.mkdir(parents=True, exist_ok=True)
