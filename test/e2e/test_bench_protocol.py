@@ -126,7 +126,9 @@ def test_make_benchmarks_md(tmp_path):
 def test_benchmarks_md_latest_run_merges_parts(tmp_path):
     """A benchmark split over device calls (tags) whose harness changed in
     between: the newest file's commit, plus each other tag's newest file of
-    the day before it on the same GPU; older ones stay links."""
+    the day before it on the same GPU; older ones stay links, and the cases
+    they measured that the latest run did not keep their newest row. Each
+    GPU has a section of its own."""
     import make_benchmarks_md as mk
     res = tmp_path / "results"
     res.mkdir()
@@ -142,12 +144,25 @@ def test_benchmarks_md_latest_run_merges_parts(tmp_path):
     write("b", "2026-12-04T09:00:00Z", "c1", "B8 T4096 H32", 1.5)  # another part, earlier commit
     write("a", "2026-12-04T09:30:00Z", "c1", "superseded", 2.0)    # the same part, newer below
     write("a", "2026-12-04T10:00:00Z", "c2", "B1 T8192 H96", 1.05)
+    write("a", "2026-12-05T10:00:00Z", "c3", "B1 T8192 H96", 1.2)  # another GPU, newer
+    doc = json.loads(next(res.glob("*20261205T100000Z.json")).read_text())
+    doc["environment"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    next(res.glob("*20261205T100000Z.json")).write_text(json.dumps(doc))
     md = mk.render(res, ROOT)
-    table = md.split("Earlier run")[0]
+    # One section per GPU, the most recently measured first.
+    h100, h200 = md.split("### kda_forward: NVIDIA H100")[1].split("### kda_forward: NVIDIA H200")
+    assert "1.200" in h100 and "1.050" not in h100 and "B8 T4096 H32" not in h100
+    table, carried = h200.split("Cases that the run above did not measure")
     assert "B8 T4096 H32" in table and "B1 T8192 H96" in table
     assert "superseded" not in table and "too old" not in table
     assert "`c1`" in table and "`c2`" in table  # each part's commit
-    assert md.count("Earlier run") == 2
+    # The cases the latest run did not measure keep their newest row, with
+    # its file; the older files stay links.
+    carried = carried.split("Earlier run")[0]
+    assert "superseded" in carried and "20261204T093000Z" in carried
+    assert "too old" in carried and "20261201T100000Z" in carried
+    assert "1.500" not in carried and "1.050" not in carried
+    assert h200.count("Earlier run") == 2
 
 
 def test_kda_forward_rows(tmp_path, monkeypatch):
