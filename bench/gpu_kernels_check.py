@@ -315,12 +315,16 @@ SHORT_CONV_GROUP_MODEL = """func.func @forward(
 # The router (lowering/cuda/MoERouterRows.cpp: the tensor-core scores for the
 # bf16 one by default, and the rows kernel, a block per 8 tokens): Kimi-
 # Linear's (256 experts top-8, sigmoid, correction bias, renormalised,
-# scaled 2.446, bf16 x and weight) and a softmax one at awkward sizes (40
-# experts: 2 per lane, one half empty; hidden 200; f32).
+# scaled 2.446, bf16 x and weight), a softmax one at awkward sizes (40
+# experts: 2 per lane, one half empty; hidden 200; f32), and K3's (896
+# experts top-16, 28 per lane, sigmoid, correction bias, renormalised,
+# hidden 7168, bf16).
 ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>},
-    %xs: tensor<?x200xf32> {k3.name = "xs", k3.dims = array<i64: -1, 200>})
+    %xs: tensor<?x200xf32> {k3.name = "xs", k3.dims = array<i64: -1, 200>},
+    %xk: tensor<?x7168xbf16> {k3.name = "xk", k3.dims = array<i64: -1, 7168>})
     -> (tensor<?x8xi32> {k3.name = "i"}, tensor<?x8xf32> {k3.name = "w"},
-        tensor<?x6xi32> {k3.name = "is"}, tensor<?x6xf32> {k3.name = "ws"}) {
+        tensor<?x6xi32> {k3.name = "is"}, tensor<?x6xf32> {k3.name = "ws"},
+        tensor<?x16xi32> {k3.name = "ik"}, tensor<?x16xf32> {k3.name = "wk"}) {
   %wr = k3.weight "wr" : tensor<256x2304xbf16>
   %bias = k3.weight "bias" : tensor<256xf32>
   %i, %w = k3.moe_router sigmoid %x, %wr bias(%bias) {top_k = 8 : i64, renormalize, routed_scaling_factor = 2.446 : f64}
@@ -328,7 +332,12 @@ ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.
   %wrs = k3.weight "wrs" : tensor<40x200xf32>
   %is, %ws = k3.moe_router softmax %xs, %wrs {top_k = 6 : i64, routed_scaling_factor = 1.0 : f64}
       : (tensor<?x200xf32>, tensor<40x200xf32>) -> (tensor<?x6xi32>, tensor<?x6xf32>)
-  return %i, %w, %is, %ws : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>
+  %wrk = k3.weight "wrk" : tensor<896x7168xbf16>
+  %biask = k3.weight "biask" : tensor<896xf32>
+  %ik, %wk = k3.moe_router sigmoid %xk, %wrk bias(%biask) {top_k = 16 : i64, renormalize, routed_scaling_factor = 1.0 : f64}
+      : (tensor<?x7168xbf16>, tensor<896x7168xbf16>, tensor<896xf32>) -> (tensor<?x16xi32>, tensor<?x16xf32>)
+  return %i, %w, %is, %ws, %ik, %wk : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>,
+      tensor<?x16xi32>, tensor<?x16xf32>
 }
 """
 # The decode step's MoE (lowering/cuda/MoEGroupedGEMV.cpp): k3.moe_experts in
@@ -522,16 +531,20 @@ def prepare() -> int:
                "s": rng.standard_normal((len(lens), 40, 3)).astype(np.float32),
                "cu_seqlens": np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)},
               str(OUT / "in_short_conv_f32_c40.safetensors"))
-    # The routers at 37 tokens (a partly filled last block): bf16 x, f32 xs.
+    # The routers at 37 tokens (a partly filled last block): bf16 x and xk,
+    # f32 xs.
     import json
     xb = (rng.standard_normal((37, 2304)).astype(np.float32).view(np.uint32) >> 16).astype("<u2")
     xs = rng.standard_normal((37, 200)).astype(np.float32)
-    header = json.dumps({"x": {"dtype": "BF16", "shape": [37, 2304], "data_offsets": [0, xb.nbytes]},
-                         "xs": {"dtype": "F32", "shape": [37, 200],
-                                "data_offsets": [xb.nbytes, xb.nbytes + xs.nbytes]}}).encode()
+    xk = (rng.standard_normal((37, 7168)).astype(np.float32).view(np.uint32) >> 16).astype("<u2")
+    o1, o2 = xb.nbytes, xb.nbytes + xs.nbytes
+    header = json.dumps({"x": {"dtype": "BF16", "shape": [37, 2304], "data_offsets": [0, o1]},
+                         "xs": {"dtype": "F32", "shape": [37, 200], "data_offsets": [o1, o2]},
+                         "xk": {"dtype": "BF16", "shape": [37, 7168],
+                                "data_offsets": [o2, o2 + xk.nbytes]}}).encode()
     header += b" " * (-len(header) % 8)
     with open(OUT / "in_router.safetensors", "wb") as f:
-        f.write(len(header).to_bytes(8, "little") + header + xb.tobytes() + xs.tobytes())
+        f.write(len(header).to_bytes(8, "little") + header + xb.tobytes() + xs.tobytes() + xk.tobytes())
     save_file({"o": rng.standard_normal((7, 32, 128)).astype(np.float32),
                "g": rng.standard_normal((7, 32, 128)).astype(np.float32)},
               str(OUT / "in_gated_norm_h32_d128.safetensors"))
@@ -907,34 +920,42 @@ def check_router(res, rng) -> None:
     wr = bf16_round(rng.standard_normal((256, 2304)) / 48)
     bias = (rng.standard_normal(256) * 0.05).astype(np.float32)
     wrs = rng.standard_normal((40, 200)).astype(np.float32) / 14
+    wrk = bf16_round(rng.standard_normal((896, 7168)) / 85)
+    biask = (rng.standard_normal(896) * 0.05).astype(np.float32)
     wfile = OUT / "router.w.safetensors"
     save_bf16(wfile, "wr", wr)
+    kfile = OUT / "router.wk.safetensors"
+    save_bf16(kfile, "wrk", wrk)
     extra = OUT / "router.w2.safetensors"
-    save_file({"bias": bias, "wrs": wrs}, str(extra))
+    save_file({"bias": bias, "wrs": wrs, "biask": biask}, str(extra))
     # 5 and 203: a last block of 8 tokens only partly filled.
     for (variant, (art, _)), t in ((v, t) for v in ROUTER_VARIANTS.items()
                                    for t in (1, 5, 200, 203)):
         x = bf16_round(rng.standard_normal((t, 2304)))
         xs = rng.standard_normal((t, 200)).astype(np.float32)
+        xk = bf16_round(rng.standard_normal((t, 7168)))
 
-        def case(t=t, x=x, xs=xs, art=art):
+        def case(t=t, x=x, xs=xs, xk=xk, art=art):
             import torch
             s = k3.Session(str(OUT / f"{art}.k3bin"), device="cuda:0")
-            s.load_weights([str(wfile), str(extra)])
+            s.load_weights([str(wfile), str(kfile), str(extra)])
             dev = torch.device("cuda:0")
             out = s.run("forward", symbols={"num_tokens": t, "num_seqs": 1}, outputs="dlpack",
                         x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
-                        xs=torch.from_numpy(xs).to(dev))
-            got = {k: torch.from_dlpack(out[k]).cpu().numpy() for k in ("i", "w", "is", "ws")}
+                        xs=torch.from_numpy(xs).to(dev),
+                        xk=torch.from_numpy(xk).to(dev).to(torch.bfloat16))
+            got = {k: torch.from_dlpack(out[k]).cpu().numpy() for k in ("i", "w", "is", "ws", "ik", "wk")}
             s.close()
             rows = {}
+            outs = {"sigmoid": ("i", "w"), "softmax": ("is", "ws"), "k3-896-top16": ("ik", "wk")}
             for tag, xin, w, b, k, score, renorm, factor in (
                     ("sigmoid", x, wr, bias, 8, "sigmoid", True, 2.446),
-                    ("softmax", xs, wrs, None, 6, "softmax", False, 1.0)):
+                    ("softmax", xs, wrs, None, 6, "softmax", False, 1.0),
+                    ("k3-896-top16", xk, wrk, biask, 16, "sigmoid", True, 1.0)):
                 want_i, want_w = ref.moe_router(xin.astype(np.float64), w.astype(np.float64),
                                                 None if b is None else b.astype(np.float64), k,
                                                 score, renorm, factor)
-                gi, gw = (got["i"], got["w"]) if tag == "sigmoid" else (got["is"], got["ws"])
+                gi, gw = (got[n] for n in outs[tag])
                 logits = xin.astype(np.float64) @ w.astype(np.float64).T
                 sc = 1 / (1 + np.exp(-logits)) if score == "sigmoid" else \
                     np.exp(logits - logits.max(1, keepdims=True)) / \

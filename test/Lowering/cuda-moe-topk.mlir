@@ -11,6 +11,12 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// K3's router: 896 experts (28 a lane) top-16, through ptxas without spills.
+// RUN: sed -e 's/256/896/g; s/x8x/x16x/g; s/top_k = 8/top_k = 16/' %s | k3-opt --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.k3.mlir
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k3.mlir > %t.k3.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k3.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k3.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k3.bin.mlir > %t.k3.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.k3.ptx -o %t.k3.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // BADWARPS: error: 'k3.moe_topk' op moe_topk_rows warps must be in [1, 32], got 33
 
