@@ -158,6 +158,14 @@ LogicalResult shardWeight(WeightOp weight, int64_t dim, int64_t parts,
     return weight.emitOpError()
            << "dimension " << dim << " (" << size << ") is not divisible by "
            << group << " = " << parts;
+  // MXFP4 keeps one E8M0 scale per 32 inputs along its last dimension: a
+  // split there must give each rank whole scale blocks.
+  if (isa<Float4E2M1FNType>(type.getElementType()) &&
+      dim == type.getRank() - 1 && (size / parts) % 32 != 0)
+    return weight.emitOpError()
+           << "mxfp4 inputs (" << size << ") split over " << group << " = "
+           << parts << " leave " << size / parts
+           << " a rank, not whole blocks of 32 (one scale each)";
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size / parts;
   weight.getResult().setType(type.clone(shape));

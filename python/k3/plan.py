@@ -6,9 +6,10 @@ For each GPU count N and each split (TP ranks for attention and the dense
 projections, EP = N ranks for the routed experts, N / TP attention
 replicas) it prints, per GPU: the weights (routed experts as stored, MXFP4
 or bf16, and as bf16), the KDA state per sequence, the MLA latent cache per
-token, and the largest batch at a few contexts and the largest context of
-one sequence that fit in the GPU's memory; and the collective bytes per
-token of the split.
+token, the activation arena (given, or with --arena-from-compile the
+compiler's own plan of each TP's rank), and the largest batch at a few
+contexts and the largest context of one sequence that fit in the GPU's
+memory; and the collective bytes per token of the split.
 
 The weights are the compiler's own: `k3-import` then `k3-opt
 --k3-inline-layers` (every layer's weights under their checkpoint names),
@@ -82,6 +83,32 @@ def parse_weights(mlir_text: str) -> list[Weight]:
     if not out:
         raise PlanError("no k3.weight in the inlined model")
     return out
+
+
+ARENA_RE = re.compile(r"k3-plan-memory: \d+ activation buffers, arena (\d+) bytes")
+
+
+def compiled_arena(config: Path, bin_dir: Path, tp: int, max_tokens: int, max_seqs: int) -> int:
+    """The activation arena of one rank, as `k3-compile target=cuda tp=TP
+    report=1` plans it under the bf16 policy (the largest of its entries').
+    EP is left out (CUDA refuses it until the MoE kernels skip other ranks'
+    experts): its form 1 sizes each rank's MoE buffers by tokens x top-k,
+    as without it; the CPU target plans the full K3 at ep = 16 with the
+    arena of ep = 1
+    (bench/results/compile-reports/kimi-k3-mxfp4-ep16-report-20261205.txt)."""
+    with tempfile.TemporaryDirectory() as d:
+        imported = Path(d) / "model.mlir"
+        opts = (f"target=cuda output={Path(d) / 'm.k3bin'} max-tokens={max_tokens} "
+                f"max-seqs={max_seqs} activation-dtype=bf16 report=1" + (f" tp={tp}" if tp > 1 else ""))
+        for cmd in ([str(bin_dir / "k3-import"), str(config), "-o", str(imported)],
+                    [str(bin_dir / "k3-opt"), str(imported), f"--k3-compile={opts}", "-o", os.devnull]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode:
+                raise PlanError(f"{Path(cmd[0]).name} failed: {r.stderr.strip()[-400:]}")
+        arenas = [int(a) for a in ARENA_RE.findall(r.stderr)]
+        if not arenas:
+            raise PlanError(f"k3-compile tp={tp} report=1 printed no arena")
+        return max(arenas)
 
 
 def model_weights(config: Path, bin_dir: Path) -> list[Weight]:
@@ -171,18 +198,20 @@ def splits(n: int) -> list[tuple[int, int]]:
     return [(tp, n) for tp in (1, 2, 4, 8) if n % tp == 0]
 
 
-def plan_rows(weights, dec: Decoder, gpus: list[int], memory: float, arena: int,
+def plan_rows(weights, dec: Decoder, gpus: list[int], memory: float, arena,
               cache_element_bytes: int, contexts: list[int]) -> list[dict]:
+    """``arena``: bytes per GPU, or a function of the split's TP giving them."""
     rows = []
     for n in gpus:
         for tp, ep in splits(n):
+            arena_bytes = arena(tp) if callable(arena) else arena
             stored = per_gpu_weight_bytes(weights, tp, ep)
             bf16 = per_gpu_weight_bytes(weights, tp, ep, experts_as_bf16=True)
             state = dec.kda_state_bytes(tp)
             cache = dec.cache_bytes_per_token(cache_element_bytes)
-            free = memory - stored - arena
+            free = memory - stored - arena_bytes
             row = {"gpus": n, "tp": tp, "ep": ep, "weights": stored, "weights_bf16_experts": bf16,
-                   "kda_state_per_seq": state, "cache_per_token": cache, "arena": arena,
+                   "kda_state_per_seq": state, "cache_per_token": cache, "arena": arena_bytes,
                    "free": free, **dec.collective_bytes_per_token(tp, ep)}
             for c in contexts:
                 row[f"max_batch_at_{c}"] = max(0, int(free // (state + c * cache))) if free > 0 else 0
@@ -198,13 +227,13 @@ def gb(x: float) -> str:
 
 def render(rows: list[dict], contexts: list[int]) -> str:
     head = ["GPUs", "TP", "EP", "weights GB (as stored)", "weights GB (bf16 experts)",
-            "KDA state MB/seq", "MLA cache KB/token", "free GB"]
+            "arena GB", "KDA state MB/seq", "MLA cache KB/token", "free GB"]
     head += [f"max batch @ {c // 1024}k" for c in contexts]
     head += ["max context (B 1)", "TP all-reduce KB/token", "EP all-to-all KB/token"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         cells = [r["gpus"], r["tp"], r["ep"], gb(r["weights"]), gb(r["weights_bf16_experts"]),
-                 f"{r['kda_state_per_seq'] / 1e6:.1f}", f"{r['cache_per_token'] / 1e3:.1f}",
+                 gb(r["arena"]), f"{r['kda_state_per_seq'] / 1e6:.1f}", f"{r['cache_per_token'] / 1e3:.1f}",
                  gb(r["free"]) if r["free"] > 0 else "does not fit"]
         cells += [r[f"max_batch_at_{c}"] for c in contexts]
         cells += [f"{r['max_context_b1']:,}", f"{r['tp_all_reduce'] / 1e3:.1f}",
@@ -221,6 +250,9 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-gb", type=float, default=141.0, help="memory of one GPU (H200: 141)")
     ap.add_argument("--arena-gb", type=float, default=0.0,
                     help="activation arena per GPU (k3-compile report=1 prints it for one device)")
+    ap.add_argument("--arena-from-compile", metavar="TOKENS,SEQS",
+                    help="take each TP's arena from k3-compile target=cuda tp=TP report=1 at this "
+                         "many tokens and sequences (a compile of the model per TP)")
     ap.add_argument("--cache-bytes", type=int, default=2,
                     help="bytes per latent cache element: 2 under the bf16 policy "
                          "(activation-dtype=bf16 keeps the cache bf16), 4 under f32")
@@ -235,8 +267,17 @@ def main(argv=None) -> int:
             raise ValueError("GPU counts and contexts must be positive")
         cfg = json.loads(a.config.read_text())
         weights = model_weights(a.config, a.bin_dir)
+        arena = int(a.arena_gb * 1e9)
+        if a.arena_from_compile:
+            tokens, seqs = (int(v) for v in a.arena_from_compile.split(","))
+            cache: dict[int, int] = {}
+
+            def arena(tp: int) -> int:
+                if tp not in cache:
+                    cache[tp] = compiled_arena(a.config, a.bin_dir, tp, tokens, seqs)
+                return cache[tp]
         rows = plan_rows(weights, Decoder.from_config(cfg), gpus, a.memory_gb * 1e9,
-                         int(a.arena_gb * 1e9), a.cache_bytes, contexts)
+                         arena, a.cache_bytes, contexts)
     except (OSError, ValueError, KeyError, PlanError) as e:
         print(f"k3.plan: {a.config}: {e}", file=sys.stderr)
         return 1

@@ -101,13 +101,15 @@ bool validatePartition(const Artifact &a, VErr &e) {
                     "weight '" + w.name + "': shard dim " +
                         std::to_string(s.dim) + " >= its rank " +
                         std::to_string(w.shape.size()));
-    // MXFP4 stacks split by expert (EP): whole experts' codes and scales.
-    if (w.dtype == DType::MXFP4 &&
-        (s.dim != 0 || w.name.find("{expert}") == std::string::npos))
+    // An MXFP4 rank's part has whole scale blocks (the weights' own rule, a
+    // last dimension that is a multiple of 32, holds for its shape); the
+    // whole weight must too, or its scales' rows would not be whole.
+    if (w.dtype == DType::MXFP4 && s.dim + 1 == w.shape.size() &&
+        s.extent % kMXFP4Block != 0)
       return failAt(e, p,
-                    "weight '" + w.name +
-                        "': mxfp4 weights are sharded along the experts of a "
-                        "stack (dim 0) only");
+                    "weight '" + w.name + "': mxfp4 extent " +
+                        std::to_string(s.extent) +
+                        " along its inputs is not a multiple of 32");
     if (!checkGroupSize(sizes, s.group, s.parts, p, e))
       return false;
     uint64_t covered = uint64_t(s.parts) * uint64_t(w.shape[s.dim]);

@@ -88,6 +88,13 @@ struct ShardSlice {
 };
 ShardSlice shardSlice(const artifact::Weight &local,
                       const artifact::WeightShard &s, uint32_t index);
+/// One byte region of a sharded MXFP4 weight (`local` its rank's shape):
+/// the codes (`per` = 2 elements a byte) or the scales (`per` =
+/// kMXFP4Block), each shaped like the weight with its last dimension
+/// divided by `per`; the slice in bytes of that region of the whole weight.
+ShardSlice mxfp4RegionSlice(const artifact::Weight &local,
+                            const artifact::WeightShard &s, uint32_t index,
+                            uint64_t per);
 
 class Session {
 public:

@@ -183,27 +183,34 @@ void Session::sliceWeight(size_t i, const uint8_t *full, uint8_t *local) const {
   const Weight &w = art_->weights[i];
   const WeightShard *s = shardOf(i);
   uint32_t index = partition_.rankIn(s->group, rank_);
-  if (w.dtype == DType::MXFP4) {
-    // Split by expert (dim 0, the validator's only MXFP4 split): the
-    // rank's experts' codes, then their scales, from the whole weight's two
-    // regions (codes of all its experts, then their scales).
-    uint64_t inner = 1;
-    for (size_t d = 1; d < w.shape.size(); ++d)
-      inner *= uint64_t(w.shape[d]);
-    uint64_t experts = uint64_t(w.shape[0]);
-    uint64_t codes = experts * inner / 2,
-             scales = experts * inner / kMXFP4Block;
-    uint64_t fullCodes = s->extent * inner / 2;
-    std::memcpy(local, full + index * codes, codes);
-    std::memcpy(local + codes, full + fullCodes + index * scales, scales);
+  auto copy = [](const ShardSlice &slice, size_t bytes, const uint8_t *from,
+                 uint8_t *to) {
+    for (uint64_t o = 0; o < slice.outer; ++o)
+      std::memcpy(to + o * slice.localInner * bytes,
+                  from + (o * slice.fullInner + slice.offset) * bytes,
+                  slice.localInner * bytes);
+  };
+  if (w.dtype != DType::MXFP4) {
+    copy(shardSlice(w, *s, index), dtypeSize(w.dtype), full, local);
     return;
   }
-  ShardSlice slice = shardSlice(w, *s, index);
-  size_t bytes = dtypeSize(w.dtype);
-  for (uint64_t o = 0; o < slice.outer; ++o)
-    std::memcpy(local + o * slice.localInner * bytes,
-                full + (o * slice.fullInner + slice.offset) * bytes,
-                slice.localInner * bytes);
+  // MXFP4: the codes of every element, then the scales, in both the whole
+  // weight and the rank's; each region sliced on its own.
+  uint64_t localCodes = weightNumel(w) / 2,
+           fullCodes = localCodes / uint64_t(w.shape[s->dim]) * s->extent;
+  copy(mxfp4RegionSlice(w, *s, index, 2), 1, full, local);
+  copy(mxfp4RegionSlice(w, *s, index, kMXFP4Block), 1, full + fullCodes,
+       local + localCodes);
+}
+
+ShardSlice mxfp4RegionSlice(const Weight &local, const WeightShard &s,
+                            uint32_t index, uint64_t per) {
+  Weight region = local;
+  region.shape.back() /= int64_t(per);
+  WeightShard bytes = s;
+  if (s.dim + 1 == local.shape.size())
+    bytes.extent = s.extent / per;
+  return shardSlice(region, bytes, index);
 }
 
 ShardSlice shardSlice(const Weight &local, const WeightShard &s,

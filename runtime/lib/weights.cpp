@@ -207,15 +207,20 @@ struct RankShard {
   uint32_t index = 0;
 };
 
+uint64_t numelOf(const std::vector<int64_t> &shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    n *= uint64_t(d);
+  return n;
+}
+
 /// The checkpoint tensors of rank `index`'s shard `s` of weight `w` (one
 /// part's `shape`): along the experts of a stacked weight, its range of
 /// them; along another dimension, the slice of each whole part.
 std::vector<WeightPart> shardParts(const Weight &w, CheckpointTensors &ck,
                                    const WeightShard &s, uint32_t index,
                                    bool stacked, std::vector<int64_t> shape) {
-  uint64_t numel = 1;
-  for (int64_t d : shape)
-    numel *= uint64_t(d);
+  uint64_t numel = numelOf(shape);
   std::vector<WeightPart> out;
   if (stacked && s.dim == 0) {
     for (CheckpointPart &p : ck.parts(w, w.name, int64_t(index) * w.shape[0]))
@@ -239,7 +244,8 @@ std::vector<WeightPart> shardParts(const Weight &w, CheckpointTensors &ck,
 bool convertSlice(const st::TensorInfo &t, DType dtype, const ShardSlice &s,
                   uint64_t first, uint64_t count, void *out, std::string &e) {
   uint8_t *o = static_cast<uint8_t *>(out);
-  size_t bytes = dtypeSize(dtype);
+  // MXFP4's parts (codes, scales) are U8: a byte an element.
+  size_t bytes = dtype == DType::MXFP4 ? 1 : dtypeSize(dtype);
   while (count) {
     uint64_t run = first / s.localInner, k = first % s.localInner;
     uint64_t n = std::min(count, s.localInner - k);
@@ -252,6 +258,45 @@ bool convertSlice(const st::TensorInfo &t, DType dtype, const ShardSlice &s,
   return true;
 }
 
+/// An MXFP4 weight's parts (`shape`: one part's, the rank's): the codes
+/// `<name>_packed` [.., in / 2], then the scales `<name>_scale` [.., in /
+/// 32], both U8. A stack split by expert (EP) reads its rank's experts; a
+/// split along another dimension (TP) slices each part's codes and scales
+/// (along the inputs, in whole scale blocks: the validator's rule).
+std::vector<WeightPart> mxfp4Parts(const Weight &w, CheckpointTensors &ck,
+                                   RankShard rs, bool stacked,
+                                   const std::vector<int64_t> &shape) {
+  bool byExpert = rs.shard && stacked && rs.shard->dim == 0;
+  int64_t firstExpert = byExpert ? int64_t(rs.index) * w.shape[0] : 0;
+  std::optional<WeightShard> within;
+  if (rs.shard && !byExpert) {
+    within = *rs.shard;
+    within->dim -= stacked ? 1 : 0;
+  }
+  std::vector<WeightPart> out;
+  auto add = [&](const std::string &name, uint64_t per, PartRole role) {
+    Weight local;
+    local.dtype = DType::MXFP4;
+    local.shape = shape;
+    std::vector<int64_t> bytes = shape, whole;
+    bytes.back() /= int64_t(per);
+    std::optional<ShardSlice> slice;
+    if (within) {
+      slice = mxfp4RegionSlice(local, *within, rs.index, per);
+      whole = bytes;
+      whole[within->dim] =
+          int64_t(within->dim + 1 == shape.size() ? within->extent / per
+                                                  : within->extent);
+    }
+    uint64_t n = numelOf(bytes);
+    for (CheckpointPart &p : ck.parts(w, name, firstExpert))
+      out.push_back({p, within ? whole : bytes, role, n, slice});
+  };
+  add(w.name + "_packed", 2, PartRole::mxfp4Codes);
+  add(w.name + "_scale", kMXFP4Block, PartRole::mxfp4Scales);
+  return out;
+}
+
 /// The checkpoint tensors of weight `w`, in storage order: its parts (one,
 /// or one per expert); for MXFP4 the `<name>_packed` parts [.., in / 2]
 /// then the `<name>_scale` parts [.., in / 32], both U8 (the checkpoint's
@@ -262,34 +307,15 @@ std::vector<WeightPart> weightParts(const Weight &w, CheckpointTensors &ck,
   std::vector<int64_t> shape =
       stacked ? std::vector<int64_t>(w.shape.begin() + 1, w.shape.end())
               : w.shape;
-  // An MXFP4 stack split by expert (the validator allows no other split)
-  // reads its rank's experts' codes and scales below.
-  bool mxfp4Experts = w.dtype == DType::MXFP4 && stacked;
-  if (rs.shard && !mxfp4Experts)
-    return shardParts(w, ck, *rs.shard, rs.index, stacked, shape);
-  int64_t firstExpert = rs.shard ? int64_t(rs.index) * w.shape[0] : 0;
-  auto numel = [](const std::vector<int64_t> &s) {
-    uint64_t n = 1;
-    for (int64_t d : s)
-      n *= uint64_t(d);
-    return n;
-  };
-  std::vector<WeightPart> out;
-  auto add = [&](const std::string &name, std::vector<int64_t> s,
-                 PartRole role) {
-    for (CheckpointPart &p : ck.parts(w, name, firstExpert))
-      out.push_back({p, s, role, numel(s), std::nullopt});
-  };
   if (w.dtype != DType::MXFP4) {
-    add(w.name, shape, PartRole::whole);
+    if (rs.shard)
+      return shardParts(w, ck, *rs.shard, rs.index, stacked, shape);
+    std::vector<WeightPart> out;
+    for (CheckpointPart &p : ck.parts(w, w.name))
+      out.push_back({p, shape, PartRole::whole, numelOf(shape), std::nullopt});
     return out;
   }
-  std::vector<int64_t> codes = shape, scales = shape;
-  codes.back() /= 2;
-  scales.back() /= int64_t(kMXFP4Block);
-  add(w.name + "_packed", codes, PartRole::mxfp4Codes);
-  add(w.name + "_scale", scales, PartRole::mxfp4Scales);
-  return out;
+  return mxfp4Parts(w, ck, rs, stacked, shape);
 }
 
 /// Every weight of the manifest is in the checkpoint, each part with the

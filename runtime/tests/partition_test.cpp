@@ -118,16 +118,32 @@ TEST(Partition, ValidatorRefusals) {
               a.collectives[0].outer = DimExpr::symbol(0, -1, 8);
             }).find("must be positive and grow with its symbol"),
             std::string::npos);
-  // MXFP4 is split by expert only: whole experts' codes and scales.
-  std::string mx = mutate([](Artifact &a) {
-    Weight &w = a.weights[a.weightShards[0].weight];
-    w.dtype = DType::MXFP4;
-    w.shape.back() = 32; // whole scale blocks
-  });
-  EXPECT_NE(mx.find("mxfp4 weights are sharded along the experts of a stack "
-                    "(dim 0) only"),
+  // MXFP4 keeps a scale per 32 inputs (its last dimension): a split there
+  // must leave each rank whole blocks; a split of another dimension is
+  // whole rows of codes and scales.
+  auto mxfp4 = [](uint32_t dim, std::vector<int64_t> local, uint64_t extent) {
+    Artifact a = partitionedToy().artifact();
+    WeightShard &s = a.weightShards[0];
+    a.weights[s.weight].dtype = DType::MXFP4;
+    a.weights[s.weight].shape = local;
+    s.dim = dim;
+    s.extent = extent;
+    return a;
+  };
+  std::string mx = readErr(mxfp4(1, {8, 16}, 32));
+  EXPECT_NE(mx.find("mxfp4 needs a last dimension that is a multiple of 32"),
             std::string::npos)
       << mx;
+  mx = readErr(mxfp4(1, {8, 32}, 80));
+  EXPECT_NE(mx.find("mxfp4 extent 80 along its inputs is not a multiple of 32"),
+            std::string::npos)
+      << mx;
+  for (const Artifact &ok : {mxfp4(0, {8, 32}, 16), mxfp4(1, {8, 32}, 64)}) {
+    std::vector<uint8_t> b = k3test::bytesOf(ok);
+    Artifact back;
+    std::string err;
+    EXPECT_TRUE(deserialize(b.data(), b.size(), back, err)) << err;
+  }
 }
 
 TEST(Partition, RankLayout) {

@@ -85,3 +85,18 @@ def test_expert_split_is_what_the_compiler_reports(tmp_path):
         m = re.search(r"weights (\d+) bytes per device \(each of (\d+) ranks' devices\)", r.stderr)
         assert m and int(m.group(2)) == tp * ep, r.stderr[-500:]
         assert plan.per_gpu_weight_bytes(weights, tp, ep) == int(m.group(1)), (tp, ep)
+
+
+def test_arena_from_compile_is_the_compilers_per_tp(tmp_path):
+    """--arena-from-compile: each split's arena is k3-compile's plan of a
+    rank at its TP (tiny K3, 2 heads: TP 1 and 2), and TP 2's is no larger
+    than one device's (its attention activations are halved)."""
+    config = CONFIGS / "tiny-k3.json"
+    one, two = (plan.compiled_arena(config, Path(BIN), tp, 64, 2) for tp in (1, 2))
+    assert 0 < two <= one
+    r = subprocess.run([sys.executable, "-m", "k3.plan", str(config), "--gpus", "2", "--json",
+                        "--arena-from-compile", "64,2", "--bin-dir", BIN],
+                       capture_output=True, text=True, cwd=ROOT / "python")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["tp"], x["arena"]) for x in rows] == [(1, one), (2, two)]
