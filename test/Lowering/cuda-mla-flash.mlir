@@ -66,6 +66,11 @@
 // One fence, 12 products, one wait for S (the first overwrites: scale-d
 // 0); P V with A from registers and the value operand transposed
 // (imm-trans-b = 1); nothing goes through shared memory but TMA's loads.
+// The keys, values and queries arrive by TMA (3-d boxes of q and kv, 2-d
+// of the latent's k_pe) completing mbarriers waited on by parity.
+// PTX: mbarrier.init.shared.b64
+// PTX: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX: mbarrier.try_wait.parity.shared.b64
 // PTX: wgmma.fence.sync.aligned;
 // PTX: setp.ne.b32 p, 0, 0;
 // PTX-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
