@@ -34,5 +34,7 @@ echo "== model configs mutated through k3-import and k3-opt (docs/import.md)"
 echo "== artifacts mutated, re-sealed and run (docs/runtime.md)"
 "$ROOT/.venv/bin/python" "$ROOT/runtime/fuzz/run_mutated_artifacts.py" --k3-bin "$BUILD/bin" \
   --iterations 300 --seed 1 --skip-sections BLOB
+"$ROOT/.venv/bin/python" "$ROOT/runtime/fuzz/run_mutated_artifacts.py" --k3-bin "$BUILD/bin" \
+  --iterations 300 --seed 1 --skip-sections BLOB --seed-model mxfp4-tp2
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -6,7 +6,11 @@ run to the end, within a time and memory limit, never crash or hang.
         --iterations 200 --seed 1 [--skip-sections BLOB,ENTR] [--keep DIR]
 
 The seed artifact is the tiny K3 model (examples/tiny_k3.mlir) compiled for
-the CPU here. Each iteration applies 1-3 mutations to the header's section
+the CPU here, or with `--seed-model mxfp4-tp2` a tiny K3 config with MXFP4
+routed experts split over two TP ranks (weight shards of packed codes and
+scales), each mutant run alternately on seeded random weights and on a
+checkpoint of `weight_packed` / `weight_scale` pairs written by the oracle
+(python/k3ref), so the MXFP4 loader's checks meet mutated tables too. Each iteration applies 1-3 mutations to the header's section
 count, the section table and the bodies of the sections not skipped (BLOB
 always: the kernel objects are machine code, a flipped byte there is not a
 malformed table but a different program), each one of:
@@ -108,10 +112,11 @@ def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def run(k3run: Path, path: Path, timeout: float) -> tuple[str, str]:
+def run(k3run: Path, path: Path, timeout: float,
+        weights: tuple[str, ...] = ("--random-weights", "1")) -> tuple[str, str]:
     """(outcome, detail): outcome is ok, rejected or a failure kind."""
     try:
-        p = subprocess.run([str(k3run), str(path), "--random-weights", "1", "--prompt", "1,2,3",
+        p = subprocess.run([str(k3run), str(path), *weights, "--prompt", "1,2,3",
                             "--max-new-tokens", "2", "--quiet"],
                            capture_output=True, text=True, errors="replace", timeout=timeout,
                            preexec_fn=limit_memory)
@@ -129,11 +134,36 @@ def run(k3run: Path, path: Path, timeout: float) -> tuple[str, str]:
 
 
 def seed_artifact(k3bin: Path, work: Path) -> Path:
-    out = work / "tiny_k3.k3bin"
+    out = work / "seed.k3bin"
     subprocess.run([str(k3bin / "k3-opt"), str(ROOT / "examples" / "tiny_k3.mlir"),
                     f"--k3-compile=target=cpu output={out} max-tokens=64 max-seqs=2",
                     "-o", "/dev/null"], check=True)
     return out
+
+
+def seed_mxfp4_tp2(k3bin: Path, work: Path) -> tuple[Path, Path]:
+    """Tiny K3 with MXFP4 experts 64 wide (32 a rank) at tp = 2, and a
+    checkpoint of its weights (the experts as packed codes and scales)."""
+    import json
+    sys.path.insert(0, str(ROOT / "python"))
+    import numpy as np
+    from k3ref import model, mxfp4
+    from k3ref.storage import rounded_random_weights
+    d = json.loads((ROOT / "examples" / "configs" / "tiny-k3.json").read_text())
+    d["text_config"]["moe_intermediate_size"] = 64
+    d["quantization_config"] = mxfp4.quantization_config()
+    cfg, mlir, out = work / "config.json", work / "mxfp4.mlir", work / "seed.k3bin"
+    cfg.write_text(json.dumps(d))
+    subprocess.run([str(k3bin / "k3-import"), str(cfg), "-o", str(mlir)], check=True)
+    subprocess.run([str(k3bin / "k3-opt"), str(mlir),
+                    f"--k3-compile=target=cpu output={out} max-tokens=64 max-seqs=2 tp=2",
+                    "-o", "/dev/null"], check=True)
+    ckpt, _ = mxfp4.quantize_experts(rounded_random_weights(model.Config.from_hf(d["text_config"]),
+                                                            seed=3))
+    wfile = work / "weights.safetensors"
+    model.save_safetensors(wfile, {k: (v if v.dtype == np.uint8 else v.astype(np.float32))
+                                   for k, v in ckpt.items()})
+    return out, wfile
 
 
 def main() -> int:
@@ -145,23 +175,32 @@ def main() -> int:
     ap.add_argument("--skip-sections", default="BLOB",
                     help="sections whose bodies stay as compiled (BLOB always)")
     ap.add_argument("--keep", type=Path, help="directory for the failing artifacts")
+    ap.add_argument("--seed-model", choices=("tiny-k3", "mxfp4-tp2"), default="tiny-k3")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     skip = {"BLOB", *a.skip_sections.split(",")}
     k3run = a.k3_bin / "k3-run"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        seed = seed_artifact(a.k3_bin, work).read_bytes()
-        outcome, detail = run(k3run, work / "tiny_k3.k3bin", a.timeout)
-        if outcome != "ok":
-            print(f"the unmutated seed artifact did not run: {outcome} {detail}")
-            return 1
+        sources = [("--random-weights", "1")]
+        if a.seed_model == "mxfp4-tp2":
+            seed_path, wfile = seed_mxfp4_tp2(a.k3_bin, work)
+            sources.append(("--weights", str(wfile)))
+        else:
+            seed_path = seed_artifact(a.k3_bin, work)
+        seed = seed_path.read_bytes()
+        for weights in sources:
+            outcome, detail = run(k3run, seed_path, a.timeout, weights)
+            if outcome != "ok":
+                print(f"the unmutated seed artifact did not run ({' '.join(weights)}): "
+                      f"{outcome} {detail}")
+                return 1
         counts: dict[str, int] = {}
         failures = 0
         for i in range(a.iterations):
             path = work / f"mutant-{i}.k3bin"
             path.write_bytes(mutate(seed, rng, skip))
-            outcome, detail = run(k3run, path, a.timeout)
+            outcome, detail = run(k3run, path, a.timeout, sources[i % len(sources)])
             counts[outcome] = counts.get(outcome, 0) + 1
             if outcome not in ("ok", "rejected"):
                 failures += 1

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -227,12 +228,19 @@ void randomInit(const artifact::Weight &w, uint64_t seed, void *out,
     fill(0, units);
     return;
   }
+  // A range whose thread cannot start is filled here; every thread started
+  // is joined (a joinable std::thread destroyed would end the process).
   std::vector<std::thread> pool;
   size_t chunk = (units + n - 1) / n;
   for (size_t t = 0; t < n; ++t) {
     size_t b = t * chunk, e = std::min(units, b + chunk);
-    if (b < e)
+    if (b >= e)
+      continue;
+    try {
       pool.emplace_back(fill, b, e);
+    } catch (const std::system_error &) {
+      fill(b, e);
+    }
   }
   for (std::thread &t : pool)
     t.join();

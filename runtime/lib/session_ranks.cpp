@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <system_error>
 #include <thread>
 
 namespace k3 {
@@ -102,6 +104,15 @@ void Session::forEachRank(const std::function<void(Session &)> &fn) {
     ranks.push_back(p.get());
   std::vector<std::optional<Error>> errors(ranks.size());
   std::vector<bool> aborted(ranks.size(), false);
+  auto failed = [&](size_t r, const Error &e) {
+    // A rank woken by another's failure reports that, not a cause.
+    aborted[r] = e.message.find("another rank failed") != std::string::npos;
+    errors[r] = e;
+    comm_->abort("rank " + std::to_string(r) + ": " + e.message);
+  };
+  // Every exception stays in its rank (one escaping a thread, or rank 0's
+  // while the other threads still run, would end the process), and every
+  // thread started is joined before this returns or throws.
   auto body = [&](size_t r) {
     try {
       std::string err;
@@ -109,17 +120,29 @@ void Session::forEachRank(const std::function<void(Session &)> &fn) {
         fail(K3_ERROR_DEVICE, err);
       fn(*ranks[r]);
     } catch (const Error &e) {
-      // A rank woken by another's failure reports that, not a cause.
-      aborted[r] = e.message.find("another rank failed") != std::string::npos;
-      errors[r] = e;
-      comm_->abort("rank " + std::to_string(r) + ": " + e.message);
+      failed(r, e);
+    } catch (const std::bad_alloc &) {
+      failed(r, {K3_ERROR_INTERNAL, "out of host memory"});
+    } catch (const std::exception &e) {
+      failed(r,
+             {K3_ERROR_INTERNAL, std::string("internal error: ") + e.what()});
     }
   };
   fanningOut_ = true;
   std::vector<std::thread> threads;
-  for (size_t r = 1; r < ranks.size(); ++r)
-    threads.emplace_back(body, r);
-  body(0);
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    try {
+      threads.emplace_back(body, r);
+    } catch (const std::system_error &e) {
+      failed(r, {K3_ERROR_INTERNAL, std::string("cannot start the thread of "
+                                                "rank " +
+                                                std::to_string(r) + ": ") +
+                                        e.what()});
+      break;
+    }
+  }
+  if (threads.size() + 1 == ranks.size())
+    body(0);
   for (auto &t : threads)
     t.join();
   fanningOut_ = false;
