@@ -446,7 +446,8 @@ def K3Partition : Pass<"k3-partition", "ModuleOp"> {
     Option<"vocabSplit", "vocab-split", "bool", /*default=*/"false",
            "with tp > 1: each rank keeps 1/tp of the LM head's vocabulary "
            "rows and one all-gather along the vocabulary completes the "
-           "logits (off by default: NCCL gathers one row only yet)">,
+           "logits (off by default until its NCCL gathers of several rows "
+           "have run on GPUs)">,
     Option<"ep", "ep", "int64_t", /*default=*/"1",
            "expert-parallel ranks: each keeps 1/ep of every k3.moe_experts' "
            "routed experts, runs the pairs routed to them and one all-reduce "

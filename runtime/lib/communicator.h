@@ -5,6 +5,7 @@
 #define K3_RT_COMMUNICATOR_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,11 +66,24 @@ void computeCollective(const CollectiveCall &call,
 std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
                                                   std::string &err);
 
+/// Every process of `mpi`'s job (a communicator makeMpiCommunicator made)
+/// gets rank 0's `n` bytes at `bytes`; false if the exchange failed.
+bool mpiShareFromRankZero(Communicator &mpi, void *bytes, size_t n);
+
 /// The GPUs `devices` (CUDA ordinals, rank r on devices[r]) of this
 /// process, through NCCL loaded at run time; null with `err` when NCCL
 /// cannot be loaded or initialised.
 std::shared_ptr<Communicator>
 makeNcclCommunicator(const std::vector<int> &devices, std::string &err);
+
+/// Rank `rank` of `world`, one per process (the process has made the
+/// rank's GPU current): rank 0 makes NCCL's unique id and `shareId` gives
+/// every process rank 0's bytes (MPI, or threads in a test); null with
+/// `err` when NCCL cannot be loaded or initialised.
+std::shared_ptr<Communicator>
+makeNcclRankCommunicator(uint32_t rank, uint32_t world,
+                         const std::function<bool(void *, size_t)> &shareId,
+                         std::string &err);
 
 } // namespace rt
 } // namespace k3

@@ -18,6 +18,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -139,6 +140,17 @@ public:
     return true;
   }
 
+  /// Every process gets rank 0's `n` bytes (an all-gather of them).
+  bool shareFromRankZero(void *bytes, size_t n) {
+    std::vector<uint8_t> all(n * world_);
+    if (n > size_t(INT_MAX) ||
+        api_.allgather(bytes, int(n), api_.byte, all.data(), int(n), api_.byte,
+                       api_.commWorld) != 0)
+      return false;
+    std::memcpy(bytes, all.data(), n);
+    return true;
+  }
+
   /// A failed rank ends the job: its peers would wait in MPI forever.
   void abort(const std::string &) override { api_.abortJob(api_.commWorld, 1); }
   void reset() override {}
@@ -172,6 +184,11 @@ private:
 };
 
 } // namespace
+
+bool mpiShareFromRankZero(Communicator &mpi, void *bytes, size_t n) {
+  auto *m = dynamic_cast<MpiCommunicator *>(&mpi);
+  return m && m->shareFromRankZero(bytes, n);
+}
 
 std::shared_ptr<Communicator> makeMpiCommunicator(uint32_t &rank,
                                                   std::string &err) {

@@ -102,10 +102,12 @@ public:
           const std::string &device);
   ~Session();
   /// This process's rank of a partitioned artifact in a job started by an
-  /// MPI launcher (`mpirun -np N`, N the partition's world): the CPU
-  /// target, collectives through MPI (communicator_mpi.cpp), the rank's
-  /// shards of each checkpoint. Every process makes its own session and
-  /// runs the same calls (session_ranks.cpp).
+  /// MPI launcher (`mpirun -np N`, N the partition's world): on the CPU
+  /// target, collectives through MPI (communicator_mpi.cpp); on `cuda:N`,
+  /// the GPU N + the process's rank on its node, collectives through NCCL
+  /// (its unique id shared by MPI). The rank's shards of each checkpoint.
+  /// Every process makes its own session and runs the same calls
+  /// (session_ranks.cpp).
   static std::unique_ptr<Session>
   mpiRank(std::shared_ptr<const artifact::Artifact> art,
           const std::string &device);
@@ -189,6 +191,11 @@ private:
   /// Checks the partition against the device and, on rank 0, makes the
   /// communicator and the peers.
   void createRanks(const std::string &device);
+  /// mpiRank on a GPU: the NCCL communicator of this process's rank.
+  static std::unique_ptr<Session>
+  ncclProcessRank(std::shared_ptr<const artifact::Artifact> art,
+                  const std::string &device, uint32_t rank, uint32_t world,
+                  std::shared_ptr<Communicator> mpi);
   /// Whether this call must go to every rank (rank 0, not already inside a
   /// fan-out).
   bool leadsRanks() const { return !peers_.empty() && !fanningOut_; }
@@ -302,6 +309,9 @@ private:
   uint32_t rank_ = 0;
   artifact::Partition partition_;
   std::shared_ptr<Communicator> comm_; // null for one rank
+  /// The MPI job's communicator where NCCL carries the collectives (one
+  /// GPU a process): kept so that MPI stays initialised.
+  std::shared_ptr<Communicator> launcher_;
   std::vector<std::unique_ptr<Session>> peers_;
   bool fanningOut_ = false;
   std::string deviceName_;

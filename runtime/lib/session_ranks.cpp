@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <system_error>
@@ -26,10 +27,9 @@ std::string splitName(const Partition &p) {
 
 std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
                                           const std::string &device) {
-  if (device != "cpu")
+  if (device != "cpu" && device.rfind("cuda", 0) != 0)
     fail(K3_ERROR_INVALID_ARGUMENT,
-         "MPI ranks run on the CPU target (device cpu), not '" + device +
-             "': NCCL across processes is not built yet");
+         "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
   uint32_t rank = 0;
   std::string err;
   std::shared_ptr<Communicator> comm = makeMpiCommunicator(rank, err);
@@ -43,12 +43,48 @@ std::unique_ptr<Session> Session::mpiRank(std::shared_ptr<const Artifact> art,
              " ranks, the MPI job has " + std::to_string(comm->worldSize()) +
              " processes (mpirun -np " + std::to_string(world) + ")");
   }
+  if (device != "cpu")
+    return ncclProcessRank(std::move(art), device, rank, world,
+                           std::move(comm));
   std::unique_ptr<Session> s(
       new Session(std::move(art), device, rank, std::move(comm)));
   s->ownProcess_ = true;
   s->deviceName_ += " (rank " + std::to_string(rank) + " of " +
                     std::to_string(world) + ", " + splitName(s->partition_) +
                     ", MPI, a process each)";
+  return s;
+}
+
+std::unique_ptr<Session>
+Session::ncclProcessRank(std::shared_ptr<const Artifact> art,
+                         const std::string &device, uint32_t rank,
+                         uint32_t world, std::shared_ptr<Communicator> mpi) {
+  // The process's GPU: cuda:N plus its rank on this node (Open MPI's
+  // OMPI_COMM_WORLD_LOCAL_RANK; the world rank where the launcher sets
+  // none), as one process a GPU of a node.
+  int base = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  int ordinal = base + (local && *local ? std::atoi(local) : int(rank));
+  std::string err, name = "cuda:" + std::to_string(ordinal);
+  // NCCL makes the rank's communicator on the current device.
+  std::unique_ptr<Backend> gpu = createCudaBackend(ordinal, err);
+  if (!gpu || !gpu->makeCurrent(err))
+    fail(K3_ERROR_NO_DEVICE,
+         "MPI rank " + std::to_string(rank) + " needs " + name + ": " + err);
+  auto share = [&](void *bytes, size_t n) {
+    return mpiShareFromRankZero(*mpi, bytes, n);
+  };
+  std::shared_ptr<Communicator> nccl =
+      makeNcclRankCommunicator(rank, world, share, err);
+  if (!nccl)
+    fail(K3_ERROR_NO_DEVICE, "MPI rank " + std::to_string(rank) + ": " + err);
+  std::unique_ptr<Session> s(
+      new Session(std::move(art), name, rank, std::move(nccl)));
+  s->ownProcess_ = true;
+  s->launcher_ = std::move(mpi); // MPI stays initialised while it runs
+  s->deviceName_ += " (rank " + std::to_string(rank) + " of " +
+                    std::to_string(world) + ", " + splitName(s->partition_) +
+                    ", NCCL, a process each under MPI)";
   return s;
 }
 
