@@ -59,6 +59,13 @@ SHAPES = (
     ("k3-mla-q-b", 18432, 1536),     # 96 x 192
     ("k3-mla-kv-a", 576, 7168),
     ("k3-mla-kv-b", 24576, 512),     # 96 x 256
+    ("kl-kda-beta", 32, 2304),       # b_proj: a beta per head
+    ("kl-router", 256, 2304),        # the router's logits (k3-split-router)
+    ("k3-kda-beta", 96, 7168),
+    ("k3-router", 896, 7168),
+    ("k3-moe-latent-down", 3584, 7168),  # latent MoE: down to 3584 ...
+    ("k3-moe-latent-up", 7168, 3584),    # ... and back up after the experts
+    ("k3-lm-head", 163840, 7168),
 )
 if os.environ.get("K3_GEMM_SHAPES"):  # e.g. "kl-kda-qkv,k3-kda-o"
     keep = os.environ["K3_GEMM_SHAPES"].split(",")
