@@ -72,6 +72,14 @@ BF16_VARIANTS = {"mma": "kda=auto",
                  # The decode entry's default tile: at V = 96 the second
                  # block's upper 8 column groups hold no column.
                  "recurrent_tokens_bv64": "kda=recurrent kernel-config=kda.tile=64x8x1x4"}
+# The KDA state stored in bf16 between calls (k3-compile kda-state-dtype=bf16
+# makes a model's state so; here the entry's state itself is bf16): the
+# kernels widen it on load and round it once on the way out. The same
+# cases and references (the f32 initial state; its bf16 rounding and the
+# output's stay well inside the bound, docs/precision.md).
+BF16_STATE_VARIANTS = {"state_bf16_mma": "kda=auto",
+                       "state_bf16_recurrent": "kda=recurrent",
+                       "state_bf16_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
 # The softplus gate's variants (cases whose regime starts with "sp_").
 BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent",
                     "sp_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
@@ -80,7 +88,7 @@ BF16_GATE_ATTRS = {"lb": "gate_kind = #k3<decay_gate lower_bounded_sigmoid>, low
 
 
 def bf16_variants(regime):
-    return BF16_SP_VARIANTS if regime.startswith("sp_") else BF16_VARIANTS
+    return BF16_SP_VARIANTS if regime.startswith("sp_") else {**BF16_VARIANTS, **BF16_STATE_VARIANTS}
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op gate.
 func.func @forward(
@@ -129,9 +137,11 @@ def prepare():
 def prepare_bf16(model):
     import ml_dtypes
     from k3ref import ops
-    for gate, variants in (("lb", BF16_VARIANTS), ("sp", BF16_SP_VARIANTS)):
-        src = OUT / f"kda_bf16_{gate}.mlir"
-        src.write_text(BF16_MODEL.replace("GATE_ATTRS", BF16_GATE_ATTRS[gate]))
+    for gate, variants, state in (("lb", BF16_VARIANTS, "f32"), ("sp", BF16_SP_VARIANTS, "f32"),
+                                  ("lb", BF16_STATE_VARIANTS, "bf16")):
+        src = OUT / f"kda_bf16_{gate}_state_{state}.mlir"
+        src.write_text(BF16_MODEL.replace("GATE_ATTRS", BF16_GATE_ATTRS[gate])
+                       .replace("tensor<?x2x128x96xf32>", f"tensor<?x2x128x96x{state}>"))
         for name, options in variants.items():
             subprocess.run([str(BIN / "k3-opt"), str(src),
                             f"--k3-compile=target=cuda {options} output={OUT}/bf16_{name}.k3bin "
