@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../lib/communicator.h"
+#include "fixtures/collective_ranks.h"
 #include "k3/artifact.h"
 
 using namespace k3::artifact;
@@ -21,35 +22,8 @@ using k3::rt::Communicator;
 
 namespace {
 
-using Outputs = std::vector<std::vector<float>>;
-
-/// Runs `c` on every rank of `p` over `comms(r)` (threads), each rank's
-/// output `outElems` floats.
-Outputs runRanks(const Collective &c, const Partition &p, const Outputs &in,
-                 uint64_t outer, uint64_t chunk, size_t outElems,
-                 const std::function<std::shared_ptr<Communicator>(uint32_t)>
-                     &comms) {
-  Outputs out(p.world(), std::vector<float>(outElems, -1.f));
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < p.world(); ++r)
-    threads.emplace_back([&, r] {
-      k3::rt::CollectiveCall call;
-      call.collective = &c;
-      call.partition = p;
-      call.rank = r;
-      call.in = reinterpret_cast<uint64_t>(in[r].data());
-      call.out = reinterpret_cast<uint64_t>(out[r].data());
-      call.outer = outer;
-      call.chunk = chunk;
-      std::string err;
-      std::shared_ptr<Communicator> comm = comms(r);
-      if (!comm || !comm->run(call, err))
-        ADD_FAILURE() << "rank " << r << ": " << err;
-    });
-  for (auto &t : threads)
-    t.join();
-  return out;
-}
+using k3test::Outputs;
+using k3test::runRanks;
 
 std::shared_ptr<Communicator> fakeNccl(uint32_t ranks) {
   setenv("K3_NCCL_LIB", K3_FAKE_NCCL_SO, 1);
@@ -142,7 +116,8 @@ TEST(NcclCommunicator, OneRankAProcessFromRankZerosId) {
   c.group = "tp";
   c.groupSize = 3;
   Outputs in{{1, 2}, {3, 4}, {5, 6}};
-  Outputs got = runRanks(c, p, in, 2, 1, 6, [&](uint32_t r) { return comms[r]; });
+  Outputs got =
+      runRanks(c, p, in, 2, 1, 6, [&](uint32_t r) { return comms[r]; });
   for (const auto &o : got)
     EXPECT_EQ(o, (std::vector<float>{1, 3, 5, 2, 4, 6}));
   // A rank has only its own communicator: another rank's call is an error.

@@ -9,6 +9,7 @@
 
 #include "../lib/communicator.h"
 #include "fixtures/artifact_bytes.h"
+#include "fixtures/collective_ranks.h"
 #include "fixtures/toy_model.h"
 #include "k3/artifact.h"
 #include "k3/dtype.h"
@@ -177,31 +178,12 @@ namespace {
 
 /// Runs `c` on `world` threads of a host communicator, rank r's input
 /// `inputs[r]`; returns each rank's output.
-std::vector<std::vector<float>>
-runOnThreads(const Collective &c, Partition p,
-             const std::vector<std::vector<float>> &inputs, uint64_t outer,
-             uint64_t chunk, size_t outElems) {
+k3test::Outputs runOnThreads(const Collective &c, Partition p,
+                             const k3test::Outputs &inputs, uint64_t outer,
+                             uint64_t chunk, size_t outElems) {
   auto comm = k3::rt::makeHostCommunicator(p.world());
-  std::vector<std::vector<float>> out(p.world(),
-                                      std::vector<float>(outElems, -1.f));
-  std::vector<std::thread> threads;
-  std::vector<std::string> errs(p.world());
-  for (uint32_t r = 0; r < p.world(); ++r)
-    threads.emplace_back([&, r] {
-      k3::rt::CollectiveCall call;
-      call.collective = &c;
-      call.partition = p;
-      call.rank = r;
-      call.in = reinterpret_cast<uint64_t>(inputs[r].data());
-      call.out = reinterpret_cast<uint64_t>(out[r].data());
-      call.outer = outer;
-      call.chunk = chunk;
-      if (!comm->run(call, errs[r]))
-        ADD_FAILURE() << errs[r];
-    });
-  for (auto &t : threads)
-    t.join();
-  return out;
+  return k3test::runRanks(c, p, inputs, outer, chunk, outElems,
+                          [&](uint32_t) { return comm; });
 }
 
 } // namespace
