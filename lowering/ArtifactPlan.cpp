@@ -567,5 +567,6 @@ LogicalResult ArtifactPlanner::planEntry(func::FuncOp fn, StringRef name) {
       builder.artifact().entries[entry].launches[id].needs = r.needs;
     }
   }
+  builder.bindNeedsToInputs(entry);
   return success();
 }

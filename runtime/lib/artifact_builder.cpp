@@ -2,6 +2,8 @@
 // docs/artifact-format.md.
 #include "k3/artifact.h"
 
+#include <algorithm>
+
 namespace k3 {
 namespace artifact {
 
@@ -84,6 +86,20 @@ uint32_t Builder::addLaunch(uint32_t entry, Launch launch) {
   l.push_back(std::move(launch));
   return uint32_t(l.size() - 1);
 }
+void Builder::bindNeedsToInputs(uint32_t entry) {
+  Entry &e = a_.entries.at(entry);
+  // At most 255 inputs are named (the field is a byte).
+  size_t named = std::min<size_t>(e.inputs.size(), 255);
+  for (Launch &l : e.launches)
+    for (size_t k = 0; k < l.needs.size() && k < l.args.size(); ++k) {
+      if (l.args[k].kind != ArgKind::Buffer)
+        continue;
+      for (size_t i = 0; i < named; ++i)
+        if (e.inputs[i].buffer == l.args[k].index)
+          l.needs[k].input = uint8_t(i + 1);
+    }
+}
+
 uint32_t Builder::addLaunch(uint32_t entry, uint32_t object,
                             const std::string &kernel, std::vector<Arg> args,
                             const DimExpr (&grid)[3], const DimExpr (&block)[3],

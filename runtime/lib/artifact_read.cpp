@@ -598,7 +598,8 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
         ArgNeed need;
         c.what = np + " kind";
         need.kind = ArgKind(c.u8());
-        c.u8();
+        c.what = np + " input";
+        need.input = c.u8();
         c.u8();
         c.u8();
         c.what = np + " bytes";

@@ -41,6 +41,29 @@ uint64_t bytesOffered(const Artifact &a, const Arg &g) {
   return weightBytes(a.weights[g.index]);
 }
 
+/// An argument the compiler bound to entry input `input` - 1 is that
+/// input's buffer (its kernel may read indices from it, which the runtime
+/// checks on that input only).
+bool boundToInput(const Artifact &a, const Entry &en, const Arg &g,
+                  uint8_t input, const std::string &an, const std::string &np,
+                  VErr &e) {
+  if (input > en.inputs.size()) {
+    e = {np, an + ": input " + std::to_string(input - 1) +
+                 " out of range (the entry has " +
+                 std::to_string(en.inputs.size()) + ")"};
+    return false;
+  }
+  const TensorSpec &want = en.inputs[input - 1];
+  if (g.kind == ArgKind::Buffer && g.index == want.buffer)
+    return true;
+  std::string got = g.kind == ArgKind::Buffer && g.index < a.buffers.size()
+                        ? "buffer '" + a.buffers[g.index].name + "'"
+                        : std::string("a ") + argKindName(g.kind);
+  e = {np, an + " must be input '" + want.name + "' (its kernel reads its " +
+               "values), not " + got};
+  return false;
+}
+
 } // namespace
 
 bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
@@ -71,6 +94,8 @@ bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
                        " but its kernel takes a " + argKindName(need.kind)};
           return false;
         }
+        if (need.input && !boundToInput(a, en, g, need.input, an, np, e))
+          return false;
         std::string msg;
         if (!checkDimExpr(need.bytes, a.symbols.size(), msg)) {
           e = {np, an + ": " + msg};

@@ -289,7 +289,7 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
         o.u32(uint32_t(l.needs.size()));
         for (const ArgNeed &need : l.needs) {
           o.u8(uint8_t(need.kind));
-          o.u8(0);
+          o.u8(need.input);
           o.u16(0);
           o.dim(need.bytes);
         }

@@ -461,3 +461,47 @@ TEST(ArtifactErrors, LaunchArgumentNeeds) {
     EXPECT_NE(e.find("5 needs for 6 arguments"), std::string::npos) << e;
   }
 }
+
+// Section ANED's input byte: an argument the compiler bound to an entry
+// input (its kernel reads indices from it, which the runtime checks on that
+// input) must stay that input: re-bound to another buffer of enough bytes
+// (the run fuzzer's crash: an activation read as context lengths) it is
+// rejected.
+TEST(ArtifactErrors, LaunchArgumentBoundToAnInput) {
+  Builder b = k3test::toyModel();
+  for (Launch &l : b.artifact().entries[0].launches)
+    for (const Arg &g : l.args)
+      l.needs.push_back(ArgNeed{g.kind, DimExpr::constant(0)});
+  b.bindNeedsToInputs(0);
+  const Launch &toy = b.artifact().entries[0].launches[0];
+  // token_ids, cu_seqlens and positions are inputs 0, 1, 2; the logits and
+  // the state are not inputs.
+  EXPECT_EQ(toy.needs[0].input, 1);
+  EXPECT_EQ(toy.needs[2].input, 0);
+  EXPECT_EQ(toy.needs[4].input, 2);
+  EXPECT_EQ(toy.needs[5].input, 3);
+  std::vector<uint8_t> bytes;
+  std::string err;
+  ASSERT_TRUE(b.serialize(bytes, err)) << err;
+  Artifact back;
+  ASSERT_TRUE(deserialize(bytes.data(), bytes.size(), back, err)) << err;
+  EXPECT_TRUE(back == b.artifact());
+  {
+    Artifact a = b.artifact();
+    // cu_seqlens' argument given the positions (an input of enough bytes).
+    a.entries[0].launches[0].args[4] = a.entries[0].launches[0].args[5];
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("argument 4 must be input 'cu_seqlens' (its kernel "
+                     "reads its values), not buffer 'positions'"),
+              std::string::npos)
+        << e;
+  }
+  {
+    Artifact a = b.artifact();
+    a.entries[0].launches[0].needs[0].input = 9;
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("input 8 out of range (the entry has 3)"),
+              std::string::npos)
+        << e;
+  }
+}

@@ -260,11 +260,19 @@ bool checkTensorMapValues(const TensorMapSpec &t, const uint64_t *dims,
 // the symbols (0: not checked). The validator holds every argument to it,
 // so that a launch table naming another, smaller buffer, or a symbol where
 // a pointer belongs, is rejected before anything runs.
+//
+// `input` (the record's first pad byte since 2026-12-05; readers before
+// ignore it): 1 + the index of the entry input the argument must be, for an
+// argument the compiler bound to an entry input (0: any buffer). Kernels
+// read indices from inputs the runtime checks (cu_seqlens, context_lens,
+// token_ids); a launch table re-bound to another buffer of enough bytes
+// would pass the byte check and let them index out of bounds.
 struct ArgNeed {
   ArgKind kind = ArgKind::I64;
   DimExpr bytes = DimExpr::constant(0);
+  uint8_t input = 0;
   bool operator==(const ArgNeed &o) const {
-    return kind == o.kind && bytes == o.bytes;
+    return kind == o.kind && bytes == o.bytes && input == o.input;
   }
 };
 
@@ -484,6 +492,10 @@ public:
                  std::vector<DimExpr> shape, uint32_t buffer);
   // Returns the launch's index within the entry.
   uint32_t addLaunch(uint32_t entry, Launch launch);
+  /// Marks each recorded need of `entry`'s launches whose argument is one of
+  /// the entry's inputs with that input (ArgNeed::input); call once its
+  /// inputs and launches are in.
+  void bindNeedsToInputs(uint32_t entry);
   uint32_t addLaunch(uint32_t entry, uint32_t object, const std::string &kernel,
                      std::vector<Arg> args, const DimExpr (&grid)[3],
                      const DimExpr (&block)[3],
