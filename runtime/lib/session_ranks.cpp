@@ -134,46 +134,70 @@ void Session::createRanks(const std::string &device) {
   }
 }
 
+namespace {
+
+/// What each rank of a fan-out ended with.
+struct RankOutcomes {
+  explicit RankOutcomes(size_t n) : errors(n), aborted(n, false) {}
+  std::vector<std::optional<Error>> errors;
+  std::vector<bool> aborted;
+  /// The first rank's own failure, else the first woken by another's.
+  void rethrow() const {
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t r = 0; r < errors.size(); ++r)
+        if (errors[r] && (pass == 1 || !aborted[r]))
+          throw *errors[r];
+  }
+};
+
+/// Runs `fn` for a rank, its exceptions kept as the rank's error (one
+/// escaping a thread, or rank 0's while the other threads still run, would
+/// end the process); `failed` records one.
+void runRank(Session &rank, Backend &be,
+             const std::function<void(Session &)> &fn,
+             const std::function<void(const Error &)> &failed) {
+  try {
+    std::string err;
+    if (!be.makeCurrent(err))
+      fail(K3_ERROR_DEVICE, err);
+    fn(rank);
+  } catch (const Error &e) {
+    failed(e);
+  } catch (const std::bad_alloc &) {
+    failed({K3_ERROR_INTERNAL, "out of host memory"});
+  } catch (const std::exception &e) {
+    failed({K3_ERROR_INTERNAL, std::string("internal error: ") + e.what()});
+  }
+}
+
+} // namespace
+
 void Session::forEachRank(const std::function<void(Session &)> &fn) {
   std::vector<Session *> ranks{this};
   for (auto &p : peers_)
     ranks.push_back(p.get());
-  std::vector<std::optional<Error>> errors(ranks.size());
-  std::vector<bool> aborted(ranks.size(), false);
+  RankOutcomes out(ranks.size());
   auto failed = [&](size_t r, const Error &e) {
     // A rank woken by another's failure reports that, not a cause.
-    aborted[r] = e.message.find("another rank failed") != std::string::npos;
-    errors[r] = e;
+    out.aborted[r] = e.message.find("another rank failed") != std::string::npos;
+    out.errors[r] = e;
     comm_->abort("rank " + std::to_string(r) + ": " + e.message);
   };
-  // Every exception stays in its rank (one escaping a thread, or rank 0's
-  // while the other threads still run, would end the process), and every
-  // thread started is joined before this returns or throws.
   auto body = [&](size_t r) {
-    try {
-      std::string err;
-      if (!ranks[r]->be_->makeCurrent(err))
-        fail(K3_ERROR_DEVICE, err);
-      fn(*ranks[r]);
-    } catch (const Error &e) {
-      failed(r, e);
-    } catch (const std::bad_alloc &) {
-      failed(r, {K3_ERROR_INTERNAL, "out of host memory"});
-    } catch (const std::exception &e) {
-      failed(r,
-             {K3_ERROR_INTERNAL, std::string("internal error: ") + e.what()});
-    }
+    runRank(*ranks[r], *ranks[r]->be_, fn,
+            [&](const Error &e) { failed(r, e); });
   };
+  // Every thread started is joined before this returns or throws; a thread
+  // that cannot start is its rank's error (the others stop at their next
+  // collective).
   fanningOut_ = true;
   std::vector<std::thread> threads;
   for (size_t r = 1; r < ranks.size(); ++r) {
     try {
       threads.emplace_back(body, r);
     } catch (const std::system_error &e) {
-      failed(r, {K3_ERROR_INTERNAL, std::string("cannot start the thread of "
-                                                "rank " +
-                                                std::to_string(r) + ": ") +
-                                        e.what()});
+      failed(r, {K3_ERROR_INTERNAL, "cannot start the thread of rank " +
+                                        std::to_string(r) + ": " + e.what()});
       break;
     }
   }
@@ -183,10 +207,7 @@ void Session::forEachRank(const std::function<void(Session &)> &fn) {
     t.join();
   fanningOut_ = false;
   comm_->reset();
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t r = 0; r < ranks.size(); ++r)
-      if (errors[r] && (pass == 1 || !aborted[r]))
-        throw *errors[r];
+  out.rethrow();
 }
 
 void Session::runCollective(const Entry &e, size_t li,
