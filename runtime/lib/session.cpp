@@ -58,21 +58,24 @@ Session::Session(std::shared_ptr<const Artifact> art, const std::string &device,
   }
 }
 
+int cudaOrdinal(const std::string &device) {
+  std::string rest = device.rfind("cuda", 0) == 0 ? device.substr(4) : "?";
+  if (rest.empty())
+    return 0;
+  if (rest[0] != ':' || rest.size() < 2 || rest.size() > 4 ||
+      rest.find_first_not_of("0123456789", 1) != std::string::npos)
+    fail(K3_ERROR_INVALID_ARGUMENT,
+         "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
+  return atoi(rest.c_str() + 1);
+}
+
 void Session::init(const std::string &device) {
   const Artifact &a = *art_;
   std::string err;
   if (device == "cpu") {
     be_ = createCpuBackend(err);
   } else if (device.rfind("cuda", 0) == 0) {
-    int ordinal = 0;
-    std::string rest = device.substr(4);
-    if (!rest.empty()) {
-      if (rest[0] != ':' || rest.size() < 2 || rest.size() > 4 ||
-          rest.find_first_not_of("0123456789", 1) != std::string::npos)
-        fail(K3_ERROR_INVALID_ARGUMENT,
-             "invalid device '" + device + "' (expected cpu, cuda or cuda:N)");
-      ordinal = atoi(rest.c_str() + 1);
-    }
+    int ordinal = cudaOrdinal(device);
     be_ = createCudaBackend(ordinal, err);
     ordinal_ = ordinal;
     if (!be_)

@@ -86,6 +86,9 @@ struct WeightLoadStats {
 struct ShardSlice {
   uint64_t outer = 1, localInner = 0, fullInner = 0, offset = 0;
 };
+/// N of a device named `cuda` (0) or `cuda:N`; anything else is an
+/// invalid-argument error naming the device.
+int cudaOrdinal(const std::string &device);
 ShardSlice shardSlice(const artifact::Weight &local,
                       const artifact::WeightShard &s, uint32_t index);
 /// One byte region of a sharded MXFP4 weight (`local` its rank's shape):

@@ -62,7 +62,7 @@ Session::ncclProcessRank(std::shared_ptr<const Artifact> art,
   // The process's GPU: cuda:N plus its rank on this node (Open MPI's
   // OMPI_COMM_WORLD_LOCAL_RANK; the world rank where the launcher sets
   // none), as one process a GPU of a node.
-  int base = device.size() > 5 ? std::atoi(device.c_str() + 5) : 0;
+  int base = cudaOrdinal(device);
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   int ordinal = base + (local && *local ? std::atoi(local) : int(rank));
   std::string err, name = "cuda:" + std::to_string(ordinal);
