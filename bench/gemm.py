@@ -8,8 +8,9 @@ f64 reference first, by the protocol of bench/protocol.py.
 Shapes: the k3.linear projections of Kimi-Linear-48B (hidden 2304; KDA and
 MLA with 32 heads; the LM head) and of K3 (hidden 7168; 96 heads; q_lora
 1536, kv_lora 512), from their configs (bench/configs/, ../shared/K3-SPEC.md),
-y[T, N] = x[T, K] W[N, K]^T with bf16 x and W and f32 y, at T in {1, 16,
-128, 1024, 8192}. (The MoE experts and the GLU MLPs are their own ops, not
+y[T, N] = x[T, K] W[N, K]^T with bf16 x and W and f32 y (and, in the
+`prefill-bf16` variant, bf16 y as the bf16 precision policy writes it), at
+T in {1, 16, 128, 1024, 8192}. (The MoE experts and the GLU MLPs are their own ops, not
 k3.linear: bench/moe.py's.)
 
 Artifacts per shape: `prefill` is what k3-compile chooses for a prefill
@@ -80,12 +81,21 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
                            "linear.warps=4,linear.blocks_per_sm=0"),
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
-            "prefill-ws-3stages": f"kernel-config={SPECIALISED}3"}
+            "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
+            # The output tiles row-major (a row tile's column tiles first),
+            # the order before the banded raster (lowering/cuda/TileRaster.h).
+            "prefill-raster0": "kernel-config=linear.raster=0",
+            "prefill-raster8": "kernel-config=linear.raster=8",
+            # y in bf16, as the model's linears write it under the bf16
+            # precision policy, and as cuBLAS's rows write it.
+            "prefill-bf16": ""}
+# The variants whose y is bf16 (the others: f32).
+BF16_OUT = {"prefill-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
-    -> (tensor<?x{N}xf32> {{k3.name = "y"}}) {{
+    -> (tensor<?x{N}x{Y}> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>
-  %y = k3.linear %x, %w : (tensor<?x{K}xbf16>, tensor<{N}x{K}xbf16>) -> tensor<?x{N}xf32>
-  return %y : tensor<?x{N}xf32>
+  %y = k3.linear %x, %w : (tensor<?x{K}xbf16>, tensor<{N}x{K}xbf16>) -> tensor<?x{N}x{Y}>
+  return %y : tensor<?x{N}x{Y}>
 }}
 """
 
@@ -97,9 +107,10 @@ def artifact(name: str, variant: str) -> Path:
 def prepare() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     for name, n, k in SHAPES:
-        src = OUT / f"{name}.mlir"
-        src.write_text(MODEL.format(N=n, K=k))
         for variant, extra in VARIANTS.items():
+            y = "bf16" if variant in BF16_OUT else "f32"
+            src = OUT / f"{name}.{y}.mlir"
+            src.write_text(MODEL.format(N=n, K=k, Y=y))
             opts = (f"target=cuda output={artifact(name, variant)} max-tokens={max(TOKENS)} "
                     f"max-seqs=1 decode-entry=0 report=1 {extra}")
             subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
@@ -155,7 +166,7 @@ def run() -> int:
                 ms = s["median_ms"]
                 return {**s, "TFLOPs": flop / ms / 1e9, "weight_TBps": wbytes / ms / 1e9}
 
-            def ours(session):
+            def ours(session, bf16_out):
                 syms = {"num_tokens": t, "num_seqs": 1}
                 y = torch.from_dlpack(session.run("forward", symbols=syms, outputs="dlpack",
                                                   x=x)["y"])
@@ -163,7 +174,8 @@ def run() -> int:
                 # f32 sums of exact bf16 products: the inner product's
                 # first-order bound K u (u = 2^-24). (The wgmma sums grow
                 # about linearly in K: 2.4e-6 at K = 2304, 1.4e-5 at 12288.)
-                bound = k * 2.0 ** -24
+                # A bf16 y adds its rounding, 2^-9 relative (round to nearest).
+                bound = k * 2.0 ** -24 + (2.0 ** -9 if bf16_out else 0.0)
                 if not err < bound:
                     raise AssertionError(f"error vs f64 {err:.3e} (bound K u = {bound:.2e})")
                 ms = session.time("forward", symbols=syms, warmup=protocol.WARMUP,
@@ -180,7 +192,8 @@ def run() -> int:
                     continue
                 if variant.startswith("prefill-") and t < 1024:
                     continue  # a tuning row: where the tensor cores matter
-                res.guard(lambda: ours(session), case=name, impl="k3", variant=variant,
+                res.guard(lambda: ours(session, variant in BF16_OUT), case=name, impl="k3",
+                          variant=variant,
                           kernel=kernel_of(artifact(name, variant)), shape=shape)
             res.guard(cublas, case=name, impl="torch", variant="cublas bf16 (bf16 out)", shape=shape)
             del x, ref

@@ -92,6 +92,12 @@ WS_CONFIG = "kernel-config=" + ",".join(
     f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x256x64,{op}.warps=12,{op}.stages=4,"
     f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
 WS_LINEARS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_LINEARS)
+# The wgmma cases' output tiles in bands of 4 row tiles (config raster,
+# lowering/cuda/TileRaster.h) in both schedules, at RASTER_TOKENS: 2 row
+# tiles (one partial band), 6 (a band and a partial one), 8 (two bands).
+RASTER_CONFIGS = {"_r4": "kernel-config=linear.raster=4", "_ws_r4": WS_CONFIG + ",linear.raster=4"}
+RASTER_LINEARS = tuple((c[0] + suffix,) + c[1:] for c in WGMMA_LINEARS for suffix in RASTER_CONFIGS)
+RASTER_TOKENS = (130, 647, 1000)
 WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
@@ -449,6 +455,10 @@ def prepare() -> int:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
     for name, n, k, w, x, y in WS_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_CONFIG)
+    for name, n, k, w, x, y in RASTER_LINEARS:
+        extra = next(v for suffix, v in RASTER_CONFIGS.items() if name.endswith(suffix))
+        compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), extra,
+                      max_tokens=max(RASTER_TOKENS))
     for name, k, ns, x, ys in GROUPS:
         tile = f",linear_group.tile={SPLIT_TILES[name]}" if name in SPLIT_TILES else ""
         compile_model(name, group_model(k, ns, x, ys), "kernel-config=linear_group.kernel=linear_gemv" + tile)
@@ -641,14 +651,16 @@ def check() -> int:
     dev = torch.device("cuda:0")
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
-    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + WS_LINEARS:
+    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + WS_LINEARS + RASTER_LINEARS:
         kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
-                  else "linear_tma_wgmma 128x256 persistent" if name.endswith("_ws")
+                  else "linear_tma_wgmma 128x256 persistent" if "_ws" in name
                   else "linear_tma_wgmma")
+        if name.endswith("_r4"):
+            kernel += ", bands of 4 row tiles"
         w = (torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(dt[wt])
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))
-        for t in LINEAR_TOKENS:
+        for t in RASTER_TOKENS if name.endswith("_r4") else LINEAR_TOKENS:
             x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
 
             def case(w=w, x=x, t=t, name=name, wfile=wfile, yt=yt):

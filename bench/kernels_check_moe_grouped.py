@@ -36,8 +36,18 @@ VARIANTS = {
     "moe_grouped_ws3": ("kernel-config=" + persistent("moe_grouped_wgmma", 3),
                         "moe_grouped_wgmma 128x256 persistent, 3 stages"),
 }
-DENSE_VARIANT = ("glu_dense_ws4", "kernel-config=" + persistent("glu_wgmma", 4),
-                 "glu_wgmma 128x256 persistent, 4 stages")
+# The dense GLU MLP (k3-split-glu-mlp: glu_wgmma, then the down linear):
+# artifact name: (overrides, what the row says). Bands of 3 row tiles
+# (config raster, lowering/cuda/TileRaster.h): at T = 1000 (8 row tiles)
+# two whole bands and a partial one, at T = 200 one partial band.
+RASTER3 = "glu_wgmma.raster=3,linear.raster=3"
+DENSE_VARIANTS = {
+    "glu_dense_ws4": ("kernel-config=" + persistent("glu_wgmma", 4),
+                      "glu_wgmma 128x256 persistent, 4 stages"),
+    "glu_dense_r3": ("kernel-config=" + RASTER3, "glu_wgmma 128x128, bands of 3 row tiles"),
+    "glu_dense_ws4_r3": ("kernel-config=" + persistent("glu_wgmma", 4) + "," + RASTER3,
+                         "glu_wgmma 128x256 persistent, 4 stages, bands of 3 row tiles"),
+}
 
 DENSE_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}})
     -> (tensor<?x{D}xbf16> {{k3.name = "y"}}) {{
@@ -74,9 +84,9 @@ def prepare(out, compile_model, routing, experts_model) -> None:
         compile_model(name, experts_model.format(W="bf16", ATTRS="", **MOE_GROUPED), extra,
                       max_tokens=MAX_TOKENS,
                       max_seqs=1)
-    name, extra, _ = DENSE_VARIANT
-    compile_model(name, DENSE_MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
-                  max_seqs=1)
+    for name, (extra, _) in DENSE_VARIANTS.items():
+        compile_model(name, DENSE_MODEL.format(**MOE_GROUPED), extra, max_tokens=MAX_TOKENS,
+                      max_seqs=1)
     rng = np.random.default_rng(31)
     model.save_safetensors(out / "moe_grouped.safetensors", weights(rng))
     idx, wts = routing(300, rng, MOE_GROUPED)
@@ -132,9 +142,8 @@ def check(res, rng, out, routing, bf16_round) -> None:
             res.guard(case, case="moe_grouped", impl="k3", variant=kernel, shape={"T": t, **c})
         h = bf16_round(silu(x @ w["wg"].T) * (x @ w["wu"].T)).astype(np.float64)
         dense_want = h @ w["wd"].T
-        name, _, kernel = DENSE_VARIANT
-
-        def dense_case(t=t, xb=xb, dense_want=dense_want):
-            return compare(run(name, t, x=xb), dense_want)
-        res.guard(dense_case, case="glu_dense", impl="k3", variant=kernel,
-                  shape={"T": t, "D": c["D"], "I": c["I"]})
+        for name, (_, kernel) in DENSE_VARIANTS.items():
+            def dense_case(name=name, t=t, xb=xb, dense_want=dense_want):
+                return compare(run(name, t, x=xb), dense_want)
+            res.guard(dense_case, case="glu_dense", impl="k3", variant=kernel,
+                      shape={"T": t, "D": c["D"], "I": c["I"]})

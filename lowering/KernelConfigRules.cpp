@@ -33,8 +33,10 @@ Type elementOf(Value v) {
 
 KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
                         ArrayRef<int64_t> tile, int64_t warps,
-                        int64_t stages = 0, int64_t blocksPerSM = 0) {
-  return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM);
+                        int64_t stages = 0, int64_t blocksPerSM = 0,
+                        int64_t raster = 0) {
+  return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM,
+                               raster);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1365,8 +1367,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // bf16), one warpgroup; 2 TMA stages (65 KiB) so that three blocks
     // share an SM: at T = 8192, 656 TFLOP/s instead of 496 on Kimi's o
     // projection, 626 instead of 416 on K3's qkv (a few narrow shapes lose:
-    // bench/results/gemm-nvidia-h200-20261202T030949Z.json).
-    return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
+    // bench/results/gemm-nvidia-h200-20261202T030949Z.json). The tiles in
+    // bands of 16 row tiles: a W larger than L2 (LM heads, K3's q/k/v) is
+    // read once a band instead of once a wave of row tiles.
+    return config(ctx, kind, {128, 128, 64}, 4, 2, 3, kDefaultRasterRowTiles);
   case KernelKind::moe_dispatch_rows:
     // 16 warps: 2048 pairs per step of the ordered walk. A decode step has
     // at most max-seqs x top-k pairs (512 at 64 x 8: one step of 4 warps),
@@ -1392,9 +1396,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // gate/up 236 TFLOP/s against 208 with two stages and three blocks,
     // 75 % of bf16's 316 (bench/results/
     // moe-mxfp4-nvidia-h200-20261203T092851Z.json).
+    // The dense GLU's tiles in bands, as the linear's (its W of 2 x 9216
+    // rows is larger than L2); the grouped ops' tiles follow the experts.
     if (hasMXFP4Weights(op))
       return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
-    return config(ctx, kind, {128, 128, 64}, 4, 2, 3);
+    return config(ctx, kind, {128, 128, 64}, 4, 2, 3,
+                  kind == KernelKind::glu_wgmma ? kDefaultRasterRowTiles : 0);
   case KernelKind::moe_router_mma:
     return defaultRouterMMAConfig(cast<MoERouterOp>(op), 8);
   case KernelKind::moe_grouped_gemv:
@@ -1697,11 +1704,31 @@ KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
   return kernelConfigOfKind(op, defaultKind(op, decode), target, decode);
 }
 
+/// `raster` orders the output tiles of the GEMMs over a dense grid of
+/// tiles (linear_tma_wgmma, glu_wgmma: TileRaster.h); the other kernels
+/// have no such grid and would ignore it.
+static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
+  int64_t raster = c.getRaster();
+  if (raster == 0)
+    return success();
+  KernelKind kind = c.getKernel();
+  if (kind != KernelKind::linear_tma_wgmma && kind != KernelKind::glu_wgmma)
+    return op->emitOpError()
+           << "raster applies to linear_tma_wgmma and glu_wgmma, not "
+           << stringifyKernelKind(kind);
+  if (raster < 0 || raster > kMaxRasterRowTiles)
+    return op->emitOpError() << "raster must be in [0, " << kMaxRasterRowTiles
+                             << "] row tiles, got " << raster;
+  return success();
+}
+
 LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
                                            KernelConfigAttr config,
                                            Attribute target) {
   auto gpu = dyn_cast<GPUTargetAttr>(target);
   KernelKind kind = config.getKernel();
+  if (failed(verifyRaster(op, config)))
+    return failure();
   if (kind == KernelKind::loop_nest) {
     if (!gpu)
       return success();

@@ -84,6 +84,9 @@ int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128);
 /// rows r and r + 4 alone on a bank (2-way), and keep rows 16-byte aligned
 /// for the epilogue's vector reads.
 constexpr int64_t kEpilogueRowPad = 8;
+/// The dense wgmma GEMMs' tile order (config `raster`, TileRaster.h): row
+/// tiles per band by default, and at most.
+constexpr int64_t kDefaultRasterRowTiles = 16, kMaxRasterRowTiles = 64;
 inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
   return cols + kEpilogueRowPad;
 }

@@ -127,7 +127,7 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
                                           const Override &o) {
   SmallVector<int64_t> tile(c.getTile());
   int64_t warps = c.getWarps(), stages = c.getStages(),
-          blocks = c.getBlocksPerSm();
+          blocks = c.getBlocksPerSm(), raster = c.getRaster();
   if (o.param == "tile") {
     tile.clear();
     for (StringRef part : llvm::split(o.value, 'x')) {
@@ -145,20 +145,22 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
       warps = std::max<int64_t>(1, t.threads() / 32);
     }
   } else {
-    llvm::StringMap<int64_t *> params = {
-        {"warps", &warps}, {"stages", &stages}, {"blocks_per_sm", &blocks}};
+    llvm::StringMap<int64_t *> params = {{"warps", &warps},
+                                         {"stages", &stages},
+                                         {"blocks_per_sm", &blocks},
+                                         {"raster", &raster}};
     auto it = params.find(o.param);
     if (it == params.end())
       return op->emitError() << "unknown kernel config parameter '" << o.param
                              << "' (kernel, tile, warps, stages, "
-                                "blocks_per_sm)";
+                                "blocks_per_sm, raster)";
     FailureOr<int64_t> v = parseInt(op, o);
     if (failed(v))
       return failure();
     *it->second = *v;
   }
   return KernelConfigAttr::get(op->getContext(), c.getKernel(), tile, warps,
-                               stages, blocks);
+                               stages, blocks, raster);
 }
 
 struct K3SelectKernelConfigPass

@@ -153,14 +153,19 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
     - `warps`: warps per block;
     - `stages`: software-pipeline stages (shared-memory buffers in flight);
     - `blocks_per_sm`: the resident blocks per SM the registers are capped
-      for (`nvvm.minctasm`), 0 for no cap.
+      for (`nvvm.minctasm`), 0 for no cap;
+    - `raster`: for GEMMs over a grid of output tiles, the row tiles of one
+      group of the tile order (consecutive tiles walk a group's row tiles,
+      then its next column tile, so that the blocks resident at once share
+      both operands' tiles in L2); 0 or 1: a row tile's column tiles first.
   }];
   let parameters = (ins
     "KernelKind":$kernel,
     K3_OptionalSizesParameter<"tile sizes">:$tile,
     DefaultValuedParameter<"int64_t", "0">:$warps,
     DefaultValuedParameter<"int64_t", "0">:$stages,
-    DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm
+    DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm,
+    DefaultValuedParameter<"int64_t", "0">:$raster
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -35,6 +35,7 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/TileRaster.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Operands.h"
@@ -64,7 +65,7 @@ public:
   LinearWGMMAKernel(Operation *op, KernelEmission &e)
       : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, tileN(e.config.getTile()[1]),
-        specialised(tileN == 256) {}
+        raster(e.config.getRaster()), specialised(tileN == 256) {}
 
   LogicalResult emit() {
     const KernelOperand &x = e.inputs[0];
@@ -92,8 +93,9 @@ public:
     e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {threads, 1, 1},
                 linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    mTile = kb.muli(em.divuIdx(bid, nb), em.idx(kTileM));
-    pickWeight(em.remuIdx(bid, nb));
+    TileCoordinates at = rasterTile(em, bid, rowTiles(), nb, raster);
+    mTile = kb.muli(at.rowTile, em.idx(kTileM));
+    pickWeight(at.columnTile);
     kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
     return success();
   }
@@ -103,6 +105,10 @@ private:
   int64_t xTileBytes() const { return kTileM * kTileK * 2; }
   int64_t stageBytes() const { return (kTileM + tileN) * kTileK * 2; }
   SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
+  /// 128-row tiles of x: ceil(rows / 128).
+  Value rowTiles() {
+    return em.divuIdx(kb.addi(rows, em.idx(kTileM - 1)), kTileM);
+  }
   SmallVector<int64_t> wBox() const { return {tileN, kTileK}; }
 
   /// Column tile j (of all weights'): its weight (`weight`), that
@@ -242,13 +248,14 @@ private:
     tmX = em.tensorMap(xMapArg, xBox());
     WGMMAPipeline pipe(em, kConsumers, stageBytes());
     pipe.init(tid);
-    Value rowTiles = em.divuIdx(kb.addi(rows, em.idx(kTileM - 1)), kTileM);
-    Value total = kb.muli(rowTiles, em.idx(nb));
+    Value tilesOfRows = rowTiles();
+    Value total = kb.muli(tilesOfRows, em.idx(nb));
     Value steps = em.idx(nIn / kTileK);
     Value warpgroup = em.divuIdx(tid, 128);
     auto setTile = [&](Value tile) {
-      mTile = kb.muli(em.divuIdx(tile, nb), em.idx(kTileM));
-      pickWeight(em.remuIdx(tile, nb));
+      TileCoordinates at = rasterTile(em, tile, tilesOfRows, nb, raster);
+      mTile = kb.muli(at.rowTile, em.idx(kTileM));
+      pickWeight(at.columnTile);
       tmW = em.tensorMap(wMapArg, wBox());
     };
     kb.ifThen(kb.eqi(warpgroup, em.idx(0)), [&] {
@@ -383,6 +390,8 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   int64_t tileN;
+  /// Row tiles per band of the tile order (TileRaster.h).
+  int64_t raster;
   bool specialised;
   int64_t nIn = 0;
   SmallVector<int64_t> nOuts, firstTile;

@@ -52,6 +52,7 @@
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MoESegments.h"
+#include "lowering/cuda/TileRaster.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Kernels.h"

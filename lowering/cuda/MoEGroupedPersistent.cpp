@@ -43,8 +43,16 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
 }
 
 void GroupedKernel::setTile(Value tile) {
-  mTile = em.divuIdx(tile, g.columnTiles);
-  nTile = em.remuIdx(tile, g.columnTiles);
+  // The dense GLU's tiles in bands of row tiles (TileRaster.h); the grouped
+  // ops' row tiles are experts' segments, in expert order.
+  Value rowTiles =
+      g.dense ? em.divuIdx(kb.addi(kb.dim(g.rows.shape[0]), kb.idx(kTile - 1)),
+                           kTile)
+              : Value();
+  TileCoordinates at = rasterTile(em, tile, rowTiles, g.columnTiles,
+                                  g.dense ? e.config.getRaster() : 0);
+  mTile = at.rowTile;
+  nTile = at.columnTile;
 }
 
 void GroupedKernel::setDenseRows() {

@@ -15,7 +15,7 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG-LABEL: func.func @forward(
-// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>
+// CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma
 // CONFIG-LABEL: func.func @forward_decode(
 // CONFIG: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_gemv, tile = [16, 8, 8], warps = 8, blocks_per_sm = 2>

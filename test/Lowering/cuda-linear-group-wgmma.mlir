@@ -16,7 +16,7 @@
 
 // CHECK-LABEL: gpu.func @linear_group_0(
 // CHECK-SAME: %[[XM:[^:]*]]: !llvm.ptr, %[[W0:[^:]*]]: !llvm.ptr, %[[W1:[^:]*]]: !llvm.ptr, %[[W2:[^:]*]]: !llvm.ptr)
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 4, grid_offset = 508, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = {{[0-9]+}}>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 3, box = [64, 128], swizzle = swizzle_128b>]
 // CHECK: %[[S1:.*]] = arith.select %{{.*}}, %[[W1]], %[[W0]] : !llvm.ptr

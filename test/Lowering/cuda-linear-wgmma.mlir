@@ -6,6 +6,7 @@
 // the tensor maps are two extra parameters (#k3.tensor_map).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
+// RUN: FileCheck %s --check-prefix=BANDS --input-file=%t.mlir
 // The kernel covers only bf16 inputs with whole 128 x 64 weight tiles: the
 // f32 linear keeps its default (3xTF32).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma" | FileCheck %s --check-prefix=CONFIG
@@ -13,17 +14,39 @@
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=4" | FileCheck %s --check-prefix=STAGES
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.stages=7" 2>&1 | FileCheck %s --check-prefix=BADSTAGES
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,target.smem_per_block=65536" 2>&1 | FileCheck %s --check-prefix=SMEM
+// The tile order (raster, lowering/cuda/TileRaster.h): bands of 16 row
+// tiles by default, row-major with raster = 0; a kernel without a grid of
+// output tiles refuses it.
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.raster=65" 2>&1 | FileCheck %s --check-prefix=BADRASTER
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_gemv,linear.raster=4" 2>&1 | FileCheck %s --check-prefix=RASTERKIND
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.raster=0" --k3-outline-kernels | FileCheck %s --check-prefix=ROWMAJOR
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3>{{.*}}tensor<256x512xbf16>
+// CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<256x512xbf16>
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_mma_3xtf32, {{.*}}tensor<256x512xf32>
-// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 3>
+// STAGES: #k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 4, blocks_per_sm = 3, raster = 16>
 // BADSTAGES: error: 'k3.linear' op linear_tma_wgmma stages must be in [2, 6], got 7
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 70656 bytes of shared memory, the target has 65536
+// BADRASTER: error: 'k3.linear' op raster must be in [0, 64] row tiles, got 65
+// RASTERKIND: error: 'k3.linear' op raster applies to linear_tma_wgmma and glu_wgmma, not linear_gemv
+
+// Bands of 16 row tiles over the 2 column tiles: a band spans 32 tiles; a
+// block's row tile is the band's first plus its place in the band modulo
+// the band's row tiles (at least 1), its column tile the quotient.
+// BANDS-LABEL: gpu.func @linear_0(
+// BANDS: arith.divui %block_id_x, %c32{{(_[0-9]+)?}} : index
+// BANDS: arith.minsi
+// BANDS: %[[BANDROWS:.*]] = arith.maxsi
+// BANDS: %[[LOCAL:.*]] = arith.remui %block_id_x, %c32{{(_[0-9]+)?}} : index
+// BANDS: arith.remui %[[LOCAL]], %[[BANDROWS]] : index
+// BANDS: arith.divui %[[LOCAL]], %[[BANDROWS]] : index
+// ROWMAJOR-LABEL: gpu.func @linear_0(
+// ROWMAJOR-NOT: arith.maxsi
+// ROWMAJOR: nvgpu.tma.async.load
 
 // CHECK-LABEL: gpu.func @linear_0(
 // CHECK-SAME: %{{.*}}: i64, %{{.*}}: i64, %[[XMAP:.*]]: !llvm.ptr, %[[WMAP:.*]]: !llvm.ptr)
