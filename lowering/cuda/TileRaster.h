@@ -42,8 +42,8 @@ inline TileCoordinates rasterTile(WGMMAEmitter &em, Value tile, Value rowTiles,
   Value first = kb.muli(em.divuIdx(tile, span), em.idx(group));
   // The band's row tiles: `group`, fewer in the last band; at least one, so
   // that the division below is defined for tiles past the end.
-  Value bandRows = kb.maxsi(
-      kb.minsi(kb.subi(rowTiles, first), em.idx(group)), em.idx(1));
+  Value bandRows =
+      kb.maxsi(kb.minsi(kb.subi(rowTiles, first), em.idx(group)), em.idx(1));
   Value local = em.remuIdx(tile, span);
   Value row = kb.addi(
       first, arith::RemUIOp::create(em.b, em.loc, local, bandRows).getResult());
