@@ -80,6 +80,9 @@ SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.war
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
                            "linear.warps=4,linear.blocks_per_sm=0"),
+            # 16 tokens a tile (the default takes 8): at T = 9-16 one tile
+            # reads each weight once instead of twice.
+            "gemv-tt16": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16",
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
             # The output tiles row-major (a row tile's column tiles first),
