@@ -175,8 +175,9 @@ def grouped_inputs(seed):
     """x, W, bias whose grouped choice has no near-ties in f32: for both
     score functions, with and without the bias, every token's kept groups
     are apart from the next group (2nd against 3rd group score) and its
-    6th choice from its 7th among the kept groups' experts. The group
-    limit must change some token's choice (else the test says nothing)."""
+    6th choice from its 7th among the kept groups' experts. In each of
+    the four forms the group limit must change some token's choice (else
+    a lowering that ignored the groups would pass)."""
     E, K, G, TG = (GROUPED[k] for k in ("E", "K", "n_group", "topk_group"))
     rng = np.random.default_rng(seed)
     while True:
@@ -184,7 +185,7 @@ def grouped_inputs(seed):
         w = rng.standard_normal((E, D)) / np.sqrt(D)
         b = rng.standard_normal(E) * 0.1
         logits = x @ w.T
-        ok, changed = True, False
+        ok, changed = True, True
         scores = {"sigmoid": 1 / (1 + np.exp(-logits)),
                   "softmax": np.exp(logits) / np.exp(logits).sum(1, keepdims=True)}
         for score, s in scores.items():
@@ -198,7 +199,7 @@ def grouped_inputs(seed):
                 ok &= bool(np.min((masked[:, K - 1] - masked[:, K]) / scale) > 1e-4)
                 plain = np.sort(np.argsort(-c, axis=1, kind="stable")[:, :K], 1)
                 grouped = np.sort(ops.moe_topk(logits, bias, K, score, n_group=G, topk_group=TG)[0], 1)
-                changed |= bool(np.any(plain != grouped))
+                changed &= bool(np.any(plain != grouped))
         if ok and changed:
             return x.astype(np.float32), w.astype(np.float32), b.astype(np.float32)
 
