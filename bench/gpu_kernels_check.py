@@ -324,13 +324,20 @@ SHORT_CONV_GROUP_MODEL = """func.func @forward(
 # scaled 2.446, bf16 x and weight), a softmax one at awkward sizes (40
 # experts: 2 per lane, one half empty; hidden 200; f32), and K3's (896
 # experts top-16, 28 per lane, sigmoid, correction bias, renormalised,
-# hidden 7168, bf16).
+# hidden 7168, bf16). Group-limited routing (docs/moe.md, "Grouped top-k")
+# on the first two's inputs: DeepSeek-V3's shape (256 experts in 8 groups,
+# topk_group 4, top-8, bias: groups scored by their two best) and the
+# softmax one in 4 groups of 10, topk_group 2, top-6, no bias (groups
+# scored by their best; group 3 spans lanes 30, 31 of slot 0 and 0-7 of
+# slot 1).
 ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>},
     %xs: tensor<?x200xf32> {k3.name = "xs", k3.dims = array<i64: -1, 200>},
     %xk: tensor<?x7168xbf16> {k3.name = "xk", k3.dims = array<i64: -1, 7168>})
     -> (tensor<?x8xi32> {k3.name = "i"}, tensor<?x8xf32> {k3.name = "w"},
         tensor<?x6xi32> {k3.name = "is"}, tensor<?x6xf32> {k3.name = "ws"},
-        tensor<?x16xi32> {k3.name = "ik"}, tensor<?x16xf32> {k3.name = "wk"}) {
+        tensor<?x16xi32> {k3.name = "ik"}, tensor<?x16xf32> {k3.name = "wk"},
+        tensor<?x8xi32> {k3.name = "ig"}, tensor<?x8xf32> {k3.name = "wg"},
+        tensor<?x6xi32> {k3.name = "isg"}, tensor<?x6xf32> {k3.name = "wsg"}) {
   %wr = k3.weight "wr" : tensor<256x2304xbf16>
   %bias = k3.weight "bias" : tensor<256xf32>
   %i, %w = k3.moe_router sigmoid %x, %wr bias(%bias) {top_k = 8 : i64, renormalize, routed_scaling_factor = 2.446 : f64}
@@ -342,8 +349,12 @@ ROUTER_MODEL = """func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.
   %biask = k3.weight "biask" : tensor<896xf32>
   %ik, %wk = k3.moe_router sigmoid %xk, %wrk bias(%biask) {top_k = 16 : i64, renormalize, routed_scaling_factor = 1.0 : f64}
       : (tensor<?x7168xbf16>, tensor<896x7168xbf16>, tensor<896xf32>) -> (tensor<?x16xi32>, tensor<?x16xf32>)
-  return %i, %w, %is, %ws, %ik, %wk : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>,
-      tensor<?x16xi32>, tensor<?x16xf32>
+  %ig, %wg = k3.moe_router sigmoid %x, %wr bias(%bias) {top_k = 8 : i64, renormalize, routed_scaling_factor = 2.5 : f64, n_group = 8 : i64, topk_group = 4 : i64}
+      : (tensor<?x2304xbf16>, tensor<256x2304xbf16>, tensor<256xf32>) -> (tensor<?x8xi32>, tensor<?x8xf32>)
+  %isg, %wsg = k3.moe_router softmax %xs, %wrs {top_k = 6 : i64, renormalize, routed_scaling_factor = 1.0 : f64, n_group = 4 : i64, topk_group = 2 : i64}
+      : (tensor<?x200xf32>, tensor<40x200xf32>) -> (tensor<?x6xi32>, tensor<?x6xf32>)
+  return %i, %w, %is, %ws, %ik, %wk, %ig, %wg, %isg, %wsg : tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>,
+      tensor<?x16xi32>, tensor<?x16xf32>, tensor<?x8xi32>, tensor<?x8xf32>, tensor<?x6xi32>, tensor<?x6xf32>
 }
 """
 # The decode step's MoE (lowering/cuda/MoEGroupedGEMV.cpp): k3.moe_experts in
@@ -924,7 +935,9 @@ def check_router(res, rng) -> None:
     """The router against k3ref's float64 moe_router: the same experts in
     the same order (a swap is accepted only where the f64 choice scores of
     the two experts differ by less than 1e-5: f32 logits can order a near
-    tie either way), the weights within 1e-5 normwise."""
+    tie either way; with group-limited routing a token whose kept groups
+    differ is accepted only where the f64 scores of the groups in question
+    differ by less than 1e-5), the weights within 1e-5 normwise."""
     import json
     import k3
     from safetensors.numpy import save_file
@@ -956,17 +969,22 @@ def check_router(res, rng) -> None:
                         x=torch.from_numpy(x).to(dev).to(torch.bfloat16),
                         xs=torch.from_numpy(xs).to(dev),
                         xk=torch.from_numpy(xk).to(dev).to(torch.bfloat16))
-            got = {k: torch.from_dlpack(out[k]).cpu().numpy() for k in ("i", "w", "is", "ws", "ik", "wk")}
+            got = {k: torch.from_dlpack(out[k]).cpu().numpy()
+                   for k in ("i", "w", "is", "ws", "ik", "wk", "ig", "wg", "isg", "wsg")}
             s.close()
             rows = {}
-            outs = {"sigmoid": ("i", "w"), "softmax": ("is", "ws"), "k3-896-top16": ("ik", "wk")}
-            for tag, xin, w, b, k, score, renorm, factor in (
-                    ("sigmoid", x, wr, bias, 8, "sigmoid", True, 2.446),
-                    ("softmax", xs, wrs, None, 6, "softmax", False, 1.0),
-                    ("k3-896-top16", xk, wrk, biask, 16, "sigmoid", True, 1.0)):
+            outs = {"sigmoid": ("i", "w"), "softmax": ("is", "ws"), "k3-896-top16": ("ik", "wk"),
+                    "grouped-256-g8-tg4": ("ig", "wg"), "grouped-softmax-40-g4-tg2": ("isg", "wsg")}
+            for tag, xin, w, b, k, score, renorm, factor, groups in (
+                    ("sigmoid", x, wr, bias, 8, "sigmoid", True, 2.446, (1, 1)),
+                    ("softmax", xs, wrs, None, 6, "softmax", False, 1.0, (1, 1)),
+                    ("k3-896-top16", xk, wrk, biask, 16, "sigmoid", True, 1.0, (1, 1)),
+                    ("grouped-256-g8-tg4", x, wr, bias, 8, "sigmoid", True, 2.5, (8, 4)),
+                    ("grouped-softmax-40-g4-tg2", xs, wrs, None, 6, "softmax", True, 1.0, (4, 2))):
                 want_i, want_w = ref.moe_router(xin.astype(np.float64), w.astype(np.float64),
                                                 None if b is None else b.astype(np.float64), k,
-                                                score, renorm, factor)
+                                                score, renorm, factor, n_group=groups[0],
+                                                topk_group=groups[1])
                 gi, gw = (got[n] for n in outs[tag])
                 logits = xin.astype(np.float64) @ w.astype(np.float64).T
                 sc = 1 / (1 + np.exp(-logits)) if score == "sigmoid" else \
@@ -974,15 +992,34 @@ def check_router(res, rng) -> None:
                     np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)
                 choice = sc + (b.astype(np.float64) if b is not None else 0)
                 flips = 0
+                per = choice.shape[1] // groups[0]
+                top = np.sort(choice.reshape(t, groups[0], per), axis=-1)[..., ::-1]
+                group_score = top[..., 0] + (top[..., 1] if b is not None and per > 1 else 0)
                 for r in range(t):
-                    for j in np.nonzero(gi[r] != want_i[r])[0]:
-                        if abs(choice[r, gi[r, j]] - choice[r, want_i[r, j]]) >= 1e-5:
-                            raise AssertionError(f"{tag} token {r} slot {j}: expert {gi[r, j]} "
-                                                 f"vs f64 {want_i[r, j]}")
-                        flips += 1
+                    swapped = np.nonzero(gi[r] != want_i[r])[0]
+                    far = [j for j in swapped
+                           if abs(choice[r, gi[r, j]] - choice[r, want_i[r, j]]) >= 1e-5]
+                    flips += len(swapped)
+                    if not far:
+                        continue
+                    # Otherwise only another kept group explains it, and
+                    # only where the groups' f64 scores are a near-tie.
+                    got_groups, want_groups = set(gi[r] // per), set(want_i[r] // per)
+                    if groups[0] > 1 and got_groups - want_groups and want_groups - got_groups:
+                        gap = abs(max(group_score[r, list(got_groups - want_groups)]) -
+                                  min(group_score[r, list(want_groups - got_groups)]))
+                        if gap < 1e-5:
+                            continue
+                    j = far[0]
+                    raise AssertionError(f"{tag} token {r} slot {j}: expert {gi[r, j]} "
+                                         f"vs f64 {want_i[r, j]}")
                 _, want_w = ref.moe_router(xin.astype(np.float64), w.astype(np.float64),
                                            None if b is None else b.astype(np.float64), k,
-                                           score, renorm, factor, forced_indices=gi)
+                                           score, renorm, factor, forced_indices=gi,
+                                           n_group=groups[0], topk_group=groups[1])
+                if groups[0] > 1 and max(len(set((row // per).tolist())) for row in gi) > groups[1]:
+                    raise AssertionError(f"{tag}: a token's experts span more than "
+                                         f"{groups[1]} groups")
                 err = float(np.linalg.norm(gw - want_w) / np.linalg.norm(want_w))
                 if not err < 1e-5:
                     raise AssertionError(f"{tag}: weights error vs f64 {err:.2e} (bound 1e-5)")

@@ -37,7 +37,8 @@ struct SplitRouter : OpRewritePattern<MoERouterOp> {
     auto topk = MoETopKOp::create(
         rewriter, loc, op.getIndices().getType(), op.getWeights().getType(),
         logits, op.getCorrectionBias(), op.getTopKAttr(), op.getScoreAttr(),
-        op.getRenormalizeAttr(), op.getRoutedScalingFactorAttr());
+        op.getRenormalizeAttr(), op.getRoutedScalingFactorAttr(),
+        op.getNGroupAttr(), op.getTopkGroupAttr());
     // Names and attributes that tools read off the router (k3.name of a
     // dump) stay with its results.
     for (NamedAttribute a : op->getDiscardableAttrs())

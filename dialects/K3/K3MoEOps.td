@@ -229,6 +229,11 @@ def K3_MoETopKOp : K3_Op<"moe_topk", [Pure]> {
     expert id), their weights are the unbiased `s`, renormalised to sum to
     one when `renormalize`, then multiplied by `routed_scaling_factor`.
     Results: expert ids `[T, top_k]` (i32) and weights `[T, top_k]` (f32).
+    With `n_group` > 1 the choice is group-limited as in `k3.moe_router`:
+    the `E / n_group` contiguous experts of a group score the sum of their
+    two best biased scores (with a bias) or their best score (without);
+    the `topk_group` best groups stay eligible (ties: the lower group id),
+    the others' experts are out of the choice (docs/moe.md).
     `k3-split-router` writes `k3.moe_router` as a `k3.linear` and this op,
     so that the product runs on the GEMM kernels.
 
@@ -243,7 +248,9 @@ def K3_MoETopKOp : K3_Op<"moe_topk", [Pure]> {
                        Optional<K3_F32Tensor>:$correction_bias,
                        I64Attr:$top_k, K3_RouterScoreAttr:$score,
                        UnitAttr:$renormalize,
-                       F64Attr:$routed_scaling_factor);
+                       F64Attr:$routed_scaling_factor,
+                       DefaultValuedAttr<I64Attr, "1">:$n_group,
+                       DefaultValuedAttr<I64Attr, "1">:$topk_group);
   let results = (outs K3_IndexTensor:$indices, K3_F32Tensor:$weights);
   let assemblyFormat = [{
     $score $logits (`bias` `(` $correction_bias^ `)`)? attr-dict `:`

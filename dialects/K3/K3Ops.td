@@ -348,13 +348,18 @@ def K3_MoERouterOp : K3_Op<"moe_router", [Pure]> {
     affects the choice), their weights are the unbiased `s`, renormalised
     to sum to one when `renormalize`, then multiplied by
     `routed_scaling_factor`. Results: expert ids `[T, top_k]` (i32) and
-    weights `[T, top_k]` (f32).
+    weights `[T, top_k]` (f32). With `n_group` > 1 the choice is
+    group-limited (DeepSeek-V3's `grouped_topk`, docs/moe.md): the experts
+    form `n_group` contiguous groups, only the `topk_group` best groups
+    stay eligible; the default 1 / 1 is the plain top-k.
   }];
   let arguments = (ins K3_FloatTensor:$input, K3_FloatTensor:$weight,
                        Optional<K3_F32Tensor>:$correction_bias,
                        I64Attr:$top_k, K3_RouterScoreAttr:$score,
                        UnitAttr:$renormalize,
-                       F64Attr:$routed_scaling_factor);
+                       F64Attr:$routed_scaling_factor,
+                       DefaultValuedAttr<I64Attr, "1">:$n_group,
+                       DefaultValuedAttr<I64Attr, "1">:$topk_group);
   let results = (outs K3_IndexTensor:$indices, K3_F32Tensor:$weights);
   let assemblyFormat = [{
     $score $input `,` $weight (`bias` `(` $correction_bias^ `)`)? attr-dict `:`

@@ -121,6 +121,34 @@ LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
   return expectPositive(op, "routed_scaling_factor", scalingFactor);
 }
 
+LogicalResult expectRouterGroups(Operation *op, int64_t groups,
+                                 int64_t topkGroup, int64_t topK, bool hasBias,
+                                 Named expertsOf, int64_t expertsDim) {
+  if (groups < 1)
+    return op->emitOpError() << "expects 'n_group' >= 1, got " << groups;
+  if (topkGroup < 1 || topkGroup > groups)
+    return op->emitOpError() << "expects 'topk_group' in [1, " << groups
+                             << "] ('n_group'), got " << topkGroup;
+  int64_t experts = expertsOf.type.getDimSize(expertsDim);
+  if (ShapedType::isDynamic(experts))
+    return success();
+  if (experts % groups != 0)
+    return op->emitOpError() << "expects 'n_group' (" << groups
+                             << ") to divide the expert count " << experts;
+  int64_t perGroup = experts / groups;
+  if (hasBias && topkGroup < groups && perGroup < 2)
+    return op->emitOpError()
+           << "expects groups of at least 2 experts with a correction bias "
+              "(the group score sums the best two), got "
+           << perGroup;
+  int64_t eligible = topkGroup * perGroup;
+  if (topK > eligible)
+    return op->emitOpError() << "expects 'top_k' (" << topK << ") at most the "
+                             << eligible << " experts of 'topk_group' ("
+                             << topkGroup << ") groups of " << experts / groups;
+  return success();
+}
+
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,
                                   std::optional<double> beta,
                                   std::optional<double> linearBeta) {

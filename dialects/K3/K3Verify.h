@@ -44,6 +44,15 @@ LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
                                     int64_t topK, Value correctionBias,
                                     Named expertsOf, int64_t expertsDim,
                                     double scalingFactor);
+/// The router's group-limited choice (`n_group`, `topk_group` of
+/// k3.moe_router, k3.moe_topk): n_group >= 1 dividing the expert count
+/// (when static), topk_group in [1, n_group], and top_k no more than the
+/// experts of topk_group groups, so that every token has top_k eligible
+/// experts; with a correction bias and a group limit, groups of at least 2
+/// experts (the group score sums the best two). 1 / 1 is the plain top-k.
+LogicalResult expectRouterGroups(Operation *op, int64_t groups,
+                                 int64_t topkGroup, int64_t topK, bool hasBias,
+                                 Named expertsOf, int64_t expertsDim);
 /// The SiTU parameters of a GLU op: `beta` (positive) with situ only,
 /// `linear_beta` optional.
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,

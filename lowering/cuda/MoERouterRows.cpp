@@ -254,7 +254,9 @@ private:
                         bias,
                         idx,
                         wts,
-                        experts};
+                        experts,
+                        int64_t(op.getNGroup()),
+                        int64_t(op.getTopkGroup())};
     emitWarpTopK(kb, em, sel, lane, t,
                  [&](Value e) { return em.lds(logits, {kb.addi(base, e)}); });
   }
@@ -324,7 +326,9 @@ struct MoETopKRowsPattern : OpKernelPattern<MoETopKOp> {
                         a.getCorrectionBias(),
                         resultOf(e.outputs, op.getIndices()).full,
                         resultOf(e.outputs, op.getWeights()).full,
-                        logits.shape[1]};
+                        logits.shape[1],
+                        int64_t(op.getNGroup()),
+                        int64_t(op.getTopkGroup())};
     kb.ifThen(kb.lti(t, kb.dim(logits.shape[0])), [&] {
       emitWarpTopK(kb, em, sel, lane, t,
                    [&](Value ex) { return kb.load(logits.full, {t, ex}); });

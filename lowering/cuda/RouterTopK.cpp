@@ -56,6 +56,68 @@ LaneExperts scoreLane(KernelBuilder &kb, MMAEmitter &em,
   return out;
 }
 
+/// Group-limited routing (docs/moe.md, "Grouped top-k"): the biased
+/// scores of experts outside the kept groups become -inf. Group g's score
+/// is the sum of its two best biased scores with a bias, its best without:
+/// each lane's best two among its slots in the group (slots that cannot
+/// hold one of the group's experts are skipped at compile time), merged
+/// over the warp by a butterfly of shuffles, so every lane holds every
+/// group score. topkGroup rounds then take the best untaken group (ties:
+/// the lower group id, the first found scanning up), the same in every
+/// lane.
+void maskGroups(KernelBuilder &kb, MMAEmitter &em, const RouterSelection &sel,
+                LaneExperts &lx) {
+  int64_t groups = sel.nGroup, perGroup = sel.experts / groups;
+  int64_t slots = int64_t(lx.ids.size());
+  Value minusInf = kb.f32(-INFINITY);
+  auto minf = [&](Value a, Value b) { return kb.select(kb.gtf(a, b), b, a); };
+  auto merge = [&](Value &hi, Value &lo, Value ohi, Value olo) {
+    Value newLo = kb.maxf(minf(hi, ohi), kb.maxf(lo, olo));
+    hi = kb.maxf(hi, ohi);
+    lo = newLo;
+  };
+  SmallVector<Value> groupScore;
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t first = g * perGroup, last = first + perGroup - 1;
+    Value hi = minusInf, lo = minusInf;
+    for (int64_t i = 0; i < slots; ++i) {
+      // Slot i holds expert 32 i + lane, lane in [0, 32).
+      if (32 * i + 31 < first || 32 * i > last)
+        continue;
+      Value e = lx.ids[i];
+      Value in = kb.andi(kb.gei(e, kb.idx(first)), kb.lti(e, kb.idx(last + 1)));
+      merge(hi, lo, kb.select(in, lx.biased[i], minusInf), minusInf);
+    }
+    for (int64_t off = 16; off >= 1; off /= 2) {
+      Value ohi = em.shuffleXor(hi, off), olo = em.shuffleXor(lo, off);
+      merge(hi, lo, ohi, olo);
+    }
+    groupScore.push_back(sel.bias ? kb.add(hi, lo) : hi);
+  }
+  SmallVector<Value> taken(groups, kb.boolean(false)), kept;
+  for (int64_t j = 0; j < sel.topkGroup; ++j) {
+    // `found` rather than a -inf start: a group scoring -inf (or NaN) is
+    // still kept when no better one is left, as the loop nest does.
+    Value found = kb.boolean(false), best = minusInf, bestId = kb.idx(0);
+    for (int64_t g = 0; g < groups; ++g) {
+      Value better = kb.ori(kb.notb(found), kb.gtf(groupScore[g], best));
+      Value take = kb.andi(kb.notb(taken[g]), better);
+      best = kb.select(take, groupScore[g], best);
+      bestId = kb.select(take, kb.idx(g), bestId);
+      found = kb.ori(found, take);
+    }
+    for (int64_t g = 0; g < groups; ++g)
+      taken[g] = kb.ori(taken[g], kb.eqi(bestId, kb.idx(g)));
+    kept.push_back(bestId);
+  }
+  for (int64_t i = 0; i < slots; ++i) {
+    Value group = kb.divui(lx.ids[i], perGroup), in = kb.boolean(false);
+    for (Value g : kept)
+      in = kb.ori(in, kb.eqi(group, g));
+    lx.biased[i] = kb.select(in, lx.biased[i], minusInf);
+  }
+}
+
 } // namespace
 
 void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
@@ -64,6 +126,8 @@ void mlir::k3::emitWarpTopK(KernelBuilder &kb, MMAEmitter &em,
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   LaneExperts lx = scoreLane(kb, em, sel, lane, logitAt);
+  if (sel.nGroup > 1 && sel.topkGroup < sel.nGroup)
+    maskGroups(kb, em, sel, lx);
   SmallVector<Value> &ids = lx.ids, &score = lx.score, &biased = lx.biased;
   int64_t slots = int64_t(ids.size());
   int64_t k = sel.topK;

@@ -9,7 +9,11 @@
 // warp's (larger biased score, or equal with a lower id: the loop nest's
 // and the oracle's tie rule), whose lane marks it taken. The weights are
 // the unbiased scores, renormalised and scaled as the op says; lane 0
-// writes them with the ids.
+// writes them with the ids. Group-limited routing (n_group > 1) first
+// scores each group from the lanes' registers (a second pass over the
+// group's experts: each lane's best two, merged over the warp by
+// shuffles), keeps the topk_group best groups (ties: the lower group id)
+// and sets the other groups' biased scores to -inf.
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_ROUTERTOPK_H
@@ -31,6 +35,9 @@ struct RouterSelection {
   KernelOperand bias; // optional
   Value idx, wts;     // [T, top_k] results
   int64_t experts;
+  // Group-limited routing: experts / nGroup contiguous experts a group,
+  // the topkGroup best groups eligible; 1 / 1: every expert.
+  int64_t nGroup = 1, topkGroup = 1;
 };
 
 /// Token t's selection by the calling warp (lane `lane`); logitAt(e) reads

@@ -130,6 +130,59 @@ static void routerSoftmax(KernelBuilder &kb, Value scores, Value t,
   });
 }
 
+/// The groups that group-limited routing keeps for token `t` (docs/moe.md,
+/// "Grouped top-k"): group g holds experts [g E/G, (g + 1) E/G); its score
+/// is the sum of its two best choice scores (s + bias) with a bias, its
+/// best one without; `topkGroup` rounds each take the best untaken group,
+/// ties to the lower group id (the first found scanning up). Returns the
+/// kept group ids. The group count is static (an attribute), so the
+/// groups are unrolled; each group's scan is one loop (split over the
+/// lanes inside parallelWarps, as the expert scan).
+static SmallVector<Value> keptGroups(KernelBuilder &kb, Value scores,
+                                     KernelOperand bias, Value t,
+                                     int64_t experts, int64_t groups,
+                                     int64_t topkGroup) {
+  int64_t perGroup = experts / groups;
+  auto minf = [&](Value a, Value b) { return kb.select(kb.gtf(a, b), b, a); };
+  // (best, second best) of a set of values, merged pairwise.
+  auto mergeTop2 = [&](ValueRange a, ValueRange o) -> SmallVector<Value> {
+    return {kb.maxf(a[0], o[0]),
+            kb.maxf(minf(a[0], o[0]), kb.maxf(a[1], o[1]))};
+  };
+  SmallVector<Value> groupScore;
+  for (int64_t g = 0; g < groups; ++g) {
+    SmallVector<Value> top2 = kb.reduceLanesN(
+        kb.idx(perGroup), {kb.f32(-INFINITY), kb.f32(-INFINITY)},
+        [&](Value i, ValueRange acc) -> SmallVector<Value> {
+          Value e = kb.addi(i, kb.idx(g * perGroup));
+          Value c = kb.load(scores, {t, e});
+          if (bias)
+            c = kb.add(c, kb.load(bias.full, {e}));
+          return mergeTop2(acc, {c, kb.f32(-INFINITY)});
+        },
+        mergeTop2);
+    groupScore.push_back(bias ? kb.add(top2[0], top2[1]) : top2[0]);
+  }
+  SmallVector<Value> taken(groups, kb.boolean(false)), kept;
+  for (int64_t j = 0; j < topkGroup; ++j) {
+    // `found` rather than a -inf start: a group whose score is -inf (or
+    // NaN) is still kept when no better one is left.
+    Value found = kb.boolean(false), best = kb.f32(-INFINITY),
+          bestId = kb.idx(0);
+    for (int64_t g = 0; g < groups; ++g) {
+      Value better = kb.ori(kb.notb(found), kb.gtf(groupScore[g], best));
+      Value take = kb.andi(kb.notb(taken[g]), better);
+      best = kb.select(take, groupScore[g], best);
+      bestId = kb.select(take, kb.idx(g), bestId);
+      found = kb.ori(found, take);
+    }
+    for (int64_t g = 0; g < groups; ++g)
+      taken[g] = kb.ori(taken[g], kb.eqi(bestId, kb.idx(g)));
+    kept.push_back(bestId);
+  }
+  return kept;
+}
+
 /// Top-k of token `t` on the biased scores; ties go to the lower expert id
 /// (a candidate wins when strictly greater, or equal with a lower id).
 /// Weights are the unbiased scores, renormalised and scaled as the op says.
@@ -149,6 +202,21 @@ static void routerTopK(RouterLike op, KernelBuilder &kb, Value scores,
     Value tie = kb.andi(kb.eqf(s, bestS), kb.lti(e, bestE));
     return kb.ori(kb.gtf(s, bestS), tie);
   };
+  // Group-limited routing: only the kept groups' experts are eligible
+  // (the others are -inf in the oracle, vLLM and Kimi's gate: never
+  // chosen while an eligible expert is left, and top_k never exceeds the
+  // eligible count: the verifier).
+  int64_t groups = op.getNGroup(), topkGroup = op.getTopkGroup();
+  bool grouped = groups > 1 && topkGroup < groups;
+  SmallVector<Value> kept;
+  if (grouped)
+    kept = keptGroups(kb, scores, bias, t, experts, groups, topkGroup);
+  auto eligible = [&](Value e) {
+    Value group = kb.divui(e, experts / groups), in = kb.boolean(false);
+    for (Value g : kept)
+      in = kb.ori(in, kb.eqi(group, g));
+    return in;
+  };
   Value total = kb.f32(0.0);
   SmallVector<Value> chosen, weights;
   for (int64_t j = 0; j < topK; ++j) {
@@ -162,6 +230,8 @@ static void routerTopK(RouterLike op, KernelBuilder &kb, Value scores,
           for (Value c : chosen)
             taken = kb.ori(taken, kb.eqi(c, e));
           Value take = kb.andi(kb.notb(taken), better(s, e, acc[0], acc[1]));
+          if (grouped)
+            take = kb.andi(take, eligible(e));
           return {kb.select(take, s, acc[0]), kb.select(take, e, acc[1])};
         },
         [&](ValueRange a, ValueRange o) -> SmallVector<Value> {

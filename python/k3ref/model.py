@@ -55,6 +55,9 @@ class Config:
     routed_scaling_factor: float = 1.0
     moe_router_activation_func: str = "sigmoid"
     moe_renormalize: bool = True
+    # Group-limited routing (ops.group_limit): 1 / 1 is the plain top-k.
+    num_expert_group: int = 1
+    topk_group: int = 1
     num_attention_heads: int = 2
     q_lora_rank: Optional[int] = None
     kv_lora_rank: int = 16
@@ -105,6 +108,8 @@ class Config:
             kw["num_experts"] = d["n_routed_experts"]
         if "num_experts_per_token" not in d and "num_experts_per_tok" in d:
             kw["num_experts_per_token"] = d["num_experts_per_tok"]
+        if "num_expert_group" not in d and "n_group" in d:
+            kw["num_expert_group"] = d["n_group"]
         if "num_shared_experts" not in d and "n_shared_experts" in d:
             kw["num_shared_experts"] = d["n_shared_experts"]
         if kw.get("num_shared_experts") is None:

@@ -780,25 +780,51 @@ def glu_mlp(x, w_gate, w_up, w_down, activation="silu", beta=None, linear_beta=N
 # ----------------------------------------------------------------------------
 
 def moe_router(x, w_router, bias, top_k, score_func="sigmoid", renormalize=True,
-               routed_scaling_factor=1.0, forced_indices=None):
-    """Router (K3-SPEC §5; HF ``KimiMoEGate``, group masking inactive).
+               routed_scaling_factor=1.0, forced_indices=None, n_group=1, topk_group=1):
+    """Router (K3-SPEC §5; HF ``KimiMoEGate``).
 
     logits = x W_rᵀ, then :func:`moe_topk`.  Returns ``(indices [T, k]
     int64, weights [T, k])``.
     """
     return moe_topk(linear(x, w_router), bias, top_k, score_func, renormalize,
-                    routed_scaling_factor, forced_indices)
+                    routed_scaling_factor, forced_indices, n_group, topk_group)
+
+
+def group_limit(choice, n_group, topk_group, with_bias):
+    """Group-limited routing's mask (DeepSeek-V3 ``noaux_tc``; Kimi's
+    ``KimiMoEGate``, transformers' ``KimiLinearTopkRouter``, vLLM's
+    ``grouped_topk``): the E experts form ``n_group`` contiguous groups of
+    E / n_group; a group scores the sum of its two best choice scores with a
+    correction bias, its best one without (vLLM's rule; Kimi's gates always
+    have a bias); the ``topk_group`` best groups are kept, ties to the lower
+    group id. Returns ``choice`` with the other groups' experts at -inf (as
+    vLLM and both Kimi gates mask: never chosen while a kept expert is left).
+    ``topk_group >= n_group`` keeps every group: ``choice`` unchanged.
+    """
+    choice = _a(choice)
+    if n_group <= 1 or topk_group >= n_group:
+        return choice
+    T, E = choice.shape
+    assert E % n_group == 0, (E, n_group)
+    groups = choice.reshape(T, n_group, E // n_group)
+    ranked = np.sort(groups, axis=-1)[..., ::-1]
+    group_score = ranked[..., 0] + ranked[..., 1] if with_bias else ranked[..., 0]
+    kept = np.argsort(-group_score, axis=-1, kind="stable")[:, :topk_group]
+    keep = np.zeros((T, n_group), dtype=bool)
+    np.put_along_axis(keep, kept, True, axis=-1)
+    return np.where(np.repeat(keep, E // n_group, axis=-1), choice, -np.inf)
 
 
 def moe_topk(logits, bias, top_k, score_func="sigmoid", renormalize=True,
-             routed_scaling_factor=1.0, forced_indices=None):
+             routed_scaling_factor=1.0, forced_indices=None, n_group=1, topk_group=1):
     """The router's selection from its logits (``k3.moe_topk``).
 
     s = σ(logits) or softmax(logits); choose the top-k of s + bias (bias may
-    be None; it affects only the choice); weights = s[idx], renormalised
-    w/(Σw + 1e-20) when ``renormalize`` and top_k > 1, then ×
-    routed_scaling_factor.  Ties break towards the lower expert index;
-    indices come out in descending order of the choice score.
+    be None; it affects only the choice) among the experts that
+    :func:`group_limit` keeps (all of them when ``n_group`` is 1);
+    weights = s[idx], renormalised w/(Σw + 1e-20) when ``renormalize`` and
+    top_k > 1, then × routed_scaling_factor.  Ties break towards the lower
+    expert index; indices come out in descending order of the choice score.
     ``forced_indices`` ``[T, k]`` skips the choice (so tests can use the
     runtime's selection).  Returns ``(indices [T, k] int64, weights [T, k])``.
     """
@@ -810,6 +836,7 @@ def moe_topk(logits, bias, top_k, score_func="sigmoid", renormalize=True,
     else:
         raise ValueError(score_func)
     choice = s + (_a(bias)[None, :] if bias is not None else 0.0)
+    choice = group_limit(choice, n_group, topk_group, bias is not None)
     if forced_indices is None:
         idx = np.argsort(-choice, axis=-1, kind="stable")[:, :top_k]
     else:
@@ -889,7 +916,8 @@ def latent_moe(x, w, cfg, forced_indices=None):
     """
     idx, wts = moe_router(x, w["gate.weight"], w.get("gate.e_score_correction_bias"),
                           cfg.num_experts_per_token, cfg.moe_router_activation_func,
-                          cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices)
+                          cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices,
+                          getattr(cfg, "num_expert_group", 1), getattr(cfg, "topk_group", 1))
     ell = act(linear(x, w["routed_expert_down_proj.weight"]))
     r = act(moe_experts(ell, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
                         cfg.activation_situ_beta, cfg.activation_situ_linear_beta))
@@ -915,7 +943,8 @@ def moe_block(x, w, cfg, forced_indices=None):
     else:
         idx, wts = moe_router(x, w["gate.weight"], w.get("gate.e_score_correction_bias"),
                               cfg.num_experts_per_token, cfg.moe_router_activation_func,
-                              cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices)
+                              cfg.moe_renormalize, cfg.routed_scaling_factor, forced_indices,
+                              getattr(cfg, "num_expert_group", 1), getattr(cfg, "topk_group", 1))
         y = act(moe_experts(x, idx, wts, w["w1"], w["w3"], w["w2"], cfg.hidden_act,
                             cfg.activation_situ_beta, cfg.activation_situ_linear_beta))
     if cfg.num_shared_experts:

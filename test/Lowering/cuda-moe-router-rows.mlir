@@ -21,6 +21,19 @@
 // BADTILE: error: 'k3.moe_router' op moe_router_rows tile is [G], G tokens per block in [1, warps], got [16]
 // ONE: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [256, 1, 1], dynamic_smem = 5632>
 
+// Group-limited routing (the sigmoid router in 8 groups, topk_group 4;
+// the softmax one in 4 groups of 10, topk_group 2): each group's score is
+// a butterfly of the lanes' best two, 10 shuffles a group (300 + 120);
+// through ptxas without spills.
+// RUN: grep -c "gpu.shuffle  xor" %t.mlir | FileCheck %s --check-prefix=PLAIN
+// RUN: sed -e 's/top_k = 8 : i64, renormalize/top_k = 8 : i64, renormalize, n_group = 8 : i64, topk_group = 4 : i64/; s/top_k = 6 : i64, routed_scaling_factor = 1.0 : f64/top_k = 6 : i64, routed_scaling_factor = 1.0 : f64, n_group = 4 : i64, topk_group = 2 : i64/' %s | k3-opt --k3-select-kernel-config="target=cuda override=moe_router.kernel=moe_router_rows" --k3-outline-kernels -o %t.g.mlir
+// RUN: grep -c "gpu.shuffle  xor" %t.g.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.g.mlir > %t.g.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.g.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.g.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.g.bin.mlir > %t.g.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.g.ptx -o %t.g.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// PLAIN: {{^}}300{{$}}
+// GROUPED: {{^}}420{{$}}
 // CHECK-LABEL: gpu.func @moe_router_0(
 // CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = moe_router_rows, tile = [8], warps = 8>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 7, grid_divisor = 8, block = [256, 1, 1], dynamic_smem = 45056>

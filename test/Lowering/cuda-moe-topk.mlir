@@ -18,6 +18,19 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k3.bin.mlir > %t.k3.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.k3.ptx -o %t.k3.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
+// Group-limited routing (DeepSeek-V3's 8 groups, topk_group 4): before the
+// k rounds (3 x 5 shuffles a round: 120), each group's score is a
+// butterfly of the lanes' best two (2 x 5 shuffles a group: 80 more);
+// through ptxas without spills.
+// RUN: grep -c "gpu.shuffle  xor" %t.mlir | FileCheck %s --check-prefix=PLAIN
+// RUN: sed -e 's/top_k = 8 : i64/top_k = 8 : i64, n_group = 8 : i64, topk_group = 4 : i64/' %s | k3-opt --k3-select-kernel-config=target=cuda --k3-outline-kernels -o %t.g.mlir
+// RUN: grep -c "gpu.shuffle  xor" %t.g.mlir | FileCheck %s --check-prefix=GROUPED
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.g.mlir > %t.g.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.g.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.g.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.g.bin.mlir > %t.g.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.g.ptx -o %t.g.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// PLAIN: {{^}}120{{$}}
+// GROUPED: {{^}}200{{$}}
 // BADWARPS: error: 'k3.moe_topk' op moe_topk_rows warps must be in [1, 32], got 33
 
 // CHECK-LABEL: gpu.func @moe_topk_0(

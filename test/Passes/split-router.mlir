@@ -31,3 +31,15 @@ func.func @softmax(%x: tensor<5x16xf32>, %w: tensor<4x16xf32>)
       : (tensor<5x16xf32>, tensor<4x16xf32>) -> (tensor<5x1xi32>, tensor<5x1xf32>)
   return %i, %p : tensor<5x1xi32>, tensor<5x1xf32>
 }
+
+// -----
+
+// Group-limited routing: n_group / topk_group carry over to the selection.
+// CHECK-LABEL: func.func @grouped
+// CHECK:         k3.moe_topk sigmoid %{{.*}} bias(%{{.*}}) {n_group = 4 : i64, renormalize, routed_scaling_factor = 2.500000e+00 : f64, top_k = 3 : i64, topk_group = 2 : i64}
+func.func @grouped(%x: tensor<?x32xbf16>, %w: tensor<16x32xbf16>, %b: tensor<16xf32>)
+    -> (tensor<?x3xi32>, tensor<?x3xf32>) {
+  %i, %p = k3.moe_router sigmoid %x, %w bias(%b) {top_k = 3 : i64, renormalize, routed_scaling_factor = 2.5 : f64, n_group = 4 : i64, topk_group = 2 : i64}
+      : (tensor<?x32xbf16>, tensor<16x32xbf16>, tensor<16xf32>) -> (tensor<?x3xi32>, tensor<?x3xf32>)
+  return %i, %p : tensor<?x3xi32>, tensor<?x3xf32>
+}

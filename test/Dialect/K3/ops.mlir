@@ -209,8 +209,8 @@ func.func @attention(%q: tensor<?x2x24xf32>, %v: tensor<?x2x16xf32>,
 // GENERIC-LABEL: sym_name = "mlp_and_moe"
 // GENERIC:         "k3.glu_mlp"({{.*}}) <{activation = #k3<glu_activation silu>}>
 // GENERIC:         "k3.glu_mlp"({{.*}}) <{activation = #k3<glu_activation situ>, beta = 4.000000e+00 : f64}>
-// GENERIC:         "k3.moe_router"(%{{.*}}, %{{.*}}) <{routed_scaling_factor = 1.000000e+00 : f64, score = #k3<router_score sigmoid>, top_k = 2 : i64}>
-// GENERIC:         "k3.moe_router"(%{{.*}}, %{{.*}}, %{{.*}}) <{renormalize, routed_scaling_factor = 2.500000e+00 : f64, score = #k3<router_score sigmoid>, top_k = 2 : i64}>
+// GENERIC:         "k3.moe_router"(%{{.*}}, %{{.*}}) <{n_group = 1 : i64, routed_scaling_factor = 1.000000e+00 : f64, score = #k3<router_score sigmoid>, top_k = 2 : i64, topk_group = 1 : i64}>
+// GENERIC:         "k3.moe_router"(%{{.*}}, %{{.*}}, %{{.*}}) <{n_group = 1 : i64, renormalize, routed_scaling_factor = 2.500000e+00 : f64, score = #k3<router_score sigmoid>, top_k = 2 : i64, topk_group = 1 : i64}>
 func.func @mlp_and_moe(%x: tensor<?x64xf32>, %wg: tensor<96x64xbf16>,
                        %wd: tensor<64x96xbf16>, %wr: tensor<8x64xbf16>,
                        %bias: tensor<8xf32>, %l: tensor<?x32xf32>,

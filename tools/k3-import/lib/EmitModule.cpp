@@ -357,7 +357,8 @@ void Emitter::emitMoe(ExpertPrecision::Layer mxfp4) {
       b_.getI64IntegerAttr(k),
       RouterScoreAttr::get(&ctx_, c_.softmaxRouter ? RouterScore::softmax
                                                    : RouterScore::sigmoid),
-      c_.renormalize && k > 1 ? b_.getUnitAttr() : UnitAttr(), fa(c_.scaling));
+      c_.renormalize && k > 1 ? b_.getUnitAttr() : UnitAttr(), fa(c_.scaling),
+      b_.getI64IntegerAttr(c_.nGroup), b_.getI64IntegerAttr(c_.topkGroup));
   Value wdown, rnorm, wup;
   if (c_.latent) {
     wdown = weight("routed_expert_down_proj.weight", {Dm, D});

@@ -34,6 +34,9 @@ struct Config {
   double scaling = 1.0;
   bool softmaxRouter = false;
   bool renormalize = true;
+  // Group-limited routing (num_expert_group / topk_group): the experts form
+  // nGroup contiguous groups and only the topkGroup best are eligible.
+  int64_t nGroup = 1, topkGroup = 1;
   std::vector<bool> isMoe, isKda;
   // MLA
   int64_t heads = 0, kvLoraRank = 0, nope = 0, rope = 0, vDim = 0;

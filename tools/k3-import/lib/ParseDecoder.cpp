@@ -53,8 +53,10 @@ private:
   Error readBasics();
   Error readActivation();
   Error readMoe();
-  Error readMoeChecks(std::optional<int64_t> topK, int64_t groups,
-                      int64_t topkGroup);
+  Error readMoeGroups(int64_t groups, int64_t topkGroup, bool grouped,
+                      bool groupedGiven,
+                      const std::optional<std::string> &method);
+  Error readMoeChecks(std::optional<int64_t> topK);
   Error
   readMlpLayerTypes(const std::optional<std::vector<std::string>> &mlpTypes);
   Error readLinearAttnConfig();
@@ -206,13 +208,45 @@ Error DecoderReader::readMoe() {
   firstDenseGiven = f.given("first_k_dense_replace");
   if (Error e = f.integer("moe_layer_freq", 1, freq, int64_t(1)))
     return e;
-  return readMoeChecks(topK, groups.value_or(1), topkGroup.value_or(1));
+  if (Error e = readMoeGroups(groups.value_or(1), topkGroup.value_or(1),
+                              grouped, f.given("use_grouped_topk"), tm))
+    return e;
+  return readMoeChecks(topK);
+}
+
+/// Group-limited routing as Kimi's gate (KimiMoEGate) and transformers'
+/// KimiLinearTopkRouter apply it: only when num_expert_group > 1 and
+/// topk_group < num_expert_group (else every group is kept: the plain
+/// top-k, nGroup = topkGroup = 1 in the IR). A config that says not to
+/// group (use_grouped_topk false, topk_method greedy) while limiting the
+/// groups is refused: vLLM would ignore the groups, the model's own gate
+/// would not, and the two choose different experts.
+Error DecoderReader::readMoeGroups(int64_t groups, int64_t topkGroup,
+                                   bool grouped, bool groupedGiven,
+                                   const std::optional<std::string> &method) {
+  if (topkGroup > groups)
+    return fieldError(f.path("topk_group"), str(topkGroup) +
+                                                " exceeds num_expert_group " +
+                                                str(groups));
+  if (groups == 1 || topkGroup == groups)
+    return Error::success();
+  if (groupedGiven && !grouped)
+    return fieldError(f.path("use_grouped_topk"),
+                      "false contradicts num_expert_group " + str(groups) +
+                          " with topk_group " + str(topkGroup));
+  if (method && *method == "greedy")
+    return fieldError(f.path("topk_method"),
+                      "'greedy' (no group limit) contradicts "
+                      "num_expert_group " +
+                          str(groups) + " with topk_group " + str(topkGroup));
+  c.nGroup = groups;
+  c.topkGroup = topkGroup;
+  return Error::success();
 }
 
 /// The MoE block's shape and router (after the aliases of readMoe), then
 /// which layers are MoE.
-Error DecoderReader::readMoeChecks(std::optional<int64_t> topK, int64_t groups,
-                                   int64_t topkGroup) {
+Error DecoderReader::readMoeChecks(std::optional<int64_t> topK) {
   std::optional<std::vector<std::string>> mlpTypes;
   if (Error e = f.optStringList("mlp_layer_types", mlpTypes))
     return e;
@@ -244,11 +278,25 @@ Error DecoderReader::readMoeChecks(std::optional<int64_t> topK, int64_t groups,
     if (c.topK > c.experts)
       return fieldError(f.path("num_experts_per_token"),
                         str(c.topK) + " exceeds num_experts " + str(c.experts));
-    if (groups > 1 && topkGroup < groups)
-      return fieldError(f.path("num_expert_group"),
-                        str(groups) + " groups with topk_group " +
-                            str(topkGroup) +
-                            ": group-limited routing is not supported");
+    if (c.nGroup > 1) {
+      std::string field = f.path("num_expert_group");
+      if (c.experts % c.nGroup != 0)
+        return fieldError(field, str(c.nGroup) +
+                                     " does not divide num_experts " +
+                                     str(c.experts));
+      int64_t perGroup = c.experts / c.nGroup;
+      // The gate scores a group by its two best experts (noaux_tc).
+      if (perGroup < 2)
+        return fieldError(field, str(c.nGroup) + " groups of " + str(perGroup) +
+                                     " expert: a group needs 2 (the group "
+                                     "score sums its best two)");
+      if (c.topK > c.topkGroup * perGroup)
+        return fieldError(f.path("num_experts_per_token"),
+                          str(c.topK) + " exceeds the " +
+                              str(c.topkGroup * perGroup) +
+                              " experts of topk_group " + str(c.topkGroup) +
+                              " groups of " + str(perGroup));
+    }
     if (c.latentNorm && !c.latent)
       return fieldError(f.path("latent_moe_use_norm"),
                         "true needs routed_expert_hidden_size (the latent "
