@@ -39,16 +39,16 @@ std::vector<std::pair<int64_t, int64_t>> coordinates(const Grid &g) {
   b.setInsertionPointToEnd(module.getBody());
   int64_t tiles = g.rowTiles * g.columnTiles + g.extra;
   SmallVector<Type> results(2 * tiles, b.getIndexType());
-  auto fn = func::FuncOp::create(b, loc, "raster",
-                                 b.getFunctionType({}, results));
+  auto fn =
+      func::FuncOp::create(b, loc, "raster", b.getFunctionType({}, results));
   b.setInsertionPointToStart(fn.addEntryBlock());
   Value tokens = arith::ConstantIndexOp::create(b, loc, 1);
   KernelBuilder kb(b, loc, tokens, tokens);
   WGMMAEmitter em{b, loc, kb, 2};
   SmallVector<Value> out;
   for (int64_t t = 0; t < tiles; ++t) {
-    TileCoordinates at = rasterTile(em, kb.idx(t), kb.idx(g.rowTiles),
-                                    g.columnTiles, g.group);
+    TileCoordinates at =
+        rasterTile(em, kb.idx(t), kb.idx(g.rowTiles), g.columnTiles, g.group);
     out.push_back(at.rowTile);
     out.push_back(at.columnTile);
   }
@@ -59,8 +59,7 @@ std::vector<std::pair<int64_t, int64_t>> coordinates(const Grid &g) {
   for (int64_t t = 0; t < tiles; ++t) {
     APInt row, column;
     EXPECT_TRUE(matchPattern(ret.getOperand(2 * t), m_ConstantInt(&row)) &&
-                matchPattern(ret.getOperand(2 * t + 1),
-                             m_ConstantInt(&column)))
+                matchPattern(ret.getOperand(2 * t + 1), m_ConstantInt(&column)))
         << "tile " << t << " did not fold";
     coords.push_back({row.getSExtValue(), column.getSExtValue()});
   }
@@ -93,10 +92,9 @@ TEST(TileRaster, EveryTileOnceBandsRowsFirstIdlePastTheEnd) {
             auto [nextRow, nextColumn] = coords[t + 1];
             bool down = nextRow == row + 1 && nextColumn == column;
             bool across = nextColumn == column + 1 && nextRow <= row;
-            bool rowMajor = band == 1 && ((nextRow == row &&
-                                           nextColumn == column + 1) ||
-                                          (nextRow == row + 1 &&
-                                           nextColumn == 0));
+            bool rowMajor =
+                band == 1 && ((nextRow == row && nextColumn == column + 1) ||
+                              (nextRow == row + 1 && nextColumn == 0));
             EXPECT_TRUE(down || across || rowMajor) << "tile " << t;
           }
         }
