@@ -1,5 +1,6 @@
 //===- RouterTopK.cpp - a warp's top-k of one router row --------*- C++ -*-===//
 #include "lowering/cuda/RouterTopK.h"
+#include "lowering/kernels/GroupLimit.h"
 
 #include <cmath>
 
@@ -70,13 +71,10 @@ void maskGroups(KernelBuilder &kb, MMAEmitter &em, const RouterSelection &sel,
   int64_t groups = sel.nGroup, perGroup = sel.experts / groups;
   int64_t slots = int64_t(lx.ids.size());
   Value minusInf = kb.f32(-INFINITY);
-  auto minf = [&](Value a, Value b) { return kb.select(kb.gtf(a, b), b, a); };
   auto merge = [&](Value &hi, Value &lo, Value ohi, Value olo) {
-    Value newLo = kb.maxf(minf(hi, ohi), kb.maxf(lo, olo));
-    hi = kb.maxf(hi, ohi);
-    lo = newLo;
+    std::tie(hi, lo) = mergeBestTwo(kb, hi, lo, ohi, olo);
   };
-  SmallVector<Value> groupScore;
+  SmallVector<Value> scoresOfGroups;
   for (int64_t g = 0; g < groups; ++g) {
     int64_t first = g * perGroup, last = first + perGroup - 1;
     Value hi = minusInf, lo = minusInf;
@@ -92,30 +90,12 @@ void maskGroups(KernelBuilder &kb, MMAEmitter &em, const RouterSelection &sel,
       Value ohi = em.shuffleXor(hi, off), olo = em.shuffleXor(lo, off);
       merge(hi, lo, ohi, olo);
     }
-    groupScore.push_back(sel.bias ? kb.add(hi, lo) : hi);
+    scoresOfGroups.push_back(groupScore(kb, hi, lo, bool(sel.bias)));
   }
-  SmallVector<Value> taken(groups, kb.boolean(false)), kept;
-  for (int64_t j = 0; j < sel.topkGroup; ++j) {
-    // `found` rather than a -inf start: a group scoring -inf (or NaN) is
-    // still kept when no better one is left, as the loop nest does.
-    Value found = kb.boolean(false), best = minusInf, bestId = kb.idx(0);
-    for (int64_t g = 0; g < groups; ++g) {
-      Value better = kb.ori(kb.notb(found), kb.gtf(groupScore[g], best));
-      Value take = kb.andi(kb.notb(taken[g]), better);
-      best = kb.select(take, groupScore[g], best);
-      bestId = kb.select(take, kb.idx(g), bestId);
-      found = kb.ori(found, take);
-    }
-    for (int64_t g = 0; g < groups; ++g)
-      taken[g] = kb.ori(taken[g], kb.eqi(bestId, kb.idx(g)));
-    kept.push_back(bestId);
-  }
-  for (int64_t i = 0; i < slots; ++i) {
-    Value group = kb.divui(lx.ids[i], perGroup), in = kb.boolean(false);
-    for (Value g : kept)
-      in = kb.ori(in, kb.eqi(group, g));
-    lx.biased[i] = kb.select(in, lx.biased[i], minusInf);
-  }
+  SmallVector<Value> kept = keepBestGroups(kb, scoresOfGroups, sel.topkGroup);
+  for (int64_t i = 0; i < slots; ++i)
+    lx.biased[i] = kb.select(inKeptGroup(kb, lx.ids[i], perGroup, kept),
+                             lx.biased[i], minusInf);
 }
 
 } // namespace

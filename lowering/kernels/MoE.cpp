@@ -1,4 +1,5 @@
 //===- MoE.cpp - kernels of MLPs, the MoE router and AttnRes ----*- C++ -*-===//
+#include "lowering/kernels/GroupLimit.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -143,13 +144,12 @@ static SmallVector<Value> keptGroups(KernelBuilder &kb, Value scores,
                                      int64_t experts, int64_t groups,
                                      int64_t topkGroup) {
   int64_t perGroup = experts / groups;
-  auto minf = [&](Value a, Value b) { return kb.select(kb.gtf(a, b), b, a); };
   // (best, second best) of a set of values, merged pairwise.
   auto mergeTop2 = [&](ValueRange a, ValueRange o) -> SmallVector<Value> {
-    return {kb.maxf(a[0], o[0]),
-            kb.maxf(minf(a[0], o[0]), kb.maxf(a[1], o[1]))};
+    auto [best, second] = mergeBestTwo(kb, a[0], a[1], o[0], o[1]);
+    return {best, second};
   };
-  SmallVector<Value> groupScore;
+  SmallVector<Value> scoresOfGroups;
   for (int64_t g = 0; g < groups; ++g) {
     SmallVector<Value> top2 = kb.reduceLanesN(
         kb.idx(perGroup), {kb.f32(-INFINITY), kb.f32(-INFINITY)},
@@ -161,26 +161,9 @@ static SmallVector<Value> keptGroups(KernelBuilder &kb, Value scores,
           return mergeTop2(acc, {c, kb.f32(-INFINITY)});
         },
         mergeTop2);
-    groupScore.push_back(bias ? kb.add(top2[0], top2[1]) : top2[0]);
+    scoresOfGroups.push_back(groupScore(kb, top2[0], top2[1], bool(bias)));
   }
-  SmallVector<Value> taken(groups, kb.boolean(false)), kept;
-  for (int64_t j = 0; j < topkGroup; ++j) {
-    // `found` rather than a -inf start: a group whose score is -inf (or
-    // NaN) is still kept when no better one is left.
-    Value found = kb.boolean(false), best = kb.f32(-INFINITY),
-          bestId = kb.idx(0);
-    for (int64_t g = 0; g < groups; ++g) {
-      Value better = kb.ori(kb.notb(found), kb.gtf(groupScore[g], best));
-      Value take = kb.andi(kb.notb(taken[g]), better);
-      best = kb.select(take, groupScore[g], best);
-      bestId = kb.select(take, kb.idx(g), bestId);
-      found = kb.ori(found, take);
-    }
-    for (int64_t g = 0; g < groups; ++g)
-      taken[g] = kb.ori(taken[g], kb.eqi(bestId, kb.idx(g)));
-    kept.push_back(bestId);
-  }
-  return kept;
+  return keepBestGroups(kb, scoresOfGroups, topkGroup);
 }
 
 /// Top-k of token `t` on the biased scores; ties go to the lower expert id
@@ -212,10 +195,7 @@ static void routerTopK(RouterLike op, KernelBuilder &kb, Value scores,
   if (grouped)
     kept = keptGroups(kb, scores, bias, t, experts, groups, topkGroup);
   auto eligible = [&](Value e) {
-    Value group = kb.divui(e, experts / groups), in = kb.boolean(false);
-    for (Value g : kept)
-      in = kb.ori(in, kb.eqi(group, g));
-    return in;
+    return inKeptGroup(kb, e, experts / groups, kept);
   };
   Value total = kb.f32(0.0);
   SmallVector<Value> chosen, weights;
