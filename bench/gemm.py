@@ -92,6 +92,8 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # y in bf16, as the model's linears write it under the bf16
             # precision policy, and as cuBLAS's rows write it.
             "prefill-bf16": ""}
+if os.environ.get("K3_GEMM_VARIANTS"):  # e.g. "prefill,prefill-raster0"
+    VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_GEMM_VARIANTS"].split(",")}
 # The variants whose y is bf16 (the others: f32).
 BF16_OUT = {"prefill-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
