@@ -154,9 +154,14 @@ MLA_MODEL = """func.func @forward(
   return %o, %c : tensor<?x{H}x{DV}x{X}>, tensor<?x{L}x{W}x{X}>
 }}
 """
-# The split kernel's artifacts: (name, element type, cache rows, sequences).
-MLA_SPLIT = (("mla_split_f32", "f32", 256, 150), ("mla_split_bf16", "bf16", 256, 150),
-             ("mla_split_long_f32", "f32", 1024, 64), ("mla_split_long_bf16", "bf16", 1024, 64))
+# The split kernel's artifacts: (name, element type, cache rows, sequences,
+# heads). 48 heads run in blocks of 16 (a tensor-parallel rank's share of
+# K3's 96; LatentSplitAttend.cpp copies their tiles in a loop, forEachVector).
+MLA_SPLIT = (("mla_split_f32", "f32", 256, 150, 32), ("mla_split_bf16", "bf16", 256, 150, 32),
+             ("mla_split_long_f32", "f32", 1024, 64, 32),
+             ("mla_split_long_bf16", "bf16", 1024, 64, 32),
+             ("mla_split_h48_bf16", "bf16", 256, 150, 48),
+             ("mla_split_h48_f32", "f32", 256, 150, 48))
 # (name, tokens per sequence, cached tokens per sequence): decode steps,
 # a packed prefill over caches, one empty cache, one cache near full.
 MLA_CASES = (("mla_decode", [1, 1, 1], [0, 17, 200]),
@@ -513,9 +518,10 @@ def prepare() -> int:
                 DN=m["DN"], DR=m["DR"], R=m["R"], KVB=m["H"] * (m["DN"] + m["DV"]),
                 S=(m["DN"] + m["DR"]) ** -0.5)
     compile_model("mla", MLA_MODEL.format(X="f32", ATTRS="", **dims), "mla-expand=0")
-    for name, x, rows, seqs in MLA_SPLIT:
+    for name, x, rows, seqs, heads in MLA_SPLIT:
         compile_model(name, MLA_MODEL.format(X=x, ATTRS="attributes {k3.decode} ",
-                                             **dict(dims, L=rows)),
+                                             **dict(dims, L=rows, H=heads,
+                                                    KVB=heads * (m["DN"] + m["DV"]))),
                       "mla-expand=0", max_tokens=seqs, max_seqs=seqs)
     # A small Kimi-Linear (4 layers, 16 experts) for up to 4 sequences: its
     # decode entry (grouped GEMVs, in-place state updates) under
@@ -1258,23 +1264,29 @@ def check_mla(res, rng) -> None:
             return {"err_vs_oracle": err}
         res.guard(case, case=name, impl="k3", variant="latent_attention_rows",
                   shape={"tokens": tokens, "cached": cached, **MLA})
-    for art, x, rows, _ in MLA_SPLIT:
+    kv_b = {m["H"]: (kvb, wfile)}
+    for art, x, rows, _, heads in MLA_SPLIT:
+        if heads not in kv_b:
+            w = bf16_round(rng.standard_normal((heads * (m["DN"] + m["DV"]), m["R"]))
+                           / m["R"] ** 0.5)
+            kv_b[heads] = (w, OUT / f"mla_h{heads}.w.safetensors")
+            save_bf16(kv_b[heads][1], "kv_b", w)
         cases = MLA_SPLIT_LONG_CASES if rows > MLA["L"] else MLA_SPLIT_CASES
         for name, tokens, cached in cases:
-            res.guard(lambda art=art, x=x, rows=rows, tokens=tokens, cached=cached:
-                      mla_split_case(rng, kvb, wfile, art, x, rows, tokens, cached),
+            res.guard(lambda art=art, x=x, rows=rows, tokens=tokens, cached=cached, heads=heads:
+                      mla_split_case(rng, *kv_b[heads], art, x, rows, tokens, cached, heads),
                       case=name, impl="k3", variant=f"latent_attention_split, {x} cache",
-                      shape={"tokens": tokens, "cached": cached, **dict(MLA, L=rows)})
+                      shape={"tokens": tokens, "cached": cached, **dict(MLA, L=rows, H=heads)})
 
 
-def mla_split_case(rng, kvb, wfile, art, x, rows, tokens, cached) -> dict:
+def mla_split_case(rng, kvb, wfile, art, x, rows, tokens, cached, heads) -> dict:
     """The split kernel against float64 on the inputs rounded to its type;
     bound 2^-7 normwise (bf16 absorbed queries, latents and P, as the flash
     kernel's); the output cache's rows exactly."""
     import k3
     import ml_dtypes
     from k3ref import ops as ref
-    m = MLA
+    m = dict(MLA, H=heads)
     width = m["R"] + m["DR"]
     T, N = sum(tokens), len(tokens)
     q = bf16_round(rng.standard_normal((T, m["H"], m["DN"] + m["DR"])).astype(np.float32))

@@ -47,6 +47,9 @@ using namespace mlir::k3;
 
 namespace {
 
+/// Vectors of a tile a thread copies in unrolled code (forEachVector).
+constexpr int64_t kUnrolledVectors = 9;
+
 class AttendKernel {
 public:
   AttendKernel(const LatentSplitAttendArgs &a)
@@ -150,6 +153,30 @@ private:
     Value v = kb.addi(tid, kb.idx(i * threads));
     return {em.divu(v, perRow), kb.muli(em.remu(v, perRow), kb.idx(vec()))};
   }
+  /// body(row, column) for each of the thread's vectors of a tile. Up to
+  /// kUnrolledVectors a thread (the 32-head block: 256 threads) the copies
+  /// are unrolled and their coordinates, invariant in the key loop, are
+  /// computed once before it; more (the 16-head block's 128 threads) kept
+  /// that many coordinates and addresses live across the key loop and
+  /// spilled (255 registers and 60 bytes of stack), so there the vectors
+  /// are a loop from the thread's id in steps of the block's threads, which
+  /// computes each vector's coordinates where it is copied.
+  void forEachVector(const std::function<void(Value, Value)> &body) {
+    if (vectorsPerThread() <= kUnrolledVectors) {
+      for (int64_t v = 0; v < vectorsPerThread(); ++v) {
+        auto [row, c] = vectorAt(v);
+        body(row, c);
+      }
+      return;
+    }
+    const int64_t perRow = width() / vec();
+    auto loop = scf::ForOp::create(b, loc, tid, kb.idx(d.keys * perRow),
+                                   kb.idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value v = loop.getInductionVar();
+    body(em.divu(v, perRow), kb.muli(em.remu(v, perRow), kb.idx(vec())));
+  }
   /// Key k0 + row, clamped to the split's last key (rows past it are
   /// masked; they only need finite values).
   Value keyOf(Value k0, Value row) {
@@ -178,11 +205,10 @@ private:
     kb.ifThen(kb.andi(kb.lti(k0, end), cachedTile(k0)), [&] {
       Value base = direct() ? bufferRow(i) : kb.idx(0);
       Value dst = direct() ? ks : staging;
-      for (int64_t v = 0; v < vectorsPerThread(); ++v) {
-        auto [row, c] = vectorAt(v);
+      forEachVector([&](Value row, Value c) {
         em.asyncCopy(dst, {kb.addi(base, row), c}, a.cacheView,
                      {seq, keyOf(k0, row), c}, vec(), Value());
-      }
+      });
     });
     return em.commitGroup();
   }
@@ -207,15 +233,13 @@ private:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(branch.thenBlock());
     if (!direct())
-      for (int64_t v = 0; v < vectorsPerThread(); ++v) {
-        auto [row, c] = vectorAt(v);
+      forEachVector([&](Value row, Value c) {
         store(em.loadVector(staging, {row, c}, vec()), row, c);
-      }
+      });
     b.setInsertionPointToStart(branch.elseBlock());
     Value lastCached = kb.subi(capacity, kb.idx(1));
     Value lastToken = kb.subi(kb.tokens(), kb.idx(1));
-    for (int64_t v = 0; v < vectorsPerThread(); ++v) {
-      auto [row, c] = vectorAt(v);
+    forEachVector([&](Value row, Value c) {
       Value s = keyOf(k0, row);
       Value isOld = kb.lti(s, oldLen);
       Value newT = kb.addi(start, kb.subi(s, oldLen));
@@ -227,7 +251,7 @@ private:
       for (int64_t e = 0; e < vec(); ++e)
         x.push_back(kb.select(isOld, old[e], fresh[e]));
       store(x, row, c);
-    }
+    });
   }
 
   /// The warp's A fragments of qa: its head tile's 16 rows, its quarter's

@@ -36,9 +36,8 @@ inline Value groupScore(KernelBuilder &kb, Value best, Value second,
 /// ties to the lower group id (the first found scanning up). `found` rather
 /// than a -inf start: a group scoring -inf (or NaN) is still kept when no
 /// better one is left.
-inline SmallVector<Value> keepBestGroups(KernelBuilder &kb,
-                                         ArrayRef<Value> groupScores,
-                                         int64_t count) {
+inline SmallVector<Value>
+keepBestGroups(KernelBuilder &kb, ArrayRef<Value> groupScores, int64_t count) {
   int64_t groups = int64_t(groupScores.size());
   SmallVector<Value> taken(groups, kb.boolean(false)), kept;
   for (int64_t j = 0; j < count; ++j) {
