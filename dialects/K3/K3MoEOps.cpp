@@ -211,13 +211,5 @@ LogicalResult MoETopKOp::verify() {
       failed(expectRank(*this, idx, 2)) ||
       failed(expectSameDim(*this, logits, 0, idx, 0, "token count")))
     return failure();
-  if (failed(expectRouterSelection(*this, idx, named("weights", getWeights()),
-                                   static_cast<int64_t>(getTopK()),
-                                   getCorrectionBias(), logits, 1,
-                                   getRoutedScalingFactor().convertToDouble())))
-    return failure();
-  return expectRouterGroups(*this, static_cast<int64_t>(getNGroup()),
-                            static_cast<int64_t>(getTopkGroup()),
-                            static_cast<int64_t>(getTopK()),
-                            bool(getCorrectionBias()), logits, 1);
+  return expectRouterRule(*this, logits, 1);
 }

@@ -409,15 +409,7 @@ LogicalResult MoERouterOp::verify() {
       failed(expectRank(*this, idx, 2)) ||
       failed(expectSameDim(*this, x, 0, idx, 0, "token count")))
     return failure();
-  if (failed(expectRouterSelection(*this, idx, named("weights", getWeights()),
-                                   static_cast<int64_t>(getTopK()),
-                                   getCorrectionBias(), w, 0,
-                                   getRoutedScalingFactor().convertToDouble())))
-    return failure();
-  return expectRouterGroups(*this, static_cast<int64_t>(getNGroup()),
-                            static_cast<int64_t>(getTopkGroup()),
-                            static_cast<int64_t>(getTopK()),
-                            bool(getCorrectionBias()), w, 0);
+  return expectRouterRule(*this, w, 0);
 }
 
 LogicalResult MoEExpertsOp::verify() {

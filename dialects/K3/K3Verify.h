@@ -53,6 +53,24 @@ LogicalResult expectRouterSelection(Operation *op, Named indices, Named weights,
 LogicalResult expectRouterGroups(Operation *op, int64_t groups,
                                  int64_t topkGroup, int64_t topK, bool hasBias,
                                  Named expertsOf, int64_t expertsDim);
+/// Both of the above for a router op (k3.moe_router, k3.moe_topk), whose
+/// experts are dim `expertsDim` of `expertsOf` (W's rows, the logits'
+/// columns).
+template <typename RouterOp>
+LogicalResult expectRouterRule(RouterOp op, Named expertsOf,
+                               int64_t expertsDim) {
+  Named indices = named("indices", op.getIndices());
+  int64_t topK = static_cast<int64_t>(op.getTopK());
+  if (failed(expectRouterSelection(
+          op, indices, named("weights", op.getWeights()), topK,
+          op.getCorrectionBias(), expertsOf, expertsDim,
+          op.getRoutedScalingFactor().convertToDouble())))
+    return failure();
+  return expectRouterGroups(op, static_cast<int64_t>(op.getNGroup()),
+                            static_cast<int64_t>(op.getTopkGroup()), topK,
+                            bool(op.getCorrectionBias()), expertsOf,
+                            expertsDim);
+}
 /// The SiTU parameters of a GLU op: `beta` (positive) with situ only,
 /// `linear_beta` optional.
 LogicalResult expectGLUActivation(Operation *op, GLUActivation act,

@@ -75,28 +75,36 @@ def inputs(seed, E, K):
             return x.astype(np.float32), w.astype(np.float32), b.astype(np.float32)
 
 
-@pytest.mark.parametrize("score", ["sigmoid", "softmax"])
-@pytest.mark.parametrize("with_bias", [True, False])
-@pytest.mark.parametrize("split", [1, 0])
-@pytest.mark.parametrize("E,K", SIZES, ids=[f"E{e}k{k}" for e, k in SIZES])
-def test_router_forms_match_oracle(tmp_path, score, with_bias, split, E, K):
-    x, w, b = inputs(11, E, K)
+def run_router(tmp_path, text, split, x, w, b):
+    """Compiles the router model `text` for the CPU (split-router=`split`;
+    the split form launches a moe_topk kernel, the fused one none), runs it
+    on x with weights w (and bias b unless None) and returns its outputs."""
     src, art = tmp_path / "router.mlir", tmp_path / "router.k3bin"
-    src.write_text(router_text(score, with_bias, E, K))
+    src.write_text(text)
     r = subprocess.run([f"{BIN}/k3-opt", str(src),
                         f"--k3-compile=output={art} max-tokens=64 max-seqs=1 split-router={split}",
                         "-o", os.devnull], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     plan = subprocess.run([f"{BIN}/k3-run", str(art), "--plan"], capture_output=True, text=True)
     assert ("moe_topk" in plan.stdout) == bool(split), plan.stdout
-    weights = {"w": w, **({"b": b} if with_bias else {})}
+    weights = {"w": w, **({"b": b} if b is not None else {})}
     wfile, infile, outfile = (tmp_path / n for n in ("w.safetensors", "in.safetensors", "out.safetensors"))
     model.save_safetensors(wfile, weights, dtype="f32")
     model.save_safetensors(infile, {"x": x}, dtype="f32")
     r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(wfile), "--inputs", str(infile),
                         "--symbol", "num_seqs=1", "--dump", str(outfile)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    out = model.load_safetensors(outfile)
+    return model.load_safetensors(outfile)
+
+
+@pytest.mark.parametrize("score", ["sigmoid", "softmax"])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("split", [1, 0])
+@pytest.mark.parametrize("E,K", SIZES, ids=[f"E{e}k{k}" for e, k in SIZES])
+def test_router_forms_match_oracle(tmp_path, score, with_bias, split, E, K):
+    x, w, b = inputs(11, E, K)
+    out = run_router(tmp_path, router_text(score, with_bias, E, K), split, x, w,
+                     b if with_bias else None)
     want_idx, want_wts = ops.moe_router(x.astype(np.float64), w.astype(np.float64),
                                         b.astype(np.float64) if with_bias else None, K, score,
                                         True, 2.5)
@@ -213,20 +221,8 @@ def test_grouped_router_forms_match_oracle(tmp_path, score, with_bias, split):
     topk_group groups."""
     E, K, G, TG = (GROUPED[k] for k in ("E", "K", "n_group", "topk_group"))
     x, w, b = grouped_inputs(21)
-    src, art = tmp_path / "router.mlir", tmp_path / "router.k3bin"
-    src.write_text(router_text(score, with_bias, E, K, G, TG))
-    r = subprocess.run([f"{BIN}/k3-opt", str(src),
-                        f"--k3-compile=output={art} max-tokens=64 max-seqs=1 split-router={split}",
-                        "-o", os.devnull], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    weights = {"w": w, **({"b": b} if with_bias else {})}
-    wfile, infile, outfile = (tmp_path / n for n in ("w.safetensors", "in.safetensors", "out.safetensors"))
-    model.save_safetensors(wfile, weights, dtype="f32")
-    model.save_safetensors(infile, {"x": x}, dtype="f32")
-    r = subprocess.run([f"{BIN}/k3-run", str(art), "--weights", str(wfile), "--inputs", str(infile),
-                        "--symbol", "num_seqs=1", "--dump", str(outfile)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    out = model.load_safetensors(outfile)
+    out = run_router(tmp_path, router_text(score, with_bias, E, K, G, TG), split, x, w,
+                     b if with_bias else None)
     want_idx, want_wts = ops.moe_router(x.astype(np.float64), w.astype(np.float64),
                                         b.astype(np.float64) if with_bias else None, K, score,
                                         True, 2.5, n_group=G, topk_group=TG)
