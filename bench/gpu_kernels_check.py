@@ -551,6 +551,10 @@ def prepare() -> int:
     save_bf16(OUT / "in_wgmma_n576_k2304_ws.safetensors", "x", rng.standard_normal((200, 2304)))
     save_bf16(OUT / "in_wgmma_group_mixed_k512_ws.safetensors", "x",
               rng.standard_normal((200, 512)))
+    # Tiles in bands of 4 row tiles, both schedules: 647 tokens (6 row
+    # tiles: a whole band and a partial one).
+    for name in ("wgmma_n576_k2304_r4", "wgmma_n576_k2304_ws_r4"):
+        save_bf16(OUT / f"in_{name}.safetensors", "x", rng.standard_normal((647, 2304)))
     # The short convolution over packed sequences (an empty one, ones
     # shorter than the kernel, ones crossing tiles) and the gated norm.
     lens = [1, 2, 0, 17, 40, 3]

@@ -244,7 +244,7 @@ for stage in "${STAGES[@]}"; do
     CS=/usr/local/cuda/bin/compute-sanitizer
     for a in gemv_f32_n40_k96 gemv_bf16w_f32x_n256_k2304 gemv_bf16_n4096_k128 gemv_bf16_n40_k4104_split \
       gemv_mma_n48_k2312_tt16 gemv_mma_n256_k2320_s4 group_odd_k2312 argmax_v163840 mla flash_kimi \
-      wgmma_n576_k2304_ws wgmma_group_mixed_k512_ws; do
+      wgmma_n576_k2304_ws wgmma_group_mixed_k512_ws wgmma_n576_k2304_r4 wgmma_n576_k2304_ws_r4; do
       for tool in memcheck racecheck; do
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
           "out/kernels_check/$a.k3bin" --device cuda:0 --random-weights 1 --symbol num_seqs=1 \
