@@ -55,15 +55,21 @@ def router_text(score, with_bias, E, K, n_group=1, topk_group=1):
                          BIAS="bias(%b)" if with_bias else "")
 
 
+def draw_router(rng, E):
+    """One random draw: x [T, D], W [E, D] (logits of unit variance), a
+    bias [E], and the logits."""
+    x = rng.standard_normal((T, D))
+    w = rng.standard_normal((E, D)) / np.sqrt(D)
+    b = rng.standard_normal(E) * 0.1
+    return x, w, b, x @ w.T
+
+
 def inputs(seed, E, K):
     """x, W, bias with every token's K-th and (K+1)-th choices apart (no
     near-ties, relative to the row's scale), for both score functions."""
     rng = np.random.default_rng(seed)
     while True:
-        x = rng.standard_normal((T, D))
-        w = rng.standard_normal((E, D)) / np.sqrt(D)
-        b = rng.standard_normal(E) * 0.1
-        logits = x @ w.T
+        x, w, b, logits = draw_router(rng, E)
         ok = True
         for s in (1 / (1 + np.exp(-logits)), np.exp(logits) / np.exp(logits).sum(1, keepdims=True)):
             for bias in (b, 0.0):
@@ -189,10 +195,7 @@ def grouped_inputs(seed):
     E, K, G, TG = (GROUPED[k] for k in ("E", "K", "n_group", "topk_group"))
     rng = np.random.default_rng(seed)
     while True:
-        x = rng.standard_normal((T, D))
-        w = rng.standard_normal((E, D)) / np.sqrt(D)
-        b = rng.standard_normal(E) * 0.1
-        logits = x @ w.T
+        x, w, b, logits = draw_router(rng, E)
         ok, changed = True, True
         scores = {"sigmoid": 1 / (1 + np.exp(-logits)),
                   "softmax": np.exp(logits) / np.exp(logits).sum(1, keepdims=True)}
