@@ -1712,10 +1712,14 @@ static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
   if (raster == 0)
     return success();
   KernelKind kind = c.getKernel();
+  // A decode entry's linears run on the GEMV: an override meant for the
+  // prefill's GEMMs is scoped to it (<op>@prefill.raster=N).
   if (kind != KernelKind::linear_tma_wgmma && kind != KernelKind::glu_wgmma)
     return op->emitOpError()
            << "raster applies to linear_tma_wgmma and glu_wgmma, not "
-           << stringifyKernelKind(kind);
+           << stringifyKernelKind(kind)
+           << " (an override for the prefill's GEMMs alone: "
+              "<op>@prefill.raster=N)";
   if (raster < 0 || raster > kMaxRasterRowTiles)
     return op->emitOpError() << "raster must be in [0, " << kMaxRasterRowTiles
                              << "] row tiles, got " << raster;

@@ -1,5 +1,4 @@
-//===- ShortConvRows.cpp - k3.short_conv, a thread per channel ---*- C++
-//-*-===//
+//===- ShortConvRows.cpp - k3.short_conv by channel ------------*- C++ -*-===//
 //
 // KDA's causal depthwise convolution (config kernel `short_conv_rows`, tile
 // [TT] or [TT, V]): a block of 32 W threads per (TT consecutive tokens,

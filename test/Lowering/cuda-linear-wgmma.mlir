@@ -32,7 +32,7 @@
 // BADSTAGES: error: 'k3.linear' op linear_tma_wgmma stages must be in [2, 6], got 7
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 70656 bytes of shared memory, the target has 65536
 // BADRASTER: error: 'k3.linear' op raster must be in [0, 64] row tiles, got 65
-// RASTERKIND: error: 'k3.linear' op raster applies to linear_tma_wgmma and glu_wgmma, not linear_gemv
+// RASTERKIND: error: 'k3.linear' op raster applies to linear_tma_wgmma and glu_wgmma, not linear_gemv (an override for the prefill's GEMMs alone: <op>@prefill.raster=N)
 
 // Bands of 16 row tiles over the 2 column tiles: a band spans 32 tiles; a
 // block's row tile is the band's first plus its place in the band modulo
