@@ -106,9 +106,7 @@ private:
   int64_t stageBytes() const { return (kTileM + tileN) * kTileK * 2; }
   SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
   /// 128-row tiles of x: ceil(rows / 128).
-  Value rowTiles() {
-    return em.divuIdx(kb.addi(rows, em.idx(kTileM - 1)), kTileM);
-  }
+  Value rowTiles() { return rowTilesOf(em, rows, kTileM); }
   SmallVector<int64_t> wBox() const { return {tileN, kTileK}; }
 
   /// Column tile j (of all weights'): its weight (`weight`), that

@@ -336,6 +336,9 @@ private:
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
+  /// The dense GLU's 128-row tiles, computed once before its tiles (the
+  /// grouped ops': none).
+  Value denseRowTiles;
   /// The persistent schedule's slots of a tile's expert and rows: the
   /// producer's (locateSegmentTileInBlock) and the consumers'.
   Value found, published;

@@ -27,9 +27,10 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
     found = mma.workgroupArray(e.fn, i32, 2 * 4);
     published = mma.workgroupArray(e.fn, i32, em.stages * 4);
   }
+  if (g.dense)
+    denseRowTiles = rowTilesOf(em, kb.dim(g.rows.shape[0]), kTile);
   Value rowTiles =
-      g.dense ? em.divuIdx(kb.addi(kb.dim(g.rows.shape[0]), kb.idx(kTile - 1)),
-                           kTile)
+      g.dense ? denseRowTiles
               : kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
   Value total = kb.muli(rowTiles, kb.idx(g.columnTiles));
   Value steps = kb.idx(g.reduction / kTileK);
@@ -45,11 +46,7 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
 void GroupedKernel::setTile(Value tile) {
   // The dense GLU's tiles in bands of row tiles (TileRaster.h); the grouped
   // ops' row tiles are experts' segments, in expert order.
-  Value rowTiles =
-      g.dense ? em.divuIdx(kb.addi(kb.dim(g.rows.shape[0]), kb.idx(kTile - 1)),
-                           kTile)
-              : Value();
-  TileCoordinates at = rasterTile(em, tile, rowTiles, g.columnTiles,
+  TileCoordinates at = rasterTile(em, tile, denseRowTiles, g.columnTiles,
                                   g.dense ? e.config.getRaster() : 0);
   mTile = at.rowTile;
   nTile = at.columnTile;

@@ -19,6 +19,7 @@ LogicalResult GroupedKernel::emitDense(const KernelBuilder::Linear &tokens,
   e.setLaunch(tokens, nb, (kTile - 1) * nb, kTile, {threads(), 1, 1},
               linearWGMMASharedBytes(em.stages, tileN));
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  denseRowTiles = rowTilesOf(em, kb.dim(g.rows.shape[0]), kTile);
   setTile(bid);
   Value rows = kb.dim(g.rows.shape[0]);
   rowStart = kb.muli(mTile, kb.idx(kTile));

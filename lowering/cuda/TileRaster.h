@@ -29,6 +29,11 @@ struct TileCoordinates {
   Value rowTile, columnTile;
 };
 
+/// Row tiles of `tileRows` rows over `rows` rows: ceil(rows / tileRows).
+inline Value rowTilesOf(WGMMAEmitter &em, Value rows, int64_t tileRows) {
+  return em.divuIdx(em.kb.addi(rows, em.idx(tileRows - 1)), tileRows);
+}
+
 /// Tile `tile` of `rowTiles` (a runtime count) x `columnTiles`, in bands of
 /// `group` row tiles (`group` <= 1: row-major). A tile at or past rowTiles x
 /// columnTiles gets a row tile >= rowTiles, so that the blocks a grid has
