@@ -31,6 +31,7 @@ T = 8192 allocate y of several GB; the H200 has room.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,10 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # 16 tokens a tile (the default takes 8): at T = 9-16 one tile
             # reads each weight once instead of twice.
             "gemv-tt16": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16",
+            # The same with the default tile's K split S (read from the
+            # default GEMV's config): gemv-tt16 alone has S = 1, too few
+            # warps for narrow weights.
+            "gemv-tt16s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16x{S}",
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
             # The output tiles row-major (a row tile's column tiles first),
@@ -116,11 +121,26 @@ def prepare() -> int:
             y = "bf16" if variant in BF16_OUT else "f32"
             src = OUT / f"{name}.{y}.mlir"
             src.write_text(MODEL.format(N=n, K=k, Y=y))
+            if "{S}" in extra:
+                extra = extra.format(S=default_gemv_split(src))
             opts = (f"target=cuda output={artifact(name, variant)} max-tokens={max(TOKENS)} "
                     f"max-seqs=1 decode-entry=0 report=1 {extra}")
             subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
                            check=True, stderr=subprocess.DEVNULL)
     return 0
+
+
+def default_gemv_split(src: Path) -> int:
+    """The K split S of the default GEMV tile [16, TT, S] for `src` (1
+    without one), from k3-compile's report."""
+    opts = f"target=cuda output={OUT / 'split-probe.k3bin'} max-tokens=16 max-seqs=1 decode-entry=0 report=1 " \
+           f"kernel-config=linear.kernel=linear_gemv"
+    err = subprocess.run([str(K3OPT), str(src), f"--k3-compile={opts}", "-o", os.devnull],
+                         capture_output=True, text=True, check=True).stderr
+    m = re.search(r"kernel = linear_gemv, tile = \[(\d+), (\d+)(?:, (\d+))?\]", err)
+    if not m:
+        raise RuntimeError(f"no linear_gemv config in the report of {src}")
+    return int(m.group(3) or 1)
 
 
 def kernel_of(path: Path) -> str:
