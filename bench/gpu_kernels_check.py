@@ -413,6 +413,35 @@ MOE_DECODE_SHARED_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name
   return %y : tensor<?x{D}xbf16>
 }}
 """
+# The MoE layer's output into the next layer's pre-norm residual add: the
+# pipeline's fusions make the combine, the add and the RMSNorm one
+# k3.moe_combine_add_rms_norm (k3-fuse-combine-rms-norm), with the shared
+# expert in the grouped GEMVs' rows (ATTRS = the decode entry's k3.decode)
+# or as the combine's addend (the prefill's).
+MOE_NORM_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
+    %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
+    %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}},
+    %res: tensor<?x{D}xbf16> {{k3.name = "res", k3.dims = array<i64: -1, {D}>}})
+    -> (tensor<?x{D}xbf16> {{k3.name = "h"}}, tensor<?x{D}xbf16> {{k3.name = "n"}}) {ATTRS} {{
+  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
+  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
+  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
+  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
+      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
+         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  %sg = k3.weight "sg" : tensor<{I}x{D}xbf16>
+  %su = k3.weight "su" : tensor<{I}x{D}xbf16>
+  %sd = k3.weight "sd" : tensor<{D}x{I}xbf16>
+  %s = k3.glu_mlp silu %x, %sg, %su, %sd
+      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
+  %m = k3.add %r, %s : tensor<?x{D}xbf16>
+  %h = k3.add %res, %m : tensor<?x{D}xbf16>
+  %nw = k3.weight "nw" : tensor<{D}xbf16>
+  %n = k3.rms_norm %h, %nw {{epsilon = 1.0e-5 : f64}} : (tensor<?x{D}xbf16>, tensor<{D}xbf16>) -> tensor<?x{D}xbf16>
+  return %h, %n : tensor<?x{D}xbf16>, tensor<?x{D}xbf16>
+}}
+"""
+MOE_NORM_FORMS = {"decode": "attributes {k3.decode}", "prefill": ""}
 # MXFP4 routed experts (f4E2M1FN, docs/mxfp4.md): the decode step's
 # moe_grouped_gemv (k3.decode: LaneDots' MXFP4 form) and the prefill's loop
 # nest (WeightElements), 16 experts top-4, D 544 and I 160 (whole 32-element
@@ -503,6 +532,9 @@ def prepare() -> int:
         compile_model(f"{name}_shared", MOE_DECODE_SHARED_MODEL.format(**c), "fuse-shared-expert=1",
                   max_tokens=64,
                   max_seqs=64)
+    for form, attrs in MOE_NORM_FORMS.items():
+        compile_model(f"moe_norm_{form}", MOE_NORM_MODEL.format(ATTRS=attrs, **MOE_DECODE_MMA), "",
+                      max_tokens=64, max_seqs=64)
     for form, attrs in MOE_MXFP4_FORMS.items():
         compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",
                       max_tokens=256, max_seqs=256)
@@ -727,6 +759,7 @@ def check() -> int:
     check_short_conv_group(res, rng)
     check_router(res, rng)
     check_moe_decode(res, rng)
+    check_moe_norm(res, rng)
     check_moe_mxfp4(res, rng)
     kernels_check_moe_grouped.check(res, rng, OUT, moe_decode_routing, bf16_round)
     res.write()
@@ -1225,6 +1258,59 @@ def check_moe_decode_shared(res, rng, w, files, name, c) -> None:
             return {"err_y": ey}
         res.guard(case, case=f"{name}_shared", impl="k3", variant="moe_grouped_gemv shared expert",
                   shape={"T": t, **c})
+
+
+def check_moe_norm(res, rng) -> None:
+    """k3.moe_combine_add_rms_norm (the combine, the residual add, the
+    RMSNorm; MOE_NORM_MODEL) in the decode entry's form and the prefill's,
+    against float64 at T = 1, 5 and 64: h within 2^-7 normwise (the MoE
+    bound above), n within 2^-7 (h's error, normalised)."""
+    c = MOE_DECODE_MMA
+    shapes = {"w1": (c["E"], c["I"], c["D"]), "w3": (c["E"], c["I"], c["D"]),
+              "w2": (c["E"], c["D"], c["I"]), "sg": (c["I"], c["D"]), "su": (c["I"], c["D"]),
+              "sd": (c["D"], c["I"])}
+    fan_in = {"w1": c["D"], "w3": c["D"], "w2": c["I"], "sg": c["D"], "su": c["D"], "sd": c["I"]}
+    w = {k: bf16_round(rng.standard_normal(v) / fan_in[k] ** 0.5) for k, v in shapes.items()}
+    w["nw"] = bf16_round(rng.uniform(0.5, 1.5, c["D"]))
+    files = []
+    for k, v in w.items():
+        files.append(OUT / f"moe_norm.{k}.safetensors")
+        save_bf16(files[-1], k, v)
+    for form in MOE_NORM_FORMS:
+        for t in (1, 5, 64):
+            x = bf16_round(rng.standard_normal((t, c["D"])))
+            r = bf16_round(rng.standard_normal((t, c["D"])))
+            idx, wts = moe_decode_routing(t, rng, c)
+
+            def case(form=form, x=x, r=r, idx=idx, wts=wts):
+                h, n = run_moe_norm(f"moe_norm_{form}", files, x, r, idx, wts)
+                want_h = r.astype(np.float64) + moe_decode_shared_reference(x, idx, wts, w)
+                want_n = (want_h / np.sqrt(np.mean(want_h ** 2, axis=1, keepdims=True) + 1e-5)
+                          * w["nw"].astype(np.float64))
+                eh = float(np.linalg.norm(h - want_h) / np.linalg.norm(want_h))
+                en = float(np.linalg.norm(n - want_n) / np.linalg.norm(want_n))
+                if not (eh < 2.0 ** -7 and en < 2.0 ** -7):
+                    raise AssertionError(f"h err {eh:.2e}, n err {en:.2e} (bound 2^-7)")
+                return {"err_h": eh, "err_n": en}
+            res.guard(case, case="moe_norm", impl="k3",
+                      variant=f"moe_combine_add_rms_norm, {form} entry", shape={"T": t, **c})
+
+
+def run_moe_norm(name: str, files, x, r, idx, wts):
+    """One run of a MOE_NORM_MODEL artifact: h and n as float64 arrays."""
+    import torch
+    import k3
+    s = k3.Session(str(OUT / f"{name}.k3bin"), device="cuda:0")
+    s.load_weights([str(f) for f in files])
+    dev = torch.device("cuda:0")
+    t = x.shape[0]
+    bf16 = lambda a: torch.from_numpy(a).to(dev).to(torch.bfloat16)  # noqa: E731
+    out = s.run("forward", symbols={"num_tokens": t, "num_seqs": t}, outputs="dlpack",
+                x=bf16(x), res=bf16(r), idx=torch.from_numpy(idx).to(dev),
+                wts=torch.from_numpy(wts).to(dev))
+    got = [torch.from_dlpack(out[k]).double().cpu().numpy() for k in ("h", "n")]
+    s.close()
+    return got
 
 
 def check_mla(res, rng) -> None:

@@ -1019,20 +1019,23 @@ LogicalResult verifyMoETopKRows(MoETopKOp op, KernelConfigAttr c) {
   return success();
 }
 
-/// k3.moe_combine's kernel (MoECombineRows.cpp): a static row width, rows
-/// [T, K (+ 1), D], and the widest vector of at most 16 bytes of every
-/// operand's element that divides D (0 where none applies).
-int64_t moeCombineVector(MoECombineOp op) {
-  auto rows = cast<RankedTensorType>(op.getRows().getType());
-  auto result = cast<RankedTensorType>(op.getResult().getType());
+/// The combine's kernel (MoECombineRows.cpp), for k3.moe_combine and
+/// k3.moe_combine_add_rms_norm: a static row width, rows [T, K (+ 1), D],
+/// and the widest vector of at most 16 bytes of every float operand's and
+/// result's element that divides D (0 where none applies).
+int64_t moeCombineVector(Operation *op) {
+  if (!isa<MoECombineOp, MoECombineAddRMSNormOp>(op))
+    return 0;
+  auto rows = cast<RankedTensorType>(op->getOperand(0).getType());
   if (rows.getRank() != 3 || rows.isDynamicDim(1) || rows.isDynamicDim(2))
     return 0;
   int64_t width = rows.getDimSize(2), bits = 0;
-  SmallVector<Type> elems{rows.getElementType(), result.getElementType()};
-  if (Value a = op.getAddend())
-    elems.push_back(cast<RankedTensorType>(a.getType()).getElementType());
-  for (Type t : elems)
-    bits = std::max<int64_t>(bits, t.getIntOrFloatBitWidth());
+  // Every operand but the positions (operand 1), and the results.
+  SmallVector<Value> values(op->getOperands());
+  values.erase(values.begin() + 1);
+  llvm::append_range(values, op->getResults());
+  for (Value v : values)
+    bits = std::max<int64_t>(bits, elementOf(v).getIntOrFloatBitWidth());
   int64_t v = 128 / bits;
   while (v > 1 && width % v != 0)
     v /= 2;
@@ -1045,20 +1048,20 @@ int64_t moeCombineWarps(int64_t width, int64_t vec) {
   return std::clamp<int64_t>((width / vec + 31) / 32, 1, 32);
 }
 
-LogicalResult verifyMoECombineRows(MoECombineOp op, KernelConfigAttr c) {
+LogicalResult verifyMoECombineRows(Operation *op, KernelConfigAttr c) {
   int64_t v = moeCombineVector(op);
   if (v == 0)
-    return op.emitOpError()
+    return op->emitOpError()
            << "moe_combine_rows needs rows [T, K (+ 1), D] with static K, D";
-  int64_t width = dimOf(op.getRows(), 2);
+  int64_t width = dimOf(op->getOperand(0), 2);
   ArrayRef<int64_t> tile = c.getTile();
   if (tile.size() != 1 || tile[0] < 1 || tile[0] > v || v % tile[0] != 0)
-    return op.emitOpError() << "moe_combine_rows tile is [V], V channels a "
-                               "thread dividing "
-                            << v << " (16 bytes of the widest element that "
-                            << "divide D = " << width << ")";
+    return op->emitOpError() << "moe_combine_rows tile is [V], V channels a "
+                                "thread dividing "
+                             << v << " (16 bytes of the widest element that "
+                             << "divide D = " << width << ")";
   if (c.getWarps() < 1 || c.getWarps() > 32)
-    return op.emitOpError()
+    return op->emitOpError()
            << "moe_combine_rows warps must be in [1, 32], got " << c.getWarps();
   return success();
 }
@@ -1413,9 +1416,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::moe_combine_rows: {
     // A block per token, a 16-byte vector of the row per thread (hidden
     // 2304 in bf16: 9 warps).
-    auto o = cast<MoECombineOp>(op);
-    int64_t v = moeCombineVector(o);
-    return config(ctx, kind, {v}, moeCombineWarps(dimOf(o.getRows(), 2), v));
+    int64_t v = moeCombineVector(op);
+    return config(ctx, kind, {v},
+                  moeCombineWarps(dimOf(op->getOperand(0), 2), v));
   }
   case KernelKind::short_conv_rows: {
     // 16 tokens a thread: each input read once, the weights loaded once per
@@ -1510,9 +1513,9 @@ KernelKind defaultKind(Operation *op, bool decode) {
   if (auto o = dyn_cast<MoETopKOp>(op))
     return moeTopKRowsApplies(o) ? KernelKind::moe_topk_rows
                                  : KernelKind::loop_nest;
-  if (auto o = dyn_cast<MoECombineOp>(op))
-    return moeCombineVector(o) ? KernelKind::moe_combine_rows
-                               : KernelKind::loop_nest;
+  if (isa<MoECombineOp, MoECombineAddRMSNormOp>(op))
+    return moeCombineVector(op) ? KernelKind::moe_combine_rows
+                                : KernelKind::loop_nest;
   if (auto o = dyn_cast<MoERouterOp>(op)) {
     if (decode)
       return KernelKind::loop_nest;
@@ -1596,7 +1599,7 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
   case KernelKind::moe_topk_rows:
     return isa<MoETopKOp>(op) && moeTopKRowsApplies(cast<MoETopKOp>(op));
   case KernelKind::moe_combine_rows:
-    return isa<MoECombineOp>(op) && moeCombineVector(cast<MoECombineOp>(op));
+    return moeCombineVector(op) != 0;
   case KernelKind::loop_nest:
     break;
   }
@@ -1832,8 +1835,8 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return verifyMoETopKRows(o, config);
     return wrongOp();
   case KernelKind::moe_combine_rows:
-    if (auto o = dyn_cast<MoECombineOp>(op))
-      return verifyMoECombineRows(o, config);
+    if (isa<MoECombineOp, MoECombineAddRMSNormOp>(op))
+      return verifyMoECombineRows(op, config);
     return wrongOp();
   case KernelKind::loop_nest:
     break;

@@ -134,6 +134,11 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("An MoE layer's add of the shared expert as its "
                      "combine's addend (k3-fuse-combine-add)"),
       llvm::cl::init(true)};
+  Option<bool> fuseCombineRMSNorm{
+      *this, "fuse-combine-rms-norm",
+      llvm::cl::desc("An MoE layer's combine and the next layer's residual "
+                     "add + RMSNorm as one op (k3-fuse-combine-rms-norm)"),
+      llvm::cl::init(true)};
   Option<bool> groupLinears{
       *this, "group-linears",
       llvm::cl::desc("In the decode entry, the linears of one input as one "
@@ -256,6 +261,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   // the fusion off) join their combines.
   if (o.moeGrouped && o.fuseCombineAdd)
     pm.addPass(k3::createK3FuseCombineAdd());
+  // After it (the combine's addend) and k3-fuse-add-rms-norm (the norm).
+  if (o.moeGrouped && o.fuseCombineRMSNorm)
+    pm.addPass(k3::createK3FuseCombineRMSNorm());
   // After the precision policy: the expanded keys and values are
   // activations.
   if (o.mlaExpand)

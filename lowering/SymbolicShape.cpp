@@ -328,6 +328,12 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
       .Case<MoECombineOp>([&](MoECombineOp c) -> LogicalResult {
         return leading(c.getResult(), c.getPositions(), 1);
       })
+      .Case<MoECombineAddRMSNormOp>(
+          [&](MoECombineAddRMSNormOp c) -> LogicalResult {
+            if (failed(same(c.getSum(), c.getInput())))
+              return failure();
+            return same(c.getResult(), c.getInput());
+          })
       .Case<AttnResMixOp>([&](AttnResMixOp m) -> LogicalResult {
         return same(m.getResult(), m.getPartial());
       })

@@ -320,6 +320,21 @@ def K3FuseCombineAdd : Pass<"k3-fuse-combine-add"> {
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }
 
+def K3FuseCombineRMSNorm : Pass<"k3-fuse-combine-rms-norm"> {
+  let summary = "An MoE combine and the residual add + RMSNorm after it as "
+                "one op";
+  let description = [{
+    Rewrites `k3.add_rms_norm(x, k3.moe_combine(rows, positions) addend(a),
+    w)` (the combine in either operand, read by the norm alone, of the
+    sum's type) into `k3.moe_combine_add_rms_norm(rows, positions, x, w)
+    addend(a)`: the combine's block per token adds the residual and
+    normalises the sum, as the two ops computed them. One launch per MoE
+    layer fewer, and the combine's [T, D] output is neither written nor
+    read back. After `k3-fuse-add-rms-norm` and `k3-fuse-combine-add`.
+  }];
+  let dependentDialects = ["::mlir::k3::K3Dialect"];
+}
+
 def K3FuseSharedExpert : Pass<"k3-fuse-shared-expert"> {
   let summary = "In the decode entry, the shared expert in the grouped MoE launches";
   let description = [{

@@ -1,8 +1,8 @@
 //===- K3MoEOps.cpp - verifiers of the grouped MoE ops ----------*- C++ -*-===//
 //
-// k3.moe_dispatch, k3.moe_grouped_glu, k3.moe_grouped_down and
-// k3.moe_combine (K3MoEOps.td). Dynamic sizes are compared only where both
-// sides are static.
+// k3.moe_dispatch, k3.moe_grouped_glu, k3.moe_grouped_down,
+// k3.moe_combine and k3.moe_combine_add_rms_norm (K3MoEOps.td). Dynamic sizes
+// are compared only where both sides are static.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3/K3Dialect.h"
@@ -183,24 +183,47 @@ LogicalResult MoEGroupedDownOp::verify() {
   return success();
 }
 
-LogicalResult MoECombineOp::verify() {
-  Named rows = named("rows", getRows()),
-        pos = named("positions", getPositions()),
-        r = named("result", getResult());
-  if (failed(expectRank(*this, rows, 3)) || failed(expectRank(*this, pos, 2)) ||
-      failed(expectRank(*this, r, 2)))
+/// The combine's rule, of k3.moe_combine and of k3.moe_combine_add_rms_norm
+/// (whose `sum` has the combine's result shape).
+static LogicalResult verifyCombine(Operation *op, Named rows, Named pos,
+                                   Named r, Value addend) {
+  if (failed(expectRank(op, rows, 3)) || failed(expectRank(op, pos, 2)) ||
+      failed(expectRank(op, r, 2)))
     return failure();
   // Rows [T, K + 1, D] carry the shared expert's output (added last).
   int64_t slots = rows.type.getDimSize(1), k = pos.type.getDimSize(1);
   bool shared = !ShapedType::isDynamic(slots) && !ShapedType::isDynamic(k) &&
                 slots == k + 1;
-  if (failed(expectSameDim(*this, rows, 0, pos, 0, "token count")) ||
-      failed(expectSlots(*this, rows, pos, shared)) ||
-      failed(expectSameDim(*this, r, 0, pos, 0, "token count")) ||
-      failed(expectSameDim(*this, r, 1, rows, 2, "output width")))
+  if (failed(expectSameDim(op, rows, 0, pos, 0, "token count")) ||
+      failed(expectSlots(op, rows, pos, shared)) ||
+      failed(expectSameDim(op, r, 0, pos, 0, "token count")) ||
+      failed(expectSameDim(op, r, 1, rows, 2, "output width")))
     return failure();
-  if (Value a = getAddend())
-    return expectSameShape(*this, named("addend", a), r);
+  if (addend)
+    return expectSameShape(op, named("addend", addend), r);
+  return success();
+}
+
+LogicalResult MoECombineOp::verify() {
+  return verifyCombine(*this, named("rows", getRows()),
+                       named("positions", getPositions()),
+                       named("result", getResult()), getAddend());
+}
+
+LogicalResult MoECombineAddRMSNormOp::verify() {
+  Named sum = named("sum", getSum());
+  if (failed(verifyCombine(*this, named("rows", getRows()),
+                           named("positions", getPositions()), sum,
+                           getAddend())) ||
+      failed(expectSameShape(*this, named("input", getInput()), sum)) ||
+      failed(expectSameShape(*this, named("result", getResult()), sum)) ||
+      failed(expectRank(*this, named("weight", getWeight()), 1)) ||
+      failed(expectSameDim(*this, named("weight", getWeight()), 0, sum, 1,
+                           "normalised size")))
+    return failure();
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "expects 'epsilon' to be positive, got "
+                         << getEpsilon().convertToDouble();
   return success();
 }
 

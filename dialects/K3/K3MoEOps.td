@@ -220,6 +220,41 @@ def K3_MoECombineOp : K3_Op<"moe_combine", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_MoECombineAddRMSNormOp
+    : K3_Op<"moe_combine_add_rms_norm", [Pure]> {
+  let summary = "an MoE combine, the residual add after it and the RMSNorm "
+                "of the sum";
+  let description = [{
+    `c = k3.moe_combine(rows, positions) addend(addend)` rounded to the
+    type of `sum`, then `sum = input + c` and `result = weight * sum /
+    sqrt(mean(sum^2) + epsilon)` over the last dimension, as
+    `k3.add_rms_norm(input, c, weight)` computes them: the values of the
+    two ops it replaces.
+
+    `k3-fuse-combine-rms-norm` forms it where an MoE layer's combine feeds
+    the next layer's pre-norm residual add alone: one launch per MoE layer
+    fewer, and the combine's [T, D] output is neither written nor read
+    back (the combine's block already holds the token's whole row).
+
+    ```mlir
+    %h, %y = k3.moe_combine_add_rms_norm %rows, %pos, %x, %w
+        addend(%shared) {epsilon = 1.0e-5 : f64}
+        : (tensor<?x8x64xbf16>, tensor<?x8xi32>, tensor<?x64xbf16>,
+           tensor<64xbf16>, tensor<?x64xbf16>)
+        -> (tensor<?x64xbf16>, tensor<?x64xbf16>)
+    ```
+  }];
+  let arguments = (ins K3_FloatTensor:$rows, K3_IndexTensor:$positions,
+                       K3_FloatTensor:$input, K3_FloatTensor:$weight,
+                       Optional<K3_FloatTensor>:$addend, F64Attr:$epsilon);
+  let results = (outs K3_FloatTensor:$sum, K3_FloatTensor:$result);
+  let assemblyFormat = [{
+    $rows `,` $positions `,` $input `,` $weight
+    (`addend` `(` $addend^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_MoETopKOp : K3_Op<"moe_topk", [Pure]> {
   let summary = "the router's selection from its logits";
   let description = [{

@@ -1,6 +1,7 @@
 //===- MoECombineRows.cpp - k3.moe_combine, a block per token ---*- C++ -*-===//
 //
-// The MoE combine (config kernel `moe_combine_rows`, tile [V]): block t
+// The MoE combine (config kernel `moe_combine_rows`, tile [V]), and with
+// k3.moe_combine_add_rms_norm the residual add and RMSNorm after it: block t
 // sums token t's K expert rows (and the shared expert's row T K + t, then
 // the addend) for all D channels; thread i owns the V consecutive channels
 // at V i, V i + V B, ... (B threads), so each of a token's rows is read as
@@ -29,13 +30,21 @@ using namespace mlir::k3;
 
 namespace {
 
+/// The fused op's norm (k3.moe_combine_add_rms_norm): the residual stream
+/// `input`, the weight, and where the sum and the normalised row go.
+struct NormOperands {
+  Value input, weight, sum, result;
+  double eps = 0;
+};
+
 class CombineRowsKernel {
 public:
-  CombineRowsKernel(const KernelEmission &e, MoECombineOp op)
+  CombineRowsKernel(const KernelEmission &e, const KernelOperand &rowsOp,
+                    const KernelOperand &pos, const KernelOperand &addendOp,
+                    const KernelOperand &out)
       : kb(e.kb), b(kb.builder()), loc(kb.getLoc()), em{b, loc, kb},
-        vec(e.config.getTile()[0]), threads(32 * e.config.getWarps()) {
-    auto ops = operandsOf(op, e.inputs);
-    const KernelOperand &rowsOp = ops.getRows(), &pos = ops.getPositions();
+        vec(e.config.getTile()[0]), warps(e.config.getWarps()),
+        threads(32 * warps) {
     topK = pos.shape[1];
     width = rowsOp.shape[2];
     shared = rowsOp.shape[1] == topK + 1;
@@ -44,23 +53,33 @@ public:
     Value allRows = kb.muli(tokens, kb.idx(rowsOp.shape[1]));
     rows = em.contiguousView(rowsOp.base, {allRows, kb.idx(width)});
     positions = pos.full;
-    if (KernelOperand addendOp = ops.getAddend())
-      addend = em.contiguousView(addendOp.base, {tokens, kb.idx(width)});
-    y = em.contiguousView(e.outputs[0].base, {tokens, kb.idx(width)});
+    if (addendOp)
+      addend = rowView(addendOp);
+    y = rowView(out);
   }
 
+  /// A [T, D] operand as a contiguous view.
+  Value rowView(const KernelOperand &o) {
+    return em.contiguousView(o.base, {tokens, kb.idx(width)});
+  }
+
+  /// A [D] operand as a contiguous view.
+  Value vectorView(const KernelOperand &o) {
+    return em.contiguousView(o.base, {kb.idx(width)});
+  }
+
+  /// k3.moe_combine: the block's token, its chunks stored as summed.
   void emit() {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-    SmallVector<Value> at;
-    for (int64_t j = 0; j < topK; ++j)
-      at.push_back(kb.loadIndex(positions, {t, kb.idx(j)}));
-    if (shared)
-      at.push_back(kb.addi(pairs, t));
+    SmallVector<Value> at = rowsOf(t);
     const int64_t chunks = width / vec;
     for (int64_t i = 0; i * threads < chunks; ++i) {
       Value chunk = kb.addi(tid, kb.idx(i * threads));
-      auto body = [&, chunk] { emitChunk(t, kb.muli(chunk, kb.idx(vec)), at); };
+      auto body = [&, chunk] {
+        Value c = kb.muli(chunk, kb.idx(vec));
+        storeVector(sumChunk(t, c, at), y, t, c);
+      };
       if ((i + 1) * threads <= chunks)
         body();
       else
@@ -68,10 +87,70 @@ public:
     }
   }
 
+  /// k3.moe_combine_add_rms_norm: the combine's chunks, rounded as it
+  /// stored them, plus the residual stream's, rounded and stored as the
+  /// sum; then the row's sum of squares over the block (RMSNormRows.cpp's
+  /// order: the thread's chunks, a warp sum, the warps' sums) and the
+  /// normalised row. Every chunk stays in registers across the block sum.
+  void emitNorm(FunctionOpInterface fn, const NormOperands &n) {
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value warpSums = em.workgroupArray(fn, b.getF32Type(), warps);
+    Type sumElem = cast<MemRefType>(n.sum.getType()).getElementType();
+    SmallVector<Value> at = rowsOf(t);
+    const int64_t chunks = width / vec, per = (chunks + threads - 1) / threads;
+    SmallVector<Value> ok(per), col(per);
+    SmallVector<SmallVector<Value>> sums(per), w(per);
+    // Every load is issued before the first store (a store of the sum may
+    // alias a later load as far as the compiler knows; RMSNormRows.cpp).
+    SmallVector<SmallVector<Value>> routed(per), x(per);
+    for (int64_t i = 0; i < per; ++i) {
+      Value chunk = kb.addi(tid, kb.idx(i * threads));
+      ok[i] = kb.lti(chunk, kb.idx(chunks));
+      col[i] = kb.muli(kb.minsi(chunk, kb.idx(chunks - 1)), kb.idx(vec));
+      routed[i] = sumChunk(t, col[i], at);
+      x[i] = em.loadVector(n.input, {t, col[i]}, vec);
+      w[i] = em.loadVector(n.weight, {col[i]}, vec);
+    }
+    Value ss = kb.f32(0.0);
+    for (int64_t i = 0; i < per; ++i) {
+      for (int64_t k = 0; k < vec; ++k) {
+        Value c = kb.roundTo(routed[i][k], sumElem);
+        sums[i].push_back(kb.roundTo(kb.add(x[i][k], c), sumElem));
+        Value v = kb.select(ok[i], sums[i][k], kb.f32(0.0));
+        ss = em.fmaContract(v, v, ss);
+      }
+      kb.ifThen(ok[i], [&, i] { storeVector(sums[i], n.sum, t, col[i]); });
+    }
+    Value total =
+        em.blockReduce(ss, tid, warps, warpSums, 0,
+                       [&](Value p, Value q) { return kb.add(p, q); });
+    Value inv =
+        kb.rsqrt(kb.add(kb.div(total, kb.f32(double(width))), kb.f32(n.eps)));
+    for (int64_t i = 0; i < per; ++i)
+      kb.ifThen(ok[i], [&, i] {
+        SmallVector<Value> out;
+        for (int64_t k = 0; k < vec; ++k)
+          out.push_back(kb.mul(kb.mul(sums[i][k], inv), w[i][k]));
+        storeVector(out, n.result, t, col[i]);
+      });
+  }
+
 private:
+  /// Token t's rows: its K positions, then the shared expert's row.
+  SmallVector<Value> rowsOf(Value t) {
+    SmallVector<Value> at;
+    for (int64_t j = 0; j < topK; ++j)
+      at.push_back(kb.loadIndex(positions, {t, kb.idx(j)}));
+    if (shared)
+      at.push_back(kb.addi(pairs, t));
+    return at;
+  }
+
   /// Channels [c, c + V) of token t: its rows `at` summed in slot order (the
-  /// shared expert's last), then the addend.
-  void emitChunk(Value t, Value c, ArrayRef<Value> at) {
+  /// shared expert's last), then the addend; f32, before the store's
+  /// rounding.
+  SmallVector<Value> sumChunk(Value t, Value c, ArrayRef<Value> at) {
     SmallVector<SmallVector<Value>> in;
     for (Value r : at)
       in.push_back(em.loadVector(rows, {r, c}, vec));
@@ -88,19 +167,25 @@ private:
       if (addend)
         acc[k] = kb.add(kb.roundTo(acc[k], yElem), plus[k]);
     }
-    Value v = vector::FromElementsOp::create(
-        b, loc, VectorType::get({vec}, b.getF32Type()), acc);
-    if (!yElem.isF32())
-      v = arith::TruncFOp::create(b, loc, VectorType::get({vec}, yElem), v);
-    auto st = vector::StoreOp::create(b, loc, v, y, ValueRange{t, c});
-    st.setAlignment(vec * yElem.getIntOrFloatBitWidth() / 8);
+    return acc;
+  }
+
+  /// `v` (f32) as one vector store of mem's element type at [t, c].
+  void storeVector(ArrayRef<Value> v, Value mem, Value t, Value c) {
+    Type elem = cast<MemRefType>(mem.getType()).getElementType();
+    Value vv = vector::FromElementsOp::create(
+        b, loc, VectorType::get({vec}, b.getF32Type()), v);
+    if (!elem.isF32())
+      vv = arith::TruncFOp::create(b, loc, VectorType::get({vec}, elem), vv);
+    auto st = vector::StoreOp::create(b, loc, vv, mem, ValueRange{t, c});
+    st.setAlignment(vec * elem.getIntOrFloatBitWidth() / 8);
   }
 
   KernelBuilder &kb;
   OpBuilder &b;
   Location loc;
   MMAEmitter em;
-  int64_t vec, threads, topK = 0, width = 0;
+  int64_t vec, warps, threads, topK = 0, width = 0;
   bool shared = false;
   Value tokens, pairs, rows, positions, addend, y;
 };
@@ -109,12 +194,40 @@ struct MoECombineRowsPattern : OpKernelPattern<MoECombineOp> {
   MoECombineRowsPattern() : OpKernelPattern(KernelKind::moe_combine_rows) {}
   LogicalResult emit(MoECombineOp op, Adaptor,
                      KernelEmission &e) const override {
+    auto ops = operandsOf(op, e.inputs);
     FailureOr<KernelBuilder::Linear> form =
-        e.tokenForm(op, operandsOf(op, e.inputs).getPositions().shape[0]);
+        e.tokenForm(op, ops.getPositions().shape[0]);
     if (failed(form))
       return failure();
     e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
-    CombineRowsKernel(e, op).emit();
+    CombineRowsKernel(e, ops.getRows(), ops.getPositions(), ops.getAddend(),
+                      e.outputs[0])
+        .emit();
+    e.finishSinglePhase(op.getLoc());
+    return success();
+  }
+};
+
+struct MoECombineAddRMSNormRowsPattern
+    : OpKernelPattern<MoECombineAddRMSNormOp> {
+  MoECombineAddRMSNormRowsPattern()
+      : OpKernelPattern(KernelKind::moe_combine_rows) {}
+  LogicalResult emit(MoECombineAddRMSNormOp op, Adaptor,
+                     KernelEmission &e) const override {
+    auto ops = operandsOf(op, e.inputs);
+    FailureOr<KernelBuilder::Linear> form =
+        e.tokenForm(op, ops.getPositions().shape[0]);
+    if (failed(form))
+      return failure();
+    e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+    KernelOperand sum = resultOf(e.outputs, op.getSum());
+    CombineRowsKernel k(e, ops.getRows(), ops.getPositions(), ops.getAddend(),
+                        sum);
+    NormOperands n{k.rowView(ops.getInput()), k.vectorView(ops.getWeight()),
+                   k.rowView(sum),
+                   k.rowView(resultOf(e.outputs, op.getResult())),
+                   op.getEpsilon().convertToDouble()};
+    k.emitNorm(e.fn, n);
     e.finishSinglePhase(op.getLoc());
     return success();
   }
@@ -123,5 +236,5 @@ struct MoECombineRowsPattern : OpKernelPattern<MoECombineOp> {
 } // namespace
 
 void mlir::k3::populateMoECombineRowsPattern(KernelPatternSet &patterns) {
-  patterns.add<MoECombineRowsPattern>();
+  patterns.add<MoECombineRowsPattern, MoECombineAddRMSNormRowsPattern>();
 }

@@ -99,6 +99,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
         return emitMoEGroupedDown(o, kb, in, out);
       })
       .Case([&](MoECombineOp o) { return emitMoECombine(o, kb, in, out); })
+      .Case([&](MoECombineAddRMSNormOp o) {
+        return emitMoECombineAddRMSNorm(o, kb, in, out);
+      })
       .Case([&](MoELocalIdsOp o) { return emitMoELocalIds(o, kb, in, out); })
       .Case([&](MoEBucketOp o) { return emitMoEBucket(o, kb, in, out); })
       .Case([&](MoEUnbucketOp o) { return emitMoEUnbucket(o, kb, in, out); })

@@ -90,6 +90,8 @@ LogicalResult emitMoEDispatch(MoEDispatchOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEGroupedGLU(MoEGroupedGLUOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEGroupedDown(MoEGroupedDownOp, KernelBuilder &, In, Out);
 LogicalResult emitMoECombine(MoECombineOp, KernelBuilder &, In, Out);
+LogicalResult emitMoECombineAddRMSNorm(MoECombineAddRMSNormOp, KernelBuilder &,
+                                       In, Out);
 // MoELocalIds.cpp
 LogicalResult emitMoELocalIds(MoELocalIdsOp, KernelBuilder &, In, Out);
 LogicalResult emitMoEBucket(MoEBucketOp, KernelBuilder &, In, Out);

@@ -1,7 +1,8 @@
 //===- MoEGrouped.cpp - loop nests of the grouped MoE ops -------*- C++ -*-===//
 //
 // The reference lowering of k3.moe_dispatch, k3.moe_grouped_glu,
-// k3.moe_grouped_down and k3.moe_combine (K3MoEOps.td): the CPU target's
+// k3.moe_grouped_down, k3.moe_combine and k3.moe_combine_add_rms_norm
+// (K3MoEOps.td): the CPU target's
 // kernels, and the GPU's where no dedicated kernel applies. Each sum runs
 // in the order of the fused k3.moe_experts loop nest (MoE.cpp), so with f32
 // activations both forms give the same bits. A shared expert in the same
@@ -172,35 +173,90 @@ LogicalResult k3::emitMoEGroupedDown(MoEGroupedDownOp op, KernelBuilder &kb,
   return success();
 }
 
-LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
-                                 Out out) {
-  auto ops = operandsOf(op, in);
-  KernelOperand positions = ops.getPositions(), addend = ops.getAddend();
-  int64_t topK = positions.shape[1], width = out[0].shape[1];
-  // Rows [T, K + 1, D]: the shared expert's row T K + t is added last.
-  bool shared = ops.getRows().shape[1] == topK + 1;
-  Value rows = flatRows(kb, ops.getRows()), pos = positions.full,
-        y = out[0].full;
-  Value pairs = kb.numElements(ArrayRef<int64_t>(positions.shape));
-  kb.parallel({kb.dim(positions.shape[0]), kb.idx(width)}, [&](ValueRange iv) {
-    Value t = iv[0], d = iv[1], acc;
+namespace {
+
+/// One token's combine: its rows summed in slot order (positions -1 add 0;
+/// the shared expert's row T K + t last), then, as the k3.add it replaced
+/// read the sum, rounded to `rounded` and the addend.
+struct CombineNest {
+  CombineNest(KernelBuilder &kb, const KernelOperand &rowsOp,
+              const KernelOperand &positions, const KernelOperand &addend,
+              Type rounded)
+      : kb(kb), topK(positions.shape[1]), rows(flatRows(kb, rowsOp)),
+        pos(positions.full), addend(addend ? addend.full : Value()),
+        rounded(rounded) {
+    shared = rowsOp.shape[1] == topK + 1;
+    pairs = kb.numElements(ArrayRef<int64_t>(positions.shape));
+  }
+
+  Value at(Value t, Value d) {
+    Value acc;
     for (int64_t j = 0; j < topK; ++j) {
-      // Position -1: a pair of no expert here (k3.moe_local_ids) adds 0.
-      Value at = kb.loadIndex(pos, {t, kb.idx(j)});
-      Value valid = kb.gei(at, kb.idx(0));
-      Value a = kb.load(rows, {kb.select(valid, at, kb.idx(0)), d});
+      Value p = kb.loadIndex(pos, {t, kb.idx(j)});
+      Value valid = kb.gei(p, kb.idx(0));
+      Value a = kb.load(rows, {kb.select(valid, p, kb.idx(0)), d});
       a = kb.select(valid, a, kb.f32(0.0));
       acc = j == 0 ? a : kb.add(a, acc);
     }
     if (shared)
       acc = kb.add(kb.load(rows, {kb.addi(pairs, t), d}), acc);
-    // The routed sum as the k3.add it replaces read it: rounded to the
-    // result's type (the oracle rounds there too), then the addend.
     if (addend) {
-      acc = kb.roundTo(acc, cast<MemRefType>(y.getType()).getElementType());
-      acc = kb.add(acc, kb.load(addend.full, {t, d}));
+      acc = kb.roundTo(acc, rounded);
+      acc = kb.add(acc, kb.load(addend, {t, d}));
     }
-    kb.store(acc, y, {t, d});
+    return acc;
+  }
+
+  KernelBuilder &kb;
+  int64_t topK;
+  bool shared = false;
+  Value rows, pos, addend, pairs;
+  Type rounded;
+};
+
+} // namespace
+
+LogicalResult k3::emitMoECombine(MoECombineOp op, KernelBuilder &kb, In in,
+                                 Out out) {
+  auto ops = operandsOf(op, in);
+  Value y = out[0].full;
+  CombineNest combine(kb, ops.getRows(), ops.getPositions(), ops.getAddend(),
+                      cast<MemRefType>(y.getType()).getElementType());
+  kb.parallel({kb.dim(ops.getPositions().shape[0]), kb.idx(out[0].shape[1])},
+              [&](ValueRange iv) {
+                kb.store(combine.at(iv[0], iv[1]), y, {iv[0], iv[1]});
+              });
+  return success();
+}
+
+LogicalResult k3::emitMoECombineAddRMSNorm(MoECombineAddRMSNormOp op,
+                                           KernelBuilder &kb, In in, Out out) {
+  auto ops = operandsOf(op, in);
+  KernelOperand sumOut = resultOf(out, op.getSum()),
+                resOut = resultOf(out, op.getResult());
+  Value s = sumOut.full, y = resOut.full, x = ops.getInput().full,
+        w = ops.getWeight().full;
+  Type sumType = cast<MemRefType>(s.getType()).getElementType();
+  CombineNest combine(kb, ops.getRows(), ops.getPositions(), ops.getAddend(),
+                      sumType);
+  int64_t n = sumOut.shape[1];
+  Value cols = kb.idx(n);
+  double eps = op.getEpsilon().convertToDouble();
+  // k3.add_rms_norm's loop nest (Fused.cpp) with the combine's value, as
+  // its kernel stored it, in place of the load of its operand.
+  kb.parallel({kb.dim(sumOut.shape[0])}, [&](ValueRange iv) {
+    Value t = iv[0];
+    Value ss = kb.reduce(cols, kb.f32(0.0), [&](Value i, Value acc) {
+      Value c = kb.roundTo(combine.at(t, i), sumType);
+      kb.store(kb.add(kb.load(x, {t, i}), c), s, {t, i});
+      Value v = kb.load(s, {t, i});
+      return kb.fma(v, v, acc);
+    });
+    Value inv = kb.rsqrt(kb.add(kb.div(ss, kb.f32(n)), kb.f32(eps)));
+    kb.forRange(cols, [&](Value i) {
+      Value v = kb.mul(kb.mul(kb.load(s, {t, i}), inv), kb.load(w, {i}));
+      kb.store(v, y, {t, i});
+    });
   });
   return success();
 }

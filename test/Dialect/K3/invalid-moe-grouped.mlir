@@ -1,7 +1,7 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics
 
 // Verifier diagnostics of k3.moe_dispatch, k3.moe_grouped_glu,
-// k3.moe_grouped_down and k3.moe_combine.
+// k3.moe_grouped_down, k3.moe_combine and k3.moe_combine_add_rms_norm.
 
 func.func @dispatch_offsets_size(%i: tensor<?x2xi32>) {
   // expected-error @+1 {{'k3.moe_dispatch' op expects 'offsets result' dimension 0 (num_experts + 1) to be 9, got 8}}
@@ -161,4 +161,36 @@ func.func @local_ids_count(%idx: tensor<?x2xi32>, %rank: tensor<1xi32>) -> tenso
   // expected-error @below {{expects 'experts_per_rank' to be positive, got 0}}
   %l = k3.moe_local_ids %idx, %rank {experts_per_rank = 0 : i64} : (tensor<?x2xi32>, tensor<1xi32>) -> tensor<?x2xi32>
   return %l : tensor<?x2xi32>
+}
+
+// -----
+
+func.func @combine_norm_slots(%rows: tensor<?x2x16xbf16>, %pos: tensor<?x4xi32>, %x: tensor<?x16xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'k3.moe_combine_add_rms_norm' op expects 'rows' dimension 1 (experts per token) to be 4, got 2}}
+  %h, %y = k3.moe_combine_add_rms_norm %rows, %pos, %x, %w {epsilon = 1.0e-5 : f64} : (tensor<?x2x16xbf16>, tensor<?x4xi32>, tensor<?x16xbf16>, tensor<16xbf16>) -> (tensor<?x16xbf16>, tensor<?x16xbf16>)
+  return
+}
+
+// -----
+
+func.func @combine_norm_weight(%rows: tensor<?x2x16xbf16>, %pos: tensor<?x2xi32>, %x: tensor<?x16xbf16>, %w: tensor<8xbf16>) {
+  // expected-error @+1 {{'k3.moe_combine_add_rms_norm' op normalised size mismatch: 'weight' dimension 0 is 8 but 'sum' dimension 1 is 16}}
+  %h, %y = k3.moe_combine_add_rms_norm %rows, %pos, %x, %w {epsilon = 1.0e-5 : f64} : (tensor<?x2x16xbf16>, tensor<?x2xi32>, tensor<?x16xbf16>, tensor<8xbf16>) -> (tensor<?x16xbf16>, tensor<?x16xbf16>)
+  return
+}
+
+// -----
+
+func.func @combine_norm_input(%rows: tensor<?x2x16xbf16>, %pos: tensor<?x2xi32>, %x: tensor<?x8xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'k3.moe_combine_add_rms_norm' op shape mismatch: 'input' dimension 1 is 8 but 'sum' dimension 1 is 16}}
+  %h, %y = k3.moe_combine_add_rms_norm %rows, %pos, %x, %w {epsilon = 1.0e-5 : f64} : (tensor<?x2x16xbf16>, tensor<?x2xi32>, tensor<?x8xbf16>, tensor<16xbf16>) -> (tensor<?x16xbf16>, tensor<?x16xbf16>)
+  return
+}
+
+// -----
+
+func.func @combine_norm_epsilon(%rows: tensor<?x2x16xbf16>, %pos: tensor<?x2xi32>, %x: tensor<?x16xbf16>, %w: tensor<16xbf16>) {
+  // expected-error @+1 {{'k3.moe_combine_add_rms_norm' op expects 'epsilon' to be positive, got 0}}
+  %h, %y = k3.moe_combine_add_rms_norm %rows, %pos, %x, %w {epsilon = 0.0 : f64} : (tensor<?x2x16xbf16>, tensor<?x2xi32>, tensor<?x16xbf16>, tensor<16xbf16>) -> (tensor<?x16xbf16>, tensor<?x16xbf16>)
+  return
 }
