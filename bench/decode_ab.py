@@ -5,7 +5,11 @@ first replays), 3 warm-up + 20 reps, at B = 1, 8 and 64. Runs interleave
 the artifacts so that drift shows. One JSON line per (run, artifact, B).
 
     python3 bench/decode_ab.py --runs 2 a.k3bin b.k3bin
+
+K3_DECODE_AB_PROMPT sets the prompt length (an artifact compiled for
+max-tokens M runs B sequences of prompts up to M / B tokens).
 """
+import os
 import sys
 from pathlib import Path
 
@@ -16,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import k3  # noqa: E402
 from ab_runs import ab_main  # noqa: E402
 
-PROMPT = 128
+PROMPT = int(os.environ.get("K3_DECODE_AB_PROMPT", "128"))
 
 
 def time_artifact(path: str, batches, rng) -> None:

@@ -88,6 +88,9 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # default GEMV's config): gemv-tt16 alone has S = 1, too few
             # warps for narrow weights.
             "gemv-tt16s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16x{S}",
+            # 8 tokens a tile with the default split: the default before
+            # TT = 16 became it where a call may have more than 8 rows.
+            "gemv-tt8s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x8x{S}",
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
             # The output tiles row-major (a row tile's column tiles first),

@@ -63,7 +63,10 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
            # 4 whose last slice takes the partial step.
            ("gemv_mma_n2304_k4096", 2304, 4096, "bf16", "bf16", "bf16"),
            ("gemv_mma_n48_k2312_tt16", 48, 2312, "bf16", "bf16", "f32"),
-           ("gemv_mma_n256_k2320_s4", 256, 2320, "bf16", "bf16", "f32"))
+           ("gemv_mma_n256_k2320_s4", 256, 2320, "bf16", "bf16", "f32"),
+           # 16 tokens a tile with K split in 4: blocks of at most 8 tokens
+           # take the one-mma-tile branch.
+           ("gemv_mma_n256_k2320_tt16s4", 256, 2320, "bf16", "bf16", "f32"))
 # The prefill default on bf16 inputs (TMA + wgmma) with a partial last
 # column tile (N not a multiple of 128) and row counts across its 128-row
 # tiles: (name, N, K, w, x, y); kernel as k3-compile chooses it.
@@ -104,7 +107,8 @@ WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
 # the tensor-core form.
 SPLIT_TILES = {"gemv_bf16_n2304_k4096_split": "1x4x2", "gemv_bf16_n40_k4104_split": "1x4x4",
                "group_split_k4096": "1x4x2", "gemv_bf16_n576_k2304_cores": "2x4",
-               "gemv_mma_n48_k2312_tt16": "16x16", "gemv_mma_n256_k2320_s4": "16x8x4"}
+               "gemv_mma_n48_k2312_tt16": "16x16", "gemv_mma_n256_k2320_s4": "16x8x4",
+               "gemv_mma_n256_k2320_tt16s4": "16x16x4"}
 LINEAR_TOKENS = (1, 3, 5, 17, 64, 130)
 VOCABS = (163840, 1000, 7)
 ARGMAX_ROWS = 6
@@ -575,7 +579,7 @@ def prepare() -> int:
     save_bf16(OUT / "in_group_odd_k2312.safetensors", "x", rng.standard_normal((5, 2312)))
     # The tensor-core GEMV: 17 tokens (three 8-token mma tiles, a partial
     # last one), K's partial last step, split K.
-    for name in ("gemv_mma_n48_k2312_tt16", "gemv_mma_n256_k2320_s4"):
+    for name in ("gemv_mma_n48_k2312_tt16", "gemv_mma_n256_k2320_s4", "gemv_mma_n256_k2320_tt16s4"):
         k = next(c[2] for c in LINEARS if c[0] == name)
         save_bf16(OUT / f"in_{name}.safetensors", "x", rng.standard_normal((17, k)))
     # The persistent wgmma schedule: 200 tokens (a partial second row tile),

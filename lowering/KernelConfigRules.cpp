@@ -355,14 +355,17 @@ KernelConfigAttr gemvTileConfig(MLIRContext *ctx, KernelKind kind,
   return config(ctx, kind, {t.rows, t.tokens, t.slices}, t.warps, 0, blocks);
 }
 
-/// The tensor-core GEMV's default tile: 16 rows a warp, one mma tile of 8
-/// tokens, K split until the grid has about 8 warps per SM; 4 warps a
-/// block, or S.
-LinearGEMVTile defaultGEMVMMATile(Operation *op) {
+/// The tensor-core GEMV's default tile: 16 rows a warp, K split until the
+/// grid has about 8 warps per SM; 4 warps a block, or S. 16 tokens (two
+/// mma tiles) where a call may have more than 8 rows (`maxRows`, 0:
+/// unknown), else 8: with 8 a step of 9-16 tokens read each weight twice
+/// (the LM head at T = 16: 0.545 ms against 0.281 with 16; a block of at
+/// most 8 tokens multiplies one mma tile either way, LinearGEMVMMA.cpp).
+LinearGEMVTile defaultGEMVMMATile(Operation *op, int64_t maxRows) {
   int64_t n = 0;
   for (Value w : gemvWeights(op))
     n += dimOf(w, 0);
-  LinearGEMVTile t{kGEMVMMARows, 8, 4, 1};
+  LinearGEMVTile t{kGEMVMMARows, maxRows > 8 ? 16 : 8, 4, 1};
   t.slices = mmaSlicesFor(n / kGEMVMMARows, gemvMMASteps(op));
   t.warps = std::max<int64_t>(4, t.slices);
   return t;
@@ -377,9 +380,9 @@ LinearGEMVTile defaultGEMVMMATile(Operation *op) {
 /// 9.54 / 41.7 ms at B = 1 / 8 / 64 against 3.68 / 9.42 / 40.0,
 /// bench/results/e2e-checks/decode-gemv-split-ab-nvidia-h200-20261203T0050Z.txt);
 /// it stays a tuning option (tile [R, TT, S]).
-LinearGEMVTile defaultGEMVTile(Operation *op) {
+LinearGEMVTile defaultGEMVTile(Operation *op, int64_t maxRows) {
   if (gemvMMAOperands(op))
-    return defaultGEMVMMATile(op);
+    return defaultGEMVMMATile(op, maxRows);
   LinearGEMVTile t;
   for (Value w : gemvWeights(op))
     if (dimOf(w, 0) % t.rows != 0)
@@ -1285,7 +1288,8 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
 
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
-                              GPUTargetAttr target, bool decode) {
+                              GPUTargetAttr target, bool decode,
+                              int64_t maxRows) {
   MLIRContext *ctx = op->getContext();
   switch (kind) {
   case KernelKind::loop_nest:
@@ -1321,7 +1325,7 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::linear_gemv: {
     // defaultGEMVTile: the tensor-core form for bf16 (with its launch
     // bounds), else two rows per warp and four tokens on the CUDA cores.
-    LinearGEMVTile t = defaultGEMVTile(op);
+    LinearGEMVTile t = defaultGEMVTile(op, maxRows);
     int64_t blocks = t.rows == kGEMVMMARows ? mmaGEMVBlocksPerSM(t.warps) : 0;
     return gemvTileConfig(ctx, kind, t, blocks);
   }
@@ -1607,9 +1611,10 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
 }
 
 KernelConfigAttr mlir::k3::kernelConfigOfKind(Operation *op, KernelKind kind,
-                                              Attribute target, bool decode) {
+                                              Attribute target, bool decode,
+                                              int64_t maxRows) {
   if (auto gpu = dyn_cast<GPUTargetAttr>(target))
-    return configOfKind(op, kind, gpu, decode);
+    return configOfKind(op, kind, gpu, decode, maxRows);
   return config(op->getContext(), KernelKind::loop_nest, {}, 0);
 }
 
@@ -1703,8 +1708,9 @@ int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
 }
 
 KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
-                                               bool decode) {
-  return kernelConfigOfKind(op, defaultKind(op, decode), target, decode);
+                                               bool decode, int64_t maxRows) {
+  return kernelConfigOfKind(op, defaultKind(op, decode), target, decode,
+                            maxRows);
 }
 
 /// `raster` orders the output tiles of the GEMMs over a dense grid of

@@ -47,6 +47,12 @@ def K3SelectKernelConfig : Pass<"k3-select-kernel-config",
                "for tuning">,
     Option<"report", "report", "bool", "false",
            "Emit a remark with each op's kernel configuration">,
+    Option<"maxTokens", "max-tokens", "int64_t", "0",
+           "Most tokens of a call (k3-compile's max-tokens; 0: unknown), "
+           "the bound of a prefill entry's row count">,
+    Option<"maxSeqs", "max-seqs", "int64_t", "0",
+           "Most sequences of a call (0: unknown), the bound of a decode "
+           "entry's row count">,
   ];
   let dependentDialects = ["::mlir::k3::K3Dialect"];
 }

@@ -296,6 +296,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   select.target = o.target;
   select.overrides.assign(o.kernelConfig.begin(), o.kernelConfig.end());
   select.report = o.report;
+  select.maxTokens = o.maxTokens;
+  select.maxSeqs = o.maxSeqs;
   pm.addPass(k3::createK3SelectKernelConfig(select));
   pm.addPass(k3::createK3OutlineKernels({o.entry}));
   pm.addPass(k3::createK3WeightInitKernels());

@@ -113,13 +113,13 @@ FailureOr<Attribute> overrideTarget(ModuleOp module, Attribute target,
 /// whose ops the kernel may not cover).
 FailureOr<KernelConfigAttr> overrideKernel(Operation *op, KernelConfigAttr c,
                                            const Override &o, Attribute target,
-                                           bool decode) {
+                                           bool decode, int64_t maxRows) {
   std::optional<KernelKind> k = symbolizeKernelKind(o.value);
   if (!k)
     return op->emitError() << "unknown kernel '" << o.value << "'";
   if (!kernelApplies(op, *k, target))
     return c;
-  return kernelConfigOfKind(op, *k, target, decode);
+  return kernelConfigOfKind(op, *k, target, decode, maxRows);
 }
 
 /// `c` with one parameter other than the kernel changed.
@@ -197,12 +197,14 @@ struct K3SelectKernelConfigPass
     K3Dialect::DecodeAttrHelper decodeAttr(ctx);
     for (auto fn : module.getOps<func::FuncOp>()) {
       bool decode = decodeAttr.isAttrPresent(fn);
+      // A decode entry's rows are one token per sequence.
+      int64_t maxRows = decode ? maxSeqs : maxTokens;
       WalkResult r = fn.walk([&](Operation *op) {
         if (!needsKernel(op))
           return WalkResult::advance();
         KernelConfigAttr c = configs.getAttr(op);
         if (!c)
-          c = defaultKernelConfig(op, *target, decode);
+          c = defaultKernelConfig(op, *target, decode, maxRows);
         for (const Override &o : opOverrides) {
           // An op name, or the kind of kernel the op has so far (the same
           // op kind takes other kernels in prefill and in a decode step);
@@ -215,8 +217,9 @@ struct K3SelectKernelConfigPass
               (o.entry == "prefill" && decode))
             continue;
           FailureOr<KernelConfigAttr> changed =
-              o.param == "kernel" ? overrideKernel(op, c, o, *target, decode)
-                                  : overrideParam(op, c, o);
+              o.param == "kernel"
+                  ? overrideKernel(op, c, o, *target, decode, maxRows)
+                  : overrideParam(op, c, o);
           if (failed(changed))
             return WalkResult::interrupt();
           c = *changed;

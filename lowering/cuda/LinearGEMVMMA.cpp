@@ -57,15 +57,37 @@ public:
     n0 =
         kb.muli(kb.addi(kb.muli(em.remu(bid, rowTiles), kb.idx(groups)), group),
                 kb.idx(16));
-    Value live = kb.lti(t0, rows);
-    std::optional<FragmentPartials> partials;
+    live = kb.lti(t0, rows);
     if (slices > 1)
       partials.emplace(em, fn, tile.warps, tiles);
+    if (tiles == 1)
+      return emitTiles(1, lane, warp, slice, group);
+    // A block of at most 8 tokens (every block at T <= 8, the last one
+    // at T = 9-15) multiplies one mma tile of them: the TT = 16 kernel
+    // then issues what the TT = 8 one does for a decode step of a few
+    // sequences, and reads each weight once for 9-16. The branch is
+    // uniform per block.
+    Value few = kb.lti(kb.subi(rows, t0), kb.idx(9));
+    auto branch = scf::IfOp::create(b, loc, TypeRange{}, few,
+                                    /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    emitTiles(1, lane, warp, slice, group);
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    emitTiles(tiles, lane, warp, slice, group);
+  }
+
+private:
+  /// The products of `used` 8-token mma tiles of the block's tokens, and
+  /// their stores (through the K split's partials where S > 1).
+  void emitTiles(int64_t used, Value lane, Value warp, Value slice,
+                 Value group) {
+    const int64_t slices = tile.slices;
     // Warp-uniform: a warp past its segment's rows has nothing to do (16
     // divides every segment).
     kb.ifThen(live, [&] {
       forSegments([&](const GEMVSegment &s, Value r0) {
-        SmallVector<Acc> d = products(s, r0, lane, slice);
+        SmallVector<Acc> d = products(s, r0, lane, slice, used);
         if (slices == 1)
           store(s, r0, d);
         else
@@ -77,12 +99,11 @@ public:
     gpu::BarrierOp::create(b, loc);
     kb.ifThen(kb.andi(live, kb.eqi(slice, kb.idx(0))), [&] {
       forSegments([&](const GEMVSegment &s, Value r0) {
-        store(s, r0, partials->gather(group, slices, lane));
+        store(s, r0, partials->gather(group, slices, lane, used));
       });
     });
   }
 
-private:
   void forSegments(function_ref<void(const GEMVSegment &, Value)> body) {
     forGEMVSegment(kb, segments, n0, body);
   }
@@ -95,12 +116,12 @@ private:
   }
 
   SmallVector<Acc> products(const GEMVSegment &s, Value r0, Value lane,
-                            Value slice) {
+                            Value slice, int64_t used) {
     MMALaneRows w;
     for (int64_t r = 0; r < 2; ++r)
       w.rows[r] = {s.w, {kb.addi(r0, kb.addi(g, kb.idx(8 * r)))}};
     SmallVector<MMALaneToken> toks;
-    for (int64_t j = 0; j < tiles; ++j) {
+    for (int64_t j = 0; j < used; ++j) {
       auto [valid, row] = slotToken(kb.addi(g, kb.idx(8 * j)));
       toks.push_back({{x, {row}}, valid});
     }
@@ -115,7 +136,7 @@ private:
   /// Lane (g, c): rows g and g + 8 of tokens 2 c and 2 c + 1 of each
   /// tile, where they exist.
   void store(const GEMVSegment &s, Value r0, ArrayRef<Acc> d) {
-    for (int64_t j = 0; j < tiles; ++j)
+    for (int64_t j = 0; j < int64_t(d.size()); ++j)
       for (int64_t t = 0; t < 2; ++t) {
         Value i = kb.addi(kb.muli(c, kb.idx(2)), kb.idx(8 * j + t));
         auto [valid, tok] = slotToken(i);
@@ -136,7 +157,8 @@ private:
   LinearGEMVTile tile;
   int64_t nOut = 0, nIn, tiles;
   SmallVector<GEMVSegment> segments;
-  Value x, t0, n0, g, c;
+  Value x, t0, n0, g, c, live;
+  std::optional<FragmentPartials> partials;
 };
 
 } // namespace

@@ -217,11 +217,11 @@ void FragmentPartials::keep(Value warp, Value lane, ArrayRef<Acc> d) {
 }
 
 SmallVector<Acc> FragmentPartials::gather(Value group, int64_t slices,
-                                          Value lane) {
+                                          Value lane, int64_t count) {
   KernelBuilder &kb = em.kb;
   Value first = kb.muli(group, kb.idx(slices));
   SmallVector<Acc> d;
-  for (int64_t i = 0; i < accs; ++i) {
+  for (int64_t i = 0; i < (count ? count : accs); ++i) {
     Acc a;
     for (int64_t e = 0; e < 4; ++e) {
       a[e] = em.lds(mem, {at(first, i, e, lane)});

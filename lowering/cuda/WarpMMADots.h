@@ -72,8 +72,10 @@ public:
                    int64_t accs);
   /// Warp `warp` (all lanes) keeps its fragments.
   void keep(Value warp, Value lane, ArrayRef<Acc> d);
-  /// Group g's S slices added (warps g S .. g S + S - 1), for its slice 0.
-  SmallVector<Acc> gather(Value group, int64_t slices, Value lane);
+  /// Group g's S slices added (warps g S .. g S + S - 1), for its slice 0:
+  /// its first `count` fragments (all where 0).
+  SmallVector<Acc> gather(Value group, int64_t slices, Value lane,
+                          int64_t count = 0);
 
 private:
   Value at(Value warp, int64_t i, int64_t e, Value lane);

@@ -11,7 +11,7 @@
 // The config rule: S until the grid has about 1024 warps (here 256 rows:
 // 16 warps, so S = 8 divides K's 16 steps), 16 warps per SM resident.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
-// Two mma tiles (TT = 16) and no split; the limits.
+// Up to two mma tiles (TT = 16) and no split; the limits.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear_gemv.tile=16x16" --k3-outline-kernels | FileCheck %s --check-prefix=TT16
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear_gemv.tile=16x17" 2>&1 | FileCheck %s --check-prefix=BADTT
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear_gemv.tile=16x8x3" 2>&1 | FileCheck %s --check-prefix=BADSLICE
@@ -49,8 +49,13 @@
 // TT16-LABEL: gpu.func @linear_0(
 // TT16-NOT: workgroup
 // TT16-SAME: grid_scale = 2, grid_offset = 30, grid_divisor = 16
+// A block of at most 8 tokens multiplies one mma tile (the TT = 8 kernel's
+// work); 9-16 tokens take the else branch, where two token tiles share
+// each weight load: four mmas per step.
+// TT16: arith.cmpi slt, %{{.*}}, %c9
+// TT16: scf.if
+// TT16: } else {
 // TT16: scf.for {{.*}} iter_args
-// Two token tiles share each weight load: four mmas per step.
 // TT16-COUNT-2: vector.load {{.*}} : memref<?x512xbf16>, vector<8xbf16>
 // TT16-COUNT-4: k3gpu.mma_sync
 
