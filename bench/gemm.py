@@ -81,15 +81,12 @@ SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.war
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
                            "linear.warps=4,linear.blocks_per_sm=0"),
-            # 16 tokens a tile (the default takes 8): at T = 9-16 one tile
-            # reads each weight once instead of twice.
+            # 16 tokens a tile without a K split (S = 1): too few warps for
+            # narrow weights (gemm-nvidia-h100-80gb-hbm3-20261205T134129Z.json).
             "gemv-tt16": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16",
-            # The same with the default tile's K split S (read from the
-            # default GEMV's config): gemv-tt16 alone has S = 1, too few
-            # warps for narrow weights.
-            "gemv-tt16s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x16x{S}",
-            # 8 tokens a tile with the default split: the default before
-            # TT = 16 became it where a call may have more than 8 rows.
+            # 8 tokens a tile with the default tile's K split S (read from
+            # the default GEMV's config): the default before TT = 16 became
+            # it where a call may have more than 8 rows (docs/gemm.md).
             "gemv-tt8s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x8x{S}",
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
