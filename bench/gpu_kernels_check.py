@@ -539,6 +539,11 @@ def prepare() -> int:
     for form, attrs in MOE_NORM_FORMS.items():
         compile_model(f"moe_norm_{form}", MOE_NORM_MODEL.format(ATTRS=attrs, **MOE_DECODE_MMA), "",
                       max_tokens=64, max_seqs=64)
+        # The case checks the fused op: it must be what the artifact launches.
+        plan = subprocess.run([str(K3OPT.parent / "k3-run"), str(OUT / f"moe_norm_{form}.k3bin"),
+                               "--plan"], check=True, capture_output=True, text=True).stdout
+        if "moe_combine_add_rms_norm" not in plan:
+            raise RuntimeError(f"moe_norm_{form}: no k3.moe_combine_add_rms_norm launch:\n{plan}")
     for form, attrs in MOE_MXFP4_FORMS.items():
         compile_model(f"moe_mxfp4_{form}", MOE_MXFP4_MODEL.format(ATTRS=attrs, **MOE_MXFP4), "",
                       max_tokens=256, max_seqs=256)

@@ -228,8 +228,10 @@ def K3_MoECombineAddRMSNormOp
     `c = k3.moe_combine(rows, positions) addend(addend)` rounded to the
     type of `sum`, then `sum = input + c` and `result = weight * sum /
     sqrt(mean(sum^2) + epsilon)` over the last dimension, as
-    `k3.add_rms_norm(input, c, weight)` computes them: the values of the
-    two ops it replaces.
+    `k3.add_rms_norm(input, c, weight)` computes them. The CPU loop nest
+    gives the two ops' bits; the CUDA kernel's `sum` is theirs too, and its
+    `result` agrees to rounding (its sum of squares adds in another order
+    than the norm kernel's).
 
     `k3-fuse-combine-rms-norm` forms it where an MoE layer's combine feeds
     the next layer's pre-norm residual add alone: one launch per MoE layer

@@ -62,11 +62,11 @@ public:
       partials.emplace(em, fn, tile.warps, tiles);
     if (tiles == 1)
       return emitTiles(1, lane, warp, slice, group);
-    // A block of at most 8 tokens (every block at T <= 8, the last one
-    // at T = 9-15) multiplies one mma tile of them: the TT = 16 kernel
-    // then issues what the TT = 8 one does for a decode step of a few
-    // sequences, and reads each weight once for 9-16. The branch is
-    // uniform per block.
+    // A block of at most 8 tokens (the one block at T <= 8, the last one
+    // where T mod 16 is 1-8) multiplies one mma tile of them: the TT = 16
+    // kernel then issues what the TT = 8 one does for a decode step of a
+    // few sequences, and a block of 9-16 tokens reads each weight once.
+    // The branch is uniform per block.
     Value few = kb.lti(kb.subi(rows, t0), kb.idx(9));
     auto branch = scf::IfOp::create(b, loc, TypeRange{}, few,
                                     /*withElse=*/true);

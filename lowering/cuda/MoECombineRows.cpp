@@ -89,9 +89,12 @@ public:
 
   /// k3.moe_combine_add_rms_norm: the combine's chunks, rounded as it
   /// stored them, plus the residual stream's, rounded and stored as the
-  /// sum; then the row's sum of squares over the block (RMSNormRows.cpp's
-  /// order: the thread's chunks, a warp sum, the warps' sums) and the
-  /// normalised row. Every chunk stays in registers across the block sum.
+  /// sum; then the row's sum of squares over the block (the thread's
+  /// chunks, a warp sum, the warps' sums: the sum is RMSNormRows.cpp's
+  /// bits, the normalised row agrees to rounding, its squares added in
+  /// another order) and the normalised row. Every chunk stays in
+  /// registers across the block sum. Positions are never -1 here (the
+  /// CUDA target refuses expert parallelism, MoELocalIds.cpp).
   void emitNorm(FunctionOpInterface fn, const NormOperands &n) {
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);

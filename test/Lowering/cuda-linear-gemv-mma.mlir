@@ -11,6 +11,13 @@
 // The config rule: S until the grid has about 1024 warps (here 256 rows:
 // 16 warps, so S = 8 divides K's 16 steps), 16 warps per SM resident.
 // RUN: k3-opt %s --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=CONFIG
+// 16 tokens a tile where a call may have more than 8 rows: a decode
+// entry's bound is max-seqs, another entry's max-tokens (k3-compile passes
+// both); 8 or less (or unknown, above) keeps 8.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-seqs=9 max-tokens=8" | FileCheck %s --check-prefix=CONFIG16
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-seqs=8 max-tokens=4096" | FileCheck %s --check-prefix=CONFIG
+// RUN: sed -e 's/ attributes {k3.decode}//' %s | k3-opt --k3-select-kernel-config="target=cuda max-seqs=64 max-tokens=8 override=linear.kernel=linear_gemv" | FileCheck %s --check-prefix=CONFIG
+// RUN: sed -e 's/ attributes {k3.decode}//' %s | k3-opt --k3-select-kernel-config="target=cuda max-seqs=8 max-tokens=4096 override=linear.kernel=linear_gemv" | FileCheck %s --check-prefix=CONFIG16
 // Up to two mma tiles (TT = 16) and no split; the limits.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear_gemv.tile=16x16" --k3-outline-kernels | FileCheck %s --check-prefix=TT16
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear_gemv.tile=16x17" 2>&1 | FileCheck %s --check-prefix=BADTT
@@ -23,6 +30,7 @@
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [16, 8, 8], warps = 8, blocks_per_sm = 2>{{.*}}tensor<256x512xbf16>
+// CONFIG16: k3.linear {{.*}}#k3.kernel_config<kernel = linear_gemv, tile = [16, 16, 8], warps = 8, blocks_per_sm = 2>{{.*}}tensor<256x512xbf16>
 // (f32 operands, or N not a multiple of 16, stay on the CUDA cores:
 // cuda-linear-gemv.mlir.)
 // BADTT: error: 'k3.linear' op linear_gemv tile TT must be in [1, 16], got 17
