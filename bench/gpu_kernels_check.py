@@ -427,18 +427,7 @@ MOE_NORM_MODEL = """func.func @forward(%x: tensor<?x{D}xbf16> {{k3.name = "x", k
     %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}},
     %res: tensor<?x{D}xbf16> {{k3.name = "res", k3.dims = array<i64: -1, {D}>}})
     -> (tensor<?x{D}xbf16> {{k3.name = "h"}}, tensor<?x{D}xbf16> {{k3.name = "n"}}) {ATTRS} {{
-  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xbf16>
-  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xbf16>
-  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xbf16>
-  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
-      : (tensor<?x{D}xbf16>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xbf16>,
-         tensor<{E}x{I}x{D}xbf16>, tensor<{E}x{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
-  %sg = k3.weight "sg" : tensor<{I}x{D}xbf16>
-  %su = k3.weight "su" : tensor<{I}x{D}xbf16>
-  %sd = k3.weight "sd" : tensor<{D}x{I}xbf16>
-  %s = k3.glu_mlp silu %x, %sg, %su, %sd
-      : (tensor<?x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{I}x{D}xbf16>, tensor<{D}x{I}xbf16>) -> tensor<?x{D}xbf16>
-  %m = k3.add %r, %s : tensor<?x{D}xbf16>
+""" + MOE_DECODE_SHARED_MODEL.split("{{\n", 1)[1].split("  %y = k3.add", 1)[0] + """  %m = k3.add %r, %s : tensor<?x{D}xbf16>
   %h = k3.add %res, %m : tensor<?x{D}xbf16>
   %nw = k3.weight "nw" : tensor<{D}xbf16>
   %n = k3.rms_norm %h, %nw {{epsilon = 1.0e-5 : f64}} : (tensor<?x{D}xbf16>, tensor<{D}xbf16>) -> tensor<?x{D}xbf16>

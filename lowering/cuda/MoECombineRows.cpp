@@ -193,16 +193,23 @@ private:
   Value tokens, pairs, rows, positions, addend, y;
 };
 
+/// A block per token of `positions` [T, K], the config's warps a block.
+LogicalResult launchPerToken(Operation *op, KernelEmission &e,
+                             const KernelOperand &positions) {
+  FailureOr<KernelBuilder::Linear> form = e.tokenForm(op, positions.shape[0]);
+  if (failed(form))
+    return failure();
+  e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
+  return success();
+}
+
 struct MoECombineRowsPattern : OpKernelPattern<MoECombineOp> {
   MoECombineRowsPattern() : OpKernelPattern(KernelKind::moe_combine_rows) {}
   LogicalResult emit(MoECombineOp op, Adaptor,
                      KernelEmission &e) const override {
     auto ops = operandsOf(op, e.inputs);
-    FailureOr<KernelBuilder::Linear> form =
-        e.tokenForm(op, ops.getPositions().shape[0]);
-    if (failed(form))
+    if (failed(launchPerToken(op, e, ops.getPositions())))
       return failure();
-    e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
     CombineRowsKernel(e, ops.getRows(), ops.getPositions(), ops.getAddend(),
                       e.outputs[0])
         .emit();
@@ -218,11 +225,8 @@ struct MoECombineAddRMSNormRowsPattern
   LogicalResult emit(MoECombineAddRMSNormOp op, Adaptor,
                      KernelEmission &e) const override {
     auto ops = operandsOf(op, e.inputs);
-    FailureOr<KernelBuilder::Linear> form =
-        e.tokenForm(op, ops.getPositions().shape[0]);
-    if (failed(form))
+    if (failed(launchPerToken(op, e, ops.getPositions())))
       return failure();
-    e.setLaunch(*form, 1, 0, 1, {32 * e.config.getWarps(), 1, 1});
     KernelOperand sum = resultOf(e.outputs, op.getSum());
     CombineRowsKernel k(e, ops.getRows(), ops.getPositions(), ops.getAddend(),
                         sum);
