@@ -19,29 +19,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from k3ref import model, ops  # noqa: E402
+from test_moe_grouped import D, E, I, K, SHARED_MODEL  # noqa: E402
 
 BIN = os.environ.get("K3_BIN_DIR")
 pytestmark = pytest.mark.skipif(not BIN, reason="K3_BIN_DIR (the build's bin/) not set")
 
-E, K, D, I = 8, 3, 24, 20
 EPS = 1e-5
-MODEL = """func.func @forward(
+# test_moe_grouped's MoE layer with its shared expert, then the next layer's
+# pre-norm residual add: the sum h and its RMSNorm n.
+MODEL = f"""func.func @forward(
     %x: tensor<?x{D}xf32> {{k3.name = "x", k3.dims = array<i64: -1, {D}>}},
     %idx: tensor<?x{K}xi32> {{k3.name = "idx", k3.dims = array<i64: -1, {K}>}},
     %wts: tensor<?x{K}xf32> {{k3.name = "wts", k3.dims = array<i64: -1, {K}>}},
     %res: tensor<?x{D}xf32> {{k3.name = "res", k3.dims = array<i64: -1, {D}>}})
-    -> (tensor<?x{D}xf32> {{k3.name = "h"}}, tensor<?x{D}xf32> {{k3.name = "n"}}) {ATTRS} {{
-  %w1 = k3.weight "w1" : tensor<{E}x{I}x{D}xf32>
-  %w3 = k3.weight "w3" : tensor<{E}x{I}x{D}xf32>
-  %w2 = k3.weight "w2" : tensor<{E}x{D}x{I}xf32>
-  %r = k3.moe_experts silu %x, %idx, %wts, %w1, %w3, %w2
-      : (tensor<?x{D}xf32>, tensor<?x{K}xi32>, tensor<?x{K}xf32>, tensor<{E}x{I}x{D}xf32>,
-         tensor<{E}x{I}x{D}xf32>, tensor<{E}x{D}x{I}xf32>) -> tensor<?x{D}xf32>
-  %sg = k3.weight "sg" : tensor<{I}x{D}xf32>
-  %su = k3.weight "su" : tensor<{I}x{D}xf32>
-  %sd = k3.weight "sd" : tensor<{D}x{I}xf32>
-  %s = k3.glu_mlp silu %x, %sg, %su, %sd
-      : (tensor<?x{D}xf32>, tensor<{I}x{D}xf32>, tensor<{I}x{D}xf32>, tensor<{D}x{I}xf32>) -> tensor<?x{D}xf32>
+    -> (tensor<?x{D}xf32> {{k3.name = "h"}}, tensor<?x{D}xf32> {{k3.name = "n"}}) {{ATTRS}} {{
+""" + SHARED_MODEL.split("{\n", 1)[1].split("  %y = k3.add", 1)[0] + f"""\
   %m = k3.add %r, %s : tensor<?x{D}xf32>
   %h = k3.add %res, %m : tensor<?x{D}xf32>
   %nw = k3.weight "nw" : tensor<{D}xf32>
@@ -58,7 +50,7 @@ def setup(tmp_path_factory):
     arts, irs = {}, {}
     for form, attrs in FORMS.items():
         src = d / f"{form}.mlir"
-        src.write_text(MODEL.format(ATTRS=attrs, E=E, K=K, D=D, I=I, EPS=EPS))
+        src.write_text(MODEL.replace("{ATTRS}", attrs))
         for name, opt in (("fused", ""), ("separate", "fuse-combine-rms-norm=0")):
             arts[form, name] = d / f"{form}-{name}.k3bin"
             subprocess.run([f"{BIN}/k3-opt", str(src),
