@@ -1304,8 +1304,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // Latency-bound per block (barriers, a 16-step solve): throughput comes
     // from blocks per SM, so the registers are capped for 5 (85 registers,
     // no spills, 38.5 KB of shared memory at K = 128). The unbounded gate's
-    // diagonal-block sums and off-diagonal tensor-core block need 124
-    // registers: 4 blocks (at 5 ptxas spilled 64 bytes).
+    // products by levels take 128 registers: 4 blocks (at 5 ptxas spills
+    // 32 bytes, and the 4-layer Kimi-Linear prefill measured 0.5 % slower:
+    // bench/results/e2e-checks/
+    // kda-softplus-levels-prefill-ab-cut4-nvidia-h100-20261205T1615Z.txt).
     if (cast<KDAMMAOperandsOp>(op).getGateKind() == DecayGateKind::neg_softplus)
       return config(ctx, kind, {16}, 4, 0, 4);
     return config(ctx, kind, {16}, 4, 0, 5);

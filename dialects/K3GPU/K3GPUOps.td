@@ -118,6 +118,24 @@ def K3GPU_BallotCountOp : K3GPU_Op<"ballot_count", []> {
   let assemblyFormat = "$pred attr-dict `:` type($res)";
 }
 
+def K3GPU_BarrierSyncOp : K3GPU_Op<"barrier_sync", []> {
+  let summary = "a CTA barrier that warps may reach from different instructions";
+  let description = [{
+    `barrier.sync 0` without `.aligned`: every non-exited thread of the CTA
+    waits here, and warps may arrive at different barrier instructions of
+    the program (warps on the two sides of a branch, each side with its own
+    loop of barriers). `gpu.barrier` and `nvvm.barrier` lower to
+    `bar.sync 0`, the aligned form, for which that is undefined behaviour
+    (PTX ISA, "bar"); compute-sanitizer's synccheck reports it. Threads of
+    one warp must still arrive together.
+
+    ```mlir
+    k3gpu.barrier_sync
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def K3GPU_RcpApproxOp : K3GPU_Op<"rcp_approx", [Pure,
     AllTypesMatch<["in", "res"]>]> {
   let summary = "1 / x by the special-function unit (rcp.approx.ftz.f32)";

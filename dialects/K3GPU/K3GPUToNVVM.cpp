@@ -99,6 +99,24 @@ struct BallotCountOpLowering : ConvertOpToLLVMPattern<BallotCountOp> {
   }
 };
 
+struct BarrierSyncOpLowering : ConvertOpToLLVMPattern<BarrierSyncOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(BarrierSyncOp op, OpAdaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // barrier.sync 0 (llvm.nvvm.barrier.cta.sync.aligned.all is bar.sync).
+    Value id =
+        LLVM::ConstantOp::create(rewriter, op.getLoc(), rewriter.getI32Type(),
+                                 rewriter.getI32IntegerAttr(0));
+    LLVM::CallIntrinsicOp::create(
+        rewriter, op.getLoc(),
+        rewriter.getStringAttr("llvm.nvvm.barrier.cta.sync.all"),
+        ValueRange{id});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct RcpApproxOpLowering : ConvertOpToLLVMPattern<RcpApproxOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult
@@ -355,10 +373,11 @@ struct ConvertK3GPUToNVVMPass
 
 void k3gpu::populateK3GPUToNVVMConversionPatterns(
     const LLVMTypeConverter &converter, RewritePatternSet &patterns) {
-  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, RcpApproxOpLowering,
-               Lg2ApproxOpLowering, WarpgroupFragmentOpLowering,
-               WarpgroupAccumulatorOpLowering, WarpgroupMmaChainOpLowering,
-               WarpgroupMmaWaitOpLowering>(converter);
+  patterns.add<MmaSyncOpLowering, BallotCountOpLowering, BarrierSyncOpLowering,
+               RcpApproxOpLowering, Lg2ApproxOpLowering,
+               WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
+               WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering>(
+      converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

@@ -9,14 +9,14 @@
 // and the solve P = (I + L)^-1 Diag(beta) (16 lanes' forward
 // substitution), and packs them per token as the op documents.
 //
-// The products: with the lower-bounded gate on the tensor cores, factored
+// The products, on the tensor cores: with the lower-bounded gate factored
 // about the middle token m = 7 (each factor spans at most 8 tokens of a
 // bounded decay, so it stays in range). The unbounded softplus gate has no
-// such factorisation (one token's decay alone can leave f32's range), so
-// there the products are exact f32 sums over the channels, each
-// e^{G_t - G_s} formed as the product of the per-token decays between s
-// and t (every factor <= 1: nothing overflows, and what underflows is
-// below f32's range in the true value too).
+// such factorisation for the whole chunk (one token's decay alone can
+// leave f32's range), so there each block of a binary split of the chunk
+// is factored about the token between its rows and columns (levelProducts:
+// every factor <= 1, nothing overflows, and what underflows is below f32's
+// range in the true value too).
 //
 // Work per chunk: loads and gates (all warps, 4 tokens each, lanes over
 // channels), the in-chunk cumulative sum (a thread per channel), the
@@ -37,8 +37,6 @@
 #include "lowering/cuda/CUDAKernels.h"
 
 #include "lowering/cuda/MMA.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -49,8 +47,6 @@ using namespace mlir::k3;
 namespace {
 constexpr int64_t kChunk = 16, kHalf = kChunk / 2, kMid = 7, kWarps = 4;
 constexpr int64_t kThreads = 32 * kWarps, kTPW = kChunk / kWarps;
-// The exact products' threads per token (kThreads / kChunk).
-constexpr int64_t kGroups = kThreads / kChunk;
 constexpr double kLog2e = 1.4426950408889634;
 
 /// For x0 <= x1: the numbers of entries of cu[0..N] that are <= x0 and
@@ -141,12 +137,9 @@ public:
 
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
   int64_t layout() {
-    // q, k and the intra-chunk factors (the unbounded gate's decays) in
-    // this order: channelSums reads up to 7 rows below k and the decays,
-    // which are then q and k, never written while it runs. The unbounded
-    // gate's scratch (offDiagonalPartial) follows its decays inside the
-    // factors' words: 16 (K + 4) + 512 <= 3 * 16 (K / 2 + 4) words for
-    // K >= 48 (k3.kda_mma_operands has K a multiple of 64).
+    // The unbounded gate's Aqk rows (levelProducts) follow its decays
+    // inside the factors' words: 16 (K + 4) + 256 <= 3 * 16 (K / 2 + 4)
+    // words for K >= 32 (k3.kda_mma_operands has K a multiple of 64).
     offQ = kChunk * rowStride * 4;
     offK = offQ + kChunk * rowStride * 4;
     offOps = offK + kChunk * rowStride * 4;
@@ -214,8 +207,8 @@ private:
   /// q e^{G-Gm}, k e^{G-Gm}, k e^{Gm-G} as bf16 pairs [16][K/2 + 4], and
   /// per channel G_m, 2^{G_m}, 2^{G_C-G_m} [3][K]. The unbounded gate
   /// keeps the per-token decays 2^g [16][K] f32 where the factors would be
-  /// (3 (K/2 + 4) >= K words per row) and G_C in the first row of the
-  /// per-channel values.
+  /// (3 (K/2 + 4) >= K words per row), its Aqk rows [16][16] f32 after
+  /// them, and G_C in the first row of the per-channel values.
   void views() {
     Value smem = em.dynamicSharedMemory();
     auto viewAs = [&](Type elem, int64_t off, ArrayRef<int64_t> shape) {
@@ -235,10 +228,9 @@ private:
       sOpTile[i] = viewAs(b.getBF16Type(), off, {kChunk, 2 * opStride});
     }
     sDecay = viewAs(f32, offOps, {kChunk * rowStride});
-    // The unbounded gate's off-diagonal partial accumulators [warps][32][4]
-    // after the decays, in the factors' words that it leaves free.
-    sScratch = viewAs(f32, offOps + kChunk * rowStride * 4, {kThreads * 4});
-    sWords = viewAs(f32, 0, {offChan / 4 + 3 * kDim});
+    // The unbounded gate's Aqk rows [16][16] f32 (levelProducts) after the
+    // decays, in the factors' words that it leaves free.
+    sAqkRows = viewAs(f32, offOps + kChunk * rowStride * 4, {kChunk * kChunk});
   }
 
   Value flatView(const KernelOperand &x) {
@@ -318,10 +310,8 @@ private:
     gpu::BarrierOp::create(b, loc);
     products(hh, t0);
     gpu::BarrierOp::create(b, loc);
-    if (unbounded) {
-      offDiagonalSum(hh, t0);
-      gpu::BarrierOp::create(b, loc);
-    }
+    if (unbounded)
+      packAqk(hh, t0);
     solve(hh, t0);
   }
 
@@ -553,251 +543,144 @@ private:
     return acc;
   }
 
-  /// The unbounded gate's products on the two diagonal 8 x 8 blocks
-  /// (tokens t, s in the same half of the chunk), exact in f32: thread
-  /// (t, q) with t = tid / 8 sums over the channels c = 8 e + q (the eight
-  /// threads of a token read eight consecutive words: no bank conflicts)
-  ///   Aqk[t][s] = n_q(t) n_k(s) sum_c q_tc k_sc D_tsc   (s <= t)
-  ///   L[t][s]   = beta_t n_k(t) n_k(s) sum_c k_tc k_sc D_tsc   (s < t)
-  /// with D_tsc = prod_{r = s+1..t} 2^{g_rc} (every factor <= 1). Aqk and
-  /// L are two passes over the channels (8 sums live each: the kernel's
-  /// register cap is what lets 5 blocks share an SM); the eight partial
-  /// sums of each meet in a butterfly (channelSums), which leaves threads
-  /// q and q ^ 1 the pair p = q / 2 of distances 2p + 1, 2p: columns
-  /// s0 = t' - 2p - 1 and s0 + 1 (t' = t rounded up to odd). Pairs at or
-  /// past the half's first column bt (p <= P = (t' - bt - 1) / 2) are the
-  /// half's words bt / 2 + P - p; the others take the half's words above
-  /// the diagonal, bt / 2 + p, as zeros. Even q store Aqk, odd q store L
-  /// and, in the first half, the zero words of Aqk's second half (the
-  /// first half's words of rows t >= 8 come from offDiagonalSum).
-  void exactProducts(Value hh, Value t0) {
-    Value t = em.divu(tid, kGroups);
-    Value tOdd = kb.addi(t, kb.subi(kb.idx(1), em.remu(t, 2)));
-    Value zero = kb.f32(0.0);
-    // Each pass's sums first, then its columns (built after the loop, so
-    // that only t lives across it: the register cap of 5 blocks per SM).
-    std::array<Value, 2> aqkSums = channelSums(offQ, t, tOdd);
-    PairColumns col = pairColumns(t, tOdd);
-    Value valid = kb.lti(t, count);
-    std::array<Value, 2> aqk =
-        finishPair(col, aqkSums, em.lds(sNorm, kb.muli(t, kb.idx(2))), t,
-                   /*strict=*/false);
-    auto storeAqk = [&](Value w, Value v) {
-      em.sts(v, packed,
-             {kb.idx(0), kb.addi(t0, t), hh, kb.addi(kb.idx(R + 8), w)});
+  /// The unbounded gate's in-chunk products, all on the tensor cores, in
+  /// blocks whose decays factor about a token between their rows and
+  /// columns. For s < t, let h be the highest power of two where t and s
+  /// differ (both in the same 2h-token block B, t in its upper half, s in
+  /// its lower one); with r = B's last token of the lower half,
+  ///   D_tsc = 2^{G_tc - G_rc} 2^{G_rc - G_sc},
+  /// both factors <= 1 (G falls along the chunk; r lies between s and t),
+  /// so neither overflows and what underflows is below f32 in the true
+  /// product too. Each level h = 8, 4, 2, 1 is one m16n8k16 per 16
+  /// channels: A's rows g are q_t 2^{G_t - G_r} and rows g + 8 the same
+  /// of k_t, for the eight upper-half tokens t of the level's blocks; B's
+  /// column n is k_s 2^{G_r - G_s} for the eight lower-half tokens; the
+  /// entries of matching blocks are the products. At h = 1 the row
+  /// factor is the token's decay 2^{g_t} and the column's is 1. The
+  /// diagonal (s = t, no decay) is two more tiles. Warps 0-2 take the
+  /// levels 8, 4 and 2, warp 3 the level 1 and the diagonal (no
+  /// exponentials). Each writes its entries, normalised, to sAqkRows (f32,
+  /// [16][16]) and L's to sL (times -beta_t, the solve's sign);
+  /// packAqk packs Aqk's rows after the barrier. The factors are rounded
+  /// to bf16 as the bounded gate's are. (Exact f32 sums over distances
+  /// on the CUDA cores for the two diagonal 8 x 8 blocks took 0.50 ms a
+  /// layer at T = 8192, H32, on the H200.)
+  void levelProducts() {
+    // Each warp's tiles: the level h (0: the diagonal at token base d).
+    struct Tile {
+      int64_t h, d;
     };
-    kb.ifThen(kb.andi(valid, kb.notb(col.odd)),
-              [&] { storeAqk(col.word, em.packWord(aqk[0], aqk[1])); });
-    kb.ifThen(kb.andi(valid, kb.andi(col.odd, kb.lti(t, kb.idx(kHalf)))), [&] {
-      storeAqk(kb.addi(kb.idx(kHalf / 2), col.p), em.packWord(zero, zero));
-    });
-    // Stored negated (L): the solve's updates are then plain FMAs. The
-    // solve reads row t's columns below t only: no zeros above.
-    std::array<Value, 2> lSums = channelSums(offK, t, tOdd);
-    PairColumns lcol = pairColumns(t, tOdd);
-    Value nkT = em.lds(sNorm, kb.addi(kb.muli(t, kb.idx(2)), kb.idx(1)));
-    Value lScale = kb.mul(kb.neg(em.lds(sBeta, t)), nkT);
-    std::array<Value, 2> l =
-        finishPair(lcol, lSums, lScale, t, /*strict=*/true);
-    kb.ifThen(kb.andi(lcol.odd, lcol.inHalf), [&] {
-      em.storeVector(l, sL, kb.addi(kb.muli(t, kb.idx(kLStride)), lcol.s0));
-    });
+    SmallVector<Tile> tiles[kWarps] = {
+        {{8, 0}}, {{4, 0}}, {{2, 0}}, {{1, 0}, {0, 0}, {0, kHalf}}};
+    for (int64_t w = 0; w < kWarps; ++w)
+      kb.ifThen(kb.eqi(warp, kb.idx(w)), [&] {
+        for (Tile tile : tiles[w])
+          levelTile(tile.h, tile.d);
+      });
   }
 
-  /// Thread (t, q)'s pair in exactProducts: p = q / 2, whether it lies in
-  /// the half (p <= P), its Aqk word and first column s0.
-  struct PairColumns {
-    Value p, inHalf, word, s0, odd;
-  };
-  PairColumns pairColumns(Value t, Value tOdd) {
-    PairColumns c;
-    Value q = em.remu(tid, kGroups);
-    Value bt = kb.muli(em.divu(t, kHalf), kb.idx(kHalf));
-    c.p = em.divu(q, 2);
-    Value pairs = em.divu(kb.subi(kb.subi(tOdd, bt), kb.idx(1)), 2);
-    c.inHalf = kb.notb(kb.lti(pairs, c.p));
-    Value halfWord = em.divu(bt, 2);
-    c.word = kb.select(c.inHalf, kb.subi(kb.addi(halfWord, pairs), c.p),
-                       kb.addi(halfWord, c.p));
-    c.s0 = kb.muli(c.word, kb.idx(2));
-    c.odd = kb.eqi(em.remu(q, 2), kb.idx(1));
-    return c;
-  }
-  /// The pair's normalised values, masked to the lower triangle (and to
-  /// zero for the words above the half's diagonal).
-  std::array<Value, 2> finishPair(const PairColumns &c,
-                                  std::array<Value, 2> sum, Value rowScale,
-                                  Value t, bool strict) {
-    std::array<Value, 2> out;
-    for (int64_t m = 0; m < 2; ++m) {
-      Value s = kb.addi(c.s0, kb.idx(m));
-      Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
-      Value inside =
-          kb.andi(c.inHalf, strict ? kb.lti(s, t) : kb.notb(kb.lti(t, s)));
-      out[m] =
-          kb.select(inside, kb.mul(kb.mul(rowScale, nkS), sum[m]), kb.f32(0.0));
+  /// A level-h tile's token for fragment row or column i (0..7) and the
+  /// reference token of its block: rows are the upper halves' tokens,
+  /// columns the lower halves'.
+  std::pair<Value, Value> levelToken(int64_t h, int64_t d, Value i,
+                                     bool upper) {
+    if (h == 0) {
+      Value t = kb.addi(i, kb.idx(d));
+      return {t, t};
     }
-    return out;
+    Value block = kb.muli(em.divu(i, h), kb.idx(2 * h));
+    Value ref = kb.addi(block, kb.idx(h - 1));
+    Value t = kb.addi(block, em.remu(i, h));
+    return {upper ? kb.addi(t, kb.idx(h)) : t, ref};
   }
 
-  /// sum_c x_tc k_sc D_tsc over the distances d = t' - s = 0..7
-  /// (exactProducts), x the raw q or k rows in shared memory. The sums are
-  /// indexed by the distance rather than by s, so every shared memory
-  /// address is one register minus a constant and no per-column predicate
-  /// lives across the loop (ptxas spilled those):
-  ///   D_0 = 1, D_1 = (t odd ? 2^{g_t} : 1), D_d = D_{d-1} 2^{g_{t'-d+1}}.
-  /// Distances past the half's first row read rows of the other half or
-  /// below the staged ones (q's rows below k's and k's below the decays,
-  /// layout()), which no thread writes in this phase; those sums are never
-  /// used (finish masks them with a select). Returns the sums of columns
-  /// t' - 2p - 1 and t' - 2p, p = q / 2.
-  std::array<Value, 2> channelSums(int64_t offX, Value t, Value tOdd) {
-    Value q = em.remu(tid, kGroups);
-    // Every load is sWords[base + constant]: one address register.
-    Value rowTOdd = kb.muli(tOdd, kb.idx(rowStride));
-    Value xBack = kb.subi(tOdd, t); // 0 or 1 rows below t'
-    Value tIsOdd = kb.eqi(em.remu(t, 2), kb.idx(1));
-    Value zero = kb.f32(0.0), one = kb.f32(1.0);
-    SmallVector<Value> init(kHalf, zero);
+  /// Two channels (c, c + 1) of row `tok` of a staged f32 view.
+  SmallVector<Value> ldsPair(Value view, Value tok, Value c) {
+    return em.loadVector(view, kb.addi(kb.muli(tok, kb.idx(rowStride)), c), 2);
+  }
+  /// 2^{G_hi - G_lo} for channels (c, c + 1).
+  SmallVector<Value> decayBetween(Value hi, Value lo, Value c) {
+    SmallVector<Value> gh = ldsPair(sG, hi, c), gl = ldsPair(sG, lo, c);
+    return {exp2(kb.sub(gh[0], gl[0])), exp2(kb.sub(gh[1], gl[1]))};
+  }
+
+  void levelTile(int64_t h, int64_t d) {
+    Value tA, refA, sB, refB;
+    std::tie(tA, refA) = levelToken(h, d, gq, /*upper=*/true);
+    std::tie(sB, refB) = levelToken(h, d, gq, /*upper=*/false);
     auto loop = scf::ForOp::create(
-        b, loc, kb.idx(0), kb.idx(kDim / kGroups), kb.idx(1), init,
-        [&](OpBuilder &, Location, Value e, ValueRange acc) {
-          Value c = kb.addi(kb.muli(e, kb.idx(kGroups)), q);
-          Value base = kb.addi(rowTOdd, c);
-          auto row = [&](int64_t off, int64_t back) {
-            return em.lds(sWords,
-                          kb.addi(base, kb.idx(off / 4 - back * rowStride)));
-          };
-          Value xt =
-              kb.select(kb.eqi(xBack, kb.idx(0)), row(offX, 0), row(offX, 1));
-          SmallVector<Value> next(acc.begin(), acc.end());
-          Value d = one;
-          for (int64_t dist = 0; dist < kHalf; ++dist) {
-            if (dist == 1)
-              d = kb.select(tIsOdd, row(offOps, 0), one);
-            else if (dist > 1)
-              d = kb.mul(d, row(offOps, dist - 1));
-            next[dist] = math::FmaOp::create(
-                b, loc, xt, kb.mul(row(offK, dist), d), next[dist]);
+        b, loc, kb.idx(0), kb.idx(kDim / 16), kb.idx(1),
+        SmallVector<Value>(4, kb.f32(0.0)),
+        [&](OpBuilder &, Location, Value step, ValueRange acc) {
+          SmallVector<Value> aRows, bRows;
+          for (int64_t half = 0; half < 2; ++half) {
+            Value c = kb.addi(kb.muli(step, kb.idx(16)),
+                              kb.addi(tig2, kb.idx(8 * half)));
+            SmallVector<Value> fa, fb;
+            if (h == 1) {
+              fa = ldsPair(sDecay, tA, c);
+            } else if (h > 1) {
+              fa = decayBetween(tA, refA, c);
+              fb = decayBetween(refB, sB, c);
+            }
+            SmallVector<Value> q = ldsPair(sQ, tA, c), k = ldsPair(sK, tA, c),
+                               ks = ldsPair(sK, sB, c);
+            for (int64_t m = 0; m < 2 && !fa.empty(); ++m) {
+              q[m] = kb.mul(q[m], fa[m]);
+              k[m] = kb.mul(k[m], fa[m]);
+            }
+            for (int64_t m = 0; m < 2 && !fb.empty(); ++m)
+              ks[m] = kb.mul(ks[m], fb[m]);
+            aRows.push_back(em.pair(q[0], q[1]));
+            aRows.push_back(em.pair(k[0], k[1]));
+            bRows.push_back(em.pair(ks[0], ks[1]));
           }
-          scf::YieldOp::create(b, loc, next);
+          Acc r = em.mma(em.stack(aRows), em.stack(bRows),
+                         {acc[0], acc[1], acc[2], acc[3]});
+          scf::YieldOp::create(b, loc, ValueRange{r[0], r[1], r[2], r[3]});
         });
-    // Not unrolled: ptxas unrolling the 8-distance body spilled at the
-    // register cap (the annotation rides on the loop's back edge through
-    // convert-scf-to-cf to llvm.cond_br, then NVPTX's .pragma "nounroll").
-    MLIRContext *ctx = b.getContext();
-    loop->setAttr("loop_annotation",
-                  LLVM::LoopAnnotationAttr::get(
-                      ctx, {}, {}, {},
-                      LLVM::LoopUnrollAttr::get(ctx, b.getBoolAttr(true), {},
-                                                {}, {}, {}, {}, {}),
-                      {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}));
-    // Reduce-scatter over lane bits 2 and 1 of the token's 8 threads (each
-    // step keeps the half its bit selects and adds the partner's copy),
-    // then a sum with lane ^ 1: threads q and q ^ 1 end with distances 2p
-    // and 2p + 1, p = q / 2.
-    SmallVector<Value> v(loop.getResults().begin(), loop.getResults().end());
-    for (int64_t bit = kGroups / 2; bit >= 2; bit /= 2) {
-      Value upper = kb.notb(kb.eqi(kb.andi(lane, kb.idx(bit)), kb.idx(0)));
-      int64_t half = v.size() / 2;
-      SmallVector<Value> kept(half);
-      for (int64_t i = 0; i < half; ++i) {
-        Value keep = kb.select(upper, v[i + half], v[i]);
-        Value send = kb.select(upper, v[i], v[i + half]);
-        kept[i] = kb.add(keep, em.shuffleXor(send, bit));
-      }
-      v = std::move(kept);
-    }
-    for (Value &x : v)
-      x = kb.add(x, em.shuffleXor(x, 1));
-    // (s0, s0 + 1) = (t' - 2p - 1, t' - 2p): distances 2p + 1 and 2p.
-    return {v[1], v[0]};
-  }
-
-  /// The unbounded gate's off-diagonal block (t in [8, 16), s in [0, 8))
-  /// on the tensor cores, factorised about token 7:
-  ///   D_tsc = 2^{G_tc - G_7c} 2^{G_7c - G_sc},
-  /// both factors <= 1 (G falls along the chunk), so neither overflows and
-  /// what underflows is below f32 in the true product too. One m16n8k16
-  /// per 16 channels: A's rows g are q_t n_q(t) 2^{G_t - G_7} and rows
-  /// g + 8 are k_t n_k(t) 2^{G_t - G_7} (t = 8 + g), B's column g is
-  /// k_s n_k(s) 2^{G_7 - G_s} (s = g), built in registers from the staged
-  /// rows (bf16 factors, as the bounded gate's products). Warp w takes the
-  /// channel steps w, w + 4, ...; its accumulators go to sScratch.
-  void offDiagonalPartial() {
-    Value tA = kb.addi(gq, kb.idx(kHalf)), sB = gq;
+    SmallVector<Value> acc(loop.getResults());
+    // Lane (g, tig) holds rows g (q) and g + 8 (k) of columns 2 tig, +1.
     Value nqT = em.lds(sNorm, kb.muli(tA, kb.idx(2)));
     Value nkT = em.lds(sNorm, kb.addi(kb.muli(tA, kb.idx(2)), kb.idx(1)));
-    Value nkS = em.lds(sNorm, kb.addi(kb.muli(sB, kb.idx(2)), kb.idx(1)));
-    Value rowT = kb.muli(tA, kb.idx(rowStride)),
-          rowS = kb.muli(sB, kb.idx(rowStride));
-    Value rowRef = kb.idx(kMid * rowStride);
-    SmallVector<Value> init(4, kb.f32(0.0));
-    auto loop = scf::ForOp::create(
-        b, loc, warp, kb.idx(kDim / 16), kb.idx(kWarps), init,
-        [&](OpBuilder &, Location, Value step, ValueRange acc) {
-          // Channels 16 step + 2 tig + {0, 1} (h = 0) and + 8 (h = 1).
-          Value c0 = kb.addi(kb.muli(step, kb.idx(16)), tig2);
-          // Each pair rounded to bf16 as soon as it is formed: few values
-          // live (the register cap of 5 blocks per SM).
-          SmallVector<Value> aRows, bRows;
-          for (int64_t h = 0; h < 2; ++h) {
-            std::array<Value, 2> qa, ka, kbv;
-            for (int64_t m = 0; m < 2; ++m) {
-              Value c = kb.addi(c0, kb.idx(8 * h + m));
-              Value gRef = em.lds(sG, kb.addi(rowRef, c));
-              Value eA = exp2(kb.sub(em.lds(sG, kb.addi(rowT, c)), gRef));
-              Value eB = exp2(kb.sub(gRef, em.lds(sG, kb.addi(rowS, c))));
-              qa[m] = kb.mul(kb.mul(em.lds(sQ, kb.addi(rowT, c)), nqT), eA);
-              ka[m] = kb.mul(kb.mul(em.lds(sK, kb.addi(rowT, c)), nkT), eA);
-              kbv[m] = kb.mul(kb.mul(em.lds(sK, kb.addi(rowS, c)), nkS), eB);
-            }
-            aRows.push_back(em.pair(qa[0], qa[1]));
-            aRows.push_back(em.pair(ka[0], ka[1]));
-            bRows.push_back(em.pair(kbv[0], kbv[1]));
-          }
-          FragA fa = em.stack(aRows);
-          FragB fb = em.stack(bRows);
-          Acc d = em.mma(fa, fb, {acc[0], acc[1], acc[2], acc[3]});
-          scf::YieldOp::create(b, loc, ValueRange{d[0], d[1], d[2], d[3]});
-        });
-    em.storeVector(SmallVector<Value>(loop.getResults()), sScratch,
-                   kb.muli(tid, kb.idx(4)));
+    Value lScale = kb.mul(kb.neg(em.lds(sBeta, tA)), nkT);
+    for (int64_t m = 0; m < 2; ++m) {
+      Value n = kb.addi(tig2, kb.idx(m));
+      Value s, refS;
+      std::tie(s, refS) = levelToken(h, d, n, /*upper=*/false);
+      // Entries of matching blocks: the same reference token (level 1 and
+      // the diagonal: the same column).
+      Value match = h > 1 ? kb.eqi(refS, refA) : kb.eqi(n, gq);
+      kb.ifThen(match, [&] {
+        Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
+        em.sts(kb.mul(kb.mul(nqT, nkS), acc[m]), sAqkRows,
+               kb.addi(kb.muli(tA, kb.idx(kChunk)), s));
+        if (h > 0)
+          em.sts(kb.mul(kb.mul(lScale, nkS), acc[2 + m]), sL,
+                 kb.addi(kb.muli(tA, kb.idx(kLStride)), s));
+      });
+    }
   }
 
-  /// Warp 1 after the barrier: the warps' partial accumulators summed in
-  /// warp order; rows g are Aqk[8 + g][2 tig, +1] (one packed word of the
-  /// row's first half), rows g + 8 the same entries of L (times -beta_t).
-  void offDiagonalSum(Value hh, Value t0) {
-    kb.ifThen(kb.eqi(warp, kb.idx(1)), [&] {
-      SmallVector<Value> d;
-      for (int64_t w = 0; w < kWarps; ++w) {
-        SmallVector<Value> part = em.loadVector(
-            sScratch, kb.muli(kb.addi(lane, kb.idx(w * 32)), kb.idx(4)), 4);
-        if (w == 0)
-          d = part;
-        else
-          for (int64_t i = 0; i < 4; ++i)
-            d[i] = kb.add(d[i], part[i]);
-      }
-      Value t = kb.addi(gq, kb.idx(kHalf));
-      kb.ifThen(kb.lti(t, count), [&] {
-        em.sts(em.packWord(d[0], d[1]), packed,
-               {kb.idx(0), kb.addi(t0, t), hh, kb.addi(kb.idx(R + 8), tig)});
-      });
-      Value nb = kb.neg(em.lds(sBeta, t));
-      em.storeVector({kb.mul(nb, d[2]), kb.mul(nb, d[3])}, sL,
-                     kb.addi(kb.muli(t, kb.idx(kLStride)), tig2));
+  /// After the barrier: Aqk's rows from sAqkRows as bf16 pairs, zeros above
+  /// the diagonal; thread i packs word i % 8 of row i / 8.
+  void packAqk(Value hh, Value t0) {
+    Value t = em.divu(tid, kChunk / 2), w = em.remu(tid, kChunk / 2);
+    Value s0 = kb.muli(w, kb.idx(2));
+    SmallVector<Value> v =
+        em.loadVector(sAqkRows, kb.addi(kb.muli(t, kb.idx(kChunk)), s0), 2);
+    for (int64_t m = 0; m < 2; ++m)
+      v[m] = kb.select(kb.lti(t, kb.addi(s0, kb.idx(m))), kb.f32(0.0), v[m]);
+    kb.ifThen(kb.lti(t, count), [&] {
+      em.sts(em.packWord(v[0], v[1]), packed,
+             {kb.idx(0), kb.addi(t0, t), hh, kb.addi(kb.idx(R + 8), w)});
     });
   }
 
   /// Warp 0: L (to shared memory); warp 1: Aqk (to the packed rows).
   void products(Value hh, Value t0) {
-    if (unbounded) {
-      exactProducts(hh, t0);
-      offDiagonalPartial();
-      return;
-    }
+    if (unbounded)
+      return levelProducts();
     Value zero = kb.f32(0.0);
     kb.ifThen(kb.eqi(warp, kb.idx(0)), [&] {
       auto acc = product(kKMM);
@@ -881,8 +764,7 @@ private:
   bool l2, sigmoidBeta, unbounded;
   int64_t offQ, offK, offNorm, offBeta, offL, offOps, offChan;
   Value sG, sQ, sK, sNorm, sBeta, sL, sChan, sOp[3], sOpTile[3], sDecay,
-      sScratch;
-  Value sWords; // all of it as f32 words (channelSums' one base register)
+      sAqkRows;
   Value gIn[3];
   Value tid, lane, warp, gq, tig, tig2, ch0, w0, w1, count;
 };

@@ -347,9 +347,15 @@ private:
   /// Chunk c has landed (only chunk c + 1's group may be pending), and
   /// after the barrier every warp is done with chunk c - 1, whose stage
   /// then takes chunk c + stages - 1: one barrier per chunk.
+  /// The active warps reach the barrier from the products' loop, the
+  /// others from the staging loop: the unaligned barrier.sync
+  /// (k3gpu.barrier_sync), since bar.sync (gpu.barrier) requires every
+  /// thread of the block at the same instruction; compute-sanitizer's
+  /// synccheck reported it (bench/results/e2e-checks/
+  /// sanitizer-kda-operands-levels-nvidia-h100-20261205T1615Z.txt).
   void stageNext(Value c) {
     wait(int32_t(p.stages - 2));
-    gpu::BarrierOp::create(b, loc);
+    k3gpu::BarrierSyncOp::create(b, loc);
     Value cNext = kb.addi(c, kb.idx(p.stages - 1));
     kb.ifThen(kb.lti(cNext, numChunks), [&] { issue(cNext); });
     commit();

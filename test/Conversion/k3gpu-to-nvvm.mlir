@@ -32,6 +32,16 @@ func.func @ballot(%p: i1) -> i32 {
   return %m : i32
 }
 
+// The unaligned CTA barrier: barrier.sync 0, not bar.sync (aligned).
+// CHECK-LABEL: func @barrier_sync
+// CHECK: %[[ID:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.barrier.cta.sync.all"(%[[ID]]) : (i32) -> ()
+// CHECK-NOT: nvvm.barrier
+func.func @barrier_sync() {
+  k3gpu.barrier_sync
+  return
+}
+
 // CHECK-LABEL: func @rcp
 // CHECK: nvvm.rcp.approx.ftz.f %{{.*}} : f32
 func.func @rcp(%x: f32) -> f32 {

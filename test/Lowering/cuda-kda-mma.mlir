@@ -36,16 +36,17 @@
 // RUN: %ptxas -arch=sm_90a %t.k192.ptx -o %t.k192.cubin
 
 // Kimi Linear's unbounded softplus gate: the operand kernel forms its
-// in-chunk products on the two diagonal 8 x 8 blocks exactly in f32
-// (shuffles for the channel sums; the distance loop not unrolled) and the
-// off-diagonal block on the tensor cores (mma.sync after the shuffles), 4
-// blocks per SM; it assembles without spills.
+// in-chunk products on the tensor cores by levels of a binary split of the
+// chunk, each block's decays factored about the token between its rows
+// and columns (ex2 of G differences, then mma.sync), no shuffles for
+// channel sums; 4 blocks per SM; it assembles without spills.
 // RUN: sed -e 's/gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64/gate_kind = #k3<decay_gate neg_softplus>/' %s > %t.sp.mlir
 // RUN: k3-opt %t.sp.mlir --k3-kda-mma-split --k3-select-kernel-config=target=cuda --k3-outline-kernels -mlir-print-local-scope -o %t.sp.out.mlir
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.sp.out.mlir > %t.sp.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.sp.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.sp.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.sp.bin.mlir > %t.sp.ptx
 // RUN: FileCheck %s --check-prefix=SOFTPLUS --input-file=%t.sp.ptx
+// RUN: FileCheck %s --check-prefix=CHAIN --input-file=%t.sp.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.sp.ptx -o %t.sp.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // The config rules: the operand kernel has 4 warps capped for 5 blocks per
@@ -178,12 +179,18 @@
 
 // SOFTPLUS: .entry kda_mma_operands_0
 // SOFTPLUS: .minnctapersm 4
-// SOFTPLUS-NOT: mma.sync
-// SOFTPLUS: .pragma "nounroll"
-// SOFTPLUS: shfl.sync.bfly
+// SOFTPLUS-NOT: .pragma "nounroll"
+// SOFTPLUS: ex2.approx
 // SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // SOFTPLUS: .entry kda_mma_recurrence_1
 // SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// The chain's active and staging warps reach the per-chunk barrier from
+// different loops: the unaligned barrier.sync, never the aligned bar.sync.
+// CHAIN: .entry kda_mma_recurrence_1
+// CHAIN-NOT: bar.sync
+// CHAIN: barrier.sync 0;
+// CHAIN-NOT: bar.sync
 
 // ptxas compiles the entries in reverse order; neither spills.
 // PTXAS: Compiling entry function 'kda_mma_recurrence_1' for 'sm_90a'

@@ -33,6 +33,13 @@ func.func @lg2(%x: f32) -> f32 {
   return %r : f32
 }
 
+// CHECK-LABEL: func @barrier_sync
+// CHECK: k3gpu.barrier_sync
+func.func @barrier_sync() {
+  k3gpu.barrier_sync
+  return
+}
+
 // CHECK-LABEL: func @rcp
 // CHECK: k3gpu.rcp_approx %{{.*}} : f32
 func.func @rcp(%x: f32) -> f32 {
