@@ -10,6 +10,11 @@ cannot hold a checkpoint).
     # there (torch, transformers; carry build/bin, build/runtime, python, out/e2e):
     python3 bench/e2e.py run [--stages ours,transformers]
 
+`prepare --config bench/configs/kimi-linear-48b-cut4.json --out out/e2e-cut4`
+and `run --out out/e2e-cut4` do the same on the 4-layer cut (3 KDA + 1 MLA,
+13 GB: one H100 holds it and transformers' model), tagged
+kimi-linear-48b-cut4.
+
 Two artifacts, because one plan cannot hold both on one H200: a prefill
 artifact (max-tokens 32768, one sequence, context 34816) and a decode
 artifact (64 sequences, context 1024): the MLA latent cache is sized by
@@ -26,7 +31,9 @@ Rows:
 * decode, B in {1, 8, 64} sequences after prompts of 128 tokens: one greedy
   step for all B sequences (ours: the decode entry, replayed from a CUDA
   graph; transformers: one forward with its cache), ms and tokens/s, beside
-  the memory ceiling at B = 1: 4.25 TB/s over the bytes one step must read
+  the memory ceiling at B = 1: the GPU's copy rate (a device-to-device copy
+  timed first in the same run; ANCHORS.md's 4.25 TB/s on the H200, used if
+  torch cannot measure it) over the bytes one step must read
   (weights but the routed experts, 8 routed experts per MoE layer, one
   embedding row, the LM head, KDA and convolution states read and written,
   the latent cache of the context).
@@ -68,7 +75,8 @@ PREFILL_T = [1024, 8192, 32768]
 DECODE_B = [1, 8, 64]
 PROMPT = 128
 SEED = 1
-HBM_TBPS = 4.25  # H200 HBM3e, ANCHORS.md
+HBM_TBPS = 4.25  # H200 HBM3e, ANCHORS.md: the ceiling if the copy is not measured
+COPY_GB = 2.0  # each of the copy's two buffers
 F32_CONSISTENCY_BOUND = 1e-3
 PREFILL = dict(max_tokens=32768, max_seqs=1, max_context=34816)
 DECODE = dict(max_tokens=8192, max_seqs=64, max_context=1024)
@@ -181,6 +189,9 @@ class Ours:
         self.f32_ref = None  # f32-activation logits of the check's prompt
 
     def run(self):
+        self.copy_tbps = HBM_TBPS
+        self.res.guard(self.copy_ceiling, case="copy ceiling", impl="torch", variant="device-to-device copy",
+                       shape={"GB": COPY_GB})
         check = Path(self.args.out) / "init-check.k3bin"
         if check.is_file():
             self.res.guard(lambda: init_check(self.k3, check, self.args.device), case="random weights check",
@@ -196,14 +207,31 @@ class Ours:
                            variant="bf16", shape={"B": 1, "T": T})
         dart = self.k3.Artifact(self.arts["decode"])
         self.start(dart, "decode artifact")
-        ceiling = HBM_TBPS * 1e12 / decode_bytes(dart, self.args.prompt)
+        tbps = self.copy_tbps
+        ceiling = tbps * 1e12 / decode_bytes(dart, self.args.prompt)
         rng = np.random.default_rng(0)
         for B in self.args.decode:
             self.res.guard(lambda B=B: self.decode(B, dart.vocab_size, rng, ceiling), case="decode", impl="k3",
                            variant="bf16", shape={"B": B, "context": self.args.prompt})
-        self.res.add(case="decode", impl="ceiling", variant="HBM 4.25 TB/s",
+        self.res.add(case="decode", impl="ceiling", variant=f"HBM copy {tbps:.2f} TB/s",
                      shape={"B": 1, "context": self.args.prompt}, tok_per_s=ceiling,
                      bytes_per_step=decode_bytes(dart, self.args.prompt))
+
+    def copy_ceiling(self) -> dict:
+        """This GPU's copy ceiling (bytes read + written per second of a
+        device-to-device copy, as ANCHORS.md measured 4.25 TB/s on the
+        H200), for the decode ceiling; its memory is released before our
+        sessions allocate."""
+        import torch
+        from protocol import cuda_event_times
+        n = int(COPY_GB * 1e9) // 2
+        src = torch.empty(n, dtype=torch.bfloat16, device=self.args.device)
+        dst = torch.empty_like(src)
+        row = summary(cuda_event_times(lambda: dst.copy_(src), reps=self.args.reps))
+        del src, dst
+        torch.cuda.empty_cache()
+        self.copy_tbps = 2 * n * 2 / (row["median_ms"] * 1e-3) / 1e12
+        return dict(row, TBps=self.copy_tbps)
 
     def start(self, art, what: str):
         """A session on the artifact with the seeded weights (the previous
@@ -425,8 +453,15 @@ def expected_rows(side_name, args):
                    for B in args.decode]
 
 
+def model_tag(out: Path) -> str:
+    """kimi-linear-48b for the full config, kimi-linear-48b-cut<L> for a cut
+    of it (the prepared config.json's layer count)."""
+    layers = json.loads((Path(out) / "config.json").read_text()).get("num_hidden_layers", 27)
+    return "kimi-linear-48b" if layers == 27 else f"kimi-linear-48b-cut{layers}"
+
+
 def run(args):
-    res = Results("e2e", tag="kimi-linear-48b")
+    res = Results("e2e", tag=model_tag(args.out))
     for side_name in args.stages.split(","):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             rows_path = f.name
