@@ -312,7 +312,9 @@ def render_run(bench: str, files: list[tuple[dict, Path]], root: Path) -> list[s
     failed = sum(1 for r in rows if r.get("status") not in ("ok", "skipped"))
     skipped = sum(1 for r in rows if r.get("status") == "skipped")
     rels = [f.relative_to(root) if f.is_relative_to(root) else f for _, f in files]
-    lines = [f"### {bench}: {env.get('gpu', '?')}, {env.get('date', '?')[:10]}", "",
+    # The whole-model runs name their model (the full config or a cut).
+    model = ", ".join(sorted({d.get("tag", "") for d, _ in files} - {""})) if bench == "e2e" else ""
+    lines = [f"### {bench}{f' ({model})' if model else ''}: {env.get('gpu', '?')}, {env.get('date', '?')[:10]}", "",
              "Raw results: " + ", ".join(f"[`{r}`](../{r})" for r in rels) +
              f" — driver {env.get('driver', '?')}, CUDA {env.get('cuda', '?')}, torch "
              f"{env.get('torch', '?')}, triton {env.get('triton', '?')}, " + commits(files) +
