@@ -132,7 +132,7 @@ public:
     l2 = op.getUseQkL2norm();
     sigmoidBeta = op.getUseBetaSigmoid();
     opStride = kDim / 2 + 4;
-    rowStride = kDim + kRowPad;
+    rowStride = kDim + (unbounded ? kRowPadLevels : kRowPad);
   }
 
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
@@ -199,6 +199,10 @@ private:
   /// on average over the kernel's shared loads (bench/results/e2e-checks/
   /// ncu-kda-operands-banks-nvidia-h200-20261204T0727Z.txt).
   static constexpr int64_t kRowPad = 4;
+  /// The unbounded gate's levelProducts load two channels (8 bytes) of 8
+  /// rows a warp, a half-warp 4 rows: at K + 8 words 4 consecutive rows
+  /// fall on disjoint banks.
+  static constexpr int64_t kRowPadLevels = 8;
 
   /// Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
   /// [16][K] f32 with their per-token norm factors [16][2] (held here, not
