@@ -17,6 +17,11 @@
 //    population count is one round of a 32-ary search (gpu.subgroup_reduce
 //    would be a reduction tree or REDUX, not VOTE), and math.ctpop has no
 //    lowering in convert-gpu-to-nvvm.
+//  - k3gpu.barrier_sync: the unaligned `barrier.sync 0`. gpu.barrier and
+//    nvvm.barrier are `bar.sync 0`, the aligned barrier, which requires
+//    every thread of the block at the same instruction; the KDA chain's
+//    run-time split sends active and staging warps through two loops with
+//    a barrier each (compute-sanitizer's synccheck flagged it).
 //  - k3gpu.rcp_approx: the scalar rcp.approx.ftz.f32 (nvgpu.rcp takes
 //    vectors only); the IEEE division's slow path is a call per element.
 //  - k3gpu.lg2_approx: the scalar lg2.approx.ftz.f32; math.log2 lowers to

@@ -138,8 +138,8 @@ public:
   /// Shared memory bytes (every region 16-byte aligned for vector loads).
   int64_t layout() {
     // The unbounded gate's Aqk rows (levelProducts) follow its decays
-    // inside the factors' words: 16 (K + 4) + 256 <= 3 * 16 (K / 2 + 4)
-    // words for K >= 32 (k3.kda_mma_operands has K a multiple of 64).
+    // inside the factors' words: 16 (K + 8) + 256 <= 3 * 16 (K / 2 + 4)
+    // words for K >= 24 (k3.kda_mma_operands has K a multiple of 64).
     offQ = kChunk * rowStride * 4;
     offK = offQ + kChunk * rowStride * 4;
     offOps = offK + kChunk * rowStride * 4;
@@ -193,15 +193,17 @@ public:
 private:
   static constexpr int64_t kLStride = 20; // L's rows 16-byte aligned
   /// G's, q's, k's and the decays' rows are K + 4 words apart (16-byte
-  /// aligned): at K words (a multiple of the 32 banks) the off-diagonal
-  /// block's loads (8 rows, 4 column pairs a warp) had an 8-way bank
-  /// conflict and the diagonal blocks' (2 rows a warp) a 2-way one; 2.3-way
-  /// on average over the kernel's shared loads (bench/results/e2e-checks/
+  /// aligned) for the bounded gate: at K words (a multiple of the 32
+  /// banks) the unbounded gate's former off-diagonal block's loads (8 rows,
+  /// 4 column pairs a warp) had an 8-way bank conflict; 2.3-way on average
+  /// over the kernel's shared loads (bench/results/e2e-checks/
   /// ncu-kda-operands-banks-nvidia-h200-20261204T0727Z.txt).
   static constexpr int64_t kRowPad = 4;
   /// The unbounded gate's levelProducts load two channels (8 bytes) of 8
   /// rows a warp, a half-warp 4 rows: at K + 8 words 4 consecutive rows
-  /// fall on disjoint banks.
+  /// (levels 8 and 4, the diagonal) fall on disjoint banks; levels 2 and
+  /// 1 (rows 2 apart) keep a 2-way conflict (bench/results/e2e-checks/
+  /// kda-operands-pad8-ab-cut4-nvidia-h100-20261205T1656Z.txt).
   static constexpr int64_t kRowPadLevels = 8;
 
   /// Shared memory: G [16][K] f32 (log2 units), the masked raw q and k
@@ -566,7 +568,12 @@ private:
   /// exponentials). Each writes its entries, normalised, to sAqkRows (f32,
   /// [16][16]) and L's to sL (times -beta_t, the solve's sign);
   /// packAqk packs Aqk's rows after the barrier. The factors are rounded
-  /// to bf16 as the bounded gate's are. (Exact f32 sums over distances
+  /// to bf16 as the bounded gate's are. A factor is formed from a
+  /// difference of the chunk's cumulative f32 G, as e^{G_C - G} and the
+  /// former off-diagonal block's were: its relative error is about
+  /// |G| 2^-24 ln 2, below bf16's rounding while |G| < 2^15 (log2 units,
+  /// a mean decay of e^-1400 per token of the chunk); the exact sums
+  /// below multiplied per-token decays instead. (Exact f32 sums over distances
   /// on the CUDA cores for the two diagonal 8 x 8 blocks took 0.50 ms a
   /// layer at T = 8192, H32, on the H200.)
   void levelProducts() {

@@ -179,9 +179,9 @@
 
 // SOFTPLUS: .entry kda_mma_operands_0
 // SOFTPLUS: .minnctapersm 4
-// SOFTPLUS-NOT: .pragma "nounroll"
-// SOFTPLUS: ex2.approx
-// SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// The six product tiles (levels 8, 4, 2, 1 and the two diagonal halves),
+// each its own mma.sync, all before the chain's entry.
+// SOFTPLUS-COUNT-6: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // SOFTPLUS: .entry kda_mma_recurrence_1
 // SOFTPLUS: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 
