@@ -624,34 +624,49 @@ private:
         SmallVector<Value>(4, kb.f32(0.0)),
         [&](OpBuilder &, Location, Value step, ValueRange acc) {
           SmallVector<Value> aRows, bRows;
-          for (int64_t half = 0; half < 2; ++half) {
-            Value c = kb.addi(kb.muli(step, kb.idx(16)),
-                              kb.addi(tig2, kb.idx(8 * half)));
-            SmallVector<Value> fa, fb;
-            if (h == 1) {
-              fa = ldsPair(sDecay, tA, c);
-            } else if (h > 1) {
-              fa = decayBetween(tA, refA, c);
-              fb = decayBetween(refB, sB, c);
-            }
-            SmallVector<Value> q = ldsPair(sQ, tA, c), k = ldsPair(sK, tA, c),
-                               ks = ldsPair(sK, sB, c);
-            for (int64_t m = 0; m < 2 && !fa.empty(); ++m) {
-              q[m] = kb.mul(q[m], fa[m]);
-              k[m] = kb.mul(k[m], fa[m]);
-            }
-            for (int64_t m = 0; m < 2 && !fb.empty(); ++m)
-              ks[m] = kb.mul(ks[m], fb[m]);
-            aRows.push_back(em.pair(q[0], q[1]));
-            aRows.push_back(em.pair(k[0], k[1]));
-            bRows.push_back(em.pair(ks[0], ks[1]));
-          }
+          for (int64_t half = 0; half < 2; ++half)
+            levelFragmentRows(h, tA, refA, sB, refB,
+                              kb.addi(kb.muli(step, kb.idx(16)),
+                                      kb.addi(tig2, kb.idx(8 * half))),
+                              aRows, bRows);
           Acc r = em.mma(em.stack(aRows), em.stack(bRows),
                          {acc[0], acc[1], acc[2], acc[3]});
           scf::YieldOp::create(b, loc, ValueRange{r[0], r[1], r[2], r[3]});
         });
-    SmallVector<Value> acc(loop.getResults());
-    // Lane (g, tig) holds rows g (q) and g + 8 (k) of columns 2 tig, +1.
+    storeLevelEntries(h, d, tA, refA, SmallVector<Value>(loop.getResults()));
+  }
+
+  /// Channels (c, c + 1) of a level-h tile's fragments: A's rows q_t and
+  /// k_t times 2^{G_t - G_r} (h = 1: the token's decay; the diagonal: 1),
+  /// B's row k_s times 2^{G_r - G_s}, appended as bf16 pairs.
+  void levelFragmentRows(int64_t h, Value tA, Value refA, Value sB, Value refB,
+                         Value c, SmallVector<Value> &aRows,
+                         SmallVector<Value> &bRows) {
+    SmallVector<Value> fa, fb;
+    if (h == 1) {
+      fa = ldsPair(sDecay, tA, c);
+    } else if (h > 1) {
+      fa = decayBetween(tA, refA, c);
+      fb = decayBetween(refB, sB, c);
+    }
+    SmallVector<Value> q = ldsPair(sQ, tA, c), k = ldsPair(sK, tA, c),
+                       ks = ldsPair(sK, sB, c);
+    for (int64_t m = 0; m < 2 && !fa.empty(); ++m) {
+      q[m] = kb.mul(q[m], fa[m]);
+      k[m] = kb.mul(k[m], fa[m]);
+    }
+    for (int64_t m = 0; m < 2 && !fb.empty(); ++m)
+      ks[m] = kb.mul(ks[m], fb[m]);
+    aRows.push_back(em.pair(q[0], q[1]));
+    aRows.push_back(em.pair(k[0], k[1]));
+    bRows.push_back(em.pair(ks[0], ks[1]));
+  }
+
+  /// A level-h tile's accumulators to sAqkRows and sL, normalised: lane
+  /// (g, tig) holds rows g (q) and g + 8 (k) of columns 2 tig, +1; only
+  /// the entries of matching blocks are products.
+  void storeLevelEntries(int64_t h, int64_t d, Value tA, Value refA,
+                         ArrayRef<Value> acc) {
     Value nqT = em.lds(sNorm, kb.muli(tA, kb.idx(2)));
     Value nkT = em.lds(sNorm, kb.addi(kb.muli(tA, kb.idx(2)), kb.idx(1)));
     Value lScale = kb.mul(kb.neg(em.lds(sBeta, tA)), nkT);
@@ -659,8 +674,8 @@ private:
       Value n = kb.addi(tig2, kb.idx(m));
       Value s, refS;
       std::tie(s, refS) = levelToken(h, d, n, /*upper=*/false);
-      // Entries of matching blocks: the same reference token (level 1 and
-      // the diagonal: the same column).
+      // Matching blocks share the reference token (level 1 and the
+      // diagonal: the same column).
       Value match = h > 1 ? kb.eqi(refS, refA) : kb.eqi(n, gq);
       kb.ifThen(match, [&] {
         Value nkS = em.lds(sNorm, kb.addi(kb.muli(s, kb.idx(2)), kb.idx(1)));
