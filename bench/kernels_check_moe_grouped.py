@@ -1,6 +1,7 @@
 """The prefill's grouped MoE GEMMs on bf16 weights (lowering/cuda/
 MoEGroupedWGMMA.cpp) against float64, in both schedules: the default one
-warpgroup per 128 x 128 tile, and the persistent warp-specialised one
+warpgroup per 128 x 128 tile (its down GEMM also in cluster pairs that
+share the rows), and the persistent warp-specialised one
 (a producer and two consumer warpgroups per SM walking 128 x 256 tiles,
 the epilogue from registers) with 4 and 3 stages; and k3.glu_gate_up (the
 dense MLP's gate/up GEMM, kind glu_wgmma) in the persistent schedule.
@@ -35,6 +36,10 @@ VARIANTS = {
                         "moe_grouped_wgmma 128x256 persistent, 4 stages"),
     "moe_grouped_ws3": ("kernel-config=" + persistent("moe_grouped_wgmma", 3),
                         "moe_grouped_wgmma 128x256 persistent, 3 stages"),
+    # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
+    # (D 512: two pairs of 128-column tiles).
+    "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2",
+                             "moe_grouped_wgmma 128x128, down in cluster pairs"),
 }
 # The dense GLU MLP (k3-split-glu-mlp: glu_wgmma, then the down linear):
 # artifact name: (overrides, what the row says). Bands of 3 row tiles

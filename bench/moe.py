@@ -68,7 +68,10 @@ WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_t
 VARIANTS = {"default": "",
             "stages4-1perSM": "kernel-config=moe_grouped_glu.stages=4,moe_grouped_glu.blocks_per_sm=1,"
                               "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
-            "ws-4stages": WS}
+            "ws-4stages": WS,
+            # Down GEMM blocks in cluster pairs sharing the rows' tiles by
+            # TMA multicast (MoEGroupedKernel.h).
+            "down-cluster2": "kernel-config=moe_grouped_down.cluster=2"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 # Dense GLU MLPs (k3-split-glu-mlp: glu_wgmma + the wgmma linear): Kimi-

@@ -462,6 +462,7 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
     for (size_t m = 0; m < maps->size(); ++m)
       r.needs.push_back({art::ArgKind::TensorMap, art::DimExpr::constant(0)});
     r.grid[0] = gridOf(shape);
+    r.grid[1] = art::DimExpr::constant(shape.getClusterY());
     for (int d = 0; d < 3; ++d)
       r.block[d] = art::DimExpr::constant(shape.getBlock()[d]);
     r.dynamicSharedMemory = art::DimExpr::constant(shape.getDynamicSmem());

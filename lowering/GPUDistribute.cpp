@@ -65,14 +65,14 @@ static LaunchShapeAttr phaseLaunch(MLIRContext *ctx, DenseI64ArrayAttr extent,
   SmallVector<int64_t> block = {threads, 1, 1};
   if (!extent)
     return LaunchShapeAttr::get(ctx, GridSymbol::device_sm_count,
-                                kGridStrideBlocksPerSM, 0, 1, block, 0);
+                                kGridStrideBlocksPerSM, 0, 1, block, 0, 1);
   int64_t sym = extent[0], a = extent[1] * lanes, b = extent[2] * lanes;
   if (sym == 0 || a == 0)
     return LaunchShapeAttr::get(ctx, GridSymbol::none, 0,
-                                std::max<int64_t>(1, b), threads, block, 0);
+                                std::max<int64_t>(1, b), threads, block, 0, 1);
   return LaunchShapeAttr::get(
       ctx, sym == kNumTokens ? GridSymbol::num_tokens : GridSymbol::num_seqs, a,
-      b, threads, block, 0);
+      b, threads, block, 0, 1);
 }
 
 SmallVector<gpu::GPUFuncOp>

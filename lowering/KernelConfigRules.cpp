@@ -34,9 +34,9 @@ Type elementOf(Value v) {
 KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
                         ArrayRef<int64_t> tile, int64_t warps,
                         int64_t stages = 0, int64_t blocksPerSM = 0,
-                        int64_t raster = 0) {
+                        int64_t raster = 0, int64_t cluster = 0) {
   return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM,
-                               raster);
+                               raster, cluster);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1737,12 +1737,37 @@ static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
+/// Clusters: pairs of blocks of the grouped MoE down GEMM's one-warpgroup
+/// schedule, which share its rows' tiles by TMA multicast (MoEGroupedKernel.h).
+static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
+  int64_t cluster = c.getCluster();
+  if (cluster == 0 || cluster == 1)
+    return success();
+  auto down = dyn_cast<MoEGroupedDownOp>(op);
+  if (c.getKernel() != KernelKind::moe_grouped_wgmma || !down || cluster != 2)
+    return op->emitOpError()
+           << "cluster " << cluster
+           << " applies to k3.moe_grouped_down's moe_grouped_wgmma kernel "
+              "alone, as 2 (pairs of column tiles sharing the rows), got "
+           << stringifyKernelKind(c.getKernel()) << " on " << op->getName()
+           << " (an override for the prefill's GEMMs alone: "
+              "<op>@prefill.cluster=2)";
+  if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || hasMXFP4Weights(op))
+    return op->emitOpError() << "cluster 2 needs the [128, 128, 64] tile "
+                                "and bf16 weights (rows by TMA)";
+  if (int64_t width = dimOf(down.getW2(), 1); width % 256 != 0)
+    return op->emitOpError() << "cluster 2 pairs 128-column tiles: the "
+                                "output width must be a multiple of 256, got "
+                             << width;
+  return success();
+}
+
 LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
                                            KernelConfigAttr config,
                                            Attribute target) {
   auto gpu = dyn_cast<GPUTargetAttr>(target);
   KernelKind kind = config.getKernel();
-  if (failed(verifyRaster(op, config)))
+  if (failed(verifyRaster(op, config)) || failed(verifyCluster(op, config)))
     return failure();
   if (kind == KernelKind::loop_nest) {
     if (!gpu)

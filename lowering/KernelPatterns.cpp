@@ -27,7 +27,7 @@ void KernelEmission::setLaunch(GridSymbol sym, int64_t scale, int64_t offset,
                                int64_t smem) const {
   FunctionOpInterface f = fn;
   auto shape = LaunchShapeAttr::get(f.getContext(), sym, scale, offset, divisor,
-                                    block, smem);
+                                    block, smem, 1);
   K3Dialect::LaunchShapeAttrHelper(f.getContext()).setAttr(f, shape);
   setLaunchBounds(block);
 }
@@ -58,6 +58,21 @@ void KernelEmission::setLaunchBounds(ArrayRef<int64_t> block) const {
   applyLaunchBounds(fnOp.getOperation(), config, block);
 }
 
+void KernelEmission::setClusterY(int64_t blocks) const {
+  FunctionOpInterface f = fn;
+  MLIRContext *ctx = f.getContext();
+  K3Dialect::LaunchShapeAttrHelper helper(ctx);
+  LaunchShapeAttr s = helper.getAttr(f);
+  assert(s && "setClusterY after setLaunch");
+  helper.setAttr(f, LaunchShapeAttr::get(ctx, s.getGridSymbol(),
+                                         s.getGridScale(), s.getGridOffset(),
+                                         s.getGridDivisor(), s.getBlock(),
+                                         s.getDynamicSmem(), blocks));
+  if (blocks > 1)
+    f->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+               Builder(ctx).getDenseI32ArrayAttr({1, int32_t(blocks), 1}));
+}
+
 LaunchShapeAttr KernelEmission::launchShape(const KernelBuilder::Linear &form,
                                             int64_t perUnit, int64_t extra,
                                             int64_t divisor,
@@ -73,7 +88,7 @@ LaunchShapeAttr KernelEmission::launchShape(const KernelBuilder::Linear &form,
   FunctionOpInterface f = fn;
   return LaunchShapeAttr::get(f.getContext(), sym, scale,
                               std::max<int64_t>(offset, 0), divisor, block,
-                              smem);
+                              smem, 1);
 }
 
 void KernelEmission::setLaunch(const KernelBuilder::Linear &form,

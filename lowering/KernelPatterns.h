@@ -55,6 +55,10 @@ struct KernelEmission {
   /// the block size (`nvvm.maxntid`) and that many blocks per SM
   /// (`nvvm.minctasm`), from which it sizes the register budget.
   void setLaunchBounds(ArrayRef<int64_t> block) const;
+  /// Launches the kernel set by setLaunch as clusters of `blocks` blocks
+  /// along y (LaunchShapeAttr's cluster_y; `nvvm.cluster_dim`, which ptxas
+  /// turns into `.reqnctapercluster`, so a plain launch forms them).
+  void setClusterY(int64_t blocks) const;
   /// Ends a single-phase GPU kernel whose body was emitted: its return, and
   /// the kernel itself as its one launch (`k3.phases`).
   void finishSinglePhase(Location loc) const;

@@ -127,7 +127,8 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
                                           const Override &o) {
   SmallVector<int64_t> tile(c.getTile());
   int64_t warps = c.getWarps(), stages = c.getStages(),
-          blocks = c.getBlocksPerSm(), raster = c.getRaster();
+          blocks = c.getBlocksPerSm(), raster = c.getRaster(),
+          cluster = c.getCluster();
   if (o.param == "tile") {
     tile.clear();
     for (StringRef part : llvm::split(o.value, 'x')) {
@@ -148,19 +149,20 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
     llvm::StringMap<int64_t *> params = {{"warps", &warps},
                                          {"stages", &stages},
                                          {"blocks_per_sm", &blocks},
-                                         {"raster", &raster}};
+                                         {"raster", &raster},
+                                         {"cluster", &cluster}};
     auto it = params.find(o.param);
     if (it == params.end())
       return op->emitError() << "unknown kernel config parameter '" << o.param
                              << "' (kernel, tile, warps, stages, "
-                                "blocks_per_sm, raster)";
+                                "blocks_per_sm, raster, cluster)";
     FailureOr<int64_t> v = parseInt(op, o);
     if (failed(v))
       return failure();
     *it->second = *v;
   }
   return KernelConfigAttr::get(op->getContext(), c.getKernel(), tile, warps,
-                               stages, blocks, raster);
+                               stages, blocks, raster, cluster);
 }
 
 struct K3SelectKernelConfigPass

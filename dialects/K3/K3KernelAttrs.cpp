@@ -47,7 +47,7 @@ LogicalResult
 LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                         GridSymbol symbol, int64_t scale, int64_t offset,
                         int64_t divisor, ArrayRef<int64_t> block,
-                        int64_t dynamicSmem) {
+                        int64_t dynamicSmem, int64_t clusterY) {
   if (divisor < 1)
     return emitError() << "grid_divisor must be positive, got " << divisor;
   if (symbol == GridSymbol::none ? scale != 0 : scale < 1)
@@ -61,6 +61,9 @@ LaunchShapeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "block has more than 1024 threads";
   if (dynamicSmem < 0)
     return emitError() << "dynamic_smem must not be negative";
+  // Hopper's portable cluster size is 8 blocks.
+  if (clusterY < 1 || clusterY > 8)
+    return emitError() << "cluster_y must be in [1, 8], got " << clusterY;
   return success();
 }
 

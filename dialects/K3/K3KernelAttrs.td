@@ -157,7 +157,9 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
     - `raster`: for GEMMs over a grid of output tiles, the row tiles of one
       group of the tile order (consecutive tiles walk a group's row tiles,
       then its next column tile, so that the blocks resident at once share
-      both operands' tiles in L2); 0 or 1: a row tile's column tiles first.
+      both operands' tiles in L2); 0 or 1: a row tile's column tiles first;
+    - `cluster`: blocks per thread-block cluster (0 or 1: none), for kernels
+      whose blocks share operand tiles through TMA multicast.
   }];
   let parameters = (ins
     "KernelKind":$kernel,
@@ -165,7 +167,8 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
     DefaultValuedParameter<"int64_t", "0">:$warps,
     DefaultValuedParameter<"int64_t", "0">:$stages,
     DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm,
-    DefaultValuedParameter<"int64_t", "0">:$raster
+    DefaultValuedParameter<"int64_t", "0">:$raster,
+    DefaultValuedParameter<"int64_t", "0">:$cluster
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }
@@ -193,7 +196,10 @@ def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
     grid's x size symbolic: `ceil_div(grid_scale * S + grid_offset,
     grid_divisor)` blocks, where S is `grid_symbol` (`none`: 0), a runtime
     size of the call (`num_tokens`, `num_seqs`) or of the device
-    (`device_sm_count`). Grid y and z are 1.
+    (`device_sm_count`). Grid z is 1. Grid y is `cluster_y`: with more
+    than 1, the `cluster_y` blocks of one x form a thread-block cluster
+    (the kernel's `nvvm.cluster_dim` is [1, cluster_y, 1]), their rank in
+    it their block index in y.
   }];
   let parameters = (ins
     "GridSymbol":$grid_symbol,
@@ -201,7 +207,8 @@ def K3_LaunchShapeAttr : K3_Attr<"LaunchShape", "launch_shape"> {
     "int64_t":$grid_offset,
     "int64_t":$grid_divisor,
     K3_SizesParameter<"threads per block in x, y, z">:$block,
-    DefaultValuedParameter<"int64_t", "0">:$dynamic_smem
+    DefaultValuedParameter<"int64_t", "0">:$dynamic_smem,
+    DefaultValuedParameter<"int64_t", "1">:$cluster_y
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

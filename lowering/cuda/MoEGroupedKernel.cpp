@@ -28,10 +28,16 @@ LogicalResult GroupedKernel::emit(const Epilogue &epi) {
   if (g.dense)
     return emitDense(*tokens, epi);
   // Row tiles: ceil(T K / 128) + E at most (each expert's last tile may be
-  // partial), times the column tiles.
-  e.setLaunch(*tokens, topK * nb, (kTile - 1 + kTile * experts) * nb, kTile,
+  // partial), times the column tiles (paired: their pairs, times 2 in y).
+  int64_t perRowTile = nb / clusterBlocks;
+  e.setLaunch(*tokens, topK * perRowTile,
+              (kTile - 1 + kTile * experts) * perRowTile, kTile,
               {threads(), 1, 1},
               groupedWGMMASharedBytes(em.stages, tileN, mxfp4));
+  if (paired()) {
+    e.setClusterY(clusterBlocks);
+    rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  }
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   setTile(bid);
   Value t = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -114,10 +120,32 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
     nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, tm, at, stage, Value(),
                                   Value());
   }
-  if (rowsByTMA)
-    nvgpu::TmaAsyncLoadOp::create(b, loc, em.tile(smem, stageOffset(stage, 0)),
-                                  barriers, rowsMap, ValueRange{k0, rowStart},
-                                  stage, Value(), Value());
+  if (!rowsByTMA)
+    return;
+  if (!paired())
+    return (void)nvgpu::TmaAsyncLoadOp::create(
+        b, loc, em.tile(smem, stageOffset(stage, 0)), barriers, rowsMap,
+        ValueRange{k0, rowStart}, stage, Value(), Value());
+  // This block's half of the rows, into both blocks of the pair: the
+  // 128-byte swizzle repeats every 8 rows, so two 64-row boxes 8 KiB apart
+  // lay out as one 128-row box.
+  int64_t half = kTile / 2;
+  Value dst = em.view(
+      smem,
+      kb.addi(stageOffset(stage, 0), kb.muli(rank, kb.idx(half * kTileK * 2))),
+      em.tileType(rowBox(), b.getBF16Type()));
+  Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
+  nvgpu::TmaAsyncLoadOp::create(
+      b, loc, dst, barriers, rowsMap,
+      ValueRange{k0, kb.addi(rowStart, kb.muli(rank, kb.idx(half)))}, stage,
+      both, Value());
+}
+
+void GroupedKernel::blockSync() {
+  if (!paired())
+    return (void)gpu::BarrierOp::create(b, loc);
+  NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr());
+  NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
 }
 
 void GroupedKernel::issue(Value stage, Value kt, ArrayRef<RowCopy> copies,

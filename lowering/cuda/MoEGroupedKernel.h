@@ -26,6 +26,18 @@
 //   loop waits on mbarriers alone, as the dense linear's does. A tile's
 //   rows past its segment are the next expert's (or zeros past T K): their
 //   products land in accumulator rows that the epilogue never writes.
+// - Clusters (config `cluster = 2`, the down GEMM): a 128 x 128 tile reads
+//   as many bytes of rows as of weights from L2, and at three blocks an SM
+//   the kernel ran at L2's bandwidth (Nsight Compute: 94 % of L2
+//   throughput, docs/moe.md). Two blocks of one cluster (grid y = its
+//   rank) take the same row tile and adjacent column tiles: each loads 64
+//   of the tile's 128 rows by TMA multicast into both blocks' stage, so
+//   the rows cross L2 once for the pair. Each block's stage barrier still
+//   expects the whole stage's bytes (its half and its peer's). A stage is
+//   refilled (into both blocks) only after both blocks are done with it:
+//   the step's block barrier becomes a cluster barrier. Pairs always
+//   share: the row tile (and so its expert, rows and liveness) is the
+//   same for both.
 // - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of
 //   W3, so one 128-column product holds both halves of 64 channels, and
 //   the epilogue writes act(gate, up) as bf16 h.
@@ -148,7 +160,9 @@ public:
       : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
         loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
         mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
-        rowsByTMA(g.rowsByTMA()), mxfp4Rows(em, mma, tileN) {
+        rowsByTMA(g.rowsByTMA()),
+        clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
+        mxfp4Rows(em, mma, tileN) {
     // The one-warpgroup schedule's row weights (the persistent one keeps
     // each thread's two in registers).
     if (g.rowWeights && !specialised)
@@ -177,8 +191,18 @@ private:
   LogicalResult emitDense(const KernelBuilder::Linear &tokens,
                           const Epilogue &epi);
 
-  /// The rows' box, outermost first: 128 rows of [T K], 64 k.
-  SmallVector<int64_t> rowBox() const { return {kTile, kTileK}; }
+  /// The rows' box, outermost first: 128 rows of [T K] (64 in a cluster
+  /// pair, which loads half each), 64 k.
+  SmallVector<int64_t> rowBox() const {
+    return {kTile / clusterBlocks, kTileK};
+  }
+
+  /// Whether the blocks run in pairs that share the rows (cluster 2).
+  bool paired() const { return clusterBlocks == 2; }
+
+  /// Every thread of the block, or (paired) of the cluster, at one point:
+  /// a stage's buffers are free once both blocks of a pair passed it.
+  void blockSync();
 
   /// A weight tile's box, outermost first: [1 expert,] rows, 64 k.
   SmallVector<int64_t> weightBox() const {
@@ -332,10 +356,13 @@ private:
   WGMMAEmitter em;
   MMAEmitter mma;
   bool specialised, mxfp4, rowsByTMA;
+  int64_t clusterBlocks;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
+  /// The block's rank in its cluster pair (its block index in y).
+  Value rank;
   /// The dense GLU's 128-row tiles, computed once before its tiles (the
   /// grouped ops': none).
   Value denseRowTiles;

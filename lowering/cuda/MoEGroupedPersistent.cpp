@@ -46,10 +46,13 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
 void GroupedKernel::setTile(Value tile) {
   // The dense GLU's tiles in bands of row tiles (TileRaster.h); the grouped
   // ops' row tiles are experts' segments, in expert order.
-  TileCoordinates at = rasterTile(em, tile, denseRowTiles, g.columnTiles,
-                                  g.dense ? e.config.getRaster() : 0);
+  // Paired blocks: a pair's two column tiles, the rank's of them.
+  TileCoordinates at =
+      rasterTile(em, tile, denseRowTiles, g.columnTiles / clusterBlocks,
+                 g.dense ? e.config.getRaster() : 0);
   mTile = at.rowTile;
-  nTile = at.columnTile;
+  nTile = paired() ? kb.addi(kb.muli(at.columnTile, kb.idx(2)), rank)
+                   : at.columnTile;
 }
 
 void GroupedKernel::setDenseRows() {

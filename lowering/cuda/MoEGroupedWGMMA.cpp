@@ -42,7 +42,11 @@ void GroupedKernel::body(const Epilogue &epi) {
       nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
     if (rowsByTMA)
       nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
-    gpu::BarrierOp::create(b, loc);
+    // A pair's peer signals these barriers: their initialisation visible
+    // to the cluster before either block issues a load.
+    if (paired())
+      NVVM::FenceMbarrierInitOp::create(b, loc);
+    blockSync();
   }
   SmallVector<RowCopy> copies = rowCopies();
   int64_t steps = g.reduction / kTileK;
@@ -111,7 +115,7 @@ scf::ForOp GroupedKernel::stepLoop(int64_t steps, int64_t halves) {
 void GroupedKernel::refillAndYield(Value stage, Value kt, int64_t steps,
                                    ArrayRef<RowCopy> copies, Value first,
                                    ValueRange acc) {
-  gpu::BarrierOp::create(b, loc);
+  blockSync();
   Value next = kb.addi(kt, kb.idx(em.stages));
   kb.ifThen(kb.lti(next, kb.idx(steps)),
             [&] { issue(stage, next, copies, first); });
