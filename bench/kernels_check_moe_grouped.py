@@ -38,7 +38,8 @@ VARIANTS = {
                         "moe_grouped_wgmma 128x256 persistent, 3 stages"),
     # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
     # (D 512: two pairs of 128-column tiles).
-    "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2",
+    "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2,"
+                             "moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
                              "moe_grouped_wgmma 128x128, down in cluster pairs"),
 }
 # The dense GLU MLP (k3-split-glu-mlp: glu_wgmma, then the down linear):

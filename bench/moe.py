@@ -70,8 +70,13 @@ VARIANTS = {"default": "",
                               "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
             "ws-4stages": WS,
             # Down GEMM blocks in cluster pairs sharing the rows' tiles by
-            # TMA multicast (MoEGroupedKernel.h).
-            "down-cluster2": "kernel-config=moe_grouped_down.cluster=2"}
+            # TMA multicast (MoEGroupedKernel.h; 3 stages or more), and
+            # the stages alone for comparison.
+            "down-s3b2": "kernel-config=moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
+            "down-cluster2": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,"
+                             "moe_grouped_down.blocks_per_sm=2",
+            "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
+                                "moe_grouped_down.blocks_per_sm=1"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 # Dense GLU MLPs (k3-split-glu-mlp: glu_wgmma + the wgmma linear): Kimi-

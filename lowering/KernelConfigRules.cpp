@@ -1755,6 +1755,11 @@ static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   if (c.getTile() != ArrayRef<int64_t>{128, 128, 64} || hasMXFP4Weights(op))
     return op->emitOpError() << "cluster 2 needs the [128, 128, 64] tile "
                                 "and bf16 weights (rows by TMA)";
+  // The pair's refill lands while the steps before it multiply
+  // (MoEGroupedKernel.h, mainLoopPaired).
+  if (c.getStages() < 3)
+    return op->emitOpError()
+           << "cluster 2 needs at least 3 stages, got " << c.getStages();
   if (int64_t width = dimOf(down.getW2(), 1); width % 256 != 0)
     return op->emitOpError() << "cluster 2 pairs 128-column tiles: the "
                                 "output width must be a multiple of 256, got "

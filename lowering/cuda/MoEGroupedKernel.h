@@ -330,6 +330,15 @@ private:
                               ArrayRef<RowCopy> copies, Value group,
                               int64_t halves);
 
+  /// The main loop of a cluster pair (rows by TMA): step kt's products
+  /// are issued before step kt - 1's stage is released, so that the
+  /// cluster barrier that frees it for both blocks waits while the tensor
+  /// cores work (a block barrier after drained products, as mainLoop's,
+  /// left each step's barrier exposed: the pairs ran 27 % slower). The
+  /// refill has `stages - 1` steps to land: 3 stages or more.
+  SmallVector<Value> mainLoopPaired(Value first, int64_t steps,
+                                    ArrayRef<RowCopy> copies, int64_t halves);
+
   /// This thread's generic-proxy writes of shared memory (its cp.async
   /// copies that landed, its decoded weights) made visible to wgmma's
   /// async proxy; a block barrier then publishes everyone's.

@@ -126,6 +126,8 @@ void GroupedKernel::refillAndYield(Value stage, Value kt, int64_t steps,
 SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
                                            ArrayRef<RowCopy> copies,
                                            Value group, int64_t halves) {
+  if (paired())
+    return mainLoopPaired(first, steps, copies, halves);
   scf::ForOp loop = stepLoop(steps, halves);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -145,6 +147,37 @@ SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
                        em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
                        loop.getRegionIterArgs());
   refillAndYield(stage, kt, steps, copies, first, acc);
+  return SmallVector<Value>(loop.getResults());
+}
+
+SmallVector<Value> GroupedKernel::mainLoopPaired(Value first, int64_t steps,
+                                                 ArrayRef<RowCopy> copies,
+                                                 int64_t halves) {
+  scf::ForOp loop = stepLoop(steps, halves);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value kt = loop.getInductionVar();
+    em.waitStage(bars, kt, em.remuIdx(kt, em.stages));
+    SmallVector<Value> acc = em.multiplyStage(
+        em.tile(smem, stageOffset(em.remuIdx(kt, em.stages), 0)),
+        em.tile(smem, stageOffset(em.remuIdx(kt, em.stages), 1)), swizzle,
+        swizzle, loop.getRegionIterArgs(), /*drain=*/false);
+    // Step kt - 1's groups are done (kt's may run): its stage is free here,
+    // and once the peer's is too (the cluster barrier, which step kt's
+    // products overlap) it takes step kt - 1 + stages.
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, int32_t(4 * halves));
+    kb.ifThen(kb.gei(kt, kb.idx(1)), [&] {
+      blockSync();
+      Value done = kb.subi(kt, kb.idx(1));
+      Value next = kb.addi(done, kb.idx(em.stages));
+      kb.ifThen(kb.lti(next, kb.idx(steps)), [&] {
+        issue(em.remuIdx(done, em.stages), next, copies, first);
+      });
+    });
+    scf::YieldOp::create(b, loc, acc);
+  }
+  NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   return SmallVector<Value>(loop.getResults());
 }
 

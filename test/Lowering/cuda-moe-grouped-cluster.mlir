@@ -7,15 +7,19 @@
 // .reqnctapercluster); the rows' map has 64-row boxes, and each block
 // loads its half of the rows into both blocks (multicast mask 0b11) at
 // the rank's 8 KiB; the barriers are initialised and fenced for the
-// cluster, and a step's buffers are refilled after a cluster barrier.
-// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2" --k3-outline-kernels -o %t.mlir
+// cluster. A step's products are issued before the step before it is
+// waited for (wgmma.wait_group 4: one 64-row half's four groups), then a
+// cluster barrier frees that step's stage in both blocks and it is
+// refilled; so at least 3 stages.
+// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // Pairs share the down GEMM's rows (by TMA): not the gate/up GEMM's
 // gathered rows, not MXFP4 weights, not an odd count of column tiles.
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_glu.cluster=2" 2>&1 | FileCheck %s --check-prefix=GLU
 // RUN: sed -e 's/tensor<?x256xbf16>/tensor<?x384xbf16>/g; s/x256xbf16>/x384xbf16>/g; s/tensor<8x256x128xbf16>/tensor<8x384x128xbf16>/g' %s > %t.odd.mlir
-// RUN: not k3-opt %t.odd.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2" 2>&1 | FileCheck %s --check-prefix=ODD
+// RUN: not k3-opt %t.odd.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=4" 2>&1 | FileCheck %s --check-prefix=FOUR
+// RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2" 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
@@ -24,13 +28,14 @@
 
 // GLU: error: 'k3.moe_grouped_glu' op cluster 2 applies to k3.moe_grouped_down's moe_grouped_wgmma kernel alone
 // ODD: error: 'k3.moe_grouped_down' op cluster 2 pairs 128-column tiles: the output width must be a multiple of 256, got 384
+// STAGES: error: 'k3.moe_grouped_down' op cluster 2 needs at least 3 stages, got 2
 // FOUR: error: 'k3.moe_grouped_down' op cluster 4 applies to k3.moe_grouped_down's moe_grouped_wgmma kernel alone, as 2
 
 // The gate/up GEMM is as it was: no cluster.
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-NOT: cluster
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
-// CHECK-SAME: grid_symbol = num_tokens, grid_scale = 2, grid_offset = 1151, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = {{[0-9]+}}, cluster_y = 2>
+// CHECK-SAME: grid_symbol = num_tokens, grid_scale = 2, grid_offset = 1151, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 99328, cluster_y = 2>
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
 // CHECK: %[[RANK:.*]] = gpu.block_id  y
@@ -42,10 +47,13 @@
 // CHECK: nvgpu.tma.async.load
 // CHECK: nvgpu.tma.async.load {{.*}} multicast_mask = %{{.*}} : {{.*}} -> memref<64x64xbf16
 // CHECK: scf.for
-// CHECK: nvgpu.warpgroup.mma
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK-COUNT-4: nvgpu.warpgroup.mma
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 4
 // CHECK: nvvm.cluster.arrive {aligned}
 // CHECK-NEXT: nvvm.cluster.wait {aligned}
 // CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 
 // PTX: .reqnctapercluster 1, 2, 1
 // PTX-DAG: fence.mbarrier_init.release.cluster
