@@ -144,7 +144,7 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
 void GroupedKernel::blockSync() {
   if (!paired())
     return (void)gpu::BarrierOp::create(b, loc);
-  NVVM::ClusterArriveOp::create(b, loc, b.getUnitAttr());
+  NVVM::ClusterArriveRelaxedOp::create(b, loc, b.getUnitAttr());
   NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
 }
 

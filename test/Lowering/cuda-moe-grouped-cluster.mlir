@@ -41,7 +41,7 @@
 // CHECK: %[[RANK:.*]] = gpu.block_id  y
 // CHECK: nvgpu.mbarrier.init
 // CHECK: nvvm.fence.mbarrier.init
-// CHECK-NEXT: nvvm.cluster.arrive {aligned}
+// CHECK-NEXT: nvvm.cluster.arrive.relaxed {aligned}
 // CHECK-NEXT: nvvm.cluster.wait {aligned}
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
 // CHECK: nvgpu.tma.async.load
@@ -50,7 +50,7 @@
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK-COUNT-4: nvgpu.warpgroup.mma
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 4
-// CHECK: nvvm.cluster.arrive {aligned}
+// CHECK: nvvm.cluster.arrive.relaxed {aligned}
 // CHECK-NEXT: nvvm.cluster.wait {aligned}
 // CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
@@ -58,7 +58,7 @@
 // PTX: .reqnctapercluster 1, 2, 1
 // PTX-DAG: fence.mbarrier_init.release.cluster
 // PTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
-// PTX-DAG: barrier.cluster.arrive.aligned
+// PTX-DAG: barrier.cluster.arrive.relaxed.aligned
 // PTX-DAG: barrier.cluster.wait.aligned
 
 // PTXAS: Function properties for moe_grouped_down_2
