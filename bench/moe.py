@@ -73,6 +73,7 @@ VARIANTS = {"default": "",
             # TMA multicast (MoEGroupedKernel.h; 3 stages or more), and
             # the stages alone for comparison.
             "down-s3b2": "kernel-config=moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
+            "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
             "down-cluster2": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,"
                              "moe_grouped_down.blocks_per_sm=2",
             "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
