@@ -338,9 +338,8 @@ private:
   /// cores work (a barrier after drained products, as mainLoop's, left
   /// each step's barrier exposed, and measured slower). The refill
   /// has `stages - 1` steps to land: 3 stages or more.
-  SmallVector<Value> mainLoopOverlapped(Value first, int64_t steps,
-                                        ArrayRef<RowCopy> copies,
-                                        int64_t halves);
+  SmallVector<Value> mainLoopPaired(Value first, int64_t steps,
+                                    ArrayRef<RowCopy> copies, int64_t halves);
 
   /// This thread's generic-proxy writes of shared memory (its cp.async
   /// copies that landed, its decoded weights) made visible to wgmma's

@@ -126,8 +126,8 @@ void GroupedKernel::refillAndYield(Value stage, Value kt, int64_t steps,
 SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
                                            ArrayRef<RowCopy> copies,
                                            Value group, int64_t halves) {
-  if (paired() || (rowsByTMA && em.stages >= 3))
-    return mainLoopOverlapped(first, steps, copies, halves);
+  if (paired())
+    return mainLoopPaired(first, steps, copies, halves);
   scf::ForOp loop = stepLoop(steps, halves);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
@@ -150,9 +150,9 @@ SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
   return SmallVector<Value>(loop.getResults());
 }
 
-SmallVector<Value> GroupedKernel::mainLoopOverlapped(Value first, int64_t steps,
-                                                     ArrayRef<RowCopy> copies,
-                                                     int64_t halves) {
+SmallVector<Value> GroupedKernel::mainLoopPaired(Value first, int64_t steps,
+                                                 ArrayRef<RowCopy> copies,
+                                                 int64_t halves) {
   scf::ForOp loop = stepLoop(steps, halves);
   {
     OpBuilder::InsertionGuard guard(b);
