@@ -264,16 +264,21 @@ for stage in "${STAGES[@]}"; do
     done
     # MXFP4 experts: the decode GEMV, the prefill loop nest and the
     # prefill's tensor-core kernels; bf16 experts in both grouped wgmma
-    # schedules (artifact:weights).
-    for a in moe_mxfp4_decode:moe_mxfp4 moe_mxfp4_prefill:moe_mxfp4 \
-      moe_mxfp4_wgmma:moe_mxfp4_wgmma moe_grouped_default:moe_grouped \
-      moe_grouped_ws4:moe_grouped; do
-      w=${a#*:} a=${a%%:*}
-      for tool in memcheck racecheck; do
+    # schedules and in cluster pairs (artifact:weights:inputs; the bf16
+    # variants share kernels_check_moe_grouped.py's T = 300 inputs).
+    for a in moe_mxfp4_decode:moe_mxfp4:moe_mxfp4_decode \
+      moe_mxfp4_prefill:moe_mxfp4:moe_mxfp4_prefill \
+      moe_mxfp4_wgmma:moe_mxfp4_wgmma:moe_mxfp4_wgmma \
+      moe_grouped_default:moe_grouped:moe_grouped moe_grouped_ws4:moe_grouped:moe_grouped \
+      moe_grouped_cluster2:moe_grouped:moe_grouped; do
+      IFS=: read -r a w in <<< "$a"
+      tools="memcheck racecheck"
+      [ "$a" = moe_grouped_cluster2 ] && tools="$tools synccheck"
+      for tool in $tools; do
         step "sanitizer-$tool-$a" "$CS" --tool "$tool" --error-exitcode 9 "$K3_BIN_DIR/k3-run" \
           "out/kernels_check/$a.k3bin" --device cuda:0 --symbol num_seqs=1 \
           --weights "out/kernels_check/$w.safetensors" \
-          --inputs "out/kernels_check/in_$a.safetensors" --quiet
+          --inputs "out/kernels_check/in_$in.safetensors" --quiet
       done
     done
     # A small Kimi-Linear generating for two sequences: the decode entry's
