@@ -1756,10 +1756,12 @@ static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
     return op->emitOpError() << "cluster 2 needs the [128, 128, 64] tile "
                                 "and bf16 weights (rows by TMA)";
   // The pair's refill lands while the steps before it multiply
-  // (MoEGroupedKernel.h, mainLoopPaired).
+  // (MoEGroupedKernel.h, mainLoopPaired): with 2 stages it would be
+  // correct but wait on every refill, so the rule is for speed.
   if (c.getStages() < 3)
-    return op->emitOpError()
-           << "cluster 2 needs at least 3 stages, got " << c.getStages();
+    return op->emitOpError() << "cluster 2 needs at least 3 stages (a "
+                                "refill lands while two steps multiply), got "
+                             << c.getStages();
   if (int64_t width = dimOf(down.getW2(), 1); width % 256 != 0)
     return op->emitOpError() << "cluster 2 pairs 128-column tiles: the "
                                 "output width must be a multiple of 256, got "

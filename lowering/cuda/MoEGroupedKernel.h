@@ -36,8 +36,11 @@
 //   expects the whole stage's bytes (its half and its peer's). A stage is
 //   refilled (into both blocks) only after both blocks are done with it:
 //   the step's block barrier becomes a cluster barrier (relaxed: the
-//   stage's reads are wgmma's, complete at its wait_group; a releasing
-//   arrive measured slower). Pairs always share: the row tile (and
+//   stage's reads are wgmma's, complete at its wait_group before the
+//   arrive, and the peer's overwrite is a TMA issued after its wait; the
+//   barrier orders execution, not memory, which this relies on, where
+//   CUTLASS frees a stage with a releasing mbarrier arrive. A releasing
+//   cluster arrive measured slower). Pairs always share: the row tile (and
 //   so its expert, rows and liveness) is the same for both. Opt-in: on
 //   the H100 it is level with the default (docs/moe.md, "Cluster pairs").
 // - Gate/up: the weight tile is 64 rows of W1 above the same 64 rows of

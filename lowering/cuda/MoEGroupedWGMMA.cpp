@@ -163,17 +163,19 @@ SmallVector<Value> GroupedKernel::mainLoopPaired(Value first, int64_t steps,
         em.tile(smem, stageOffset(em.remuIdx(kt, em.stages), 0)),
         em.tile(smem, stageOffset(em.remuIdx(kt, em.stages), 1)), swizzle,
         swizzle, loop.getRegionIterArgs(), /*drain=*/false);
-    // Step kt - 1's groups are done (kt's may run): its stage is free here,
-    // and once the peer's is too (the cluster barrier, which step kt's
-    // products overlap) it takes step kt - 1 + stages.
+    // At most step kt's 4 x halves groups pending: step kt - 1's are done
+    // (each mma's own wait of 8 may have drained them already at two
+    // halves; this wait is the one the release relies on). Its stage is
+    // free here, and once the peer's is too (the cluster barrier, which
+    // step kt's products overlap) it takes step kt - 1 + stages. The
+    // condition is the same in both blocks (same steps), so their
+    // barriers pair up; the last stages - 1 steps free nothing.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, int32_t(4 * halves));
-    kb.ifThen(kb.gei(kt, kb.idx(1)), [&] {
+    Value done = kb.subi(kt, kb.idx(1));
+    Value next = kb.addi(done, kb.idx(em.stages));
+    kb.ifThen(kb.andi(kb.gei(kt, kb.idx(1)), kb.lti(next, kb.idx(steps))), [&] {
       blockSync();
-      Value done = kb.subi(kt, kb.idx(1));
-      Value next = kb.addi(done, kb.idx(em.stages));
-      kb.ifThen(kb.lti(next, kb.idx(steps)), [&] {
-        issue(em.remuIdx(done, em.stages), next, copies, first);
-      });
+      issue(em.remuIdx(done, em.stages), next, copies, first);
     });
     scf::YieldOp::create(b, loc, acc);
   }

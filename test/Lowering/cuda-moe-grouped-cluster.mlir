@@ -25,10 +25,13 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// The artifact launches the pairs with grid y 2 (the runtime's plan).
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %s --k3-compile="target=cuda output=%t.k3bin max-tokens=64 max-seqs=1 kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2" -o /dev/null
+// RUN: k3-run %t.k3bin --plan | FileCheck %s --check-prefix=PLAN
 
 // GLU: error: 'k3.moe_grouped_glu' op cluster 2 applies to k3.moe_grouped_down's moe_grouped_wgmma kernel alone
 // ODD: error: 'k3.moe_grouped_down' op cluster 2 pairs 128-column tiles: the output width must be a multiple of 256, got 384
-// STAGES: error: 'k3.moe_grouped_down' op cluster 2 needs at least 3 stages, got 2
+// STAGES: error: 'k3.moe_grouped_down' op cluster 2 needs at least 3 stages (a refill lands while two steps multiply), got 2
 // FOUR: error: 'k3.moe_grouped_down' op cluster 4 applies to k3.moe_grouped_down's moe_grouped_wgmma kernel alone, as 2
 
 // The gate/up GEMM is as it was: no cluster.
@@ -39,21 +42,45 @@
 // CHECK-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 6, box = [64, 128, 1], swizzle = swizzle_128b>, #k3.tensor_map<operand = 0, box = [64, 64], swizzle = swizzle_128b>]
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
 // CHECK: %[[RANK:.*]] = gpu.block_id  y
+// The pair's column tile: twice its pair's, plus the rank.
+// CHECK: %[[TWICE:.*]] = arith.muli %{{.*}}, %c2{{.*}} : index
+// CHECK-NEXT: %{{.*}} = arith.addi %[[TWICE]], %[[RANK]] : index
 // CHECK: nvgpu.mbarrier.init
 // CHECK: nvvm.fence.mbarrier.init
 // CHECK-NEXT: nvvm.cluster.arrive.relaxed {aligned}
 // CHECK-NEXT: nvvm.cluster.wait {aligned}
+// The prologue's loads: the weights' tile, then this block's half of the
+// rows (8 KiB and 64 rows in by its rank) into both blocks.
 // CHECK: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c32768
 // CHECK: nvgpu.tma.async.load
-// CHECK: nvgpu.tma.async.load {{.*}} multicast_mask = %{{.*}} : {{.*}} -> memref<64x64xbf16
-// CHECK: scf.for
+// CHECK: arith.muli %[[RANK]], %c8192
+// CHECK: arith.muli %[[RANK]], %c64
+// CHECK: nvgpu.tma.async.load {{.*}} multicast_mask = %c3_i16 : {{.*}} -> memref<64x64xbf16
+// A tile of at most 64 rows (one half): step kt's products, the wait
+// that leaves them alone pending, then under one condition the cluster
+// barrier and the refill of step kt - 1's stage.
+// CHECK: scf.for %[[KT:.*]] = %c0
 // CHECK: nvgpu.mbarrier.try_wait.parity
 // CHECK-COUNT-4: nvgpu.warpgroup.mma
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 4
-// CHECK: nvvm.cluster.arrive.relaxed {aligned}
+// CHECK: %[[DONE:.*]] = arith.subi %[[KT]], %c1
+// CHECK: scf.if
+// CHECK-NEXT: nvvm.cluster.arrive.relaxed {aligned}
 // CHECK-NEXT: nvvm.cluster.wait {aligned}
+// CHECK: arith.remui %[[DONE]], %c3
 // CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// Both halves: eight groups a step.
+// CHECK: scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}})
+// CHECK-COUNT-8: nvgpu.warpgroup.mma
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 8
+// CHECK: scf.if
+// CHECK-NEXT: nvvm.cluster.arrive.relaxed {aligned}
+// CHECK: nvgpu.tma.async.load {{.*}} multicast_mask
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+
+// PLAN: moe_grouped_glu_{{[0-9]+}} grid [{{.*}}, 1, 1]
+// PLAN: moe_grouped_down_{{[0-9]+}} grid [ceil_div(2*num_tokens+1151, 128), 2, 1] block [128, 1, 1]
 
 // PTX: .reqnctapercluster 1, 2, 1
 // PTX-DAG: fence.mbarrier_init.release.cluster
