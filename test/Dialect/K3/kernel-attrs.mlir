@@ -62,6 +62,23 @@ func.func @i() attributes {k3.launch_shape = #k3.launch_shape<grid_symbol = num_
 
 // -----
 
+// Cluster pairs (grid y 2) print their cluster_y; a cluster is 1 to 8
+// blocks, Hopper's portable size.
+// CHECK-LABEL: func.func @pairs()
+// CHECK-SAME: dynamic_smem = 99328, cluster_y = 2>
+func.func @pairs() attributes {k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 2, grid_offset = 1151, grid_divisor = 128, block = [128, 1, 1], dynamic_smem = 99328, cluster_y = 2>} {
+  return
+}
+
+// -----
+
+// expected-error @below {{cluster_y must be in [1, 8], got 9}}
+func.func @j() attributes {k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 1, grid_offset = 0, grid_divisor = 1, block = [64, 1, 1], cluster_y = 9>} {
+  return
+}
+
+// -----
+
 // expected-error @below {{expected '['}}
 // expected-error @below {{failed to parse K3_KernelConfigAttr parameter 'tile'}}
 func.func @j() attributes {k3.kernel_config = #k3.kernel_config<kernel = loop_nest, tile = 4>} {
