@@ -264,6 +264,11 @@ private:
 
   void body(const Epilogue &epi);
 
+  /// The stages' mbarriers (one arrival: thread 0's expect-tx) and the
+  /// tensor maps' prefetch by thread `first`, then a block (or, paired,
+  /// cluster) barrier; bf16 weights only (MXFP4 stages by cp.async).
+  void initStageBarriers(Value first);
+
   /// The warp-specialised schedule (WGMMAPipeline.h), persistent: a block
   /// per SM walks the tiles bid, bid + grid, ...; warpgroup 0 loads the
   /// weights (TMA) and the rows (TMA, or cp.async gathered by token),

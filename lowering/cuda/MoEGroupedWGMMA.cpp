@@ -34,20 +34,8 @@ void GroupedKernel::body(const Epilogue &epi) {
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   setUpOperands();
   Value first = kb.eqi(tid, kb.idx(0));
-  if (!mxfp4) {
-    bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
-    for (int64_t s = 0; s < em.stages; ++s)
-      nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
-    for (Value tm : weightMaps)
-      nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
-    if (rowsByTMA)
-      nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
-    // A pair's peer signals these barriers: their initialisation visible
-    // to the cluster before either block issues a load.
-    if (paired())
-      NVVM::FenceMbarrierInitOp::create(b, loc);
-    blockSync();
-  }
+  if (!mxfp4)
+    initStageBarriers(first);
   SmallVector<RowCopy> copies = rowCopies();
   int64_t steps = g.reduction / kTileK;
   // One cp.async group per stage even past the last step, so that the
@@ -86,6 +74,21 @@ void GroupedKernel::body(const Epilogue &epi) {
     b.setInsertionPointToStart(&branch.getElseRegion().front());
     finish(mainLoop(first, steps, copies, group, 2));
   }
+}
+
+void GroupedKernel::initStageBarriers(Value first) {
+  bars = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+  for (int64_t s = 0; s < em.stages; ++s)
+    nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s), first);
+  for (Value tm : weightMaps)
+    nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
+  if (rowsByTMA)
+    nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
+  // A pair's peer signals these barriers: their initialisation visible to
+  // the cluster before either block issues a load.
+  if (paired())
+    NVVM::FenceMbarrierInitOp::create(b, loc);
+  blockSync();
 }
 
 void GroupedKernel::epilogueFromTile(Value tile, const Epilogue &epi) {
