@@ -70,16 +70,20 @@ VARIANTS = {"default": "",
                               "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
             "ws-4stages": WS,
             # Down GEMM blocks in cluster pairs sharing the rows' tiles by
-            # TMA multicast (MoEGroupedKernel.h; 3 stages or more), and
-            # the stages alone for comparison.
-            "down-s3b2": "kernel-config=moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
-            "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
+            # TMA multicast (MoEGroupedKernel.h; 3 stages or more).
             "down-cluster2": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,"
-                             "moe_grouped_down.blocks_per_sm=2",
-            "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
-                                "moe_grouped_down.blocks_per_sm=1"}
+                             "moe_grouped_down.blocks_per_sm=2"}
+# The pairs' comparisons (docs/moe.md, "Cluster pairs"): run only when
+# K3_MOE_VARIANTS names them, so that a default run opens no extra session
+# of each config's weights (K3's experts are 59 GB).
+TRIAL_VARIANTS = {
+    "down-s3b2": "kernel-config=moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
+    "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
+    "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
+                        "moe_grouped_down.blocks_per_sm=1"}
 if os.environ.get("K3_MOE_VARIANTS"):
-    VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_MOE_VARIANTS"].split(",")}
+    VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
+                if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 # Dense GLU MLPs (k3-split-glu-mlp: glu_wgmma + the wgmma linear): Kimi-
 # Linear's first-layer MLP and its shared expert: name: (D, I).
 DENSE = {"kimi-linear-dense": (2304, 9216), "kimi-linear-shared": (2304, 1024)}
