@@ -89,6 +89,8 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     SmallVector<Operation *> ops;
     for (Operation &op : fn.getBody().front())
       ops.push_back(&op);
+    if (failed(verifyConfigs(ops)))
+      return failure();
     // State writes whose value already sits in the state's buffer.
     llvm::DenseSet<Operation *> writtenInPlace;
     for (Operation *op : ops) {
@@ -107,6 +109,19 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
       if (failed(outline(op, op->getOperands(), shapes, b)))
         return failure();
     }
+    return success();
+  }
+
+  /// A config may be written by hand or by another tool after
+  /// k3-select-kernel-config: the same rules hold for it. They look at an
+  /// op's producers (the MoE ops' dispatch tiles), so every op is checked
+  /// before any is replaced by its kernel's call.
+  LogicalResult verifyConfigs(ArrayRef<Operation *> ops) {
+    for (Operation *op : ops)
+      if (KernelConfigAttr c =
+              K3Dialect::KernelConfigAttrHelper(op->getContext()).getAttr(op))
+        if (failed(verifyKernelConfig(op, c, target)))
+          return failure();
     return success();
   }
 

@@ -20,16 +20,9 @@ LogicalResult GroupedKernel::emit(const Epilogue &epi) {
   if (mxfp4 && (specialised || g.dense))
     return op->emitOpError() << "MXFP4 weights run the grouped wgmma "
                                 "kernel's one-warpgroup schedule only";
-  // The pairs share rows that TMA loads (verifyCluster's rule, rechecked
-  // for a config written by hand past the selection pass).
-  if (paired() &&
-      (!rowsByTMA || specialised || g.dense || g.columnTiles % 2 != 0))
-    return op->emitOpError()
-           << "cluster 2 runs the down GEMM's one-warpgroup schedule with "
-              "rows by TMA and an even count of column tiles";
-  if (clusterBlocks > 2)
-    return op->emitOpError()
-           << "cluster must be 0, 1 or 2, got " << clusterBlocks;
+  // A pair's config (cluster 2: the down GEMM, rows by TMA, an even count
+  // of column tiles) was checked by verifyKernelConfig, in
+  // k3-select-kernel-config and again in k3-outline-kernels.
   if (!mxfp4)
     addTensorMapParameters();
   if (specialised)

@@ -275,6 +275,7 @@ void Session::allocatePlan() {
   const std::string *gdc = a.meta(artifact::kMetaGridDependencyControl);
   const char *o = std::getenv("K3_GRID_OVERLAP");
   gridOverlap_ = gdc && *gdc == "1" && !(o && std::string(o) == "0");
+  gridOverlapPrefill_ = gridOverlap_ && o && std::string(o) == "all";
 }
 
 Session::~Session() { cleanup(); }

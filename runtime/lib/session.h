@@ -359,6 +359,8 @@ private:
   // Overlapped launches allowed by the artifact (grid_dependency_control)
   // and the environment (K3_GRID_OVERLAP); used for decode entries only.
   bool gridOverlap_ = false;
+  // K3_GRID_OVERLAP=all: overlapped launches in prefill entries too (A/B).
+  bool gridOverlapPrefill_ = false;
   std::string graphsOff_; // why graphs were turned off, if they were
   static constexpr size_t kMaxGraphs = 8;
   size_t graphReplays_ = 0, graphsCaptured_ = 0;

@@ -447,7 +447,8 @@ void Session::launchEntry(size_t ei, const std::vector<int64_t> &sv) {
       // in prefill, whose next kernel's early blocks hold SM slots while
       // the previous one drains: 41.3 ms against 39.9 at T = 1024 (bench/
       // results/e2e-checks/prefill-grid-overlap-ab-nvidia-h200-20261203T0110Z.txt).
-      be_->setGridOverlap(gridOverlap_ && isOneTokenEntry(*art_, e.name));
+      be_->setGridOverlap(gridOverlap_ && (gridOverlapPrefill_ ||
+                                           isOneTokenEntry(*art_, e.name)));
       capture = be_->beginCapture(err);
       if (!capture) {
         graphsEnabled_ = false;

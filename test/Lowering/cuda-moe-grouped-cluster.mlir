@@ -20,6 +20,11 @@
 // RUN: not k3-opt %t.odd.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=4" 2>&1 | FileCheck %s --check-prefix=FOUR
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2" 2>&1 | FileCheck %s --check-prefix=STAGES
+// A config edited after the selection pass meets the same rules when the
+// kernels are outlined (here: the pair's stages lowered to 2 by hand).
+// RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3" -o %t.sel.mlir
+// RUN: sed -e 's/stages = 3, blocks_per_sm = 3, cluster = 2/stages = 2, blocks_per_sm = 3, cluster = 2/' %t.sel.mlir > %t.edited.mlir
+// RUN: not k3-opt %t.edited.mlir --k3-outline-kernels 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
