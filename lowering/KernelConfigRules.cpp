@@ -1268,17 +1268,17 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
            << "mla_flash_wgmma needs bf16 q, kv and latent, a bf16 or f32 "
               "result, static heads and latent width, the head dims in "
               "multiples of 64 (Dn + Dr and Dv at most 256)";
-  bool oneGroup = c.getTile() == ArrayRef<int64_t>{64, 64} && c.getWarps() == 4;
-  bool twoGroups =
-      c.getTile() == ArrayRef<int64_t>{128, 64} && c.getWarps() == 8;
-  if (!oneGroup && !twoGroups)
+  ArrayRef<int64_t> tile = c.getTile();
+  bool shaped = tile.size() == 2 && (tile[0] == 64 || tile[0] == 128) &&
+                (tile[1] == 64 || tile[1] == 128);
+  if (!shaped || c.getWarps() != tile[0] / 16)
     return op->emitOpError()
-           << "mla_flash_wgmma has the tile [64, 64] (64 queries, 64 keys) "
-              "with one warpgroup (4 warps) or [128, 64] with two (8 warps)";
+           << "mla_flash_wgmma has the tile [64 or 128 queries, 64 or 128 "
+              "keys] with a warpgroup (4 warps) per 64 queries";
   if (c.getStages() < 1 || c.getStages() > 4)
     return op->emitOpError()
            << "mla_flash_wgmma stages must be in [1, 4], got " << c.getStages();
-  if (int64_t bytes = mlaFlashSharedBytes(op, c.getStages(), c.getTile()[0]);
+  if (int64_t bytes = mlaFlashSharedBytes(op, c.getStages(), tile[0], tile[1]);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << "mla_flash_wgmma needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1691,14 +1691,14 @@ int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
-                                      int64_t queryRows) {
-  // 8 KiB per 64 x 64 bf16 box: q's (Dn + Dr) / 64 boxes per 64 query
-  // rows; per stage the
-  // keys' (Dn + Dr) / 64 and the values' Dv / 64; 1 KiB to align to the
+                                      int64_t queryRows, int64_t keys) {
+  // 128 bytes (64 bf16 columns) a row of a box: q's (Dn + Dr) / 64 boxes
+  // of 64 rows per 64 query rows; per stage the keys' (Dn + Dr) / 64 and
+  // the values' Dv / 64 boxes of `keys` rows; 1 KiB to align to the
   // swizzle's 1024-byte pattern. (P stays in registers.)
   int64_t qk = (op.getQkNopeHeadDim() + op.getQkRopeHeadDim()) / 64,
           v = op.getVHeadDim() / 64;
-  return 8192 * (qk * queryRows / 64 + stages * (qk + v)) + 1024;
+  return 128 * (qk * queryRows + stages * (qk + v) * keys) + 1024;
 }
 
 int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {

@@ -101,9 +101,10 @@ int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4);
 /// the aligned 4-byte word that holds its two scales.
 constexpr int64_t kMXFP4StagedRowBytes = 36;
 /// Dynamic shared memory of mla_flash_wgmma for `stages` key/value buffers
-/// and blocks of `queryRows` queries (MLAFlashWGMMA.cpp lays it out).
+/// of `keys` keys each and blocks of `queryRows` queries
+/// (MLAFlashWGMMA.cpp lays it out).
 int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
-                            int64_t queryRows);
+                            int64_t queryRows, int64_t keys);
 
 /// Dynamic shared memory of the tensor-core KDA chain per stage, for key
 /// and value dimensions and warps.

@@ -1,9 +1,12 @@
 //===- MLAFlashWGMMA.cpp - MLA prefill as flash attention -------*- C++ -*-===//
 //
 // k3.mla_prefill_attention on Hopper (config kernel `mla_flash_wgmma`, tile
-// [64 queries, 64 keys] with one warpgroup, or [128, 64] with two): a block
+// [64 or 128 queries, 64 or 128 keys], a warpgroup per 64 queries): a block
 // per (query tile, head), 64 query rows per warpgroup; the warpgroups share
 // the key and value stages, so a key tile is read once per 128 queries.
+// Key tiles of 128 run the scores as wgmma m64n128 (half the operand reads
+// per product of m64n64) and halve the softmax's per-tile reductions, for
+// twice the score and P registers.
 //
 // - Operands by TMA in the 128-byte swizzle, as 64 x 64 bf16 boxes: the
 //   queries once (q [T, H, Dn + Dr]: coordinates (d, h, t)); per key tile
@@ -71,13 +74,13 @@ using namespace mlir::k3;
 
 namespace {
 
-constexpr int64_t kRows = 64, kKeys = 64, kBox = 64, kThreads = 128;
+constexpr int64_t kRows = 64, kBox = 64, kThreads = 128;
 /// From this many tokens on, blocks go head by head (a head's query tiles
 /// side by side), so that the few heads in flight keep their keys and
 /// values in L2 while every tile streams them; below it all heads of the
 /// longest tiles go first (docs/mla.md, "Block order").
 constexpr int64_t kHeadMajorFromTokens = 16384;
-/// Bytes of one 64 x 64 bf16 box.
+/// Bytes of one 64 x 64 bf16 box (q's: 64 rows).
 constexpr int64_t kBoxBytes = kRows * kBox * 2;
 
 /// The softmax state of this thread's two rows (16 w + g and + 8).
@@ -102,6 +105,11 @@ public:
     // stages, so each key tile comes from L2 once per queryRows queries.
     queryRows = e.config.getTile()[0];
     warpgroups = queryRows / kRows;
+    // 64 or 128 keys a tile: wgmma m64n128 for the scores reads its
+    // operands from shared memory half as often per product as m64n64,
+    // and the softmax's per-tile reductions halve.
+    keys = e.config.getTile()[1];
+    keyBoxBytes = keys * kBox * 2;
     // The softmax in log2 units: exp(s scale) = 2^(s scale log2 e).
     scaleLog2 = op.getScale().convertToDouble() * M_LOG2E;
   }
@@ -115,7 +123,7 @@ public:
     // ceil(T / 64) query tiles per head, a few idle blocks past them.
     e.setLaunch(*form, heads, (queryRows - 1) * heads, queryRows,
                 {kThreads * warpgroups, 1, 1},
-                mlaFlashSharedBytes(op, em.stages, queryRows));
+                mlaFlashSharedBytes(op, em.stages, queryRows, keys));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(queryRows - 1)), queryRows);
     Value headMajor = kb.gei(tokens, kb.idx(kHeadMajorFromTokens));
@@ -155,9 +163,9 @@ private:
                                          TensorMapSwizzle::swizzle_128b));
     };
     add(0, {kBox, 1, kRows}); // q: (d, h, t), innermost first
-    add(1, {kBox, 1, kKeys}); // kv
+    add(1, {kBox, 1, keys});  // kv
     if (dr > 0)
-      add(2, {kBox, kKeys}); // latent: (c, t)
+      add(2, {kBox, keys}); // latent: (c, t)
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(attrs));
   }
@@ -171,19 +179,21 @@ private:
     return kb.addi(qOffset(box),
                    kb.muli(warpgroup, kb.idx(qBoxes * kBoxBytes)));
   }
+  /// Per stage after q's: the keys' qBoxes boxes of `keys` rows, then the
+  /// values' vBoxes.
   Value keyOffset(Value stage, int64_t box) {
-    return kb.addi(at((warpgroups * qBoxes + box) * kBoxBytes),
-                   kb.muli(stage, kb.idx((qBoxes + vBoxes) * kBoxBytes)));
+    return kb.addi(at(warpgroups * qBoxes * kBoxBytes + box * keyBoxBytes),
+                   kb.muli(stage, kb.idx((qBoxes + vBoxes) * keyBoxBytes)));
   }
   Value valueOffset(Value stage, int64_t box) {
     return keyOffset(stage, qBoxes + box);
   }
   Value at(int64_t bytes) { return kb.addi(base, kb.idx(bytes)); }
 
-  /// A TMA box destination: [64 tokens, 1 head, 64] or [64 tokens, 64].
-  Value boxAt(Value offset, bool rank3) {
-    SmallVector<int64_t> shape = rank3 ? SmallVector<int64_t>{kRows, 1, kBox}
-                                       : SmallVector<int64_t>{kRows, kBox};
+  /// A TMA box destination: [rows tokens, 1 head, 64] or [rows tokens, 64].
+  Value boxAt(Value offset, bool rank3, int64_t rows) {
+    SmallVector<int64_t> shape = rank3 ? SmallVector<int64_t>{rows, 1, kBox}
+                                       : SmallVector<int64_t>{rows, kBox};
     return em.view(smem, offset, em.tileType(shape, b.getBF16Type()));
   }
 
@@ -193,24 +203,24 @@ private:
   void issueKeys(Value stage, Value j) {
     Value t0 = tileStart(j);
     nvgpu::MBarrierArriveExpectTxOp::create(
-        b, loc, keyBars, kb.idx(qBoxes * kBoxBytes), stage, Value());
+        b, loc, keyBars, kb.idx(qBoxes * keyBoxBytes), stage, Value());
     for (int64_t i = 0; i < dn / kBox; ++i)
-      tmaLoad(boxAt(keyOffset(stage, i), true), keyBars, stage, tmKV,
+      tmaLoad(boxAt(keyOffset(stage, i), true, keys), keyBars, stage, tmKV,
               {kb.idx(i * kBox), head, t0});
     for (int64_t i = 0; i < dr / kBox; ++i)
-      tmaLoad(boxAt(keyOffset(stage, dn / kBox + i), false), keyBars, stage,
-              tmLatent, {kb.idx(rank + i * kBox), t0});
+      tmaLoad(boxAt(keyOffset(stage, dn / kBox + i), false, keys), keyBars,
+              stage, tmLatent, {kb.idx(rank + i * kBox), t0});
   }
   void issueValues(Value stage, Value j) {
     Value t0 = tileStart(j);
     nvgpu::MBarrierArriveExpectTxOp::create(
-        b, loc, valueBars, kb.idx(vBoxes * kBoxBytes), stage, Value());
+        b, loc, valueBars, kb.idx(vBoxes * keyBoxBytes), stage, Value());
     for (int64_t i = 0; i < vBoxes; ++i)
-      tmaLoad(boxAt(valueOffset(stage, i), true), valueBars, stage, tmKV,
+      tmaLoad(boxAt(valueOffset(stage, i), true, keys), valueBars, stage, tmKV,
               {kb.idx(dn + i * kBox), head, t0});
   }
   Value tileStart(Value j) {
-    return kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+    return kb.addi(kvBegin, kb.muli(j, kb.idx(keys)));
   }
   void tmaLoad(Value dst, Value barriers, Value stage, Value map,
                SmallVector<Value> coords) {
@@ -231,11 +241,12 @@ private:
     locateKeys();
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
-    SmallVector<int64_t> box3 = {kRows, 1, kBox}, box2 = {kKeys, kBox};
-    tmQ = em.tensorMap(mapArgs[0], box3);
-    tmKV = em.tensorMap(mapArgs[1], box3);
+    // A map's type gives the descriptors' leading byte offset: V's two
+    // 64-column boxes (transposed B) lie one `keys`-row box apart.
+    tmQ = em.tensorMap(mapArgs[0], {kRows, 1, kBox});
+    tmKV = em.tensorMap(mapArgs[1], {keys, 1, kBox});
     if (dr > 0)
-      tmLatent = em.tensorMap(mapArgs[2], box2);
+      tmLatent = em.tensorMap(mapArgs[2], {keys, kBox});
     auto oneBarrier =
         nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 1);
     qBar = nvgpu::MBarrierCreateOp::create(b, loc, oneBarrier);
@@ -257,7 +268,7 @@ private:
       for (int64_t g = 0; g < warpgroups; ++g)
         for (int64_t i = 0; i < qBoxes; ++i)
           nvgpu::TmaAsyncLoadOp::create(
-              b, loc, boxAt(qOffset(g * qBoxes + i), true), qBar, tmQ,
+              b, loc, boxAt(qOffset(g * qBoxes + i), true, kRows), qBar, tmQ,
               ValueRange{kb.idx(i * kBox), head,
                          kb.addi(qStart, kb.idx(g * kRows))},
               kb.idx(0), Value(), Value());
@@ -291,26 +302,26 @@ private:
     }
     kvBegin = sequenceStart(qStart);
     Value last = kb.minsi(kb.addi(qStart, kb.idx(queryRows - 1)), lastToken);
-    keyTiles =
-        em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(kKeys)), kKeys);
+    keyTiles = em.divuIdx(kb.addi(kb.subi(last, kvBegin), kb.idx(keys)), keys);
     // The key tiles that no row of the block masks: past the last row's
     // sequence start (the first fullFrom tiles may hold an earlier
     // sequence's keys) and wholly before the first row (tiles from
     // fullTo on reach the diagonal).
     Value lastStart = sequenceStart(last);
     Value fullFrom = em.divuIdx(
-        kb.addi(kb.subi(lastStart, kvBegin), kb.idx(kKeys - 1)), kKeys);
+        kb.addi(kb.subi(lastStart, kvBegin), kb.idx(keys - 1)), keys);
     Value fullTo =
-        em.divuIdx(kb.addi(kb.subi(qStart, kvBegin), kb.idx(1)), kKeys);
+        em.divuIdx(kb.addi(kb.subi(qStart, kvBegin), kb.idx(1)), keys);
     unmaskedFrom = kb.minsi(fullFrom, keyTiles);
     unmaskedTo = kb.maxsi(kb.minsi(fullTo, keyTiles), unmaskedFrom);
   }
 
   /// The descriptor of the 64-row operand at byte `offset` (advanced by 32
   /// bytes per k-step of 16 inside a swizzled row), typed `shape`.
-  Value descriptor(Value offset, Value map, ArrayRef<int64_t> shape) {
+  Value descriptor(Value offset, Value map, ArrayRef<int64_t> shape,
+                   int64_t rows = kRows) {
     Value tile =
-        em.view(smem, offset, em.tileType({kRows, kBox}, b.getBF16Type()));
+        em.view(smem, offset, em.tileType({rows, kBox}, b.getBF16Type()));
     auto type = nvgpu::WarpgroupMatrixDescriptorType::get(
         b.getContext(), em.tileType(shape, b.getBF16Type()));
     return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, tile,
@@ -327,10 +338,10 @@ private:
       as.push_back(descriptor(kb.addi(ownQOffset(box), kb.idx(within)), tmQ,
                               {kRows, kWGMMAK}));
       bs.push_back(descriptor(kb.addi(keyOffset(stage, box), kb.idx(within)),
-                              tmQ, {kWGMMAK, kKeys}));
+                              tmQ, {kWGMMAK, keys}, keys));
     }
     auto chain = k3gpu::WarpgroupMmaChainOp::create(
-        b, loc, em.accumulatorType(kKeys), as, bs, previous);
+        b, loc, em.accumulatorType(keys), as, bs, previous);
     chain.setOverwrite(true);
     chain.setAsync(async);
     return chain.getResult();
@@ -351,7 +362,7 @@ private:
   SmallVector<Value> packP(ArrayRef<Value> p) {
     SmallVector<Value> regs;
     auto fragA = VectorType::get({4}, b.getI32Type());
-    for (int64_t k = 0; k < kKeys / kWGMMAK; ++k) {
+    for (int64_t k = 0; k < keys / kWGMMAK; ++k) {
       SmallVector<Value> words;
       for (int64_t w = 0; w < 4; ++w)
         words.push_back(mma.packWord(p[8 * k + 2 * w], p[8 * k + 2 * w + 1]));
@@ -364,9 +375,9 @@ private:
   /// 16 k .. 16 k + 15 in rows of 128 bytes (`async`: left in flight).
   Value accumulate(Value stage, Value o, ValueRange regs, bool async = false) {
     SmallVector<Value> bs;
-    for (int64_t k = 0; k < kKeys / kWGMMAK; ++k)
+    for (int64_t k = 0; k < keys / kWGMMAK; ++k)
       bs.push_back(descriptor(kb.addi(valueOffset(stage, 0), kb.idx(2048 * k)),
-                              tmKV, {kWGMMAK, dv}));
+                              tmKV, {kWGMMAK, dv}, keys));
     auto chain = k3gpu::WarpgroupMmaChainOp::create(
         b, loc, em.accumulatorType(dv), ValueRange(), regs, bs, o);
     chain.setTransposeB(true);
@@ -402,7 +413,7 @@ private:
   /// Scores of key tile `j` outside a row's sequence or past its token
   /// set to -inf.
   SmallVector<Value> masked(ArrayRef<Value> raw, Value j) {
-    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(kKeys)));
+    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(keys)));
     SmallVector<Value> x(raw.size());
     for (int64_t i = 0; i < int64_t(raw.size()); ++i) {
       int64_t r = rowOf(i);
@@ -423,15 +434,15 @@ private:
   /// accumulators.
   std::pair<SmallVector<Value>, std::array<Value, 2>> softmax(Value s, Value j,
                                                               RowState &st) {
-    auto fragType = VectorType::get({kKeys / 2}, b.getF32Type());
+    auto fragType = VectorType::get({keys / 2}, b.getF32Type());
     Value frag = k3gpu::WarpgroupFragmentOp::create(b, loc, fragType, s);
-    SmallVector<Value> raw(kKeys / 2);
-    for (int64_t i = 0; i < kKeys / 2; ++i)
+    SmallVector<Value> raw(keys / 2);
+    for (int64_t i = 0; i < keys / 2; ++i)
       raw[i] = mma.extract(frag, {i});
     // One branch, uniform over the block: three loops over the ranges
     // instead kept more values live and spilled at 168 registers.
     Value unmasked = kb.andi(kb.gei(j, unmaskedFrom), kb.lti(j, unmaskedTo));
-    SmallVector<Type> types(kKeys / 2, b.getF32Type());
+    SmallVector<Type> types(keys / 2, b.getF32Type());
     auto branch = scf::IfOp::create(b, loc, types, unmasked, true);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -442,7 +453,7 @@ private:
     }
     SmallVector<Value> x(branch.getResults());
     Value rowMax[2] = {negInf(), negInf()};
-    for (int64_t i = 0; i < kKeys / 2; ++i)
+    for (int64_t i = 0; i < keys / 2; ++i)
       rowMax[rowOf(i)] = kb.maxf(rowMax[rowOf(i)], x[i]);
     std::array<Value, 2> alpha;
     Value rowSum[2] = {kb.f32(0), kb.f32(0)};
@@ -458,8 +469,8 @@ private:
       alpha[r] = exp2(kb.mul(kb.sub(st.m[r], use), kb.f32(scaleLog2)));
       st.m[r] = m;
     }
-    SmallVector<Value> p(kKeys / 2);
-    for (int64_t i = 0; i < kKeys / 2; ++i) {
+    SmallVector<Value> p(keys / 2);
+    for (int64_t i = 0; i < keys / 2; ++i) {
       int64_t r = rowOf(i);
       p[i] =
           exp2(math::FmaOp::create(b, loc, x[i], kb.f32(scaleLog2), negMc[r]));
@@ -501,7 +512,7 @@ private:
   std::pair<Value, RowState> serialLoop(Value first) {
     Value init = zeroAccumulator(dv);
     // Never read (the chain overwrites it), only typed.
-    sInit = zeroAccumulator(kKeys);
+    sInit = zeroAccumulator(keys);
     SmallVector<Value> inits = {init, negInf(), negInf(), kb.f32(0), kb.f32(0)};
     auto loop =
         scf::ForOp::create(b, loc, kb.idx(0), keyTiles, kb.idx(1), inits);
@@ -547,7 +558,7 @@ private:
   /// scores are done, its values once its P V is.
   std::pair<Value, RowState> pipelinedLoop(Value first) {
     Value zero = kb.idx(0);
-    sInit = zeroAccumulator(kKeys);
+    sInit = zeroAccumulator(keys);
     em.waitStage(keyBars, zero, zero);
     Value s0 = scores(zero, sInit);
     release(first, zero, zero, /*keys=*/true);
@@ -556,7 +567,7 @@ private:
     SmallVector<Value> inits = {zeroAccumulator(dv)};
     llvm::append_range(inits, packP(p0));
     inits.append({alpha0[0], alpha0[1], st.m[0], st.m[1], st.l[0], st.l[1]});
-    const int64_t kRegs = kKeys / kWGMMAK, kAlpha = 1 + kRegs;
+    const int64_t kRegs = keys / kWGMMAK, kAlpha = 1 + kRegs;
     auto loop =
         scf::ForOp::create(b, loc, kb.idx(1), keyTiles, kb.idx(1), inits);
     {
@@ -643,7 +654,7 @@ private:
   MMAEmitter mma;
   int64_t dn = 0, dr = 0, dv = 0, heads = 0, rank = 0, qBoxes = 0, vBoxes = 0;
   double scaleLog2 = 0;
-  int64_t queryRows = 0, warpgroups = 0;
+  int64_t queryRows = 0, warpgroups = 0, keys = 0, keyBoxBytes = 0;
   Value tokens, head, qStart, tid, group, quad, warpgroup, rowBase, kvBegin,
       keyTiles;
   Value unmaskedFrom, unmaskedTo;

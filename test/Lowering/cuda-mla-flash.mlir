@@ -28,6 +28,16 @@
 // Two warpgroups (128 queries a block) sharing the key and value stages.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=8,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels | FileCheck %s --check-prefix=WG2
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=64x256" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// Key tiles of 128: 128-row key and value boxes, scores by m64n128, eight
+// k-steps of P V; two blocks per SM hold its registers without spills.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=64x128,mla_prefill_attention.blocks_per_sm=2" --k3-outline-kernels -o %t.k128.mlir
+// RUN: FileCheck %s --input-file=%t.k128.mlir --check-prefix=K128
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.k128.mlir > %t.k128.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.k128.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.k128.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.k128.bin.mlir > %t.k128.ptx
+// RUN: FileCheck %s --input-file=%t.k128.ptx --check-prefix=K128-PTX
+// RUN: %ptxas -v -arch=sm_90a %t.k128.ptx -o %t.k128.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = mla_flash_wgmma, tile = [64, 64], warps = 4, stages = 1, blocks_per_sm = 3>
@@ -89,7 +99,17 @@
 // WG2: arith.divui %[[TID]], %c128
 // WG2-COUNT-6: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // WG2: scf.for
-// BADTILE: error: 'k3.mla_prefill_attention' op mla_flash_wgmma has the tile [64, 64] (64 queries, 64 keys) with one warpgroup (4 warps) or [128, 64] with two (8 warps)
+// BADTILE: error: 'k3.mla_prefill_attention' op mla_flash_wgmma has the tile [64 or 128 queries, 64 or 128 keys] with a warpgroup (4 warps) per 64 queries
+
+// K128-LABEL: gpu.func @mla_prefill_attention_0(
+// K128-SAME: dynamic_smem = 107520
+// K128-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 1, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 1, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 128], swizzle = swizzle_128b>]
+// K128: nvgpu.tma.async.load %{{.*}} : <tensor = memref<128x1x64xbf16
+// K128: k3gpu.warpgroup_mma_chain{{ ?}}[{{([^,]*, ){11}[^,]*}}], [{{.*}}], %{{.*}} {overwrite} : {{.*}} -> <fragmented = vector<64x128xf32>>
+// K128: k3gpu.warpgroup_fragment %{{.*}} -> vector<64xf32>
+// K128: k3gpu.warpgroup_mma_chain{{ ?}}[], [{{([^,]*, ){7}[^,]*}}], %{{.*}} registers({{.*}}) {transposeB}
+// K128-PTX-COUNT-12: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// K128-PTX-COUNT-8: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, p, 1, 1, 1;
 
 // Tile 0's scores waited for before the loop; in the loop tile j's scores
 // and tile j - 1's P V are both async, the scores retired first (one group
