@@ -8,7 +8,8 @@
 // per product of m64n64) and halve the softmax's per-tile reductions, for
 // twice the score and P registers.
 //
-// - Operands by TMA in the 128-byte swizzle, as 64 x 64 bf16 boxes: the
+// - Operands by TMA in the 128-byte swizzle, as boxes of 64 bf16 columns
+//   (q's of 64 rows, the keys' and values' of a key tile's rows): the
 //   queries once (q [T, H, Dn + Dr]: coordinates (d, h, t)); per key tile
 //   the keys' nope part and the values from kv [T, H, Dn + Dv] and the
 //   shared k_pe from latent [T, R + Dr] (coordinates (R + d, t)), into
@@ -316,8 +317,9 @@ private:
     unmaskedTo = kb.maxsi(kb.minsi(fullTo, keyTiles), unmaskedFrom);
   }
 
-  /// The descriptor of the 64-row operand at byte `offset` (advanced by 32
-  /// bytes per k-step of 16 inside a swizzled row), typed `shape`.
+  /// The descriptor of the operand in a box of `rows` rows at byte `offset`
+  /// (advanced by 32 bytes per k-step of 16 inside a swizzled row), typed
+  /// `shape`.
   Value descriptor(Value offset, Value map, ArrayRef<int64_t> shape,
                    int64_t rows = kRows) {
     Value tile =
@@ -413,7 +415,7 @@ private:
   /// Scores of key tile `j` outside a row's sequence or past its token
   /// set to -inf.
   SmallVector<Value> masked(ArrayRef<Value> raw, Value j) {
-    Value t0 = kb.addi(kvBegin, kb.muli(j, kb.idx(keys)));
+    Value t0 = tileStart(j);
     SmallVector<Value> x(raw.size());
     for (int64_t i = 0; i < int64_t(raw.size()); ++i) {
       int64_t r = rowOf(i);
