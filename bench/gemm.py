@@ -90,6 +90,9 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-tt8s": "kernel-config=linear.kernel=linear_gemv,linear.tile=16x8x{S}",
             "prefill-ws-4stages": f"kernel-config={SPECIALISED}4",
             "prefill-ws-3stages": f"kernel-config={SPECIALISED}3",
+            # The same in cluster pairs: two row tiles share W's tiles by
+            # TMA multicast (docs/gemm.md, "Cluster pairs").
+            "prefill-ws-pairs": f"kernel-config={SPECIALISED}4,linear.cluster=2",
             # The output tiles row-major (a row tile's column tiles first),
             # the order before the banded raster (lowering/cuda/TileRaster.h).
             "prefill-raster0": "kernel-config=linear.raster=0",

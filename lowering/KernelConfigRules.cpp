@@ -1737,18 +1737,33 @@ static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
+/// Clusters of the linear kernel's warp-specialised schedule: pairs of
+/// row tiles sharing W's tiles by TMA multicast (LinearWGMMA.cpp).
+static LogicalResult verifyLinearCluster(Operation *op, KernelConfigAttr c) {
+  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64})
+    return op->emitOpError()
+           << "cluster 2 of linear_tma_wgmma needs the warp-specialised "
+              "[128, 256, 64] tile (pairs of row tiles share W's tiles)";
+  return success();
+}
+
 /// Clusters: pairs of blocks of the grouped MoE down GEMM's one-warpgroup
-/// schedule, which share its rows' tiles by TMA multicast (MoEGroupedKernel.h).
+/// schedule, which share its rows' tiles by TMA multicast (MoEGroupedKernel.h),
+/// and of the linear kernel's warp-specialised schedule, which share W's.
 static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   int64_t cluster = c.getCluster();
   if (cluster == 0 || cluster == 1)
     return success();
+  if (c.getKernel() == KernelKind::linear_tma_wgmma && cluster == 2)
+    return verifyLinearCluster(op, c);
   auto down = dyn_cast<MoEGroupedDownOp>(op);
   if (c.getKernel() != KernelKind::moe_grouped_wgmma || !down || cluster != 2)
     return op->emitOpError()
            << "cluster " << cluster
-           << " applies to k3.moe_grouped_down's moe_grouped_wgmma kernel "
-              "alone, as 2 (pairs of column tiles sharing the rows), got "
+           << " applies, as 2, to linear_tma_wgmma's [128, 256, 64] tile "
+              "(pairs of row tiles sharing W) and to k3.moe_grouped_down's "
+              "moe_grouped_wgmma kernel (pairs of column tiles sharing the "
+              "rows), got "
            << stringifyKernelKind(c.getKernel()) << " on " << op->getName()
            << " (an override for the prefill's GEMMs alone: "
               "<op>@prefill.cluster=2)";

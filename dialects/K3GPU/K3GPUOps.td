@@ -41,6 +41,12 @@
 //    them, so that a kernel keeps two groups in flight and works on the
 //    older one's registers while the newer one runs (FlashAttention-3's
 //    softmax under the next product). nvgpu has no wgmma wait of its own.
+//  - k3gpu.mbarrier_arrive_cluster: an arrive on the mbarrier of another
+//    block of the cluster (`mapa`, then `mbarrier.arrive.release.cluster
+//    .shared::cluster`). nvgpu's mbarrier ops reach the block's own
+//    barriers only; a pipeline whose TMA loads multicast into two blocks
+//    frees a stage once both blocks' consumers arrived on each producer's
+//    empty barrier (CUTLASS's PipelineTmaAsync).
 //
 // Each op lowers to NVVM by one pattern (K3GPUToNVVM.cpp,
 // populateK3GPUToNVVMConversionPatterns; pass convert-k3gpu-to-nvvm).
@@ -293,6 +299,27 @@ def K3GPU_WarpgroupMmaWaitOp : K3GPU_Op<"warpgroup_mma_wait",
     $accumulators attr-dict `:` type($accumulators)
   }];
   let hasVerifier = 1;
+}
+
+def K3GPU_MBarrierArriveClusterOp : K3GPU_Op<"mbarrier_arrive_cluster", []> {
+  let summary = "arrive on an mbarrier of a block of the cluster";
+  let description = [{
+    One arrive, with release semantics at cluster scope, on barrier `index`
+    of the group `barriers` as it lies in the shared memory of the block
+    whose rank in the cluster is `rank` (this block's own rank reaches its
+    own barrier). The executing thread's earlier memory operations, and the
+    wgmma reads it waited for, happen before a wait that completes the
+    barrier's phase.
+
+    ```mlir
+    k3gpu.mbarrier_arrive_cluster %bars[%stage], %rank
+        : !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+    ```
+  }];
+  let arguments = (ins NVGPU_MBarrierGroup:$barriers, Index:$index,
+                       I32:$rank);
+  let assemblyFormat =
+      "$barriers `[` $index `]` `,` $rank attr-dict `:` type($barriers)";
 }
 
 #endif // K3GPU_OPS

@@ -11,6 +11,7 @@
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Pass/Pass.h"
@@ -338,6 +339,34 @@ struct WarpgroupMmaWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaWaitOp> {
   }
 };
 
+struct MBarrierArriveClusterOpLowering
+    : ConvertOpToLLVMPattern<MBarrierArriveClusterOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(MBarrierArriveClusterOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // The barrier's shared address (as nvgpu's mbarrier ops find it), the
+    // same offset in block `rank`'s shared memory (mapa), and a release
+    // arrive at cluster scope there.
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    MemRefType type =
+        nvgpu::getMBarrierMemrefType(ctx, op.getBarriers().getType());
+    Value local =
+        getStridedElementPtr(rewriter, loc, type, adaptor.getBarriers(),
+                             ValueRange{adaptor.getIndex()});
+    auto clusterPtr = LLVM::LLVMPointerType::get(
+        ctx, unsigned(NVVM::NVVMMemorySpace::SharedCluster));
+    Value remote = NVVM::MapaOp::create(rewriter, loc, clusterPtr, local,
+                                        adaptor.getRank());
+    NVVM::MBarrierArriveOp::create(rewriter, loc, Type(), remote, Value(),
+                                   NVVM::MemScopeKind::CLUSTER,
+                                   /*relaxed=*/false);
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct ConvertK3GPUToNVVMPass
     : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
@@ -356,6 +385,11 @@ struct ConvertK3GPUToNVVMPass
         [](nvgpu::WarpgroupAccumulatorType t) { return accumulatorStruct(t); });
     converter.addConversion([](nvgpu::WarpgroupMatrixDescriptorType t) -> Type {
       return IntegerType::get(t.getContext(), 64);
+    });
+    nvgpu::populateCommonGPUTypeAndAttributeConversions(converter);
+    converter.addConversion([&converter](nvgpu::MBarrierGroupType t) -> Type {
+      return converter.convertType(
+          nvgpu::getMBarrierMemrefType(t.getContext(), t));
     });
     RewritePatternSet patterns(&getContext());
     populateK3GPUToNVVMConversionPatterns(converter, patterns);
@@ -376,8 +410,8 @@ void k3gpu::populateK3GPUToNVVMConversionPatterns(
   patterns.add<MmaSyncOpLowering, BallotCountOpLowering, BarrierSyncOpLowering,
                RcpApproxOpLowering, Lg2ApproxOpLowering,
                WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
-               WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering>(
-      converter);
+               WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering,
+               MBarrierArriveClusterOpLowering>(converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

@@ -16,6 +16,11 @@
 //   half the shared-memory reads per product of two m64n128 halves), keep
 //   the next stage's products queued while the last one is released, and
 //   write the tile from their registers while the producer loads the next.
+//   With `cluster = 2` the blocks run in pairs (a cluster of two, grid y
+//   its rank) that take two adjacent row tiles of one column tile: each
+//   producer loads its 128 x 64 x tile and half of the shared 256 x 64 W
+//   tile, multicast into both blocks, so W crosses L2 once per pair (the
+//   2-CTA clusters of cuBLAS's and CUTLASS's Hopper GEMMs).
 // A k3.linear_group (k3-group-linears in prefill: a KDA layer's q, k, v,
 // f_a, b and g_a projections of one input) runs as one grid: the weights'
 // column tiles end to end, a block's tile picking its weight's tensor map
@@ -65,7 +70,8 @@ public:
   LinearWGMMAKernel(Operation *op, KernelEmission &e)
       : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, tileN(e.config.getTile()[1]),
-        raster(e.config.getRaster()), specialised(tileN == 256) {}
+        raster(e.config.getRaster()), specialised(tileN == 256),
+        peers(specialised && e.config.getCluster() == 2 ? 2 : 1) {}
 
   LogicalResult emit() {
     const KernelOperand &x = e.inputs[0];
@@ -107,7 +113,9 @@ private:
   SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
   /// 128-row tiles of x: ceil(rows / 128).
   Value rowTiles() { return rowTilesOf(em, rows, kTileM); }
-  SmallVector<int64_t> wBox() const { return {tileN, kTileK}; }
+  /// W's box: the whole tile, or a pair's half of it (each block loads one
+  /// half into both).
+  SmallVector<int64_t> wBox() const { return {tileN / peers, kTileK}; }
 
   /// Column tile j (of all weights'): its weight (`weight`), that
   /// weight's column offset (nTile) and tensor map parameter (wMapArg).
@@ -144,7 +152,7 @@ private:
     };
     SmallVector<Attribute> maps{map(0, kTileM)};
     for (int64_t i = 0; i < weights; ++i)
-      maps.push_back(map(1 + i, tileN));
+      maps.push_back(map(1 + i, tileN / peers));
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(maps));
   }
@@ -152,10 +160,14 @@ private:
   /// The x tile (which = 0, 128 x 64) or W tile (which = 1, tileN x 64) of
   /// `stage`.
   Value stageTile(Value stage, int64_t which) {
-    Value off = kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
-                                      em.idx(which * xTileBytes())));
     int64_t tileRows = which ? tileN : kTileM;
-    return em.view(smem, off, em.tileType({tileRows, kTileK}, b.getBF16Type()));
+    return em.view(smem, stageOffset(stage, which),
+                   em.tileType({tileRows, kTileK}, b.getBF16Type()));
+  }
+  /// The byte offset of stage's x tile (which = 0) or W tile (which = 1).
+  Value stageOffset(Value stage, int64_t which) {
+    return kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
+                                 em.idx(which * xTileBytes())));
   }
 
   /// The TMA loads of k-step `kt` into `stage`, completing on `bars`.
@@ -164,9 +176,23 @@ private:
     nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(stage, 0), bars, tmX,
                                   ValueRange{k0, mTile}, stage, Value(),
                                   Value());
-    nvgpu::TmaAsyncLoadOp::create(b, loc, stageTile(stage, 1), bars, tmW,
-                                  ValueRange{k0, nTile}, stage, Value(),
-                                  Value());
+    if (peers == 1)
+      return (void)nvgpu::TmaAsyncLoadOp::create(
+          b, loc, stageTile(stage, 1), bars, tmW, ValueRange{k0, nTile}, stage,
+          Value(), Value());
+    // This block's half of W's rows, into both blocks of the pair: the
+    // 128-byte swizzle repeats every 8 rows, so two 128-row boxes 16 KiB
+    // apart lay out as one 256-row box.
+    int64_t half = tileN / peers;
+    Value off = kb.addi(stageOffset(stage, 1),
+                        kb.muli(rank, em.idx(half * kTileK * 2)));
+    Value dst =
+        em.view(smem, off, em.tileType({half, kTileK}, b.getBF16Type()));
+    Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
+    nvgpu::TmaAsyncLoadOp::create(
+        b, loc, dst, bars, tmW,
+        ValueRange{k0, kb.addi(nTile, kb.muli(rank, em.idx(half)))}, stage,
+        both, Value());
   }
 
   /// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
@@ -237,22 +263,33 @@ private:
   /// them from their registers, so that no epilogue tile takes the stages
   /// and the next tile's loads run during this one's writes.
   LogicalResult emitPersistent(int64_t nb) {
-    e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1,
+    // A block per SM; pairs: a cluster per two SMs, grid y its rank.
+    e.setLaunch(GridSymbol::device_sm_count, 1, 0, peers,
                 {128 * (1 + kConsumers), 1, 1},
                 linearWGMMASharedBytes(em.stages, tileN));
+    if (peers > 1) {
+      e.setClusterY(peers);
+      rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    }
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     smem = dynamicSharedMemory();
     base = em.alignedBase(smem);
     tmX = em.tensorMap(xMapArg, xBox());
-    WGMMAPipeline pipe(em, kConsumers, stageBytes());
+    WGMMAPipeline pipe(em, kConsumers, stageBytes(), /*copies=*/false, peers);
     pipe.init(tid);
-    Value tilesOfRows = rowTiles();
+    // A pair walks pairs of row tiles (a last one past T loads zeros and
+    // stores nothing), both blocks the same tiles in the same order.
+    Value tilesOfRows =
+        em.divuIdx(kb.addi(rowTiles(), em.idx(peers - 1)), peers);
     Value total = kb.muli(tilesOfRows, em.idx(nb));
     Value steps = em.idx(nIn / kTileK);
     Value warpgroup = em.divuIdx(tid, 128);
     auto setTile = [&](Value tile) {
       TileCoordinates at = rasterTile(em, tile, tilesOfRows, nb, raster);
-      mTile = kb.muli(at.rowTile, em.idx(kTileM));
+      Value rowTile = at.rowTile;
+      if (peers > 1)
+        rowTile = kb.addi(kb.muli(rowTile, em.idx(peers)), rank);
+      mTile = kb.muli(rowTile, em.idx(kTileM));
       pickWeight(at.columnTile);
       tmW = em.tensorMap(wMapArg, wBox());
     };
@@ -275,11 +312,12 @@ private:
       pipe.enterConsumer();
       pipe.forEachTile(total, [&](Value i, Value tile) {
         setTile(tile);
-        Value acc = pipe.consume(consumer, kb.muli(i, steps), steps, tileN,
-                                 kTileK / kWGMMAK,
-                                 [&](Value stage, Value c, Value acc) {
-                                   return multiplyRows(stage, c, acc);
-                                 });
+        Value acc = pipe.consume(
+            consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
+            [&](Value stage, Value c, Value acc) {
+              return multiplyRows(stage, c, acc);
+            },
+            em.remuIdx(t, 32));
         AccumulatorFragment f(em, acc, tileN, t);
         Value first = kb.muli(consumer, em.idx(64));
         if (nOuts.size() == 1)
@@ -289,6 +327,7 @@ private:
                     [&, w] { storeFragment(w, f, first); });
       });
     });
+    pipe.finish();
     return success();
   }
 
@@ -391,11 +430,13 @@ private:
   /// Row tiles per band of the tile order (TileRaster.h).
   int64_t raster;
   bool specialised;
+  /// Blocks of a cluster that share W's tiles (1: none).
+  int64_t peers;
   int64_t nIn = 0;
   SmallVector<int64_t> nOuts, firstTile;
   SmallVector<Value> wMapArgs;
   Value rows, mTile, nTile, weight, xMapArg, wMapArg, smem, base, tmX, tmW,
-      bars;
+      bars, rank;
 };
 
 template <typename OpT> struct LinearWGMMAPattern : OpKernelPattern<OpT> {

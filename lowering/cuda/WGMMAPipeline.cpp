@@ -2,6 +2,8 @@
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/cuda/MMA.h"
 
+#include "dialects/K3GPU/K3GPUDialect.h"
+
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -16,15 +18,46 @@ void WGMMAPipeline::init(Value tid) {
   empty = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
   // full: thread 0's arrive (the TMA bytes complete the phase) and, with
   // copies, every producer thread's once its copies landed; empty: every
-  // consumer thread's arrive.
+  // consumer thread's arrive (a pair's: every consumer warp's of both
+  // blocks).
   int64_t fullArrivals = copies ? 1 + 128 : 1;
+  int64_t emptyArrivals = peers == 1 ? 128 * consumers : peers * 4 * consumers;
   for (int64_t s = 0; s < em.stages; ++s) {
     nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(fullArrivals), em.idx(s),
                                   first);
-    nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(128 * consumers),
+    nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(emptyArrivals),
                                   em.idx(s), first);
   }
-  gpu::BarrierOp::create(b, loc);
+  if (peers == 1)
+    return (void)gpu::BarrierOp::create(b, loc);
+  NVVM::FenceMbarrierInitOp::create(b, loc);
+  clusterSync();
+}
+
+void WGMMAPipeline::clusterSync() {
+  // Not `.aligned`: the producer's threads reach it from a branch that its
+  // thread 0 alone took.
+  NVVM::ClusterArriveOp::create(em.b, em.loc, UnitAttr());
+  NVVM::ClusterWaitOp::create(em.b, em.loc, UnitAttr());
+}
+
+void WGMMAPipeline::finish() {
+  if (peers > 1)
+    clusterSync();
+}
+
+void WGMMAPipeline::release(Value g, Value lane) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  Value stage = em.remuIdx(g, em.stages);
+  if (peers == 1)
+    return (void)nvgpu::MBarrierArriveOp::create(b, loc, empty, stage);
+  // Lane r of each consumer warp arrives on block r's barrier.
+  kb.ifThen(kb.lti(lane, em.idx(peers)), [&] {
+    Value rank = arith::IndexCastOp::create(b, loc, b.getI32Type(), lane);
+    k3gpu::MBarrierArriveClusterOp::create(b, loc, empty, stage, rank);
+  });
 }
 
 void WGMMAPipeline::waitRound(Value bars, Value kt, Value stage, int64_t lag) {
@@ -130,13 +163,11 @@ void WGMMAPipeline::waitFull(Value step) {
 
 Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
                              int64_t columns, int64_t groupsPerStage,
-                             const Multiply &multiply) {
+                             const Multiply &multiply, Value lane) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  auto release = [&](Value g) {
-    nvgpu::MBarrierArriveOp::create(b, loc, empty, em.remuIdx(g, em.stages));
-  };
+  assert((peers == 1 || lane) && "a pair's consumers release by lane");
   Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
       b, loc, em.accumulatorType(columns));
   auto loop =
@@ -151,12 +182,13 @@ Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);
-    kb.ifThen(kb.gei(kt, em.idx(1)), [&] { release(kb.subi(g, em.idx(1))); });
+    kb.ifThen(kb.gei(kt, em.idx(1)),
+              [&] { release(kb.subi(g, em.idx(1)), lane); });
     scf::YieldOp::create(b, loc, acc);
   }
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
-            [&] { release(kb.subi(kb.addi(first, steps), em.idx(1))); });
+            [&] { release(kb.subi(kb.addi(first, steps), em.idx(1)), lane); });
   return loop.getResult(0);
 }
 

@@ -27,6 +27,18 @@
 // `setmaxnreg` (the producer needs few; the consumers hold 64 x 256 f32
 // accumulators).
 //
+// Pairs (a cluster of two blocks, `peers` = 2) share one operand's tiles:
+// each block's producer loads half of the shared tile by TMA multicast
+// into both blocks' stage, so a stage's full barrier completes on bytes
+// that both producers sent. A producer therefore refills a stage only once
+// the consumers of both blocks released it: empty[s] counts one arrive per
+// consumer warp of each block, lane 0 of every warp arriving on block 0's
+// barrier and lane 1 on block 1's (k3gpu.mbarrier_arrive_cluster), after
+// the wgmma wait that ends the warp's reads. The barriers are initialised
+// and fenced for the cluster before either block loads (a cluster
+// barrier), and neither block exits while the other may still write into
+// its shared memory or arrive on its barriers (finish()).
+//
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_WGMMAPIPELINE_H
 #define K3_LOWERING_CUDA_WGMMAPIPELINE_H
@@ -55,17 +67,26 @@ public:
   /// issued without waiting; returns the new accumulator.
   using Multiply = std::function<Value(Value stage, Value consumer, Value acc)>;
 
-  /// `stageBytes`: the TMA bytes of one stage; `copies`: whether the
-  /// producer also copies with cp.async (produceWithCopies).
+  /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
+  /// each block); `copies`: whether the producer also copies with cp.async
+  /// (produceWithCopies); `peers`: 1, or 2 for a cluster pair that shares
+  /// the stages' multicast tiles (TMA only).
   WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
-                bool copies = false)
-      : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies) {}
+                bool copies = false, int64_t peers = 1)
+      : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies),
+        peers(peers) {}
 
   /// Threads of the block: the producer and the consumers.
   int64_t threads() const { return 128 * (1 + consumers); }
 
-  /// Creates and initialises the barriers (thread 0), then a block barrier.
+  /// Creates and initialises the barriers (thread 0), then a block barrier
+  /// (a pair's: a fence and a cluster barrier).
   void init(Value tid);
+
+  /// A pair's last step, in every thread: a cluster barrier, so that no
+  /// block exits while its peer's loads or arrives may still reach it.
+  /// Nothing for one block.
+  void finish();
 
   /// The roles' register files (`setmaxnreg`), once before each role.
   void enterProducer();
@@ -95,12 +116,14 @@ public:
   /// Waits until pipeline step `step`'s stage is full.
   void waitFull(Value step);
 
-  /// A consumer's role for one tile (`consumer` = warpgroup - 1): `steps`
+  /// A consumer's role for one tile (`consumer` = warpgroup - 1; `lane`,
+  /// the thread's lane, which a pair's releases need): `steps`
   /// k-steps (pipeline steps from `first`) into a zeroed 64 x `columns`
   /// f32 accumulator; returns it with every product complete and every
   /// stage released.
   Value consume(Value consumer, Value first, Value steps, int64_t columns,
-                int64_t groupsPerStage, const Multiply &multiply);
+                int64_t groupsPerStage, const Multiply &multiply,
+                Value lane = Value());
 
   /// A persistent kernel's tiles: body(i, tile) for this block's tiles
   /// bid + i grid < total (a grid of one block per SM, each tile's k-steps
@@ -118,10 +141,15 @@ private:
   void waitEmpty(Value kt, Value stage);
   /// Thread 0's arrive with the stage's TMA bytes, then `loads`.
   void expectAndLoad(Value stage, Value kt, const IssueLoads &loads);
+  /// A consumer thread's release of pipeline step g's stage.
+  void release(Value g, Value lane);
+  /// Every thread of both blocks of the pair at one point.
+  void clusterSync();
 
   WGMMAEmitter &em;
   int64_t consumers, stageBytes;
   bool copies;
+  int64_t peers;
   Value full, empty;
 };
 

@@ -22,6 +22,20 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
+// Pairs (cluster 2): a cluster of two blocks per pair of row tiles, each
+// loading its x tile and half of W's tile multicast into both; a stage is
+// refilled once both blocks' consumer warps released it (lane r of each
+// warp arrives on block r's empty barrier); a cluster barrier after the
+// barriers' initialisation and before the blocks exit.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1,linear.cluster=2" --k3-outline-kernels -o %t.pair.mlir
+// RUN: FileCheck %s --check-prefix=PAIR --input-file=%t.pair.mlir
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x128x64,linear.cluster=2" 2>&1 | FileCheck %s --check-prefix=PAIRTILE
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.pair.mlir > %t.pair.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.pair.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.pair.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.pair.bin.mlir > %t.pair.ptx
+// RUN: FileCheck %s --check-prefix=PAIRPTX --input-file=%t.pair.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.pair.ptx -o %t.pair.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
 // WARPS: error: 'k3.linear' op linear_tma_wgmma has the tile [128, 128, 64] with one warpgroup (4 warps) or [128, 256, 64] with three (12 warps)
 // BLOCKS: error: 'k3.linear' op linear_tma_wgmma with the [128, 256, 64] tile runs one block per SM (blocks_per_sm = 1), got 2
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 246784 bytes of shared memory, the target has 232448
@@ -53,6 +67,37 @@
 // CHECK: gpu.shuffle  xor
 // CHECK-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<4xbf16>
 // CHECK-NOT: nvgpu.warpgroup.mma.store
+
+// PAIRTILE: error: 'k3.linear' op cluster 2 of linear_tma_wgmma needs the warp-specialised [128, 256, 64] tile
+
+// A grid of half the SMs in x, pairs in y; W's box is half the tile.
+// PAIR-LABEL: gpu.func @linear_0(
+// PAIR-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = device_sm_count, grid_scale = 1, grid_offset = 0, grid_divisor = 2, block = [384, 1, 1], dynamic_smem = 197632, cluster_y = 2>
+// PAIR-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 128], swizzle = swizzle_128b>]
+// PAIR-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
+// PAIR: %[[RANK:.*]] = gpu.block_id  y
+// PAIR-COUNT-8: nvgpu.mbarrier.init
+// PAIR: nvvm.fence.mbarrier.init
+// PAIR-NEXT: nvvm.cluster.arrive
+// PAIR-NEXT: nvvm.cluster.wait
+// PAIR: nvvm.setmaxregister {{ *}}decrease 40
+// PAIR: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c49152
+// PAIR: nvgpu.tma.async.load
+// PAIR: %[[BOTH:.*]] = arith.constant 3 : i16
+// PAIR: nvgpu.tma.async.load {{.*}} multicast_mask = %[[BOTH]]
+// PAIR: nvvm.setmaxregister {{ *}}increase 232
+// PAIR: nvvm.wgmma.wait.group.sync.aligned 4
+// PAIR: k3gpu.mbarrier_arrive_cluster
+// PAIR: nvvm.cluster.arrive
+// PAIR-NEXT: nvvm.cluster.wait
+// PAIR-NEXT: gpu.return
+
+// PAIRPTX-DAG: .reqnctapercluster 1, 2, 1
+// PAIRPTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
+// PAIRPTX-DAG: mapa.shared::cluster.u{{32|64}}
+// PAIRPTX-DAG: mbarrier.arrive.release.cluster.shared::cluster.b64
+// PAIRPTX-DAG: fence.mbarrier_init.release.cluster
+// PAIRPTX-DAG: barrier.cluster.arrive;
 
 // PTX-DAG: setmaxnreg.dec.sync.aligned.u32 40
 // PTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
