@@ -279,56 +279,70 @@ private:
     pipe.init(tid);
     // A pair walks pairs of row tiles (a last one past T loads zeros and
     // stores nothing), both blocks the same tiles in the same order.
-    Value tilesOfRows =
-        em.divuIdx(kb.addi(rowTiles(), em.idx(peers - 1)), peers);
-    Value total = kb.muli(tilesOfRows, em.idx(nb));
+    tileRowsOfOrder = em.divuIdx(kb.addi(rowTiles(), em.idx(peers - 1)), peers);
+    columnTiles = nb;
+    Value total = kb.muli(tileRowsOfOrder, em.idx(nb));
     Value steps = em.idx(nIn / kTileK);
     Value warpgroup = em.divuIdx(tid, 128);
-    auto setTile = [&](Value tile) {
-      TileCoordinates at = rasterTile(em, tile, tilesOfRows, nb, raster);
-      Value rowTile = at.rowTile;
-      if (peers > 1)
-        rowTile = kb.addi(kb.muli(rowTile, em.idx(peers)), rank);
-      mTile = kb.muli(rowTile, em.idx(kTileM));
-      pickWeight(at.columnTile);
-      tmW = em.tensorMap(wMapArg, wBox());
-    };
-    kb.ifThen(kb.eqi(warpgroup, em.idx(0)), [&] {
-      Value first = kb.eqi(tid, em.idx(0));
-      nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
-      for (Value arg : wMapArgs)
-        nvgpu::TmaPrefetchOp::create(b, loc, em.tensorMap(arg, wBox()), first);
-      pipe.enterProducer();
-      pipe.forEachTile(total, [&](Value i, Value tile) {
-        setTile(tile);
-        pipe.produce(tid, kb.muli(i, steps), steps, [&](Value stage, Value kt) {
-          loadTiles(pipe.fullBarriers(), stage, kt);
-        });
-      });
-    });
-    kb.ifThen(kb.gei(warpgroup, em.idx(1)), [&] {
-      Value consumer = kb.subi(warpgroup, em.idx(1));
-      Value t = kb.subi(tid, kb.muli(warpgroup, em.idx(128)));
-      pipe.enterConsumer();
-      pipe.forEachTile(total, [&](Value i, Value tile) {
-        setTile(tile);
-        Value acc = pipe.consume(
-            consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
-            [&](Value stage, Value c, Value acc) {
-              return multiplyRows(stage, c, acc);
-            },
-            em.remuIdx(t, 32));
-        AccumulatorFragment f(em, acc, tileN, t);
-        Value first = kb.muli(consumer, em.idx(64));
-        if (nOuts.size() == 1)
-          return storeFragment(0, f, first);
-        for (size_t w = 0; w < nOuts.size(); ++w)
-          kb.ifThen(kb.eqi(weight, em.idx(w)),
-                    [&, w] { storeFragment(w, f, first); });
-      });
-    });
+    kb.ifThen(kb.eqi(warpgroup, em.idx(0)),
+              [&] { produceTiles(pipe, tid, total, steps); });
+    kb.ifThen(kb.gei(warpgroup, em.idx(1)),
+              [&] { consumeTiles(pipe, tid, warpgroup, total, steps); });
     pipe.finish();
     return success();
+  }
+
+  /// Tile `tile` of the persistent order: its rows (a pair's rank takes
+  /// its row tile of the pair), its weight and W's tensor map.
+  void setPersistentTile(Value tile) {
+    TileCoordinates at =
+        rasterTile(em, tile, tileRowsOfOrder, columnTiles, raster);
+    Value rowTile = at.rowTile;
+    if (peers > 1)
+      rowTile = kb.addi(kb.muli(rowTile, em.idx(peers)), rank);
+    mTile = kb.muli(rowTile, em.idx(kTileM));
+    pickWeight(at.columnTile);
+    tmW = em.tensorMap(wMapArg, wBox());
+  }
+
+  /// Warpgroup 0: thread 0 streams every tile's k-steps into the stages.
+  void produceTiles(WGMMAPipeline &pipe, Value tid, Value total, Value steps) {
+    Value first = kb.eqi(tid, em.idx(0));
+    nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
+    for (Value arg : wMapArgs)
+      nvgpu::TmaPrefetchOp::create(b, loc, em.tensorMap(arg, wBox()), first);
+    pipe.enterProducer();
+    pipe.forEachTile(total, [&](Value i, Value tile) {
+      setPersistentTile(tile);
+      pipe.produce(tid, kb.muli(i, steps), steps, [&](Value stage, Value kt) {
+        loadTiles(pipe.fullBarriers(), stage, kt);
+      });
+    });
+  }
+
+  /// Warpgroups 1 and 2: each tile's 64 rows of the consumer by all its
+  /// columns, written from the registers.
+  void consumeTiles(WGMMAPipeline &pipe, Value tid, Value warpgroup,
+                    Value total, Value steps) {
+    Value consumer = kb.subi(warpgroup, em.idx(1));
+    Value t = kb.subi(tid, kb.muli(warpgroup, em.idx(128)));
+    pipe.enterConsumer();
+    pipe.forEachTile(total, [&](Value i, Value tile) {
+      setPersistentTile(tile);
+      Value acc = pipe.consume(
+          consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
+          [&](Value stage, Value c, Value acc) {
+            return multiplyRows(stage, c, acc);
+          },
+          em.remuIdx(t, 32));
+      AccumulatorFragment f(em, acc, tileN, t);
+      Value first = kb.muli(consumer, em.idx(64));
+      if (nOuts.size() == 1)
+        return storeFragment(0, f, first);
+      for (size_t w = 0; w < nOuts.size(); ++w)
+        kb.ifThen(kb.eqi(weight, em.idx(w)),
+                  [&, w] { storeFragment(w, f, first); });
+    });
   }
 
   /// A consumer's registers (its rows from tile row `first`) to weight
@@ -433,6 +447,10 @@ private:
   /// Blocks of a cluster that share W's tiles (1: none).
   int64_t peers;
   int64_t nIn = 0;
+  /// The persistent order's rows of tiles (a pair's: pairs of row tiles)
+  /// and column tiles.
+  Value tileRowsOfOrder;
+  int64_t columnTiles = 0;
   SmallVector<int64_t> nOuts, firstTile;
   SmallVector<Value> wMapArgs;
   Value rows, mTile, nTile, weight, xMapArg, wMapArg, smem, base, tmX, tmW,
