@@ -304,12 +304,14 @@ def K3GPU_WarpgroupMmaWaitOp : K3GPU_Op<"warpgroup_mma_wait",
 def K3GPU_MBarrierArriveClusterOp : K3GPU_Op<"mbarrier_arrive_cluster", []> {
   let summary = "arrive on an mbarrier of a block of the cluster";
   let description = [{
-    One arrive, with release semantics at cluster scope, on barrier `index`
-    of the group `barriers` as it lies in the shared memory of the block
-    whose rank in the cluster is `rank` (this block's own rank reaches its
-    own barrier). The executing thread's earlier memory operations, and the
-    wgmma reads it waited for, happen before a wait that completes the
-    barrier's phase.
+    One arrive on barrier `index` of the group `barriers` as it lies in the
+    shared memory of the block whose rank in the cluster is `rank` (this
+    block's own rank reaches its own barrier), with PTX's default
+    semantics, release at CTA scope, as CUTLASS's cluster pipelines arrive:
+    a consumer signals there that the wgmma reads it waited for are done,
+    and the producer that waits on the barrier then overwrites the stage
+    by TMA. (A release at cluster scope would also order every earlier
+    memory operation of the thread, at a fence's cost per arrive.)
 
     ```mlir
     k3gpu.mbarrier_arrive_cluster %bars[%stage], %rank

@@ -151,12 +151,13 @@ func.func @chain_async_wait(%a: !nvgpu.warpgroup.descriptor<tensor = memref<64x1
 }
 
 // An arrive on barrier 2 of the group in the cluster's block 1: the
-// barrier's shared address, mapped into that block, a release arrive at
-// cluster scope.
+// barrier's shared address, mapped into that block, an arrive there with
+// the default semantics (release at CTA scope; no cluster-scope fence).
 // CHECK-LABEL: func @mbarrier_arrive_cluster
 // CHECK: %[[PTR:.*]] = llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, i64
 // CHECK: %[[REMOTE:.*]] = nvvm.mapa %[[PTR]], %{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
-// CHECK: nvvm.mbarrier.arrive %[[REMOTE]] {scope = #nvvm.mem_scope<cluster>} : !llvm.ptr<7>
+// CHECK-NOT: mem_scope<cluster>
+// CHECK: nvvm.mbarrier.arrive %[[REMOTE]] : !llvm.ptr<7>
 func.func @mbarrier_arrive_cluster(%rank: i32) {
   %bars = nvgpu.mbarrier.create -> !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
   %c2 = arith.constant 2 : index

@@ -95,7 +95,7 @@
 // PAIRPTX-DAG: .reqnctapercluster 1, 2, 1
 // PAIRPTX-DAG: cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
 // PAIRPTX-DAG: mapa.shared::cluster.u{{32|64}}
-// PAIRPTX-DAG: mbarrier.arrive.release.cluster.shared::cluster.b64
+// PAIRPTX-DAG: mbarrier.arrive.{{(release.cta.)?}}shared::cluster.b64
 // PAIRPTX-DAG: fence.mbarrier_init.release.cluster
 // PAIRPTX-DAG: barrier.cluster.arrive;
 
