@@ -44,7 +44,7 @@
 //   row's sequence start to its last row, and the mask keeps each row to
 //   its own sequence. Key tiles past the diagonal are never loaded. Tiles
 //   are numbered last first, so that the longest rows start first; from
-//   kHeadMajorFromTokens tokens on, head by head (L2 keeps the few heads'
+//   headMajorFromTokens(H) tokens on, head by head (L2 keeps the few heads'
 //   keys and values in flight).
 // - The output: l summed over the quad, O / l times sigmoid(gate) when the
 //   op has a gate (ex2 and rcp of the special-function unit), written from
@@ -68,6 +68,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -76,11 +77,21 @@ using namespace mlir::k3;
 namespace {
 
 constexpr int64_t kRows = 64, kBox = 64, kThreads = 128;
-/// From this many tokens on, blocks go head by head (a head's query tiles
-/// side by side), so that the few heads in flight keep their keys and
-/// values in L2 while every tile streams them; below it all heads of the
-/// longest tiles go first (docs/mla.md, "Block order").
+/// From T tokens on, where T x H reaches kHeadMajorFromTokenHeads (T at
+/// most kHeadMajorFromTokens), blocks go head by head (a head's query
+/// tiles side by side), so that the few heads in flight keep their keys
+/// and values in L2 while every tile streams them; below it all heads of
+/// the longest tiles go first (docs/mla.md, "Block order"). The keys and
+/// values of all heads scale with T x H: K3's 96 heads overflow L2 at a
+/// third of the tokens that Kimi's 32 do.
 constexpr int64_t kHeadMajorFromTokens = 16384;
+constexpr int64_t kHeadMajorFromTokenHeads = 16384 * 32;
+
+/// The token count from which `heads` heads go head by head.
+int64_t headMajorFromTokens(int64_t heads) {
+  return std::min(kHeadMajorFromTokens,
+                  (kHeadMajorFromTokenHeads + heads - 1) / heads);
+}
 /// Bytes of one 64 x 64 bf16 box (q's: 64 rows).
 constexpr int64_t kBoxBytes = kRows * kBox * 2;
 
@@ -127,7 +138,7 @@ public:
                 mlaFlashSharedBytes(op, em.stages, queryRows, keys));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(queryRows - 1)), queryRows);
-    Value headMajor = kb.gei(tokens, kb.idx(kHeadMajorFromTokens));
+    Value headMajor = kb.gei(tokens, kb.idx(headMajorFromTokens(heads)));
     // Both orders are computed and one selected; the divisor is kept
     // non-zero for a call without tokens (no tiles, every block spare).
     Value perHead = kb.maxsi(tiles, kb.idx(1));

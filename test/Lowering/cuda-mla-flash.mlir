@@ -29,6 +29,10 @@
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=8,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels | FileCheck %s --check-prefix=WG2
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=64x256" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// Head by head from T x H >= 16384 x 32 tokens (at most 16384): 4 heads
+// from 16384 tokens (above), K3's 96 heads from 5462.
+// RUN: sed -e 's/x4x/x96x/g; s/-1, 4, /-1, 96, /g; s/?x512xbf16/?x12288xbf16/g; s/-1, 512>/-1, 12288>/g' %s > %t.h96.mlir
+// RUN: k3-opt %t.h96.mlir --k3-select-kernel-config=target=cuda --k3-outline-kernels | FileCheck %s --check-prefix=H96
 // Key tiles of 128: 128-row key and value boxes, scores by m64n128, eight
 // k-steps of P V; two blocks per SM hold its registers without spills.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=64x128,mla_prefill_attention.blocks_per_sm=2" --k3-outline-kernels -o %t.k128.mlir
@@ -100,6 +104,9 @@
 // WG2-COUNT-6: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // WG2: scf.for
 // BADTILE: error: 'k3.mla_prefill_attention' op mla_flash_wgmma has the tile [64 or 128 queries, 64 or 128 keys] with a warpgroup (4 warps) per 64 queries
+
+// H96-LABEL: gpu.func @mla_prefill_attention_0(
+// H96: arith.cmpi sge, %{{.*}}, %c5462
 
 // K128-LABEL: gpu.func @mla_prefill_attention_0(
 // K128-SAME: dynamic_smem = 107520
