@@ -45,6 +45,7 @@
 
 #include "lowering/cuda/WGMMA.h"
 
+#include <cassert>
 #include <functional>
 
 namespace mlir::k3 {
@@ -74,7 +75,9 @@ public:
   WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
                 bool copies = false, int64_t peers = 1)
       : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies),
-        peers(peers) {}
+        peers(peers) {
+    assert((peers == 1 || !copies) && "cp.async copies cannot multicast");
+  }
 
   /// Threads of the block: the producer and the consumers.
   int64_t threads() const { return 128 * (1 + consumers); }
