@@ -78,6 +78,10 @@ if os.environ.get("K3_GEMM_TOKENS"):  # e.g. "1024,8192"
 # warpgroups, 128 x 256 tiles, one block per SM; docs/gemm.md).
 SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,"
                "linear.blocks_per_sm=1,linear.stages=")
+# The same with alternating consumers (tile [64, 256, 64]: each consumer
+# warpgroup takes every other 64-row tile, CUTLASS's ping-pong).
+PINGPONG = ("linear.kernel=linear_tma_wgmma,linear.tile=64x256x64,linear.warps=12,"
+            "linear.blocks_per_sm=1,linear.stages=")
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
                            "linear.warps=4,linear.blocks_per_sm=0"),
@@ -93,6 +97,10 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # The same in cluster pairs: two row tiles share W's tiles by
             # TMA multicast (docs/gemm.md, "Cluster pairs").
             "prefill-ws-pairs": f"kernel-config={SPECIALISED}4,linear.cluster=2",
+            "prefill-pp-5stages": f"kernel-config={PINGPONG}5",
+            "prefill-pp-4stages": f"kernel-config={PINGPONG}4",
+            "prefill-pp-pairs": f"kernel-config={PINGPONG}5,linear.cluster=2",
+            "prefill-pp-bf16": f"kernel-config={PINGPONG}5",
             # The output tiles row-major (a row tile's column tiles first),
             # the order before the banded raster (lowering/cuda/TileRaster.h).
             "prefill-raster0": "kernel-config=linear.raster=0",
@@ -103,7 +111,7 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
 if os.environ.get("K3_GEMM_VARIANTS"):  # e.g. "prefill,prefill-raster0"
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_GEMM_VARIANTS"].split(",")}
 # The variants whose y is bf16 (the others: f32).
-BF16_OUT = {"prefill-bf16"}
+BF16_OUT = {"prefill-bf16", "prefill-pp-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}x{Y}> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>

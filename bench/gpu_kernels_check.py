@@ -102,6 +102,16 @@ WS_LINEARS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_LINEARS)
 WS_PAIR_CONFIG = WS_CONFIG + "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
 WS_PAIR_LINEARS = tuple((f"{c[0]}_wsp",) + c[1:] for c in WGMMA_LINEARS)
 PAIR_TOKENS = (1, 5, 130, 647, 1000)
+# The persistent schedule with alternating consumers (tile [64, 256, 64],
+# CUTLASS's ping-pong: each consumer takes every other 64-row tile), alone
+# and in cluster pairs, at PAIR_TOKENS (1 to 16 row tiles: a block with
+# one tile, so one consumer idle, and odd counts per block).
+PP_CONFIG = "kernel-config=" + ",".join(
+    f"{op}.kernel=linear_tma_wgmma,{op}.tile=64x256x64,{op}.warps=12,{op}.stages=5,"
+    f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
+PP_PAIR_CONFIG = PP_CONFIG + "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
+PP_LINEARS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_LINEARS)
+PP_PAIR_LINEARS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_LINEARS)
 # The wgmma cases' output tiles in bands of 4 row tiles (config raster,
 # lowering/cuda/TileRaster.h) in both schedules, at RASTER_TOKENS: 2 row
 # tiles (one partial band), 6 (a band and a partial one), 8 (two bands).
@@ -110,6 +120,8 @@ RASTER_LINEARS = tuple((c[0] + suffix,) + c[1:] for c in WGMMA_LINEARS for suffi
 RASTER_TOKENS = (130, 647, 1000)
 WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
 WS_PAIR_GROUPS = tuple((f"{c[0]}_wsp",) + c[1:] for c in WGMMA_GROUPS)
+PP_GROUPS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_GROUPS)
+PP_PAIR_GROUPS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_GROUPS)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
 # the tensor-core form.
@@ -504,6 +516,10 @@ def prepare() -> int:
     for name, n, k, w, x, y in WS_PAIR_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_PAIR_CONFIG,
                       max_tokens=max(PAIR_TOKENS))
+    for names, config in ((PP_LINEARS, PP_CONFIG), (PP_PAIR_LINEARS, PP_PAIR_CONFIG)):
+        for name, n, k, w, x, y in names:
+            compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), config,
+                          max_tokens=max(PAIR_TOKENS))
     for name, n, k, w, x, y in RASTER_LINEARS:
         extra = next(v for suffix, v in RASTER_CONFIGS.items() if name.endswith(suffix))
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), extra,
@@ -517,6 +533,10 @@ def prepare() -> int:
         compile_model(name, group_model(k, ns, x, ys), WS_CONFIG)
     for name, k, ns, x, ys in WS_PAIR_GROUPS:
         compile_model(name, group_model(k, ns, x, ys), WS_PAIR_CONFIG)
+    for name, k, ns, x, ys in PP_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), PP_CONFIG)
+    for name, k, ns, x, ys in PP_PAIR_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), PP_PAIR_CONFIG)
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -666,8 +686,9 @@ def check_groups(res, dev, g) -> None:
     from safetensors.torch import save_file
     import k3
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
-    wgmma = {c[0] for c in WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS}
-    for name, k, ns, xt, ys in GROUPS + WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS:
+    wgmma_groups = WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS + PP_GROUPS + PP_PAIR_GROUPS
+    wgmma = {c[0] for c in wgmma_groups}
+    for name, k, ns, xt, ys in GROUPS + wgmma_groups:
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
         wfile = OUT / f"{name}.w.safetensors"
         save_file({f"w{i}": w.cpu() for i, w in enumerate(ws)}, str(wfile))
@@ -689,13 +710,22 @@ def check_groups(res, dev, g) -> None:
                     errs.append(err)
                 s.close()
                 return {"err_vs_oracle": max(errs), "errs": errs}
-            kernel = ("linear_gemv" if name not in wgmma
-                      else "linear_tma_wgmma 128x256 persistent" if name.endswith("_ws")
-                      else "linear_tma_wgmma 128x256 persistent, cluster pairs" if name.endswith("_wsp")
-                      else "linear_tma_wgmma")
+            kernel = ("linear_gemv" if name not in wgmma else wgmma_schedule(name))
             res.guard(case, case=name, impl="k3",
                       variant=f"{kernel} (linear_group)" + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": list(ns), "K": k, "x": xt, "y": list(ys)})
+
+
+def wgmma_schedule(name: str) -> str:
+    """The linear_tma_wgmma schedule of a case, from its name's suffix."""
+    base = name.removesuffix("_r4")
+    for suffix, schedule in (("_wsp", "128x256 persistent, cluster pairs"),
+                             ("_ws", "128x256 persistent"),
+                             ("_ppp", "64x256 persistent, alternating consumers, cluster pairs"),
+                             ("_pp", "64x256 persistent, alternating consumers")):
+        if base.endswith(suffix):
+            return f"linear_tma_wgmma {schedule}"
+    return "linear_tma_wgmma"
 
 
 def argmax_rows(v: int, rng) -> np.ndarray:
@@ -716,19 +746,17 @@ def check() -> int:
     dev = torch.device("cuda:0")
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
-    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + WS_LINEARS + WS_PAIR_LINEARS + RASTER_LINEARS:
+    for name, n, k, wt, xt, yt in (LINEARS + WGMMA_LINEARS + WS_LINEARS + WS_PAIR_LINEARS
+                                   + PP_LINEARS + PP_PAIR_LINEARS + RASTER_LINEARS):
         kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
-                  else "linear_tma_wgmma 128x256 persistent" if "_ws" in name
-                  else "linear_tma_wgmma")
+                  else wgmma_schedule(name))
         if name.endswith("_r4"):
             kernel += ", bands of 4 row tiles"
-        if name.endswith("_wsp"):
-            kernel += ", cluster pairs"
         w = (torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(dt[wt])
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))
-        for t in (RASTER_TOKENS if name.endswith("_r4") else PAIR_TOKENS if name.endswith("_wsp")
-                  else LINEAR_TOKENS):
+        for t in (RASTER_TOKENS if name.endswith("_r4")
+                  else PAIR_TOKENS if name.endswith(("_wsp", "_pp", "_ppp")) else LINEAR_TOKENS):
             x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
 
             def case(w=w, x=x, t=t, name=name, wfile=wfile, yt=yt):

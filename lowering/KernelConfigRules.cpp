@@ -871,15 +871,18 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
                                 "x 64 (one K for all), and f32 or bf16 "
                                 "results";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
-  // 64] with a producer and two consumer warpgroups (LinearWGMMA.cpp).
-  bool narrow =
-      c.getTile() == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
-  bool wide =
-      c.getTile() == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
+  // 64] (two consumers share each tile) or [64, 256, 64] (they alternate
+  // tiles) with a producer and two consumer warpgroups (LinearWGMMA.cpp).
+  ArrayRef<int64_t> tile = c.getTile();
+  bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
+  bool wide = (tile == ArrayRef<int64_t>{128, 256, 64} ||
+               tile == ArrayRef<int64_t>{64, 256, 64}) &&
+              c.getWarps() == 12;
   if (!narrow && !wide)
-    return op->emitOpError() << "linear_tma_wgmma has the tile [128, 128, 64] "
-                                "with one warpgroup (4 warps) or [128, 256, "
-                                "64] with three (12 warps)";
+    return op->emitOpError()
+           << "linear_tma_wgmma has the tile [128, 128, 64] with one "
+              "warpgroup (4 warps), or [128, 256, 64] or [64, 256, 64] with "
+              "three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << "linear_tma_wgmma stages must be in [2, 6], got "
@@ -887,11 +890,11 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
   // The warp-specialised schedule's register split (setmaxnreg) assumes
   // the whole register file: one block per SM.
   if (wide && c.getBlocksPerSm() != 1)
-    return op->emitOpError() << "linear_tma_wgmma with the [128, 256, 64] tile "
-                                "runs one block per SM (blocks_per_sm = 1), "
-                                "got "
-                             << c.getBlocksPerSm();
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), c.getTile()[1]);
+    return op->emitOpError()
+           << "linear_tma_wgmma with a 256-column tile runs one block per SM "
+              "(blocks_per_sm = 1), got "
+           << c.getBlocksPerSm();
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), tile[1], tile[0]);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << "linear_tma_wgmma needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1655,17 +1658,17 @@ int64_t mlir::k3::linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &t) {
 }
 
 namespace {
-/// Per stage a 128 x 64 bf16 tile of x and a tileN x 64 one of W (16 and
-/// 16 or 32 KiB), and `stagedPerStage` more bytes after all the stages'
+/// Per stage a tileM x 64 bf16 tile of x and a tileN x 64 one of W (8 or
+/// 16, and 16 or 32 KiB), and `stagedPerStage` more bytes after all the stages'
 /// tiles; 1 KiB to align the tiles to the 128-byte swizzle's 1024-byte
 /// pattern. With `epilogueTile` the epilogue reuses the stages for the f32
 /// tile: 128 x 128 (68 KiB with its rows padded, WGMMA.h), or for the
 /// warp-specialised schedule 192 x 256 (198 KiB: its consumers' rows land
 /// 64 rows in, LinearWGMMA.cpp).
 int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
-                         bool epilogueTile = true) {
+                         bool epilogueTile = true, int64_t tileM = 128) {
   int64_t epilogueRows = tileN == 256 ? 192 : 128;
-  int64_t stageBytes = stages * ((128 + tileN) * 64 * 2 + stagedPerStage);
+  int64_t stageBytes = stages * ((tileM + tileN) * 64 * 2 + stagedPerStage);
   if (!epilogueTile)
     return stageBytes + 1024;
   return std::max<int64_t>(stageBytes,
@@ -1674,10 +1677,12 @@ int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
 }
 } // namespace
 
-int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN) {
-  // The persistent warp-specialised schedule (tileN 256) writes its tiles
-  // from registers: the stages alone.
-  return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256);
+int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
+                                         int64_t tileM) {
+  // The persistent warp-specialised schedules (tileN 256) write their
+  // tiles from registers: the stages alone.
+  return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256,
+                          tileM);
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
@@ -1737,13 +1742,15 @@ static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
-/// Clusters of the linear kernel's warp-specialised schedule: pairs of
+/// Clusters of the linear kernel's warp-specialised schedules: pairs of
 /// row tiles sharing W's tiles by TMA multicast (LinearWGMMA.cpp).
 static LogicalResult verifyLinearCluster(Operation *op, KernelConfigAttr c) {
-  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64})
+  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} &&
+      c.getTile() != ArrayRef<int64_t>{64, 256, 64})
     return op->emitOpError()
-           << "cluster 2 of linear_tma_wgmma needs the warp-specialised "
-              "[128, 256, 64] tile (pairs of row tiles share W's tiles)";
+           << "cluster 2 of linear_tma_wgmma needs a warp-specialised tile, "
+              "[128, 256, 64] or [64, 256, 64] (pairs of row tiles share W's "
+              "tiles)";
   return success();
 }
 
@@ -1760,7 +1767,7 @@ static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   if (c.getKernel() != KernelKind::moe_grouped_wgmma || !down || cluster != 2)
     return op->emitOpError()
            << "cluster " << cluster
-           << " applies, as 2, to linear_tma_wgmma's [128, 256, 64] tile "
+           << " applies, as 2, to linear_tma_wgmma's 256-column tiles "
               "(pairs of row tiles sharing W) and to k3.moe_grouped_down's "
               "moe_grouped_wgmma kernel (pairs of column tiles sharing the "
               "rows), got "

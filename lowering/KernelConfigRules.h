@@ -75,8 +75,10 @@ int64_t linearGEMVVectorElements(Type weightElement);
 /// Row tiles of the GEMV grid: ceil(N / ((warps / S) R)).
 int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
-/// Dynamic shared memory of the TMA + wgmma linear with `stages` stages.
-int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128);
+/// Dynamic shared memory of the TMA + wgmma linear with `stages` stages
+/// of tileM x 64 x tiles and tileN x 64 W tiles.
+int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128,
+                               int64_t tileM = 128);
 
 /// Row stride, in f32 elements, of the epilogue's accumulator tile of
 /// `cols` columns. nvgpu.warpgroup.mma.store writes one f32 per lane and

@@ -16,6 +16,9 @@
 //   half the shared-memory reads per product of two m64n128 halves), keep
 //   the next stage's products queued while the last one is released, and
 //   write the tile from their registers while the producer loads the next.
+//   With the tile [64, 256, 64] the consumers alternate instead (CUTLASS's
+//   ping-pong): each takes every other 64 x 256 tile of the block, so one
+//   consumer's writes overlap the other's products.
 //   With `cluster = 2` the blocks run in pairs (a cluster of two, grid y
 //   its rank) that take two adjacent row tiles of one column tile: each
 //   producer loads its 128 x 64 x tile and half of the shared 256 x 64 W
@@ -59,7 +62,7 @@ using namespace mlir::k3;
 
 namespace {
 
-constexpr int64_t kTileM = kWGMMATileRows, kTileK = kWGMMATileK;
+constexpr int64_t kTileK = kWGMMATileK;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
 
@@ -69,8 +72,9 @@ public:
   /// `op` is a k3.linear or a k3.linear_group: input x, then the weights.
   LinearWGMMAKernel(Operation *op, KernelEmission &e)
       : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
-        em{b, loc, kb, e.config.getStages()}, tileN(e.config.getTile()[1]),
-        raster(e.config.getRaster()), specialised(tileN == 256),
+        em{b, loc, kb, e.config.getStages()}, tileM(e.config.getTile()[0]),
+        tileN(e.config.getTile()[1]), raster(e.config.getRaster()),
+        specialised(tileN == 256), alternate(specialised && tileM == 64),
         peers(specialised && e.config.getCluster() == 2 ? 2 : 1) {}
 
   LogicalResult emit() {
@@ -96,11 +100,11 @@ public:
     int64_t threads = 128;
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
-    e.setLaunch(*form, nb, (kTileM - 1) * nb, kTileM, {threads, 1, 1},
+    e.setLaunch(*form, nb, (tileM - 1) * nb, tileM, {threads, 1, 1},
                 linearWGMMASharedBytes(em.stages, tileN));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     TileCoordinates at = rasterTile(em, bid, rowTiles(), nb, raster);
-    mTile = kb.muli(at.rowTile, em.idx(kTileM));
+    mTile = kb.muli(at.rowTile, em.idx(tileM));
     pickWeight(at.columnTile);
     kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
     return success();
@@ -108,11 +112,11 @@ public:
 
 private:
   /// Bytes of one stage's x and W tiles.
-  int64_t xTileBytes() const { return kTileM * kTileK * 2; }
-  int64_t stageBytes() const { return (kTileM + tileN) * kTileK * 2; }
-  SmallVector<int64_t> xBox() const { return {kTileM, kTileK}; }
-  /// 128-row tiles of x: ceil(rows / 128).
-  Value rowTiles() { return rowTilesOf(em, rows, kTileM); }
+  int64_t xTileBytes() const { return tileM * kTileK * 2; }
+  int64_t stageBytes() const { return (tileM + tileN) * kTileK * 2; }
+  SmallVector<int64_t> xBox() const { return {tileM, kTileK}; }
+  /// Row tiles of x: ceil(rows / tileM).
+  Value rowTiles() { return rowTilesOf(em, rows, tileM); }
   /// W's box: the whole tile, or a pair's half of it (each block loads one
   /// half into both).
   SmallVector<int64_t> wBox() const { return {tileN / peers, kTileK}; }
@@ -150,17 +154,17 @@ private:
       return TensorMapAttr::get(b.getContext(), operand, {kTileK, boxRows},
                                 TensorMapSwizzle::swizzle_128b);
     };
-    SmallVector<Attribute> maps{map(0, kTileM)};
+    SmallVector<Attribute> maps{map(0, tileM)};
     for (int64_t i = 0; i < weights; ++i)
       maps.push_back(map(1 + i, tileN / peers));
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(maps));
   }
 
-  /// The x tile (which = 0, 128 x 64) or W tile (which = 1, tileN x 64) of
-  /// `stage`.
+  /// The x tile (which = 0, tileM x 64) or W tile (which = 1, tileN x 64)
+  /// of `stage`.
   Value stageTile(Value stage, int64_t which) {
-    int64_t tileRows = which ? tileN : kTileM;
+    int64_t tileRows = which ? tileN : tileM;
     return em.view(smem, stageOffset(stage, which),
                    em.tileType({tileRows, kTileK}, b.getBF16Type()));
   }
@@ -230,7 +234,7 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
-    storeRows(tile, tid, kTileM);
+    storeRows(tile, tid, /*threads=*/128);
   }
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
@@ -266,7 +270,7 @@ private:
     // A block per SM; pairs: a cluster per two SMs, grid y its rank.
     e.setLaunch(GridSymbol::device_sm_count, 1, 0, peers,
                 {128 * (1 + kConsumers), 1, 1},
-                linearWGMMASharedBytes(em.stages, tileN));
+                linearWGMMASharedBytes(em.stages, tileN, tileM));
     if (peers > 1) {
       e.setClusterY(peers);
       rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
@@ -275,7 +279,8 @@ private:
     smem = dynamicSharedMemory();
     base = em.alignedBase(smem);
     tmX = em.tensorMap(xMapArg, xBox());
-    WGMMAPipeline pipe(em, kConsumers, stageBytes(), /*copies=*/false, peers);
+    WGMMAPipeline pipe(em, kConsumers, stageBytes(), /*copies=*/false, peers,
+                       alternate);
     pipe.init(tid);
     // A pair walks pairs of row tiles (a last one past T loads zeros and
     // stores nothing), both blocks the same tiles in the same order.
@@ -300,7 +305,7 @@ private:
     Value rowTile = at.rowTile;
     if (peers > 1)
       rowTile = kb.addi(kb.muli(rowTile, em.idx(peers)), rank);
-    mTile = kb.muli(rowTile, em.idx(kTileM));
+    mTile = kb.muli(rowTile, em.idx(tileM));
     pickWeight(at.columnTile);
     tmW = em.tensorMap(wMapArg, wBox());
   }
@@ -320,29 +325,34 @@ private:
     });
   }
 
-  /// Warpgroups 1 and 2: each tile's 64 rows of the consumer by all its
-  /// columns, written from the registers.
+  /// Warpgroups 1 and 2: each tile's 64 rows of the consumer (alternating:
+  /// every other tile, all of its 64 rows) by all its columns, written
+  /// from the registers.
   void consumeTiles(WGMMAPipeline &pipe, Value tid, Value warpgroup,
                     Value total, Value steps) {
     Value consumer = kb.subi(warpgroup, em.idx(1));
     Value t = kb.subi(tid, kb.muli(warpgroup, em.idx(128)));
+    // The consumer's rows of each of its tiles start here.
+    Value first = alternate ? em.idx(0) : kb.muli(consumer, em.idx(64));
     pipe.enterConsumer();
-    pipe.forEachTile(total, [&](Value i, Value tile) {
+    auto body = [&](Value i, Value tile) {
       setPersistentTile(tile);
       Value acc = pipe.consume(
           consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
-          [&](Value stage, Value c, Value acc) {
-            return multiplyRows(stage, c, acc);
+          [&](Value stage, Value, Value acc) {
+            return multiplyRows(stage, first, acc);
           },
           em.remuIdx(t, 32));
       AccumulatorFragment f(em, acc, tileN, t);
-      Value first = kb.muli(consumer, em.idx(64));
       if (nOuts.size() == 1)
         return storeFragment(0, f, first);
       for (size_t w = 0; w < nOuts.size(); ++w)
         kb.ifThen(kb.eqi(weight, em.idx(w)),
                   [&, w] { storeFragment(w, f, first); });
-    });
+    };
+    if (alternate)
+      return pipe.forEachConsumerTile(total, consumer, body);
+    pipe.forEachTile(total, body);
   }
 
   /// A consumer's registers (its rows from tile row `first`) to weight
@@ -381,13 +391,14 @@ private:
     }
   }
 
-  /// Consumer `c`'s products of one landed stage: its 64 rows of x against
-  /// all tileN rows of W, four k-steps of 16, issued without waiting.
-  Value multiplyRows(Value stage, Value c, Value acc) {
+  /// A consumer's products of one landed stage: the x tile's 64 rows from
+  /// row `first` against all tileN rows of W, four k-steps of 16, issued
+  /// without waiting.
+  Value multiplyRows(Value stage, Value first, Value acc) {
     Value wTile = stageTile(stage, 1);
-    // Consumer c's 64 rows of the x tile, as a 64 x 64 tile of its own.
+    // The consumer's 64 rows of the x tile, as a 64 x 64 tile of its own.
     Value rowsOff = kb.addi(base, kb.addi(kb.muli(stage, em.idx(stageBytes())),
-                                          kb.muli(c, em.idx(64 * kTileK * 2))));
+                                          kb.muli(first, em.idx(kTileK * 2))));
     Value xRows =
         em.view(smem, rowsOff, em.tileType({64, kTileK}, b.getBF16Type()));
     return em.multiplyRowsStage(xRows, wTile, tmW, tileN, acc);
@@ -410,8 +421,8 @@ private:
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
     int64_t perRow = tileN / 4, rowStep = threads / perRow;
     Value col = kb.muli(em.remuIdx(t, perRow), em.idx(4));
-    auto loop = scf::ForOp::create(b, loc, em.divuIdx(t, perRow),
-                                   em.idx(kTileM), em.idx(rowStep));
+    auto loop = scf::ForOp::create(b, loc, em.divuIdx(t, perRow), em.idx(tileM),
+                                   em.idx(rowStep));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value r = loop.getInductionVar(), row = kb.addi(mTile, r);
@@ -440,10 +451,12 @@ private:
   Location loc;
   KernelBuilder &kb;
   WGMMAEmitter em;
-  int64_t tileN;
+  /// The output tile: [128, 128] (one warpgroup), [128, 256] (two
+  /// consumers sharing each tile) or [64, 256] (alternating consumers).
+  int64_t tileM, tileN;
   /// Row tiles per band of the tile order (TileRaster.h).
   int64_t raster;
-  bool specialised;
+  bool specialised, alternate;
   /// Blocks of a cluster that share W's tiles (1: none).
   int64_t peers;
   int64_t nIn = 0;

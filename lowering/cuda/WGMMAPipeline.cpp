@@ -19,9 +19,10 @@ void WGMMAPipeline::init(Value tid) {
   // full: thread 0's arrive (the TMA bytes complete the phase) and, with
   // copies, every producer thread's once its copies landed; empty: every
   // consumer thread's arrive (a pair's: every consumer warp's of both
-  // blocks).
+  // blocks); alternating consumers: the one whose tile read the stage.
   int64_t fullArrivals = copies ? 1 + 128 : 1;
-  int64_t emptyArrivals = peers == 1 ? 128 * consumers : peers * 4 * consumers;
+  int64_t releasing = alternate ? 1 : consumers;
+  int64_t emptyArrivals = peers == 1 ? 128 * releasing : peers * 4 * releasing;
   for (int64_t s = 0; s < em.stages; ++s) {
     nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(fullArrivals), em.idx(s),
                                   first);
@@ -194,13 +195,28 @@ Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
 
 void WGMMAPipeline::forEachTile(Value total,
                                 const std::function<void(Value, Value)> &body) {
+  walkTiles(total, Value(), 1, body);
+}
+
+void WGMMAPipeline::forEachConsumerTile(
+    Value total, Value consumer,
+    const std::function<void(Value, Value)> &body) {
+  assert(alternate && "consumers share each tile");
+  walkTiles(total, consumer, consumers, body);
+}
+
+void WGMMAPipeline::walkTiles(Value total, Value start, int64_t every,
+                              const std::function<void(Value, Value)> &body) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-  auto loop = scf::ForOp::create(b, loc, bid, total, grid);
+  Value from = start ? kb.addi(bid, kb.muli(start, grid)) : bid;
+  Value step = every == 1 ? grid : kb.muli(grid, em.idx(every));
+  auto loop = scf::ForOp::create(b, loc, from, total, step);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value tile = loop.getInductionVar();
-  body(arith::DivUIOp::create(b, loc, em.kb.subi(tile, bid), grid), tile);
+  body(arith::DivUIOp::create(b, loc, kb.subi(tile, bid), grid), tile);
 }

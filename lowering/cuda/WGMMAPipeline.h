@@ -27,6 +27,14 @@
 // `setmaxnreg` (the producer needs few; the consumers hold 64 x 256 f32
 // accumulators).
 //
+// Alternating consumers (`alternate`: CUTLASS's ping-pong schedule) each
+// take whole tiles, consumer c the block's tiles c, c + 2, ...: while one
+// writes its tile from its registers the other's products keep the tensor
+// cores busy. The pipeline's steps stay in tile order, so a stage is
+// released by the one consumer whose tile read it (empty[s] counts one
+// consumer's arrivals) and the next tile's consumer starts as the stages
+// of the last few k-steps free up.
+//
 // Pairs (a cluster of two blocks, `peers` = 2) share one operand's tiles:
 // each block's producer loads half of the shared tile by TMA multicast
 // into both blocks' stage, so a stage's full barrier completes on bytes
@@ -71,11 +79,12 @@ public:
   /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
   /// each block); `copies`: whether the producer also copies with cp.async
   /// (produceWithCopies); `peers`: 1, or 2 for a cluster pair that shares
-  /// the stages' multicast tiles (TMA only).
+  /// the stages' multicast tiles (TMA only); `alternate`: the consumers
+  /// take alternate tiles (forEachConsumerTile) instead of sharing each.
   WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
-                bool copies = false, int64_t peers = 1)
+                bool copies = false, int64_t peers = 1, bool alternate = false)
       : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies),
-        peers(peers) {
+        peers(peers), alternate(alternate) {
     assert((peers == 1 || !copies) && "cp.async copies cannot multicast");
   }
 
@@ -133,6 +142,11 @@ public:
   /// the pipeline steps from i steps).
   void forEachTile(Value total, const std::function<void(Value, Value)> &body);
 
+  /// An alternating consumer's share of forEachTile: body(i, tile) for the
+  /// block's tiles i = consumer, consumer + consumers, ...
+  void forEachConsumerTile(Value total, Value consumer,
+                           const std::function<void(Value, Value)> &body);
+
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
 
@@ -148,11 +162,16 @@ private:
   void release(Value g, Value lane);
   /// Every thread of both blocks of the pair at one point.
   void clusterSync();
+  /// The block's tiles from bid + start grid (no start: bid), `every`
+  /// grid apart.
+  void walkTiles(Value total, Value start, int64_t every,
+                 const std::function<void(Value, Value)> &body);
 
   WGMMAEmitter &em;
   int64_t consumers, stageBytes;
   bool copies;
   int64_t peers;
+  bool alternate;
   Value full, empty;
 };
 

@@ -34,10 +34,10 @@
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %s --k3-compile="target=cuda output=%t.k3bin max-tokens=64 max-seqs=1 kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2" -o /dev/null
 // RUN: k3-run %t.k3bin --plan | FileCheck %s --check-prefix=PLAN
 
-// GLU: error: 'k3.moe_grouped_glu' op cluster 2 applies, as 2, to linear_tma_wgmma's [128, 256, 64] tile (pairs of row tiles sharing W) and to k3.moe_grouped_down's moe_grouped_wgmma kernel
+// GLU: error: 'k3.moe_grouped_glu' op cluster 2 applies, as 2, to linear_tma_wgmma's 256-column tiles (pairs of row tiles sharing W) and to k3.moe_grouped_down's moe_grouped_wgmma kernel
 // ODD: error: 'k3.moe_grouped_down' op cluster 2 pairs 128-column tiles: the output width must be a multiple of 256, got 384
 // STAGES: error: 'k3.moe_grouped_down' op cluster 2 needs at least 3 stages (a refill lands while two steps multiply), got 2
-// FOUR: error: 'k3.moe_grouped_down' op cluster 4 applies, as 2, to linear_tma_wgmma's [128, 256, 64] tile
+// FOUR: error: 'k3.moe_grouped_down' op cluster 4 applies, as 2, to linear_tma_wgmma's 256-column tiles
 
 // The gate/up GEMM is as it was: no cluster.
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
