@@ -21,7 +21,8 @@ weights in both schedules and the dense GLU in the persistent one
 
     .venv/bin/python bench/gpu_kernels_check.py prepare   # here (k3-opt)
     python3 bench/gpu_kernels_check.py check              # GPU machine
-    K3_CHECK_ONLY=linears python3 bench/gpu_kernels_check.py check   # the GEMMs alone
+    K3_CHECK_ONLY=linears python3 bench/gpu_kernels_check.py check   # the linear GEMMs alone
+    K3_CHECK_ONLY=gemms python3 bench/gpu_kernels_check.py check     # and the MoE grouped GEMMs
 
 Writes bench/results/gpu_kernels_check-<gpu>-<date>.json (a FAILED row per
 failed case; exit status 1 if any).
@@ -72,7 +73,10 @@ LINEARS = (("gemv_f32_n40_k96", 40, 96, "f32", "f32", "f32"),
 # column tile (N not a multiple of 128) and row counts across its 128-row
 # tiles: (name, N, K, w, x, y); kernel as k3-compile chooses it.
 WGMMA_LINEARS = (("wgmma_n576_k2304", 576, 2304, "bf16", "bf16", "f32"),
-                 ("wgmma_n40_k512_bf16out", 40, 512, "bf16", "bf16", "bf16"))
+                 ("wgmma_n40_k512_bf16out", 40, 512, "bf16", "bf16", "bf16"),
+                 # 16 column tiles of 256: at 1000 tokens more tiles than
+                 # SMs, so that a persistent block walks several.
+                 ("wgmma_n4096_k512", 4096, 512, "bf16", "bf16", "bf16"))
 # k3.linear_group (k3-group-linears, LinearGEMV.cpp): one grid over several
 # weights' rows. (name, K, [N...], x dtype, [result dtypes...]): a KDA
 # layer's six projections at Kimi-Linear's sizes, and odd N (one row per
@@ -778,7 +782,11 @@ def check() -> int:
                       variant=kernel + (f" tile {SPLIT_TILES[name]}" if name in SPLIT_TILES else ""),
                       shape={"T": t, "N": n, "K": k, "w": wt, "x": xt, "y": yt})
     check_groups(res, dev, g)
-    if os.environ.get("K3_CHECK_ONLY") == "linears":  # the GEMM cases alone
+    only = os.environ.get("K3_CHECK_ONLY")
+    if only in ("linears", "gemms"):  # the linear GEMMs alone, or with MoE's
+        if only == "gemms":
+            kernels_check_moe_grouped.check(res, np.random.default_rng(0), OUT,
+                                            moe_decode_routing, bf16_round)
         res.write()
         return 1 if res.failures else 0
     rng = np.random.default_rng(0)

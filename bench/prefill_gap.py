@@ -17,11 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import k3  # noqa: E402
-
-
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+from protocol import summary  # noqa: E402
 
 
 def profiled(s, call, reps):
@@ -55,9 +51,10 @@ def main() -> int:
         s.reset_state()
         graph = s.time("forward", warmup=3, reps=20, **call)
         walls, kernel_sum, rows, runs = profiled(s, call, args.profiled_reps)
-        print(json.dumps(dict(artifact=args.artifact, T=t, run=run, graph_median_ms=median(graph),
-                              graph_min_ms=min(graph), graph_max_ms=max(graph),
-                              profiled_median_ms=median(walls), kernel_sum_ms=kernel_sum,
+        g = summary(graph)
+        print(json.dumps(dict(artifact=args.artifact, T=t, run=run, graph_median_ms=g["median_ms"],
+                              graph_min_ms=g["min_ms"], graph_max_ms=g["max_ms"],
+                              profiled_median_ms=summary(walls)["median_ms"], kernel_sum_ms=kernel_sum,
                               launches=sum(r["calls"] for r in rows) // runs)), flush=True)
     for r in rows:
         print(f"  {r['kernel']:<32} {r['calls'] // runs:4d} {r['total_ms'] / runs:9.4f} ms"

@@ -1198,17 +1198,19 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
               "the MoE "
               "ops k3.moe_dispatch's tiles of 128 rows";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
-  // 64] with a copying producer and two consumer warpgroups
-  // (MoEGroupedWGMMA.cpp, WGMMAPipeline.h).
-  bool narrow =
-      c.getTile() == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
-  bool wide =
-      c.getTile() == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
+  // 64] (two consumers share each tile) or [64, 256, 64] (they alternate
+  // 64-row halves) with a copying producer and two consumer warpgroups
+  // (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp, WGMMAPipeline.h).
+  ArrayRef<int64_t> tile = c.getTile();
+  bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
+  bool wide = (tile == ArrayRef<int64_t>{128, 256, 64} ||
+               tile == ArrayRef<int64_t>{64, 256, 64}) &&
+              c.getWarps() == 12;
   if (!narrow && !wide)
     return op->emitOpError()
            << kind
-           << " has the tile [128, 128, 64] with one warpgroup (4 warps) or "
-              "[128, 256, 64] with three (12 warps)";
+           << " has the tile [128, 128, 64] with one warpgroup (4 warps), or "
+              "[128, 256, 64] or [64, 256, 64] with three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << kind << " stages must be in [2, 6], got " << c.getStages();
@@ -1225,7 +1227,7 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
     if (c.getStages() < 3 || c.getBlocksPerSm() != 1)
       return op->emitOpError()
              << kind
-             << " with the [128, 256, 64] tile needs at "
+             << " with a 256-column tile needs at "
                 "least 3 stages and one block per SM, got "
              << c.getStages() << " and " << c.getBlocksPerSm();
     // Whole 256-column tiles: 128 channels of gate and up, or 256 outputs.
@@ -1236,12 +1238,12 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
                           : 2 * dimOf(cast<GLUGateUpOp>(op).getWGate(), 0);
     if (columns % 256 != 0)
       return op->emitOpError() << kind
-                               << " with the [128, 256, 64] tile needs "
+                               << " with a 256-column tile needs "
                                   "output columns in multiples of 256, got "
                                << columns;
   }
   if (int64_t bytes =
-          groupedWGMMASharedBytes(c.getStages(), c.getTile()[1], mxfp4);
+          groupedWGMMASharedBytes(c.getStages(), tile[1], mxfp4, tile[0]);
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << kind << " needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1686,13 +1688,13 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
-                                          bool mxfp4) {
+                                          bool mxfp4, int64_t tileM) {
   // MXFP4: each weight row's staged bytes (MXFP4Tile.h); the epilogue's
   // f32 tile may cover them. The persistent warp-specialised schedule
   // (tileN 256) writes its tiles from registers: the stages alone.
   return wgmmaSharedBytes(stages, tileN,
                           mxfp4 ? tileN * kMXFP4StagedRowBytes : 0,
-                          /*epilogueTile=*/tileN != 256);
+                          /*epilogueTile=*/tileN != 256, tileM);
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,

@@ -97,8 +97,10 @@ inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
 /// Dynamic shared memory of the grouped MoE wgmma kernel: the linear's,
 /// and with MXFP4 weights each stage's staged codes and scales
 /// (MXFP4Tile.h) after the stages; the persistent warp-specialised schedule
-/// (256-column tiles) has no epilogue tile.
-int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4);
+/// (256-column tiles) has no epilogue tile; its rows' tiles have `tileM`
+/// rows.
+int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4,
+                                int64_t tileM = 128);
 /// Staged bytes of one MXFP4 weight row and k-step of 64: 32 of codes and
 /// the aligned 4-byte word that holds its two scales.
 constexpr int64_t kMXFP4StagedRowBytes = 36;

@@ -184,19 +184,9 @@ private:
       return (void)nvgpu::TmaAsyncLoadOp::create(
           b, loc, stageTile(stage, 1), bars, tmW, ValueRange{k0, nTile}, stage,
           Value(), Value());
-    // This block's half of W's rows, into both blocks of the pair: the
-    // 128-byte swizzle repeats every 8 rows, so two 128-row boxes 16 KiB
-    // apart lay out as one 256-row box.
-    int64_t half = tileN / peers;
-    Value off = kb.addi(stageOffset(stage, 1),
-                        kb.muli(rank, em.idx(half * kTileK * 2)));
-    Value dst =
-        em.view(smem, off, em.tileType({half, kTileK}, b.getBF16Type()));
-    Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
-    nvgpu::TmaAsyncLoadOp::create(
-        b, loc, dst, bars, tmW,
-        ValueRange{k0, kb.addi(nTile, kb.muli(rank, em.idx(half)))}, stage,
-        both, Value());
+    // This block's half of W's rows, into both blocks of the pair.
+    em.loadHalfMulticast(smem, stageOffset(stage, 1), tileN, rank, bars, tmW,
+                         k0, nTile, stage);
   }
 
   /// Thread 0's loads of k-step `kt` into `stage`: both tiles, one barrier
@@ -337,12 +327,17 @@ private:
     pipe.enterConsumer();
     auto body = [&](Value i, Value tile) {
       setPersistentTile(tile);
+      std::function<void()> issued;
+      if (alternate) {
+        pipe.waitTurn(i);
+        issued = [&] { pipe.passTurn(i); };
+      }
       Value acc = pipe.consume(
           consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
           [&](Value stage, Value, Value acc) {
             return multiplyRows(stage, first, acc);
           },
-          em.remuIdx(t, 32));
+          em.remuIdx(t, 32), issued);
       AccumulatorFragment f(em, acc, tileN, t);
       if (nOuts.size() == 1)
         return storeFragment(0, f, first);

@@ -82,7 +82,7 @@ SmallVector<GroupedKernel::RowCopy> GroupedKernel::rowCopies() {
   if (rowsByTMA)
     return out;
   Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
-  for (int64_t q = 0; q < kRowsPerThread; ++q) {
+  for (int64_t q = 0; q < rowsPerThread(); ++q) {
     Value r = kb.addi(row0, kb.idx(q * (kThreads / 8)));
     Value valid = kb.lti(r, validRows);
     Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
@@ -96,11 +96,11 @@ SmallVector<GroupedKernel::RowCopy> GroupedKernel::rowCopies() {
 
 Value GroupedKernel::stageOffset(Value stage, int64_t which) {
   return kb.addi(base, kb.addi(kb.muli(stage, kb.idx(stageBytes())),
-                               kb.idx(which * kWGMMATileBytes)));
+                               kb.idx(which * tileM * kTileK * 2)));
 }
 
 void GroupedKernel::copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies) {
-  Value aTile = em.tile(smem, stageOffset(stage, 0));
+  Value aTile = rowsTile(stage);
   Value k0 = kb.muli(kt, kb.idx(kTileK));
   Value chunkCol = kb.muli(em.remuIdx(tid, 8), kb.idx(8));
   for (const RowCopy &c : copies)
@@ -127,21 +127,11 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
     return;
   if (!paired())
     return (void)nvgpu::TmaAsyncLoadOp::create(
-        b, loc, em.tile(smem, stageOffset(stage, 0)), barriers, rowsMap,
-        ValueRange{k0, rowStart}, stage, Value(), Value());
-  // This block's half of the rows, into both blocks of the pair: the
-  // 128-byte swizzle repeats every 8 rows, so two 64-row boxes 8 KiB apart
-  // lay out as one 128-row box.
-  int64_t half = kTile / 2;
-  Value dst = em.view(
-      smem,
-      kb.addi(stageOffset(stage, 0), kb.muli(rank, kb.idx(half * kTileK * 2))),
-      em.tileType(rowBox(), b.getBF16Type()));
-  Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
-  nvgpu::TmaAsyncLoadOp::create(
-      b, loc, dst, barriers, rowsMap,
-      ValueRange{k0, kb.addi(rowStart, kb.muli(rank, kb.idx(half)))}, stage,
-      both, Value());
+        b, loc, rowsTile(stage), barriers, rowsMap, ValueRange{k0, rowStart},
+        stage, Value(), Value());
+  // This block's half of the rows, into both blocks of the pair.
+  em.loadHalfMulticast(smem, stageOffset(stage, 0), tileM, rank, barriers,
+                       rowsMap, k0, rowStart, stage);
 }
 
 void GroupedKernel::blockSync() {
@@ -220,9 +210,9 @@ Value GroupedKernel::weightOfPair(Value pair) {
   return kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
 }
 
-Value GroupedKernel::multiplyRows(Value stage, Value c, Value acc) {
+Value GroupedKernel::multiplyRows(Value stage, Value first, Value acc) {
   Value rows = em.view(
-      smem, kb.addi(stageOffset(stage, 0), kb.muli(c, kb.idx(64 * kTileK * 2))),
+      smem, kb.addi(stageOffset(stage, 0), kb.muli(first, kb.idx(kTileK * 2))),
       em.tileType({64, kTileK}, b.getBF16Type()));
   Value weights = em.view(smem, stageOffset(stage, 1),
                           em.tileType({tileN, kTileK}, b.getBF16Type()));

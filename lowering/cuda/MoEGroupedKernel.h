@@ -6,7 +6,10 @@
 // sorted rows and 128 output columns (the default, below); or [128, 256,
 // 64], persistent and warp-specialised (emitPersistent: a block per SM
 // walks the tiles, a producer warpgroup and two consumers that write
-// from their registers; docs/moe.md).
+// from their registers; docs/moe.md); or [64, 256, 64], the same with the
+// consumers alternating (each takes one 64-row half of every 128-row tile,
+// staggered, so that one's epilogue overlaps the other's products:
+// MoEGroupedAlternating.cpp).
 //
 // - Schedule: the grid has a block per (row tile, column tile) for the most
 //   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
@@ -84,8 +87,6 @@ constexpr int64_t kTile = kWGMMATileRows, kTileK = kWGMMATileK;
 /// Threads of one warpgroup: the copying threads (all of the block, or the
 /// warp-specialised schedule's producer).
 constexpr int64_t kThreads = 128;
-/// Rows of the 128-row tile each thread copies (one 16-byte chunk each).
-constexpr int64_t kRowsPerThread = kTile * (kTileK / 8) / kThreads;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
 /// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
@@ -162,10 +163,11 @@ inline void forTileRows(KernelBuilder &kb, Value t, int64_t threads,
 class GroupedKernel {
 public:
   GroupedKernel(const GroupedGEMM &g, KernelEmission &e, Operation *op)
-      : tileN(e.config.getTile()[1]), g(g), e(e), op(op), b(e.kb.builder()),
-        loc(op->getLoc()), kb(e.kb), em{b, loc, kb, e.config.getStages()},
-        mma{b, loc, kb}, specialised(tileN == 256), mxfp4(g.mxfp4()),
-        rowsByTMA(g.rowsByTMA()),
+      : tileN(e.config.getTile()[1]), tileM(e.config.getTile()[0]), g(g), e(e),
+        op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
+        em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb},
+        specialised(tileN == 256), alternate(specialised && tileM == 64),
+        mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         mxfp4Rows(em, mma, tileN) {
     // The one-warpgroup schedule's row weights (the persistent one keeps
@@ -183,23 +185,32 @@ public:
 
   /// Rows of this tile inside the segment, and the first's sorted index.
   Value rowStart, validRows, expert, tid, smem, base;
-  /// Output columns of one tile (gate/up: both halves).
-  int64_t tileN;
+  /// Output columns of one tile (gate/up: both halves), and rows of one
+  /// stage's tile of rows (128, or 64 for alternating consumers; the
+  /// tables' tiles are 128 rows either way).
+  int64_t tileN, tileM;
 
 private:
   int64_t threads() const {
     return specialised ? kThreads * (1 + kConsumers) : kThreads;
   }
-  /// Bytes of one stage: the rows' 128 x 64 tile, then the weights'.
-  int64_t stageBytes() const { return (kTile + tileN) * kTileK * 2; }
+  /// Bytes of one stage: the rows' tileM x 64 tile, then the weights'.
+  int64_t stageBytes() const { return (tileM + tileN) * kTileK * 2; }
+  /// Rows each producer thread copies (one 16-byte chunk each).
+  int64_t rowsPerThread() const { return tileM * (kTileK / 8) / kThreads; }
+  /// The stage's tile of rows.
+  Value rowsTile(Value stage) {
+    return em.view(smem, stageOffset(stage, 0),
+                   em.tileType({tileM, kTileK}, b.getBF16Type()));
+  }
   /// One expert over all rows: a block per (128-row tile, column tile).
   LogicalResult emitDense(const KernelBuilder::Linear &tokens,
                           const Epilogue &epi);
 
-  /// The rows' box, outermost first: 128 rows of [T K] (64 in a cluster
-  /// pair, which loads half each), 64 k.
+  /// The rows' box, outermost first: tileM rows of [T K] (half in a
+  /// cluster pair, which loads half each), 64 k.
   SmallVector<int64_t> rowBox() const {
-    return {kTile / clusterBlocks, kTileK};
+    return {tileM / clusterBlocks, kTileK};
   }
 
   /// Whether the blocks run in pairs that share the rows (cluster 2).
@@ -237,7 +248,7 @@ private:
 
   /// TMA bytes of one stage: the weights' tile, and the rows' (rowsByTMA).
   int64_t tmaStageBytes() const {
-    return tileN * kTileK * 2 + (rowsByTMA ? kTile * kTileK * 2 : 0);
+    return tileN * kTileK * 2 + (rowsByTMA ? tileM * kTileK * 2 : 0);
   }
 
   /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
@@ -309,6 +320,33 @@ private:
   void consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
                     Value consumer, const Epilogue &epi);
 
+  /// Alternating consumers (MoEGroupedAlternating.cpp). The producer walks
+  /// the block's 128-row tiles as produceTiles does, each as two 64-row
+  /// halves: the first's k-steps, then the second's, or one empty step
+  /// where the tile has 64 rows or fewer. Each half's slot carries whether
+  /// the second half has rows, so that both consumers, walking the same
+  /// tiles, know where the next tile's steps start.
+  void produceHalves(WGMMAPipeline &pipe, Value total, Value steps);
+  /// The block's tiles bid, bid + grid, ... with a pipeline step carried
+  /// from tile to tile: body(k, tile, first step) returns the next tile's.
+  void walkTilesFromStep(Value total,
+                         const std::function<Value(Value, Value, Value)> &body);
+  /// Consumer c's half of each tile (it skips an empty second half).
+  void consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
+                     Value consumer, const Epilogue &epi);
+  /// This tile's rows (found or dense) as two halves published in slots
+  /// 2 k and 2 k + 1 of tile k, the halves' steps from `first`; returns
+  /// the next tile's first step.
+  Value produceTileHalves(WGMMAPipeline &pipe, Value k, Value first,
+                          Value steps);
+  /// The producer's loads of one half (the members hold its rows).
+  void produceHalf(WGMMAPipeline &pipe, Value first, Value steps,
+                   const WGMMAPipeline::Publish &publish);
+  /// A consumer's products and epilogue of the half it read from a slot
+  /// (the block's half i, its steps from `first`).
+  void consumeHalf(WGMMAPipeline &pipe, Value i, Value first, Value steps,
+                   Value t, const Epilogue &epi);
+
   /// The warp-specialised epilogue: the consumer's registers, two adjacent
   /// columns of one row at a time; the gate/up GEMM's ups are the column
   /// groups tileN / 16 further.
@@ -323,9 +361,10 @@ private:
   /// bar.sync `id` over `threads` threads.
   void namedBarrier(int32_t id, int64_t threads);
 
-  /// Consumer `c`'s products of one landed stage: its 64 rows against all
-  /// tileN weight rows, four k-steps of 16, issued without waiting.
-  Value multiplyRows(Value stage, Value c, Value acc);
+  /// A consumer's products of one landed stage: the rows tile's 64 rows
+  /// from row `first` against all tileN weight rows, four k-steps of 16,
+  /// issued without waiting.
+  Value multiplyRows(Value stage, Value first, Value acc);
 
   /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
   scf::ForOp stepLoop(int64_t steps, int64_t halves = 2);
@@ -374,7 +413,7 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   MMAEmitter mma;
-  bool specialised, mxfp4, rowsByTMA;
+  bool specialised, alternate, mxfp4, rowsByTMA;
   int64_t clusterBlocks;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;

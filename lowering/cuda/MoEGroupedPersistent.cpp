@@ -15,14 +15,17 @@ using namespace mlir::k3;
 namespace mlir::k3::grouped_wgmma {
 
 LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
-  e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
-              groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false));
+  e.setLaunch(
+      GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
+      groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false, tileM));
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   setUpOperands();
   WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
-                     /*copies=*/!rowsByTMA);
+                     /*copies=*/!rowsByTMA, /*peers=*/1, alternate);
   pipe.init(tid);
-  if (!g.dense) {
+  // Alternating consumers read every half's rows from its slot, the dense
+  // GLU's too.
+  if (!g.dense || alternate) {
     Type i32 = b.getI32Type();
     found = mma.workgroupArray(e.fn, i32, 2 * 4);
     published = mma.workgroupArray(e.fn, i32, em.stages * 4);
@@ -35,10 +38,16 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
   Value total = kb.muli(rowTiles, kb.idx(g.columnTiles));
   Value steps = kb.idx(g.reduction / kTileK);
   Value warpgroup = em.divuIdx(tid, kThreads);
-  kb.ifThen(kb.eqi(warpgroup, kb.idx(0)),
-            [&] { produceTiles(pipe, total, steps); });
+  kb.ifThen(kb.eqi(warpgroup, kb.idx(0)), [&] {
+    if (alternate)
+      return produceHalves(pipe, total, steps);
+    produceTiles(pipe, total, steps);
+  });
   kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
-    consumeTiles(pipe, total, steps, kb.subi(warpgroup, kb.idx(1)), epi);
+    Value consumer = kb.subi(warpgroup, kb.idx(1));
+    if (alternate)
+      return consumeHalves(pipe, total, steps, consumer, epi);
+    consumeTiles(pipe, total, steps, consumer, epi);
   });
   return success();
 }
@@ -128,7 +137,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
     Value acc =
         pipe.consume(consumer, firstStep, steps, tileN, kTileK / kWGMMAK,
                      [&](Value stage, Value c, Value acc) {
-                       return multiplyRows(stage, c, acc);
+                       return multiplyRows(stage, kb.muli(c, kb.idx(64)), acc);
                      });
     // (down) The weights' loads wait for the pairs' values: issued
     // before the products, those landed while they ran.

@@ -20,9 +20,10 @@
 namespace mlir::k3 {
 
 /// A row tile of the sorted rows: its expert, its first sorted row and how
-/// many of its `tileRows` rows exist.
+/// many of its `tileRows` rows exist; in a slot (storeSegmentSlot) a fourth
+/// field, `extra`, that a kernel may use (0 if unset).
 struct SegmentTile {
-  Value expert, rowStart, validRows;
+  Value expert, rowStart, validRows, extra = {};
 };
 
 /// A row tile found by a whole block, and whether it exists.
@@ -59,7 +60,7 @@ loadSegmentEntries(KernelBuilder &kb, Value offsets, Value tileOffsets,
   return entries;
 }
 
-/// A row tile's (expert, first row, rows) as 4 i32 of a shared memref at
+/// A row tile's (expert, first row, rows, extra) as 4 i32 of a shared memref at
 /// `at` (a multiple of 4, 16-byte aligned): one vector store and one vector
 /// load, so that LLVM keeps the slots one array.
 inline void storeSegmentSlot(KernelBuilder &kb, const SegmentTile &s,
@@ -67,7 +68,8 @@ inline void storeSegmentSlot(KernelBuilder &kb, const SegmentTile &s,
   OpBuilder &b = kb.builder();
   Location loc = kb.getLoc();
   SmallVector<Value> fields;
-  for (Value v : {s.expert, s.rowStart, s.validRows, kb.idx(0)})
+  for (Value v :
+       {s.expert, s.rowStart, s.validRows, s.extra ? s.extra : kb.idx(0)})
     fields.push_back(arith::IndexCastOp::create(b, loc, b.getI32Type(), v));
   Value packed = vector::FromElementsOp::create(
       b, loc, VectorType::get({4}, b.getI32Type()), fields);
@@ -84,7 +86,7 @@ inline SegmentTile loadSegmentSlot(KernelBuilder &kb, Value slots, Value at) {
     Value v = vector::ExtractOp::create(b, loc, packed, i);
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), v).getResult();
   };
-  return {field(0), field(1), field(2)};
+  return {field(0), field(1), field(2), field(3)};
 }
 
 /// Tile `tile` of the tables `offsets` and `tileOffsets` ([E + 1] each):

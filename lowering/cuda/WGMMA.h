@@ -106,6 +106,25 @@ struct WGMMAEmitter {
     return view(smem, offset,
                 tileType({kWGMMATileRows, kWGMMATileK}, b.getBF16Type()));
   }
+  /// A cluster pair's shared tile of `rows` x 64 bf16 at byte `tileOffset`:
+  /// block `rank` loads rows [rank rows / 2, (rank + 1) rows / 2) from
+  /// coordinates (k0, row0 + rank rows / 2) by TMA multicast into both
+  /// blocks, completing on `barriers`[stage] in each. The 128-byte swizzle
+  /// repeats every 8 rows, so the two half boxes, rows / 2 x 128 bytes
+  /// apart, lay out as one box of `rows`. `tm` is the half box's map.
+  void loadHalfMulticast(Value smem, Value tileOffset, int64_t rows, Value rank,
+                         Value barriers, Value tm, Value k0, Value row0,
+                         Value stage) {
+    int64_t half = rows / 2;
+    Value dst = view(smem, kb.addi(tileOffset, kb.muli(rank, idx(half * 128))),
+                     tileType({half, kWGMMATileK}, b.getBF16Type()));
+    Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
+    nvgpu::TmaAsyncLoadOp::create(
+        b, loc, dst, barriers, tm,
+        ValueRange{k0, kb.addi(row0, kb.muli(rank, idx(half)))}, stage, both,
+        Value());
+  }
+
   /// Column (in elements) of 16-byte chunk `chunk` of swizzled row `row`.
   Value swizzledColumn(Value row, Value chunk) {
     Value x = arith::XOrIOp::create(b, loc, chunk, remuIdx(row, 8));

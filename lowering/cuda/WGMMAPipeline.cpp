@@ -29,6 +29,14 @@ void WGMMAPipeline::init(Value tid) {
     nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(emptyArrivals),
                                   em.idx(s), first);
   }
+  if (alternate) {
+    turn = nvgpu::MBarrierCreateOp::create(
+        b, loc,
+        nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 2));
+    for (int64_t c = 0; c < 2; ++c)
+      nvgpu::MBarrierInitOp::create(b, loc, turn, em.idx(128), em.idx(c),
+                                    first);
+  }
   if (peers == 1)
     return (void)gpu::BarrierOp::create(b, loc);
   NVVM::FenceMbarrierInitOp::create(b, loc);
@@ -158,13 +166,67 @@ void WGMMAPipeline::produceWithCopies(Value tid, Value first, Value steps,
             [&] { landed(last, mma.commitGroup(), 0); });
 }
 
+void WGMMAPipeline::produceEmpty(Value tid, Value step,
+                                 const Publish &publish) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  Value stage = em.remuIdx(step, em.stages);
+  auto arrive = [&] { nvgpu::MBarrierArriveOp::create(b, loc, full, stage); };
+  // A TMA producer's loop runs in thread 0 alone; a copying producer's in
+  // all 128 threads, each of which also arrives for its (no) copies.
+  Value thread0 = kb.eqi(tid, em.idx(0));
+  if (!copies)
+    return kb.ifThen(thread0, [&] {
+      waitEmpty(step, stage);
+      publish();
+      arrive();
+    });
+  waitEmpty(step, stage);
+  kb.ifThen(thread0, [&] {
+    publish();
+    arrive();
+  });
+  arrive();
+}
+
+void WGMMAPipeline::skip(Value step, Value lane) {
+  waitFull(step);
+  release(step, lane);
+}
+
 void WGMMAPipeline::waitFull(Value step) {
   waitRound(full, step, em.remuIdx(step, em.stages), 0);
 }
 
+void WGMMAPipeline::waitTurn(Value i) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  assert(alternate && "turns are the alternating consumers'");
+  // Tile i's consumer needs the other's ceil(i / 2) tiles before it:
+  // turn[i % 2]'s phase ceil(i / 2) - 1.
+  kb.ifThen(kb.gei(i, em.idx(1)), [&] {
+    Value phase = kb.subi(em.divuIdx(kb.addi(i, em.idx(1)), 2), em.idx(1));
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(),
+        arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                   em.remuIdx(phase, 2)));
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, turn, parity,
+                                           em.idx(10000000), em.remuIdx(i, 2));
+  });
+}
+
+void WGMMAPipeline::passTurn(Value i) {
+  assert(alternate && "turns are the alternating consumers'");
+  nvgpu::MBarrierArriveOp::create(em.b, em.loc, turn,
+                                  em.remuIdx(em.kb.addi(i, em.idx(1)), 2));
+}
+
 Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
                              int64_t columns, int64_t groupsPerStage,
-                             const Multiply &multiply, Value lane) {
+                             const Multiply &multiply, Value lane,
+                             const std::function<void()> &issued) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
@@ -187,6 +249,8 @@ Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
               [&] { release(kb.subi(g, em.idx(1)), lane); });
     scf::YieldOp::create(b, loc, acc);
   }
+  if (issued)
+    issued();
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
             [&] { release(kb.subi(kb.addi(first, steps), em.idx(1)), lane); });

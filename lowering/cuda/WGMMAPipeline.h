@@ -32,8 +32,12 @@
 // writes its tile from its registers the other's products keep the tensor
 // cores busy. The pipeline's steps stay in tile order, so a stage is
 // released by the one consumer whose tile read it (empty[s] counts one
-// consumer's arrivals) and the next tile's consumer starts as the stages
-// of the last few k-steps free up.
+// consumer's arrivals). The consumers take turns (CUTLASS's ordered
+// sequence barrier): tile i's consumer waits for its first stage only once
+// tile i - 1's consumer has waited for its last. A parity wait cannot tell
+// a phase from the one two phases later, so without the turns consumer 1,
+// a whole tile ahead, would pass its first wait on a stage that still
+// holds an earlier round (waitTurn, passTurn).
 //
 // Pairs (a cluster of two blocks, `peers` = 2) share one operand's tiles:
 // each block's producer loads half of the shared tile by TMA multicast
@@ -125,6 +129,14 @@ public:
                          const IssueLoads &loads, const IssueLoads &copy,
                          const Publish &publish = {});
 
+  /// A step with nothing to load (an alternating consumer's empty tile):
+  /// the producer's threads wait for the stage as for a load, thread 0
+  /// runs `publish`, and the full barrier completes on arrivals alone.
+  void produceEmpty(Value tid, Value step, const Publish &publish);
+  /// A consumer's side of an empty step: it waits for the stage and
+  /// releases it at once.
+  void skip(Value step, Value lane = Value());
+
   /// Waits until pipeline step `step`'s stage is full.
   void waitFull(Value step);
 
@@ -132,10 +144,18 @@ public:
   /// the thread's lane, which a pair's releases need): `steps`
   /// k-steps (pipeline steps from `first`) into a zeroed 64 x `columns`
   /// f32 accumulator; returns it with every product complete and every
-  /// stage released.
+  /// stage released. `issued`, if given, runs once the last step's stage
+  /// was waited for and its products issued.
   Value consume(Value consumer, Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply,
-                Value lane = Value());
+                Value lane = Value(), const std::function<void()> &issued = {});
+
+  /// Alternating consumers: before tile `i` (the block's tile index; tile
+  /// i's consumer is i % 2) waits for any stage, it waits until tile i - 1's
+  /// consumer passed its turn; passTurn(i) hands the turn to tile i + 1's
+  /// consumer once tile i's last stage was waited for.
+  void waitTurn(Value i);
+  void passTurn(Value i);
 
   /// A persistent kernel's tiles: body(i, tile) for this block's tiles
   /// bid + i grid < total (a grid of one block per SM, each tile's k-steps
@@ -172,7 +192,9 @@ private:
   bool copies;
   int64_t peers;
   bool alternate;
-  Value full, empty;
+  /// turn[c]: consumer c's turn (alternating consumers), completed by the
+  /// other consumer's 128 arrivals.
+  Value full, empty, turn;
 };
 
 } // namespace mlir::k3

@@ -116,6 +116,10 @@
 // ALT-SAME: dynamic_smem = 205824>
 // ALT-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 64], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 256], swizzle = swizzle_128b>]
 // ALT-COUNT-5: nvgpu.mbarrier.init %{{.*}}[%{{.*}}], %c128{{(_[0-9]+)?}}, predicate
+// The consumers' turns: two barriers of 128 arrivals; a tile's consumer
+// waits for its turn before its first stage and passes it after its last.
+// ALT: %[[TURN:.*]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
+// ALT-COUNT-2: nvgpu.mbarrier.init %[[TURN]][%{{.*}}], %c128
 // ALT: nvvm.setmaxregister {{ *}}decrease 40
 // ALT: scf.for %{{.*}} = %block_id_x to %{{.*}} step %grid_dim_x
 // ALT: nvgpu.mbarrier.arrive.expect_tx %{{.*}}[%{{.*}}], %c40960
@@ -123,8 +127,11 @@
 // ALT: %[[FROM:.*]] = arith.addi %block_id_x, %{{.*}} : index
 // ALT: %[[STEP:.*]] = arith.muli %grid_dim_x, %c2{{(_[0-9]+)?}} : index
 // ALT: scf.for %{{.*}} = %[[FROM]] to %{{.*}} step %[[STEP]]
+// ALT: nvgpu.mbarrier.try_wait.parity %[[TURN]]
 // ALT-COUNT-4: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x256xf32>>
 // ALT: nvgpu.mbarrier.arrive
+// ALT: nvgpu.mbarrier.arrive %[[TURN]]
+// ALT: nvvm.wgmma.wait.group.sync.aligned 0
 // ALT-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<4xbf16>
 // ALTSMEM: error: 'k3.linear' op linear_tma_wgmma needs 246784 bytes of shared memory, the target has 232448
 
