@@ -33,8 +33,8 @@ void GroupedKernel::walkTilesFromStep(
     Value total, const std::function<Value(Value, Value, Value)> &body) {
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-  auto loop = scf::ForOp::create(b, loc, bid, total, grid,
-                                 ValueRange{kb.idx(0)});
+  auto loop =
+      scf::ForOp::create(b, loc, bid, total, grid, ValueRange{kb.idx(0)});
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value tile = loop.getInductionVar();
@@ -112,9 +112,8 @@ void GroupedKernel::produceHalf(WGMMAPipeline &pipe, Value first, Value steps,
       [&](Value stage, Value kt) { copyRows(stage, kt, copies); }, publish);
 }
 
-void GroupedKernel::consumeHalves(WGMMAPipeline &pipe, Value total,
-                                  Value steps, Value consumer,
-                                  const Epilogue &epi) {
+void GroupedKernel::consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
+                                  Value consumer, const Epilogue &epi) {
   pipe.enterConsumer();
   Value t =
       kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
