@@ -45,12 +45,7 @@ void GroupedKernel::walkTilesFromStep(
 
 void GroupedKernel::produceHalves(WGMMAPipeline &pipe, Value total,
                                   Value steps) {
-  Value first = kb.eqi(tid, kb.idx(0));
-  for (Value tm : weightMaps)
-    nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
-  if (rowsByTMA)
-    nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
-  pipe.enterProducer();
+  startProducer(pipe);
   walkTilesFromStep(total, [&](Value k, Value tile, Value step) {
     setTile(tile);
     return produceTileHalves(pipe, k, step, steps);
@@ -83,13 +78,13 @@ Value GroupedKernel::produceTileHalves(WGMMAPipeline &pipe, Value k,
   expert = whole.expert;
   rowStart = whole.rowStart;
   validRows = kb.minsi(whole.validRows, half);
-  produceHalf(pipe, first, steps, publishAt(twoK));
+  produceSteps(pipe, first, steps, publishAt(twoK));
   Value second = kb.addi(first, steps);
   Value secondSlot = kb.addi(twoK, kb.idx(1));
   kb.ifThen(hasSecond, [&] {
     rowStart = kb.addi(whole.rowStart, half);
     validRows = kb.subi(whole.validRows, half);
-    produceHalf(pipe, second, steps, publishAt(secondSlot));
+    produceSteps(pipe, second, steps, publishAt(secondSlot));
   });
   kb.ifThen(kb.notb(hasSecond), [&] {
     rowStart = kb.addi(whole.rowStart, half);
@@ -99,24 +94,10 @@ Value GroupedKernel::produceTileHalves(WGMMAPipeline &pipe, Value k,
   return kb.addi(second, kb.select(hasSecond, steps, kb.idx(1)));
 }
 
-void GroupedKernel::produceHalf(WGMMAPipeline &pipe, Value first, Value steps,
-                                const WGMMAPipeline::Publish &publish) {
-  auto load = [&](Value stage, Value kt) {
-    loadTMATiles(stage, kt, pipe.fullBarriers());
-  };
-  if (rowsByTMA)
-    return pipe.produce(tid, first, steps, load, publish);
-  SmallVector<RowCopy> copies = rowCopies();
-  pipe.produceWithCopies(
-      tid, first, steps, load,
-      [&](Value stage, Value kt) { copyRows(stage, kt, copies); }, publish);
-}
-
 void GroupedKernel::consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
                                   Value consumer, const Epilogue &epi) {
   pipe.enterConsumer();
-  Value t =
-      kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
+  Value t = consumerThread(consumer);
   walkTilesFromStep(total, [&](Value k, Value tile, Value step) {
     setTile(tile);
     // The half's index among the block's halves, and its first step.
@@ -130,7 +111,8 @@ void GroupedKernel::consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
       expert = s.expert;
       rowStart = s.rowStart;
       validRows = s.validRows;
-      consumeHalf(pipe, i, mine, steps, t, epi);
+      consumeRows(pipe, mine, steps, t, kb.idx(0), epi,
+                  [&] { pipe.passTurn(i); });
     });
     kb.ifThen(kb.notb(live), [&] {
       pipe.skip(mine);
@@ -140,27 +122,6 @@ void GroupedKernel::consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
     return kb.addi(kb.addi(step, steps),
                    kb.select(hasSecond, steps, kb.idx(1)));
   });
-}
-
-void GroupedKernel::consumeHalf(WGMMAPipeline &pipe, Value i, Value first,
-                                Value steps, Value t, const Epilogue &epi) {
-  // This thread's two rows of the half (its fragment's) and (down) their
-  // (token, slot) pairs, loaded before the products.
-  std::array<Value, 2> rows, rowPairs, weights;
-  for (int64_t h = 0; h < 2; ++h) {
-    rows[h] = AccumulatorFragment::rowOf(em, t, h);
-    rowPairs[h] = rowPair(rows[h]);
-  }
-  Value acc = pipe.consume(
-      kb.idx(0), first, steps, tileN, kTileK / kWGMMAK,
-      [&](Value stage, Value, Value acc) {
-        return multiplyRows(stage, kb.idx(0), acc);
-      },
-      Value(), [&] { pipe.passTurn(i); });
-  for (int64_t h = 0; h < 2; ++h)
-    weights[h] = weightOfPair(rowPairs[h]);
-  epilogueFromRegisters(AccumulatorFragment(em, acc, tileN, t), rows, weights,
-                        epi);
 }
 
 } // namespace mlir::k3::grouped_wgmma

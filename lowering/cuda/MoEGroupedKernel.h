@@ -309,6 +309,23 @@ private:
     return kb.muli(em.remuIdx(i, depth), kb.idx(4));
   }
 
+  /// The producer warpgroup's start: the tensor maps prefetched, its
+  /// registers given up.
+  void startProducer(WGMMAPipeline &pipe);
+  /// The producer's loads of one tile's `steps` steps from pipeline step
+  /// `first` (the members hold its expert and rows): TMA alone, or with
+  /// the rows' copies; `publish` before the first arrive.
+  void produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
+                    const WGMMAPipeline::Publish &publish);
+  /// Consumer `consumer`'s thread index within its warpgroup.
+  Value consumerThread(Value consumer);
+  /// A consumer's products of one tile's steps from `first` (its rows of
+  /// the rows tile from `firstRow`, the members holding the tile's rows)
+  /// and its epilogue from registers; `issued` as WGMMAPipeline::consume.
+  void consumeRows(WGMMAPipeline &pipe, Value first, Value steps, Value t,
+                   Value firstRow, const Epilogue &epi,
+                   const std::function<void()> &issued = {});
+
   /// The producer warpgroup: per tile, its expert and rows found by the
   /// warpgroup (a named barrier over its 128 threads), published to the
   /// consumers by thread 0 before the tile's first arrive, then its steps.
@@ -339,13 +356,6 @@ private:
   /// the next tile's first step.
   Value produceTileHalves(WGMMAPipeline &pipe, Value k, Value first,
                           Value steps);
-  /// The producer's loads of one half (the members hold its rows).
-  void produceHalf(WGMMAPipeline &pipe, Value first, Value steps,
-                   const WGMMAPipeline::Publish &publish);
-  /// A consumer's products and epilogue of the half it read from a slot
-  /// (the block's half i, its steps from `first`).
-  void consumeHalf(WGMMAPipeline &pipe, Value i, Value first, Value steps,
-                   Value t, const Epilogue &epi);
 
   /// The warp-specialised epilogue: the consumer's registers, two adjacent
   /// columns of one row at a time; the gate/up GEMM's ups are the column

@@ -70,14 +70,31 @@ void GroupedKernel::setDenseRows() {
   validRows = kb.minsi(kb.subi(rows, rowStart), kb.idx(kTile));
 }
 
-void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
-                                 Value steps) {
+void GroupedKernel::startProducer(WGMMAPipeline &pipe) {
   Value first = kb.eqi(tid, kb.idx(0));
   for (Value tm : weightMaps)
     nvgpu::TmaPrefetchOp::create(b, loc, tm, first);
   if (rowsByTMA)
     nvgpu::TmaPrefetchOp::create(b, loc, rowsMap, first);
   pipe.enterProducer();
+}
+
+void GroupedKernel::produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
+                                 const WGMMAPipeline::Publish &publish) {
+  auto load = [&](Value stage, Value kt) {
+    loadTMATiles(stage, kt, pipe.fullBarriers());
+  };
+  if (rowsByTMA)
+    return pipe.produce(tid, first, steps, load, publish);
+  SmallVector<RowCopy> copies = rowCopies();
+  pipe.produceWithCopies(
+      tid, first, steps, load,
+      [&](Value stage, Value kt) { copyRows(stage, kt, copies); }, publish);
+}
+
+void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
+                                 Value steps) {
+  startProducer(pipe);
   pipe.forEachTile(total, [&](Value i, Value tile) {
     setTile(tile);
     WGMMAPipeline::Publish publish;
@@ -96,24 +113,18 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
         storeSegmentSlot(kb, {expert, rowStart, validRows}, published, slot);
       };
     }
-    Value firstStep = kb.muli(i, steps);
-    auto load = [&](Value stage, Value kt) {
-      loadTMATiles(stage, kt, pipe.fullBarriers());
-    };
-    if (rowsByTMA)
-      return pipe.produce(tid, firstStep, steps, load, publish);
-    SmallVector<RowCopy> copies = rowCopies();
-    pipe.produceWithCopies(
-        tid, firstStep, steps, load,
-        [&](Value stage, Value kt) { copyRows(stage, kt, copies); }, publish);
+    produceSteps(pipe, kb.muli(i, steps), steps, publish);
   });
+}
+
+Value GroupedKernel::consumerThread(Value consumer) {
+  return kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
 }
 
 void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
                                  Value consumer, const Epilogue &epi) {
   pipe.enterConsumer();
-  Value t =
-      kb.subi(tid, kb.muli(kb.addi(consumer, kb.idx(1)), kb.idx(kThreads)));
+  Value t = consumerThread(consumer);
   pipe.forEachTile(total, [&](Value i, Value tile) {
     setTile(tile);
     Value firstStep = kb.muli(i, steps);
@@ -126,26 +137,32 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
       rowStart = s.rowStart;
       validRows = s.validRows;
     }
-    // This thread's two rows of the tile (its fragment's, below the
-    // consumer's first 64 c) and (down) their (token, slot) pairs.
-    std::array<Value, 2> rows, rowPairs, weights;
-    for (int64_t h = 0; h < 2; ++h) {
-      rows[h] = kb.addi(kb.muli(consumer, kb.idx(64)),
-                        AccumulatorFragment::rowOf(em, t, h));
-      rowPairs[h] = rowPair(rows[h]);
-    }
-    Value acc =
-        pipe.consume(consumer, firstStep, steps, tileN, kTileK / kWGMMAK,
-                     [&](Value stage, Value c, Value acc) {
-                       return multiplyRows(stage, kb.muli(c, kb.idx(64)), acc);
-                     });
-    // (down) The weights' loads wait for the pairs' values: issued
-    // before the products, those landed while they ran.
-    for (int64_t h = 0; h < 2; ++h)
-      weights[h] = weightOfPair(rowPairs[h]);
-    epilogueFromRegisters(AccumulatorFragment(em, acc, tileN, t), rows, weights,
-                          epi);
+    consumeRows(pipe, firstStep, steps, t, kb.muli(consumer, kb.idx(64)), epi);
   });
+}
+
+void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
+                                Value t, Value firstRow, const Epilogue &epi,
+                                const std::function<void()> &issued) {
+  // This thread's two rows of the tile (its fragment's, from the
+  // consumer's first row) and (down) their (token, slot) pairs.
+  std::array<Value, 2> rows, rowPairs, weights;
+  for (int64_t h = 0; h < 2; ++h) {
+    rows[h] = kb.addi(firstRow, AccumulatorFragment::rowOf(em, t, h));
+    rowPairs[h] = rowPair(rows[h]);
+  }
+  Value acc = pipe.consume(
+      kb.idx(0), first, steps, tileN, kTileK / kWGMMAK,
+      [&](Value stage, Value, Value acc) {
+        return multiplyRows(stage, firstRow, acc);
+      },
+      Value(), issued);
+  // (down) The weights' loads wait for the pairs' values: issued
+  // before the products, those landed while they ran.
+  for (int64_t h = 0; h < 2; ++h)
+    weights[h] = weightOfPair(rowPairs[h]);
+  epilogueFromRegisters(AccumulatorFragment(em, acc, tileN, t), rows, weights,
+                        epi);
 }
 
 void GroupedKernel::epilogueFromRegisters(const AccumulatorFragment &f,
