@@ -115,6 +115,11 @@ PP_CONFIG = "kernel-config=" + ",".join(
     f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
 PP_PAIR_CONFIG = PP_CONFIG + "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
 PP_LINEARS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_LINEARS)
+# The persistent shared-tile schedule with 3 stages: bf16 results go
+# through shared memory and TMA stores (linearStoresThroughShared), f32
+# ones from registers; at PAIR_TOKENS.
+WSS_CONFIG = WS_CONFIG.replace("stages=4", "stages=3")
+WSS_LINEARS = tuple((f"{c[0]}_wss",) + c[1:] for c in WGMMA_LINEARS)
 PP_PAIR_LINEARS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_LINEARS)
 # The wgmma cases' output tiles in bands of 4 row tiles (config raster,
 # lowering/cuda/TileRaster.h) in both schedules, at RASTER_TOKENS: 2 row
@@ -125,6 +130,7 @@ RASTER_TOKENS = (130, 647, 1000)
 WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
 WS_PAIR_GROUPS = tuple((f"{c[0]}_wsp",) + c[1:] for c in WGMMA_GROUPS)
 PP_GROUPS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_GROUPS)
+WSS_GROUPS = tuple((f"{c[0]}_wss",) + c[1:] for c in WGMMA_GROUPS)
 PP_PAIR_GROUPS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_GROUPS)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
@@ -520,7 +526,8 @@ def prepare() -> int:
     for name, n, k, w, x, y in WS_PAIR_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_PAIR_CONFIG,
                       max_tokens=max(PAIR_TOKENS))
-    for names, config in ((PP_LINEARS, PP_CONFIG), (PP_PAIR_LINEARS, PP_PAIR_CONFIG)):
+    for names, config in ((PP_LINEARS, PP_CONFIG), (PP_PAIR_LINEARS, PP_PAIR_CONFIG),
+                          (WSS_LINEARS, WSS_CONFIG)):
         for name, n, k, w, x, y in names:
             compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), config,
                           max_tokens=max(PAIR_TOKENS))
@@ -539,6 +546,8 @@ def prepare() -> int:
         compile_model(name, group_model(k, ns, x, ys), WS_PAIR_CONFIG)
     for name, k, ns, x, ys in PP_GROUPS:
         compile_model(name, group_model(k, ns, x, ys), PP_CONFIG)
+    for name, k, ns, x, ys in WSS_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), WSS_CONFIG)
     for name, k, ns, x, ys in PP_PAIR_GROUPS:
         compile_model(name, group_model(k, ns, x, ys), PP_PAIR_CONFIG)
     for v in VOCABS:
@@ -690,7 +699,8 @@ def check_groups(res, dev, g) -> None:
     from safetensors.torch import save_file
     import k3
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
-    wgmma_groups = WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS + PP_GROUPS + PP_PAIR_GROUPS
+    wgmma_groups = (WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS + PP_GROUPS + PP_PAIR_GROUPS
+                    + WSS_GROUPS)
     wgmma = {c[0] for c in wgmma_groups}
     for name, k, ns, xt, ys in GROUPS + wgmma_groups:
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
@@ -724,6 +734,8 @@ def wgmma_schedule(name: str) -> str:
     """The linear_tma_wgmma schedule of a case, from its name's suffix."""
     base = name.removesuffix("_r4")
     for suffix, schedule in (("_wsp", "128x256 persistent, cluster pairs"),
+                             ("_wss", "128x256 persistent, 3 stages (bf16 results through "
+                                      "shared memory and TMA stores)"),
                              ("_ws", "128x256 persistent"),
                              ("_ppp", "64x256 persistent, alternating consumers, cluster pairs"),
                              ("_pp", "64x256 persistent, alternating consumers")):
@@ -751,7 +763,7 @@ def check() -> int:
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
     for name, n, k, wt, xt, yt in (LINEARS + WGMMA_LINEARS + WS_LINEARS + WS_PAIR_LINEARS
-                                   + PP_LINEARS + PP_PAIR_LINEARS + RASTER_LINEARS):
+                                   + PP_LINEARS + PP_PAIR_LINEARS + WSS_LINEARS + RASTER_LINEARS):
         kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
                   else wgmma_schedule(name))
         if name.endswith("_r4"):
@@ -760,7 +772,8 @@ def check() -> int:
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))
         for t in (RASTER_TOKENS if name.endswith("_r4")
-                  else PAIR_TOKENS if name.endswith(("_wsp", "_pp", "_ppp")) else LINEAR_TOKENS):
+                  else PAIR_TOKENS if name.endswith(("_wsp", "_pp", "_ppp", "_wss"))
+                  else LINEAR_TOKENS):
             x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
 
             def case(w=w, x=x, t=t, name=name, wfile=wfile, yt=yt):

@@ -894,7 +894,8 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
            << "linear_tma_wgmma with a 256-column tile runs one block per SM "
               "(blocks_per_sm = 1), got "
            << c.getBlocksPerSm();
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), tile[1], tile[0]);
+  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), tile[1], tile[0],
+                                             linearStoresThroughShared(op, c));
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << "linear_tma_wgmma needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1680,11 +1681,23 @@ int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
 } // namespace
 
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
-                                         int64_t tileM) {
+                                         int64_t tileM, bool sharedEpilogue) {
   // The persistent warp-specialised schedules (tileN 256) write their
-  // tiles from registers: the stages alone.
+  // tiles from registers, or through two 64-row bf16 tiles after the
+  // stages.
   return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256,
-                          tileM);
+                          tileM) +
+         (sharedEpilogue ? 2 * 64 * tileN * 2 : 0);
+}
+
+bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
+  if (c.getKernel() != KernelKind::linear_tma_wgmma ||
+      c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2 ||
+      c.getStages() > kSharedEpilogueMaxStages)
+    return false;
+  return llvm::all_of(op->getResults(), [](Value r) {
+    return cast<ShapedType>(r.getType()).getElementType().isBF16();
+  });
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,

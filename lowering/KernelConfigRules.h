@@ -76,9 +76,21 @@ int64_t linearGEMVVectorElements(Type weightElement);
 int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages
-/// of tileM x 64 x tiles and tileN x 64 W tiles.
+/// of tileM x 64 x tiles and tileN x 64 W tiles; with `sharedEpilogue`
+/// also each consumer's 64 x tileN bf16 result tile
+/// (linearStoresThroughShared).
 int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128,
-                               int64_t tileM = 128);
+                               int64_t tileM = 128,
+                               bool sharedEpilogue = false);
+/// Most stages with which the persistent linear's result tiles still fit
+/// in shared memory beside them.
+constexpr int64_t kSharedEpilogueMaxStages = 3;
+/// Whether linear_tma_wgmma with config `c` writes its results through
+/// shared memory and TMA stores (LinearWGMMA.cpp): the persistent
+/// schedule whose two consumers share [128, 256, 64] tiles, unpaired, with
+/// bf16 results only and at most kSharedEpilogueMaxStages stages (the
+/// tiles take 64 KiB); otherwise the consumers store from registers.
+bool linearStoresThroughShared(Operation *op, KernelConfigAttr c);
 
 /// Row stride, in f32 elements, of the epilogue's accumulator tile of
 /// `cols` columns. nvgpu.warpgroup.mma.store writes one f32 per lane and

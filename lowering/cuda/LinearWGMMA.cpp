@@ -19,6 +19,10 @@
 //   With the tile [64, 256, 64] the consumers alternate instead (CUTLASS's
 //   ping-pong): each takes every other 64 x 256 tile of the block, so one
 //   consumer's writes overlap the other's products.
+//   With bf16 results and at most 3 stages each consumer writes its rows
+//   into a shared tile and TMA stores it, the stores running on while the
+//   next tile multiplies (linearStoresThroughShared; the registers'
+//   direct stores, which the tensor cores waited for, are the fallback).
 //   With `cluster = 2` the blocks run in pairs (a cluster of two, grid y
 //   its rank) that take two adjacent row tiles of one column tile: each
 //   producer loads its 128 x 64 x tile and half of the shared 256 x 64 W
@@ -75,7 +79,8 @@ public:
         em{b, loc, kb, e.config.getStages()}, tileM(e.config.getTile()[0]),
         tileN(e.config.getTile()[1]), raster(e.config.getRaster()),
         specialised(tileN == 256), alternate(specialised && tileM == 64),
-        peers(specialised && e.config.getCluster() == 2 ? 2 : 1) {}
+        peers(specialised && e.config.getCluster() == 2 ? 2 : 1),
+        throughShared(linearStoresThroughShared(op, e.config)) {}
 
   LogicalResult emit() {
     const KernelOperand &x = e.inputs[0];
@@ -127,11 +132,15 @@ private:
     weight = em.idx(0);
     Value first = em.idx(0);
     wMapArg = wMapArgs[0];
+    if (throughShared)
+      yMapArg = yMapArgs[0];
     for (size_t i = 1; i + 1 < firstTile.size(); ++i) {
       Value here = kb.gei(j, em.idx(firstTile[i]));
       weight = kb.select(here, em.idx(i), weight);
       first = kb.select(here, em.idx(firstTile[i]), first);
       wMapArg = arith::SelectOp::create(b, loc, here, wMapArgs[i], wMapArg);
+      if (throughShared)
+        yMapArg = arith::SelectOp::create(b, loc, here, yMapArgs[i], yMapArg);
     }
     nTile = kb.muli(kb.subi(j, first), em.idx(tileN));
   }
@@ -144,12 +153,15 @@ private:
     unsigned n = fn.getNumArguments();
     int64_t weights = nOuts.size();
     // Appending to a kernel's own signature cannot fail.
-    for (int64_t i = 0; i <= weights; ++i)
+    int64_t results = throughShared ? weights : 0;
+    for (int64_t i = 0; i <= weights + results; ++i)
       (void)fn.insertArgument(n + i, ptr, DictionaryAttr(), loc);
     Block &entry = fn.getFunctionBody().front();
     xMapArg = entry.getArgument(n);
     for (int64_t i = 0; i < weights; ++i)
       wMapArgs.push_back(entry.getArgument(n + 1 + i));
+    for (int64_t i = 0; i < results; ++i)
+      yMapArgs.push_back(entry.getArgument(n + 1 + weights + i));
     auto map = [&](int64_t operand, int64_t boxRows) -> Attribute {
       return TensorMapAttr::get(b.getContext(), operand, {kTileK, boxRows},
                                 TensorMapSwizzle::swizzle_128b);
@@ -157,6 +169,9 @@ private:
     SmallVector<Attribute> maps{map(0, tileM)};
     for (int64_t i = 0; i < weights; ++i)
       maps.push_back(map(1 + i, tileN / peers));
+    // Each result (operands after the inputs) in 64 x 64 boxes.
+    for (int64_t i = 0; i < results; ++i)
+      maps.push_back(map(1 + weights + i, 64));
     K3Dialect::TensorMapsAttrHelper(b.getContext())
         .setAttr(fn, b.getArrayAttr(maps));
   }
@@ -260,7 +275,7 @@ private:
     // A block per SM; pairs: a cluster per two SMs, grid y its rank.
     e.setLaunch(GridSymbol::device_sm_count, 1, 0, peers,
                 {128 * (1 + kConsumers), 1, 1},
-                linearWGMMASharedBytes(em.stages, tileN, tileM));
+                linearWGMMASharedBytes(em.stages, tileN, tileM, throughShared));
     if (peers > 1) {
       e.setClusterY(peers);
       rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
@@ -298,6 +313,8 @@ private:
     mTile = kb.muli(rowTile, em.idx(tileM));
     pickWeight(at.columnTile);
     tmW = em.tensorMap(wMapArg, wBox());
+    if (throughShared)
+      tmY = em.tensorMap(yMapArg, {64, 64});
   }
 
   /// Warpgroup 0: thread 0 streams every tile's k-steps into the stages.
@@ -339,6 +356,8 @@ private:
           },
           em.remuIdx(t, 32), issued);
       AccumulatorFragment f(em, acc, tileN, t);
+      if (throughShared)
+        return storeThroughShared(f, t, consumer, first);
       if (nOuts.size() == 1)
         return storeFragment(0, f, first);
       for (size_t w = 0; w < nOuts.size(); ++w)
@@ -348,6 +367,73 @@ private:
     if (alternate)
       return pipe.forEachConsumerTile(total, consumer, body);
     pipe.forEachTile(total, body);
+    // The last tile's stores complete before the block exits.
+    if (throughShared)
+      kb.ifThen(kb.eqi(t, em.idx(0)), [&] {
+        NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                             UnitAttr());
+      });
+  }
+
+  /// The consumer's 64 x 256 bf16 rows into its own shared tile, as four
+  /// 64 x 64 boxes in the 128-byte swizzle (a warp's stores, 8 rows of 4
+  /// lanes, land on 32 distinct banks), then thread 0's four TMA stores,
+  /// which run on while the next tile multiplies; before it rewrites the
+  /// tile, thread 0 waits until the last tile's stores have read it.
+  /// Rows past T and columns past N are clipped by the stores.
+  void storeThroughShared(const AccumulatorFragment &f, Value t,
+                          Value consumer, Value first) {
+    MMAEmitter mma{b, loc, kb};
+    int64_t regionBytes = 64 * tileN * 2;
+    Value region =
+        kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
+                kb.muli(consumer, em.idx(regionBytes)));
+    Value tile = mma.sharedView(smem, b.getBF16Type(), region,
+                                {regionBytes / 2});
+    Value lead = kb.eqi(t, em.idx(0));
+    auto sync = [&] {
+      Value id = arith::IndexCastOp::create(
+          b, loc, b.getI32Type(), kb.addi(consumer, em.idx(3)));
+      NVVM::BarrierOp::create(b, loc, Type(), id,
+                              arith::ConstantIntOp::create(b, loc, 128, 32),
+                              NVVM::BarrierReductionAttr(), Value());
+    };
+    // The last tile's stores have read the tile.
+    kb.ifThen(lead, [&] {
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                           b.getUnitAttr());
+    });
+    sync();
+    auto bf2 = VectorType::get({2}, b.getBF16Type());
+    for (int64_t j = 0; j < tileN / 8; ++j)
+      for (int64_t h = 0; h < 2; ++h) {
+        Value v = arith::TruncFOp::create(b, loc, bf2, f.pair(h, j));
+        Value row = AccumulatorFragment::rowOf(em, t, h), col = f.column(j);
+        Value box = em.divuIdx(col, 64), within = em.remuIdx(col, 64);
+        Value chunk = arith::XOrIOp::create(b, loc, em.divuIdx(within, 8),
+                                            em.remuIdx(row, 8));
+        Value at = kb.addi(
+            kb.addi(kb.muli(box, em.idx(64 * 64)), kb.muli(row, em.idx(64))),
+            kb.addi(kb.muli(chunk, em.idx(8)), em.remuIdx(within, 8)));
+        mma.alignedStore(v, tile, ValueRange{at});
+      }
+    NVVM::FenceProxyOp::create(
+        b, loc, NVVM::ProxyKind::async_shared,
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
+    sync();
+    kb.ifThen(lead, [&] {
+      for (int64_t q = 0; q < tileN / 64; ++q) {
+        Value src = em.view(smem, kb.addi(region, em.idx(q * 64 * 64 * 2)),
+                            em.tileType({64, 64}, b.getBF16Type()));
+        nvgpu::TmaAsyncStoreOp::create(
+            b, loc, src, tmY,
+            ValueRange{kb.addi(nTile, em.idx(q * 64)),
+                       kb.addi(mTile, first)},
+            Value());
+      }
+      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+    });
   }
 
   /// A consumer's registers (its rows from tile row `first`) to weight
@@ -454,6 +540,12 @@ private:
   bool specialised, alternate;
   /// Blocks of a cluster that share W's tiles (1: none).
   int64_t peers;
+  /// Whether the consumers write their results through shared memory and
+  /// TMA stores (linearStoresThroughShared), with the results' tensor-map
+  /// parameters and the tile's result's map.
+  bool throughShared;
+  SmallVector<Value> yMapArgs;
+  Value tmY;
   int64_t nIn = 0;
   /// The persistent order's rows of tiles (a pair's: pairs of row tiles)
   /// and column tiles.
@@ -461,8 +553,8 @@ private:
   int64_t columnTiles = 0;
   SmallVector<int64_t> nOuts, firstTile;
   SmallVector<Value> wMapArgs;
-  Value rows, mTile, nTile, weight, xMapArg, wMapArg, smem, base, tmX, tmW,
-      bars, rank;
+  Value rows, mTile, nTile, weight, xMapArg, wMapArg, yMapArg, smem, base,
+      tmX, tmW, bars, rank;
 };
 
 template <typename OpT> struct LinearWGMMAPattern : OpKernelPattern<OpT> {

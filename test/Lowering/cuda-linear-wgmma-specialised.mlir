@@ -22,6 +22,37 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
+// Results through shared memory (bf16 results, 3 stages): each consumer
+// writes its 64 x 256 rows into its own shared tile (64 KiB for both after
+// the stages), fences them for the async proxy, and its thread 0 issues
+// four TMA stores of 64 x 64 boxes (a map of the result, operand 2) and
+// commits them; it waits until the last tile's stores read the tile
+// before rewriting it, and for all of them before the block exits.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=3,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.shared.mlir
+// RUN: FileCheck %s --check-prefix=SHARED --input-file=%t.shared.mlir
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.shared.mlir > %t.shared.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.shared.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.shared.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.shared.bin.mlir > %t.shared.ptx
+// RUN: FileCheck %s --check-prefix=SHAREDPTX --input-file=%t.shared.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.shared.ptx -o %t.shared.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// SHARED-LABEL: gpu.func @linear_0(
+// SHARED-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// SHARED-SAME: dynamic_smem = 214016>
+// SHARED-SAME: k3.tensor_maps = [#k3.tensor_map<operand = 0, box = [64, 128], swizzle = swizzle_128b>, #k3.tensor_map<operand = 1, box = [64, 256], swizzle = swizzle_128b>, #k3.tensor_map<operand = 2, box = [64, 64], swizzle = swizzle_128b>]
+// SHARED: nvvm.setmaxregister {{ *}}increase 232
+// SHARED: nvvm.cp.async.bulk.wait_group 0 {read}
+// SHARED: nvvm.barrier id
+// SHARED-COUNT-64: vector.store %{{.*}} : memref<16384xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// SHARED: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// SHARED: nvvm.barrier id
+// SHARED-COUNT-4: nvgpu.tma.async.store
+// SHARED: nvvm.cp.async.bulk.commit.group
+// SHARED: nvvm.cp.async.bulk.wait_group 0
+// SHARED-NOT: vector.store %{{.*}} : memref<?x512xbf16>
+// SHAREDPTX-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
+// SHAREDPTX-DAG: cp.async.bulk.commit_group
+// SHAREDPTX-DAG: cp.async.bulk.wait_group.read 0
+
 // Alternating consumers (CUTLASS's ping-pong), alone and in pairs.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=64x256x64,linear.warps=12,linear.stages=5,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.alt.mlir
 // RUN: FileCheck %s --check-prefix=ALT --input-file=%t.alt.mlir
