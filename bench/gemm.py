@@ -98,6 +98,9 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # TMA multicast (docs/gemm.md, "Cluster pairs").
             "prefill-ws-pairs": f"kernel-config={SPECIALISED}4,linear.cluster=2",
             "prefill-ws-bf16": f"kernel-config={SPECIALISED}4",
+            # bf16 y with 3 stages: through shared memory and TMA stores
+            # (linearStoresThroughShared, docs/gemm.md).
+            "prefill-ws-shared-bf16": f"kernel-config={SPECIALISED}3",
             "prefill-pp-5stages": f"kernel-config={PINGPONG}5",
             "prefill-pp-4stages": f"kernel-config={PINGPONG}4",
             "prefill-pp-pairs": f"kernel-config={PINGPONG}5,linear.cluster=2",
@@ -112,7 +115,7 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
 if os.environ.get("K3_GEMM_VARIANTS"):  # e.g. "prefill,prefill-raster0"
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_GEMM_VARIANTS"].split(",")}
 # The variants whose y is bf16 (the others: f32).
-BF16_OUT = {"prefill-bf16", "prefill-pp-bf16", "prefill-ws-bf16"}
+BF16_OUT = {"prefill-bf16", "prefill-pp-bf16", "prefill-ws-bf16", "prefill-ws-shared-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}x{Y}> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>

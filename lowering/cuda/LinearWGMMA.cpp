@@ -381,19 +381,18 @@ private:
   /// which run on while the next tile multiplies; before it rewrites the
   /// tile, thread 0 waits until the last tile's stores have read it.
   /// Rows past T and columns past N are clipped by the stores.
-  void storeThroughShared(const AccumulatorFragment &f, Value t,
-                          Value consumer, Value first) {
+  void storeThroughShared(const AccumulatorFragment &f, Value t, Value consumer,
+                          Value first) {
     MMAEmitter mma{b, loc, kb};
     int64_t regionBytes = 64 * tileN * 2;
-    Value region =
-        kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
-                kb.muli(consumer, em.idx(regionBytes)));
-    Value tile = mma.sharedView(smem, b.getBF16Type(), region,
-                                {regionBytes / 2});
+    Value region = kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
+                           kb.muli(consumer, em.idx(regionBytes)));
+    Value tile =
+        mma.sharedView(smem, b.getBF16Type(), region, {regionBytes / 2});
     Value lead = kb.eqi(t, em.idx(0));
     auto sync = [&] {
-      Value id = arith::IndexCastOp::create(
-          b, loc, b.getI32Type(), kb.addi(consumer, em.idx(3)));
+      Value id = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                            kb.addi(consumer, em.idx(3)));
       NVVM::BarrierOp::create(b, loc, Type(), id,
                               arith::ConstantIntOp::create(b, loc, 128, 32),
                               NVVM::BarrierReductionAttr(), Value());
@@ -428,8 +427,7 @@ private:
                             em.tileType({64, 64}, b.getBF16Type()));
         nvgpu::TmaAsyncStoreOp::create(
             b, loc, src, tmY,
-            ValueRange{kb.addi(nTile, em.idx(q * 64)),
-                       kb.addi(mTile, first)},
+            ValueRange{kb.addi(nTile, em.idx(q * 64)), kb.addi(mTile, first)},
             Value());
       }
       NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
@@ -553,8 +551,8 @@ private:
   int64_t columnTiles = 0;
   SmallVector<int64_t> nOuts, firstTile;
   SmallVector<Value> wMapArgs;
-  Value rows, mTile, nTile, weight, xMapArg, wMapArg, yMapArg, smem, base,
-      tmX, tmW, bars, rank;
+  Value rows, mTile, nTile, weight, xMapArg, wMapArg, yMapArg, smem, base, tmX,
+      tmW, bars, rank;
 };
 
 template <typename OpT> struct LinearWGMMAPattern : OpKernelPattern<OpT> {
