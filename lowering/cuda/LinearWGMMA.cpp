@@ -69,6 +69,9 @@ namespace {
 constexpr int64_t kTileK = kWGMMATileK;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
+/// Named barriers of consumer c's shared result tile: this + c (0 is
+/// bar.sync's block barrier, 1 and 2 are taken by the wgmma kernels).
+constexpr int64_t kSharedTileBarrier = 3;
 
 /// The whole kernel for one op; its steps are the methods.
 class LinearWGMMAKernel {
@@ -391,8 +394,9 @@ private:
         mma.sharedView(smem, b.getBF16Type(), region, {regionBytes / 2});
     Value lead = kb.eqi(t, em.idx(0));
     auto sync = [&] {
-      Value id = arith::IndexCastOp::create(b, loc, b.getI32Type(),
-                                            kb.addi(consumer, em.idx(3)));
+      Value id = arith::IndexCastOp::create(
+          b, loc, b.getI32Type(),
+          kb.addi(consumer, em.idx(kSharedTileBarrier)));
       NVVM::BarrierOp::create(b, loc, Type(), id,
                               arith::ConstantIntOp::create(b, loc, 128, 32),
                               NVVM::BarrierReductionAttr(), Value());
