@@ -105,6 +105,13 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "prefill-pp-4stages": f"kernel-config={PINGPONG}4",
             "prefill-pp-pairs": f"kernel-config={PINGPONG}5,linear.cluster=2",
             "prefill-pp-bf16": f"kernel-config={PINGPONG}5",
+            # bf16 y on [128, 128] tiles at three blocks an SM: the default
+            # before the persistent schedule with its results through
+            # shared memory took prefill linears of >= 1024 rows with a wave
+            # of [128, 256] tiles (KernelConfigRules.cpp).
+            "prefill-narrow-bf16": ("kernel-config=linear.kernel=linear_tma_wgmma,"
+                                    "linear.tile=128x128x64,linear.warps=4,linear.stages=2,"
+                                    "linear.blocks_per_sm=3"),
             # The output tiles row-major (a row tile's column tiles first),
             # the order before the banded raster (lowering/cuda/TileRaster.h).
             "prefill-raster0": "kernel-config=linear.raster=0",
@@ -115,7 +122,8 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
 if os.environ.get("K3_GEMM_VARIANTS"):  # e.g. "prefill,prefill-raster0"
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_GEMM_VARIANTS"].split(",")}
 # The variants whose y is bf16 (the others: f32).
-BF16_OUT = {"prefill-bf16", "prefill-pp-bf16", "prefill-ws-bf16", "prefill-ws-shared-bf16"}
+BF16_OUT = {"prefill-bf16", "prefill-narrow-bf16", "prefill-pp-bf16", "prefill-ws-bf16",
+            "prefill-ws-shared-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}x{Y}> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>

@@ -1292,6 +1292,36 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
   return success();
 }
 
+/// Whether a prefill linear takes the persistent warp-specialised schedule
+/// with its results through shared memory (linearStoresThroughShared): bf16
+/// results, at least kSharedEpilogueMinRows rows at most (the measured
+/// range), and at that many rows [128, 256] tiles that keep the SMs' last
+/// wave at least 80 % busy (one block per SM: at 192 tiles on 132 SMs the
+/// second wave idles half of them, where the [128, 128] tiles at three
+/// blocks an SM balance). On an H100 at T = 8192 it ran 1.13-1.39x the
+/// [128, 128] tiles on the projections of Kimi-Linear-48B and K3 with
+/// 384 or more tiles, level with them on the narrow ones (at most 64
+/// tiles: the rule keeps [128, 128]), and 6 % behind on c_kv (N = 576,
+/// 192 tiles: the reason for the 80 %) (bench/results/
+/// gemm-nvidia-h100-80gb-hbm3-20261206T075113Z.json).
+constexpr int64_t kSharedEpilogueMinRows = 1024;
+
+bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
+                                 int64_t maxRows) {
+  bool bf16 = llvm::all_of(op->getResults(), [](Value r) {
+    return cast<ShapedType>(r.getType()).getElementType().isBF16();
+  });
+  if (!bf16 || maxRows < kSharedEpilogueMinRows)
+    return false;
+  int64_t columnTiles = 0;
+  for (Value w : op->getOperands().drop_front())
+    columnTiles += (dimOf(w, 0) + 255) / 256;
+  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
+          sms = target.getSmCount();
+  int64_t waves = (tiles + sms - 1) / sms;
+  return 5 * tiles >= 4 * waves * sms;
+}
+
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode,
@@ -1378,6 +1408,9 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {hb, target}, 4 * hb / 16, 4);
   }
   case KernelKind::linear_tma_wgmma:
+    if (!decode && linearPrefersSharedEpilogue(op, target, maxRows))
+      return config(ctx, kind, {128, 256, 64}, 12, kSharedEpilogueMaxStages, 1,
+                    kDefaultRasterRowTiles);
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup; 2 TMA stages (65 KiB) so that three blocks
     // share an SM: at T = 8192, 656 TFLOP/s instead of 496 on Kimi's o

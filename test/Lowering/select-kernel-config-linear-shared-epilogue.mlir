@@ -1,0 +1,31 @@
+// k3-select-kernel-config's rule for prefill linears with bf16 results
+// (linearPrefersSharedEpilogue in lowering/KernelConfigRules.cpp): the
+// persistent warp-specialised schedule ([128, 256, 64], 12 warps, 3 stages,
+// one block per SM, results through shared memory) where max-tokens rows
+// give [128, 256] tiles that keep the last wave at least 80 % busy; the
+// [128, 128] tiles at three blocks an SM otherwise.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-tokens=8192" | FileCheck %s
+// Fewer than 1024 rows: the [128, 128] tiles everywhere.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-tokens=512" | FileCheck %s --check-prefix=FEW
+
+func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>})
+    -> (tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>) {
+  %w = k3.weight "w" : tensor<4096x2304xbf16>
+  %wkv = k3.weight "wkv" : tensor<576x2304xbf16>
+  %wr = k3.weight "wr" : tensor<896x2304xbf16>
+  // CHECK-LABEL: func.func @forward
+  // 64 x 16 = 1024 tiles, 8 waves of 132 (97 %).
+  // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 256, 64], warps = 12, stages = 3, blocks_per_sm = 1, raster = 16>{{.*}}tensor<?x4096xbf16>
+  // FEW: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x4096xbf16>
+  %y = k3.linear %x, %w : (tensor<?x2304xbf16>, tensor<4096x2304xbf16>) -> tensor<?x4096xbf16>
+  // 64 x 3 = 192 tiles: the second wave 45 % busy.
+  // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x576xbf16>
+  %kv = k3.linear %x, %wkv : (tensor<?x2304xbf16>, tensor<576x2304xbf16>) -> tensor<?x576xbf16>
+  // 64 x 4 = 256 tiles, 2 waves (97 %).
+  // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 256, 64], warps = 12, stages = 3, blocks_per_sm = 1, raster = 16>{{.*}}tensor<?x896xbf16>
+  %r = k3.linear %x, %wr : (tensor<?x2304xbf16>, tensor<896x2304xbf16>) -> tensor<?x896xbf16>
+  // f32 results keep the register epilogue's tiles: [128, 128].
+  // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x4096xf32>
+  %f = k3.linear %x, %w : (tensor<?x2304xbf16>, tensor<4096x2304xbf16>) -> tensor<?x4096xf32>
+  return %y, %kv, %r, %f : tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>
+}
