@@ -2,8 +2,9 @@
 MoEGroupedWGMMA.cpp) against float64, in both schedules: the default one
 warpgroup per 128 x 128 tile (its down GEMM also in cluster pairs that
 share the rows), and the persistent warp-specialised one
-(a producer and two consumer warpgroups per SM walking 128 x 256 tiles,
-the epilogue from registers) with 4 and 3 stages; and k3.glu_gate_up (the
+(a producer and two consumer warpgroups per SM walking 128 x 256 tiles)
+with 4 stages (the epilogue from registers) and 3 (bf16 results through
+shared memory: TMA stores, a segment's partial last half by the threads); and k3.glu_gate_up (the
 dense MLP's gate/up GEMM, kind glu_wgmma) in the persistent schedule.
 
 Shapes: 16 experts top-4, D 512, I 256 (gate/up 512 columns: two 256-column
@@ -43,7 +44,8 @@ VARIANTS = {
     "moe_grouped_ws4": ("kernel-config=" + persistent("moe_grouped_wgmma", 4),
                         "moe_grouped_wgmma 128x256 persistent, 4 stages"),
     "moe_grouped_ws3": ("kernel-config=" + persistent("moe_grouped_wgmma", 3),
-                        "moe_grouped_wgmma 128x256 persistent, 3 stages"),
+                        "moe_grouped_wgmma 128x256 persistent, 3 stages, bf16 h and y "
+                        "through shared memory"),
     "moe_grouped_alt5": ("kernel-config=" + alternating("moe_grouped_wgmma", 5),
                          "moe_grouped_wgmma 64x256 persistent, alternating consumers, 5 stages"),
     "moe_grouped_alt3": ("kernel-config=" + alternating("moe_grouped_wgmma", 3),
@@ -62,6 +64,8 @@ RASTER3 = "glu_wgmma.raster=3,linear.raster=3"
 DENSE_VARIANTS = {
     "glu_dense_ws4": ("kernel-config=" + persistent("glu_wgmma", 4),
                       "glu_wgmma 128x256 persistent, 4 stages"),
+    "glu_dense_ws3": ("kernel-config=" + persistent("glu_wgmma", 3),
+                      "glu_wgmma 128x256 persistent, 3 stages, h through shared memory"),
     "glu_dense_alt5": ("kernel-config=" + alternating("glu_wgmma", 5),
                        "glu_wgmma 64x256 persistent, alternating consumers, 5 stages"),
     "glu_dense_r3": ("kernel-config=" + RASTER3, "glu_wgmma 128x128, bands of 3 row tiles"),

@@ -68,6 +68,7 @@ WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_t
 # The same with alternating consumers (64-row tiles, CUTLASS's ping-pong;
 # MoEGroupedAlternating.cpp) and 5 stages.
 ALT = WS.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
+WS_SHARED = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"), 3)
 VARIANTS = {"default": "",
             "stages4-1perSM": "kernel-config=moe_grouped_glu.stages=4,moe_grouped_glu.blocks_per_sm=1,"
                               "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
@@ -84,7 +85,10 @@ TRIAL_VARIANTS = {
     "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
     "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
                         "moe_grouped_down.blocks_per_sm=1",
-    "alt-5stages": ALT}
+    "alt-5stages": ALT,
+    # 3 stages: bf16 results through shared memory and TMA stores
+    # (MoEGroupedPersistent.cpp), consumers skip halves past a segment.
+    "ws-shared": WS_SHARED}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}
@@ -103,7 +107,7 @@ DENSE_MODEL = """func.func @forward(
   return %y : tensor<?x{D}xbf16>
 }}
 """
-DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT}
+DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT, "ws-shared": WS_SHARED}
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(

@@ -1244,7 +1244,8 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
                                << columns;
   }
   if (int64_t bytes =
-          groupedWGMMASharedBytes(c.getStages(), tile[1], mxfp4, tile[0]);
+          groupedWGMMASharedBytes(c.getStages(), tile[1], mxfp4, tile[0],
+                                  groupedSharedEpilogueColumns(op, c));
       bytes > target.getSmemPerBlock())
     return op->emitOpError() << kind << " needs " << bytes
                              << " bytes of shared memory, the target has "
@@ -1292,34 +1293,56 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
   return success();
 }
 
-/// Whether a prefill linear takes the persistent warp-specialised schedule
-/// with its results through shared memory (linearStoresThroughShared): bf16
-/// results, at least kSharedEpilogueMinRows rows at most (the measured
-/// range), and at that many rows [128, 256] tiles that keep the SMs' last
-/// wave at least 80 % busy (one block per SM: at 192 tiles on 132 SMs the
-/// second wave idles half of them, where the [128, 128] tiles at three
-/// blocks an SM balance). On an H100 at T = 8192 it ran 1.13-1.39x the
-/// [128, 128] tiles on the projections of Kimi-Linear-48B and K3 with
-/// 384 or more tiles, level with them on the narrow ones (at most 64
-/// tiles: the rule keeps [128, 128]), and 6 % behind on c_kv (N = 576,
-/// 192 tiles: the reason for the 80 %) (bench/results/
-/// gemm-nvidia-h100-80gb-hbm3-20261206T075113Z.json).
+/// Whether `columnTiles` [128, 256] output tiles per 128 rows, at
+/// `maxRows` rows (at least kSharedEpilogueMinRows: the measured range),
+/// keep the SMs' last wave at least 80 % busy on the persistent
+/// warp-specialised schedule (one block per SM: at 192 tiles on 132 SMs
+/// the second wave idles half of them, where the [128, 128] tiles at three
+/// blocks an SM balance).
 constexpr int64_t kSharedEpilogueMinRows = 1024;
 
+bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
+                            int64_t maxRows) {
+  if (maxRows < kSharedEpilogueMinRows)
+    return false;
+  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
+          sms = target.getSmCount();
+  int64_t waves = (tiles + sms - 1) / sms;
+  return 5 * tiles >= 4 * waves * sms;
+}
+
+/// Whether a prefill linear takes the persistent warp-specialised schedule
+/// with its results through shared memory (linearStoresThroughShared): bf16
+/// results, and tiles that balance (persistentTilesBalance). On an H100 at
+/// T = 8192 it ran 1.13-1.39x the [128, 128] tiles on the projections of
+/// Kimi-Linear-48B and K3 with 384 or more tiles, level with them on the
+/// narrow ones (at most 64 tiles: the rule keeps [128, 128]), and 6 %
+/// behind on c_kv (N = 576, 192 tiles: the reason for the 80 %)
+/// (bench/results/gemm-nvidia-h100-80gb-hbm3-20261206T075113Z.json).
 bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
                                  int64_t maxRows) {
   bool bf16 = llvm::all_of(op->getResults(), [](Value r) {
     return cast<ShapedType>(r.getType()).getElementType().isBF16();
   });
-  if (!bf16 || maxRows < kSharedEpilogueMinRows)
-    return false;
   int64_t columnTiles = 0;
   for (Value w : op->getOperands().drop_front())
     columnTiles += (dimOf(w, 0) + 255) / 256;
-  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
-          sms = target.getSmCount();
-  int64_t waves = (tiles + sms - 1) / sms;
-  return 5 * tiles >= 4 * waves * sms;
+  return bf16 && persistentTilesBalance(columnTiles, target, maxRows);
+}
+
+/// The same for the dense GLU's gate/up GEMM (its h is bf16; a tile is 128
+/// channels of gate and up): at T = 8192 on an H100 Kimi-Linear-48B's
+/// dense MLP ran at 741 TFLOP/s against 608 (cuBLAS's three GEMMs 662),
+/// its shared expert at 676 against 543 (cuBLAS 600); at T = 1024 the
+/// dense MLP lost (494 against 536) (bench/results/
+/// moe-nvidia-h100-80gb-hbm3-20261206T081647Z.json). (The grouped
+/// MoE GEMMs keep the one-warpgroup tiles: there the persistent schedule
+/// ran 2.25 ms against 2.17, same file.)
+bool gluPrefersSharedEpilogue(GLUGateUpOp op, GPUTargetAttr target,
+                              int64_t maxRows) {
+  int64_t inter = dimOf(op.getWGate(), 0);
+  return inter % 128 == 0 &&
+         persistentTilesBalance(inter / 128, target, maxRows);
 }
 
 /// The default parameters of kernel `kind` for `op` (which it applies to).
@@ -1432,6 +1455,11 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind,
                   {defaultRouterTokensPerBlock(cast<MoERouterOp>(op), 8)}, 8);
   case KernelKind::glu_wgmma:
+    if (auto glu = dyn_cast<GLUGateUpOp>(op);
+        glu && !decode && gluPrefersSharedEpilogue(glu, target, maxRows))
+      return config(ctx, kind, {128, 256, 64}, 12, kSharedEpilogueMaxStages, 1,
+                    kDefaultRasterRowTiles);
+    [[fallthrough]];
   case KernelKind::moe_grouped_wgmma:
     // linear_tma_wgmma's tile; two stages (65 KiB) so that three blocks
     // share an SM and one's barriers, drains and epilogue hide behind the
@@ -1734,13 +1762,27 @@ bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
-                                          bool mxfp4, int64_t tileM) {
+                                          bool mxfp4, int64_t tileM,
+                                          int64_t epilogueColumns) {
   // MXFP4: each weight row's staged bytes (MXFP4Tile.h); the epilogue's
   // f32 tile may cover them. The persistent warp-specialised schedule
-  // (tileN 256) writes its tiles from registers: the stages alone.
+  // (tileN 256) writes its tiles from registers (the stages alone) or
+  // through two 64-row bf16 tiles after the stages.
   return wgmmaSharedBytes(stages, tileN,
                           mxfp4 ? tileN * kMXFP4StagedRowBytes : 0,
-                          /*epilogueTile=*/tileN != 256, tileM);
+                          /*epilogueTile=*/tileN != 256, tileM) +
+         2 * 64 * epilogueColumns * 2;
+}
+
+int64_t mlir::k3::groupedSharedEpilogueColumns(Operation *op,
+                                               KernelConfigAttr c) {
+  KernelKind k = c.getKernel();
+  if ((k != KernelKind::moe_grouped_wgmma && k != KernelKind::glu_wgmma) ||
+      c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2 ||
+      c.getStages() > kSharedEpilogueMaxStages ||
+      !cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16())
+    return 0;
+  return isa<MoEGroupedDownOp>(op) ? 256 : 128;
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,

@@ -111,8 +111,18 @@ inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
 /// (MXFP4Tile.h) after the stages; the persistent warp-specialised schedule
 /// (256-column tiles) has no epilogue tile; its rows' tiles have `tileM`
 /// rows.
+/// `epilogueColumns` (groupedStoresThroughShared): each consumer's 64 x
+/// that many bf16 result columns after the stages.
 int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4,
-                                int64_t tileM = 128);
+                                int64_t tileM = 128,
+                                int64_t epilogueColumns = 0);
+/// Whether the grouped (or dense GLU) wgmma kernel with config `c` writes
+/// its results through shared memory (MoEGroupedPersistent.cpp): the
+/// persistent schedule whose consumers share [128, 256, 64] tiles,
+/// unpaired, with bf16 results and at most kSharedEpilogueMaxStages
+/// stages; its result columns per tile (gate/up: the 128 channels, down:
+/// 256), else 0.
+int64_t groupedSharedEpilogueColumns(Operation *op, KernelConfigAttr c);
 /// Staged bytes of one MXFP4 weight row and k-step of 64: 32 of codes and
 /// the aligned 4-byte word that holds its two scales.
 constexpr int64_t kMXFP4StagedRowBytes = 36;

@@ -73,6 +73,10 @@ void GroupedKernel::addTensorMapParameters() {
   // The rows: operand 0 (h), its leading [T, K] read as one dimension.
   if (rowsByTMA)
     rowsMapArg = addMap(0, rowBox());
+  // The result (the operand after the inputs): 64 rows of [T K] (or T) by
+  // 64 columns.
+  if (sharedColumns)
+    resultMapArg = addMap(op->getNumOperands(), {64, 64});
   K3Dialect::TensorMapsAttrHelper(b.getContext())
       .setAttr(fn, b.getArrayAttr(attrs));
 }
@@ -188,6 +192,8 @@ void GroupedKernel::setUpOperands() {
     weightMaps.push_back(em.tensorMap(arg, weightBox()));
   if (rowsByTMA)
     rowsMap = em.tensorMap(rowsMapArg, rowBox());
+  if (sharedColumns)
+    resultMap = em.tensorMap(resultMapArg, {64, 64});
   swizzle = weightMaps.empty() ? em.swizzleTag(weightBox()) : weightMaps[0];
   if (!mxfp4)
     return;

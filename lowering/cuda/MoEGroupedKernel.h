@@ -92,6 +92,9 @@ constexpr int64_t kConsumers = 2;
 /// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
 /// use 1).
 constexpr int32_t kProducerBarrier = 2;
+/// The first of the consumers' named barriers over their result tiles
+/// (one each: 3 and 4).
+constexpr int32_t kSharedTileBarrier = 3;
 
 /// k3.moe_dispatch's tables, which both grouped ops take (none for the
 /// one-expert form).
@@ -169,6 +172,7 @@ public:
         specialised(tileN == 256), alternate(specialised && tileM == 64),
         mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
+        sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         mxfp4Rows(em, mma, tileN) {
     // The one-warpgroup schedule's row weights (the persistent one keeps
     // each thread's two in registers).
@@ -363,6 +367,26 @@ private:
   void epilogueFromRegisters(const AccumulatorFragment &f, ArrayRef<Value> rows,
                              ArrayRef<Value> weights, const Epilogue &epi);
 
+  /// The warp-specialised epilogue through shared memory
+  /// (sharedColumns > 0): the consumer's 64 rows of bf16 results into its
+  /// own tile, as 64 x 64 boxes in the 128-byte swizzle; a half whose 64
+  /// rows all lie in the segment (or any half of the dense GLU, whose
+  /// rows past T the map clips) goes out as thread 0's TMA stores, which
+  /// run on while the next tile multiplies; a segment's last, partial
+  /// half by the consumer's threads, 16 bytes a row chunk, so that no
+  /// write reaches the next expert's rows.
+  void epilogueThroughShared(const AccumulatorFragment &f, Value t,
+                             Value consumer, Value firstRow,
+                             ArrayRef<Value> rows, ArrayRef<Value> weights,
+                             const Epilogue &epi);
+  /// The element offset of a consumer tile's row and column (of
+  /// sharedColumns) in its 64 x 64 boxes' 128-byte swizzle.
+  Value swizzledAt(Value row, Value col);
+  /// The partial half's rows (`count` of them) copied from the consumer's
+  /// tile `tile` to the result by its 128 threads.
+  void copyPartialHalf(Value tile, Value t, Value firstRow, Value count,
+                       const Epilogue &epi);
+
   /// The one-warpgroup schedule's epilogue: the f32 tile in shared memory
   /// (rows below validRows), each thread 2 (gate/up) or 4 columns of a row
   /// at a time.
@@ -425,6 +449,9 @@ private:
   MMAEmitter mma;
   bool specialised, alternate, mxfp4, rowsByTMA;
   int64_t clusterBlocks;
+  /// Result columns a tile writes through shared memory (0: from
+  /// registers).
+  int64_t sharedColumns;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
@@ -440,6 +467,9 @@ private:
   SmallVector<Value> mapArgs, weightMaps, weightBytes;
   /// The rows' tensor-map parameter and map (rowsByTMA).
   Value rowsMapArg, rowsMap;
+  /// The result's tensor-map parameter and map, 64 x 64 boxes
+  /// (sharedColumns > 0).
+  Value resultMapArg, resultMap;
   /// A value of the tensor-map type that names the operand tiles' swizzle
   /// for their wgmma descriptors.
   Value swizzle;

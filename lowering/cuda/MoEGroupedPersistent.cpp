@@ -15,9 +15,9 @@ using namespace mlir::k3;
 namespace mlir::k3::grouped_wgmma {
 
 LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
-  e.setLaunch(
-      GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
-      groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false, tileM));
+  e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
+              groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false, tileM,
+                                      sharedColumns));
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   setUpOperands();
   WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
@@ -137,8 +137,30 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
       rowStart = s.rowStart;
       validRows = s.validRows;
     }
-    consumeRows(pipe, firstStep, steps, t, kb.muli(consumer, kb.idx(64)), epi);
+    Value firstRow = kb.muli(consumer, kb.idx(64));
+    if (g.dense || !sharedColumns)
+      return consumeRows(pipe, firstStep, steps, t, firstRow, epi);
+    // A half past the segment's rows (an expert's last tile often has 64
+    // or fewer) releases its stages unmultiplied: the other consumer's
+    // products then have the tensor cores alone. (The register epilogue
+    // keeps every half: around it the branch cost 8 bytes of spills.)
+    auto live =
+        scf::IfOp::create(b, loc, TypeRange{}, kb.lti(firstRow, validRows),
+                          /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&live.getThenRegion().front());
+    consumeRows(pipe, firstStep, steps, t, firstRow, epi);
+    b.setInsertionPointToStart(&live.getElseRegion().front());
+    auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
+    b.setInsertionPointToStart(skip.getBody());
+    pipe.skip(kb.addi(firstStep, skip.getInductionVar()));
   });
+  // The last tile's stores complete before the block exits.
+  if (sharedColumns)
+    kb.ifThen(kb.eqi(t, kb.idx(0)), [&] {
+      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                           UnitAttr());
+    });
 }
 
 void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
@@ -161,8 +183,100 @@ void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
   // before the products, those landed while they ran.
   for (int64_t h = 0; h < 2; ++h)
     weights[h] = weightOfPair(rowPairs[h]);
-  epilogueFromRegisters(AccumulatorFragment(em, acc, tileN, t), rows, weights,
-                        epi);
+  AccumulatorFragment f(em, acc, tileN, t);
+  if (sharedColumns)
+    return epilogueThroughShared(f, t, em.divuIdx(firstRow, 64), firstRow, rows,
+                                 weights, epi);
+  epilogueFromRegisters(f, rows, weights, epi);
+}
+
+void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,
+                                          Value consumer, Value firstRow,
+                                          ArrayRef<Value> rows,
+                                          ArrayRef<Value> weights,
+                                          const Epilogue &epi) {
+  int64_t regionBytes = 64 * sharedColumns * 2;
+  Value region = kb.addi(kb.addi(base, kb.idx(em.stages * stageBytes())),
+                         kb.muli(consumer, kb.idx(regionBytes)));
+  Value tile = mma.sharedView(smem, b.getBF16Type(), region, {regionBytes / 2});
+  Value lead = kb.eqi(t, kb.idx(0));
+  auto sync = [&] {
+    Value id = arith::IndexCastOp::create(
+        b, loc, b.getI32Type(), kb.addi(consumer, kb.idx(kSharedTileBarrier)));
+    NVVM::BarrierOp::create(b, loc, Type(), id,
+                            arith::ConstantIntOp::create(b, loc, 128, 32),
+                            NVVM::BarrierReductionAttr(), Value());
+  };
+  // The last tile's stores have read the tile.
+  kb.ifThen(lead, [&] {
+    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
+                                         b.getUnitAttr());
+  });
+  sync();
+  // Tile column c of row r (of the consumer's 64) at box c / 64, its
+  // 16-byte chunk XOR r % 8 (a warp's 8 rows of 4 lanes: 32 banks).
+  for (int64_t j = 0; j < sharedColumns / 8; ++j)
+    for (int64_t h = 0; h < 2; ++h) {
+      Value up = g.glu ? f.pair(h, j + sharedColumns / 8) : Value();
+      Value v =
+          epi.values({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
+      Value row = AccumulatorFragment::rowOf(em, t, h);
+      mma.alignedStore(v, tile, ValueRange{swizzledAt(row, f.column(j))});
+    }
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+  sync();
+  auto stores = [&] {
+    kb.ifThen(lead, [&] {
+      Value column = kb.muli(nTile, kb.idx(sharedColumns));
+      for (int64_t q = 0; q < sharedColumns / 64; ++q) {
+        Value src = em.view(smem, kb.addi(region, kb.idx(q * 64 * 64 * 2)),
+                            em.tileType({64, 64}, b.getBF16Type()));
+        nvgpu::TmaAsyncStoreOp::create(
+            b, loc, src, resultMap,
+            ValueRange{kb.addi(column, kb.idx(q * 64)),
+                       kb.addi(rowStart, firstRow)},
+            Value());
+      }
+      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+    });
+  };
+  if (g.dense)
+    return stores();
+  Value left = kb.subi(validRows, firstRow);
+  auto branch = scf::IfOp::create(b, loc, TypeRange{}, kb.gei(left, kb.idx(64)),
+                                  /*withElse=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&branch.getThenRegion().front());
+  stores();
+  b.setInsertionPointToStart(&branch.getElseRegion().front());
+  copyPartialHalf(tile, t, firstRow, left, epi);
+}
+
+Value GroupedKernel::swizzledAt(Value row, Value col) {
+  Value box = em.divuIdx(col, 64), within = em.remuIdx(col, 64);
+  Value chunk =
+      arith::XOrIOp::create(b, loc, em.divuIdx(within, 8), em.remuIdx(row, 8));
+  return kb.addi(
+      kb.addi(kb.muli(box, kb.idx(64 * 64)), kb.muli(row, kb.idx(64))),
+      kb.addi(kb.muli(chunk, kb.idx(8)), em.remuIdx(within, 8)));
+}
+
+void GroupedKernel::copyPartialHalf(Value tile, Value t, Value firstRow,
+                                    Value count, const Epilogue &epi) {
+  int64_t chunks = sharedColumns / 8;
+  auto type = VectorType::get({8}, b.getBF16Type());
+  auto loop = scf::ForOp::create(b, loc, t, kb.muli(count, kb.idx(chunks)),
+                                 kb.idx(kThreads));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  Value row = em.divuIdx(i, chunks);
+  Value col = kb.muli(em.remuIdx(i, chunks), kb.idx(8));
+  Value v = mma.alignedLoad(type, tile, ValueRange{swizzledAt(row, col)});
+  epi.store(kb.addi(firstRow, row), col, v);
 }
 
 void GroupedKernel::epilogueFromRegisters(const AccumulatorFragment &f,

@@ -1,5 +1,6 @@
-// k3-select-kernel-config's rule for prefill linears with bf16 results
-// (linearPrefersSharedEpilogue in lowering/KernelConfigRules.cpp): the
+// k3-select-kernel-config's rule for prefill linears with bf16 results and
+// the dense GLU's gate/up GEMM (linearPrefersSharedEpilogue,
+// gluPrefersSharedEpilogue in lowering/KernelConfigRules.cpp): the
 // persistent warp-specialised schedule ([128, 256, 64], 12 warps, 3 stages,
 // one block per SM, results through shared memory) where max-tokens rows
 // give [128, 256] tiles that keep the last wave at least 80 % busy; the
@@ -9,7 +10,8 @@
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-tokens=512" | FileCheck %s --check-prefix=FEW
 
 func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>})
-    -> (tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>) {
+    -> (tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>,
+        tensor<?x1024xbf16>, tensor<?x256xbf16>) {
   %w = k3.weight "w" : tensor<4096x2304xbf16>
   %wkv = k3.weight "wkv" : tensor<576x2304xbf16>
   %wr = k3.weight "wr" : tensor<896x2304xbf16>
@@ -27,5 +29,17 @@ func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: 
   // f32 results keep the register epilogue's tiles: [128, 128].
   // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x4096xf32>
   %f = k3.linear %x, %w : (tensor<?x2304xbf16>, tensor<4096x2304xbf16>) -> tensor<?x4096xf32>
-  return %y, %kv, %r, %f : tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>
+  // The dense GLU: 1024 channels, 64 x 8 = 512 tiles (4 waves, 97 %).
+  // CHECK: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 256, 64], warps = 12, stages = 3, blocks_per_sm = 1, raster = 16>{{.*}}tensor<?x1024xbf16>
+  // FEW: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x1024xbf16>
+  %wg = k3.weight "wg" : tensor<1024x2304xbf16>
+  %wu = k3.weight "wu" : tensor<1024x2304xbf16>
+  %h = k3.glu_gate_up silu %x, %wg, %wu : (tensor<?x2304xbf16>, tensor<1024x2304xbf16>, tensor<1024x2304xbf16>) -> tensor<?x1024xbf16>
+  // 256 channels: 64 x 2 = 128 tiles, one wave 97 % busy.
+  // CHECK: k3.glu_gate_up {{.*}}#k3.kernel_config<kernel = glu_wgmma, tile = [128, 256, 64], warps = 12, stages = 3, blocks_per_sm = 1, raster = 16>{{.*}}tensor<?x256xbf16>
+  %wg2 = k3.weight "wg2" : tensor<256x2304xbf16>
+  %wu2 = k3.weight "wu2" : tensor<256x2304xbf16>
+  %h2 = k3.glu_gate_up silu %x, %wg2, %wu2 : (tensor<?x2304xbf16>, tensor<256x2304xbf16>, tensor<256x2304xbf16>) -> tensor<?x256xbf16>
+  return %y, %kv, %r, %f, %h, %h2 : tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>,
+      tensor<?x1024xbf16>, tensor<?x256xbf16>
 }
