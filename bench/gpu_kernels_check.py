@@ -93,45 +93,47 @@ WGMMA_GROUPS = (("wgmma_group_kda_k2304", 2304, (4096, 4096, 4096, 128, 32, 128)
                  ("bf16",) * 6),
                 ("wgmma_group_mixed_k512", 512, (256, 40, 8), "bf16", ("bf16", "f32", "bf16")))
 WGMMA_GROUP_TOKENS = (5, 130, 256)
-# The wgmma cases again in the persistent warp-specialised schedule (tile
-# [128, 256, 64]: a block per SM walks the tiles, the consumers write from
-# registers; N = 576, 40 and the group's 40 and 8 end in partial tiles).
+# The wgmma cases again in the other schedules of linear_tma_wgmma: suffix:
+# (overrides, what the row says, the single linears' token counts or None
+# for LINEAR_TOKENS at the default max-tokens). N = 576, 40 and the
+# groups' 40 and 8 end in partial tiles.
+# - _ws: persistent warp-specialised (tile [128, 256, 64]: a block per SM
+#   walks the tiles), 4 stages, the consumers write from registers.
+# - _wsp: the same in cluster pairs (two row tiles share W's tiles by TMA
+#   multicast): one row tile (its partner loads zeros), one pair, 3 and 4
+#   pairs at PAIR_TOKENS.
+# - _wss: 3 stages: bf16 results through shared memory and TMA stores
+#   (linearStoresThroughShared), f32 ones from registers.
+# - _pp, _ppp: alternating consumers (tile [64, 256, 64], CUTLASS's
+#   ping-pong: each consumer takes every other 64-row tile), alone and in
+#   pairs (1 to 16 row tiles: a block with one tile, so one consumer idle,
+#   and odd counts per block).
+PAIR_TOKENS = (1, 5, 130, 647, 1000)
 WS_CONFIG = "kernel-config=" + ",".join(
     f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x256x64,{op}.warps=12,{op}.stages=4,"
     f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
-WS_LINEARS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_LINEARS)
-# The persistent schedule in cluster pairs (two row tiles share W's tiles
-# by TMA multicast): one row tile (its partner loads zeros), one pair, and
-# 3 and 4 pairs at PAIR_TOKENS; the groups at WGMMA_GROUP_TOKENS.
-WS_PAIR_CONFIG = WS_CONFIG + "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
-WS_PAIR_LINEARS = tuple((f"{c[0]}_wsp",) + c[1:] for c in WGMMA_LINEARS)
-PAIR_TOKENS = (1, 5, 130, 647, 1000)
-# The persistent schedule with alternating consumers (tile [64, 256, 64],
-# CUTLASS's ping-pong: each consumer takes every other 64-row tile), alone
-# and in cluster pairs, at PAIR_TOKENS (1 to 16 row tiles: a block with
-# one tile, so one consumer idle, and odd counts per block).
-PP_CONFIG = "kernel-config=" + ",".join(
-    f"{op}.kernel=linear_tma_wgmma,{op}.tile=64x256x64,{op}.warps=12,{op}.stages=5,"
-    f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
-PP_PAIR_CONFIG = PP_CONFIG + "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
-PP_LINEARS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_LINEARS)
-# The persistent shared-tile schedule with 3 stages: bf16 results go
-# through shared memory and TMA stores (linearStoresThroughShared), f32
-# ones from registers; at PAIR_TOKENS.
-WSS_CONFIG = WS_CONFIG.replace("stages=4", "stages=3")
-WSS_LINEARS = tuple((f"{c[0]}_wss",) + c[1:] for c in WGMMA_LINEARS)
-PP_PAIR_LINEARS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_LINEARS)
+PAIRED = "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
+PP_CONFIG = WS_CONFIG.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
+SCHEDULES = {
+    "_ws": (WS_CONFIG, "128x256 persistent", None),
+    "_wsp": (WS_CONFIG + PAIRED, "128x256 persistent, cluster pairs", PAIR_TOKENS),
+    "_wss": (WS_CONFIG.replace("stages=4", "stages=3"),
+             "128x256 persistent, 3 stages (bf16 results through shared memory and TMA "
+             "stores)", PAIR_TOKENS),
+    "_pp": (PP_CONFIG, "64x256 persistent, alternating consumers", PAIR_TOKENS),
+    "_ppp": (PP_CONFIG + PAIRED, "64x256 persistent, alternating consumers, cluster pairs",
+             PAIR_TOKENS),
+}
+SCHEDULE_OF = {c[0] + suffix: suffix for suffix in SCHEDULES
+               for c in WGMMA_LINEARS + WGMMA_GROUPS}
+SCHEDULE_LINEARS = tuple((c[0] + suffix,) + c[1:] for suffix in SCHEDULES for c in WGMMA_LINEARS)
+SCHEDULE_GROUPS = tuple((c[0] + suffix,) + c[1:] for suffix in SCHEDULES for c in WGMMA_GROUPS)
 # The wgmma cases' output tiles in bands of 4 row tiles (config raster,
 # lowering/cuda/TileRaster.h) in both schedules, at RASTER_TOKENS: 2 row
 # tiles (one partial band), 6 (a band and a partial one), 8 (two bands).
 RASTER_CONFIGS = {"_r4": "kernel-config=linear.raster=4", "_ws_r4": WS_CONFIG + ",linear.raster=4"}
 RASTER_LINEARS = tuple((c[0] + suffix,) + c[1:] for c in WGMMA_LINEARS for suffix in RASTER_CONFIGS)
 RASTER_TOKENS = (130, 647, 1000)
-WS_GROUPS = tuple((f"{c[0]}_ws",) + c[1:] for c in WGMMA_GROUPS)
-WS_PAIR_GROUPS = tuple((f"{c[0]}_wsp",) + c[1:] for c in WGMMA_GROUPS)
-PP_GROUPS = tuple((f"{c[0]}_pp",) + c[1:] for c in WGMMA_GROUPS)
-WSS_GROUPS = tuple((f"{c[0]}_wss",) + c[1:] for c in WGMMA_GROUPS)
-PP_PAIR_GROUPS = tuple((f"{c[0]}_ppp",) + c[1:] for c in WGMMA_GROUPS)
 # Tiles other than the default (tuning options of linear_gemv) of the cases
 # above: split K on the CUDA cores, the CUDA-core form on bf16, and tiles of
 # the tensor-core form.
@@ -521,16 +523,10 @@ def prepare() -> int:
                       "kernel-config=linear.kernel=linear_gemv" + tile)
     for name, n, k, w, x, y in WGMMA_LINEARS:
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), "")
-    for name, n, k, w, x, y in WS_LINEARS:
-        compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_CONFIG)
-    for name, n, k, w, x, y in WS_PAIR_LINEARS:
-        compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), WS_PAIR_CONFIG,
-                      max_tokens=max(PAIR_TOKENS))
-    for names, config in ((PP_LINEARS, PP_CONFIG), (PP_PAIR_LINEARS, PP_PAIR_CONFIG),
-                          (WSS_LINEARS, WSS_CONFIG)):
-        for name, n, k, w, x, y in names:
-            compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), config,
-                          max_tokens=max(PAIR_TOKENS))
+    for name, n, k, w, x, y in SCHEDULE_LINEARS:
+        config, _, tokens = SCHEDULES[SCHEDULE_OF[name]]
+        compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), config,
+                      **({"max_tokens": max(tokens)} if tokens else {}))
     for name, n, k, w, x, y in RASTER_LINEARS:
         extra = next(v for suffix, v in RASTER_CONFIGS.items() if name.endswith(suffix))
         compile_model(name, LINEAR_MODEL.format(N=n, K=k, W=w, X=x, Y=y), extra,
@@ -540,16 +536,8 @@ def prepare() -> int:
         compile_model(name, group_model(k, ns, x, ys), "kernel-config=linear_group.kernel=linear_gemv" + tile)
     for name, k, ns, x, ys in WGMMA_GROUPS:
         compile_model(name, group_model(k, ns, x, ys), "")
-    for name, k, ns, x, ys in WS_GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), WS_CONFIG)
-    for name, k, ns, x, ys in WS_PAIR_GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), WS_PAIR_CONFIG)
-    for name, k, ns, x, ys in PP_GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), PP_CONFIG)
-    for name, k, ns, x, ys in WSS_GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), WSS_CONFIG)
-    for name, k, ns, x, ys in PP_PAIR_GROUPS:
-        compile_model(name, group_model(k, ns, x, ys), PP_PAIR_CONFIG)
+    for name, k, ns, x, ys in SCHEDULE_GROUPS:
+        compile_model(name, group_model(k, ns, x, ys), SCHEDULES[SCHEDULE_OF[name]][0])
     for v in VOCABS:
         compile_model(f"argmax_v{v}", ARGMAX_MODEL.format(V=v), "")
     for n in NORM_WIDTHS:
@@ -699,8 +687,7 @@ def check_groups(res, dev, g) -> None:
     from safetensors.torch import save_file
     import k3
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
-    wgmma_groups = (WGMMA_GROUPS + WS_GROUPS + WS_PAIR_GROUPS + PP_GROUPS + PP_PAIR_GROUPS
-                    + WSS_GROUPS)
+    wgmma_groups = WGMMA_GROUPS + SCHEDULE_GROUPS
     wgmma = {c[0] for c in wgmma_groups}
     for name, k, ns, xt, ys in GROUPS + wgmma_groups:
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
@@ -733,14 +720,8 @@ def check_groups(res, dev, g) -> None:
 def wgmma_schedule(name: str) -> str:
     """The linear_tma_wgmma schedule of a case, from its name's suffix."""
     base = name.removesuffix("_r4")
-    for suffix, schedule in (("_wsp", "128x256 persistent, cluster pairs"),
-                             ("_wss", "128x256 persistent, 3 stages (bf16 results through "
-                                      "shared memory and TMA stores)"),
-                             ("_ws", "128x256 persistent"),
-                             ("_ppp", "64x256 persistent, alternating consumers, cluster pairs"),
-                             ("_pp", "64x256 persistent, alternating consumers")):
-        if base.endswith(suffix):
-            return f"linear_tma_wgmma {schedule}"
+    if base in SCHEDULE_OF:
+        return f"linear_tma_wgmma {SCHEDULES[SCHEDULE_OF[base]][1]}"
     return "linear_tma_wgmma"
 
 
@@ -762,8 +743,7 @@ def check() -> int:
     dev = torch.device("cuda:0")
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
-    for name, n, k, wt, xt, yt in (LINEARS + WGMMA_LINEARS + WS_LINEARS + WS_PAIR_LINEARS
-                                   + PP_LINEARS + PP_PAIR_LINEARS + WSS_LINEARS + RASTER_LINEARS):
+    for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + SCHEDULE_LINEARS + RASTER_LINEARS:
         kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
                   else wgmma_schedule(name))
         if name.endswith("_r4"):
@@ -772,8 +752,8 @@ def check() -> int:
         wfile = OUT / f"{name}.w.safetensors"
         save_file({"w": w.cpu()}, str(wfile))
         for t in (RASTER_TOKENS if name.endswith("_r4")
-                  else PAIR_TOKENS if name.endswith(("_wsp", "_pp", "_ppp", "_wss"))
-                  else LINEAR_TOKENS):
+                  else (SCHEDULES[SCHEDULE_OF[name]][2] if name in SCHEDULE_OF else None)
+                  or LINEAR_TOKENS):
             x = torch.randn(t, k, device=dev, generator=g).to(dt[xt])
 
             def case(w=w, x=x, t=t, name=name, wfile=wfile, yt=yt):

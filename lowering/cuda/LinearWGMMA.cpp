@@ -353,8 +353,8 @@ private:
         issued = [&] { pipe.passTurn(i); };
       }
       Value acc = pipe.consume(
-          consumer, kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
-          [&](Value stage, Value, Value acc) {
+          kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
+          [&](Value stage, Value acc) {
             return multiplyRows(stage, first, acc);
           },
           em.remuIdx(t, 32), issued);

@@ -174,8 +174,8 @@ void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
     rowPairs[h] = rowPair(rows[h]);
   }
   Value acc = pipe.consume(
-      kb.idx(0), first, steps, tileN, kTileK / kWGMMAK,
-      [&](Value stage, Value, Value acc) {
+      first, steps, tileN, kTileK / kWGMMAK,
+      [&](Value stage, Value acc) {
         return multiplyRows(stage, firstRow, acc);
       },
       Value(), issued);

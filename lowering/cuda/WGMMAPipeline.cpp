@@ -223,10 +223,9 @@ void WGMMAPipeline::passTurn(Value i) {
                                   em.remuIdx(em.kb.addi(i, em.idx(1)), 2));
 }
 
-Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
-                             int64_t columns, int64_t groupsPerStage,
-                             const Multiply &multiply, Value lane,
-                             const std::function<void()> &issued) {
+Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
+                             int64_t groupsPerStage, const Multiply &multiply,
+                             Value lane, const std::function<void()> &issued) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
@@ -241,7 +240,7 @@ Value WGMMAPipeline::consume(Value consumer, Value first, Value steps,
     Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
     Value stage = em.remuIdx(g, em.stages);
     waitRound(full, g, stage, 0);
-    Value acc = multiply(stage, consumer, loop.getRegionIterArgs()[0]);
+    Value acc = multiply(stage, loop.getRegionIterArgs()[0]);
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);

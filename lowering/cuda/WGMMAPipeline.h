@@ -76,9 +76,9 @@ public:
   /// Loads of k-step `kt` into `stage` (called in the producer's thread 0,
   /// after the full barrier expects `stageBytes`).
   using IssueLoads = std::function<void(Value stage, Value kt)>;
-  /// The wgmma groups of one landed stage for consumer `consumer` (0-based),
-  /// issued without waiting; returns the new accumulator.
-  using Multiply = std::function<Value(Value stage, Value consumer, Value acc)>;
+  /// The wgmma groups of one landed stage, issued without waiting; returns
+  /// the new accumulator.
+  using Multiply = std::function<Value(Value stage, Value acc)>;
 
   /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
   /// each block); `copies`: whether the producer also copies with cp.async
@@ -140,13 +140,13 @@ public:
   /// Waits until pipeline step `step`'s stage is full.
   void waitFull(Value step);
 
-  /// A consumer's role for one tile (`consumer` = warpgroup - 1; `lane`,
-  /// the thread's lane, which a pair's releases need): `steps`
+  /// A consumer's role for one tile (`lane`, the thread's lane, which a
+  /// pair's releases need): `steps`
   /// k-steps (pipeline steps from `first`) into a zeroed 64 x `columns`
   /// f32 accumulator; returns it with every product complete and every
   /// stage released. `issued`, if given, runs once the last step's stage
   /// was waited for and its products issued.
-  Value consume(Value consumer, Value first, Value steps, int64_t columns,
+  Value consume(Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply,
                 Value lane = Value(), const std::function<void()> &issued = {});
 
