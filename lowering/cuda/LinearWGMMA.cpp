@@ -47,6 +47,7 @@
 #include "lowering/KernelPatterns.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
+#include "lowering/cuda/SharedResultTile.h"
 #include "lowering/cuda/TileRaster.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
@@ -69,10 +70,6 @@ namespace {
 constexpr int64_t kTileK = kWGMMATileK;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
-/// Named barriers of consumer c's shared result tile: this + c (0 is
-/// bar.sync's block barrier, 1 and 2 are taken by the wgmma kernels).
-constexpr int64_t kSharedTileBarrier = 3;
-
 /// The whole kernel for one op; its steps are the methods.
 class LinearWGMMAKernel {
 public:
@@ -372,10 +369,7 @@ private:
     pipe.forEachTile(total, body);
     // The last tile's stores complete before the block exits.
     if (throughShared)
-      kb.ifThen(kb.eqi(t, em.idx(0)), [&] {
-        NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                             UnitAttr());
-      });
+      SharedResultTile(em, smem, base, consumer, t, tileN).drain();
   }
 
   /// The consumer's 64 x 256 bf16 rows into its own shared tile, as four
@@ -386,56 +380,18 @@ private:
   /// Rows past T and columns past N are clipped by the stores.
   void storeThroughShared(const AccumulatorFragment &f, Value t, Value consumer,
                           Value first) {
-    MMAEmitter mma{b, loc, kb};
-    int64_t regionBytes = 64 * tileN * 2;
-    Value region = kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
-                           kb.muli(consumer, em.idx(regionBytes)));
-    Value tile =
-        mma.sharedView(smem, b.getBF16Type(), region, {regionBytes / 2});
-    Value lead = kb.eqi(t, em.idx(0));
-    auto sync = [&] {
-      Value id = arith::IndexCastOp::create(
-          b, loc, b.getI32Type(),
-          kb.addi(consumer, em.idx(kSharedTileBarrier)));
-      NVVM::BarrierOp::create(b, loc, Type(), id,
-                              arith::ConstantIntOp::create(b, loc, 128, 32),
-                              NVVM::BarrierReductionAttr(), Value());
-    };
-    // The last tile's stores have read the tile.
-    kb.ifThen(lead, [&] {
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                           b.getUnitAttr());
-    });
-    sync();
+    Value offset =
+        kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
+                kb.muli(consumer, em.idx(SharedResultTile::bytes(tileN))));
+    SharedResultTile tile(em, smem, offset, consumer, t, tileN);
+    tile.acquire();
     auto bf2 = VectorType::get({2}, b.getBF16Type());
     for (int64_t j = 0; j < tileN / 8; ++j)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value v = arith::TruncFOp::create(b, loc, bf2, f.pair(h, j));
-        Value row = AccumulatorFragment::rowOf(em, t, h), col = f.column(j);
-        Value box = em.divuIdx(col, 64), within = em.remuIdx(col, 64);
-        Value chunk = arith::XOrIOp::create(b, loc, em.divuIdx(within, 8),
-                                            em.remuIdx(row, 8));
-        Value at = kb.addi(
-            kb.addi(kb.muli(box, em.idx(64 * 64)), kb.muli(row, em.idx(64))),
-            kb.addi(kb.muli(chunk, em.idx(8)), em.remuIdx(within, 8)));
-        mma.alignedStore(v, tile, ValueRange{at});
-      }
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-    sync();
-    kb.ifThen(lead, [&] {
-      for (int64_t q = 0; q < tileN / 64; ++q) {
-        Value src = em.view(smem, kb.addi(region, em.idx(q * 64 * 64 * 2)),
-                            em.tileType({64, 64}, b.getBF16Type()));
-        nvgpu::TmaAsyncStoreOp::create(
-            b, loc, src, tmY,
-            ValueRange{kb.addi(nTile, em.idx(q * 64)), kb.addi(mTile, first)},
-            Value());
-      }
-      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
-    });
+      for (int64_t h = 0; h < 2; ++h)
+        tile.write(AccumulatorFragment::rowOf(em, t, h), f.column(j),
+                   arith::TruncFOp::create(b, loc, bf2, f.pair(h, j)));
+    tile.publish();
+    tile.store(tmY, nTile, kb.addi(mTile, first));
   }
 
   /// A consumer's registers (its rows from tile row `first`) to weight

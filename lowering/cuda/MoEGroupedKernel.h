@@ -72,6 +72,7 @@
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MoESegments.h"
+#include "lowering/cuda/SharedResultTile.h"
 #include "lowering/cuda/TileRaster.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
@@ -92,9 +93,6 @@ constexpr int64_t kConsumers = 2;
 /// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
 /// use 1).
 constexpr int32_t kProducerBarrier = 2;
-/// The first of the consumers' named barriers over their result tiles
-/// (one each: 3 and 4).
-constexpr int32_t kSharedTileBarrier = 3;
 
 /// k3.moe_dispatch's tables, which both grouped ops take (none for the
 /// one-expert form).
@@ -379,13 +377,10 @@ private:
                              Value consumer, Value firstRow,
                              ArrayRef<Value> rows, ArrayRef<Value> weights,
                              const Epilogue &epi);
-  /// The element offset of a consumer tile's row and column (of
-  /// sharedColumns) in its 64 x 64 boxes' 128-byte swizzle.
-  Value swizzledAt(Value row, Value col);
   /// The partial half's rows (`count` of them) copied from the consumer's
-  /// tile `tile` to the result by its 128 threads.
-  void copyPartialHalf(Value tile, Value t, Value firstRow, Value count,
-                       const Epilogue &epi);
+  /// tile to the result by its 128 threads.
+  void copyPartialHalf(SharedResultTile &tile, Value t, Value firstRow,
+                       Value count, const Epilogue &epi);
 
   /// The one-warpgroup schedule's epilogue: the f32 tile in shared memory
   /// (rows below validRows), each thread 2 (gate/up) or 4 columns of a row

@@ -157,10 +157,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
   });
   // The last tile's stores complete before the block exits.
   if (sharedColumns)
-    kb.ifThen(kb.eqi(t, kb.idx(0)), [&] {
-      NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                           UnitAttr());
-    });
+    SharedResultTile(em, smem, base, consumer, t, sharedColumns).drain();
 }
 
 void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
@@ -195,53 +192,22 @@ void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,
                                           ArrayRef<Value> rows,
                                           ArrayRef<Value> weights,
                                           const Epilogue &epi) {
-  int64_t regionBytes = 64 * sharedColumns * 2;
-  Value region = kb.addi(kb.addi(base, kb.idx(em.stages * stageBytes())),
-                         kb.muli(consumer, kb.idx(regionBytes)));
-  Value tile = mma.sharedView(smem, b.getBF16Type(), region, {regionBytes / 2});
-  Value lead = kb.eqi(t, kb.idx(0));
-  auto sync = [&] {
-    Value id = arith::IndexCastOp::create(
-        b, loc, b.getI32Type(), kb.addi(consumer, kb.idx(kSharedTileBarrier)));
-    NVVM::BarrierOp::create(b, loc, Type(), id,
-                            arith::ConstantIntOp::create(b, loc, 128, 32),
-                            NVVM::BarrierReductionAttr(), Value());
-  };
-  // The last tile's stores have read the tile.
-  kb.ifThen(lead, [&] {
-    NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                         b.getUnitAttr());
-  });
-  sync();
-  // Tile column c of row r (of the consumer's 64) at box c / 64, its
-  // 16-byte chunk XOR r % 8 (a warp's 8 rows of 4 lanes: 32 banks).
+  Value offset = kb.addi(
+      kb.addi(base, kb.idx(em.stages * stageBytes())),
+      kb.muli(consumer, kb.idx(SharedResultTile::bytes(sharedColumns))));
+  SharedResultTile tile(em, smem, offset, consumer, t, sharedColumns);
+  tile.acquire();
   for (int64_t j = 0; j < sharedColumns / 8; ++j)
     for (int64_t h = 0; h < 2; ++h) {
       Value up = g.glu ? f.pair(h, j + sharedColumns / 8) : Value();
-      Value v =
-          epi.values({rows[h], f.column(j), f.pair(h, j), up, weights[h]});
-      Value row = AccumulatorFragment::rowOf(em, t, h);
-      mma.alignedStore(v, tile, ValueRange{swizzledAt(row, f.column(j))});
+      tile.write(
+          AccumulatorFragment::rowOf(em, t, h), f.column(j),
+          epi.values({rows[h], f.column(j), f.pair(h, j), up, weights[h]}));
     }
-  NVVM::FenceProxyOp::create(
-      b, loc, NVVM::ProxyKind::async_shared,
-      NVVM::SharedSpaceAttr::get(b.getContext(),
-                                 NVVM::SharedSpace::shared_cta));
-  sync();
+  tile.publish();
   auto stores = [&] {
-    kb.ifThen(lead, [&] {
-      Value column = kb.muli(nTile, kb.idx(sharedColumns));
-      for (int64_t q = 0; q < sharedColumns / 64; ++q) {
-        Value src = em.view(smem, kb.addi(region, kb.idx(q * 64 * 64 * 2)),
-                            em.tileType({64, 64}, b.getBF16Type()));
-        nvgpu::TmaAsyncStoreOp::create(
-            b, loc, src, resultMap,
-            ValueRange{kb.addi(column, kb.idx(q * 64)),
-                       kb.addi(rowStart, firstRow)},
-            Value());
-      }
-      NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
-    });
+    tile.store(resultMap, kb.muli(nTile, kb.idx(sharedColumns)),
+               kb.addi(rowStart, firstRow));
   };
   if (g.dense)
     return stores();
@@ -255,17 +221,9 @@ void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,
   copyPartialHalf(tile, t, firstRow, left, epi);
 }
 
-Value GroupedKernel::swizzledAt(Value row, Value col) {
-  Value box = em.divuIdx(col, 64), within = em.remuIdx(col, 64);
-  Value chunk =
-      arith::XOrIOp::create(b, loc, em.divuIdx(within, 8), em.remuIdx(row, 8));
-  return kb.addi(
-      kb.addi(kb.muli(box, kb.idx(64 * 64)), kb.muli(row, kb.idx(64))),
-      kb.addi(kb.muli(chunk, kb.idx(8)), em.remuIdx(within, 8)));
-}
-
-void GroupedKernel::copyPartialHalf(Value tile, Value t, Value firstRow,
-                                    Value count, const Epilogue &epi) {
+void GroupedKernel::copyPartialHalf(SharedResultTile &tile, Value t,
+                                    Value firstRow, Value count,
+                                    const Epilogue &epi) {
   int64_t chunks = sharedColumns / 8;
   auto type = VectorType::get({8}, b.getBF16Type());
   auto loop = scf::ForOp::create(b, loc, t, kb.muli(count, kb.idx(chunks)),
@@ -275,8 +233,7 @@ void GroupedKernel::copyPartialHalf(Value tile, Value t, Value firstRow,
   Value i = loop.getInductionVar();
   Value row = em.divuIdx(i, chunks);
   Value col = kb.muli(em.remuIdx(i, chunks), kb.idx(8));
-  Value v = mma.alignedLoad(type, tile, ValueRange{swizzledAt(row, col)});
-  epi.store(kb.addi(firstRow, row), col, v);
+  epi.store(kb.addi(firstRow, row), col, tile.read(type, row, col));
 }
 
 void GroupedKernel::epilogueFromRegisters(const AccumulatorFragment &f,
