@@ -1301,6 +1301,20 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
 /// blocks an SM balance).
 constexpr int64_t kSharedEpilogueMinRows = 1024;
 
+/// Whether every result of `op` is bf16 (what a shared result tile holds).
+bool resultsAreBF16(Operation *op) {
+  return llvm::all_of(op->getResults(), [](Value r) {
+    return cast<ShapedType>(r.getType()).getElementType().isBF16();
+  });
+}
+
+/// The persistent schedule whose consumers share [128, 256, 64] tiles,
+/// unpaired, with room beside its stages for the result tiles.
+bool sharedEpilogueSchedule(KernelConfigAttr c) {
+  return c.getTile() == ArrayRef<int64_t>{128, 256, 64} &&
+         c.getCluster() != 2 && c.getStages() <= kSharedEpilogueMaxStages;
+}
+
 bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
                             int64_t maxRows) {
   if (maxRows < kSharedEpilogueMinRows)
@@ -1321,13 +1335,11 @@ bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
 /// (bench/results/gemm-nvidia-h100-80gb-hbm3-20261206T075113Z.json).
 bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
                                  int64_t maxRows) {
-  bool bf16 = llvm::all_of(op->getResults(), [](Value r) {
-    return cast<ShapedType>(r.getType()).getElementType().isBF16();
-  });
   int64_t columnTiles = 0;
   for (Value w : op->getOperands().drop_front())
     columnTiles += (dimOf(w, 0) + 255) / 256;
-  return bf16 && persistentTilesBalance(columnTiles, target, maxRows);
+  return resultsAreBF16(op) &&
+         persistentTilesBalance(columnTiles, target, maxRows);
 }
 
 /// The same for the dense GLU's gate/up GEMM (its h is bf16; a tile is 128
@@ -1752,13 +1764,8 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
 }
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
-  if (c.getKernel() != KernelKind::linear_tma_wgmma ||
-      c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2 ||
-      c.getStages() > kSharedEpilogueMaxStages)
-    return false;
-  return llvm::all_of(op->getResults(), [](Value r) {
-    return cast<ShapedType>(r.getType()).getElementType().isBF16();
-  });
+  return c.getKernel() == KernelKind::linear_tma_wgmma &&
+         sharedEpilogueSchedule(c) && resultsAreBF16(op);
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
@@ -1778,9 +1785,7 @@ int64_t mlir::k3::groupedSharedEpilogueColumns(Operation *op,
                                                KernelConfigAttr c) {
   KernelKind k = c.getKernel();
   if ((k != KernelKind::moe_grouped_wgmma && k != KernelKind::glu_wgmma) ||
-      c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2 ||
-      c.getStages() > kSharedEpilogueMaxStages ||
-      !cast<ShapedType>(op->getResult(0).getType()).getElementType().isBF16())
+      !sharedEpilogueSchedule(c) || !resultsAreBF16(op))
     return 0;
   return isa<MoEGroupedDownOp>(op) ? 256 : 128;
 }

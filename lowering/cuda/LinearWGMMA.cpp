@@ -369,7 +369,7 @@ private:
     pipe.forEachTile(total, body);
     // The last tile's stores complete before the block exits.
     if (throughShared)
-      SharedResultTile(em, smem, base, consumer, t, tileN).drain();
+      SharedResultTile::drain(em, t);
   }
 
   /// The consumer's 64 x 256 bf16 rows into its own shared tile, as four
@@ -380,10 +380,9 @@ private:
   /// Rows past T and columns past N are clipped by the stores.
   void storeThroughShared(const AccumulatorFragment &f, Value t, Value consumer,
                           Value first) {
-    Value offset =
-        kb.addi(kb.addi(base, em.idx(em.stages * stageBytes())),
-                kb.muli(consumer, em.idx(SharedResultTile::bytes(tileN))));
-    SharedResultTile tile(em, smem, offset, consumer, t, tileN);
+    SharedResultTile tile(em, smem,
+                          kb.addi(base, em.idx(em.stages * stageBytes())),
+                          consumer, t, tileN);
     tile.acquire();
     auto bf2 = VectorType::get({2}, b.getBF16Type());
     for (int64_t j = 0; j < tileN / 8; ++j)

@@ -157,7 +157,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
   });
   // The last tile's stores complete before the block exits.
   if (sharedColumns)
-    SharedResultTile(em, smem, base, consumer, t, sharedColumns).drain();
+    SharedResultTile::drain(em, t);
 }
 
 void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
@@ -192,10 +192,9 @@ void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,
                                           ArrayRef<Value> rows,
                                           ArrayRef<Value> weights,
                                           const Epilogue &epi) {
-  Value offset = kb.addi(
-      kb.addi(base, kb.idx(em.stages * stageBytes())),
-      kb.muli(consumer, kb.idx(SharedResultTile::bytes(sharedColumns))));
-  SharedResultTile tile(em, smem, offset, consumer, t, sharedColumns);
+  SharedResultTile tile(em, smem,
+                        kb.addi(base, kb.idx(em.stages * stageBytes())),
+                        consumer, t, sharedColumns);
   tile.acquire();
   for (int64_t j = 0; j < sharedColumns / 8; ++j)
     for (int64_t h = 0; h < 2; ++h) {

@@ -12,10 +12,11 @@
 using namespace mlir;
 using namespace mlir::k3;
 
-SharedResultTile::SharedResultTile(WGMMAEmitter &em, Value smem, Value offset,
+SharedResultTile::SharedResultTile(WGMMAEmitter &em, Value smem, Value first,
                                    Value consumer, Value t, int64_t columns)
-    : em(em), mma{em.b, em.loc, em.kb}, smem(smem), offset(offset),
-      consumer(consumer), columns(columns) {
+    : em(em), mma{em.b, em.loc, em.kb}, smem(smem), consumer(consumer),
+      columns(columns) {
+  offset = em.kb.addi(first, em.kb.muli(consumer, em.idx(bytes(columns))));
   lead = em.kb.eqi(t, em.idx(0));
   tile = mma.sharedView(smem, em.b.getBF16Type(), offset, {bytes(columns) / 2});
 }
@@ -78,8 +79,8 @@ void SharedResultTile::store(Value map, Value column, Value row) {
   });
 }
 
-void SharedResultTile::drain() {
-  em.kb.ifThen(lead, [&] {
+void SharedResultTile::drain(WGMMAEmitter &em, Value t) {
+  em.kb.ifThen(em.kb.eqi(t, em.idx(0)), [&] {
     NVVM::CpAsyncBulkWaitGroupOp::create(em.b, em.loc,
                                          em.b.getI32IntegerAttr(0), UnitAttr());
   });

@@ -23,9 +23,10 @@ constexpr int32_t kSharedTileBarrier = 3;
 
 class SharedResultTile {
 public:
-  /// Consumer `consumer`'s tile at byte `offset` of `smem` (thread `t` of
-  /// its 128).
-  SharedResultTile(WGMMAEmitter &em, Value smem, Value offset, Value consumer,
+  /// Consumer `consumer`'s tile (thread `t` of its 128): the consumers'
+  /// tiles follow one another from byte `first` of `smem` (after the
+  /// stages).
+  SharedResultTile(WGMMAEmitter &em, Value smem, Value first, Value consumer,
                    Value t, int64_t columns);
 
   /// Bytes of one consumer's tile.
@@ -44,8 +45,9 @@ public:
   /// Thread 0's TMA stores of every box through `map` at (`column`, `row`)
   /// of the result, as one bulk group.
   void store(Value map, Value column, Value row);
-  /// Before the block exits: thread 0 waits until every store completed.
-  void drain();
+  /// Before the block exits: thread 0 (t = 0) waits until every store
+  /// completed.
+  static void drain(WGMMAEmitter &em, Value t);
 
 private:
   /// The element offset of (row, col): box col / 64, its 16-byte chunk
