@@ -46,6 +46,13 @@ VARIANTS = {
     "moe_grouped_ws3": ("kernel-config=" + persistent("moe_grouped_wgmma", 3),
                         "moe_grouped_wgmma 128x256 persistent, 3 stages, bf16 h and y "
                         "through shared memory"),
+    # The same with each block claiming its tiles from a device counter
+    # (config scheduler, lowering/cuda/TileCounter.h); every T of a check
+    # is another launch, so a counter left unreset fails the next T.
+    "moe_grouped_ws3c": ("kernel-config=" + persistent("moe_grouped_wgmma", 3)
+                         + ",moe_grouped_wgmma.scheduler=counter",
+                         "moe_grouped_wgmma 128x256 persistent, 3 stages, tiles claimed "
+                         "from a counter"),
     "moe_grouped_alt5": ("kernel-config=" + alternating("moe_grouped_wgmma", 5),
                          "moe_grouped_wgmma 64x256 persistent, alternating consumers, 5 stages"),
     "moe_grouped_alt3": ("kernel-config=" + alternating("moe_grouped_wgmma", 3),
@@ -66,6 +73,9 @@ DENSE_VARIANTS = {
                       "glu_wgmma 128x256 persistent, 4 stages"),
     "glu_dense_ws3": ("kernel-config=" + persistent("glu_wgmma", 3),
                       "glu_wgmma 128x256 persistent, 3 stages, h through shared memory"),
+    "glu_dense_ws3c": ("kernel-config=" + persistent("glu_wgmma", 3)
+                       + ",glu_wgmma.scheduler=counter",
+                       "glu_wgmma 128x256 persistent, 3 stages, tiles claimed from a counter"),
     "glu_dense_alt5": ("kernel-config=" + alternating("glu_wgmma", 5),
                        "glu_wgmma 64x256 persistent, alternating consumers, 5 stages"),
     "glu_dense_r3": ("kernel-config=" + RASTER3, "glu_wgmma 128x128, bands of 3 row tiles"),

@@ -88,7 +88,11 @@ TRIAL_VARIANTS = {
     "alt-5stages": ALT,
     # 3 stages: bf16 results through shared memory and TMA stores
     # (MoEGroupedPersistent.cpp), consumers skip halves past a segment.
-    "ws-shared": WS_SHARED}
+    "ws-shared": WS_SHARED,
+    # The same with tiles claimed from a device counter
+    # (lowering/cuda/TileCounter.h).
+    "ws-shared-counter": WS_SHARED + ",moe_grouped_wgmma.scheduler=counter,"
+                         "glu_wgmma.scheduler=counter"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}
@@ -107,7 +111,8 @@ DENSE_MODEL = """func.func @forward(
   return %y : tensor<?x{D}xbf16>
 }}
 """
-DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT, "ws-shared": WS_SHARED}
+DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT, "ws-shared": WS_SHARED,
+                  "ws-shared-counter": WS_SHARED + ",glu_wgmma.scheduler=counter"}
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(

@@ -36,7 +36,7 @@ KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
                         int64_t stages = 0, int64_t blocksPerSM = 0,
                         int64_t raster = 0, int64_t cluster = 0) {
   return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM,
-                               raster, cluster);
+                               raster, cluster, TileScheduler::strided);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1886,12 +1886,32 @@ static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
+/// The counter scheduler: the grouped and dense GLU wgmma kernels'
+/// persistent schedule whose two consumers share [128, 256, 64] tiles
+/// (MoEGroupedPersistent.cpp), unpaired.
+static LogicalResult verifyScheduler(Operation *op, KernelConfigAttr c) {
+  if (c.getScheduler() == TileScheduler::strided)
+    return success();
+  bool grouped = c.getKernel() == KernelKind::moe_grouped_wgmma ||
+                 c.getKernel() == KernelKind::glu_wgmma;
+  if (!grouped || c.getTile() != ArrayRef<int64_t>{128, 256, 64} ||
+      c.getCluster() == 2)
+    return op->emitOpError()
+           << "scheduler counter applies to the persistent schedule of "
+              "moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64], no "
+              "cluster), got "
+           << stringifyKernelKind(c.getKernel()) << " with tile ["
+           << c.getTile() << "]";
+  return success();
+}
+
 LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
                                            KernelConfigAttr config,
                                            Attribute target) {
   auto gpu = dyn_cast<GPUTargetAttr>(target);
   KernelKind kind = config.getKernel();
-  if (failed(verifyRaster(op, config)) || failed(verifyCluster(op, config)))
+  if (failed(verifyRaster(op, config)) || failed(verifyCluster(op, config)) ||
+      failed(verifyScheduler(op, config)))
     return failure();
   if (kind == KernelKind::loop_nest) {
     if (!gpu)

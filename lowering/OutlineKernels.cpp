@@ -223,9 +223,9 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     KernelConfigAttr config =
         K3Dialect::KernelConfigAttrHelper(ctx).getAttr(op);
     if (!config)
-      config =
-          KernelConfigAttr::get(ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
-                                isGPU() ? kLoopNestWarps : 0, 0, 0, 0, 0);
+      config = KernelConfigAttr::get(
+          ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
+          isGPU() ? kLoopNestWarps : 0, 0, 0, 0, 0, TileScheduler::strided);
     const KernelPattern *pattern = patterns->lookup(op, config.getKernel());
     if (!pattern)
       return op->emitOpError()

@@ -129,6 +129,7 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
   int64_t warps = c.getWarps(), stages = c.getStages(),
           blocks = c.getBlocksPerSm(), raster = c.getRaster(),
           cluster = c.getCluster();
+  TileScheduler scheduler = c.getScheduler();
   if (o.param == "tile") {
     tile.clear();
     for (StringRef part : llvm::split(o.value, 'x')) {
@@ -145,6 +146,13 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
       KDARecurrentTile t{tile[0], tile[1], tile[2], tile[3]};
       warps = std::max<int64_t>(1, t.threads() / 32);
     }
+  } else if (o.param == "scheduler") {
+    std::optional<TileScheduler> s = symbolizeTileScheduler(o.value);
+    if (!s)
+      return op->emitError()
+             << "override " << o.written()
+             << ".scheduler needs strided or counter, got '" << o.value << "'";
+    scheduler = *s;
   } else {
     llvm::StringMap<int64_t *> params = {{"warps", &warps},
                                          {"stages", &stages},
@@ -155,14 +163,15 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
     if (it == params.end())
       return op->emitError() << "unknown kernel config parameter '" << o.param
                              << "' (kernel, tile, warps, stages, "
-                                "blocks_per_sm, raster, cluster)";
+                                "blocks_per_sm, raster, cluster, "
+                                "scheduler)";
     FailureOr<int64_t> v = parseInt(op, o);
     if (failed(v))
       return failure();
     *it->second = *v;
   }
   return KernelConfigAttr::get(op->getContext(), c.getKernel(), tile, warps,
-                               stages, blocks, raster, cluster);
+                               stages, blocks, raster, cluster, scheduler);
 }
 
 struct K3SelectKernelConfigPass

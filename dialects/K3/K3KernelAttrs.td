@@ -140,6 +140,17 @@ def K3_KernelKind : I32EnumAttr<"KernelKind",
 }
 def K3_KernelKindAttr : EnumAttr<K3_Dialect, K3_KernelKind, "kernel_kind">;
 
+def K3_TileScheduler_Strided : I32EnumAttrCase<"strided", 0>;
+def K3_TileScheduler_Counter : I32EnumAttrCase<"counter", 1>;
+def K3_TileScheduler : I32EnumAttr<"TileScheduler",
+    "how the blocks of a persistent kernel share its tiles",
+    [K3_TileScheduler_Strided, K3_TileScheduler_Counter]> {
+  let cppNamespace = "::mlir::k3";
+  let genSpecializedAttr = 0;
+}
+def K3_TileSchedulerAttr : EnumAttr<K3_Dialect, K3_TileScheduler,
+                                    "tile_scheduler">;
+
 def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
   let summary = "how one op is lowered to a kernel";
   let description = [{
@@ -159,7 +170,12 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
       then its next column tile, so that the blocks resident at once share
       both operands' tiles in L2); 0 or 1: a row tile's column tiles first;
     - `cluster`: blocks per thread-block cluster (0 or 1: none), for kernels
-      whose blocks share operand tiles through TMA multicast.
+      whose blocks share operand tiles through TMA multicast;
+    - `scheduler`: for persistent kernels (a block per SM walking the
+      tiles), `strided` (block b takes tiles b, b + grid, ...) or `counter`
+      (each block claims its next tile from a device counter, so that the
+      tiles in flight stay a contiguous window of the tile order however
+      unequal the tiles' costs).
   }];
   let parameters = (ins
     "KernelKind":$kernel,
@@ -168,7 +184,8 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
     DefaultValuedParameter<"int64_t", "0">:$stages,
     DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm,
     DefaultValuedParameter<"int64_t", "0">:$raster,
-    DefaultValuedParameter<"int64_t", "0">:$cluster
+    DefaultValuedParameter<"int64_t", "0">:$cluster,
+    DefaultValuedParameter<"TileScheduler", "TileScheduler::strided">:$scheduler
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -73,6 +73,7 @@
 #include "lowering/cuda/MXFP4Tile.h"
 #include "lowering/cuda/MoESegments.h"
 #include "lowering/cuda/SharedResultTile.h"
+#include "lowering/cuda/TileCounter.h"
 #include "lowering/cuda/TileRaster.h"
 #include "lowering/cuda/WGMMA.h"
 #include "lowering/cuda/WGMMAPipeline.h"
@@ -171,6 +172,7 @@ public:
         mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
+        counter(e.config.getScheduler() == TileScheduler::counter),
         mxfp4Rows(em, mma, tileN) {
     // The one-warpgroup schedule's row weights (the persistent one keeps
     // each thread's two in registers).
@@ -333,6 +335,17 @@ private:
   /// consumers by thread 0 before the tile's first arrive, then its steps.
   void produceTiles(WGMMAPipeline &pipe, Value total, Value steps);
 
+  /// The counter scheduler's claim i (TileCounter.h): thread 0 claims,
+  /// the producer's threads read it from `claims[i % 2]` after a named
+  /// barrier (the holder of claim i + 2 writes once every producer thread
+  /// passed claim i + 1's barrier, after reading claim i).
+  Value claimTile(TileCounter &tiles, Value i);
+  /// The producer's end with the counter scheduler: an empty step whose
+  /// slot holds a tile past the end (`total`) for the consumers, then
+  /// thread 0's TileCounter::finish.
+  void endClaims(WGMMAPipeline &pipe, TileCounter &tiles, Value i, Value total,
+                 Value steps);
+
   /// A consumer warpgroup: per tile, the published expert and rows (once
   /// the tile's first stage is full), (down) its threads' two rows'
   /// routing weights, the products, and the epilogue from registers.
@@ -447,6 +460,9 @@ private:
   /// Result columns a tile writes through shared memory (0: from
   /// registers).
   int64_t sharedColumns;
+  /// Whether the persistent schedule's blocks claim their tiles from a
+  /// device counter (TileCounter.h) instead of striding.
+  bool counter;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;
@@ -457,8 +473,9 @@ private:
   /// grouped ops': none).
   Value denseRowTiles;
   /// The persistent schedule's slots of a tile's expert and rows: the
-  /// producer's (locateSegmentTileInBlock) and the consumers'.
-  Value found, published;
+  /// producer's (locateSegmentTileInBlock) and the consumers' (their
+  /// `extra`: the tile); the counter scheduler's claims (2 i32).
+  Value found, published, claims;
   SmallVector<Value> mapArgs, weightMaps, weightBytes;
   /// The rows' tensor-map parameter and map (rowsByTMA).
   Value rowsMapArg, rowsMap;

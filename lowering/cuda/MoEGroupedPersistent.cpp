@@ -25,11 +25,14 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
   pipe.init(tid);
   // Alternating consumers read every half's rows from its slot, the dense
   // GLU's too.
-  if (!g.dense || alternate) {
-    Type i32 = b.getI32Type();
+  // The counter scheduler's consumers read every tile from its slot.
+  Type i32 = b.getI32Type();
+  if (!g.dense || alternate || counter) {
     found = mma.workgroupArray(e.fn, i32, 2 * 4);
     published = mma.workgroupArray(e.fn, i32, em.stages * 4);
   }
+  if (counter)
+    claims = mma.workgroupArray(e.fn, i32, 2);
   if (g.dense)
     denseRowTiles = rowTilesOf(em, kb.dim(g.rows.shape[0]), kTile);
   Value rowTiles =
@@ -95,13 +98,12 @@ void GroupedKernel::produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
 void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
                                  Value steps) {
   startProducer(pipe);
-  pipe.forEachTile(total, [&](Value i, Value tile) {
+  auto produceTile = [&](Value i, Value tile) {
     setTile(tile);
-    WGMMAPipeline::Publish publish;
+    Value slot = slotOf(i, em.stages);
     if (g.dense) {
       setDenseRows();
     } else {
-      Value slot = slotOf(i, em.stages);
       SegmentTile s = locateSegmentTileInBlock(
           kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,
           kTile, tid, kThreads, found, slotOf(i, 2),
@@ -109,12 +111,46 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
       expert = s.expert;
       rowStart = s.rowStart;
       validRows = s.validRows;
-      publish = [&, slot] {
-        storeSegmentSlot(kb, {expert, rowStart, validRows}, published, slot);
-      };
     }
+    WGMMAPipeline::Publish publish;
+    if (!g.dense || counter)
+      publish = [&, slot, tile] {
+        Value none = kb.idx(0);
+        storeSegmentSlot(kb,
+                         {g.dense ? none : expert, g.dense ? none : rowStart,
+                          g.dense ? none : validRows, tile},
+                         published, slot);
+      };
     produceSteps(pipe, kb.muli(i, steps), steps, publish);
+  };
+  if (!counter)
+    return pipe.forEachTile(total, produceTile);
+  TileCounter tiles(kb, e.fn);
+  pipe.forEachClaimedTile(
+      total, [&](Value i) { return claimTile(tiles, i); }, produceTile,
+      [&](Value i) { endClaims(pipe, tiles, i, total, steps); });
+}
+
+Value GroupedKernel::claimTile(TileCounter &tiles, Value i) {
+  Value at = em.remuIdx(i, 2);
+  kb.ifThen(kb.eqi(tid, kb.idx(0)), [&] {
+    Value tile =
+        arith::IndexCastOp::create(b, loc, b.getI32Type(), tiles.claim());
+    memref::StoreOp::create(b, loc, tile, claims, ValueRange{at});
   });
+  namedBarrier(kProducerBarrier, kThreads);
+  Value tile = memref::LoadOp::create(b, loc, claims, ValueRange{at});
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), tile);
+}
+
+void GroupedKernel::endClaims(WGMMAPipeline &pipe, TileCounter &tiles, Value i,
+                              Value total, Value steps) {
+  Value none = kb.idx(0);
+  pipe.produceEmpty(tid, kb.muli(i, steps), [&] {
+    storeSegmentSlot(kb, {none, none, none, total}, published,
+                     slotOf(i, em.stages));
+  });
+  kb.ifThen(kb.eqi(tid, kb.idx(0)), [&] { tiles.finish(); });
 }
 
 Value GroupedKernel::consumerThread(Value consumer) {
@@ -125,7 +161,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
                                  Value consumer, const Epilogue &epi) {
   pipe.enterConsumer();
   Value t = consumerThread(consumer);
-  pipe.forEachTile(total, [&](Value i, Value tile) {
+  auto consumeTile = [&](Value i, Value tile) {
     setTile(tile);
     Value firstStep = kb.muli(i, steps);
     if (g.dense) {
@@ -154,7 +190,16 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
     auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
     b.setInsertionPointToStart(skip.getBody());
     pipe.skip(kb.addi(firstStep, skip.getInductionVar()));
-  });
+  };
+  if (counter)
+    pipe.forEachPublishedTile(
+        total, steps,
+        [&](Value i) {
+          return loadSegmentSlot(kb, published, slotOf(i, em.stages)).extra;
+        },
+        consumeTile);
+  else
+    pipe.forEachTile(total, consumeTile);
   // The last tile's stores complete before the block exits.
   if (sharedColumns)
     SharedResultTile::drain(em, t);

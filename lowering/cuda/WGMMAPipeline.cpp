@@ -283,3 +283,50 @@ void WGMMAPipeline::walkTiles(Value total, Value start, int64_t every,
   Value tile = loop.getInductionVar();
   body(arith::DivUIOp::create(b, loc, kb.subi(tile, bid), grid), tile);
 }
+
+namespace {
+/// A while loop over i = 0, 1, ... whose `before` region finds tile i (or
+/// one at or past `total`, which ends it): body(i, tile).
+void whileTiles(WGMMAEmitter &em, Value total,
+                const std::function<Value(Value)> &tileOf,
+                const std::function<void(Value, Value)> &body,
+                const std::function<void(Value)> &end) {
+  OpBuilder &b = em.b;
+  Location loc = em.loc;
+  KernelBuilder &kb = em.kb;
+  Type index = b.getIndexType();
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{index, index},
+                                   ValueRange{em.idx(0)});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {index}, {loc});
+    Value i = before->getArgument(0);
+    Value tile = tileOf(i);
+    scf::ConditionOp::create(b, loc, kb.lti(tile, total), ValueRange{i, tile});
+    Block *after =
+        b.createBlock(&loop.getAfter(), {}, {index, index}, {loc, loc});
+    body(after->getArgument(0), after->getArgument(1));
+    scf::YieldOp::create(b, loc, kb.addi(after->getArgument(0), em.idx(1)));
+  }
+  if (end)
+    end(loop.getResult(0));
+}
+} // namespace
+
+void WGMMAPipeline::forEachClaimedTile(
+    Value total, const std::function<Value(Value)> &claim,
+    const std::function<void(Value, Value)> &body,
+    const std::function<void(Value)> &end) {
+  whileTiles(em, total, claim, body, end);
+}
+
+void WGMMAPipeline::forEachPublishedTile(
+    Value total, Value steps, const std::function<Value(Value)> &published,
+    const std::function<void(Value, Value)> &body) {
+  whileTiles(em, total,
+             [&](Value i) {
+               waitFull(em.kb.muli(i, steps));
+               return published(i);
+             },
+             body, {});
+}

@@ -162,6 +162,23 @@ public:
   /// the pipeline steps from i steps).
   void forEachTile(Value total, const std::function<void(Value, Value)> &body);
 
+  /// The counter scheduler's tiles (TileCounter.h), for the producer's
+  /// threads: body(i, tile) for each tile that `claim(i)` (the block's i-th
+  /// claim, the same tile in every producer thread) returns below `total`,
+  /// then `end(i)` with i the first claim past the end.
+  void forEachClaimedTile(Value total, const std::function<Value(Value)> &claim,
+                          const std::function<void(Value, Value)> &body,
+                          const std::function<void(Value)> &end);
+
+  /// A consumer's side of forEachClaimedTile: for i = 0, 1, ..., once the
+  /// stage of tile i's first step (pipeline step i steps) is full,
+  /// `published(i)` reads the tile that the producer published for it;
+  /// body(i, tile) while it is below `total`. (The producer publishes one
+  /// past the end with produceEmpty.)
+  void forEachPublishedTile(Value total, Value steps,
+                            const std::function<Value(Value)> &published,
+                            const std::function<void(Value, Value)> &body);
+
   /// An alternating consumer's share of forEachTile: body(i, tile) for the
   /// block's tiles i = consumer, consumer + consumers, ...
   void forEachConsumerTile(Value total, Value consumer,
