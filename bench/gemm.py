@@ -112,6 +112,14 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "prefill-narrow-bf16": ("kernel-config=linear.kernel=linear_tma_wgmma,"
                                     "linear.tile=128x128x64,linear.warps=4,linear.stages=2,"
                                     "linear.blocks_per_sm=3"),
+            # The same tiles with K split over a cluster of S blocks that
+            # sum their partial tiles through distributed shared memory
+            # (LinearWGMMA.cpp, docs/gemm.md "Split K"): for narrow outputs
+            # over a long K, whose few tiles leave SMs idle.
+            **{f"prefill-splitk{s}-bf16": ("kernel-config=linear.kernel=linear_tma_wgmma,"
+                                           "linear.tile=128x128x64,linear.warps=4,"
+                                           "linear.stages=2,linear.blocks_per_sm=3,"
+                                           f"linear.cluster={s}") for s in (2, 4, 8)},
             # The output tiles row-major (a row tile's column tiles first),
             # the order before the banded raster (lowering/cuda/TileRaster.h).
             "prefill-raster0": "kernel-config=linear.raster=0",
@@ -123,7 +131,8 @@ if os.environ.get("K3_GEMM_VARIANTS"):  # e.g. "prefill,prefill-raster0"
     VARIANTS = {k: v for k, v in VARIANTS.items() if k in os.environ["K3_GEMM_VARIANTS"].split(",")}
 # The variants whose y is bf16 (the others: f32).
 BF16_OUT = {"prefill-bf16", "prefill-narrow-bf16", "prefill-pp-bf16", "prefill-ws-bf16",
-            "prefill-ws-shared-bf16"}
+            "prefill-ws-shared-bf16", "prefill-splitk2-bf16", "prefill-splitk4-bf16",
+            "prefill-splitk8-bf16"}
 MODEL = """func.func @forward(%x: tensor<?x{K}xbf16> {{k3.name = "x", k3.dims = array<i64: -1, {K}>}})
     -> (tensor<?x{N}x{Y}> {{k3.name = "y"}}) {{
   %w = k3.weight "w" : tensor<{N}x{K}xbf16>

@@ -104,6 +104,7 @@ WGMMA_GROUP_TOKENS = (5, 130, 256)
 #   pairs at PAIR_TOKENS.
 # - _wss: 3 stages: bf16 results through shared memory and TMA stores
 #   (linearStoresThroughShared), f32 ones from registers.
+# - _sk4: [128, 128] tiles with K split over clusters of 4 blocks.
 # - _pp, _ppp: alternating consumers (tile [64, 256, 64], CUTLASS's
 #   ping-pong: each consumer takes every other 64-row tile), alone and in
 #   pairs (1 to 16 row tiles: a block with one tile, so one consumer idle,
@@ -114,12 +115,19 @@ WS_CONFIG = "kernel-config=" + ",".join(
     f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
 PAIRED = "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
 PP_CONFIG = WS_CONFIG.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
+# The one-warpgroup tile with K split over a cluster of 4 (LinearWGMMA.cpp):
+# K = 2304 and 512 give each block 9 and 2 of the 64-column steps.
+SPLIT_K4_CONFIG = "kernel-config=" + ",".join(
+    f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x128x64,{op}.warps=4,{op}.stages=2,"
+    f"{op}.blocks_per_sm=3,{op}.cluster=4" for op in ("linear", "linear_group"))
 SCHEDULES = {
     "_ws": (WS_CONFIG, "128x256 persistent", None),
     "_wsp": (WS_CONFIG + PAIRED, "128x256 persistent, cluster pairs", PAIR_TOKENS),
     "_wss": (WS_CONFIG.replace("stages=4", "stages=3"),
              "128x256 persistent, 3 stages (bf16 results through shared memory and TMA "
              "stores)", PAIR_TOKENS),
+    "_sk4": (SPLIT_K4_CONFIG, "128x128, K split over clusters of 4 (partial tiles summed "
+             "through distributed shared memory)", PAIR_TOKENS),
     "_pp": (PP_CONFIG, "64x256 persistent, alternating consumers", PAIR_TOKENS),
     "_ppp": (PP_CONFIG + PAIRED, "64x256 persistent, alternating consumers, cluster pairs",
              PAIR_TOKENS),

@@ -1837,15 +1837,31 @@ static LogicalResult verifyRaster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
-/// Clusters of the linear kernel's warp-specialised schedules: pairs of
-/// row tiles sharing W's tiles by TMA multicast (LinearWGMMA.cpp).
+/// Clusters of the linear kernel (LinearWGMMA.cpp): on the warp-specialised
+/// schedules, pairs of row tiles sharing W's tiles by TMA multicast; on the
+/// one-warpgroup tile, 2, 4 or 8 blocks that split K and sum their partial
+/// tiles through distributed shared memory (K's 64-column steps divisible
+/// by the cluster).
 static LogicalResult verifyLinearCluster(Operation *op, KernelConfigAttr c) {
-  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} &&
-      c.getTile() != ArrayRef<int64_t>{64, 256, 64})
+  int64_t cluster = c.getCluster();
+  if (c.getTile() == ArrayRef<int64_t>{128, 128, 64}) {
+    int64_t k = dimOf(op->getOperand(1), 1);
+    if ((cluster != 2 && cluster != 4 && cluster != 8) ||
+        k % (64 * cluster) != 0)
+      return op->emitOpError()
+             << "cluster " << cluster
+             << " of linear_tma_wgmma's [128, 128, 64] tile splits K: 2, 4 "
+                "or 8 blocks, each an equal number of 64-column steps (K = "
+             << k << ")";
+    return success();
+  }
+  if (cluster != 2 || (c.getTile() != ArrayRef<int64_t>{128, 256, 64} &&
+                       c.getTile() != ArrayRef<int64_t>{64, 256, 64}))
     return op->emitOpError()
-           << "cluster 2 of linear_tma_wgmma needs a warp-specialised tile, "
-              "[128, 256, 64] or [64, 256, 64] (pairs of row tiles share W's "
-              "tiles)";
+           << "cluster " << cluster
+           << " of linear_tma_wgmma: 2 on a warp-specialised tile, [128, "
+              "256, 64] or [64, 256, 64] (pairs of row tiles share W's "
+              "tiles), or 2, 4 or 8 on the [128, 128, 64] tile (split K)";
   return success();
 }
 
@@ -1856,7 +1872,7 @@ static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   int64_t cluster = c.getCluster();
   if (cluster == 0 || cluster == 1)
     return success();
-  if (c.getKernel() == KernelKind::linear_tma_wgmma && cluster == 2)
+  if (c.getKernel() == KernelKind::linear_tma_wgmma)
     return verifyLinearCluster(op, c);
   auto down = dyn_cast<MoEGroupedDownOp>(op);
   if (c.getKernel() != KernelKind::moe_grouped_wgmma || !down || cluster != 2)

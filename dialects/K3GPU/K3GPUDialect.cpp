@@ -61,6 +61,21 @@ LogicalResult WarpgroupAccumulatorOp::verify() {
                         getFragment().getType());
 }
 
+LogicalResult ClusterLoadOp::verify() {
+  auto base = cast<MemRefType>(getBase().getType());
+  auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(base.getMemorySpace());
+  if (!space || space.getValue() != gpu::AddressSpace::Workgroup)
+    return emitOpError("reads a workgroup memref, got ") << base;
+  if (static_cast<int64_t>(getIndices().size()) != base.getRank())
+    return emitOpError("needs ")
+           << base.getRank() << " indices, got " << getIndices().size();
+  auto result = cast<VectorType>(getResult().getType());
+  if (result.getRank() != 1 || result.getElementType() != base.getElementType())
+    return emitOpError("loads a 1-D vector of the memref's element type, got ")
+           << result;
+  return success();
+}
+
 /// `[t0, t1, ...]`, possibly empty (the generated parser of a bracketed
 /// type list needs at least one type).
 static ParseResult parseBracketedTypes(OpAsmParser &parser,

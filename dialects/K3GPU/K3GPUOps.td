@@ -324,4 +324,29 @@ def K3GPU_MBarrierArriveClusterOp : K3GPU_Op<"mbarrier_arrive_cluster", []> {
       "$barriers `[` $index `]` `,` $rank attr-dict `:` type($barriers)";
 }
 
+def K3GPU_ClusterLoadOp : K3GPU_Op<"cluster_load", []> {
+  let summary = "a vector load from a block of the cluster's shared memory";
+  let description = [{
+    Loads `result` (a vector of the memref's element type) at `indices` of
+    `base`, a workgroup memref, as it lies in the shared memory of the
+    block whose rank in the cluster is `rank` (this block's own rank reads
+    its own): `mapa` to the peer's address, then `ld.shared::cluster`. The
+    address must be aligned to the vector's size. Ordering against the
+    peer's writes is the caller's: a cluster barrier between them.
+
+    ```mlir
+    %v = k3gpu.cluster_load %tile[%r, %c], %rank
+        : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
+    ```
+  }];
+  let arguments = (ins MemRefOf<[AnyType]>:$base, Variadic<Index>:$indices,
+                       I32:$rank);
+  let results = (outs AnyVectorOfNonZeroRank:$result);
+  let assemblyFormat = [{
+    $base `[` $indices `]` `,` $rank attr-dict `:` type($base) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // K3GPU_OPS

@@ -370,6 +370,31 @@ struct MBarrierArriveClusterOpLowering
   }
 };
 
+struct ClusterLoadOpLowering : ConvertOpToLLVMPattern<ClusterLoadOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(ClusterLoadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // The element's shared address, the same offset in block `rank`'s
+    // shared memory (mapa), and one vector load there
+    // (ld.shared::cluster), aligned to the vector's bytes.
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto type = cast<MemRefType>(op.getBase().getType());
+    Value local = getStridedElementPtr(rewriter, loc, type, adaptor.getBase(),
+                                       adaptor.getIndices());
+    auto clusterPtr = LLVM::LLVMPointerType::get(
+        ctx, unsigned(NVVM::NVVMMemorySpace::SharedCluster));
+    Value remote = NVVM::MapaOp::create(rewriter, loc, clusterPtr, local,
+                                        adaptor.getRank());
+    auto result = cast<VectorType>(op.getResult().getType());
+    int64_t bytes =
+        result.getNumElements() * result.getElementTypeBitWidth() / 8;
+    rewriter.replaceOpWithNewOp<LLVM::LoadOp>(op, result, remote, bytes);
+    return success();
+  }
+};
+
 struct ConvertK3GPUToNVVMPass
     : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
@@ -414,7 +439,8 @@ void k3gpu::populateK3GPUToNVVMConversionPatterns(
                RcpApproxOpLowering, Lg2ApproxOpLowering,
                WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
                WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering,
-               MBarrierArriveClusterOpLowering>(converter);
+               MBarrierArriveClusterOpLowering, ClusterLoadOpLowering>(
+      converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

@@ -53,6 +53,8 @@
 #include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Operands.h"
 
+#include "dialects/K3GPU/K3GPUDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -80,6 +82,8 @@ public:
         tileN(e.config.getTile()[1]), raster(e.config.getRaster()),
         specialised(tileN == 256), alternate(specialised && tileM == 64),
         peers(specialised && e.config.getCluster() == 2 ? 2 : 1),
+        splitK(!specialised && e.config.getCluster() > 1 ? e.config.getCluster()
+                                                         : 1),
         throughShared(linearStoresThroughShared(op, e.config)) {}
 
   LogicalResult emit() {
@@ -107,11 +111,22 @@ public:
     // last row tile stay idle).
     e.setLaunch(*form, nb, (tileM - 1) * nb, tileM, {threads, 1, 1},
                 linearWGMMASharedBytes(em.stages, tileN));
+    // Split K: the tile's splitK blocks form a cluster along y, rank r
+    // multiplying the r-th part of K.
+    if (splitK > 1) {
+      e.setClusterY(splitK);
+      rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    }
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     TileCoordinates at = rasterTile(em, bid, rowTiles(), nb, raster);
     mTile = kb.muli(at.rowTile, em.idx(tileM));
     pickWeight(at.columnTile);
-    kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
+    // A split tile's blocks all run to its end: each waits at the
+    // cluster barriers for the others.
+    if (splitK > 1)
+      body();
+    else
+      kb.ifThen(kb.lti(mTile, rows), [&] { body(); });
     return success();
   }
 
@@ -230,19 +245,37 @@ private:
     nvgpu::TmaPrefetchOp::create(b, loc, tmX, first);
     nvgpu::TmaPrefetchOp::create(b, loc, tmW, first);
     gpu::BarrierOp::create(b, loc);
-    int64_t steps = nIn / kTileK;
+    // This block's k-steps: all, or its rank's part of a split K.
+    int64_t steps = nIn / kTileK / splitK;
+    kFirst = splitK > 1 ? kb.muli(rank, em.idx(steps)) : em.idx(0);
     kb.ifThen(first, [&] {
       for (int64_t s = 0; s < std::min(em.stages, steps); ++s)
-        issueLoads(em.idx(s), em.idx(s));
+        issueLoads(em.idx(s), kb.addi(kFirst, em.idx(s)));
     });
     SmallVector<Value> acc = mainLoop(first, steps);
     gpu::BarrierOp::create(b, loc);
     Value tile = em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
+    if (splitK == 1)
+      return storeRows(tile, tid, /*threads=*/128);
+    // Every block's partial tile written, then each sums and stores its
+    // 128 / splitK rows of the tile from all of them; no block leaves
+    // while another may still read its shared memory.
+    clusterSync();
     storeRows(tile, tid, /*threads=*/128);
+    clusterSync();
   }
 
-  /// k-steps: wait for the stage, multiply it, refill it `stages` ahead.
+  /// Every thread of the cluster at one point (barrier.cluster's arrive
+  /// releases this block's shared-memory writes, its wait acquires the
+  /// others').
+  void clusterSync() {
+    NVVM::ClusterArriveOp::create(b, loc, UnitAttr());
+    NVVM::ClusterWaitOp::create(b, loc, UnitAttr());
+  }
+
+  /// k-steps: wait for the stage, multiply it, refill it `stages` ahead
+  /// (k-step kFirst + kt of K).
   SmallVector<Value> mainLoop(Value first, int64_t steps) {
     Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
         b, loc, em.accumulatorType(tileN));
@@ -260,7 +293,7 @@ private:
     gpu::BarrierOp::create(b, loc);
     Value next = kb.addi(kt, em.idx(em.stages));
     kb.ifThen(kb.andi(first, kb.lti(next, em.idx(steps))),
-              [&] { issueLoads(stage, next); });
+              [&] { issueLoads(stage, kb.addi(kFirst, next)); });
     scf::YieldOp::create(b, loc, acc);
     return SmallVector<Value>(loop.getResults());
   }
@@ -458,9 +491,13 @@ private:
     Value y = mma.contiguousView(e.outputs[i].base, {rows, em.idx(nOut)});
     Type outElem = cast<MemRefType>(y.getType()).getElementType();
     int64_t perRow = tileN / 4, rowStep = threads / perRow;
+    // A split tile's block stores rows [rank, rank + 1) x tileM / splitK.
+    int64_t span = tileM / splitK;
+    Value firstRow = splitK > 1 ? kb.muli(rank, em.idx(span)) : em.idx(0);
     Value col = kb.muli(em.remuIdx(t, perRow), em.idx(4));
-    auto loop = scf::ForOp::create(b, loc, em.divuIdx(t, perRow), em.idx(tileM),
-                                   em.idx(rowStep));
+    auto loop =
+        scf::ForOp::create(b, loc, kb.addi(firstRow, em.divuIdx(t, perRow)),
+                           kb.addi(firstRow, em.idx(span)), em.idx(rowStep));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value r = loop.getInductionVar(), row = kb.addi(mTile, r);
@@ -469,11 +506,26 @@ private:
     kb.ifThen(inside, [&] {
       // Rows of the tile and of y (N % 8 = 0) keep 4-column groups aligned.
       auto v4 = VectorType::get({4}, b.getF32Type());
-      Value v = mma.alignedLoad(v4, tile, ValueRange{r, col});
+      Value v = splitK > 1 ? sumOfPartials(v4, tile, r, col)
+                           : mma.alignedLoad(v4, tile, ValueRange{r, col});
       if (!outElem.isF32())
         v = arith::TruncFOp::create(b, loc, VectorType::get({4}, outElem), v);
       mma.alignedStore(v, y, ValueRange{row, kb.addi(nTile, col)});
     });
+  }
+
+  /// The sum of the split tile's partial tiles at (r, col), in rank order
+  /// (the same sum on every run): each block's f32 tile at the same
+  /// offset of its shared memory (k3gpu.cluster_load).
+  Value sumOfPartials(VectorType type, Value tile, Value r, Value col) {
+    Value sum;
+    for (int64_t p = 0; p < splitK; ++p) {
+      Value peer = arith::ConstantIntOp::create(b, loc, p, 32);
+      Value v = k3gpu::ClusterLoadOp::create(b, loc, type, tile,
+                                             ValueRange{r, col}, peer);
+      sum = sum ? arith::AddFOp::create(b, loc, sum, v).getResult() : v;
+    }
+    return sum;
   }
 
   Value dynamicSharedMemory() {
@@ -497,6 +549,10 @@ private:
   bool specialised, alternate;
   /// Blocks of a cluster that share W's tiles (1: none).
   int64_t peers;
+  /// Blocks of a cluster that split K (the one-warpgroup tile with
+  /// cluster > 1; 1: none) and this block's first k-step.
+  int64_t splitK;
+  Value kFirst;
   /// Whether the consumers write their results through shared memory and
   /// TMA stores (linearStoresThroughShared), with the results' tensor-map
   /// parameters and the tile's result's map.

@@ -164,3 +164,16 @@ func.func @mbarrier_arrive_cluster(%rank: i32) {
   k3gpu.mbarrier_arrive_cluster %bars[%c2], %rank : !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
   return
 }
+
+// A vector load from block 1's shared memory: the element's shared
+// address, mapped into that block, one 16-byte load there.
+// CHECK-LABEL: func @cluster_load
+// CHECK: %[[PTR:.*]] = llvm.getelementptr %{{.*}}[%{{.*}}] : (!llvm.ptr<3>, i64) -> !llvm.ptr<3>, f32
+// CHECK: %[[REMOTE:.*]] = nvvm.mapa %[[PTR]], %{{.*}} : !llvm.ptr<3> -> !llvm.ptr<7>
+// CHECK: llvm.load %[[REMOTE]] {alignment = 16 : i64} : !llvm.ptr<7> -> vector<4xf32>
+func.func @cluster_load(%tile: memref<128x128xf32, #gpu.address_space<workgroup>>,
+                        %r: index, %c: index, %rank: i32) -> vector<4xf32> {
+  %v = k3gpu.cluster_load %tile[%r, %c], %rank
+      : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
+  return %v : vector<4xf32>
+}

@@ -76,7 +76,7 @@
 // barriers' initialisation and before the blocks exit.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1,linear.cluster=2" --k3-outline-kernels -o %t.pair.mlir
 // RUN: FileCheck %s --check-prefix=PAIR --input-file=%t.pair.mlir
-// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x128x64,linear.cluster=2" 2>&1 | FileCheck %s --check-prefix=PAIRTILE
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,linear.blocks_per_sm=1,linear.cluster=4" 2>&1 | FileCheck %s --check-prefix=PAIRTILE
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.pair.mlir > %t.pair.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.pair.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.pair.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.pair.bin.mlir > %t.pair.ptx
@@ -115,7 +115,7 @@
 // CHECK-COUNT-32: vector.store %{{.*}} : memref<?x512xbf16>, vector<4xbf16>
 // CHECK-NOT: nvgpu.warpgroup.mma.store
 
-// PAIRTILE: error: 'k3.linear' op cluster 2 of linear_tma_wgmma needs a warp-specialised tile, [128, 256, 64] or [64, 256, 64]
+// PAIRTILE: error: 'k3.linear' op cluster 4 of linear_tma_wgmma: 2 on a warp-specialised tile, [128, 256, 64] or [64, 256, 64] (pairs of row tiles share W's tiles), or 2, 4 or 8 on the [128, 128, 64] tile (split K)
 
 // A grid of half the SMs in x, pairs in y; W's box is half the tile.
 // PAIR-LABEL: gpu.func @linear_0(

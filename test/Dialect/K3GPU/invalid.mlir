@@ -151,3 +151,21 @@ func.func @wait_nothing() {
   "k3gpu.warpgroup_mma_wait"() {pending = 0 : i64} : () -> ()
   return
 }
+
+// -----
+
+func.func @cluster_load_global(%tile: memref<128x128xf32>, %rank: i32) -> vector<4xf32> {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{reads a workgroup memref}}
+  %v = k3gpu.cluster_load %tile[%c0, %c0], %rank : memref<128x128xf32> -> vector<4xf32>
+  return %v : vector<4xf32>
+}
+
+// -----
+
+func.func @cluster_load_type(%tile: memref<128x128xf32, #gpu.address_space<workgroup>>, %rank: i32) -> vector<4xbf16> {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{loads a 1-D vector of the memref's element type}}
+  %v = k3gpu.cluster_load %tile[%c0, %c0], %rank : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xbf16>
+  return %v : vector<4xbf16>
+}

@@ -71,3 +71,12 @@ func.func @async_chain_and_wait(%a: !nvgpu.warpgroup.descriptor<tensor = memref<
       : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
   return %e : !nvgpu.warpgroup.accumulator<fragmented = vector<64x64xf32>>
 }
+
+// CHECK-LABEL: func @cluster_load
+// CHECK: k3gpu.cluster_load %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
+func.func @cluster_load(%tile: memref<128x128xf32, #gpu.address_space<workgroup>>,
+                        %r: index, %rank: i32) -> vector<4xf32> {
+  %v = k3gpu.cluster_load %tile[%r, %r], %rank
+      : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
+  return %v : vector<4xf32>
+}
