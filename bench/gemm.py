@@ -118,7 +118,7 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # over a long K, whose few tiles leave SMs idle.
             **{f"prefill-splitk{s}-bf16": ("kernel-config=linear.kernel=linear_tma_wgmma,"
                                            "linear.tile=128x128x64,linear.warps=4,"
-                                           "linear.stages=2,linear.blocks_per_sm=3,"
+                                           "linear.stages=4,linear.blocks_per_sm=1,"
                                            f"linear.cluster={s}") for s in (2, 4, 8)},
             # The output tiles row-major (a row tile's column tiles first),
             # the order before the banded raster (lowering/cuda/TileRaster.h).

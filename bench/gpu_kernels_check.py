@@ -118,8 +118,8 @@ PP_CONFIG = WS_CONFIG.replace("128x256x64", "64x256x64").replace("stages=4", "st
 # The one-warpgroup tile with K split over a cluster of 4 (LinearWGMMA.cpp):
 # K = 2304 and 512 give each block 9 and 2 of the 64-column steps.
 SPLIT_K4_CONFIG = "kernel-config=" + ",".join(
-    f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x128x64,{op}.warps=4,{op}.stages=2,"
-    f"{op}.blocks_per_sm=3,{op}.cluster=4" for op in ("linear", "linear_group"))
+    f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x128x64,{op}.warps=4,{op}.stages=4,"
+    f"{op}.blocks_per_sm=1,{op}.cluster=4" for op in ("linear", "linear_group"))
 SCHEDULES = {
     "_ws": (WS_CONFIG, "128x256 persistent", None),
     "_wsp": (WS_CONFIG + PAIRED, "128x256 persistent, cluster pairs", PAIR_TOKENS),

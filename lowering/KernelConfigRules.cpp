@@ -894,12 +894,22 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
            << "linear_tma_wgmma with a 256-column tile runs one block per SM "
               "(blocks_per_sm = 1), got "
            << c.getBlocksPerSm();
-  if (int64_t bytes = linearWGMMASharedBytes(c.getStages(), tile[1], tile[0],
-                                             linearStoresThroughShared(op, c));
-      bytes > target.getSmemPerBlock())
+  bool splitK = narrow && c.getCluster() > 1;
+  int64_t bytes =
+      linearWGMMASharedBytes(c.getStages(), tile[1], tile[0],
+                             linearStoresThroughShared(op, c), splitK);
+  if (bytes > target.getSmemPerBlock())
     return op->emitOpError() << "linear_tma_wgmma needs " << bytes
                              << " bytes of shared memory, the target has "
                              << target.getSmemPerBlock();
+  // A split tile's partial tile beside its stages: fewer blocks fit an SM
+  // than the unsplit tile's.
+  if (splitK && c.getBlocksPerSm() * bytes > target.getSmemPerSm())
+    return op->emitOpError()
+           << "linear_tma_wgmma with K split needs " << bytes
+           << " bytes of shared memory a block: " << c.getBlocksPerSm()
+           << " blocks per SM do not fit the target's "
+           << target.getSmemPerSm();
   return success();
 }
 
@@ -1754,7 +1764,11 @@ int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
 } // namespace
 
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
-                                         int64_t tileM, bool sharedEpilogue) {
+                                         int64_t tileM, bool sharedEpilogue,
+                                         bool splitK) {
+  if (splitK)
+    return stages * (tileM + tileN) * 64 * 2 +
+           tileM * wgmmaEpilogueRowStride(tileN) * 4 + 1024;
   // The persistent warp-specialised schedules (tileN 256) write their
   // tiles from registers, or through two 64-row bf16 tiles after the
   // stages.

@@ -78,10 +78,12 @@ int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 /// Dynamic shared memory of the TMA + wgmma linear with `stages` stages
 /// of tileM x 64 x tiles and tileN x 64 W tiles; with `sharedEpilogue`
 /// also each consumer's 64 x tileN bf16 result tile
-/// (linearStoresThroughShared).
+/// (linearStoresThroughShared); with `splitK` (the one-warpgroup tile in a
+/// cluster that splits K) the f32 partial tile after the stages instead of
+/// over them.
 int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128,
-                               int64_t tileM = 128,
-                               bool sharedEpilogue = false);
+                               int64_t tileM = 128, bool sharedEpilogue = false,
+                               bool splitK = false);
 /// Most stages with which the persistent linear's result tiles still fit
 /// in shared memory beside them.
 constexpr int64_t kSharedEpilogueMaxStages = 3;

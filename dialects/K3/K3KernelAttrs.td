@@ -170,7 +170,9 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
       then its next column tile, so that the blocks resident at once share
       both operands' tiles in L2); 0 or 1: a row tile's column tiles first;
     - `cluster`: blocks per thread-block cluster (0 or 1: none), for kernels
-      whose blocks share operand tiles through TMA multicast;
+      whose blocks share operand tiles through TMA multicast, or (the
+      one-warpgroup tile of `linear_tma_wgmma`) split K and sum their
+      partial tiles through distributed shared memory;
     - `scheduler`: for persistent kernels (a block per SM walking the
       tiles), `strided` (block b takes tiles b, b + grid, ...) or `counter`
       (each block claims its next tile from a device counter, so that the

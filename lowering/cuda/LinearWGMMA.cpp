@@ -110,7 +110,8 @@ public:
     // Blocks: ceil(rows / 128) row tiles x nb column tiles (a few past the
     // last row tile stay idle).
     e.setLaunch(*form, nb, (tileM - 1) * nb, tileM, {threads, 1, 1},
-                linearWGMMASharedBytes(em.stages, tileN));
+                linearWGMMASharedBytes(em.stages, tileN, tileM,
+                                       /*sharedEpilogue=*/false, splitK > 1));
     // Split K: the tile's splitK blocks form a cluster along y, rank r
     // multiplying the r-th part of K.
     if (splitK > 1) {
@@ -254,7 +255,14 @@ private:
     });
     SmallVector<Value> acc = mainLoop(first, steps);
     gpu::BarrierOp::create(b, loc);
-    Value tile = em.storeAccumulators(smem, base, acc);
+    // A split tile's partial tile lies after the stages: where it covered
+    // them, as the single block's tile does, the first rows that rank 0
+    // read from its peers were wrong in tiles of later waves (NaN and
+    // bf16-like values: stage data; measured on an H100, docs/gemm.md
+    // "Split K"; the cause is not found).
+    Value tileAt =
+        splitK > 1 ? kb.addi(base, em.idx(em.stages * stageBytes())) : base;
+    Value tile = em.storeAccumulators(smem, tileAt, acc);
     gpu::BarrierOp::create(b, loc);
     if (splitK == 1)
       return storeRows(tile, tid, /*threads=*/128);

@@ -4,13 +4,16 @@
 // [256, 1024], bf16 y. The 4 blocks of a tile form a cluster along y (grid
 // y 4, nvvm.cluster_dim); rank r (block index y) streams k-steps [4 r,
 // 4 r + 4) of the 16 and stores its partial f32 tile in its shared
-// memory; after a cluster barrier each sums rows [32 r, 32 r + 32) of the
+// memory after its 4 stages (136 KiB a block, one an SM); after a cluster
+// barrier each sums rows [32 r, 32 r + 32) of the
 // four tiles in rank order (k3gpu.cluster_load: mapa, ld.shared::cluster)
 // and writes them; a second cluster barrier keeps every block's tile alive
 // until the others read it.
-// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.cluster=4" --k3-outline-kernels -o %t.mlir
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.cluster=4,linear.stages=4,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
-// Its limits: 2, 4 or 8 blocks, each the same number of 64-column steps.
+// Its limits: 2, 4 or 8 blocks, each the same number of 64-column steps;
+// the partial tile beside the stages leaves room for one block an SM.
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.cluster=4" 2>&1 | FileCheck %s --check-prefix=FIT
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.cluster=3" 2>&1 | FileCheck %s --check-prefix=THREE
 // RUN: sed -e 's/1024/1088/g' %s | not k3-opt --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.cluster=2" 2>&1 | FileCheck %s --check-prefix=UNEVEN
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
@@ -19,11 +22,12 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
+// FIT: error: 'k3.linear' op linear_tma_wgmma with K split needs 136192 bytes of shared memory a block: 3 blocks per SM do not fit the target's 233472
 // THREE: error: 'k3.linear' op cluster 3 of linear_tma_wgmma's [128, 128, 64] tile splits K: 2, 4 or 8 blocks, each an equal number of 64-column steps (K = 1024)
 // UNEVEN: error: 'k3.linear' op cluster 2 of linear_tma_wgmma's [128, 128, 64] tile splits K: 2, 4 or 8 blocks, each an equal number of 64-column steps (K = 1088)
 
 // CHECK-LABEL: gpu.func @linear_0(
-// CHECK-SAME: cluster_y = 4>
+// CHECK-SAME: dynamic_smem = 201728, cluster_y = 4>
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 4, 1>
 // CHECK: %[[RANK:.*]] = gpu.block_id  y
 // CHECK: arith.muli %[[RANK]], %c4{{(_[0-9]+)?}} : index
