@@ -1352,6 +1352,37 @@ bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
          persistentTilesBalance(columnTiles, target, maxRows);
 }
 
+/// Blocks of a cluster that split K for a prefill linear's [128, 128]
+/// tiles (LinearWGMMA.cpp; 1: none): where the tiles at `maxRows` rows
+/// would leave half the SMs idle, the least of 2, 4 and 8 that gives at
+/// least half of them a block, each block 8 or more of K's 64-column
+/// steps. On an H100
+/// at T = 1024: K3's c_kv (40 tiles) 240 TFLOP/s against 121 (cuBLAS 307),
+/// its router (56) 294 against 178, Kimi-Linear's c_kv 161 against 117
+/// (cuBLAS 126), its router (16 tiles, 4 blocks) 105 against 53; 144
+/// tiles (Kimi's o projection) lost 27 % split in two; between them 96
+/// and 128 tiles gained 8-10 % (bench/results/
+/// gemm-nvidia-h100-80gb-hbm3-20261206T123241Z.json, ...123245Z.json).
+int64_t linearSplitK(Operation *op, GPUTargetAttr target, int64_t maxRows) {
+  int64_t columnTiles = 0;
+  for (Value w : op->getOperands().drop_front())
+    columnTiles += (dimOf(w, 0) + 127) / 128;
+  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
+          sms = target.getSmCount(), steps = dimOf(op->getOperand(1), 1) / 64;
+  // Without a row bound (max-tokens 0) the tiles are unknown.
+  if (maxRows <= 0 || 2 * tiles > sms)
+    return 1;
+  int64_t chosen = 1;
+  for (int64_t split : {2, 4, 8}) {
+    if (steps % split != 0 || steps / split < 8)
+      break;
+    chosen = split;
+    if (2 * tiles * split >= sms)
+      break;
+  }
+  return chosen;
+}
+
 /// The same for the dense GLU's gate/up GEMM (its h is bf16; a tile is 128
 /// channels of gate and up): at T = 8192 on an H100 Kimi-Linear-48B's
 /// dense MLP ran at 741 TFLOP/s against 608 (cuBLAS's three GEMMs 662),
@@ -1463,6 +1494,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // bench/results/gemm-nvidia-h200-20261202T030949Z.json). The tiles in
     // bands of 16 row tiles: a W larger than L2 (LM heads, K3's q/k/v) is
     // read once a band instead of once a wave of row tiles.
+    if (int64_t split = decode ? 1 : linearSplitK(op, target, maxRows);
+        split > 1)
+      return config(ctx, kind, {128, 128, 64}, 4, 4, 1, kDefaultRasterRowTiles,
+                    split);
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3, kDefaultRasterRowTiles);
   case KernelKind::moe_dispatch_rows:
     // 16 warps: 2048 pairs per step of the ordered walk. A decode step has
