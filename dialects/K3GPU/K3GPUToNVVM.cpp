@@ -339,6 +339,14 @@ struct WarpgroupMmaWaitOpLowering : ConvertOpToLLVMPattern<WarpgroupMmaWaitOp> {
   }
 };
 
+/// The shared address `local` of this block as it lies in the shared
+/// memory of the cluster's block `rank` (mapa: a shared::cluster pointer).
+Value peerAddress(OpBuilder &b, Location loc, Value local, Value rank) {
+  auto clusterPtr = LLVM::LLVMPointerType::get(
+      b.getContext(), unsigned(NVVM::NVVMMemorySpace::SharedCluster));
+  return NVVM::MapaOp::create(b, loc, clusterPtr, local, rank);
+}
+
 struct MBarrierArriveClusterOpLowering
     : ConvertOpToLLVMPattern<MBarrierArriveClusterOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
@@ -358,10 +366,7 @@ struct MBarrierArriveClusterOpLowering
     Value local =
         getStridedElementPtr(rewriter, loc, type, adaptor.getBarriers(),
                              ValueRange{adaptor.getIndex()});
-    auto clusterPtr = LLVM::LLVMPointerType::get(
-        ctx, unsigned(NVVM::NVVMMemorySpace::SharedCluster));
-    Value remote = NVVM::MapaOp::create(rewriter, loc, clusterPtr, local,
-                                        adaptor.getRank());
+    Value remote = peerAddress(rewriter, loc, local, adaptor.getRank());
     NVVM::MBarrierArriveOp::create(rewriter, loc, Type(), remote, Value(),
                                    NVVM::MemScopeKind::CTA,
                                    /*relaxed=*/false);
@@ -379,14 +384,10 @@ struct ClusterLoadOpLowering : ConvertOpToLLVMPattern<ClusterLoadOp> {
     // shared memory (mapa), and one vector load there
     // (ld.shared::cluster), aligned to the vector's bytes.
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
     auto type = cast<MemRefType>(op.getBase().getType());
     Value local = getStridedElementPtr(rewriter, loc, type, adaptor.getBase(),
                                        adaptor.getIndices());
-    auto clusterPtr = LLVM::LLVMPointerType::get(
-        ctx, unsigned(NVVM::NVVMMemorySpace::SharedCluster));
-    Value remote = NVVM::MapaOp::create(rewriter, loc, clusterPtr, local,
-                                        adaptor.getRank());
+    Value remote = peerAddress(rewriter, loc, local, adaptor.getRank());
     auto result = cast<VectorType>(op.getResult().getType());
     int64_t bytes =
         result.getNumElements() * result.getElementTypeBitWidth() / 8;
