@@ -92,7 +92,10 @@ TRIAL_VARIANTS = {
     # The same with tiles claimed from a device counter
     # (lowering/cuda/TileCounter.h).
     "ws-shared-counter": WS_SHARED + ",moe_grouped_wgmma.scheduler=counter,"
-                         "glu_wgmma.scheduler=counter"}
+                         "glu_wgmma.scheduler=counter",
+    # The gate/up GEMM alone on that schedule (its producer gathers the
+    # rows by cp.async and runs ahead of the products), down on the default.
+    "gateup-ws-shared": "kernel-config=" + specialised(("moe_grouped_glu",), 3)}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}

@@ -1233,8 +1233,10 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
                              << " with MXFP4 weights has the tile [128, 128, "
                                 "64] with one warpgroup (4 warps)";
   if (wide) {
-    // The copying producer's arrivals lag a step: with two stages it could
-    // wait for a release that waits for it (WGMMAPipeline.h).
+    // With two stages the producer could not run a step ahead of the
+    // products (its copies land while it waits for the release of the
+    // stage before): correct, but each refill would wait, so the rule is
+    // for speed, as the pairs' is.
     if (c.getStages() < 3 || c.getBlocksPerSm() != 1)
       return op->emitOpError()
              << kind

@@ -324,6 +324,28 @@ def K3GPU_MBarrierArriveClusterOp : K3GPU_Op<"mbarrier_arrive_cluster", []> {
       "$barriers `[` $index `]` `,` $rank attr-dict `:` type($barriers)";
 }
 
+def K3GPU_MBarrierArriveCopiesOp
+    : K3GPU_Op<"mbarrier_arrive_copies", []> {
+  let summary = "arrive on an mbarrier once this thread's cp.async copies land";
+  let description = [{
+    Makes barrier `index` of the group `barriers` track every cp.async copy
+    that this thread issued before it: the barrier's arrive for this thread
+    happens when they have all landed (`cp.async.mbarrier.arrive.noinc`),
+    while the thread goes on. It counts as one of the arrivals that the
+    barrier expects in its phase (`noinc`), so a copying producer thread
+    arrives through it instead of waiting for its copy groups and arriving
+    itself: the producer runs ahead to the next stage, as far as the empty
+    barriers allow, as CUTLASS's cp.async warp-specialised mainloops do.
+
+    ```mlir
+    k3gpu.mbarrier_arrive_copies %bars[%stage]
+        : !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+    ```
+  }];
+  let arguments = (ins NVGPU_MBarrierGroup:$barriers, Index:$index);
+  let assemblyFormat = "$barriers `[` $index `]` attr-dict `:` type($barriers)";
+}
+
 def K3GPU_ClusterLoadOp : K3GPU_Op<"cluster_load", []> {
   let summary = "a vector load from a block of the cluster's shared memory";
   let description = [{

@@ -375,6 +375,28 @@ struct MBarrierArriveClusterOpLowering
   }
 };
 
+struct MBarrierArriveCopiesOpLowering
+    : ConvertOpToLLVMPattern<MBarrierArriveCopiesOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(MBarrierArriveCopiesOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // The barrier's shared address (as nvgpu's mbarrier ops find it) and
+    // the asynchronous arrive that fires when this thread's earlier
+    // cp.async copies have landed. `noinc`: the arrive is one of the
+    // phase's expected arrivals, not an extra one that it cancels.
+    Location loc = op.getLoc();
+    MemRefType type = nvgpu::getMBarrierMemrefType(op.getContext(),
+                                                   op.getBarriers().getType());
+    Value barrier =
+        getStridedElementPtr(rewriter, loc, type, adaptor.getBarriers(),
+                             ValueRange{adaptor.getIndex()});
+    rewriter.replaceOpWithNewOp<NVVM::CpAsyncMBarrierArriveOp>(
+        op, barrier, rewriter.getBoolAttr(true));
+    return success();
+  }
+};
+
 struct ClusterLoadOpLowering : ConvertOpToLLVMPattern<ClusterLoadOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
   LogicalResult
@@ -440,8 +462,8 @@ void k3gpu::populateK3GPUToNVVMConversionPatterns(
                RcpApproxOpLowering, Lg2ApproxOpLowering,
                WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
                WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering,
-               MBarrierArriveClusterOpLowering, ClusterLoadOpLowering>(
-      converter);
+               MBarrierArriveClusterOpLowering, MBarrierArriveCopiesOpLowering,
+               ClusterLoadOpLowering>(converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

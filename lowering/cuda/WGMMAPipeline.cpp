@@ -132,38 +132,22 @@ void WGMMAPipeline::produceWithCopies(Value tid, Value first, Value steps,
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
-  MMAEmitter mma{b, loc, kb};
   Value thread0 = kb.eqi(tid, em.idx(0));
-  // This thread's copies of pipeline step g landed: visible to wgmma's
-  // async proxy, then counted on the step's full barrier.
-  auto landed = [&](Value g, Value group, int32_t pending) {
-    mma.waitGroups(group, pending);
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-    nvgpu::MBarrierArriveOp::create(b, loc, full, em.remuIdx(g, em.stages));
-  };
   auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1));
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
-    Value stage = em.remuIdx(g, em.stages);
-    waitEmpty(g, stage);
-    kb.ifThen(thread0, [&] {
-      if (publish)
-        kb.ifThen(kb.eqi(kt, em.idx(0)), publish);
-      expectAndLoad(stage, kt, loads);
-    });
-    copy(stage, kt);
-    Value group = mma.commitGroup();
-    kb.ifThen(kb.gei(kt, em.idx(1)),
-              [&] { landed(kb.subi(g, em.idx(1)), group, 1); });
-  }
-  Value last = kb.subi(kb.addi(first, steps), em.idx(1));
-  kb.ifThen(kb.gei(steps, em.idx(1)),
-            [&] { landed(last, mma.commitGroup(), 0); });
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
+  Value stage = em.remuIdx(g, em.stages);
+  waitEmpty(g, stage);
+  kb.ifThen(thread0, [&] {
+    if (publish)
+      kb.ifThen(kb.eqi(kt, em.idx(0)), publish);
+    expectAndLoad(stage, kt, loads);
+  });
+  copy(stage, kt);
+  // The thread's arrive on full[stage] fires once these copies land; the
+  // thread goes on to the next stage meanwhile.
+  k3gpu::MBarrierArriveCopiesOp::create(b, loc, full, stage);
 }
 
 void WGMMAPipeline::produceEmpty(Value tid, Value step,
@@ -188,6 +172,16 @@ void WGMMAPipeline::produceEmpty(Value tid, Value step,
     arrive();
   });
   arrive();
+}
+
+void WGMMAPipeline::fenceCopiesForWGMMA() {
+  // The producer's cp.async bytes are generic-proxy writes, which this
+  // thread saw land through the full barrier; wgmma reads through the
+  // async proxy.
+  NVVM::FenceProxyOp::create(
+      em.b, em.loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(em.b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
 }
 
 void WGMMAPipeline::skip(Value step, Value lane) {
@@ -240,6 +234,8 @@ Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
     Value kt = loop.getInductionVar(), g = kb.addi(first, kt);
     Value stage = em.remuIdx(g, em.stages);
     waitRound(full, g, stage, 0);
+    if (copies)
+      fenceCopiesForWGMMA();
     Value acc = multiply(stage, loop.getRegionIterArgs()[0]);
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.

@@ -12,13 +12,13 @@
 //   the stage (phase kt / stages - 1).
 //
 // A producer may also copy with cp.async (rows gathered by index, which
-// TMA cannot): then all 128 producer threads run its loop, each one's
-// copies of step kt commit a group, and once the group of step kt - 1 has
-// landed the thread fences the generic proxy's writes for the async proxy
-// (wgmma's reads) and arrives on full[(kt - 1) % stages]; full expects
-// those 128 arrivals besides thread 0's. The arrivals lag one step, so the
-// consumers' release of a stage (one step later still) needs stages >= 3
-// to never wait on a producer that waits on them.
+// TMA cannot): then all 128 producer threads run its loop, and each makes
+// full[kt % stages] track its copies of step kt
+// (`k3gpu.mbarrier_arrive_copies`: its arrive fires once they land) and
+// goes on to step kt + 1 without waiting, as far as the empty barriers
+// let it; full expects those 128 arrivals besides thread 0's. The bytes
+// are generic-proxy writes and wgmma reads through the async proxy, so a
+// consumer fences the proxies after its full wait (`fenceCopiesForWGMMA`).
 //
 // A consumer issues a stage's wgmma groups without waiting, then waits
 // until only those are pending (`wgmma.wait_group groupsPerStage`): the
@@ -122,9 +122,8 @@ public:
   /// The copying producer's role for one tile: every thread of warpgroup 0
   /// runs its `steps` k-steps (pipeline steps from `first`); thread 0
   /// issues `loads` (TMA) after the full barrier expects stageBytes, every
-  /// thread `copy` (its cp.async copies of the step). The tile's last
-  /// arrivals wait for its copies, so that the next tile's first steps
-  /// never hold back this one's last.
+  /// thread `copy` (its cp.async copies of the step), whose landing is
+  /// the thread's arrive on the step's full barrier.
   void produceWithCopies(Value tid, Value first, Value steps,
                          const IssueLoads &loads, const IssueLoads &copy,
                          const Publish &publish = {});
@@ -136,6 +135,10 @@ public:
   /// A consumer's side of an empty step: it waits for the stage and
   /// releases it at once.
   void skip(Value step, Value lane = Value());
+
+  /// A consumer's proxy fence between a copying producer's landed bytes
+  /// (seen through the full barrier) and its wgmma reads of them.
+  void fenceCopiesForWGMMA();
 
   /// Waits until pipeline step `step`'s stage is full.
   void waitFull(Value step);
