@@ -95,7 +95,12 @@ TRIAL_VARIANTS = {
                          "glu_wgmma.scheduler=counter",
     # The gate/up GEMM alone on that schedule (its producer gathers the
     # rows by cp.async and runs ahead of the products), down on the default.
-    "gateup-ws-shared": "kernel-config=" + specialised(("moe_grouped_glu",), 3)}
+    "gateup-ws-shared": "kernel-config=" + specialised(("moe_grouped_glu",), 3),
+    # 4 stages: the gate/up GEMM's 128 result columns still fit beside
+    # them, so it keeps the epilogue through shared memory.
+    "gateup-ws4": "kernel-config=" + specialised(("moe_grouped_glu",), 4),
+    "gateup-ws4-counter": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
+                          + ",moe_grouped_glu.scheduler=counter"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}

@@ -1321,10 +1321,15 @@ bool resultsAreBF16(Operation *op) {
 }
 
 /// The persistent schedule whose consumers share [128, 256, 64] tiles,
-/// unpaired, with room beside its stages for the result tiles.
-bool sharedEpilogueSchedule(KernelConfigAttr c) {
-  return c.getTile() == ArrayRef<int64_t>{128, 256, 64} &&
-         c.getCluster() != 2 && c.getStages() <= kSharedEpilogueMaxStages;
+/// unpaired, with room beside its stages for two 64-row bf16 result tiles
+/// of `columns` columns in sm_90's 227 KiB a block: 3 stages (48 KiB
+/// each) beside 256 columns, 4 beside the gate/up GEMM's 128 (act(gate,
+/// up) of 128 channels).
+bool sharedEpilogueSchedule(KernelConfigAttr c, int64_t columns) {
+  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2)
+    return false;
+  return groupedWGMMASharedBytes(c.getStages(), 256, /*mxfp4=*/false, 128,
+                                 columns) <= 227 * 1024;
 }
 
 bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
@@ -1816,7 +1821,7 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
   return c.getKernel() == KernelKind::linear_tma_wgmma &&
-         sharedEpilogueSchedule(c) && resultsAreBF16(op);
+         sharedEpilogueSchedule(c, 256) && resultsAreBF16(op);
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
@@ -1836,9 +1841,10 @@ int64_t mlir::k3::groupedSharedEpilogueColumns(Operation *op,
                                                KernelConfigAttr c) {
   KernelKind k = c.getKernel();
   if ((k != KernelKind::moe_grouped_wgmma && k != KernelKind::glu_wgmma) ||
-      !sharedEpilogueSchedule(c) || !resultsAreBF16(op))
+      !resultsAreBF16(op))
     return 0;
-  return isa<MoEGroupedDownOp>(op) ? 256 : 128;
+  int64_t columns = isa<MoEGroupedDownOp>(op) ? 256 : 128;
+  return sharedEpilogueSchedule(c, columns) ? columns : 0;
 }
 
 int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
