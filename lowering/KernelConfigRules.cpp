@@ -1808,9 +1808,9 @@ int64_t wgmmaSharedBytes(int64_t stages, int64_t tileN, int64_t stagedPerStage,
 int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
                                          int64_t tileM, bool sharedEpilogue,
                                          bool splitK) {
-  if (splitK)
-    return stages * (tileM + tileN) * 64 * 2 +
-           tileM * wgmmaEpilogueRowStride(tileN) * 4 + 1024;
+  if (splitK) // the f32 partial tile after the stages, not over them
+    return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/false, tileM) +
+           tileM * wgmmaEpilogueRowStride(tileN) * 4;
   // The persistent warp-specialised schedules (tileN 256) write their
   // tiles from registers, or through two 64-row bf16 tiles after the
   // stages.

@@ -269,17 +269,11 @@ private:
     // Every block's partial tile written, then each sums and stores its
     // 128 / splitK rows of the tile from all of them; no block leaves
     // while another may still read its shared memory.
-    clusterSync();
+    // (barrier.cluster's arrive releases this block's shared-memory
+    // writes, its wait acquires the others'.)
+    em.clusterSync();
     storeRows(tile, tid, /*threads=*/128);
-    clusterSync();
-  }
-
-  /// Every thread of the cluster at one point (barrier.cluster's arrive
-  /// releases this block's shared-memory writes, its wait acquires the
-  /// others').
-  void clusterSync() {
-    NVVM::ClusterArriveOp::create(b, loc, UnitAttr());
-    NVVM::ClusterWaitOp::create(b, loc, UnitAttr());
+    em.clusterSync();
   }
 
   /// k-steps: wait for the stage, multiply it, refill it `stages` ahead

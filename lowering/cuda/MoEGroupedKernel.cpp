@@ -141,8 +141,7 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
 void GroupedKernel::blockSync() {
   if (!paired())
     return (void)gpu::BarrierOp::create(b, loc);
-  NVVM::ClusterArriveRelaxedOp::create(b, loc, b.getUnitAttr());
-  NVVM::ClusterWaitOp::create(b, loc, b.getUnitAttr());
+  em.clusterSync(/*relaxed=*/true, /*aligned=*/true);
 }
 
 void GroupedKernel::issue(Value stage, Value kt, ArrayRef<RowCopy> copies,

@@ -125,6 +125,20 @@ struct WGMMAEmitter {
         Value());
   }
 
+  /// Every thread of the cluster at one point: barrier.cluster's arrive
+  /// (release semantics, or `relaxed`: no memory ordering, for a barrier
+  /// that only paces) and its wait (acquire). `aligned` (.aligned) where
+  /// every thread of each warp reaches it together; callers that reach it
+  /// from a branch one thread took leave it off.
+  void clusterSync(bool relaxed = false, bool aligned = false) {
+    UnitAttr a = aligned ? b.getUnitAttr() : UnitAttr();
+    if (relaxed)
+      NVVM::ClusterArriveRelaxedOp::create(b, loc, a);
+    else
+      NVVM::ClusterArriveOp::create(b, loc, a);
+    NVVM::ClusterWaitOp::create(b, loc, a);
+  }
+
   /// Column (in elements) of 16-byte chunk `chunk` of swizzled row `row`.
   Value swizzledColumn(Value row, Value chunk) {
     Value x = arith::XOrIOp::create(b, loc, chunk, remuIdx(row, 8));

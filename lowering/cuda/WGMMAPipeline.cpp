@@ -40,19 +40,14 @@ void WGMMAPipeline::init(Value tid) {
   if (peers == 1)
     return (void)gpu::BarrierOp::create(b, loc);
   NVVM::FenceMbarrierInitOp::create(b, loc);
-  clusterSync();
-}
-
-void WGMMAPipeline::clusterSync() {
-  // Not `.aligned`: the producer's threads reach it from a branch that its
-  // thread 0 alone took.
-  NVVM::ClusterArriveOp::create(em.b, em.loc, UnitAttr());
-  NVVM::ClusterWaitOp::create(em.b, em.loc, UnitAttr());
+  // Not `.aligned`: the producer's threads reach the cluster barriers from
+  // a branch that its thread 0 alone took.
+  em.clusterSync();
 }
 
 void WGMMAPipeline::finish() {
   if (peers > 1)
-    clusterSync();
+    em.clusterSync();
 }
 
 void WGMMAPipeline::release(Value g, Value lane) {

@@ -200,8 +200,6 @@ private:
   void expectAndLoad(Value stage, Value kt, const IssueLoads &loads);
   /// A consumer thread's release of pipeline step g's stage.
   void release(Value g, Value lane);
-  /// Every thread of both blocks of the pair at one point.
-  void clusterSync();
   /// The block's tiles from bid + start grid (no start: bid), `every`
   /// grid apart.
   void walkTiles(Value total, Value start, int64_t every,
