@@ -269,7 +269,8 @@ for stage in "${STAGES[@]}"; do
     for a in moe_mxfp4_decode:moe_mxfp4:moe_mxfp4_decode \
       moe_mxfp4_prefill:moe_mxfp4:moe_mxfp4_prefill \
       moe_mxfp4_wgmma:moe_mxfp4_wgmma:moe_mxfp4_wgmma \
-      moe_grouped_default:moe_grouped:moe_grouped moe_grouped_ws4:moe_grouped:moe_grouped \
+      moe_grouped_default:moe_grouped:moe_grouped moe_grouped_128x128:moe_grouped:moe_grouped \
+      moe_grouped_ws4:moe_grouped:moe_grouped moe_grouped_ws3c:moe_grouped:moe_grouped \
       moe_grouped_cluster2:moe_grouped:moe_grouped; do
       IFS=: read -r a w in <<< "$a"
       tools="memcheck racecheck"

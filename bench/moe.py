@@ -60,8 +60,8 @@ def specialised(kinds, stages=4):
     """Overrides for the warp-specialised wgmma schedule (a producer and two
     consumer warpgroups, 128 x 256 tiles, one block per SM; docs/moe.md)
     of the given kernel kinds."""
-    return ",".join(f"{k}.tile=128x256x64,{k}.warps=12,{k}.blocks_per_sm=1,{k}.stages={stages}"
-                    for k in kinds)
+    return ",".join(f"{k}.tile=128x256x64,{k}.warps=12,{k}.blocks_per_sm=1,{k}.stages={stages},"
+                    f"{k}.scheduler=strided" for k in kinds)
 
 
 WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"))
@@ -70,8 +70,15 @@ WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_t
 ALT = WS.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
 WS_SHARED = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"), 3)
 VARIANTS = {"default": "",
-            "stages4-1perSM": "kernel-config=moe_grouped_glu.stages=4,moe_grouped_glu.blocks_per_sm=1,"
-                              "moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
+            "stages4-1perSM": "kernel-config=moe_grouped_wgmma.tile=128x128x64,moe_grouped_wgmma.warps=4,"
+                              "moe_grouped_wgmma.scheduler=strided,"
+                              "moe_grouped_wgmma.stages=4,moe_grouped_wgmma.blocks_per_sm=1",
+            # The gate/up GEMM on the one-warpgroup tiles (the default before
+            # groupedGateUpPrefersPersistent; still the default where the
+            # experts' segments are short, as K3's).
+            "gateup-128x128": "kernel-config=moe_grouped_glu.tile=128x128x64,moe_grouped_glu.warps=4,"
+                              "moe_grouped_glu.stages=2,moe_grouped_glu.blocks_per_sm=3,"
+                              "moe_grouped_glu.scheduler=strided",
             "ws-4stages": WS,
             # Down GEMM blocks in cluster pairs sharing the rows' tiles by
             # TMA multicast (MoEGroupedKernel.h; 3 stages or more).

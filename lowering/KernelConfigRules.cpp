@@ -34,9 +34,10 @@ Type elementOf(Value v) {
 KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
                         ArrayRef<int64_t> tile, int64_t warps,
                         int64_t stages = 0, int64_t blocksPerSM = 0,
-                        int64_t raster = 0, int64_t cluster = 0) {
+                        int64_t raster = 0, int64_t cluster = 0,
+                        TileScheduler scheduler = TileScheduler::strided) {
   return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM,
-                               raster, cluster, TileScheduler::strided);
+                               raster, cluster, scheduler);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1405,6 +1406,30 @@ bool gluPrefersSharedEpilogue(GLUGateUpOp op, GPUTargetAttr target,
          persistentTilesBalance(inter / 128, target, maxRows);
 }
 
+/// Least average rows of an expert's segment at max-tokens for which a
+/// prefill's grouped gate/up GEMM takes the persistent schedule.
+constexpr int64_t kPersistentGateUpSegmentRows = 256;
+
+/// Whether a prefill's grouped gate/up GEMM (bf16 experts) takes the
+/// persistent warp-specialised schedule: [128, 256, 64] tiles, 4 stages
+/// (its 128 result columns a tile go through shared memory beside them),
+/// tiles claimed from a counter. Its producer gathers the rows by cp.async
+/// and runs ahead of the products (k3gpu.mbarrier_arrive_copies): on an
+/// H100, Kimi-Linear-48B's gate/up at T = 8192 took 1.186 ms against the
+/// one-warpgroup tiles' 1.316 (the MoE layer 2.034 against 2.168), level
+/// at T = 1024 (0.808 against 0.811); strided tiles varied from 1.17 to
+/// 1.65 ms (bench/results/moe-nvidia-h100-80gb-hbm3-20261206T142859Z.json).
+/// Where the segments average fewer rows than the 256 of Kimi-Linear at
+/// T = 8192 (K3: 16 x 8192 / 896 = 146), the persistent schedule was
+/// measured 30 % slower (moe-nvidia-h200-20261204T211152Z.json, before
+/// the producer ran ahead), so those keep the one-warpgroup tiles.
+bool groupedGateUpPrefersPersistent(MoEGroupedGLUOp op, int64_t maxRows) {
+  int64_t experts = dimOf(op.getW1(), 0), topK = dimOf(op.getIndices(), 1),
+          inter = dimOf(op.getW1(), 1);
+  return maxRows > 0 && inter % 128 == 0 &&
+         maxRows * topK >= kPersistentGateUpSegmentRows * experts;
+}
+
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode,
@@ -1540,6 +1565,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // rows is larger than L2); the grouped ops' tiles follow the experts.
     if (hasMXFP4Weights(op))
       return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
+    if (auto gateUp = dyn_cast<MoEGroupedGLUOp>(op);
+        gateUp && !decode && groupedGateUpPrefersPersistent(gateUp, maxRows))
+      return config(ctx, kind, {128, 256, 64}, 12, 4, 1, 0, 0,
+                    TileScheduler::counter);
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3,
                   kind == KernelKind::glu_wgmma ? kDefaultRasterRowTiles : 0);
   case KernelKind::moe_router_mma:
