@@ -107,7 +107,14 @@ TRIAL_VARIANTS = {
     # them, so it keeps the epilogue through shared memory.
     "gateup-ws4": "kernel-config=" + specialised(("moe_grouped_glu",), 4),
     "gateup-ws4-counter": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
-                          + ",moe_grouped_glu.scheduler=counter"}
+                          + ",moe_grouped_glu.scheduler=counter",
+    # The down GEMM persistent with tiles from the counter: 4 stages
+    # (results from registers: its 256 columns do not fit beside them) or
+    # 3 (through shared memory).
+    "down-ws4c": "kernel-config=" + specialised(("moe_grouped_down",), 4)
+                 + ",moe_grouped_down.scheduler=counter",
+    "down-ws3c": "kernel-config=" + specialised(("moe_grouped_down",), 3)
+                 + ",moe_grouped_down.scheduler=counter"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}
@@ -127,7 +134,14 @@ DENSE_MODEL = """func.func @forward(
 }}
 """
 DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT, "ws-shared": WS_SHARED,
-                  "ws-shared-counter": WS_SHARED + ",glu_wgmma.scheduler=counter"}
+                  "ws-shared-counter": WS_SHARED + ",glu_wgmma.scheduler=counter",
+                  # The GLU alone at 4 stages (its 128 result columns a tile
+                  # through shared memory) with tiles from the counter.
+                  "glu-ws4-counter": "kernel-config=" + specialised(("glu_wgmma",), 4)
+                                     + ",glu_wgmma.scheduler=counter"}
+if os.environ.get("K3_MOE_VARIANTS"):
+    DENSE_VARIANTS = {k: v for k, v in DENSE_VARIANTS.items()
+                      if k in os.environ["K3_MOE_VARIANTS"].split(",")}
 CHECKED_TOKENS = 256
 BOUND = 2.0 ** -8
 MODEL = """func.func @forward(

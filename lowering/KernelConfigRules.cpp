@@ -1397,8 +1397,7 @@ int64_t linearSplitK(Operation *op, GPUTargetAttr target, int64_t maxRows) {
 /// its shared expert at 676 against 543 (cuBLAS 600); at T = 1024 the
 /// dense MLP lost (494 against 536) (bench/results/
 /// moe-nvidia-h100-80gb-hbm3-20261206T081647Z.json). (The grouped
-/// MoE GEMMs keep the one-warpgroup tiles: there the persistent schedule
-/// ran 2.25 ms against 2.17, same file.)
+/// gate/up GEMM has its own rule, groupedGateUpPrefersPersistent.)
 bool gluPrefersSharedEpilogue(GLUGateUpOp op, GPUTargetAttr target,
                               int64_t maxRows) {
   int64_t inter = dimOf(op.getWGate(), 0);
