@@ -49,9 +49,14 @@ K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
 TOKENS = tuple(int(t) for t in os.environ.get("K3_MOE_TOKENS", "1,64,1024,8192").split(","))
 # name: (experts, top-k, width D, intermediate I)
 CONFIGS_ALL = {"kimi-linear": (256, 8, 2304, 1024), "k3-latent": (896, 16, 3584, 3072)}
+# Run only when K3_MOE_CONFIGS names them: K3's segment length (16 x 8192
+# / 896 = 146 rows at T = 8192) with 224 experts top-4 and K3's widths,
+# 15 GB of experts where K3's 59 GB do not fit an H100 twice.
+CONFIGS_TRIAL = {"k3-segments-e224": (224, 4, 3584, 3072)}
 CONFIGS = dict(CONFIGS_ALL)
 if os.environ.get("K3_MOE_CONFIGS"):
-    CONFIGS = {k: v for k, v in CONFIGS.items() if k in os.environ["K3_MOE_CONFIGS"].split(",")}
+    CONFIGS = {k: v for k, v in {**CONFIGS_ALL, **CONFIGS_TRIAL}.items()
+               if k in os.environ["K3_MOE_CONFIGS"].split(",")}
 # Artifacts per config: the default kernel configs (two stages, three
 # blocks per SM since the tuning rows of
 # bench/results/moe-nvidia-h200-20261202T023517Z.json), and the first

@@ -347,6 +347,16 @@ Value peerAddress(OpBuilder &b, Location loc, Value local, Value rank) {
   return NVVM::MapaOp::create(b, loc, clusterPtr, local, rank);
 }
 
+/// The shared address of barrier `index` of an mbarrier group, as nvgpu's
+/// mbarrier ops find it (`group`: the converted group's memref).
+Value barrierAddress(OpBuilder &b, Location loc,
+                     const LLVMTypeConverter &converter,
+                     nvgpu::MBarrierGroupType type, Value group, Value index) {
+  MemRefType memref = nvgpu::getMBarrierMemrefType(b.getContext(), type);
+  return LLVM::getStridedElementPtr(b, loc, converter, memref, group,
+                                    ValueRange{index});
+}
+
 struct MBarrierArriveClusterOpLowering
     : ConvertOpToLLVMPattern<MBarrierArriveClusterOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
@@ -360,12 +370,9 @@ struct MBarrierArriveClusterOpLowering
     // fences every earlier memory operation of the thread at each arrive
     // (the pipelines that release a stage per k-step ran 30 % slower).
     Location loc = op.getLoc();
-    MLIRContext *ctx = op.getContext();
-    MemRefType type =
-        nvgpu::getMBarrierMemrefType(ctx, op.getBarriers().getType());
-    Value local =
-        getStridedElementPtr(rewriter, loc, type, adaptor.getBarriers(),
-                             ValueRange{adaptor.getIndex()});
+    Value local = barrierAddress(rewriter, loc, *getTypeConverter(),
+                                 op.getBarriers().getType(),
+                                 adaptor.getBarriers(), adaptor.getIndex());
     Value remote = peerAddress(rewriter, loc, local, adaptor.getRank());
     NVVM::MBarrierArriveOp::create(rewriter, loc, Type(), remote, Value(),
                                    NVVM::MemScopeKind::CTA,
@@ -385,12 +392,9 @@ struct MBarrierArriveCopiesOpLowering
     // the asynchronous arrive that fires when this thread's earlier
     // cp.async copies have landed. `noinc`: the arrive is one of the
     // phase's expected arrivals, not an extra one that it cancels.
-    Location loc = op.getLoc();
-    MemRefType type = nvgpu::getMBarrierMemrefType(op.getContext(),
-                                                   op.getBarriers().getType());
-    Value barrier =
-        getStridedElementPtr(rewriter, loc, type, adaptor.getBarriers(),
-                             ValueRange{adaptor.getIndex()});
+    Value barrier = barrierAddress(rewriter, op.getLoc(), *getTypeConverter(),
+                                   op.getBarriers().getType(),
+                                   adaptor.getBarriers(), adaptor.getIndex());
     rewriter.replaceOpWithNewOp<NVVM::CpAsyncMBarrierArriveOp>(
         op, barrier, rewriter.getBoolAttr(true));
     return success();
