@@ -78,10 +78,6 @@ if os.environ.get("K3_GEMM_TOKENS"):  # e.g. "1024,8192"
 # warpgroups, 128 x 256 tiles, one block per SM; docs/gemm.md).
 SPECIALISED = ("linear.kernel=linear_tma_wgmma,linear.tile=128x256x64,linear.warps=12,"
                "linear.blocks_per_sm=1,linear.stages=")
-# The same with alternating consumers (tile [64, 256, 64]: each consumer
-# warpgroup takes every other 64-row tile, CUTLASS's ping-pong).
-PINGPONG = ("linear.kernel=linear_tma_wgmma,linear.tile=64x256x64,linear.warps=12,"
-            "linear.blocks_per_sm=1,linear.stages=")
 VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             "gemv-cores": ("kernel-config=linear.kernel=linear_gemv,linear.tile=2x4,"
                            "linear.warps=4,linear.blocks_per_sm=0"),
@@ -101,10 +97,6 @@ VARIANTS = {"prefill": "", "gemv": "kernel-config=linear.kernel=linear_gemv",
             # bf16 y with 3 stages: through shared memory and TMA stores
             # (linearStoresThroughShared, docs/gemm.md).
             "prefill-ws-shared-bf16": f"kernel-config={SPECIALISED}3",
-            "prefill-pp-5stages": f"kernel-config={PINGPONG}5",
-            "prefill-pp-4stages": f"kernel-config={PINGPONG}4",
-            "prefill-pp-pairs": f"kernel-config={PINGPONG}5,linear.cluster=2",
-            "prefill-pp-bf16": f"kernel-config={PINGPONG}5",
             # bf16 y on [128, 128] tiles at three blocks an SM: the default
             # before the persistent schedule with its results through
             # shared memory took prefill linears of >= 1024 rows with a wave

@@ -105,16 +105,11 @@ WGMMA_GROUP_TOKENS = (5, 130, 256)
 # - _wss: 3 stages: bf16 results through shared memory and TMA stores
 #   (linearStoresThroughShared), f32 ones from registers.
 # - _sk4: [128, 128] tiles with K split over clusters of 4 blocks.
-# - _pp, _ppp: alternating consumers (tile [64, 256, 64], CUTLASS's
-#   ping-pong: each consumer takes every other 64-row tile), alone and in
-#   pairs (1 to 16 row tiles: a block with one tile, so one consumer idle,
-#   and odd counts per block).
 PAIR_TOKENS = (1, 5, 130, 647, 1000)
 WS_CONFIG = "kernel-config=" + ",".join(
     f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x256x64,{op}.warps=12,{op}.stages=4,"
     f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
 PAIRED = "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
-PP_CONFIG = WS_CONFIG.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
 # The one-warpgroup tile with K split over a cluster of 4 (LinearWGMMA.cpp):
 # K = 2304 and 512 give each block 9 and 2 of the 64-column steps.
 SPLIT_K4_CONFIG = "kernel-config=" + ",".join(
@@ -128,9 +123,6 @@ SCHEDULES = {
              "stores)", PAIR_TOKENS),
     "_sk4": (SPLIT_K4_CONFIG, "128x128, K split over clusters of 4 (partial tiles summed "
              "through distributed shared memory)", PAIR_TOKENS),
-    "_pp": (PP_CONFIG, "64x256 persistent, alternating consumers", PAIR_TOKENS),
-    "_ppp": (PP_CONFIG + PAIRED, "64x256 persistent, alternating consumers, cluster pairs",
-             PAIR_TOKENS),
 }
 SCHEDULE_OF = {c[0] + suffix: suffix for suffix in SCHEDULES
                for c in WGMMA_LINEARS + WGMMA_GROUPS}

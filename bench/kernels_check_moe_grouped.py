@@ -11,10 +11,7 @@ Shapes: 16 experts top-4, D 512, I 256 (gate/up 512 columns: two 256-column
 tiles; down 512 outputs), at T = 1, 5, 200 and 1000 with expert 3 in every
 token's first slot (at T = 1000 its segment is 8 tiles, most experts end
 in a partial tile, and at T = 1 most have no rows; the grid of one block
-per SM walks more tiles than it has blocks only at T = 1000). The
-persistent schedule also with alternating consumers (tile [64, 256, 64]:
-each 128-row tile as two 64-row halves, one per consumer, an empty second
-half as one step that loads nothing).
+per SM walks more tiles than it has blocks only at T = 1000).
 Part of bench/gpu_kernels_check.py (prepare here, check on the GPU).
 """
 from __future__ import annotations
@@ -31,11 +28,6 @@ def persistent(kind: str, stages: int) -> str:
     of kernel kind ``kind``."""
     return (f"{kind}.tile=128x256x64,{kind}.warps=12,{kind}.blocks_per_sm=1,"
             f"{kind}.stages={stages},{kind}.scheduler=strided")
-
-
-def alternating(kind: str, stages: int) -> str:
-    """The same with alternating consumers (64-row halves)."""
-    return persistent(kind, stages).replace("tile=128x256x64", "tile=64x256x64")
 
 
 # artifact name: (kernel-config overrides, what the row says it checks)
@@ -63,10 +55,6 @@ VARIANTS = {
                          + ",moe_grouped_wgmma.scheduler=counter",
                          "moe_grouped_wgmma 128x256 persistent, 3 stages, tiles claimed "
                          "from a counter"),
-    "moe_grouped_alt5": ("kernel-config=" + alternating("moe_grouped_wgmma", 5),
-                         "moe_grouped_wgmma 64x256 persistent, alternating consumers, 5 stages"),
-    "moe_grouped_alt3": ("kernel-config=" + alternating("moe_grouped_wgmma", 3),
-                         "moe_grouped_wgmma 64x256 persistent, alternating consumers, 3 stages"),
     # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
     # (D 512: two pairs of 128-column tiles).
     "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2,"
@@ -86,8 +74,6 @@ DENSE_VARIANTS = {
     "glu_dense_ws3c": ("kernel-config=" + persistent("glu_wgmma", 3)
                        + ",glu_wgmma.scheduler=counter",
                        "glu_wgmma 128x256 persistent, 3 stages, tiles claimed from a counter"),
-    "glu_dense_alt5": ("kernel-config=" + alternating("glu_wgmma", 5),
-                       "glu_wgmma 64x256 persistent, alternating consumers, 5 stages"),
     "glu_dense_r3": ("kernel-config=" + RASTER3, "glu_wgmma 128x128, bands of 3 row tiles"),
     "glu_dense_ws4_r3": ("kernel-config=" + persistent("glu_wgmma", 4) + "," + RASTER3,
                          "glu_wgmma 128x256 persistent, 4 stages, bands of 3 row tiles"),

@@ -70,9 +70,6 @@ def specialised(kinds, stages=4):
 
 
 WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"))
-# The same with alternating consumers (64-row tiles, CUTLASS's ping-pong;
-# MoEGroupedAlternating.cpp) and 5 stages.
-ALT = WS.replace("128x256x64", "64x256x64").replace("stages=4", "stages=5")
 WS_SHARED = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"), 3)
 VARIANTS = {"default": "",
             "stages4-1perSM": "kernel-config=moe_grouped_wgmma.tile=128x128x64,moe_grouped_wgmma.warps=4,"
@@ -97,7 +94,6 @@ TRIAL_VARIANTS = {
     "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
     "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
                         "moe_grouped_down.blocks_per_sm=1",
-    "alt-5stages": ALT,
     # 3 stages: bf16 results through shared memory and TMA stores
     # (MoEGroupedPersistent.cpp), consumers skip halves past a segment.
     "ws-shared": WS_SHARED,
@@ -138,7 +134,7 @@ DENSE_MODEL = """func.func @forward(
   return %y : tensor<?x{D}xbf16>
 }}
 """
-DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "alt-5stages": ALT, "ws-shared": WS_SHARED,
+DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "ws-shared": WS_SHARED,
                   "ws-shared-counter": WS_SHARED + ",glu_wgmma.scheduler=counter",
                   # The GLU alone at 4 stages (its 128 result columns a tile
                   # through shared memory) with tiles from the counter.

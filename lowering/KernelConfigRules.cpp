@@ -872,18 +872,17 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
                                 "x 64 (one K for all), and f32 or bf16 "
                                 "results";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
-  // 64] (two consumers share each tile) or [64, 256, 64] (they alternate
-  // tiles) with a producer and two consumer warpgroups (LinearWGMMA.cpp).
+  // 64] (two consumers share each tile) with a producer and two consumer
+  // warpgroups (LinearWGMMA.cpp). (Consumers alternating on [64, 256, 64]
+  // tiles, CUTLASS's ping-pong, were slower on every shape measured and
+  // were removed: docs/gemm.md.)
   ArrayRef<int64_t> tile = c.getTile();
   bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
-  bool wide = (tile == ArrayRef<int64_t>{128, 256, 64} ||
-               tile == ArrayRef<int64_t>{64, 256, 64}) &&
-              c.getWarps() == 12;
+  bool wide = tile == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
   if (!narrow && !wide)
     return op->emitOpError()
            << "linear_tma_wgmma has the tile [128, 128, 64] with one "
-              "warpgroup (4 warps), or [128, 256, 64] or [64, 256, 64] with "
-              "three (12 warps)";
+              "warpgroup (4 warps), or [128, 256, 64] with three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << "linear_tma_wgmma stages must be in [2, 6], got "
@@ -1210,19 +1209,17 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
               "the MoE "
               "ops k3.moe_dispatch's tiles of 128 rows";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
-  // 64] (two consumers share each tile) or [64, 256, 64] (they alternate
-  // 64-row halves) with a copying producer and two consumer warpgroups
-  // (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp, WGMMAPipeline.h).
+  // 64] (two consumers share each tile) with a copying producer and two
+  // consumer warpgroups (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp,
+  // WGMMAPipeline.h).
   ArrayRef<int64_t> tile = c.getTile();
   bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
-  bool wide = (tile == ArrayRef<int64_t>{128, 256, 64} ||
-               tile == ArrayRef<int64_t>{64, 256, 64}) &&
-              c.getWarps() == 12;
+  bool wide = tile == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
   if (!narrow && !wide)
-    return op->emitOpError()
-           << kind
-           << " has the tile [128, 128, 64] with one warpgroup (4 warps), or "
-              "[128, 256, 64] or [64, 256, 64] with three (12 warps)";
+    return op->emitOpError() << kind
+                             << " has the tile [128, 128, 64] with one "
+                                "warpgroup (4 warps), or [128, 256, 64] with "
+                                "three (12 warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << kind << " stages must be in [2, 6], got " << c.getStages();
@@ -1940,13 +1937,12 @@ static LogicalResult verifyLinearCluster(Operation *op, KernelConfigAttr c) {
              << k << ")";
     return success();
   }
-  if (cluster != 2 || (c.getTile() != ArrayRef<int64_t>{128, 256, 64} &&
-                       c.getTile() != ArrayRef<int64_t>{64, 256, 64}))
+  if (cluster != 2 || c.getTile() != ArrayRef<int64_t>{128, 256, 64})
     return op->emitOpError()
            << "cluster " << cluster
-           << " of linear_tma_wgmma: 2 on a warp-specialised tile, [128, "
-              "256, 64] or [64, 256, 64] (pairs of row tiles share W's "
-              "tiles), or 2, 4 or 8 on the [128, 128, 64] tile (split K)";
+           << " of linear_tma_wgmma: 2 on the warp-specialised tile [128, "
+              "256, 64] (pairs of row tiles share W's tiles), or 2, 4 or 8 "
+              "on the [128, 128, 64] tile (split K)";
   return success();
 }
 

@@ -16,9 +16,6 @@
 //   half the shared-memory reads per product of two m64n128 halves), keep
 //   the next stage's products queued while the last one is released, and
 //   write the tile from their registers while the producer loads the next.
-//   With the tile [64, 256, 64] the consumers alternate instead (CUTLASS's
-//   ping-pong): each takes every other 64 x 256 tile of the block, so one
-//   consumer's writes overlap the other's products.
 //   With bf16 results and at most 3 stages each consumer writes its rows
 //   into a shared tile and TMA stores it, the stores running on while the
 //   next tile multiplies (linearStoresThroughShared; the registers'
@@ -80,7 +77,7 @@ public:
       : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, tileM(e.config.getTile()[0]),
         tileN(e.config.getTile()[1]), raster(e.config.getRaster()),
-        specialised(tileN == 256), alternate(specialised && tileM == 64),
+        specialised(tileN == 256),
         peers(specialised && e.config.getCluster() == 2 ? 2 : 1),
         splitK(!specialised && e.config.getCluster() > 1 ? e.config.getCluster()
                                                          : 1),
@@ -319,8 +316,7 @@ private:
     smem = dynamicSharedMemory();
     base = em.alignedBase(smem);
     tmX = em.tensorMap(xMapArg, xBox());
-    WGMMAPipeline pipe(em, kConsumers, stageBytes(), /*copies=*/false, peers,
-                       alternate);
+    WGMMAPipeline pipe(em, kConsumers, stageBytes(), /*copies=*/false, peers);
     pipe.init(tid);
     // A pair walks pairs of row tiles (a last one past T loads zeros and
     // stores nothing), both blocks the same tiles in the same order.
@@ -367,29 +363,23 @@ private:
     });
   }
 
-  /// Warpgroups 1 and 2: each tile's 64 rows of the consumer (alternating:
-  /// every other tile, all of its 64 rows) by all its columns, written
-  /// from the registers.
+  /// Warpgroups 1 and 2: each tile's 64 rows of the consumer by all its
+  /// columns, written from the registers or through shared memory.
   void consumeTiles(WGMMAPipeline &pipe, Value tid, Value warpgroup,
                     Value total, Value steps) {
     Value consumer = kb.subi(warpgroup, em.idx(1));
     Value t = kb.subi(tid, kb.muli(warpgroup, em.idx(128)));
     // The consumer's rows of each of its tiles start here.
-    Value first = alternate ? em.idx(0) : kb.muli(consumer, em.idx(64));
+    Value first = kb.muli(consumer, em.idx(64));
     pipe.enterConsumer();
     auto body = [&](Value i, Value tile) {
       setPersistentTile(tile);
-      std::function<void()> issued;
-      if (alternate) {
-        pipe.waitTurn(i);
-        issued = [&] { pipe.passTurn(i); };
-      }
       Value acc = pipe.consume(
           kb.muli(i, steps), steps, tileN, kTileK / kWGMMAK,
           [&](Value stage, Value acc) {
             return multiplyRows(stage, first, acc);
           },
-          em.remuIdx(t, 32), issued);
+          em.remuIdx(t, 32));
       AccumulatorFragment f(em, acc, tileN, t);
       if (throughShared)
         return storeThroughShared(f, t, consumer, first);
@@ -399,8 +389,6 @@ private:
         kb.ifThen(kb.eqi(weight, em.idx(w)),
                   [&, w] { storeFragment(w, f, first); });
     };
-    if (alternate)
-      return pipe.forEachConsumerTile(total, consumer, body);
     pipe.forEachTile(total, body);
     // The last tile's stores complete before the block exits.
     if (throughShared)
@@ -543,12 +531,12 @@ private:
   Location loc;
   KernelBuilder &kb;
   WGMMAEmitter em;
-  /// The output tile: [128, 128] (one warpgroup), [128, 256] (two
-  /// consumers sharing each tile) or [64, 256] (alternating consumers).
+  /// The output tile: [128, 128] (one warpgroup) or [128, 256] (two
+  /// consumers sharing each tile).
   int64_t tileM, tileN;
   /// Row tiles per band of the tile order (TileRaster.h).
   int64_t raster;
-  bool specialised, alternate;
+  bool specialised;
   /// Blocks of a cluster that share W's tiles (1: none).
   int64_t peers;
   /// Blocks of a cluster that split K (the one-warpgroup tile with

@@ -3,13 +3,10 @@
 // k3.moe_grouped_glu and k3.moe_grouped_down on Hopper (config kernel
 // `moe_grouped_wgmma`), in one of two schedules chosen by the config's
 // tile: one warpgroup per 128-row tile of one expert's segment of the
-// sorted rows and 128 output columns (the default, below); or [128, 256,
-// 64], persistent and warp-specialised (emitPersistent: a block per SM
-// walks the tiles, a producer warpgroup and two consumers that write
-// from their registers; docs/moe.md); or [64, 256, 64], the same with the
-// consumers alternating (each takes one 64-row half of every 128-row tile,
-// staggered, so that one's epilogue overlaps the other's products:
-// MoEGroupedAlternating.cpp).
+// sorted rows and 128 output columns (below); or [128, 256, 64],
+// persistent and warp-specialised (emitPersistent: a block per SM walks
+// the tiles, a producer warpgroup and two consumers that write from their
+// registers or through shared memory; docs/moe.md).
 //
 // - Schedule: the grid has a block per (row tile, column tile) for the most
 //   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
@@ -168,8 +165,7 @@ public:
       : tileN(e.config.getTile()[1]), tileM(e.config.getTile()[0]), g(g), e(e),
         op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb},
-        specialised(tileN == 256), alternate(specialised && tileM == 64),
-        mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
+        specialised(tileN == 256), mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         counter(e.config.getScheduler() == TileScheduler::counter),
@@ -190,8 +186,7 @@ public:
   /// Rows of this tile inside the segment, and the first's sorted index.
   Value rowStart, validRows, expert, tid, smem, base;
   /// Output columns of one tile (gate/up: both halves), and rows of one
-  /// stage's tile of rows (128, or 64 for alternating consumers; the
-  /// tables' tiles are 128 rows either way).
+  /// stage's tile of rows (128, as the tables' tiles).
   int64_t tileN, tileM;
 
 private:
@@ -325,10 +320,9 @@ private:
   Value consumerThread(Value consumer);
   /// A consumer's products of one tile's steps from `first` (its rows of
   /// the rows tile from `firstRow`, the members holding the tile's rows)
-  /// and its epilogue from registers; `issued` as WGMMAPipeline::consume.
+  /// and its epilogue.
   void consumeRows(WGMMAPipeline &pipe, Value first, Value steps, Value t,
-                   Value firstRow, const Epilogue &epi,
-                   const std::function<void()> &issued = {});
+                   Value firstRow, const Epilogue &epi);
 
   /// The producer warpgroup: per tile, its expert and rows found by the
   /// warpgroup (a named barrier over its 128 threads), published to the
@@ -351,26 +345,6 @@ private:
   /// routing weights, the products, and the epilogue from registers.
   void consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
                     Value consumer, const Epilogue &epi);
-
-  /// Alternating consumers (MoEGroupedAlternating.cpp). The producer walks
-  /// the block's 128-row tiles as produceTiles does, each as two 64-row
-  /// halves: the first's k-steps, then the second's, or one empty step
-  /// where the tile has 64 rows or fewer. Each half's slot carries whether
-  /// the second half has rows, so that both consumers, walking the same
-  /// tiles, know where the next tile's steps start.
-  void produceHalves(WGMMAPipeline &pipe, Value total, Value steps);
-  /// The block's tiles bid, bid + grid, ... with a pipeline step carried
-  /// from tile to tile: body(k, tile, first step) returns the next tile's.
-  void walkTilesFromStep(Value total,
-                         const std::function<Value(Value, Value, Value)> &body);
-  /// Consumer c's half of each tile (it skips an empty second half).
-  void consumeHalves(WGMMAPipeline &pipe, Value total, Value steps,
-                     Value consumer, const Epilogue &epi);
-  /// This tile's rows (found or dense) as two halves published in slots
-  /// 2 k and 2 k + 1 of tile k, the halves' steps from `first`; returns
-  /// the next tile's first step.
-  Value produceTileHalves(WGMMAPipeline &pipe, Value k, Value first,
-                          Value steps);
 
   /// The warp-specialised epilogue: the consumer's registers, two adjacent
   /// columns of one row at a time; the gate/up GEMM's ups are the column
@@ -455,7 +429,7 @@ private:
   KernelBuilder &kb;
   WGMMAEmitter em;
   MMAEmitter mma;
-  bool specialised, alternate, mxfp4, rowsByTMA;
+  bool specialised, mxfp4, rowsByTMA;
   int64_t clusterBlocks;
   /// Result columns a tile writes through shared memory (0: from
   /// registers).

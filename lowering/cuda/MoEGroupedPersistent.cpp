@@ -21,13 +21,12 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   setUpOperands();
   WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
-                     /*copies=*/!rowsByTMA, /*peers=*/1, alternate);
+                     /*copies=*/!rowsByTMA);
   pipe.init(tid);
-  // Alternating consumers read every half's rows from its slot, the dense
-  // GLU's too.
-  // The counter scheduler's consumers read every tile from its slot.
+  // The counter scheduler's consumers read every tile from its slot, the
+  // dense GLU's too.
   Type i32 = b.getI32Type();
-  if (!g.dense || alternate || counter) {
+  if (!g.dense || counter) {
     found = mma.workgroupArray(e.fn, i32, 2 * 4);
     published = mma.workgroupArray(e.fn, i32, em.stages * 4);
   }
@@ -41,15 +40,10 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
   Value total = kb.muli(rowTiles, kb.idx(g.columnTiles));
   Value steps = kb.idx(g.reduction / kTileK);
   Value warpgroup = em.divuIdx(tid, kThreads);
-  kb.ifThen(kb.eqi(warpgroup, kb.idx(0)), [&] {
-    if (alternate)
-      return produceHalves(pipe, total, steps);
-    produceTiles(pipe, total, steps);
-  });
+  kb.ifThen(kb.eqi(warpgroup, kb.idx(0)),
+            [&] { produceTiles(pipe, total, steps); });
   kb.ifThen(kb.gei(warpgroup, kb.idx(1)), [&] {
     Value consumer = kb.subi(warpgroup, kb.idx(1));
-    if (alternate)
-      return consumeHalves(pipe, total, steps, consumer, epi);
     consumeTiles(pipe, total, steps, consumer, epi);
   });
   return success();
@@ -206,8 +200,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
 }
 
 void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
-                                Value t, Value firstRow, const Epilogue &epi,
-                                const std::function<void()> &issued) {
+                                Value t, Value firstRow, const Epilogue &epi) {
   // This thread's two rows of the tile (its fragment's, from the
   // consumer's first row) and (down) their (token, slot) pairs.
   std::array<Value, 2> rows, rowPairs, weights;
@@ -215,12 +208,10 @@ void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
     rows[h] = kb.addi(firstRow, AccumulatorFragment::rowOf(em, t, h));
     rowPairs[h] = rowPair(rows[h]);
   }
-  Value acc = pipe.consume(
-      first, steps, tileN, kTileK / kWGMMAK,
-      [&](Value stage, Value acc) {
-        return multiplyRows(stage, firstRow, acc);
-      },
-      Value(), issued);
+  Value acc = pipe.consume(first, steps, tileN, kTileK / kWGMMAK,
+                           [&](Value stage, Value acc) {
+                             return multiplyRows(stage, firstRow, acc);
+                           });
   // (down) The weights' loads wait for the pairs' values: issued
   // before the products, those landed while they ran.
   for (int64_t h = 0; h < 2; ++h)

@@ -19,23 +19,14 @@ void WGMMAPipeline::init(Value tid) {
   // full: thread 0's arrive (the TMA bytes complete the phase) and, with
   // copies, every producer thread's once its copies landed; empty: every
   // consumer thread's arrive (a pair's: every consumer warp's of both
-  // blocks); alternating consumers: the one whose tile read the stage.
+  // blocks).
   int64_t fullArrivals = copies ? 1 + 128 : 1;
-  int64_t releasing = alternate ? 1 : consumers;
-  int64_t emptyArrivals = peers == 1 ? 128 * releasing : peers * 4 * releasing;
+  int64_t emptyArrivals = peers == 1 ? 128 * consumers : peers * 4 * consumers;
   for (int64_t s = 0; s < em.stages; ++s) {
     nvgpu::MBarrierInitOp::create(b, loc, full, em.idx(fullArrivals), em.idx(s),
                                   first);
     nvgpu::MBarrierInitOp::create(b, loc, empty, em.idx(emptyArrivals),
                                   em.idx(s), first);
-  }
-  if (alternate) {
-    turn = nvgpu::MBarrierCreateOp::create(
-        b, loc,
-        nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 2));
-    for (int64_t c = 0; c < 2; ++c)
-      nvgpu::MBarrierInitOp::create(b, loc, turn, em.idx(128), em.idx(c),
-                                    first);
   }
   if (peers == 1)
     return (void)gpu::BarrierOp::create(b, loc);
@@ -188,33 +179,9 @@ void WGMMAPipeline::waitFull(Value step) {
   waitRound(full, step, em.remuIdx(step, em.stages), 0);
 }
 
-void WGMMAPipeline::waitTurn(Value i) {
-  OpBuilder &b = em.b;
-  Location loc = em.loc;
-  KernelBuilder &kb = em.kb;
-  assert(alternate && "turns are the alternating consumers'");
-  // Tile i's consumer needs the other's ceil(i / 2) tiles before it:
-  // turn[i % 2]'s phase ceil(i / 2) - 1.
-  kb.ifThen(kb.gei(i, em.idx(1)), [&] {
-    Value phase = kb.subi(em.divuIdx(kb.addi(i, em.idx(1)), 2), em.idx(1));
-    Value parity = arith::TruncIOp::create(
-        b, loc, b.getI1Type(),
-        arith::IndexCastOp::create(b, loc, b.getI32Type(),
-                                   em.remuIdx(phase, 2)));
-    nvgpu::MBarrierTryWaitParityOp::create(b, loc, turn, parity,
-                                           em.idx(10000000), em.remuIdx(i, 2));
-  });
-}
-
-void WGMMAPipeline::passTurn(Value i) {
-  assert(alternate && "turns are the alternating consumers'");
-  nvgpu::MBarrierArriveOp::create(em.b, em.loc, turn,
-                                  em.remuIdx(em.kb.addi(i, em.idx(1)), 2));
-}
-
 Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
                              int64_t groupsPerStage, const Multiply &multiply,
-                             Value lane, const std::function<void()> &issued) {
+                             Value lane) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
@@ -239,8 +206,6 @@ Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
               [&] { release(kb.subi(g, em.idx(1)), lane); });
     scf::YieldOp::create(b, loc, acc);
   }
-  if (issued)
-    issued();
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
             [&] { release(kb.subi(kb.addi(first, steps), em.idx(1)), lane); });
@@ -249,26 +214,12 @@ Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
 
 void WGMMAPipeline::forEachTile(Value total,
                                 const std::function<void(Value, Value)> &body) {
-  walkTiles(total, Value(), 1, body);
-}
-
-void WGMMAPipeline::forEachConsumerTile(
-    Value total, Value consumer,
-    const std::function<void(Value, Value)> &body) {
-  assert(alternate && "consumers share each tile");
-  walkTiles(total, consumer, consumers, body);
-}
-
-void WGMMAPipeline::walkTiles(Value total, Value start, int64_t every,
-                              const std::function<void(Value, Value)> &body) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
   Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value grid = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-  Value from = start ? kb.addi(bid, kb.muli(start, grid)) : bid;
-  Value step = every == 1 ? grid : kb.muli(grid, em.idx(every));
-  auto loop = scf::ForOp::create(b, loc, from, total, step);
+  auto loop = scf::ForOp::create(b, loc, bid, total, grid);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value tile = loop.getInductionVar();

@@ -27,18 +27,6 @@
 // `setmaxnreg` (the producer needs few; the consumers hold 64 x 256 f32
 // accumulators).
 //
-// Alternating consumers (`alternate`: CUTLASS's ping-pong schedule) each
-// take whole tiles, consumer c the block's tiles c, c + 2, ...: while one
-// writes its tile from its registers the other's products keep the tensor
-// cores busy. The pipeline's steps stay in tile order, so a stage is
-// released by the one consumer whose tile read it (empty[s] counts one
-// consumer's arrivals). The consumers take turns (CUTLASS's ordered
-// sequence barrier): tile i's consumer waits for its first stage only once
-// tile i - 1's consumer has waited for its last. A parity wait cannot tell
-// a phase from the one two phases later, so without the turns consumer 1,
-// a whole tile ahead, would pass its first wait on a stage that still
-// holds an earlier round (waitTurn, passTurn).
-//
 // Pairs (a cluster of two blocks, `peers` = 2) share one operand's tiles:
 // each block's producer loads half of the shared tile by TMA multicast
 // into both blocks' stage, so a stage's full barrier completes on bytes
@@ -83,12 +71,11 @@ public:
   /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
   /// each block); `copies`: whether the producer also copies with cp.async
   /// (produceWithCopies); `peers`: 1, or 2 for a cluster pair that shares
-  /// the stages' multicast tiles (TMA only); `alternate`: the consumers
-  /// take alternate tiles (forEachConsumerTile) instead of sharing each.
+  /// the stages' multicast tiles (TMA only).
   WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
-                bool copies = false, int64_t peers = 1, bool alternate = false)
+                bool copies = false, int64_t peers = 1)
       : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies),
-        peers(peers), alternate(alternate) {
+        peers(peers) {
     assert((peers == 1 || !copies) && "cp.async copies cannot multicast");
   }
 
@@ -128,7 +115,7 @@ public:
                          const IssueLoads &loads, const IssueLoads &copy,
                          const Publish &publish = {});
 
-  /// A step with nothing to load (an alternating consumer's empty tile):
+  /// A step with nothing to load (the counter scheduler's end):
   /// the producer's threads wait for the stage as for a load, thread 0
   /// runs `publish`, and the full barrier completes on arrivals alone.
   void produceEmpty(Value tid, Value step, const Publish &publish);
@@ -147,18 +134,10 @@ public:
   /// pair's releases need): `steps`
   /// k-steps (pipeline steps from `first`) into a zeroed 64 x `columns`
   /// f32 accumulator; returns it with every product complete and every
-  /// stage released. `issued`, if given, runs once the last step's stage
-  /// was waited for and its products issued.
+  /// stage released.
   Value consume(Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply,
-                Value lane = Value(), const std::function<void()> &issued = {});
-
-  /// Alternating consumers: before tile `i` (the block's tile index; tile
-  /// i's consumer is i % 2) waits for any stage, it waits until tile i - 1's
-  /// consumer passed its turn; passTurn(i) hands the turn to tile i + 1's
-  /// consumer once tile i's last stage was waited for.
-  void waitTurn(Value i);
-  void passTurn(Value i);
+                Value lane = Value());
 
   /// A persistent kernel's tiles: body(i, tile) for this block's tiles
   /// bid + i grid < total (a grid of one block per SM, each tile's k-steps
@@ -182,11 +161,6 @@ public:
                             const std::function<Value(Value)> &published,
                             const std::function<void(Value, Value)> &body);
 
-  /// An alternating consumer's share of forEachTile: body(i, tile) for the
-  /// block's tiles i = consumer, consumer + consumers, ...
-  void forEachConsumerTile(Value total, Value consumer,
-                           const std::function<void(Value, Value)> &body);
-
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
 
@@ -200,19 +174,12 @@ private:
   void expectAndLoad(Value stage, Value kt, const IssueLoads &loads);
   /// A consumer thread's release of pipeline step g's stage.
   void release(Value g, Value lane);
-  /// The block's tiles from bid + start grid (no start: bid), `every`
-  /// grid apart.
-  void walkTiles(Value total, Value start, int64_t every,
-                 const std::function<void(Value, Value)> &body);
 
   WGMMAEmitter &em;
   int64_t consumers, stageBytes;
   bool copies;
   int64_t peers;
-  bool alternate;
-  /// turn[c]: consumer c's turn (alternating consumers), completed by the
-  /// other consumer's 128 arrivals.
-  Value full, empty, turn;
+  Value full, empty;
 };
 
 } // namespace mlir::k3
