@@ -138,6 +138,7 @@ DENSE_VARIANTS = {"default": "", "ws-4stages": WS, "ws-shared": WS_SHARED,
                   "ws-shared-counter": WS_SHARED + ",glu_wgmma.scheduler=counter",
                   # The GLU alone at 4 stages (its 128 result columns a tile
                   # through shared memory) with tiles from the counter.
+                  "glu-ws4": "kernel-config=" + specialised(("glu_wgmma",), 4),
                   "glu-ws4-counter": "kernel-config=" + specialised(("glu_wgmma",), 4)
                                      + ",glu_wgmma.scheduler=counter"}
 if os.environ.get("K3_MOE_VARIANTS"):
