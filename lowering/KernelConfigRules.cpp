@@ -807,7 +807,7 @@ LogicalResult verifyLatentAttentionSplit(LatentAttentionOp op,
            << " channels) do not divide over the block's " << 32 * c.getWarps()
            << " threads";
   if (int64_t bytes = latentSplitAttendSharedBytes(d, latentCacheType(op));
-      bytes > 227 * 1024)
+      bytes > kSm90SmemPerBlock)
     return op.emitOpError() << "latent_attention_split needs " << bytes
                             << " bytes of shared memory with " << tile[0]
                             << " heads per block (at most 227 KiB)";
@@ -1099,7 +1099,7 @@ LogicalResult verifyMoERouterMMA(MoERouterOp op, KernelConfigAttr c) {
            << "moe_router_mma tile is [G, C]: G = 16 or 32 tokens per block, "
               "C channels per chunk (a multiple of 16 dividing "
            << hidden << ")";
-  if (routerMMASharedBytes(op, tile[0], tile[1]) > 227 * 1024)
+  if (routerMMASharedBytes(op, tile[0], tile[1]) > kSm90SmemPerBlock)
     return op.emitOpError() << "moe_router_mma needs "
                             << routerMMASharedBytes(op, tile[0], tile[1])
                             << " bytes of shared memory (max 232448)";
@@ -1327,7 +1327,7 @@ bool sharedEpilogueSchedule(KernelConfigAttr c, int64_t columns) {
   if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2)
     return false;
   return groupedWGMMASharedBytes(c.getStages(), 256, /*mxfp4=*/false, 128,
-                                 columns) <= 227 * 1024;
+                                 columns) <= kSm90SmemPerBlock;
 }
 
 bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
@@ -1340,6 +1340,15 @@ bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
   return 5 * tiles >= 4 * waves * sms;
 }
 
+/// Column tiles of `width` output columns of a k3.linear or
+/// k3.linear_group (each weight's last tile may be partial).
+int64_t linearColumnTiles(Operation *op, int64_t width) {
+  int64_t tiles = 0;
+  for (Value w : op->getOperands().drop_front())
+    tiles += (dimOf(w, 0) + width - 1) / width;
+  return tiles;
+}
+
 /// Whether a prefill linear takes the persistent warp-specialised schedule
 /// with its results through shared memory (linearStoresThroughShared): bf16
 /// results, and tiles that balance (persistentTilesBalance). On an H100 at
@@ -1350,11 +1359,8 @@ bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
 /// (bench/results/gemm-nvidia-h100-80gb-hbm3-20261206T075113Z.json).
 bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
                                  int64_t maxRows) {
-  int64_t columnTiles = 0;
-  for (Value w : op->getOperands().drop_front())
-    columnTiles += (dimOf(w, 0) + 255) / 256;
   return resultsAreBF16(op) &&
-         persistentTilesBalance(columnTiles, target, maxRows);
+         persistentTilesBalance(linearColumnTiles(op, 256), target, maxRows);
 }
 
 /// Blocks of a cluster that split K for a prefill linear's [128, 128]
@@ -1369,10 +1375,7 @@ bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
 /// and 128 tiles gained 8-10 % (bench/results/
 /// gemm-nvidia-h100-80gb-hbm3-20261206T123241Z.json, ...123245Z.json).
 int64_t linearSplitK(Operation *op, GPUTargetAttr target, int64_t maxRows) {
-  int64_t columnTiles = 0;
-  for (Value w : op->getOperands().drop_front())
-    columnTiles += (dimOf(w, 0) + 127) / 128;
-  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
+  int64_t tiles = (maxRows + 127) / 128 * linearColumnTiles(op, 128),
           sms = target.getSmCount(), steps = dimOf(op->getOperand(1), 1) / 64;
   // Without a row bound (max-tokens 0) the tiles are unknown.
   if (maxRows <= 0 || 2 * tiles > sms)

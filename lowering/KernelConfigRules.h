@@ -84,6 +84,9 @@ int64_t linearGEMVRowTiles(int64_t nOut, const LinearGEMVTile &tile);
 int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128,
                                int64_t tileM = 128, bool sharedEpilogue = false,
                                bool splitK = false);
+/// sm_90's most shared memory for one block (227 KiB), for the rules that
+/// have no target at hand.
+constexpr int64_t kSm90SmemPerBlock = 227 * 1024;
 /// Most stages with which the persistent linear's result tiles still fit
 /// in shared memory beside them.
 constexpr int64_t kSharedEpilogueMaxStages = 3;
