@@ -55,6 +55,15 @@ VARIANTS = {
                          + ",moe_grouped_wgmma.scheduler=counter",
                          "moe_grouped_wgmma 128x256 persistent, 3 stages, tiles claimed "
                          "from a counter"),
+    # The gate/up GEMM's persistent blocks in cluster pairs sharing the
+    # weights by TMA multicast (MoEGroupedPersistent.cpp, "Pairs"): I 256
+    # is two column tiles, so an expert with an odd count of row tiles
+    # ends in a solo pair tile (expert 3's 8 tiles at T = 1000: shared
+    # pairs alone); rank 0 claims for both from the counter.
+    "moe_grouped_pairs": ("kernel-config=" + persistent("moe_grouped_glu", 4)
+                          + ",moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2",
+                          "gate/up moe_grouped_wgmma 128x256 persistent in cluster pairs "
+                          "sharing the weights, counter; down default"),
     # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
     # (D 512: two pairs of 128-column tiles).
     "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2,"

@@ -109,6 +109,10 @@ TRIAL_VARIANTS = {
     "gateup-ws4": "kernel-config=" + specialised(("moe_grouped_glu",), 4),
     "gateup-ws4-counter": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
                           + ",moe_grouped_glu.scheduler=counter",
+    # The same in cluster pairs that share the weights' tiles by TMA
+    # multicast (MoEGroupedPersistent.cpp, "Pairs").
+    "gateup-pairs": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
+                    + ",moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2",
     # The down GEMM persistent with tiles from the counter: 4 stages
     # (results from registers: its 256 columns do not fit beside them) or
     # 3 (through shared memory).

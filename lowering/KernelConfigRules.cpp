@@ -1949,23 +1949,51 @@ static LogicalResult verifyLinearCluster(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
+/// Pairs of the grouped gate/up GEMM's persistent schedule, which share
+/// an expert's weight tiles by TMA multicast and take their tiles from the
+/// counter, which rank 0 claims for both (MoEGroupedPersistent.cpp).
+static LogicalResult verifyGateUpPairs(MoEGroupedGLUOp op, KernelConfigAttr c) {
+  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} ||
+      c.getScheduler() != TileScheduler::counter)
+    return op.emitOpError()
+           << "cluster 2 of k3.moe_grouped_glu pairs the persistent "
+              "schedule's blocks: tile [128, 256, 64] and scheduler counter";
+  if (hasMXFP4Weights(op) || op.hasSharedExpert())
+    return op.emitOpError() << "cluster 2 of k3.moe_grouped_glu needs bf16 "
+                               "routed weights (by TMA) and no shared expert "
+                               "in the launch";
+  if (int64_t columnTiles = dimOf(op.getW1(), 1) / 128; columnTiles % 2 != 0)
+    return op.emitOpError()
+           << "cluster 2 of k3.moe_grouped_glu gives a solo pair tile two "
+              "column tiles: the intermediate width must be a multiple of "
+              "256, got "
+           << dimOf(op.getW1(), 1);
+  return success();
+}
+
 /// Clusters: pairs of blocks of the grouped MoE down GEMM's one-warpgroup
 /// schedule, which share its rows' tiles by TMA multicast (MoEGroupedKernel.h),
-/// and of the linear kernel's warp-specialised schedule, which share W's.
+/// of the gate/up GEMM's persistent schedule, which share the weights'
+/// (verifyGateUpPairs), and of the linear kernel's warp-specialised
+/// schedule, which share W's.
 static LogicalResult verifyCluster(Operation *op, KernelConfigAttr c) {
   int64_t cluster = c.getCluster();
   if (cluster == 0 || cluster == 1)
     return success();
   if (c.getKernel() == KernelKind::linear_tma_wgmma)
     return verifyLinearCluster(op, c);
+  if (auto glu = dyn_cast<MoEGroupedGLUOp>(op);
+      glu && c.getKernel() == KernelKind::moe_grouped_wgmma && cluster == 2)
+    return verifyGateUpPairs(glu, c);
   auto down = dyn_cast<MoEGroupedDownOp>(op);
   if (c.getKernel() != KernelKind::moe_grouped_wgmma || !down || cluster != 2)
     return op->emitOpError()
            << "cluster " << cluster
            << " applies, as 2, to linear_tma_wgmma's 256-column tiles "
-              "(pairs of row tiles sharing W) and to k3.moe_grouped_down's "
+              "(pairs of row tiles sharing W), to k3.moe_grouped_down's "
               "moe_grouped_wgmma kernel (pairs of column tiles sharing the "
-              "rows), got "
+              "rows) and to k3.moe_grouped_glu's persistent one (pairs "
+              "sharing the weights), got "
            << stringifyKernelKind(c.getKernel()) << " on " << op->getName()
            << " (an override for the prefill's GEMMs alone: "
               "<op>@prefill.cluster=2)";
@@ -1994,12 +2022,14 @@ static LogicalResult verifyScheduler(Operation *op, KernelConfigAttr c) {
     return success();
   bool grouped = c.getKernel() == KernelKind::moe_grouped_wgmma ||
                  c.getKernel() == KernelKind::glu_wgmma;
-  if (!grouped || c.getTile() != ArrayRef<int64_t>{128, 256, 64} ||
-      c.getCluster() == 2)
+  // Pairs claim from the counter only on the gate/up GEMM
+  // (verifyGateUpPairs).
+  bool pairs = c.getCluster() == 2 && !isa<MoEGroupedGLUOp>(op);
+  if (!grouped || c.getTile() != ArrayRef<int64_t>{128, 256, 64} || pairs)
     return op->emitOpError()
            << "scheduler counter applies to the persistent schedule of "
-              "moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64], no "
-              "cluster), got "
+              "moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64]; "
+              "cluster 2 only on k3.moe_grouped_glu), got "
            << stringifyKernelKind(c.getKernel()) << " with tile ["
            << c.getTile() << "]";
   return success();

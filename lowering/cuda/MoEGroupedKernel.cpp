@@ -115,18 +115,36 @@ void GroupedKernel::copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies) {
 void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
   Value k0 = kb.muli(kt, kb.idx(kTileK));
   int64_t rowsPerMap = g.weightRowsPerMap;
-  for (auto [i, tm] : llvm::enumerate(weightMaps)) {
-    Value dst = em.view(smem,
-                        kb.addi(stageOffset(stage, 1),
-                                kb.idx(int64_t(i) * rowsPerMap * kTileK * 2)),
-                        em.tileType(weightBox(), b.getBF16Type()));
+  auto loadWeights = [&](int64_t i, Value mask) {
+    Value dst = em.view(
+        smem,
+        kb.addi(stageOffset(stage, 1), kb.idx(i * rowsPerMap * kTileK * 2)),
+        em.tileType(weightBox(), b.getBF16Type()));
     Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
     SmallVector<Value> at = {k0, n0};
     if (!g.dense)
       at.push_back(expert);
-    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, tm, at, stage, Value(),
-                                  Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, weightMaps[i], at,
+                                  stage, mask, Value());
+  };
+  int64_t maps = weightMaps.size();
+  if (pairedWeights()) {
+    // A shared tile: rank r loads map r (W1 or W3, half the tile) into
+    // both blocks; else each block its own tile, both maps.
+    Value both = arith::ConstantIntOp::create(b, loc, 0b11, 16);
+    auto branch = scf::IfOp::create(b, loc, TypeRange{}, sharedWeights,
+                                    /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    for (int64_t i = 0; i < maps; ++i)
+      kb.ifThen(kb.eqi(rank, kb.idx(i)), [&] { loadWeights(i, both); });
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    for (int64_t i = 0; i < maps; ++i)
+      loadWeights(i, Value());
+    return;
   }
+  for (int64_t i = 0; i < maps; ++i)
+    loadWeights(i, Value());
   if (!rowsByTMA)
     return;
   if (!paired())

@@ -212,8 +212,11 @@ private:
     return {tileM / clusterBlocks, kTileK};
   }
 
-  /// Whether the blocks run in pairs that share the rows (cluster 2).
+  /// Whether the blocks run in cluster pairs (cluster 2): the one-warpgroup
+  /// down GEMM's share the rows, the persistent gate/up GEMM's the weights
+  /// (pairedWeights).
   bool paired() const { return clusterBlocks == 2; }
+  bool pairedWeights() const { return paired() && specialised; }
 
   /// Every thread of the block, or (paired) of the cluster, at one point:
   /// a stage's buffers are free once both blocks of a pair passed it.
@@ -334,6 +337,19 @@ private:
   /// barrier (the holder of claim i + 2 writes once every producer thread
   /// passed claim i + 1's barrier, after reading claim i).
   Value claimTile(TileCounter &tiles, Value i);
+  /// A weight-sharing pair's claim i: rank 0's thread 0 claims and signals
+  /// `claimed[i % 2]` of rank 1, whose producer threads read the claim
+  /// from rank 0's `claims[i % 2]` (k3gpu.cluster_load). Rank 0 reaches
+  /// claim i + 2 only after rank 1's consumers released most of tile
+  /// i + 1's stages, which rank 1's producer filled after reading claim
+  /// i + 1: the slot is not rewritten under a read.
+  Value claimPairTile(TileCounter &tiles, Value i);
+
+  /// A weight-sharing pair's tile `pairTile` (MoEGroupedPersistent.cpp,
+  /// "Pairs"): sets expert, rowStart, validRows, nTile and sharedWeights
+  /// for this block's rank; returns the code the consumers get (pairTile
+  /// C + nTile, C the column tiles).
+  Value locatePairTile(Value pairTile, Value i);
   /// The producer's end with the counter scheduler: an empty step whose
   /// slot holds a tile past the end (`total`) for the consumers, then
   /// thread 0's TileCounter::finish.
@@ -443,6 +459,12 @@ private:
   Value pairs, mTile, nTile, sourcePairs, rowsView, bars, rowWeights;
   /// The block's rank in its cluster pair (its block index in y).
   Value rank;
+  /// A weight-sharing pair's tile: whether both blocks take one weight
+  /// tile (each loads half, multicast) or each its own; and rank 1's
+  /// barriers for rank 0's claims.
+  Value sharedWeights, claimed;
+  /// A pair's consumer thread's lane (its releases reach both blocks).
+  Value lane;
   /// The dense GLU's 128-row tiles, computed once before its tiles (the
   /// grouped ops': none).
   Value denseRowTiles;

@@ -6,8 +6,30 @@
 // loads its stages, the two consumer warpgroups multiply and write from
 // their registers.
 //
+// Pairs (the gate/up GEMM with `cluster = 2`, tiles from the counter): two
+// blocks of a cluster (grid y = its rank) take the same expert's weight
+// tile where they can, each loading half of it (W1's rows or W3's) by TMA
+// multicast into both, so the pair reads it from L2 once. The persistent
+// gate/up kernel was L2-bound (Nsight Compute: 97 % of L2 throughput, 71 %
+// of DRAM's, bench/results/ncu/ncu-moe-grouped-kimi-T8192-default-
+// persistent-gate-up-nvidia-h100-20261206T1530Z.txt) and the weights are
+// most of its L2 reads: an expert's ~2.5 row tiles each read all of its
+// weights, its rows 8 times (once per column tile) only 1/8 as many bytes.
+// A pair tile of an expert with m row tiles and C column tiles is either
+// shared (row tiles 2p and 2p + 1, column tile n: one weight tile) or,
+// for an odd m's last row tile, solo (that row tile, column tiles 2s and
+// 2s + 1: each block its own weights, rows as unpaired). An expert has C
+// floor(m / 2) shared and (C / 2)(m mod 2) solo pair tiles, (C / 2) m in
+// all: pair tile q belongs to the expert holding row tile q / (C / 2), and
+// the pairs walk exactly the unpaired schedule's block tiles, none idle.
+// Rank 0 claims the pair tiles from the counter and hands each to rank 1
+// (claimPairTile); the stages are released to both blocks'
+// producers (WGMMAPipeline's pairs), the rows' copies stay in each block.
+//
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/MoEGroupedKernel.h"
+
+#include "dialects/K3GPU/K3GPUDialect.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -15,13 +37,28 @@ using namespace mlir::k3;
 namespace mlir::k3::grouped_wgmma {
 
 LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
-  e.setLaunch(GridSymbol::device_sm_count, 1, 0, 1, {threads(), 1, 1},
+  // A block per SM; pairs: a cluster per two SMs, grid y its rank.
+  e.setLaunch(GridSymbol::device_sm_count, 1, 0, clusterBlocks,
+              {threads(), 1, 1},
               groupedWGMMASharedBytes(em.stages, tileN, /*mxfp4=*/false, tileM,
                                       sharedColumns));
   tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  if (pairedWeights()) {
+    e.setClusterY(clusterBlocks);
+    rank = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    // Rank 1's claim barriers (rank 0's arrive), initialised before the
+    // pipeline's cluster barrier publishes every barrier to the pair.
+    claimed = nvgpu::MBarrierCreateOp::create(
+        b, loc,
+        nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 2));
+    Value first = kb.eqi(tid, kb.idx(0));
+    for (int64_t c = 0; c < 2; ++c)
+      nvgpu::MBarrierInitOp::create(b, loc, claimed, kb.idx(1), kb.idx(c),
+                                    first);
+  }
   setUpOperands();
   WGMMAPipeline pipe(em, kConsumers, tmaStageBytes(),
-                     /*copies=*/!rowsByTMA);
+                     /*copies=*/!rowsByTMA, clusterBlocks);
   pipe.init(tid);
   // The counter scheduler's consumers read every tile from its slot, the
   // dense GLU's too.
@@ -37,7 +74,8 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
   Value rowTiles =
       g.dense ? denseRowTiles
               : kb.loadIndex(g.tables.tileOffsets.full, {kb.idx(experts)});
-  Value total = kb.muli(rowTiles, kb.idx(g.columnTiles));
+  // Pairs walk (C / 2) per row tile (one block tile each per block).
+  Value total = kb.muli(rowTiles, kb.idx(g.columnTiles / clusterBlocks));
   Value steps = kb.idx(g.reduction / kTileK);
   Value warpgroup = em.divuIdx(tid, kThreads);
   kb.ifThen(kb.eqi(warpgroup, kb.idx(0)),
@@ -46,7 +84,39 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
     Value consumer = kb.subi(warpgroup, kb.idx(1));
     consumeTiles(pipe, total, steps, consumer, epi);
   });
+  pipe.finish();
   return success();
+}
+
+Value GroupedKernel::locatePairTile(Value pairTile, Value i) {
+  int64_t columns = g.columnTiles, half = columns / 2;
+  Value rowTile = em.divuIdx(pairTile, half);
+  auto place = [&](const SegmentEntry &n) -> SegmentTile {
+    Value tiles = kb.subi(n.endTile, n.firstTile);
+    Value r = kb.subi(pairTile, kb.muli(n.firstTile, kb.idx(half)));
+    Value sharedEnd = kb.muli(em.divuIdx(tiles, 2), kb.idx(columns));
+    Value shared = kb.lti(r, sharedEnd);
+    Value m = kb.select(
+        shared, kb.addi(kb.muli(em.divuIdx(r, columns), kb.idx(2)), rank),
+        kb.subi(tiles, kb.idx(1)));
+    Value n0 =
+        kb.select(shared, em.remuIdx(r, columns),
+                  kb.addi(kb.muli(kb.subi(r, sharedEnd), kb.idx(2)), rank));
+    Value start = kb.addi(n.firstRow, kb.muli(m, kb.idx(kTile)));
+    Value rows = kb.minsi(kb.subi(n.endRow, start), kb.idx(kTile));
+    Value sharedIndex = kb.select(shared, kb.idx(columns), kb.idx(0));
+    return {n.expert, start, rows, kb.addi(n0, sharedIndex)};
+  };
+  SegmentTile s = locateSegmentTileInBlock(
+      kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, rowTile,
+      kTile, tid, kThreads, found, slotOf(i, 2),
+      [&] { namedBarrier(kProducerBarrier, kThreads); }, place);
+  expert = s.expert;
+  rowStart = s.rowStart;
+  validRows = s.validRows;
+  nTile = em.remuIdx(s.extra, columns);
+  sharedWeights = kb.gei(s.extra, kb.idx(columns));
+  return kb.addi(kb.muli(pairTile, kb.idx(columns)), nTile);
 }
 
 void GroupedKernel::setTile(Value tile) {
@@ -93,11 +163,15 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
                                  Value steps) {
   startProducer(pipe);
   auto produceTile = [&](Value i, Value tile) {
-    setTile(tile);
     Value slot = slotOf(i, em.stages);
-    if (g.dense) {
+    Value code = tile;
+    if (pairedWeights()) {
+      code = locatePairTile(tile, i);
+    } else if (g.dense) {
+      setTile(tile);
       setDenseRows();
     } else {
+      setTile(tile);
       SegmentTile s = locateSegmentTileInBlock(
           kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,
           kTile, tid, kThreads, found, slotOf(i, 2),
@@ -108,11 +182,11 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
     }
     WGMMAPipeline::Publish publish;
     if (!g.dense || counter)
-      publish = [&, slot, tile] {
+      publish = [&, slot, code] {
         Value none = kb.idx(0);
         storeSegmentSlot(kb,
                          {g.dense ? none : expert, g.dense ? none : rowStart,
-                          g.dense ? none : validRows, tile},
+                          g.dense ? none : validRows, code},
                          published, slot);
       };
     produceSteps(pipe, kb.muli(i, steps), steps, publish);
@@ -121,8 +195,50 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
     return pipe.forEachTile(total, produceTile);
   TileCounter tiles(kb, e.fn);
   pipe.forEachClaimedTile(
-      total, [&](Value i) { return claimTile(tiles, i); }, produceTile,
-      [&](Value i) { endClaims(pipe, tiles, i, total, steps); });
+      total,
+      [&](Value i) {
+        return pairedWeights() ? claimPairTile(tiles, i) : claimTile(tiles, i);
+      },
+      produceTile, [&](Value i) { endClaims(pipe, tiles, i, total, steps); });
+}
+
+Value GroupedKernel::claimPairTile(TileCounter &tiles, Value i) {
+  Value at = em.remuIdx(i, 2);
+  Value leader = kb.eqi(rank, kb.idx(0));
+  Type i32 = b.getI32Type();
+  kb.ifThen(kb.andi(leader, kb.eqi(tid, kb.idx(0))), [&] {
+    Value tile = arith::IndexCastOp::create(b, loc, i32, tiles.claim());
+    memref::StoreOp::create(b, loc, tile, claims, ValueRange{at});
+    // The claim's store ordered before the arrive for rank 1 (a fence at
+    // cluster scope: the arrive alone releases at CTA scope).
+    NVVM::FenceScClusterOp::create(b, loc);
+    k3gpu::MBarrierArriveClusterOp::create(
+        b, loc, claimed, at, arith::ConstantIntOp::create(b, loc, 1, 32));
+  });
+  auto branch = scf::IfOp::create(b, loc, TypeRange{i32}, leader,
+                                  /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    namedBarrier(kProducerBarrier, kThreads);
+    Value mine = memref::LoadOp::create(b, loc, claims, ValueRange{at});
+    scf::YieldOp::create(b, loc, mine);
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    Value parity = arith::TruncIOp::create(
+        b, loc, b.getI1Type(),
+        arith::IndexCastOp::create(b, loc, i32,
+                                   em.remuIdx(em.divuIdx(i, 2), 2)));
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, claimed, parity,
+                                           kb.idx(10000000), at);
+    NVVM::FenceScClusterOp::create(b, loc);
+    Value leaders = k3gpu::ClusterLoadOp::create(
+        b, loc, VectorType::get({1}, i32), claims, ValueRange{at},
+        arith::ConstantIntOp::create(b, loc, 0, 32));
+    scf::YieldOp::create(
+        b, loc, vector::ExtractOp::create(b, loc, leaders, 0).getResult());
+  }
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                    branch.getResult(0));
 }
 
 Value GroupedKernel::claimTile(TileCounter &tiles, Value i) {
@@ -140,11 +256,16 @@ Value GroupedKernel::claimTile(TileCounter &tiles, Value i) {
 void GroupedKernel::endClaims(WGMMAPipeline &pipe, TileCounter &tiles, Value i,
                               Value total, Value steps) {
   Value none = kb.idx(0);
+  Value end = pairedWeights() ? kb.muli(total, kb.idx(g.columnTiles)) : total;
   pipe.produceEmpty(tid, kb.muli(i, steps), [&] {
-    storeSegmentSlot(kb, {none, none, none, total}, published,
+    storeSegmentSlot(kb, {none, none, none, end}, published,
                      slotOf(i, em.stages));
   });
-  kb.ifThen(kb.eqi(tid, kb.idx(0)), [&] { tiles.finish(); });
+  // A pair's rank 0 alone claimed: it counts the pair (grid x) done.
+  Value claimer = kb.eqi(tid, kb.idx(0));
+  if (pairedWeights())
+    claimer = kb.andi(claimer, kb.eqi(rank, kb.idx(0)));
+  kb.ifThen(claimer, [&] { tiles.finish(); });
 }
 
 Value GroupedKernel::consumerThread(Value consumer) {
@@ -155,8 +276,14 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
                                  Value consumer, const Epilogue &epi) {
   pipe.enterConsumer();
   Value t = consumerThread(consumer);
+  // A pair's consumers release each stage to both blocks, by lane.
+  lane = pairedWeights() ? em.remuIdx(t, 32) : Value();
   auto consumeTile = [&](Value i, Value tile) {
-    setTile(tile);
+    // A pair's code: pair tile C + column tile.
+    if (pairedWeights())
+      nTile = em.remuIdx(tile, g.columnTiles);
+    else
+      setTile(tile);
     Value firstStep = kb.muli(i, steps);
     if (g.dense) {
       setDenseRows();
@@ -183,11 +310,11 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
     b.setInsertionPointToStart(&live.getElseRegion().front());
     auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
     b.setInsertionPointToStart(skip.getBody());
-    pipe.skip(kb.addi(firstStep, skip.getInductionVar()));
+    pipe.skip(kb.addi(firstStep, skip.getInductionVar()), lane);
   };
   if (counter)
     pipe.forEachPublishedTile(
-        total, steps,
+        pairedWeights() ? kb.muli(total, kb.idx(g.columnTiles)) : total, steps,
         [&](Value i) {
           return loadSegmentSlot(kb, published, slotOf(i, em.stages)).extra;
         },
@@ -208,10 +335,12 @@ void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
     rows[h] = kb.addi(firstRow, AccumulatorFragment::rowOf(em, t, h));
     rowPairs[h] = rowPair(rows[h]);
   }
-  Value acc = pipe.consume(first, steps, tileN, kTileK / kWGMMAK,
-                           [&](Value stage, Value acc) {
-                             return multiplyRows(stage, firstRow, acc);
-                           });
+  Value acc = pipe.consume(
+      first, steps, tileN, kTileK / kWGMMAK,
+      [&](Value stage, Value acc) {
+        return multiplyRows(stage, firstRow, acc);
+      },
+      lane);
   // (down) The weights' loads wait for the pairs' values: issued
   // before the products, those landed while they ran.
   for (int64_t h = 0; h < 2; ++h)

@@ -107,11 +107,14 @@ inline SegmentTile loadSegmentSlot(KernelBuilder &kb, Value slots, Value at) {
 /// barrier by default) publishes them, so every thread that it
 /// synchronises must call this. A warp-specialised kernel's producer
 /// warpgroup finds its tiles alone: `threads` 128 and a named barrier over
-/// them.
+/// them. `place`, where given, computes the slot from the holding
+/// expert's entries instead (a cluster pair's tile, MoEGroupedPersistent.cpp,
+/// whose rows are not tile `tile`'s own).
 inline BlockSegmentTile locateSegmentTileInBlock(
     KernelBuilder &kb, Value offsets, Value tileOffsets, int64_t experts,
     Value tile, int64_t tileRows, Value tid, int64_t threads, Value slots,
-    Value slotAt = Value(), const std::function<void()> &barrier = {}) {
+    Value slotAt = Value(), const std::function<void()> &barrier = {},
+    const std::function<SegmentTile(const SegmentEntry &)> &place = {}) {
   if (!slotAt)
     slotAt = kb.idx(0);
   Value total = kb.loadIndex(tileOffsets, {kb.idx(experts)});
@@ -120,6 +123,8 @@ inline BlockSegmentTile locateSegmentTileInBlock(
     Value holds = kb.andi(
         n.inRange, kb.andi(kb.gei(tile, n.firstTile), kb.lti(tile, n.endTile)));
     kb.ifThen(holds, [&] {
+      if (place)
+        return storeSegmentSlot(kb, place(n), slots, slotAt);
       Value rowStart = kb.addi(
           n.firstRow, kb.muli(kb.subi(tile, n.firstTile), kb.idx(tileRows)));
       Value rows = kb.minsi(kb.subi(n.endRow, rowStart), kb.idx(tileRows));

@@ -37,7 +37,10 @@
 // the wgmma wait that ends the warp's reads. The barriers are initialised
 // and fenced for the cluster before either block loads (a cluster
 // barrier), and neither block exits while the other may still write into
-// its shared memory or arrive on its barriers (finish()).
+// its shared memory or arrive on its barriers (finish()). A copying
+// producer may run in a pair too: its copies land in its own block and
+// arrive on its own full barrier, beside the multicast TMA bytes (the
+// grouped gate/up GEMM's pairs, MoEGroupedPersistent.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef K3_LOWERING_CUDA_WGMMAPIPELINE_H
@@ -70,14 +73,12 @@ public:
 
   /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
   /// each block); `copies`: whether the producer also copies with cp.async
-  /// (produceWithCopies); `peers`: 1, or 2 for a cluster pair that shares
-  /// the stages' multicast tiles (TMA only).
+  /// (produceWithCopies; the copies stay in the block); `peers`: 1, or 2
+  /// for a cluster pair that shares the stages' multicast TMA tiles.
   WGMMAPipeline(WGMMAEmitter &em, int64_t consumers, int64_t stageBytes,
                 bool copies = false, int64_t peers = 1)
       : em(em), consumers(consumers), stageBytes(stageBytes), copies(copies),
-        peers(peers) {
-    assert((peers == 1 || !copies) && "cp.async copies cannot multicast");
-  }
+        peers(peers) {}
 
   /// Threads of the block: the producer and the consumers.
   int64_t threads() const { return 128 * (1 + consumers); }

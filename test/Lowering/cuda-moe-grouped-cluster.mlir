@@ -13,8 +13,9 @@
 // refilled; so at least 3 stages.
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
-// Pairs share the down GEMM's rows (by TMA): not the gate/up GEMM's
-// gathered rows, not MXFP4 weights, not an odd count of column tiles.
+// Pairs share the down GEMM's rows (by TMA): not MXFP4 weights, not an
+// odd count of column tiles; the gate/up GEMM's pairs share the weights
+// on its persistent schedule only (cuda-moe-grouped-pairs.mlir).
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_glu.cluster=2" 2>&1 | FileCheck %s --check-prefix=GLU
 // RUN: sed -e 's/tensor<?x256xbf16>/tensor<?x384xbf16>/g; s/x256xbf16>/x384xbf16>/g; s/tensor<8x256x128xbf16>/tensor<8x384x128xbf16>/g' %s > %t.odd.mlir
 // RUN: not k3-opt %t.odd.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3" 2>&1 | FileCheck %s --check-prefix=ODD
@@ -34,7 +35,7 @@
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %s --k3-compile="target=cuda output=%t.k3bin max-tokens=64 max-seqs=1 kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2" -o /dev/null
 // RUN: k3-run %t.k3bin --plan | FileCheck %s --check-prefix=PLAN
 
-// GLU: error: 'k3.moe_grouped_glu' op cluster 2 applies, as 2, to linear_tma_wgmma's 256-column tiles (pairs of row tiles sharing W) and to k3.moe_grouped_down's moe_grouped_wgmma kernel
+// GLU: error: 'k3.moe_grouped_glu' op cluster 2 of k3.moe_grouped_glu pairs the persistent schedule's blocks: tile [128, 256, 64] and scheduler counter
 // ODD: error: 'k3.moe_grouped_down' op cluster 2 pairs 128-column tiles: the output width must be a multiple of 256, got 384
 // STAGES: error: 'k3.moe_grouped_down' op cluster 2 needs at least 3 stages (a refill lands while two steps multiply), got 2
 // FOUR: error: 'k3.moe_grouped_down' op cluster 4 applies, as 2, to linear_tma_wgmma's 256-column tiles
