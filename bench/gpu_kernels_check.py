@@ -321,7 +321,7 @@ PARTIAL_NORM_MODEL = """func.func @forward(
 # 4096, 40 and 36 channels take the 4-channels-a-thread form (8- or 16-byte
 # vectors; 36 bf16 channels: rows 8-byte aligned only), 42 a channel a thread.
 SHORT_CONV_SHAPES = (("bf16", 4096), ("f32", 40), ("bf16", 36), ("bf16", 42))
-SHORT_CONV_LENS = ([1], [37], [1, 2, 0, 17, 40, 3], [0, 5, 0], [250])
+SHORT_CONV_LENS = ([1], [37], [1, 2, 0, 17, 40, 3], [0, 5, 0], [250], [120, 5, 111])
 SHORT_CONV_MODEL = """func.func @forward(
     %x: tensor<?x{C}x{X}> {{k3.name = "x", k3.dims = array<i64: -1, {C}>}},
     %s: tensor<?x{C}x3xf32> {{k3.name = "s", k3.dims = array<i64: -2, {C}, 3>}},

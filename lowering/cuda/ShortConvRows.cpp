@@ -283,8 +283,20 @@ private:
           loadInputs(kb.maxsi(kb.addi(t0, kb.idx(k - (ks - 1))), kb.idx(0))));
     Value n = cuSeqlens ? emitSequenceOf(kb, cuSeqlens, t0).second : kb.idx(0);
     Value start = seqStart(n), end = seqEnd(n);
-    // win[v * (ks - 1) + k]: channel v's input k of the window (0 oldest).
     const int64_t span = ks - 1;
+    // A tile inside one sequence and past its first kernel_size - 1 tokens
+    // (all of a long prefill's tiles but each sequence's first and last)
+    // needs no bounds, window state or final state per token: its own
+    // straight-line copy of the loop.
+    Value inside = kb.andi(kb.gei(kb.subi(t0, kb.idx(span)), start),
+                           kb.gei(end, kb.addi(t0, kb.idx(tile))));
+    auto paths = scf::IfOp::create(b, loc, TypeRange{}, inside,
+                                   /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&paths.getThenRegion().front());
+    tokensInside(t0, xs, before);
+    b.setInsertionPointToStart(&paths.getElseRegion().front());
+    // win[v * (ks - 1) + k]: channel v's input k of the window (0 oldest).
     SmallVector<Value> win(vec * span, kb.f32(0.0));
     Type idx = b.getIndexType();
     for (int64_t j = 0; j < tile; ++j) {
@@ -333,17 +345,7 @@ private:
           win =
               select(kb.eqi(t, start), vec * span, fresh, [&] { return win; });
       }
-      SmallVector<Value> out;
-      for (int64_t v = 0; v < vec; ++v) {
-        Value acc = kb.f32(0.0);
-        for (int64_t k = 0; k < ks; ++k)
-          acc = kb.fma(wt[v][k], k < span ? win[v * span + k] : xs[j][v], acc);
-        out.push_back(em.siluApprox(acc));
-        if (span == 0)
-          continue;
-        win.erase(win.begin() + v * span);
-        win.insert(win.begin() + v * span + span - 1, xs[j][v]);
-      }
+      SmallVector<Value> out = convolve(win, xs[j]);
       Value valid = kb.lti(t, numTokens);
       Value outN = n;
       SmallVector<Value> done(win);
@@ -356,6 +358,39 @@ private:
         });
       });
     }
+  }
+
+  /// The outputs of the thread's channels at a token whose inputs are
+  /// `in`, from the window `win` (the taps summed in the loop nest's
+  /// order), and the window moved on past the token.
+  SmallVector<Value> convolve(SmallVector<Value> &win, ArrayRef<Value> in) {
+    const int64_t span = ks - 1;
+    SmallVector<Value> out;
+    for (int64_t v = 0; v < vec; ++v) {
+      Value acc = kb.f32(0.0);
+      for (int64_t k = 0; k < ks; ++k)
+        acc = kb.fma(wt[v][k], k < span ? win[v * span + k] : in[v], acc);
+      out.push_back(em.siluApprox(acc));
+      if (span == 0)
+        continue;
+      win.erase(win.begin() + v * span);
+      win.insert(win.begin() + v * span + span - 1, in[v]);
+    }
+    return out;
+  }
+
+  /// A tile inside one sequence, past its first kernel_size - 1 tokens
+  /// (tokens(): every token exists, none starts or ends the sequence): the
+  /// window starts as the inputs before t0.
+  void tokensInside(Value t0, ArrayRef<SmallVector<Value>> xs,
+                    ArrayRef<SmallVector<Value>> before) {
+    const int64_t span = ks - 1;
+    SmallVector<Value> win;
+    for (int64_t v = 0; v < vec; ++v)
+      for (int64_t k = 0; k < span; ++k)
+        win.push_back(before[k][v]);
+    for (int64_t j = 0; j < tile; ++j)
+      storeOutputs(convolve(win, xs[j]), kb.addi(t0, kb.idx(j)));
   }
 
   /// Sequences without tokens keep their state (or zeros).

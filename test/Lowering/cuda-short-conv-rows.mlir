@@ -28,6 +28,16 @@
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 63, grid_divisor = 8, block = [128, 1, 1]>
 // CHECK-COUNT-4: vector.load {{.*}} {alignment = 16 : i64} : memref<16384xf32>, vector<4xf32>
 // CHECK-COUNT-11: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
+// A tile inside one sequence and past its first 3 tokens runs a
+// straight-line copy of the walk (8 stores, no bounds or state); the
+// others the general walk.
+// CHECK: arith.subi %{{.*}}, %c3{{.*}} : index
+// CHECK-NEXT: arith.cmpi sge
+// CHECK-NEXT: %[[INSIDE:.*]] = arith.andi
+// CHECK-NEXT: scf.if %[[INSIDE]] {
+// CHECK-NOT: scf.if
+// CHECK-COUNT-8: vector.store {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
+// CHECK-NEXT: } else {
 // CHECK: scf.while
 // CHECK: math.exp2
 // CHECK: k3gpu.rcp_approx
