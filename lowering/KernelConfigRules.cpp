@@ -1516,8 +1516,8 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   }
   case KernelKind::linear_tma_wgmma:
     if (!decode && linearPrefersSharedEpilogue(op, target, maxRows))
-      return config(ctx, kind, {128, 256, 64}, 12, kSharedEpilogueMaxStages, 1,
-                    kDefaultRasterRowTiles);
+      return config(ctx, kind, {128, 256, 64}, 12, sharedEpilogueMaxStages(256),
+                    1, kDefaultRasterRowTiles);
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup; 2 TMA stages (65 KiB) so that three blocks
     // share an SM: at T = 8192, 656 TFLOP/s instead of 496 on Kimi's o
@@ -1545,8 +1545,8 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
   case KernelKind::glu_wgmma:
     if (auto glu = dyn_cast<GLUGateUpOp>(op);
         glu && !decode && gluPrefersSharedEpilogue(glu, target, maxRows))
-      return config(ctx, kind, {128, 256, 64}, 12, kSharedEpilogueMaxStages, 1,
-                    kDefaultRasterRowTiles);
+      return config(ctx, kind, {128, 256, 64}, 12, sharedEpilogueMaxStages(256),
+                    1, kDefaultRasterRowTiles);
     [[fallthrough]];
   case KernelKind::moe_grouped_wgmma:
     // linear_tma_wgmma's tile; two stages (65 KiB) so that three blocks
@@ -1566,8 +1566,10 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
       return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
     if (auto gateUp = dyn_cast<MoEGroupedGLUOp>(op);
         gateUp && !decode && groupedGateUpPrefersPersistent(gateUp, maxRows))
-      return config(ctx, kind, {128, 256, 64}, 12, 4, 1, 0, 0,
-                    TileScheduler::counter);
+      // As many stages as leave room for the result tiles of act(gate,
+      // up)'s 128 channels: 4.
+      return config(ctx, kind, {128, 256, 64}, 12, sharedEpilogueMaxStages(128),
+                    1, 0, 0, TileScheduler::counter);
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3,
                   kind == KernelKind::glu_wgmma ? kDefaultRasterRowTiles : 0);
   case KernelKind::moe_router_mma:
@@ -1845,6 +1847,14 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
   return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256,
                           tileM) +
          (sharedEpilogue ? 2 * 64 * tileN * 2 : 0);
+}
+
+int64_t mlir::k3::sharedEpilogueMaxStages(int64_t columns) {
+  int64_t stages = 1;
+  while (groupedWGMMASharedBytes(stages + 1, 256, /*mxfp4=*/false, 128,
+                                 columns) <= kSm90SmemPerBlock)
+    ++stages;
+  return stages;
 }
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {

@@ -87,13 +87,17 @@ int64_t linearWGMMASharedBytes(int64_t stages, int64_t tileN = 128,
 /// sm_90's most shared memory for one block (227 KiB), for the rules that
 /// have no target at hand.
 constexpr int64_t kSm90SmemPerBlock = 227 * 1024;
-/// Most stages with which the persistent linear's result tiles still fit
-/// in shared memory beside them.
-constexpr int64_t kSharedEpilogueMaxStages = 3;
+/// The most stages of the persistent [128, 256, 64] schedule beside which
+/// two 64-row bf16 result tiles of `columns` columns still fit in sm_90's
+/// shared memory: the one rule (sharedEpilogueSchedule's bytes) that both
+/// the default configs' stage counts and the kernels' choice of epilogue
+/// follow (3 beside the linear's 256 columns, 4 beside the gate/up
+/// GEMM's 128).
+int64_t sharedEpilogueMaxStages(int64_t columns);
 /// Whether linear_tma_wgmma with config `c` writes its results through
 /// shared memory and TMA stores (LinearWGMMA.cpp): the persistent
 /// schedule whose two consumers share [128, 256, 64] tiles, unpaired, with
-/// bf16 results only and at most kSharedEpilogueMaxStages stages (the
+/// bf16 results only and at most sharedEpilogueMaxStages(256) stages (the
 /// tiles take 64 KiB); otherwise the consumers store from registers.
 bool linearStoresThroughShared(Operation *op, KernelConfigAttr c);
 

@@ -284,12 +284,13 @@ private:
     Value n = cuSeqlens ? emitSequenceOf(kb, cuSeqlens, t0).second : kb.idx(0);
     Value start = seqStart(n), end = seqEnd(n);
     const int64_t span = ks - 1;
-    // A tile inside one sequence and past its first kernel_size - 1 tokens
-    // (all of a long prefill's tiles but each sequence's first and last)
-    // needs no bounds, window state or final state per token: its own
-    // straight-line copy of the loop.
+    // A tile inside one sequence, past its first kernel_size - 1 tokens and
+    // before its last (all of a long prefill's tiles but each sequence's
+    // first and last) needs no bounds, window state or final state per
+    // token: its own straight-line copy of the loop. (A tile that ends
+    // with its sequence writes the final state: the general walk.)
     Value inside = kb.andi(kb.gei(kb.subi(t0, kb.idx(span)), start),
-                           kb.gei(end, kb.addi(t0, kb.idx(tile))));
+                           kb.lti(kb.addi(t0, kb.idx(tile)), end));
     auto paths = scf::IfOp::create(b, loc, TypeRange{}, inside,
                                    /*withElse=*/true);
     OpBuilder::InsertionGuard guard(b);
