@@ -1594,9 +1594,13 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // tokens and 4 warps: 16 tokens kept 125 registers and 23 % occupancy,
     // 0.082 ms a call at T = 8192 and 4096 channels against 0.071
     // (bench/results/e2e-checks/short-conv-tiles-nvidia-h200-20261204T0724Z.txt).
+    // Five blocks an SM (ptxas: 96 registers; the two copies of the walk
+    // took 125 uncapped): 0.0523-0.0526 ms a call against 0.0554-0.0559
+    // uncapped and 0.0547-0.0550 before the straight-line copy, on an H100
+    // (bench/results/e2e-checks/short-conv-inside-profile-cut4-nvidia-h100-20261206T1740Z.txt).
     auto conv = dyn_cast<ShortConvOp>(op);
     if (conv && !decode && dimOf(conv.getInput(), 1) % 4 == 0)
-      return config(ctx, kind, {8, 4}, 4);
+      return config(ctx, kind, {8, 4}, 4, 0, 5);
     return config(ctx, kind, {16}, 8);
   }
   case KernelKind::mla_flash_wgmma:

@@ -24,7 +24,7 @@
 // BADVEC: error: 'k3.short_conv' op short_conv_rows V (channels a thread) must be 1, 2, 4 or 8 and divide the channels, got 3
 
 // CHECK-LABEL: gpu.func @short_conv_0(
-// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [8, 4], warps = 4>
+// CHECK-SAME: k3.kernel_config = #k3.kernel_config<kernel = short_conv_rows, tile = [8, 4], warps = 4, blocks_per_sm = 5>
 // CHECK-SAME: k3.launch_shape = #k3.launch_shape<grid_symbol = num_tokens, grid_scale = 8, grid_offset = 63, grid_divisor = 8, block = [128, 1, 1]>
 // CHECK-COUNT-4: vector.load {{.*}} {alignment = 16 : i64} : memref<16384xf32>, vector<4xf32>
 // CHECK-COUNT-11: vector.load {{.*}} {alignment = 8 : i64} : memref<?x4096xbf16>, vector<4xbf16>
