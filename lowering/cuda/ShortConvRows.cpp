@@ -10,7 +10,15 @@
 // thread). That was not what held the kernel at 2.5x its bytes' time:
 // V = 4 took 0.0897 ms a call against 0.0945 at T = 8192 and 4096 channels
 // (bench/results/e2e-checks/short-conv-vec-ab-nvidia-h200-20261204T0110Z.txt);
-// the cause is not found yet.
+// the cause is not found yet. A straight-line copy of the walk for the
+// tiles inside one sequence (past its first kernel_size - 1 tokens, before
+// its last: no bounds, window state or final state per token; about 540
+// SASS instructions for a thread's 32 outputs) did not cut the time by
+// itself: 0.0554-0.0559 ms a call against 0.0547-0.0550 on an H100, at 125
+// registers; capped at 96 (five blocks an SM, the default) 0.0523-0.0526
+// (bench/results/e2e-checks/
+// short-conv-inside-profile-cut4-nvidia-h100-20261206T1740Z.txt). On the
+// H100 that is 2.5 TB/s of its 3.35.
 // The loop nest gave every output its own thread, which searched cu_seqlens,
 // loaded kernel_size inputs and kernel_size weights, and ran a second launch
 // for the final state (0.26 ms per call at T = 8192 and 4096 channels on the
