@@ -86,39 +86,23 @@ VARIANTS = {"default": "",
             # TMA multicast (MoEGroupedKernel.h; 3 stages or more).
             "down-cluster2": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,"
                              "moe_grouped_down.blocks_per_sm=2"}
-# The pairs' comparisons (docs/moe.md, "Cluster pairs"): run only when
-# K3_MOE_VARIANTS names them, so that a default run opens no extra session
-# of each config's weights (K3's experts are 59 GB).
+# Trial schedules, run only when K3_MOE_VARIANTS names them, so that a
+# default run opens no extra session of each config's weights (K3's
+# experts are 59 GB). The schedules measured and set aside earlier (the
+# down GEMM's stage counts and 4-stage pairs, the gate/up GEMM at 3 and 4
+# stages strided or counted, the 3-stage down on the counter) keep their
+# rows under bench/results by name; docs/moe.md gives each schedule.
 TRIAL_VARIANTS = {
-    "down-s3b2": "kernel-config=moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2",
-    "down-s4b1": "kernel-config=moe_grouped_down.stages=4,moe_grouped_down.blocks_per_sm=1",
-    "down-cluster2-s4": "kernel-config=moe_grouped_down.cluster=2,moe_grouped_down.stages=4,"
-                        "moe_grouped_down.blocks_per_sm=1",
-    # 3 stages: bf16 results through shared memory and TMA stores
-    # (MoEGroupedPersistent.cpp), consumers skip halves past a segment.
+    # Every grouped and dense wgmma GEMM persistent at 3 stages, bf16
+    # results through shared memory and TMA stores (MoEGroupedPersistent.cpp).
     "ws-shared": WS_SHARED,
-    # The same with tiles claimed from a device counter
-    # (lowering/cuda/TileCounter.h).
-    "ws-shared-counter": WS_SHARED + ",moe_grouped_wgmma.scheduler=counter,"
-                         "glu_wgmma.scheduler=counter",
-    # The gate/up GEMM alone on that schedule (its producer gathers the
-    # rows by cp.async and runs ahead of the products), down on the default.
-    "gateup-ws-shared": "kernel-config=" + specialised(("moe_grouped_glu",), 3),
-    # 4 stages: the gate/up GEMM's 128 result columns still fit beside
-    # them, so it keeps the epilogue through shared memory.
-    "gateup-ws4": "kernel-config=" + specialised(("moe_grouped_glu",), 4),
-    "gateup-ws4-counter": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
-                          + ",moe_grouped_glu.scheduler=counter",
-    # The same in cluster pairs that share the weights' tiles by TMA
-    # multicast (MoEGroupedPersistent.cpp, "Pairs").
+    # The gate/up GEMM's default in cluster pairs that share the weights'
+    # tiles by TMA multicast (MoEGroupedPersistent.cpp, "Pairs").
     "gateup-pairs": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
                     + ",moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2",
-    # The down GEMM persistent with tiles from the counter: 4 stages
-    # (results from registers: its 256 columns do not fit beside them) or
-    # 3 (through shared memory).
+    # The down GEMM persistent at 4 stages (results from registers: its 256
+    # columns do not fit beside them), tiles from the counter.
     "down-ws4c": "kernel-config=" + specialised(("moe_grouped_down",), 4)
-                 + ",moe_grouped_down.scheduler=counter",
-    "down-ws3c": "kernel-config=" + specialised(("moe_grouped_down",), 3)
                  + ",moe_grouped_down.scheduler=counter"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
