@@ -1886,6 +1886,12 @@ int64_t mlir::k3::groupedSharedEpilogueColumns(Operation *op,
       !resultsAreBF16(op))
     return 0;
   int64_t columns = isa<MoEGroupedDownOp>(op) ? 256 : 128;
+  // The gate/up GEMM's pairs (verifyGateUpPairs) share only the stages'
+  // weight tiles: each block's result tiles are its own, after the stages.
+  bool gateUpPairs = isa<MoEGroupedGLUOp>(op) && c.getCluster() == 2 &&
+                     c.getTile() == ArrayRef<int64_t>{128, 256, 64};
+  if (gateUpPairs)
+    return c.getStages() <= sharedEpilogueMaxStages(columns) ? columns : 0;
   return sharedEpilogueSchedule(c, columns) ? columns : 0;
 }
 

@@ -128,8 +128,9 @@ int64_t groupedWGMMASharedBytes(int64_t stages, int64_t tileN, bool mxfp4,
 /// Whether the grouped (or dense GLU) wgmma kernel with config `c` writes
 /// its results through shared memory (MoEGroupedPersistent.cpp): the
 /// persistent schedule whose consumers share [128, 256, 64] tiles,
-/// unpaired, with bf16 results and as many stages as leave room for the
-/// result tiles (3 beside down's 256 columns, 4 beside gate/up's 128);
+/// unpaired (or the gate/up GEMM's pairs, which share only weight tiles),
+/// with bf16 results and as many stages as leave room for the result
+/// tiles (3 beside down's 256 columns, 4 beside gate/up's 128);
 /// its result columns per tile (gate/up: the 128 channels, down: 256),
 /// else 0.
 int64_t groupedSharedEpilogueColumns(Operation *op, KernelConfigAttr c);

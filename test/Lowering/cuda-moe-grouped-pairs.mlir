@@ -12,7 +12,9 @@
 // tile (the slot's fourth field: the column tile, plus C for a shared
 // weight tile). Shared: rank r loads map r (W1 or W3) into both blocks
 // (multicast mask 0b11); solo: both maps locally. Each consumer warp's
-// lanes 0 and 1 release a stage to both blocks' producers.
+// lanes 0 and 1 release a stage to both blocks' producers. Each block's
+// results go through its own shared tiles after the 4 stages and out by
+// TMA stores, as unpaired (230400 bytes).
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_glu.tile=128x256x64,moe_grouped_glu.warps=12,moe_grouped_glu.blocks_per_sm=1,moe_grouped_glu.stages=4,moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // Pairs need the persistent tile and the counter, bf16 weights, and an
@@ -34,7 +36,7 @@
 
 // CHECK-LABEL: gpu.func @moe_grouped_glu_1(
 // CHECK-SAME: grid_symbol = device_sm_count, grid_scale = 1, grid_offset = 0, grid_divisor = 2
-// CHECK-SAME: cluster_y = 2>
+// CHECK-SAME: dynamic_smem = 230400, cluster_y = 2>
 // CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
 // CHECK: %[[RANK:.*]] = gpu.block_id  y
 // CHECK: nvgpu.mbarrier.init %[[CLAIMED:[0-9]+]][%c0{{.*}}], %c1_{{[0-9]+}}, {{.*}}num_barriers = 2>
@@ -75,6 +77,7 @@
 // CHECK: nvgpu.warpgroup.mma {{.*}} -> <fragmented = vector<64x256xf32>>
 // CHECK: k3gpu.mbarrier_arrive_cluster
 // CHECK: k3gpu.mbarrier_arrive_cluster
+// CHECK: nvgpu.tma.async.store
 // Neither block exits while its peer may still reach it.
 // CHECK: nvvm.cluster.arrive
 // CHECK-NEXT: nvvm.cluster.wait
@@ -89,6 +92,7 @@
 // PTX-DAG: mbarrier.arrive.shared::cluster
 // PTX-DAG: cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
 // PTX-DAG: cp.async.mbarrier.arrive.noinc.shared
+// PTX-DAG: cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group
 
 // PTXAS: Function properties for moe_grouped_glu_1
 // PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
