@@ -27,7 +27,7 @@ def persistent(kind: str, stages: int) -> str:
     """Kernel-config overrides for the persistent warp-specialised schedule
     of kernel kind ``kind``."""
     return (f"{kind}.tile=128x256x64,{kind}.warps=12,{kind}.blocks_per_sm=1,"
-            f"{kind}.stages={stages},{kind}.scheduler=strided")
+            f"{kind}.stages={stages},{kind}.scheduler=strided,{kind}.cluster=0")
 
 
 # artifact name: (kernel-config overrides, what the row says it checks)
@@ -35,12 +35,14 @@ VARIANTS = {
     # At max-tokens 1024 the 16 experts' segments average 256 rows: the
     # gate/up GEMM takes the persistent schedule by default
     # (groupedGateUpPrefersPersistent: 4 stages, results through shared
-    # memory, tiles from a counter), down the one-warpgroup tiles.
+    # memory, tiles from a counter, in cluster pairs that share the
+    # weights), down the one-warpgroup tiles.
     "moe_grouped_default": ("", "default: gate/up moe_grouped_wgmma 128x256 persistent, 4 stages, "
-                            "counter; down 128x128, one warpgroup"),
+                            "counter, cluster pairs; down 128x128, one warpgroup"),
     "moe_grouped_128x128": ("kernel-config=moe_grouped_wgmma.tile=128x128x64,"
                             "moe_grouped_wgmma.warps=4,moe_grouped_wgmma.stages=2,"
-                            "moe_grouped_wgmma.blocks_per_sm=3,moe_grouped_wgmma.scheduler=strided",
+                            "moe_grouped_wgmma.blocks_per_sm=3,moe_grouped_wgmma.scheduler=strided,"
+                            "moe_grouped_wgmma.cluster=0",
                             "moe_grouped_wgmma 128x128, one warpgroup"),
     "moe_grouped_ws4": ("kernel-config=" + persistent("moe_grouped_wgmma", 4),
                         "moe_grouped_wgmma 128x256 persistent, 4 stages (gate/up: results "

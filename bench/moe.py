@@ -66,7 +66,7 @@ def specialised(kinds, stages=4):
     consumer warpgroups, 128 x 256 tiles, one block per SM; docs/moe.md)
     of the given kernel kinds."""
     return ",".join(f"{k}.tile=128x256x64,{k}.warps=12,{k}.blocks_per_sm=1,{k}.stages={stages},"
-                    f"{k}.scheduler=strided" for k in kinds)
+                    f"{k}.scheduler=strided,{k}.cluster=0" for k in kinds)
 
 
 WS = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "linear_tma_wgmma"))
@@ -74,13 +74,14 @@ WS_SHARED = "kernel-config=" + specialised(("moe_grouped_wgmma", "glu_wgmma", "l
 VARIANTS = {"default": "",
             "stages4-1perSM": "kernel-config=moe_grouped_wgmma.tile=128x128x64,moe_grouped_wgmma.warps=4,"
                               "moe_grouped_wgmma.scheduler=strided,"
-                              "moe_grouped_wgmma.stages=4,moe_grouped_wgmma.blocks_per_sm=1",
+                              "moe_grouped_wgmma.stages=4,moe_grouped_wgmma.blocks_per_sm=1,"
+                              "moe_grouped_wgmma.cluster=0",
             # The gate/up GEMM on the one-warpgroup tiles (the default before
             # groupedGateUpPrefersPersistent; still the default where the
             # experts' segments are short, as K3's).
             "gateup-128x128": "kernel-config=moe_grouped_glu.tile=128x128x64,moe_grouped_glu.warps=4,"
                               "moe_grouped_glu.stages=2,moe_grouped_glu.blocks_per_sm=3,"
-                              "moe_grouped_glu.scheduler=strided",
+                              "moe_grouped_glu.scheduler=strided,moe_grouped_glu.cluster=0",
             "ws-4stages": WS,
             # Down GEMM blocks in cluster pairs sharing the rows' tiles by
             # TMA multicast (MoEGroupedKernel.h; 3 stages or more).
@@ -96,8 +97,9 @@ TRIAL_VARIANTS = {
     # Every grouped and dense wgmma GEMM persistent at 3 stages, bf16
     # results through shared memory and TMA stores (MoEGroupedPersistent.cpp).
     "ws-shared": WS_SHARED,
-    # The gate/up GEMM's default in cluster pairs that share the weights'
-    # tiles by TMA multicast (MoEGroupedPersistent.cpp, "Pairs").
+    # The gate/up GEMM in cluster pairs that share the weights' tiles by
+    # TMA multicast (MoEGroupedPersistent.cpp, "Pairs"): the default since
+    # 2026-12-06 where the column tiles pair up (Kimi-Linear's).
     "gateup-pairs": "kernel-config=" + specialised(("moe_grouped_glu",), 4)
                     + ",moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2",
     # The down GEMM persistent at 4 stages (results from registers: its 256

@@ -1565,11 +1565,20 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     if (hasMXFP4Weights(op))
       return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
     if (auto gateUp = dyn_cast<MoEGroupedGLUOp>(op);
-        gateUp && !decode && groupedGateUpPrefersPersistent(gateUp, maxRows))
+        gateUp && !decode && groupedGateUpPrefersPersistent(gateUp, maxRows)) {
       // As many stages as leave room for the result tiles of act(gate,
-      // up)'s 128 channels: 4.
+      // up)'s 128 channels: 4. In cluster pairs that share the weights'
+      // tiles where the column tiles pair up and no shared expert rides in
+      // the launch (verifyGateUpPairs): Kimi-Linear's gate/up at T = 8192
+      // 1.127 ms against 1.190-1.191 unpaired, in two runs, and its 4-layer
+      // prefill 17.06-17.10 ms against 17.17-17.31 in three interleaved
+      // rounds, on an H100 (bench/results/e2e-checks/
+      // gate-up-pairs-shared-epilogue-ab-cut4-nvidia-h100-20261206T1825Z.txt).
+      bool pairs = (dimOf(gateUp.getW1(), 1) / 128) % 2 == 0 &&
+                   !gateUp.hasSharedExpert();
       return config(ctx, kind, {128, 256, 64}, 12, sharedEpilogueMaxStages(128),
-                    1, 0, 0, TileScheduler::counter);
+                    1, 0, pairs ? 2 : 0, TileScheduler::counter);
+    }
     return config(ctx, kind, {128, 128, 64}, 4, 2, 3,
                   kind == KernelKind::glu_wgmma ? kDefaultRasterRowTiles : 0);
   case KernelKind::moe_router_mma:
