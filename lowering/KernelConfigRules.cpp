@@ -1319,15 +1319,15 @@ bool resultsAreBF16(Operation *op) {
 }
 
 /// The persistent schedule whose consumers share [128, 256, 64] tiles,
-/// unpaired, with room beside its stages for two 64-row bf16 result tiles
-/// of `columns` columns in sm_90's 227 KiB a block: 3 stages (48 KiB
-/// each) beside 256 columns, 4 beside the gate/up GEMM's 128 (act(gate,
-/// up) of 128 channels).
+/// with room beside its stages for two 64-row bf16 result tiles of
+/// `columns` columns in sm_90's 227 KiB a block (sharedEpilogueMaxStages:
+/// 3 stages beside 256 columns, 4 beside the gate/up GEMM's 128). Each
+/// block's result tiles are its own, so the grouped gate/up GEMM's pairs,
+/// which share only weight tiles, have them too; the linear's pairs write
+/// from registers (linearStoresThroughShared).
 bool sharedEpilogueSchedule(KernelConfigAttr c, int64_t columns) {
-  if (c.getTile() != ArrayRef<int64_t>{128, 256, 64} || c.getCluster() == 2)
-    return false;
-  return groupedWGMMASharedBytes(c.getStages(), 256, /*mxfp4=*/false, 128,
-                                 columns) <= kSm90SmemPerBlock;
+  return c.getTile() == ArrayRef<int64_t>{128, 256, 64} &&
+         c.getStages() <= sharedEpilogueMaxStages(columns);
 }
 
 bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
@@ -1871,7 +1871,7 @@ int64_t mlir::k3::sharedEpilogueMaxStages(int64_t columns) {
 }
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
-  return c.getKernel() == KernelKind::linear_tma_wgmma &&
+  return c.getKernel() == KernelKind::linear_tma_wgmma && c.getCluster() != 2 &&
          sharedEpilogueSchedule(c, 256) && resultsAreBF16(op);
 }
 
@@ -1895,12 +1895,6 @@ int64_t mlir::k3::groupedSharedEpilogueColumns(Operation *op,
       !resultsAreBF16(op))
     return 0;
   int64_t columns = isa<MoEGroupedDownOp>(op) ? 256 : 128;
-  // The gate/up GEMM's pairs (verifyGateUpPairs) share only the stages'
-  // weight tiles: each block's result tiles are its own, after the stages.
-  bool gateUpPairs = isa<MoEGroupedGLUOp>(op) && c.getCluster() == 2 &&
-                     c.getTile() == ArrayRef<int64_t>{128, 256, 64};
-  if (gateUpPairs)
-    return c.getStages() <= sharedEpilogueMaxStages(columns) ? columns : 0;
   return sharedEpilogueSchedule(c, columns) ? columns : 0;
 }
 

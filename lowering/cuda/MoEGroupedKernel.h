@@ -345,6 +345,11 @@ private:
   /// i + 1: the slot is not rewritten under a read.
   Value claimPairTile(TileCounter &tiles, Value i);
 
+  /// The code past a persistent kernel's last tile that ends the
+  /// consumers' walk: `total` tiles, or a pair's codes (pair tile C +
+  /// column tile) past its `total` pair tiles.
+  Value publishedEnd(Value total);
+
   /// A weight-sharing pair's tile `pairTile` (MoEGroupedPersistent.cpp,
   /// "Pairs"): sets expert, rowStart, validRows, nTile and sharedWeights
   /// for this block's rank; returns the code the consumers get (pairTile

@@ -202,6 +202,10 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
       produceTile, [&](Value i) { endClaims(pipe, tiles, i, total, steps); });
 }
 
+Value GroupedKernel::publishedEnd(Value total) {
+  return pairedWeights() ? kb.muli(total, kb.idx(g.columnTiles)) : total;
+}
+
 Value GroupedKernel::claimPairTile(TileCounter &tiles, Value i) {
   Value at = em.remuIdx(i, 2);
   Value leader = kb.eqi(rank, kb.idx(0));
@@ -256,9 +260,8 @@ Value GroupedKernel::claimTile(TileCounter &tiles, Value i) {
 void GroupedKernel::endClaims(WGMMAPipeline &pipe, TileCounter &tiles, Value i,
                               Value total, Value steps) {
   Value none = kb.idx(0);
-  Value end = pairedWeights() ? kb.muli(total, kb.idx(g.columnTiles)) : total;
   pipe.produceEmpty(tid, kb.muli(i, steps), [&] {
-    storeSegmentSlot(kb, {none, none, none, end}, published,
+    storeSegmentSlot(kb, {none, none, none, publishedEnd(total)}, published,
                      slotOf(i, em.stages));
   });
   // A pair's rank 0 alone claimed: it counts the pair (grid x) done.
@@ -314,7 +317,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
   };
   if (counter)
     pipe.forEachPublishedTile(
-        pairedWeights() ? kb.muli(total, kb.idx(g.columnTiles)) : total, steps,
+        publishedEnd(total), steps,
         [&](Value i) {
           return loadSegmentSlot(kb, published, slotOf(i, em.stages)).extra;
         },
