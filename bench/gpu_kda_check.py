@@ -96,7 +96,11 @@ BF16_GATE_ATTRS = {"lb": "gate_kind = #k3<decay_gate lower_bounded_sigmoid>, low
 
 
 def bf16_variants(regime):
-    return BF16_SP_VARIANTS if regime.startswith("sp_") else {**BF16_VARIANTS, **BF16_STATE_VARIANTS}
+    variants = BF16_SP_VARIANTS if regime.startswith("sp_") else {**BF16_VARIANTS, **BF16_STATE_VARIANTS}
+    if os.environ.get("K3_CHECK_VARIANTS"):  # e.g. "mma,sp_mma": a subset
+        keep = os.environ["K3_CHECK_VARIANTS"].split(",")
+        variants = {k: v for k, v in variants.items() if k in keep}
+    return variants
 BF16_H, BF16_K, BF16_V = 2, 128, 96
 BF16_MODEL = """// KDA core, bf16 operands, K = 128, V = 96, in-op gate.
 func.func @forward(
