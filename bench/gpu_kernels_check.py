@@ -104,11 +104,15 @@ WGMMA_GROUP_TOKENS = (5, 130, 256)
 #   pairs at PAIR_TOKENS.
 # - _wss: 3 stages: bf16 results through shared memory and TMA stores
 #   (linearStoresThroughShared), f32 ones from registers.
+# - _w192s: tile [128, 192, 64] (the default where 256-column tiles leave the
+#   last wave idle: N = 2304), 4 stages, bf16 results through shared memory.
 # - _sk4: [128, 128] tiles with K split over clusters of 4 blocks.
 PAIR_TOKENS = (1, 5, 130, 647, 1000)
 WS_CONFIG = "kernel-config=" + ",".join(
     f"{op}.kernel=linear_tma_wgmma,{op}.tile=128x256x64,{op}.warps=12,{op}.stages=4,"
-    f"{op}.blocks_per_sm=1" for op in ("linear", "linear_group"))
+    f"{op}.blocks_per_sm=1,{op}.cluster=0" for op in ("linear", "linear_group"))
+# (cluster 0: the default of a narrow linear at few tokens splits K over a
+# cluster, which the persistent tile does not take.)
 PAIRED = "," + ",".join(f"{op}.cluster=2" for op in ("linear", "linear_group"))
 # The one-warpgroup tile with K split over a cluster of 4 (LinearWGMMA.cpp):
 # K = 2304 and 512 give each block 9 and 2 of the 64-column steps.
@@ -121,6 +125,9 @@ SCHEDULES = {
     "_wss": (WS_CONFIG.replace("stages=4", "stages=3"),
              "128x256 persistent, 3 stages (bf16 results through shared memory and TMA "
              "stores)", PAIR_TOKENS),
+    "_w192s": (WS_CONFIG.replace("128x256x64", "128x192x64"),
+               "128x192 persistent, 4 stages (bf16 results through shared memory and TMA "
+               "stores)", PAIR_TOKENS),
     "_sk4": (SPLIT_K4_CONFIG, "128x128, K split over clusters of 4 (partial tiles summed "
              "through distributed shared memory)", PAIR_TOKENS),
 }

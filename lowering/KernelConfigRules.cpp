@@ -906,11 +906,12 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
   // were removed: docs/gemm.md.)
   ArrayRef<int64_t> tile = c.getTile();
   bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
-  bool wide = tile == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
+  bool wide = linearWideTile(c) && c.getWarps() == 12;
   if (!narrow && !wide)
     return op->emitOpError()
            << "linear_tma_wgmma has the tile [128, 128, 64] with one "
-              "warpgroup (4 warps), or [128, 256, 64] with three (12 warps)";
+              "warpgroup (4 warps), or [128, 256 or 192, 64] with three (12 "
+              "warps)";
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << "linear_tma_wgmma stages must be in [2, 6], got "
@@ -919,7 +920,8 @@ LogicalResult verifyLinearWGMMA(Operation *op, KernelConfigAttr c,
   // the whole register file: one block per SM.
   if (wide && c.getBlocksPerSm() != 1)
     return op->emitOpError()
-           << "linear_tma_wgmma with a 256-column tile runs one block per SM "
+           << "linear_tma_wgmma with a 256- or 192-column tile runs one block "
+              "per SM "
               "(blocks_per_sm = 1), got "
            << c.getBlocksPerSm();
   bool splitK = narrow && c.getCluster() > 1;
@@ -1391,6 +1393,32 @@ bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
          persistentTilesBalance(linearColumnTiles(op, 256), target, maxRows);
 }
 
+/// The share of the SMs' waves that `columnTiles` output tiles per 128
+/// rows keep busy at `maxRows` rows, one block per SM.
+double persistentWaveShare(int64_t columnTiles, GPUTargetAttr target,
+                           int64_t maxRows) {
+  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
+          sms = target.getSmCount();
+  int64_t waves = (tiles + sms - 1) / sms;
+  return double(tiles) / double(waves * sms);
+}
+
+/// The persistent schedule's output columns a tile: 256, or 192 where
+/// [128, 256] tiles leave the last wave idle enough that a 192-column
+/// tile's busier waves pay for its 11 % more operand bytes per product
+/// ((128 + 192) / (128 x 192) against (128 + 256) / (128 x 256)): N =
+/// 2304 (the KDA and MLA o projections, the shared and dense experts'
+/// down) at T = 8192 gives 576 tiles of 256, 4.4 waves of 132 (87 %), or
+/// 768 of 192, 5.8 waves (97 %).
+int64_t linearWideColumns(Operation *op, GPUTargetAttr target,
+                          int64_t maxRows) {
+  double wide =
+             persistentWaveShare(linearColumnTiles(op, 256), target, maxRows),
+         narrower =
+             persistentWaveShare(linearColumnTiles(op, 192), target, maxRows);
+  return narrower >= wide + 0.08 ? 192 : 256;
+}
+
 /// Blocks of a cluster that split K for a prefill linear's [128, 128]
 /// tiles (LinearWGMMA.cpp; 1: none): where the tiles at `maxRows` rows
 /// would leave half the SMs idle, the least of 2, 4 and 8 that gives at
@@ -1546,9 +1574,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {hb, target}, 4 * hb / 16, 4);
   }
   case KernelKind::linear_tma_wgmma:
-    if (!decode && linearPrefersSharedEpilogue(op, target, maxRows))
-      return config(ctx, kind, {128, 256, 64}, 12, sharedEpilogueMaxStages(256),
-                    1, kDefaultRasterRowTiles);
+    if (!decode && linearPrefersSharedEpilogue(op, target, maxRows)) {
+      int64_t columns = linearWideColumns(op, target, maxRows);
+      return config(ctx, kind, {128, columns, 64}, 12,
+                    linearSharedEpilogueMaxStages(columns), 1,
+                    kDefaultRasterRowTiles);
+    }
     // 128 x 128 output tiles, K steps of 64 (one 128-byte swizzled row of
     // bf16), one warpgroup; 2 TMA stages (65 KiB) so that three blocks
     // share an SM: at T = 8192, 656 TFLOP/s instead of 496 on Kimi's o
@@ -1886,10 +1917,10 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
   if (splitK) // the f32 partial tile after the stages, not over them
     return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/false, tileM) +
            tileM * wgmmaEpilogueRowStride(tileN) * 4;
-  // The persistent warp-specialised schedules (tileN 256) write their
-  // tiles from registers, or through two 64-row bf16 tiles after the
+  // The persistent warp-specialised schedules (tileN 256 or 192) write
+  // their tiles from registers, or through two 64-row bf16 tiles after the
   // stages.
-  return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN != 256,
+  return wgmmaSharedBytes(stages, tileN, 0, /*epilogueTile=*/tileN <= 128,
                           tileM) +
          (sharedEpilogue ? 2 * 64 * tileN * 2 : 0);
 }
@@ -1904,7 +1935,23 @@ int64_t mlir::k3::sharedEpilogueMaxStages(int64_t columns) {
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
   return c.getKernel() == KernelKind::linear_tma_wgmma && c.getCluster() != 2 &&
-         sharedEpilogueSchedule(c, 256) && resultsAreBF16(op);
+         linearWideTile(c) &&
+         c.getStages() <= linearSharedEpilogueMaxStages(c.getTile()[1]) &&
+         resultsAreBF16(op);
+}
+
+bool mlir::k3::linearWideTile(KernelConfigAttr c) {
+  ArrayRef<int64_t> t = c.getTile();
+  return t.size() == 3 && t[0] == 128 && (t[1] == 256 || t[1] == 192) &&
+         t[2] == 64;
+}
+
+int64_t mlir::k3::linearSharedEpilogueMaxStages(int64_t columns) {
+  int64_t stages = 1;
+  while (linearWGMMASharedBytes(stages + 1, columns, 128,
+                                /*sharedEpilogue=*/true) <= kSm90SmemPerBlock)
+    ++stages;
+  return stages;
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,

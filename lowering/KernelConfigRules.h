@@ -97,10 +97,17 @@ constexpr int64_t kSm90SmemPerBlock = 227 * 1024;
 int64_t sharedEpilogueMaxStages(int64_t columns);
 /// Whether linear_tma_wgmma with config `c` writes its results through
 /// shared memory and TMA stores (LinearWGMMA.cpp): the persistent
-/// schedule whose two consumers share [128, 256, 64] tiles, unpaired, with
-/// bf16 results only and at most sharedEpilogueMaxStages(256) stages (the
-/// tiles take 64 KiB); otherwise the consumers store from registers.
+/// schedule whose two consumers share [128, 256 or 192, 64] tiles,
+/// unpaired, with bf16 results only and at most
+/// linearSharedEpilogueMaxStages(columns) stages (the tiles take 64 or 48
+/// KiB); otherwise the consumers store from registers.
 bool linearStoresThroughShared(Operation *op, KernelConfigAttr c);
+/// Whether `c`'s tile is the persistent warp-specialised linear's: [128,
+/// 256, 64] or [128, 192, 64].
+bool linearWideTile(KernelConfigAttr c);
+/// The most stages of the persistent linear with `columns`-column tiles
+/// beside its two bf16 result tiles (3 at 256 columns, 4 at 192).
+int64_t linearSharedEpilogueMaxStages(int64_t columns);
 
 /// Row stride, in f32 elements, of the epilogue's accumulator tile of
 /// `cols` columns. nvgpu.warpgroup.mma.store writes one f32 per lane and

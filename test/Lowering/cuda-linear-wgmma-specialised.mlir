@@ -35,6 +35,21 @@
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.shared.bin.mlir > %t.shared.ptx
 // RUN: FileCheck %s --check-prefix=SHAREDPTX --input-file=%t.shared.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.shared.ptx -o %t.shared.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// 192-column tiles (N = 2304: 12 column tiles whose waves balance where
+// 256 columns leave the last one idle): the same schedule, three 64-column
+// result boxes a consumer, 4 stages of 40 KiB beside the 48 KiB of result
+// tiles.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=linear.kernel=linear_tma_wgmma,linear.tile=128x192x64,linear.warps=12,linear.stages=4,linear.blocks_per_sm=1" --k3-outline-kernels -o %t.w192.mlir
+// RUN: FileCheck %s --check-prefix=W192 --input-file=%t.w192.mlir
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.w192.mlir > %t.w192.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.w192.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.w192.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.w192.bin.mlir > %t.w192.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.w192.ptx -o %t.w192.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// W192-LABEL: gpu.func @linear_0(
+// W192-SAME: tile = [128, 192, 64], warps = 12, stages = 4, blocks_per_sm = 1
+// W192: vector<64x192xf32>
+// W192-COUNT-3: nvgpu.tma.async.store
+// W192-NOT: nvgpu.tma.async.store
 // SHARED-LABEL: gpu.func @linear_0(
 // SHARED-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // SHARED-SAME: dynamic_smem = 214016>
@@ -72,8 +87,8 @@
 // RUN: FileCheck %s --check-prefix=PAIRPTX --input-file=%t.pair.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.pair.ptx -o %t.pair.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// WARPS: error: 'k3.linear' op linear_tma_wgmma has the tile [128, 128, 64] with one warpgroup (4 warps), or [128, 256, 64] with three (12 warps)
-// BLOCKS: error: 'k3.linear' op linear_tma_wgmma with a 256-column tile runs one block per SM (blocks_per_sm = 1), got 2
+// WARPS: error: 'k3.linear' op linear_tma_wgmma has the tile [128, 128, 64] with one warpgroup (4 warps), or [128, 256 or 192, 64] with three (12 warps)
+// BLOCKS: error: 'k3.linear' op linear_tma_wgmma with a 256- or 192-column tile runs one block per SM (blocks_per_sm = 1), got 2
 // SMEM: error: 'k3.linear' op linear_tma_wgmma needs 246784 bytes of shared memory, the target has 232448
 
 // N = 512: two column tiles of 256; 384 threads; 4 stages of 48 KiB.

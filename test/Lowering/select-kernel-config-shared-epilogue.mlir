@@ -3,7 +3,8 @@
 // gluPrefersSharedEpilogue in lowering/KernelConfigRules.cpp): the
 // persistent warp-specialised schedule ([128, 256, 64], 12 warps, 3 stages,
 // one block per SM, results through shared memory) where max-tokens rows
-// give [128, 256] tiles that keep the last wave at least 80 % busy; the
+// give [128, 256] tiles that keep the last wave at least 80 % busy ([128,
+// 192, 64] and 4 stages where those waves are 8 points busier); the
 // [128, 128] tiles at three blocks an SM otherwise.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda max-tokens=8192" | FileCheck %s
 // Fewer than 1024 rows: the [128, 128] tiles everywhere.
@@ -11,7 +12,7 @@
 
 func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: -1, 2304>})
     -> (tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>,
-        tensor<?x1024xbf16>, tensor<?x256xbf16>) {
+        tensor<?x1024xbf16>, tensor<?x256xbf16>, tensor<?x2304xbf16>) {
   %w = k3.weight "w" : tensor<4096x2304xbf16>
   %wkv = k3.weight "wkv" : tensor<576x2304xbf16>
   %wr = k3.weight "wr" : tensor<896x2304xbf16>
@@ -40,6 +41,13 @@ func.func @forward(%x: tensor<?x2304xbf16> {k3.name = "x", k3.dims = array<i64: 
   %wg2 = k3.weight "wg2" : tensor<256x2304xbf16>
   %wu2 = k3.weight "wu2" : tensor<256x2304xbf16>
   %h2 = k3.glu_gate_up silu %x, %wg2, %wu2 : (tensor<?x2304xbf16>, tensor<256x2304xbf16>, tensor<256x2304xbf16>) -> tensor<?x256xbf16>
-  return %y, %kv, %r, %f, %h, %h2 : tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>,
-      tensor<?x1024xbf16>, tensor<?x256xbf16>
+  // N = 2304 (an o projection's): 64 x 9 = 576 tiles of 256 columns, 4.4
+  // waves (87 %), or 64 x 12 = 768 of 192, 5.8 waves (97 %): 192 columns,
+  // 4 stages beside their 48 KiB of result tiles.
+  // CHECK: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 192, 64], warps = 12, stages = 4, blocks_per_sm = 1, raster = 16>{{.*}}tensor<?x2304xbf16>
+  // FEW: k3.linear {{.*}}#k3.kernel_config<kernel = linear_tma_wgmma, tile = [128, 128, 64], warps = 4, stages = 2, blocks_per_sm = 3, raster = 16>{{.*}}tensor<?x2304xbf16>
+  %wo = k3.weight "wo" : tensor<2304x2304xbf16>
+  %o = k3.linear %x, %wo : (tensor<?x2304xbf16>, tensor<2304x2304xbf16>) -> tensor<?x2304xbf16>
+  return %y, %kv, %r, %f, %h, %h2, %o : tensor<?x4096xbf16>, tensor<?x576xbf16>, tensor<?x896xbf16>, tensor<?x4096xf32>,
+      tensor<?x1024xbf16>, tensor<?x256xbf16>, tensor<?x2304xbf16>
 }
