@@ -688,6 +688,13 @@ def save_bf16(path: Path, name: str, a: np.ndarray) -> None:
         f.write(len(header).to_bytes(8, "little") + header + bits.tobytes())
 
 
+def selected(name) -> bool:
+    """Whether K3_CHECK_NAMES (substrings, ','-separated; unset: all) names
+    this linear or group case."""
+    names = os.environ.get("K3_CHECK_NAMES")
+    return not names or any(n in name for n in names.split(","))
+
+
 def check_groups(res, dev, g) -> None:
     """k3.linear_group on the GEMV against float64, per result."""
     import torch
@@ -697,6 +704,8 @@ def check_groups(res, dev, g) -> None:
     wgmma_groups = WGMMA_GROUPS + SCHEDULE_GROUPS
     wgmma = {c[0] for c in wgmma_groups}
     for name, k, ns, xt, ys in GROUPS + wgmma_groups:
+        if not selected(name):
+            continue
         ws = [(torch.randn(n, k, device=dev, generator=g) / k ** 0.5).to(torch.bfloat16) for n in ns]
         wfile = OUT / f"{name}.w.safetensors"
         save_file({f"w{i}": w.cpu() for i, w in enumerate(ws)}, str(wfile))
@@ -751,6 +760,8 @@ def check() -> int:
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}
     g = torch.Generator(device=dev).manual_seed(0)
     for name, n, k, wt, xt, yt in LINEARS + WGMMA_LINEARS + SCHEDULE_LINEARS + RASTER_LINEARS:
+        if not selected(name):
+            continue
         kernel = ("linear_gemv" if (name, n, k, wt, xt, yt) in LINEARS
                   else wgmma_schedule(name))
         if name.endswith("_r4"):
