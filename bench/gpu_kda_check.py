@@ -66,12 +66,6 @@ BF16_CASES.append(("sp_large", "many"))
 BF16_VARIANTS = {"mma": "kda=auto",
                  "mma_nosplit": "kda=auto kernel-config=kda_mma_recurrence.tile=16x32",
                  "mma_w1": "kda=auto kernel-config=kda_mma_recurrence.warps=1",
-                 # K split over pairs of warps (tile[2] = K / 2): one pair a
-                 # block (2 warps), and two pairs (4 warps) whose slice splits
-                 # at run time over 2 blocks of one active pair.
-                 "mma_ksplit": "kda=auto kernel-config=kda_mma_recurrence.tile=16x16x64",
-                 "mma_ksplit_w4": "kda=auto kernel-config=kda_mma_recurrence.tile=16x16x64,"
-                                  "kda_mma_recurrence.warps=4",
                  "recurrent": "kda=recurrent",
                  "recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4",
                  "recurrent_tokens_p16": "kda=recurrent kernel-config=kda.tile=32x16x1x4",
@@ -88,8 +82,6 @@ BF16_STATE_VARIANTS = {"state_bf16_mma": "kda=auto",
                        "state_bf16_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
 # The softplus gate's variants (cases whose regime starts with "sp_").
 BF16_SP_VARIANTS = {"sp_mma": "kda=auto", "sp_recurrent": "kda=recurrent",
-                    "sp_mma_ksplit_w4": "kda=auto kernel-config=kda_mma_recurrence.tile=16x16x64,"
-                                        "kda_mma_recurrence.warps=4",
                     "sp_recurrent_tokens": "kda=recurrent kernel-config=kda.tile=32x8x1x4"}
 BF16_GATE_ATTRS = {"lb": "gate_kind = #k3<decay_gate lower_bounded_sigmoid>, lower_bound = -5.0 : f64",
                    "sp": "gate_kind = #k3<decay_gate neg_softplus>"}

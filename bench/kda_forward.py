@@ -81,8 +81,7 @@ DECODE_MAX_SEQS = 512
 # takes (kda_mma_recurrence.tile=16xC: 16 W turns the run-time split off,
 # so mma_wN are fixed blocks of N active warps, the default before the
 # split), its cp.async stages (kda_mma_recurrence.stages), the operand
-# kernel's register cap (kda_mma_operands.blocks_per_sm), the state's
-# channels a warp holds (tile=16x16xKC: mma_k1, mma_k2); "recurrent" is
+# kernel's register cap (kda_mma_operands.blocks_per_sm); "recurrent" is
 # the recurrent kernel (kda.tile=BVxPxSxC).
 RECURRENT = "kda=recurrent"
 TILES = {"mma": "kda=auto",
@@ -91,11 +90,6 @@ TILES = {"mma": "kda=auto",
          "mma_w2": "kda=auto kernel-config=kda_mma_recurrence.warps=2,kda_mma_recurrence.tile=16x32",
          "mma_w4": "kda=auto kernel-config=kda_mma_recurrence.warps=4,kda_mma_recurrence.tile=16x64",
          "mma_w8": "kda=auto kernel-config=kda_mma_recurrence.tile=16x128",
-         # The state's K channels per warp: all of them (the default where
-         # pairs would not fit one wave of blocks), or half, a pair of warps
-         # per 16 value columns (the default where they fit: B1 up to H64).
-         "mma_k1": "kda=auto kernel-config=kda_mma_recurrence.tile=16x16x128",
-         "mma_k2": "kda=auto kernel-config=kda_mma_recurrence.tile=16x16x64",
          "recurrent": RECURRENT}
 VARIANTS = tuple(TILES)
 if os.environ.get("K3_BENCH_VARIANTS"):  # e.g. "mma,recurrent"

@@ -182,33 +182,22 @@ int64_t chooseKDAMMAChainWarps(int64_t vDim) {
   return w;
 }
 
-int64_t kdaChainKDim(KDAMMARecurrenceOp op) {
-  return 2 * (dimOf(op.getPacked(), 3) - 16) / 5;
-}
-
-/// Whether the chain's default splits K over pairs of warps: where a call
-/// of `maxSeqs` sequences (0: unknown) gives every 16-column group of
-/// every head a pair of warps in one wave of blocks. The chain is bound by
-/// a warp's instruction stream, so halving each warp's share of the state
-/// makes the walk faster wherever the extra warps find SMs (Kimi-Linear's
-/// 32 heads at B1: 64 blocks of 4 pairs; docs/kda-cuda.md).
-bool chainSplitsK(KDAMMARecurrenceOp op, int64_t warps, GPUTargetAttr target,
-                  int64_t maxSeqs) {
-  int64_t kDim = kdaChainKDim(op), vDim = dimOf(op.getV(), 3),
-          heads = dimOf(op.getV(), 2);
-  if (maxSeqs <= 0 || warps < 2 || (kDim / 2) % 16 != 0)
-    return false;
-  int64_t blocks = maxSeqs * heads * (vDim / (16 * (warps / 2)));
-  return blocks <= target.getSmCount();
+/// The chain's shared memory: the chunk's packed rows, e^{G_C} and v's tile.
+int64_t chainBytes(int64_t kDim, int64_t warps, int64_t stages) {
+  return stages * kdaMMAChainStageBytes(kDim, warps);
 }
 
 LogicalResult verifyKDAMMAChain(KDAMMARecurrenceOp op, KernelConfigAttr c,
                                 GPUTargetAttr target) {
-  int64_t vDim = dimOf(op.getV(), 3), kDim = kdaChainKDim(op);
+  int64_t vDim = dimOf(op.getV(), 3),
+          kDim = 2 * (dimOf(op.getPacked(), 3) - 16) / 5;
   int64_t w = c.getWarps();
   if (w != 1 && w != 2 && w != 4 && w != 8)
     return op.emitOpError()
            << "kda_mma_chain warps must be 1, 2, 4 or 8, got " << w;
+  if ((vDim / 16) % w != 0)
+    return op.emitOpError() << "kda_mma_chain warps (" << w
+                            << ") must divide V / 16 = " << vDim / 16;
   if (c.getStages() < 2 || c.getStages() > 4)
     return op.emitOpError()
            << "kda_mma_chain stages must be in [2, 4], got " << c.getStages();
@@ -216,37 +205,20 @@ LogicalResult verifyKDAMMAChain(KDAMMARecurrenceOp op, KernelConfigAttr c,
     return op.emitOpError()
            << "kda_mma_chain blocks_per_sm must be in [0, 16], got "
            << c.getBlocksPerSm();
-  // tile = [16 tokens a chunk, the fewest value columns a block takes,
-  // optionally the channels of the state a warp holds]: 16 columns per
-  // active group of K / channels warps, a power of two times 16 up to the
-  // block's 16 W / (K / channels).
+  // tile = [16 tokens a chunk, the fewest value columns a block takes]:
+  // 16 per active warp, a power of two times 16 up to the block's 16 W.
   ArrayRef<int64_t> tile = c.getTile();
-  if ((tile.size() != 2 && tile.size() != 3) || tile[0] != 16)
-    return op.emitOpError() << "kda_mma_chain tile must be [16, columns] or "
-                               "[16, columns, channels], got "
+  if (tile.size() != 2 || tile[0] != 16)
+    return op.emitOpError() << "kda_mma_chain tile must be [16, columns], "
+                               "got "
                             << tile.size() << " sizes";
-  int64_t kc = tile.size() > 2 ? tile[2] : kDim;
-  if (kc != kDim && (2 * kc != kDim || kc % 16 != 0 || w < 2))
-    return op.emitOpError()
-           << "kda_mma_chain tile[2] (the state's channels a warp holds) "
-              "must be K = "
-           << kDim
-           << " or, with 2 warps or more, K / 2 in whole 16-channel "
-              "steps, got "
-           << kc;
-  int64_t kParts = kDim / kc, groups = w / kParts;
-  if ((vDim / 16) % groups != 0)
-    return op.emitOpError()
-           << "kda_mma_chain's " << groups
-           << " groups of warps (16 value columns each) must divide V / 16 = "
-           << vDim / 16;
   if (tile[1] % 16 != 0 || !llvm::isPowerOf2_64(tile[1] / 16) ||
-      tile[1] > 16 * groups)
+      tile[1] > 16 * w)
     return op.emitOpError()
            << "kda_mma_chain tile[1] (the fewest value columns a block "
-              "takes) must be 16 times a power of two up to 16 groups = "
-           << 16 * groups << ", got " << tile[1];
-  if (int64_t bytes = kdaMMAChainBytes(kDim, w, kParts, c.getStages());
+              "takes) must be 16 times a power of two up to 16 warps = "
+           << 16 * w << ", got " << tile[1];
+  if (int64_t bytes = chainBytes(kDim, w, c.getStages());
       bytes > target.getSmemPerBlock())
     return op.emitOpError() << "kda_mma_chain needs " << bytes
                             << " bytes of shared memory, the target has "
@@ -1488,7 +1460,7 @@ bool groupedGateUpPrefersPersistent(MoEGroupedGLUOp op, int64_t maxRows) {
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode,
-                              int64_t maxRows, int64_t maxSeqs) {
+                              int64_t maxRows) {
   MLIRContext *ctx = op->getContext();
   switch (kind) {
   case KernelKind::loop_nest:
@@ -1517,10 +1489,7 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // block per SM (the state lives in registers): ptxas may spend up to
     // 255 registers per thread, which it uses to hoist the ldmatrix loads.
     // Tile [16, 16]: a call with few sequences may split a block's value
-    // columns down to one warp's 16 (decided at run time); [16, 16, K / 2]
-    // where pairs of warps fit (chainSplitsK).
-    if (chainSplitsK(o, w, target, decode ? 0 : maxSeqs))
-      return config(ctx, kind, {16, 16, kdaChainKDim(o) / 2}, w, 3, 1);
+    // columns down to one warp's 16 (decided at run time).
     return config(ctx, kind, {16, 16}, w, 3, 1);
   }
   case KernelKind::linear_mma_3xtf32:
@@ -1850,10 +1819,9 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
 
 KernelConfigAttr mlir::k3::kernelConfigOfKind(Operation *op, KernelKind kind,
                                               Attribute target, bool decode,
-                                              int64_t maxRows,
-                                              int64_t maxSeqs) {
+                                              int64_t maxRows) {
   if (auto gpu = dyn_cast<GPUTargetAttr>(target))
-    return configOfKind(op, kind, gpu, decode, maxRows, maxSeqs);
+    return configOfKind(op, kind, gpu, decode, maxRows);
   return config(op->getContext(), KernelKind::loop_nest, {}, 0);
 }
 
@@ -1988,24 +1956,18 @@ int64_t mlir::k3::mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
   return 128 * (qk * queryRows + stages * (qk + v) * keys) + 1024;
 }
 
-int64_t mlir::k3::kdaMMAChainBytes(int64_t kDim, int64_t warps, int64_t kParts,
-                                   int64_t stages) {
+int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
   // Packed rows of 3K/2 + 16 words, padded by 4 words (conflict-free),
-  // e^{G_C} as K f32, v's 16 rows of the block's 16 W / kParts bf16 columns
-  // padded by 16 bytes (ldmatrix reads 8 rows of a column block without
-  // bank conflicts); then, for pairs, two buffers of 3 float4 a thread.
+  // e^{G_C} as K f32, v's 16 rows of 16 W bf16 padded by 16 bytes (ldmatrix
+  // reads 8 rows of a column block without bank conflicts).
   int64_t rowStride = 3 * kDim / 2 + 16 + 4;
-  int64_t stage =
-      16 * rowStride * 4 + kDim * 4 + 16 * (16 * (warps / kParts) * 2 + 16);
-  int64_t exchange = kParts > 1 ? 2 * warps * 3 * 32 * 16 : 0;
-  return stages * stage + exchange;
+  return 16 * rowStride * 4 + kDim * 4 + 16 * (16 * warps * 2 + 16);
 }
 
 KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
-                                               bool decode, int64_t maxRows,
-                                               int64_t maxSeqs) {
+                                               bool decode, int64_t maxRows) {
   return kernelConfigOfKind(op, defaultKind(op, decode), target, decode,
-                            maxRows, maxSeqs);
+                            maxRows);
 }
 
 /// `raster` orders the output tiles of the GEMMs over a dense grid of

@@ -24,10 +24,9 @@ bool needsKernel(Operation *op);
 /// The default configuration of `op` on `target` (#k3.cpu_target or
 /// #k3.gpu_target); `decode` when `op` is in a decode entry (one token per
 /// sequence); `maxRows`: the most rows (tokens) of one call of its entry,
-/// `maxSeqs` the most sequences, each 0 where unknown.
+/// 0 where unknown.
 KernelConfigAttr defaultKernelConfig(Operation *op, Attribute target,
-                                     bool decode, int64_t maxRows = 0,
-                                     int64_t maxSeqs = 0);
+                                     bool decode, int64_t maxRows = 0);
 
 /// Whether kernel `kind` covers `op` (its shapes and types) on `target`.
 bool kernelApplies(Operation *op, KernelKind kind, Attribute target);
@@ -35,7 +34,7 @@ bool kernelApplies(Operation *op, KernelKind kind, Attribute target);
 /// The default parameters of kernel `kind` for `op`, which it covers.
 KernelConfigAttr kernelConfigOfKind(Operation *op, KernelKind kind,
                                     Attribute target, bool decode,
-                                    int64_t maxRows = 0, int64_t maxSeqs = 0);
+                                    int64_t maxRows = 0);
 
 /// A diagnostic at `op` when `config` cannot lower it on `target`.
 LogicalResult verifyKernelConfig(Operation *op, KernelConfigAttr config,
@@ -151,11 +150,9 @@ constexpr int64_t kMXFP4StagedRowBytes = 36;
 int64_t mlaFlashSharedBytes(MLAPrefillAttentionOp op, int64_t stages,
                             int64_t queryRows, int64_t keys);
 
-/// Dynamic shared memory of the tensor-core KDA chain: `stages` stages for
-/// key dimension `kDim` and `warps` warps in groups of `kParts` (each
-/// K / kParts channels of a 16-column group), and the groups' exchange.
-int64_t kdaMMAChainBytes(int64_t kDim, int64_t warps, int64_t kParts,
-                         int64_t stages);
+/// Dynamic shared memory of the tensor-core KDA chain per stage, for key
+/// and value dimensions and warps.
+int64_t kdaMMAChainStageBytes(int64_t kDim, int64_t warps);
 
 } // namespace mlir::k3
 

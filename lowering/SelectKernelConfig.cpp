@@ -215,7 +215,7 @@ struct K3SelectKernelConfigPass
           return WalkResult::advance();
         KernelConfigAttr c = configs.getAttr(op);
         if (!c)
-          c = defaultKernelConfig(op, *target, decode, maxRows, maxSeqs);
+          c = defaultKernelConfig(op, *target, decode, maxRows);
         for (const Override &o : opOverrides) {
           // An op name, or the kind of kernel the op has so far (the same
           // op kind takes other kernels in prefill and in a decode step);

@@ -24,16 +24,6 @@
 // sequence's end are zero-filled (cp.async with source size 0), which makes
 // their delta zero.
 //
-// Where few (sequence, head) pairs leave most SMs idle, the config splits
-// K too (tile[2] = K / 2 channels a warp): two warps own one 16-column
-// group, each half of S^T's channels. The chain is bound by one warp's
-// instruction stream (Nsight Compute: the active warps issue or wait on
-// fixed-latency results; bench/results/ncu/), and each half-warp's products,
-// decays and conversions are half of them. The pair trades its partial
-// r^T and o^T sums through shared memory at a named barrier of its 64
-// threads; both compute delta^T from the same sum, the first writes o^T's
-// tokens 0-7, the second 8-15.
-//
 // The split of a slice is chosen at run time, from the number of sequences
 // N: the chain is a serial walk over chunks, so its time is one block's
 // walk as long as the blocks fit the SMs in one wave, and a block of W
@@ -42,19 +32,17 @@
 // batches), every warp of a block is active; with fewer, each slice is
 // split over s = 2, 4, ... blocks (at most the config's split) while the
 // blocks still fit the SMs, and a block's W / s active warps take its
-// share of the slice; the other warps issue all of the chunk's copies and
-// pass the barriers (where every warp is active, all issue a share). One
-// compiled block size serves both: which is faster depends on N, known only at
-// run time (B8 T4096 H32: 8 active warps 1.20 ms against 1.53 with 2; B1 T8192
-// H64: 4 active warps 0.67 against 0.86 with 8; docs/kda-cuda.md). The grid has
-// the wide form's blocks plus one per SM, enough for either form; blocks past
-// the split's items return at once.
+// share of the slice; the other warps stage operands and pass the barriers
+// only. One compiled block size serves both: which is faster depends on N,
+// known only at run time (B8 T4096 H32: 8 active warps 1.20 ms against
+// 1.53 with 2; B1 T8192 H64: 4 active warps 0.67 against 0.86 with 8;
+// docs/kda-cuda.md). The grid has the wide form's blocks plus one per SM,
+// enough for either form; blocks past the split's items return at once.
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 using namespace mlir;
@@ -69,23 +57,14 @@ struct ChainPlan {
   int64_t R;        // word of P in a packed row
   int64_t rowWords; // words staged per row
   int64_t RS;       // staged row stride in words: conflict-free
-  int64_t kParts;   // warps per 16-column group, each K / kParts channels
-  int64_t kc;       // channels of S^T a warp holds
-  int64_t NT, KS;   // a warp's N tiles (8 channels) and k-steps (16)
-  int64_t warps, groups, BV, threads, nvb, stages;
+  int64_t NT, KS;
+  int64_t warps, BV, threads, nvb, stages;
   int64_t maxSplit; // blocks a slice may be split over at run time
   int64_t smCount;  // the target's SMs: one wave of chain blocks
   // A stage: the rows [16][RS] i32, e^{G_C} [K] f32, v's tile [16][vStride
   // bytes] bf16.
   int64_t rowsBytes, egcBytes, vStride, stageBytes;
-  // After the stages, with kParts = 2: the pairs' partial sums, two
-  // buffers (chunk parity) of [warp][3][lane] float4.
-  int64_t exchangeBytes;
 };
-
-/// float4 slots a thread writes for its pair per chunk: r^T's two N tiles
-/// and the o^T tile that the other warp writes.
-constexpr int64_t kExchangeSlots = 3;
 
 /// The plan for the config's warps and stages (chosen and checked by
 /// k3-select-kernel-config: KernelConfigRules.cpp).
@@ -99,17 +78,14 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
   p.R = 3 * p.kDim / 2;
   p.rowWords = p.R + 16;
   p.RS = p.rowWords + 4;
-  ArrayRef<int64_t> tile = config.getTile();
-  p.kc = tile.size() > 2 ? tile[2] : p.kDim;
-  p.kParts = p.kDim / p.kc;
-  p.NT = p.kc / 8;
-  p.KS = p.kc / 16;
+  p.NT = p.kDim / 8;
+  p.KS = p.kDim / 16;
   p.warps = config.getWarps();
-  p.groups = p.warps / p.kParts;
-  p.BV = 16 * p.groups;
+  p.BV = 16 * p.warps;
   p.threads = 32 * p.warps;
   p.nvb = p.vDim / p.BV;
-  // tile[1]: the fewest value columns a block takes (16 per active group).
+  // tile[1]: the fewest value columns a block takes (16 per active warp).
+  ArrayRef<int64_t> tile = config.getTile();
   p.maxSplit = tile.size() > 1 ? std::max<int64_t>(1, p.BV / tile[1]) : 1;
   p.smCount = smCount;
   // Chunks c+1 .. c+stages-1 are in flight while chunk c multiplies.
@@ -120,7 +96,6 @@ ChainPlan makePlan(ArrayRef<KernelOperand> in, ArrayRef<KernelOperand> out,
   // without bank conflicts.
   p.vStride = p.BV * 2 + 16;
   p.stageBytes = p.rowsBytes + p.egcBytes + kChunk * p.vStride;
-  p.exchangeBytes = p.kParts > 1 ? 2 * p.warps * kExchangeSlots * 32 * 16 : 0;
   return p;
 }
 
@@ -133,15 +108,6 @@ struct Piece {
   Value row, src, dst;
   int64_t p0;
 };
-
-/// A copy's 16-byte pieces: `total` of them, `perRow` a row, of elements
-/// of `elemBytes`; rows `srcRow` elements apart in the source and `dstRow`
-/// in the stage.
-struct CopyKind {
-  int64_t total, perRow, elemBytes, srcRow, dstRow;
-};
-/// The three copies of a chunk: the packed rows, e^{G_C}, v's tile.
-enum { kRows, kEgc, kV, kKinds };
 
 /// One stage's operands, typed views of the dynamic shared memory.
 struct Stage {
@@ -179,26 +145,20 @@ private:
     Value hn = em.divu(slice, p.nvb);
     h = em.remu(hn, p.heads);
     n = em.divu(hn, p.heads);
-    // Warp w of part j of the slice takes columns 16 (j G / s + w / P) of
-    // it (G groups of P warps), channels K / P (w % P) on; the warps past
-    // W / s only stage operands (their columns clamped to their own, in
-    // bounds, for the loads they share with the others).
+    // Warp w of part j of the slice takes columns 16 (j W / s + w) of it;
+    // the warps past W / s only stage operands (their columns clamped to
+    // their own, in bounds, for the loads they share with the others).
     active = arith::DivUIOp::create(b, loc, kb.idx(p.warps), split);
     warp = em.divu(tid, 32);
     warpActive = kb.lti(warp, active);
-    allActive = kb.eqi(active, kb.idx(p.warps));
-    Value group = em.divu(warp, p.kParts);
-    kPart = em.remu(warp, p.kParts);
-    Value activeGroups = em.divu(active, p.kParts);
-    slot = kb.select(warpActive, kb.addi(kb.muli(part, activeGroups), group),
-                     group);
+    slot = kb.select(warpActive, kb.addi(kb.muli(part, active), warp), warp);
     return kb.lti(bid, kb.muli(units, split));
   }
 
   void emitItem() {
     smem = em.dynamicSharedMemory();
     // The stages as the copies write them: 32-bit words and bf16.
-    const int64_t total = p.stages * p.stageBytes + p.exchangeBytes;
+    const int64_t total = p.stages * p.stageBytes;
     all32 = em.sharedView(smem, b.getI32Type(), kb.idx(0), {total / 4});
     all16 = em.sharedView(smem, b.getBF16Type(), kb.idx(0), {total / 2});
     positions();
@@ -211,12 +171,6 @@ private:
     // Lane positions of the ldmatrix reads inside a stage.
     laneA = em.ldmatrixLaneA(lane);
     laneB = em.ldmatrixLaneB(lane);
-    laneAk = kb.addi(laneA[1], k0);
-    tig2k = kb.addi(tig2, k0);
-    if (p.kParts > 1)
-      exchangeView =
-          em.sharedView(smem, b.getF32Type(), kb.idx(p.stages * p.stageBytes),
-                        {p.exchangeBytes / 4});
     // Two loops with the same copies and barriers: the active warps' with
     // the products, the others' without (a branch per chunk around the
     // products measured 2-4 % slower on whole blocks; the barriers count
@@ -242,7 +196,7 @@ private:
     {
       OpBuilder::InsertionGuard lg(b);
       b.setInsertionPointToStart(staging.getBody());
-      stageNext(staging.getInductionVar(), /*fromStaging=*/true);
+      stageNext(staging.getInductionVar());
     }
     wait(0);
   }
@@ -256,8 +210,6 @@ private:
     Value vcol0 = kb.addi(kb.muli(vb, kb.idx(p.BV)), kb.muli(slot, kb.idx(16)));
     vRow[0] = kb.addi(vcol0, gq);
     vRow[1] = kb.addi(vcol0, kb.addi(gq, kb.idx(8)));
-    k0 = kb.muli(kPart, kb.idx(p.kc));
-    laneBk = kb.addi(laneBCol(), k0);
 
     KernelOperand cu = a.getCuSeqlens();
     bIdx = cu.base ? kb.idx(0) : n;
@@ -268,13 +220,10 @@ private:
         em.divu(kb.addi(kb.subi(end, start), kb.idx(kChunk - 1)), kChunk);
   }
 
-  /// Channel of accumulator element c of the warp's N tile nt.
+  /// Channel of accumulator element c of N tile nt.
   Value kCol(int64_t nt, int64_t c) {
-    return kb.addi(kb.addi(kb.idx(8 * nt + c % 2), tig2), k0);
+    return kb.addi(kb.idx(8 * nt + c % 2), tig2);
   }
-  /// The lane's column in a [16][16] B block read by ldmatrix (as
-  /// ldmatrixLaneB gives it), before the block's first column.
-  Value laneBCol() { return em.ldmatrixLaneB(lane)[1]; }
 
   /// S^T's accumulators (N tile nt: channels 8 nt..8 nt + 7).
   SmallVector<Value> initialState() {
@@ -292,14 +241,25 @@ private:
   /// flat arrays (token-major: a piece's offset from the chunk's first
   /// token is the same for every chunk).
   void copySlots() {
-    kinds[kRows] = {kChunk * (p.rowWords / 4), p.rowWords / 4, 4,
-                    p.heads * p.words, p.RS};
-    kinds[kEgc] = {p.kDim / 4, p.kDim / 4, 4, 0, 0};
-    kinds[kV] = {kChunk * (p.BV / 8), p.BV / 8, 2, p.heads * p.vDim,
-                 p.vStride / 2};
-    for (int64_t k = 0; k < kKinds; ++k)
-      for (int64_t p0 = 0; p0 < kinds[k].total; p0 += p.threads)
-        slots[k].push_back(piece(kinds[k], kb.addi(kb.idx(p0), tid), p0));
+    auto slots = [&](int64_t total, int64_t perRow, int64_t elemBytes,
+                     int64_t srcRow, int64_t dstRow) {
+      SmallVector<Piece> ps;
+      for (int64_t p0 = 0; p0 < total; p0 += p.threads) {
+        Value q = kb.addi(kb.idx(p0), tid);
+        Value r = em.divu(q, perRow), c = em.remu(q, perRow);
+        Value src = kb.addi(kb.muli(r, kb.idx(srcRow)),
+                            kb.muli(c, kb.idx(16 / elemBytes)));
+        Value dst = kb.addi(kb.muli(r, kb.idx(dstRow)),
+                            kb.muli(c, kb.idx(16 / elemBytes)));
+        ps.push_back({r, src, dst, p0});
+      }
+      return ps;
+    };
+    rowSlots = slots(kChunk * (p.rowWords / 4), p.rowWords / 4, 4,
+                     p.heads * p.words, p.RS);
+    egcSlots = slots(p.kDim / 4, p.kDim / 4, 4, 0, 0);
+    vSlots = slots(kChunk * (p.BV / 8), p.BV / 8, 2, p.heads * p.vDim,
+                   p.vStride / 2);
     auto flat = [&](const KernelOperand &x) {
       Value size = kb.idx(1);
       for (int64_t d : x.shape)
@@ -310,14 +270,6 @@ private:
     gV = flat(a.getV());
     vCol0 = kb.muli(vb, kb.idx(p.BV));
   }
-  /// Piece q of a copy (p0: the first of the thread's static round).
-  Piece piece(const CopyKind &k, Value q, int64_t p0) {
-    Value r = em.divu(q, k.perRow), c = em.remu(q, k.perRow);
-    Value col = kb.muli(c, kb.idx(16 / k.elemBytes));
-    return {r, kb.addi(kb.muli(r, kb.idx(k.srcRow)), col),
-            kb.addi(kb.muli(r, kb.idx(k.dstRow)), col), p0};
-  }
-
   /// Element (bIdx, t, h, 0) of a [B][T][H][width] source.
   Value tokenAt(Value t, Value tokens, int64_t width) {
     return kb.muli(
@@ -336,41 +288,8 @@ private:
             em.sharedView(smem, bf16, vOff, {kChunk, p.vStride / 2})};
   }
 
-  /// Calls `body` with each of this thread's pieces of copy `kind`.
-  using PieceLoop =
-      std::function<void(int64_t, const std::function<void(const Piece &)> &)>;
-
-  /// Issues chunk c's copies into its stage, every thread of the block its
-  /// static share.
+  /// Issues chunk c's copies into its stage (every thread a share).
   void issue(Value c) {
-    issueWith(c, [&](int64_t k, const std::function<void(const Piece &)> &f) {
-      int64_t total = kinds[k].total;
-      for (const Piece &pc : slots[k]) {
-        if (pc.p0 + p.threads > total)
-          kb.ifThen(kb.lti(kb.addi(kb.idx(pc.p0), tid), kb.idx(total)),
-                    [&] { f(pc); });
-        else
-          f(pc);
-      }
-    });
-  }
-
-  /// The same by the staging warps alone (threads from 32 `active` on):
-  /// the active warps' instruction stream is what bounds the chain, and a
-  /// block that has staging warps leaves them idle at the barrier.
-  void issueByStaging(Value c) {
-    Value first = kb.subi(tid, kb.muli(active, kb.idx(32)));
-    Value stride = kb.muli(kb.subi(kb.idx(p.warps), active), kb.idx(32));
-    issueWith(c, [&](int64_t k, const std::function<void(const Piece &)> &f) {
-      auto loop =
-          scf::ForOp::create(b, loc, first, kb.idx(kinds[k].total), stride);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(loop.getBody());
-      f(piece(kinds[k], loop.getInductionVar(), 0));
-    });
-  }
-
-  void issueWith(Value c, const PieceLoop &forEach) {
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
     // Destinations: element offsets into the whole shared memory, narrowed
@@ -382,9 +301,19 @@ private:
                             kb.idx(region / elemBytes));
       return em.narrow(kb.addi(first, pc.dst));
     };
+    auto each = [&](ArrayRef<Piece> ps, int64_t total,
+                    const std::function<void(const Piece &)> &body) {
+      for (const Piece &pc : ps) {
+        if (pc.p0 + p.threads > total)
+          kb.ifThen(kb.lti(kb.addi(kb.idx(pc.p0), tid), kb.idx(total)),
+                    [&] { body(pc); });
+        else
+          body(pc);
+      }
+    };
     // Rows past the sequence read row t0 (in bounds) with source size 0.
     Value rowsAt = tokenAt(t0, kb.dim(a.getPacked().shape[1]), p.words);
-    forEach(kRows, [&](const Piece &pc) {
+    each(rowSlots, kChunk * (p.rowWords / 4), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(rowsAt, kb.select(ok, pc.src, kb.idx(0)));
       em.asyncCopy(all32, dstAt(pc, 4, 0), gPacked, src, 4, ok);
@@ -393,7 +322,7 @@ private:
     Value egcAt =
         kb.addi(tokenAt(lastRow, kb.dim(a.getPacked().shape[1]), p.words),
                 kb.idx(p.R + 16));
-    forEach(kEgc, [&](const Piece &pc) {
+    each(egcSlots, p.kDim / 4, [&](const Piece &pc) {
       em.asyncCopy(all32, dstAt(pc, 4, p.rowsBytes), gPacked,
                    kb.addi(egcAt, pc.src), 4, Value());
     });
@@ -401,7 +330,7 @@ private:
     // The whole slice's columns, also where a split block reads a part of
     // them: a predicate on the column cost whole blocks 2 % (B1 T8192 H96,
     // bench/results/kda-chain-split-trial), more than the bytes it saves.
-    forEach(kV, [&](const Piece &pc) {
+    each(vSlots, kChunk * (p.BV / 8), [&](const Piece &pc) {
       Value ok = kb.lti(pc.row, count);
       Value src = kb.addi(vAt, kb.select(ok, pc.src, kb.idx(0)));
       em.asyncCopy(all16, dstAt(pc, 2, p.rowsBytes + p.egcBytes), gV, src, 8,
@@ -424,23 +353,16 @@ private:
   /// thread of the block at the same instruction; compute-sanitizer's
   /// synccheck reported it (bench/results/e2e-checks/
   /// sanitizer-kda-operands-levels-nvidia-h100-20261205T1615Z.txt).
-  /// The copies are the staging warps' where the block has any
-  /// (`fromStaging`: called from their loop), else every thread's.
-  void stageNext(Value c, bool fromStaging) {
+  void stageNext(Value c) {
     wait(int32_t(p.stages - 2));
     k3gpu::BarrierSyncOp::create(b, loc);
     Value cNext = kb.addi(c, kb.idx(p.stages - 1));
-    kb.ifThen(kb.lti(cNext, numChunks), [&] {
-      if (fromStaging)
-        issueByStaging(cNext);
-      else
-        kb.ifThen(allActive, [&] { issue(cNext); });
-    });
+    kb.ifThen(kb.lti(cNext, numChunks), [&] { issue(cNext); });
     commit();
   }
 
   SmallVector<Value> chunk(Value c, ValueRange it) {
-    stageNext(c, /*fromStaging=*/false);
+    stageNext(c);
 
     Value t0 = kb.addi(start, kb.muli(c, kb.idx(kChunk)));
     Value count = kb.minsi(kb.subi(end, t0), kb.idx(kChunk));
@@ -451,12 +373,6 @@ private:
           {it[8 * ks + 0], it[8 * ks + 1], it[8 * ks + 2], it[8 * ks + 3]},
           {it[8 * ks + 4], it[8 * ks + 5], it[8 * ks + 6], it[8 * ks + 7]});
     auto [pS, oT] = stateProducts(s, aS);
-    if (p.kParts > 1) {
-      auto [sum, own] = exchange(c, pS, oT);
-      FragA aD = delta(s, sum);
-      outputHalf(s, aD, own, t0, count);
-      return nextState(s, aD, it);
-    }
     FragA aD = delta(s, pS);
     output(s, aD, oT, t0, count);
     return nextState(s, aD, it);
@@ -467,22 +383,14 @@ private:
     return em.loadB2(s.rows, {laneB[0], kb.addi(laneB[1], kb.idx(2 * word))},
                      /*fromKN=*/false);
   }
-  /// The same at the warp's channel `channel` (from its first) of the bf16
-  /// block that starts at element column `first`.
-  std::array<FragB, 2> channelsB(const Stage &s, int64_t first,
-                                 int64_t channel) {
-    return em.loadB2(s.rows,
-                     {laneB[0], kb.addi(laneBk, kb.idx(first + channel))},
-                     /*fromKN=*/false);
-  }
 
   /// S0^T (k e^G)^T and S0^T (q e^G)^T, k = K.
   std::pair<std::array<Acc, 2>, std::array<Acc, 2>>
   stateProducts(const Stage &s, ArrayRef<FragA> aS) {
     std::array<Acc, 2> pS = {em.zero(), em.zero()}, oT = {em.zero(), em.zero()};
     for (int64_t ks = 0; ks < p.KS; ++ks) {
-      auto bKe = channelsB(s, p.kDim, 16 * ks);
-      auto bQg = channelsB(s, 0, 16 * ks);
+      auto bKe = rowsB(s, p.kDim / 2 + 8 * ks);
+      auto bQg = rowsB(s, 8 * ks);
       for (int64_t nt = 0; nt < 2; ++nt) {
         pS[nt] = em.mma(aS[ks], bKe[nt], pS[nt]);
         oT[nt] = em.mma(aS[ks], bQg[nt], oT[nt]);
@@ -530,85 +438,18 @@ private:
     }
   }
 
-  /// The pair's sums: each warp writes its partial r^T (both N tiles) and
-  /// the o^T tile the other warp writes out, meets the other at their
-  /// named barrier, and adds the other's. Both add in one order (a + b is
-  /// b + a in IEEE arithmetic), so both hold the same r^T and delta^T.
-  /// Two buffers by chunk parity: a warp rewrites a buffer only after the
-  /// next chunk's barrier, which the other passes after its reads.
-  std::pair<std::array<Acc, 2>, Acc> exchange(Value c,
-                                              const std::array<Acc, 2> &pS,
-                                              const std::array<Acc, 2> &oT) {
-    Value first = kb.eqi(kPart, kb.idx(0));
-    Acc given, kept;
-    for (int64_t e = 0; e < 4; ++e) {
-      given[e] = kb.select(first, oT[1][e], oT[0][e]);
-      kept[e] = kb.select(first, oT[0][e], oT[1][e]);
-    }
-    Value buf = em.remu(c, 2);
-    auto at = [&](Value w, int64_t slotIdx) {
-      Value row = kb.addi(kb.muli(kb.addi(kb.muli(buf, kb.idx(p.warps)), w),
-                                  kb.idx(kExchangeSlots)),
-                          kb.idx(slotIdx));
-      return kb.addi(kb.muli(row, kb.idx(128)), kb.muli(lane, kb.idx(4)));
-    };
-    const std::array<Acc, kExchangeSlots> mine = {pS[0], pS[1], given};
-    for (int64_t i = 0; i < kExchangeSlots; ++i)
-      em.storeVector(mine[i], exchangeView, {at(warp, i)});
-    pairBarrier();
-    Value other = arith::XOrIOp::create(b, loc, warp, kb.idx(1));
-    std::array<Acc, kExchangeSlots> theirs;
-    for (int64_t i = 0; i < kExchangeSlots; ++i) {
-      SmallVector<Value> v = em.loadVector(exchangeView, {at(other, i)}, 4);
-      std::copy(v.begin(), v.end(), theirs[i].begin());
-    }
-    std::array<Acc, 2> sum;
-    Acc own;
-    for (int64_t e = 0; e < 4; ++e) {
-      sum[0][e] = kb.add(pS[0][e], theirs[0][e]);
-      sum[1][e] = kb.add(pS[1][e], theirs[1][e]);
-      own[e] = kb.add(kept[e], theirs[2][e]);
-    }
-    return {sum, own};
-  }
-
-  /// bar.sync of the pair's 64 threads (barrier 1 + pair; 0 is the
-  /// block's).
-  void pairBarrier() {
-    Value id = arith::IndexCastOp::create(b, loc, b.getI32Type(),
-                                          kb.addi(em.divu(warp, 2), kb.idx(1)));
-    NVVM::BarrierOp::create(b, loc, Type(), id,
-                            arith::ConstantIntOp::create(b, loc, 64, 32),
-                            NVVM::BarrierReductionAttr(), Value());
-  }
-
-  /// o^T += delta^T Aqk^T for the warp's half of the tokens (N tile
-  /// kPart), stored.
-  void outputHalf(const Stage &s, FragA aD, Acc oT, Value t0, Value count) {
-    auto bAqk = rowsB(s, p.R + 8);
-    Value first = kb.eqi(kPart, kb.idx(0));
-    oT = em.mma(aD, kb.select(first, bAqk[0], bAqk[1]), oT);
-    Value half = kb.muli(kPart, kb.idx(8));
-    for (int64_t e = 0; e < 4; ++e) {
-      Value t = kb.addi(kb.addi(tig2, half), kb.idx(e % 2));
-      kb.ifThen(kb.lti(t, count), [&] {
-        kb.store(oT[e], out[0].full, {bIdx, kb.addi(t0, t), h, vRow[e / 2]});
-      });
-    }
-  }
-
   /// S^T = S0^T e^{G_C} + delta^T kg: B = kg (k = token, n = K) from
   /// [token][channel] rows, two N tiles per ldmatrix.trans.
   SmallVector<Value> nextState(const Stage &s, FragA aD, ValueRange it) {
     SmallVector<Value> next;
     for (int64_t nt = 0; nt < p.NT; nt += 2) {
       auto bK = em.loadB2(
-          s.rows, {laneA[0], kb.addi(laneAk, kb.idx(2 * p.kDim + 8 * nt))},
+          s.rows, {laneA[0], kb.addi(laneA[1], kb.idx(2 * (p.kDim + 4 * nt)))},
           /*fromKN=*/true);
       for (int64_t x = 0; x < 2; ++x) {
         int64_t n8 = nt + x;
         SmallVector<Value> d =
-            em.loadVector(s.egc, {kb.addi(kb.idx(8 * n8), tig2k)}, 2);
+            em.loadVector(s.egc, {kb.addi(kb.idx(8 * n8), tig2)}, 2);
         Acc acc{kb.mul(it[4 * n8 + 0], d[0]), kb.mul(it[4 * n8 + 1], d[1]),
                 kb.mul(it[4 * n8 + 2], d[0]), kb.mul(it[4 * n8 + 3], d[1])};
         acc = em.mma(aD, bK[x], acc);
@@ -627,11 +468,9 @@ private:
   ArrayRef<KernelOperand> out;
   Value smem, all32, all16, group;
   Value tid, vb, h, n, lane, warp, tig, tig2, vRow[2];
-  Value active, allActive, warpActive, slot, kPart, k0, laneBk, laneAk, tig2k;
-  Value exchangeView;
+  Value active, warpActive, slot;
   Value bIdx, start, end, numChunks;
-  std::array<CopyKind, kKinds> kinds;
-  std::array<SmallVector<Piece>, kKinds> slots;
+  SmallVector<Piece> rowSlots, egcSlots, vSlots;
   Value gPacked, gV, vCol0;
   std::array<Value, 2> laneA, laneB;
 };
@@ -655,7 +494,7 @@ LogicalResult mlir::k3::emitKDAMMARecurrenceCUDA(KDAMMARecurrenceOp op,
   // a call whose blocks would not fill the SMs splits its slices over up to
   // that many blocks (workItem).
   e.setLaunch(*nForm, p.heads * p.nvb, p.maxSplit > 1 ? p.smCount : 0, 1,
-              {p.threads, 1, 1}, p.stages * p.stageBytes + p.exchangeBytes);
+              {p.threads, 1, 1}, p.stages * p.stageBytes);
   ChainKernel(op, kb, p, in, out).emit();
   return success();
 }

@@ -95,8 +95,8 @@
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?xbf16> to memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
 // CHECK: nvgpu.device_async_create_group {k3.all_issued}
-// The active warps' loop, with the products (and the copies where every
-// warp is active); the others' after it, with the copies and barriers only.
+// The active warps' loop, with the products; the others' after it, with
+// the same copies and barriers only.
 // CHECK: scf.if
 // CHECK: scf.for
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
@@ -120,11 +120,6 @@
 // CHECK-NOT: k3gpu.mma_sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
 // CHECK-NEXT: gpu.barrier
-// CHECK-NOT: k3gpu.mma_sync
-// There the staging warps issue every copy: loops over the pieces, strided
-// by their threads.
-// CHECK: scf.for
-// CHECK: nvgpu.device_async_copy
 // CHECK-NOT: k3gpu.mma_sync
 // CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // CHECK-NOT: k3gpu.mma_sync
@@ -155,42 +150,8 @@
 // RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16x48" 2>&1 | FileCheck %s --check-prefix=BADCOLS
 // RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.warps=2,kda_mma_recurrence.tile=16x64" 2>&1 | FileCheck %s --check-prefix=BADCOLS
 // RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16" 2>&1 | FileCheck %s --check-prefix=BADRANK
-// BADCOLS: op kda_mma_chain tile[1] (the fewest value columns a block takes) must be 16 times a power of two up to 16 groups
-// BADRANK: op kda_mma_chain tile must be [16, columns] or [16, columns, channels], got 1 sizes
-
-// K split over pairs of warps (tile[2] = K / 2): the default where a call's
-// pairs fit one wave of blocks (max-seqs 1: 4 heads x 2 slices of 64
-// columns), not where they would not (max-seqs 64: 512 blocks).
-// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda max-seqs=1" --k3-outline-kernels -mlir-print-local-scope -o %t.ksplit.mlir
-// RUN: FileCheck %s --check-prefix=KSPLIT --input-file=%t.ksplit.mlir
-// RUN: k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda max-seqs=64" --k3-outline-kernels | FileCheck %s --check-prefix=MANYSEQS
-// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.ksplit.mlir > %t.ksplit.gpu.mlir
-// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.ksplit.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.ksplit.bin.mlir
-// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.ksplit.bin.mlir > %t.ksplit.ptx
-// RUN: %ptxas -v -arch=sm_90a %t.ksplit.ptx -o %t.ksplit.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
-// KSPLIT-LABEL: gpu.func @kda_mma_recurrence_1(
-// KSPLIT-SAME: k3.kernel_config = #k3.kernel_config<kernel = kda_mma_chain, tile = [16, 16, 64], warps = 8, stages = 3, blocks_per_sm = 1>
-// KSPLIT-SAME: grid_scale = 8, grid_offset = 132, grid_divisor = 1, block = [256, 1, 1]
-// Per chunk a warp's half: 8 products with the state (4 k-steps, 2 N
-// tiles, r^T and o^T), the pair's exchange (3 float4 out, a named barrier
-// of 64 threads, 3 float4 in), then delta (2), its o^T tile (1) and its
-// half of the state (8).
-// KSPLIT: scf.for
-// KSPLIT-COUNT-16: k3gpu.mma_sync
-// KSPLIT-NOT: k3gpu.mma_sync
-// KSPLIT-COUNT-3: vector.store {{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// KSPLIT: nvvm.barrier id = %{{.*}} number_of_threads = %c64
-// KSPLIT-COUNT-3: vector.load {{.*}} : memref<{{[0-9]+}}xf32, #gpu.address_space<workgroup>>, vector<4xf32>
-// KSPLIT: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
-// KSPLIT-COUNT-11: k3gpu.mma_sync
-// KSPLIT-NOT: k3gpu.mma_sync
-// KSPLIT: scf.yield
-// MANYSEQS-LABEL: gpu.func @kda_mma_recurrence_1(
-// MANYSEQS-SAME: tile = [16, 16], warps = 8
-// Half of K must be whole 16-channel steps, and a pair needs 2 warps.
-// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.tile=16x16x32" 2>&1 | FileCheck %s --check-prefix=BADKC
-// RUN: not k3-opt %s --k3-kda-mma-split --k3-select-kernel-config="target=cuda override=kda_mma_recurrence.warps=1,kda_mma_recurrence.tile=16x16x64" 2>&1 | FileCheck %s --check-prefix=BADKC
-// BADKC: op kda_mma_chain tile[2] (the state's channels a warp holds) must be K = 128 or, with 2 warps or more, K / 2 in whole 16-channel steps
+// BADCOLS: op kda_mma_chain tile[1] (the fewest value columns a block takes) must be 16 times a power of two up to 16 warps
+// BADRANK: op kda_mma_chain tile must be [16, columns], got 1 sizes
 
 // BADWARPS: error: 'k3.kda_mma_recurrence' op kda_mma_chain warps must be 1, 2, 4 or 8, got 3
 // BADSMS: error: sm_count must be in [1, 1024], got 0
