@@ -1332,14 +1332,20 @@ bool sharedEpilogueSchedule(KernelConfigAttr c, int64_t columns) {
          c.getStages() <= sharedEpilogueMaxStages(columns);
 }
 
-bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
-                            int64_t maxRows) {
-  if (maxRows < kSharedEpilogueMinRows)
-    return false;
+/// The share of the SMs' waves that `columnTiles` output tiles per 128
+/// rows keep busy at `maxRows` rows, one block per SM.
+double persistentWaveShare(int64_t columnTiles, GPUTargetAttr target,
+                           int64_t maxRows) {
   int64_t tiles = (maxRows + 127) / 128 * columnTiles,
           sms = target.getSmCount();
   int64_t waves = (tiles + sms - 1) / sms;
-  return 5 * tiles >= 4 * waves * sms;
+  return double(tiles) / double(waves * sms);
+}
+
+bool persistentTilesBalance(int64_t columnTiles, GPUTargetAttr target,
+                            int64_t maxRows) {
+  return maxRows >= kSharedEpilogueMinRows &&
+         persistentWaveShare(columnTiles, target, maxRows) >= 0.8;
 }
 
 /// Column tiles of `width` output columns of a k3.linear or
@@ -1363,16 +1369,6 @@ bool linearPrefersSharedEpilogue(Operation *op, GPUTargetAttr target,
                                  int64_t maxRows) {
   return resultsAreBF16(op) &&
          persistentTilesBalance(linearColumnTiles(op, 256), target, maxRows);
-}
-
-/// The share of the SMs' waves that `columnTiles` output tiles per 128
-/// rows keep busy at `maxRows` rows, one block per SM.
-double persistentWaveShare(int64_t columnTiles, GPUTargetAttr target,
-                           int64_t maxRows) {
-  int64_t tiles = (maxRows + 127) / 128 * columnTiles,
-          sms = target.getSmCount();
-  int64_t waves = (tiles + sms - 1) / sms;
-  return double(tiles) / double(waves * sms);
 }
 
 /// The persistent schedule's output columns a tile: 256, or 192 where
@@ -1893,12 +1889,19 @@ int64_t mlir::k3::linearWGMMASharedBytes(int64_t stages, int64_t tileN,
          (sharedEpilogue ? 2 * 64 * tileN * 2 : 0);
 }
 
-int64_t mlir::k3::sharedEpilogueMaxStages(int64_t columns) {
+/// The most stages (at least 1) whose `bytes(stages)` fit sm_90's shared
+/// memory a block.
+static int64_t mostStagesThatFit(llvm::function_ref<int64_t(int64_t)> bytes) {
   int64_t stages = 1;
-  while (groupedWGMMASharedBytes(stages + 1, 256, /*mxfp4=*/false, 128,
-                                 columns) <= kSm90SmemPerBlock)
+  while (bytes(stages + 1) <= kSm90SmemPerBlock)
     ++stages;
   return stages;
+}
+
+int64_t mlir::k3::sharedEpilogueMaxStages(int64_t columns) {
+  return mostStagesThatFit([&](int64_t stages) {
+    return groupedWGMMASharedBytes(stages, 256, /*mxfp4=*/false, 128, columns);
+  });
 }
 
 bool mlir::k3::linearStoresThroughShared(Operation *op, KernelConfigAttr c) {
@@ -1915,11 +1918,10 @@ bool mlir::k3::linearWideTile(KernelConfigAttr c) {
 }
 
 int64_t mlir::k3::linearSharedEpilogueMaxStages(int64_t columns) {
-  int64_t stages = 1;
-  while (linearWGMMASharedBytes(stages + 1, columns, 128,
-                                /*sharedEpilogue=*/true) <= kSm90SmemPerBlock)
-    ++stages;
-  return stages;
+  return mostStagesThatFit([&](int64_t stages) {
+    return linearWGMMASharedBytes(stages, columns, 128,
+                                  /*sharedEpilogue=*/true);
+  });
 }
 
 int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,

@@ -77,7 +77,7 @@ public:
       : op(op), e(e), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, tileM(e.config.getTile()[0]),
         tileN(e.config.getTile()[1]), raster(e.config.getRaster()),
-        specialised(tileN > 128),
+        specialised(linearWideTile(e.config)),
         peers(specialised && e.config.getCluster() == 2 ? 2 : 1),
         splitK(!specialised && e.config.getCluster() > 1 ? e.config.getCluster()
                                                          : 1),
