@@ -92,6 +92,10 @@ def environment() -> dict:
     """GPU name, driver, CUDA, torch/triton versions, host, date, commit."""
     env = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "commit": commit(), "host": platform.node(), "python": sys.version.split()[0]}
+    # Runtime settings that change how our rows ran (docs/runtime.md).
+    for var in ("K3_LAUNCH_LANES", "K3_LAUNCH_GRAPHS", "K3_GRID_OVERLAP"):
+        if os.environ.get(var) is not None:
+            env[var] = os.environ[var]
     try:
         q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
                             "--format=csv,noheader"], capture_output=True, text=True, timeout=30)

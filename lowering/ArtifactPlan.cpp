@@ -387,11 +387,16 @@ ArtifactPlanner::tensorMapArgs(LaunchOp launch, Operation *phase,
 
 /// What a kernel takes through the arg `arg` of operand `v`: a weight its
 /// own bytes, an activation or state the bytes of the operand's symbolic
-/// shape (0, unchecked, where that is not one linear expression).
+/// shape (0, unchecked, where that is not one linear expression). A buffer
+/// is `written` where `v` is a result of the launch: its kernel writes only
+/// its results (state updated in place is a result bound to the state's
+/// buffer), which lets launch graphs run independent launches side by side.
 art::ArgNeed ArtifactPlanner::needOf(Operation *launch, Value v,
-                                     const art::Arg &arg) {
+                                     const art::Arg &arg, bool written) {
   art::ArgNeed need;
   need.kind = arg.kind;
+  if (arg.kind == art::ArgKind::Buffer)
+    need.access = written ? art::ArgAccess::Written : art::ArgAccess::Read;
   if (arg.kind == art::ArgKind::Weight) {
     need.bytes = art::DimExpr::constant(
         int64_t(art::weightBytes(builder.artifact().weights[arg.index])));
@@ -416,11 +421,11 @@ ArtifactPlanner::launchRecords(LaunchOp launch, const Where &where) {
     if (it == where.end())
       return launch.emitOpError() << "operand has no buffer";
     base.args.push_back(it->second);
-    base.needs.push_back(needOf(launch, v, it->second));
+    base.needs.push_back(needOf(launch, v, it->second, /*written=*/false));
   }
   for (Value r : launch.getResults()) {
     base.args.push_back(where.lookup(r));
-    base.needs.push_back(needOf(launch, r, base.args.back()));
+    base.needs.push_back(needOf(launch, r, base.args.back(), /*written=*/true));
   }
   base.args.push_back(art::Arg::symbol(kSymNumTokens));
   base.args.push_back(art::Arg::symbol(kSymNumSeqs));

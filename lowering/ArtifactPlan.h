@@ -72,9 +72,9 @@ private:
   uint32_t ioBuffer(const std::string &name, ::k3::artifact::BufferKind kind,
                     uint64_t bytes, uint32_t flags);
   /// What the kernel of `launch` takes through `arg`, the arg of its
-  /// operand `v` (section ANED).
+  /// operand `v` (section ANED); `written`: `v` is one of its results.
   ::k3::artifact::ArgNeed needOf(Operation *launch, Value v,
-                                 const ::k3::artifact::Arg &arg);
+                                 const ::k3::artifact::Arg &arg, bool written);
   /// The launches of one k3.launch: one on the CPU, one per parallel phase
   /// on a GPU.
   FailureOr<std::vector<LaunchRecord>> launchRecords(LaunchOp launch,

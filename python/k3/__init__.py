@@ -229,6 +229,16 @@ class Session:
         _capi.lib().k3_session_graph_stats(self._h, ctypes.byref(captured), ctypes.byref(replayed))
         return captured.value, replayed.value
 
+    @property
+    def graph_lanes(self) -> Tuple[int, int]:
+        """(lanes, waits between them) of the last launch graph captured:
+        K3_LAUNCH_LANES=n in the environment before the session is created
+        lets a graph run launches that share no written bytes side by side
+        on up to n lanes; (1, 0) is one lane, in order."""
+        lanes, waits = ctypes.c_size_t(), ctypes.c_size_t()
+        _capi.lib().k3_session_graph_lanes(self._h, ctypes.byref(lanes), ctypes.byref(waits))
+        return lanes.value, waits.value
+
     def reset_state(self, slot: int = -1) -> None:
         """Zeroes the decode state of one sequence slot, or of all (-1)."""
         _capi.check(_capi.lib().k3_session_reset_state(self._h, slot))

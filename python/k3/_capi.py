@@ -178,6 +178,7 @@ def lib() -> ctypes.CDLL:
         "k3_session_find_output": (c_int, [P, c_char_p, POINTER(TensorView)]),
         "k3_session_read_buffer": (c_int, [P, c_size_t, c_void_p, c_size_t]),
         "k3_session_graph_stats": (None, [P, POINTER(c_size_t), POINTER(c_size_t)]),
+        "k3_session_graph_lanes": (None, [P, POINTER(c_size_t), POINTER(c_size_t)]),
         "k3_session_fetch_outputs": (c_int, [P]),
         "k3_session_run_device": (c_int, [P, c_char_p, POINTER(SymbolValue), c_size_t,
                                           POINTER(DeviceTensorC), c_size_t]),

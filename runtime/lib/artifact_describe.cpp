@@ -133,10 +133,19 @@ std::string describe(const Artifact &a) {
       for (size_t ai = 0; ai < l.args.size(); ++ai) {
         o +=
             "    arg " + std::to_string(ai) + ": " + argToString(l.args[ai], a);
-        // Section ANED: the bytes its kernel may touch through it.
-        if (ai < l.needs.size() && !(l.needs[ai].bytes == DimExpr::constant(0)))
-          o += " (kernel touches <= " + dimToString(l.needs[ai].bytes, sn) +
-               " bytes)";
+        // Section ANED: the bytes its kernel may touch through it, and
+        // whether it writes them.
+        if (ai < l.needs.size()) {
+          const ArgNeed &need = l.needs[ai];
+          const char *verb = need.access == ArgAccess::Read      ? "reads"
+                             : need.access == ArgAccess::Written ? "writes"
+                                                                 : "touches";
+          if (!(need.bytes == DimExpr::constant(0)))
+            o += std::string(" (kernel ") + verb +
+                 " <= " + dimToString(need.bytes, sn) + " bytes)";
+          else if (need.access != ArgAccess::Unknown)
+            o += std::string(" (kernel ") + verb + ")";
+        }
         o += "\n";
       }
     }

@@ -600,7 +600,8 @@ bool deserialize(const uint8_t *data, size_t size, Artifact &a,
         need.kind = ArgKind(c.u8());
         c.what = np + " input";
         need.input = c.u8();
-        c.u8();
+        c.what = np + " access";
+        need.access = ArgAccess(c.u8());
         c.u8();
         c.what = np + " bytes";
         need.bytes = c.dim();

@@ -96,6 +96,15 @@ bool validateArgNeeds(const Artifact &a, const std::vector<int64_t> &symMax,
         }
         if (need.input && !boundToInput(a, en, g, need.input, an, np, e))
           return false;
+        if (uint8_t(need.access) > uint8_t(ArgAccess::Written) ||
+            (need.access != ArgAccess::Unknown && g.kind != ArgKind::Buffer)) {
+          e = {np, an + ": access " + std::to_string(int(need.access)) +
+                       (g.kind == ArgKind::Buffer
+                            ? " (0 unknown, 1 read, 2 written)"
+                            : " on a " + std::string(argKindName(g.kind)) +
+                                  " (only buffers have one)")};
+          return false;
+        }
         std::string msg;
         if (!checkDimExpr(need.bytes, a.symbols.size(), msg)) {
           e = {np, an + ": " + msg};

@@ -290,7 +290,8 @@ bool serialize(const Artifact &a, std::vector<uint8_t> &outBytes,
         for (const ArgNeed &need : l.needs) {
           o.u8(uint8_t(need.kind));
           o.u8(need.input);
-          o.u16(0);
+          o.u8(uint8_t(need.access));
+          o.u8(0);
           o.dim(need.bytes);
         }
         ++n;

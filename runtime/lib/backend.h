@@ -121,6 +121,22 @@ public:
     return false;
   }
   virtual void destroyGraph(void *graph) {}
+  /// Lanes of a launch graph (launch_lanes.h): a capture may put launches
+  /// on lanes 0 .. graphLanes() - 1, which run side by side where no wait
+  /// orders them. 1: every launch on lane 0, in capture order.
+  virtual unsigned graphLanes() const { return 1; }
+  /// While capturing: the next launches go to `lane`, after the launches
+  /// numbered `waitFor` (each marked by markLaunch once it was captured).
+  virtual bool useLane(unsigned lane, const std::vector<size_t> &waitFor,
+                       std::string &err) {
+    if (lane == 0 && waitFor.empty())
+      return true;
+    err = "launch graphs have one lane on " + name();
+    return false;
+  }
+  /// While capturing: marks the launch just captured as launch `step`, for
+  /// later launches on other lanes to wait for.
+  virtual bool markLaunch(size_t step, std::string &err) { return true; }
 
   // Timing marks (profiling, k3_session_time): recordMark puts a mark in the
   // launch order; markElapsedMs waits for `end` and returns the time between

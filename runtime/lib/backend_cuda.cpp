@@ -112,6 +112,8 @@ struct Driver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  // Optional: without it a launch graph has one lane (graphLanes).
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   // Optional (null on drivers without it): tensor maps are then refused.
   CUresult (*cuTensorMapEncodeTiled)(void *, int, cuuint32_t, void *,
                                      const cuuint64_t *, const cuuint64_t *,
@@ -159,6 +161,7 @@ bool loadEvents(Driver &d) {
   opt(d.cuEventDestroy, "cuEventDestroy_v2");
   if (!d.cuEventDestroy)
     opt(d.cuEventDestroy, "cuEventDestroy");
+  opt(d.cuStreamWaitEvent, "cuStreamWaitEvent");
   return true;
 }
 
@@ -335,8 +338,26 @@ public:
   CUstream captureStream = nullptr;
   bool capturing = false;
   bool gridOverlap = false; // setGridOverlap: the artifact's kernels allow it
+  // Lanes of the graph being captured (launch_lanes.h): lane 0 is
+  // captureStream, lane l > 0 laneStreams[l - 1], forked from the capture's
+  // start (forkEvent) at its first launch and joined back at the end.
+  unsigned lane = 0;
+  std::vector<CUstream> laneStreams;
+  std::vector<bool> laneForked;
+  std::vector<CUevent> stepEvents, joinEvents;
+  CUevent forkEvent = nullptr;
+  static constexpr unsigned kLanes = 4;
 
   ~CudaBackend() override {
+    for (CUstream s : laneStreams)
+      d.cuStreamDestroy(s);
+    for (CUevent e : stepEvents)
+      d.cuEventDestroy(e);
+    for (CUevent e : joinEvents)
+      if (e)
+        d.cuEventDestroy(e);
+    if (forkEvent)
+      d.cuEventDestroy(forkEvent);
     if (captureStream)
       d.cuStreamDestroy(captureStream);
     if (ctx)
@@ -544,12 +565,12 @@ public:
     params[numArgs] = nullptr;
     if (capturing && gridOverlap && d.cuLaunchKernelEx)
       return launchOverlapped(f, name, grid, block, smem, params, err);
-    return check(
-        d.cuLaunchKernel(f, unsigned(grid[0]), unsigned(grid[1]),
-                         unsigned(grid[2]), unsigned(block[0]),
-                         unsigned(block[1]), unsigned(block[2]), unsigned(smem),
-                         capturing ? captureStream : nullptr, params, nullptr),
-        "cuLaunchKernel", "kernel '" + name + "'", err);
+    return check(d.cuLaunchKernel(
+                     f, unsigned(grid[0]), unsigned(grid[1]), unsigned(grid[2]),
+                     unsigned(block[0]), unsigned(block[1]), unsigned(block[2]),
+                     unsigned(smem), capturing ? laneStream(lane) : nullptr,
+                     params, nullptr),
+                 "cuLaunchKernel", "kernel '" + name + "'", err);
   }
   /// A launch into the graph being captured that may start while the
   /// kernel before it drains (its kernel waits for it: griddepcontrol).
@@ -566,7 +587,7 @@ public:
                        unsigned(block[1]),
                        unsigned(block[2]),
                        unsigned(smem),
-                       captureStream,
+                       laneStream(lane),
                        &attr,
                        1};
     return check(d.cuLaunchKernelEx(&cfg, f, params, nullptr),
@@ -576,16 +597,94 @@ public:
   bool supportsGraphs() const override { return true; }
   void setGridOverlap(bool on) override { gridOverlap = on; }
   bool beginCapture(std::string &err) override {
-    if (!captureStream &&
-        !check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
-               "cuStreamCreate", "graph capture", err))
-      return false;
+    if (!captureStream) {
+      if (!check(d.cuStreamCreate(&captureStream, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate", "graph capture", err))
+        return false;
+      makeLanes();
+    }
     if (!check(d.cuStreamBeginCapture(captureStream,
                                       CU_STREAM_CAPTURE_MODE_RELAXED),
                "cuStreamBeginCapture", "", err))
       return false;
     capturing = true;
+    lane = 0;
+    laneForked.assign(laneStreams.size(), false);
+    // The capture's start, where the other lanes fork from.
+    return graphLanes() == 1 ||
+           check(d.cuEventRecord(forkEvent, captureStream), "cuEventRecord",
+                 "graph capture fork", err);
+  }
+  unsigned graphLanes() const override {
+    return d.cuStreamWaitEvent && d.cuEventCreate && d.cuEventRecord &&
+                   d.cuEventDestroy && laneStreams.size() + 1 == kLanes
+               ? kLanes
+               : 1;
+  }
+  /// Creates the lanes' streams and events (once; graphLanes is 1 until
+  /// they exist).
+  void makeLanes() {
+    if (!d.cuStreamWaitEvent || !d.cuEventCreate || !d.cuEventRecord ||
+        !d.cuEventDestroy || !laneStreams.empty())
+      return;
+    std::string ignored;
+    if (!check(d.cuEventCreate(&forkEvent, CU_EVENT_DISABLE_TIMING),
+               "cuEventCreate", "", ignored))
+      return;
+    joinEvents.assign(kLanes, nullptr);
+    for (unsigned l = 1; l < kLanes; ++l) {
+      CUstream st = nullptr;
+      if (!check(d.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate", "", ignored) ||
+          !check(d.cuEventCreate(&joinEvents[l], CU_EVENT_DISABLE_TIMING),
+                 "cuEventCreate", "", ignored)) {
+        if (st)
+          d.cuStreamDestroy(st);
+        return;
+      }
+      laneStreams.push_back(st);
+    }
+  }
+  CUstream laneStream(unsigned l) const {
+    return l == 0 ? captureStream : laneStreams[l - 1];
+  }
+  bool useLane(unsigned l, const std::vector<size_t> &waitFor,
+               std::string &err) override {
+    if (!capturing || l >= graphLanes()) {
+      err = "lane " + std::to_string(l) + " outside a capture of " +
+            std::to_string(graphLanes()) + " lanes";
+      return false;
+    }
+    lane = l;
+    CUstream st = laneStream(l);
+    if (l > 0 && !laneForked[l - 1]) {
+      if (!check(d.cuStreamWaitEvent(st, forkEvent, 0), "cuStreamWaitEvent",
+                 "graph lane fork", err))
+        return false;
+      laneForked[l - 1] = true;
+    }
+    for (size_t step : waitFor) {
+      if (step >= stepEvents.size()) {
+        err = "lane wait for launch " + std::to_string(step) +
+              ", which no event marks";
+        return false;
+      }
+      if (!check(d.cuStreamWaitEvent(st, stepEvents[step], 0),
+                 "cuStreamWaitEvent", "graph lane wait", err))
+        return false;
+    }
     return true;
+  }
+  bool markLaunch(size_t step, std::string &err) override {
+    while (stepEvents.size() <= step) {
+      CUevent e = nullptr;
+      if (!check(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
+                 "graph lane mark", err))
+        return false;
+      stepEvents.push_back(e);
+    }
+    return check(d.cuEventRecord(stepEvents[step], laneStream(lane)),
+                 "cuEventRecord", "graph lane mark", err);
   }
   bool endCapture(void *&graph, std::string &err) override {
     if (!capturing) {
@@ -593,10 +692,26 @@ public:
       return false;
     }
     capturing = false;
+    lane = 0;
+    // Every forked lane joins the capture's stream before it ends.
+    bool joined = true;
+    for (size_t l = 1; l <= laneForked.size(); ++l)
+      if (laneForked[l - 1]) {
+        joined = joined &&
+                 check(d.cuEventRecord(joinEvents[l], laneStreams[l - 1]),
+                       "cuEventRecord", "graph lane join", err) &&
+                 check(d.cuStreamWaitEvent(captureStream, joinEvents[l], 0),
+                       "cuStreamWaitEvent", "graph lane join", err);
+        laneForked[l - 1] = false;
+      }
     CUgraph g = nullptr;
     if (!check(d.cuStreamEndCapture(captureStream, &g), "cuStreamEndCapture",
                "", err))
       return false;
+    if (!joined) {
+      d.cuGraphDestroy(g);
+      return false;
+    }
     CUgraphExec exec = nullptr;
     bool ok = check(d.cuGraphInstantiateWithFlags(&exec, g, 0),
                     "cuGraphInstantiate", "", err);

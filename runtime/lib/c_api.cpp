@@ -349,6 +349,13 @@ void k3_session_graph_stats(const k3_session *s, size_t *captured,
     *replayed = s && s->s ? s->s->graphReplays() : 0;
 }
 
+void k3_session_graph_lanes(const k3_session *s, size_t *lanes, size_t *waits) {
+  if (lanes)
+    *lanes = s && s->s ? s->s->graphLanesUsed() : 1;
+  if (waits)
+    *waits = s && s->s ? s->s->graphLaneWaits() : 0;
+}
+
 k3_status k3_session_run(k3_session *s, const char *entry,
                          const k3_symbol_value *syms, size_t nsyms,
                          const k3_host_tensor *inputs, size_t ninputs) {

@@ -265,6 +265,17 @@ void Session::allocatePlan() {
                               " tensor-map slots: " + err);
   const char *g = std::getenv("K3_LAUNCH_GRAPHS");
   graphsEnabled_ = be_->supportsGraphs() && !(g && std::string(g) == "0");
+  // K3_LAUNCH_LANES=n: a captured graph runs independent launches on up
+  // to n lanes (launch_lanes.h; the backend may offer fewer).
+  if (const char *ln = std::getenv("K3_LAUNCH_LANES")) {
+    char *end = nullptr;
+    long v = std::strtol(ln, &end, 10);
+    if (end == ln || *end || v < 1 || v > 64)
+      fail(K3_ERROR_INVALID_ARGUMENT,
+           std::string("K3_LAUNCH_LANES='") + ln +
+               "': expected a number of lanes from 1 to 64");
+    launchLanes_ = unsigned(v);
+  }
   // A collective is not a kernel launch: no graph holds one yet.
   if (!a.collectives.empty() && graphsEnabled_) {
     graphsEnabled_ = false;

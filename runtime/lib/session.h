@@ -14,6 +14,7 @@
 #include "communicator.h"
 #include "k3/artifact.h"
 #include "k3/k3_runtime.h"
+#include "launch_lanes.h"
 #include "tensor_map.h"
 
 namespace k3 {
@@ -159,6 +160,10 @@ public:
   /// Launch graphs captured, and runs replayed from one (a decode loop
   /// replays every step after the second).
   size_t graphsCaptured() const { return graphsCaptured_; }
+  /// Lanes and cross-lane waits of the last graph captured (1 and 0: one
+  /// lane; launch_lanes.h).
+  size_t graphLanesUsed() const { return graphLanesUsed_; }
+  size_t graphLaneWaits() const { return graphLaneWaits_; }
   size_t graphReplays() const { return graphReplays_; }
   const artifact::Artifact &artifact() const { return *art_; }
 
@@ -287,8 +292,17 @@ private:
   void launchEntry(size_t ei, const std::vector<int64_t> &sv);
   /// Evaluates every launch's dimensions and arguments and launches (or,
   /// while capturing, records) it; `profiled`: marks around each.
+  /// `lanes`: the capture's lanes (graphLanePlan), null for one lane.
   void launchAll(size_t ei, const std::vector<int64_t> &sv,
-                 std::vector<ProfiledLaunch> *profiled);
+                 std::vector<ProfiledLaunch> *profiled,
+                 const LaunchLanes *lanes = nullptr);
+  /// The lanes of entry `ei`'s launch graph at `sv` (launch_lanes.h); null
+  /// where it has one lane (K3_LAUNCH_LANES, the backend's lanes).
+  std::unique_ptr<LaunchLanes> graphLanePlan(size_t ei,
+                                             const std::vector<int64_t> &sv);
+  /// The device bytes that launch `li` touches at `sv`.
+  LaunchFootprint launchFootprint(size_t ei, size_t li,
+                                  const std::vector<int64_t> &sv) const;
   /// The 8-byte parameter values of launch `li` (kernel_abi.h).
   void argumentSlots(size_t ei, size_t li, const std::vector<int64_t> &sv,
                      std::vector<uint64_t> &slots);
@@ -364,6 +378,10 @@ private:
   std::string graphsOff_; // why graphs were turned off, if they were
   static constexpr size_t kMaxGraphs = 8;
   size_t graphReplays_ = 0, graphsCaptured_ = 0;
+  // Lanes a captured graph may use (K3_LAUNCH_LANES; 1: captured in order),
+  // and what the last capture used.
+  unsigned launchLanes_ = 1;
+  size_t graphLanesUsed_ = 1, graphLaneWaits_ = 0;
   // Profiling and timing (setProfiling, time).
   void ensureMarks(size_t n);
   std::vector<void *> marks_; // backend marks, reused from run to run

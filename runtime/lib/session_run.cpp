@@ -342,7 +342,8 @@ void Session::argumentSlots(size_t ei, size_t li,
 }
 
 void Session::launchAll(size_t ei, const std::vector<int64_t> &sv,
-                        std::vector<ProfiledLaunch> *profiled) {
+                        std::vector<ProfiledLaunch> *profiled,
+                        const LaunchLanes *lanes) {
   const Entry &e = art_->entries[ei];
   std::vector<std::string> symNames = symbolNames(*art_);
   std::string err;
@@ -365,11 +366,20 @@ void Session::launchAll(size_t ei, const std::vector<int64_t> &sv,
       params[ai] = &slots[ai];
     if (profiled)
       mark(e, 2 + 2 * profiled->size());
+    const size_t step = lanes ? lanes->stepOf[li] : LaunchLanes::kNoStep;
+    const LaneStep *lane =
+        step == LaunchLanes::kNoStep ? nullptr : &lanes->plan.steps[step];
+    auto where = [&] {
+      return "entry '" + e.name + "' launch " + std::to_string(li) + " ('" +
+             l.kernel + "'): ";
+    };
+    if (lane && !be_->useLane(lane->lane, lane->waitFor, err))
+      fail(K3_ERROR_DEVICE, where() + err);
     if (!be_->launch(kernels_[ei][li], l.kernel, grid, block, smem,
                      params.data(), l.args.size(), err))
-      fail(K3_ERROR_DEVICE, "entry '" + e.name + "' launch " +
-                                std::to_string(li) + " ('" + l.kernel +
-                                "'): " + err);
+      fail(K3_ERROR_DEVICE, where() + err);
+    if (lane && lane->signals && !be_->markLaunch(step, err))
+      fail(K3_ERROR_DEVICE, where() + err);
     if (profiled) {
       mark(e, 3 + 2 * profiled->size());
       profiled->push_back(
@@ -506,7 +516,8 @@ void *Session::captureGraph(size_t ei, const std::vector<int64_t> &sv) {
         be->destroyGraph(dropped);
     }
   } guard{be_.get()};
-  launchAll(ei, sv, nullptr);
+  std::unique_ptr<LaunchLanes> lanes = graphLanePlan(ei, sv);
+  launchAll(ei, sv, nullptr, lanes.get());
   guard.open = false;
   void *exec = nullptr;
   std::string err;
@@ -523,6 +534,8 @@ void *Session::captureGraph(size_t ei, const std::vector<int64_t> &sv) {
   }
   graphs_.push_back({int(ei), sv, exec});
   ++graphsCaptured_;
+  graphLanesUsed_ = lanes ? lanes->plan.lanesUsed : 1;
+  graphLaneWaits_ = lanes ? lanes->plan.waits : 0;
   return exec;
 }
 

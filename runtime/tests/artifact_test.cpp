@@ -36,7 +36,8 @@ Artifact richArtifact() {
   for (int64_t d : w.shape)
     numel *= uint64_t(d);
   auto none = [](ArgKind k) { return ArgNeed{k, DimExpr::constant(0)}; };
-  l.needs = {ArgNeed{ArgKind::Buffer, DimExpr::symbol(0, 4, 0, 1)},
+  l.needs = {ArgNeed{ArgKind::Buffer, DimExpr::symbol(0, 4, 0, 1), 0,
+                     ArgAccess::Written},
              ArgNeed{ArgKind::Weight,
                      DimExpr::constant(int64_t(tensorBytes(w.dtype, numel)))},
              none(ArgKind::I32),
@@ -459,6 +460,23 @@ TEST(ArtifactErrors, LaunchArgumentNeeds) {
     launch(a).needs.pop_back();
     std::string e = readErr(a);
     EXPECT_NE(e.find("5 needs for 6 arguments"), std::string::npos) << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).needs[0].access = ArgAccess(3);
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("argument 0: access 3 (0 unknown, 1 read, 2 written)"),
+              std::string::npos)
+        << e;
+  }
+  {
+    Artifact a = base;
+    launch(a).needs[5].access = ArgAccess::Read; // a symbol is not memory
+    std::string e = readErr(a);
+    EXPECT_NE(e.find("argument 5: access 1 on a symbol (only buffers have "
+                     "one)"),
+              std::string::npos)
+        << e;
   }
 }
 

@@ -694,10 +694,16 @@ void printGeneration(const Options &o, k3_session *s, k3_generation *g,
     k3_session_graph_stats(s, &captured, &replayed);
     std::string how =
         decodeEntry == o.entry ? "" : " through '" + decodeEntry + "'";
-    if (captured)
+    if (captured) {
       how += ", " + std::to_string(replayed) + " steps replayed from " +
              std::to_string(captured) + " launch graph" +
              (captured == 1 ? "" : "s");
+      size_t lanes = 1, waits = 0;
+      k3_session_graph_lanes(s, &lanes, &waits);
+      if (lanes > 1)
+        how += " on " + std::to_string(lanes) + " lanes (" +
+               std::to_string(waits) + " waits)";
+    }
     size_t decoded = total - std::min(total, generated.size());
     printf("decode: %lld tokens in %.3f ms (%.1f tok/s)%s\n",
            (long long)(generated.size() == 1 ? decodeSteps : decoded), decodeMs,

@@ -267,12 +267,25 @@ bool checkTensorMapValues(const TensorMapSpec &t, const uint64_t *dims,
 // read indices from inputs the runtime checks (cu_seqlens, context_lens,
 // token_ids); a launch table re-bound to another buffer of enough bytes
 // would pass the byte check and let them index out of bounds.
+//
+// `access` (the record's second pad byte since 2026-12-06; readers before
+// ignore it): how the kernel uses a buffer argument (ArgAccess). A launch
+// graph runs two launches side by side only where neither writes bytes
+// that the other touches (launch_lanes.h); 0, not recorded, counts as
+// written.
+enum class ArgAccess : uint8_t {
+  Unknown = 0, // not recorded: may read and write
+  Read = 1,    // only read (an operand of the launch)
+  Written = 2, // written, and maybe read (a result, or state in place)
+};
 struct ArgNeed {
   ArgKind kind = ArgKind::I64;
   DimExpr bytes = DimExpr::constant(0);
   uint8_t input = 0;
+  ArgAccess access = ArgAccess::Unknown;
   bool operator==(const ArgNeed &o) const {
-    return kind == o.kind && bytes == o.bytes && input == o.input;
+    return kind == o.kind && bytes == o.bytes && input == o.input &&
+           access == o.access;
   }
 };
 

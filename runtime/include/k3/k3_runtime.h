@@ -195,6 +195,12 @@ double k3_session_last_launch_ms(const k3_session *s);
  * of graphs captured and of runs replayed from one. */
 void k3_session_graph_stats(const k3_session *s, size_t *captured,
                             size_t *replayed);
+/* The lanes of the last graph captured: K3_LAUNCH_LANES=n (read at session
+ * creation; default 1) lets a graph run launches that touch no common
+ * written bytes side by side, on up to n lanes (CUDA: streams of the
+ * capture, branches of the graph). Lanes used (1: in order) and the waits
+ * between them. */
+void k3_session_graph_lanes(const k3_session *s, size_t *lanes, size_t *waits);
 k3_status k3_session_run(k3_session *s, const char *entry,
                          const k3_symbol_value *symbols, size_t num_symbols,
                          const k3_host_tensor *inputs, size_t num_inputs);
