@@ -8,20 +8,12 @@
 // only when their lifetimes are disjoint. Since a launch's inputs are live
 // at the launch, no kernel ever writes over one of its inputs.
 //
-// Launch graphs run launches that touch no common written bytes side by
-// side (the runtime's lanes, docs/runtime.md), so reuse also follows the
-// data flow: the later of two values takes the earlier one's bytes only
-// where its producer depends on every op that touched the earlier one. A
-// shared expert's buffers then never sit on the routed experts' dead ones,
-// and the two branches stay free to run together.
-//
 //===----------------------------------------------------------------------===//
 #include "lowering/ModelFunction.h"
 #include "lowering/Passes.h"
 #include "lowering/SymbolicShape.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -93,37 +85,7 @@ int64_t elementBytes(Type t) {
 struct Interval {
   Value value;
   int64_t bytes, start, end, order, offset = -1;
-  SmallVector<int64_t> users; // positions of its producer and readers
 };
-
-/// For each op of the straight-line `body` (by position), the ops it
-/// depends on through its operands, transitively.
-std::vector<llvm::BitVector>
-dataAncestors(Block &body, const llvm::DenseMap<Operation *, int64_t> &pos) {
-  std::vector<llvm::BitVector> anc(pos.size(), llvm::BitVector(pos.size()));
-  for (Operation &op : body) {
-    llvm::BitVector &mine = anc[pos.lookup(&op)];
-    for (Value v : op.getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if (!def || def->getBlock() != &body)
-        continue;
-      int64_t d = pos.lookup(def);
-      mine |= anc[d];
-      mine.set(d);
-    }
-  }
-  return anc;
-}
-
-/// Whether `later` may take `earlier`'s bytes: it starts after `earlier`
-/// ends, and its producer depends on every op that touched `earlier`.
-bool follows(const Interval &later, const Interval &earlier,
-             const std::vector<llvm::BitVector> &anc) {
-  if (later.start <= earlier.end)
-    return false;
-  const llvm::BitVector &before = anc[later.start];
-  return llvm::all_of(earlier.users, [&](int64_t u) { return before.test(u); });
-}
 
 struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
   using Base::Base;
@@ -198,19 +160,15 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
         int64_t bytes = evalSymNumElements(shape, maxTokens, maxSeqs) *
                         elementBytes(r.getType());
         int64_t order = live.size();
-        live[r] = {r, alignUp(bytes), position[&op], position[&op], order,
-                   {position[&op]}};
+        live[r] = {r, alignUp(bytes), position[&op], position[&op], order};
       }
     }
     for (Operation &op : body)
       for (Value operand : op.getOperands()) {
         auto it = live.find(bufferRoot(operand));
-        if (it == live.end())
-          continue;
-        it->second.end = std::max(it->second.end, position[&op]);
-        it->second.users.push_back(position[&op]);
+        if (it != live.end())
+          it->second.end = std::max(it->second.end, position[&op]);
       }
-    std::vector<llvm::BitVector> anc = dataAncestors(body, position);
 
     // Largest first, each at the lowest offset free over its lifetime.
     SmallVector<Interval *> order;
@@ -226,7 +184,7 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
     for (Interval *iv : order) {
       SmallVector<std::pair<int64_t, int64_t>> busy;
       for (Interval *p : placed)
-        if (!follows(*iv, *p, anc) && !follows(*p, *iv, anc))
+        if (p->start <= iv->end && iv->start <= p->end)
           busy.push_back({p->offset, p->offset + p->bytes});
       llvm::sort(busy);
       int64_t offset = 0;
