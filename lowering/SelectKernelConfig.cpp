@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelConfigRules.h"
 #include "lowering/Passes.h"
+#include "lowering/SymbolicShape.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
@@ -108,6 +109,28 @@ FailureOr<Attribute> overrideTarget(ModuleOp module, Attribute target,
                                       regsSM, regsThread, threads));
 }
 
+/// Whether `op` is a row-wise op (or a lowered form of one) on one row per
+/// sequence: some operand or result has N (num_seqs) leading rows and none
+/// has the tokens T in any dimension. Attention, convolutions and KDA keep
+/// their prefill kernels whatever their shapes.
+bool onSequenceRows(Operation *op, const SymbolicShapes &shapes) {
+  if (!isa<LinearOp, LinearGroupOp, RMSNormOp, AddRMSNormOp, GatedRMSNormOp,
+           PartialRMSNormOp, AddOp, SigmoidGateOp, ArgmaxOp, MoERouterOp,
+           MoETopKOp, MoEDispatchOp, MoEGroupedGLUOp, MoEGroupedDownOp,
+           MoECombineOp, GLUGateUpOp, GLUMLPOp, MoEExpertsOp>(op))
+    return false;
+  bool seqRows = false;
+  auto tokenFree = [&](Value v) {
+    if (!isa<RankedTensorType>(v.getType()) || !shapes.contains(v))
+      return true;
+    const SymShape &s = shapes.lookup(v);
+    seqRows |= !s.empty() && s[0] == kNumSeqs;
+    return !llvm::is_contained(s, int64_t(kNumTokens));
+  };
+  return llvm::all_of(op->getOperands(), tokenFree) &&
+         llvm::all_of(op->getResults(), tokenFree) && seqRows;
+}
+
 /// `c` with its kernel changed to `o.value`'s defaults, where that kernel
 /// covers `op`; others keep `c` (an override names an op kind, some of
 /// whose ops the kernel may not cover).
@@ -207,12 +230,26 @@ struct K3SelectKernelConfigPass
     K3Dialect::KernelConfigAttrHelper configs(ctx);
     K3Dialect::DecodeAttrHelper decodeAttr(ctx);
     for (auto fn : module.getOps<func::FuncOp>()) {
-      bool decode = decodeAttr.isAttrPresent(fn);
-      // A decode entry's rows are one token per sequence.
-      int64_t maxRows = decode ? maxSeqs : maxTokens;
+      bool decodeEntry = decodeAttr.isAttrPresent(fn);
+      // Which ops see one row per sequence: where the function's dynamic
+      // sizes cannot be told apart (a function without named inputs, as in
+      // tests), none does.
+      SymbolicShapes shapes;
+      if (!decodeEntry) {
+        ScopedDiagnosticHandler quiet(ctx,
+                                      [](Diagnostic &) { return success(); });
+        if (failed(shapes.analyze(fn)))
+          shapes = SymbolicShapes();
+      }
       WalkResult r = fn.walk([&](Operation *op) {
         if (!needsKernel(op))
           return WalkResult::advance();
+        // A decode entry's rows are one token per sequence; so are a
+        // prefill's ops on the sequences' last rows (k3-last-token-logits:
+        // the last layer's MLP and the head), which take a decode step's
+        // kernels.
+        bool decode = decodeEntry || onSequenceRows(op, shapes);
+        int64_t maxRows = decode ? maxSeqs : maxTokens;
         KernelConfigAttr c = configs.getAttr(op);
         if (!c)
           c = defaultKernelConfig(op, *target, decode, maxRows);

@@ -9,12 +9,14 @@
 // one, so it runs as rows T K + t of the grouped ops' launches (K3MoEOps.td)
 // and the combine adds it last.
 //
-// Only functions marked k3.decode: the prefill's shared expert is a dense
-// GEMM that fills the GPU on its own, and the grouped wgmma kernel keeps
-// one weight layout.
+// Only functions marked k3.decode, and a prefill's last layer where it runs
+// on the sequences' last tokens (k3-last-token-logits, RowWise.h): the
+// prefill's shared expert is a dense GEMM that fills the GPU on its own,
+// and the grouped wgmma kernel keeps one weight layout.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RowWise.h"
 
 namespace mlir::k3 {
 #define GEN_PASS_DEF_K3FUSESHAREDEXPERT
@@ -131,13 +133,15 @@ struct K3FuseSharedExpertPass
     : impl::K3FuseSharedExpertBase<K3FuseSharedExpertPass> {
   void runOnOperation() override {
     getOperation()->walk([&](func::FuncOp fn) {
-      if (!K3Dialect::DecodeAttrHelper(fn.getContext()).isAttrPresent(fn))
-        return;
+      bool decode =
+          K3Dialect::DecodeAttrHelper(fn.getContext()).isAttrPresent(fn);
       SmallVector<MoEOutput> found;
       fn.walk([&](AddOp add) {
-        if (std::optional<MoEOutput> m = matchMoEOutput(add))
-          if (sharedFitsGroupedOps(*m) && weightsMovable(*m))
-            found.push_back(*m);
+        std::optional<MoEOutput> m = matchMoEOutput(add);
+        // A prefill's last layer on its last tokens runs as a decode step.
+        if (m && (decode || onLastTokenRows(m->glu.getInput())) &&
+            sharedFitsGroupedOps(*m) && weightsMovable(*m))
+          found.push_back(*m);
       });
       for (MoEOutput m : found)
         fuse(m);

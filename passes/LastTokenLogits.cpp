@@ -2,14 +2,22 @@
 //-*-===//
 //
 // Prefill needs logits only at the last token of each sequence (the runtime
-// samples from them; the vocabulary is 163840 for the real model). The
-// final norm and the LM head are row-wise, so the selection of those rows,
-// k3.last_tokens, can move before them: the head then runs on N rows.
+// samples from them; the vocabulary is 163840 for the real model). Every op
+// between the last token-mixing ops (attention, KDA, convolutions) and the
+// logits that is row-wise (each row of its results depends only on the same
+// row of its operands: the LM head, the norms, residual adds, the last
+// layer's output projection and its MoE: router, experts, shared expert) and
+// whose results only those ops read, runs on the selected rows instead: the
+// selection, k3.last_tokens, moves before them. In Kimi-Linear-48B that is
+// the last layer's o_proj and MoE, about 2.5 of the 118 ms of an 8192-token
+// prefill on an H200 (its profile, docs/profile.md), besides the head.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RowWise.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::k3 {
 #define GEN_PASS_DEF_K3LASTTOKENLOGITS
@@ -39,6 +47,49 @@ std::optional<unsigned> namedResult(func::FuncOp fn, StringRef name) {
     if (auto n = fn.getResultAttrOfType<StringAttr>(i, key); n && n == name)
       return i;
   return std::nullopt;
+}
+
+/// Whether k3.last_tokens can select `v`'s rows: [T, D] floats.
+bool selectable(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getRank() == 2 && isa<FloatType>(t.getElementType());
+}
+
+/// The row-wise ops of `body` that only `logits` needs, in program order:
+/// the op producing `logits`, and every row-wise op all of whose results'
+/// users are among them, as long as each operand that carries tokens from
+/// outside can be selected (else that op stays on all rows, and with it
+/// what feeds it).
+llvm::SetVector<Operation *> rowWiseFeeders(Block &body, Value logits) {
+  llvm::DenseSet<Operation *> excluded;
+  while (true) {
+    llvm::SetVector<Operation *> found;
+    for (Operation &op : llvm::reverse(body)) {
+      if (excluded.contains(&op) || tokenOperands(&op).empty() ||
+          op.use_empty())
+        continue;
+      bool onlyForLogits = &op == logits.getDefiningOp() ||
+                           llvm::all_of(op.getUsers(), [&](Operation *u) {
+                             return found.contains(u);
+                           });
+      if (onlyForLogits &&
+          (&op != logits.getDefiningOp() ||
+           llvm::all_of(op.getResults(), [&](Value r) { return r == logits; })))
+        found.insert(&op);
+    }
+    llvm::SetVector<Operation *> ordered;
+    for (Operation &op : body)
+      if (found.contains(&op))
+        ordered.insert(&op);
+    Operation *unselectable = nullptr;
+    for (Operation *op : ordered)
+      for (OpOperand *o : tokenOperands(op))
+        if (!found.contains(o->get().getDefiningOp()) && !selectable(o->get()))
+          unselectable = op;
+    if (!unselectable)
+      return ordered;
+    excluded.insert(unselectable);
+  }
 }
 
 struct K3LastTokenLogitsPass
@@ -77,40 +128,34 @@ struct K3LastTokenLogitsPass
                 "(compile with logits=all)";
     Value cu = fn.getArgument(*cuIdx);
 
-    // The row-wise ops that produce the logits, from the head back.
-    SmallVector<Operation *> chain;
-    Value root = logits;
-    while (Operation *def = root.getDefiningOp()) {
-      Value input;
-      if (auto l = dyn_cast<LinearOp>(def))
-        input = l.getInput();
-      else if (auto n = dyn_cast<RMSNormOp>(def))
-        input = n.getInput();
-      else if (auto g = dyn_cast<AllGatherOp>(def);
-               g && g.getDim() == 1) // a vocabulary-split head's logits
-        input = g.getInput();
-      else
-        break;
-      if (cast<RankedTensorType>(input.getType()).getRank() != 2)
-        break;
-      chain.push_back(def);
-      root = input;
-    }
-
+    // The row-wise ops that only the logits need, moved after the rows'
+    // selection: each operand that carries the tokens and comes from
+    // elsewhere is selected (k3.last_tokens, [T, D] to [N, D]) and the ops
+    // are recomputed on N rows.
+    Block &body = fn.getBody().front();
+    llvm::SetVector<Operation *> rowOps = rowWiseFeeders(body, logits);
     OpBuilder b(ret);
-    Value rows = LastTokensOp::create(
-        b, ret.getLoc(), withDynamicRows(root.getType()), root, cu);
     IRMapping map;
-    map.map(root, rows);
-    for (Operation *op : llvm::reverse(chain)) {
+    auto selected = [&](Value v) {
+      if (!map.contains(v))
+        map.map(v, LastTokensOp::create(b, ret.getLoc(),
+                                        withDynamicRows(v.getType()), v, cu));
+      return map.lookup(v);
+    };
+    if (rowOps.empty())
+      selected(logits);
+    for (Operation *op : rowOps) {
+      for (OpOperand *o : tokenOperands(op))
+        if (!rowOps.contains(o->get().getDefiningOp()))
+          selected(o->get());
       Operation *copy = b.clone(*op, map);
-      copy->getResult(0).setType(withDynamicRows(op->getResult(0).getType()));
-      map.map(op->getResult(0), copy->getResult(0));
+      for (OpResult r : copy->getResults())
+        r.setType(withDynamicRows(r.getType()));
     }
     Value newLogits = map.lookup(logits);
 
     // The outputs: logits, and greedy choices made from them.
-    SmallVector<Operation *> dead(chain.begin(), chain.end());
+    SmallVector<Operation *> dead(rowOps.rbegin(), rowOps.rend());
     for (OpOperand &operand : ret->getOpOperands()) {
       if (operand.get() == logits) {
         operand.set(newLogits);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/RowWise.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -30,7 +31,11 @@ struct GroupExperts : OpRewritePattern<MoEExpertsOp> {
 
   LogicalResult matchAndRewrite(MoEExpertsOp op,
                                 PatternRewriter &rewriter) const override {
-    int64_t rows = inDecodeEntry(op) ? decodeTileRows : tileRows;
+    // A decode step's few rows, and a prefill's last tokens
+    // (k3-last-token-logits), take the small tiles.
+    int64_t rows = inDecodeEntry(op) || onLastTokenRows(op.getInput())
+                       ? decodeTileRows
+                       : tileRows;
     if (rows == 0)
       return rewriter.notifyMatchFailure(op, "decode entry: fused experts");
     auto w1 = tensorType(op.getW1()), w2 = tensorType(op.getW2());

@@ -1,4 +1,5 @@
-//===- RowWise.cpp - ops that work token by token ----------------*- C++ -*-===//
+//===- RowWise.cpp - ops that work token by token ----------------*- C++
+//-*-===//
 #include "passes/RowWise.h"
 
 #include "dialects/K3/K3Dialect.h"

@@ -1,4 +1,5 @@
-//===- RowWise.h - ops that work token by token ------------------*- C++ -*-===//
+//===- RowWise.h - ops that work token by token ------------------*- C++
+//-*-===//
 //
 // A row-wise op computes each row (token) of its results from the same row
 // of its operands that carry tokens alone: linear projections, norms,

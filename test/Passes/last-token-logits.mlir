@@ -70,3 +70,63 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
   %g = k3.all_gather %l {group = "tp", group_size = 2 : i64, dim = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
+
+// -----
+
+// The last layer's tail after its attention is row-wise: the output
+// projection, the residual adds, the norms, the router, the routed and
+// shared experts all move after the selection, which takes the attention
+// output and the residual stream. Here a returned output that needs every
+// row stands for the attention: a linear that the selection stops at.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME:    %[[CU:[a-z0-9]+]]: tensor<?xi32> {k3.name = "cu_seqlens"}
+// CHECK:         %[[RES:.*]] = k3.add
+// CHECK:         %[[ATT:.*]] = k3.rms_norm %[[RES]]
+// CHECK:         %[[KEEP:.*]] = k3.linear %[[ATT]]
+// CHECK-NOT:     k3.moe_router
+// CHECK:         %[[LA:.*]] = k3.last_tokens %[[KEEP]], %[[CU]] : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+// CHECK:         %[[O:.*]] = k3.linear %[[LA]]
+// CHECK:         %[[LR:.*]] = k3.last_tokens %[[RES]], %[[CU]]
+// CHECK:         %[[H:.*]] = k3.add %[[LR]], %[[O]]
+// CHECK:         %[[N:.*]] = k3.rms_norm %[[H]]
+// CHECK:         %[[IDX:.*]], %[[W:.*]] = k3.moe_router sigmoid %[[N]]
+// CHECK:         %[[E:.*]] = k3.moe_experts silu %[[N]], %[[IDX]], %[[W]]
+// CHECK:         %[[S:.*]] = k3.glu_mlp silu %[[N]]
+// CHECK:         %[[M:.*]] = k3.add %[[E]], %[[S]]
+// CHECK:         %[[Y:.*]] = k3.add %[[H]], %[[M]]
+// CHECK:         %[[F:.*]] = k3.rms_norm %[[Y]]
+// CHECK:         %[[L:.*]] = k3.linear %[[F]]
+// CHECK:         return %[[L]], %[[KEEP]]
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"})
+    -> (tensor<?x16xf32> {k3.name = "logits"}, tensor<?x8xf32> {k3.name = "hidden"}) {
+  %e = k3.weight "embed" : tensor<16x8xbf16>
+  %x = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  %res = k3.add %x, %x : tensor<?x8xf32>
+  %nw = k3.weight "attn_norm" : tensor<8xbf16>
+  %a = k3.rms_norm %res, %nw {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xbf16>) -> tensor<?x8xf32>
+  // Stands for the attention: returned on every row.
+  %qw = k3.weight "mix" : tensor<8x8xbf16>
+  %att = k3.linear %a, %qw : (tensor<?x8xf32>, tensor<8x8xbf16>) -> tensor<?x8xf32>
+  %ow = k3.weight "o_proj" : tensor<8x8xbf16>
+  %o = k3.linear %att, %ow : (tensor<?x8xf32>, tensor<8x8xbf16>) -> tensor<?x8xf32>
+  %h = k3.add %res, %o : tensor<?x8xf32>
+  %pw = k3.weight "post_norm" : tensor<8xbf16>
+  %n = k3.rms_norm %h, %pw {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xbf16>) -> tensor<?x8xf32>
+  %gw = k3.weight "gate" : tensor<4x8xbf16>
+  %idx, %w = k3.moe_router sigmoid %n, %gw {renormalize, routed_scaling_factor = 1.0 : f64, top_k = 2 : i64} : (tensor<?x8xf32>, tensor<4x8xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  %w1 = k3.weight "w1" : tensor<4x6x8xbf16>
+  %w3 = k3.weight "w3" : tensor<4x6x8xbf16>
+  %w2 = k3.weight "w2" : tensor<4x8x6xbf16>
+  %ex = k3.moe_experts silu %n, %idx, %w, %w1, %w3, %w2 : (tensor<?x8xf32>, tensor<?x2xi32>, tensor<?x2xf32>, tensor<4x6x8xbf16>, tensor<4x6x8xbf16>, tensor<4x8x6xbf16>) -> tensor<?x8xf32>
+  %sg = k3.weight "shared_gate" : tensor<6x8xbf16>
+  %su = k3.weight "shared_up" : tensor<6x8xbf16>
+  %sd = k3.weight "shared_down" : tensor<8x6xbf16>
+  %sh = k3.glu_mlp silu %n, %sg, %su, %sd : (tensor<?x8xf32>, tensor<6x8xbf16>, tensor<6x8xbf16>, tensor<8x6xbf16>) -> tensor<?x8xf32>
+  %m = k3.add %ex, %sh : tensor<?x8xf32>
+  %y = k3.add %h, %m : tensor<?x8xf32>
+  %fw = k3.weight "norm" : tensor<8xbf16>
+  %f = k3.rms_norm %y, %fw {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xbf16>) -> tensor<?x8xf32>
+  %hw = k3.weight "head" : tensor<16x8xbf16>
+  %l = k3.linear %f, %hw : (tensor<?x8xf32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
+  return %l, %att : tensor<?x16xf32>, tensor<?x8xf32>
+}
