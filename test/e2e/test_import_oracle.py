@@ -284,11 +284,12 @@ def test_bf16_kda_operands(tmp_path, name, seed):
     assert "through 'forward_decode'" in r.stdout
 
 
-@pytest.mark.parametrize("name,fused", [("tiny-kimi-linear", 7), ("tiny-k3", 0)])
+@pytest.mark.parametrize("name,fused", [("tiny-kimi-linear", 8), ("tiny-k3", 0)])
 def test_fused_add_rms_norm(tmp_path, name, fused):
     """k3-fuse-add-rms-norm (on by default): Kimi Linear's pre-norm residuals
     (4 layers: 3 input norms after the previous layer's add, 4 post-attention
-    norms; the final norm reads k3.last_tokens) become k3.add_rms_norm; K3's
+    norms, and the final norm, which with the last layer's tail follows
+    k3.last_tokens) become k3.add_rms_norm; K3's
     Block AttnRes norms read k3.attn_res_mix and stay. Fused and unfused
     artifacts agree, and both match the oracle on every token."""
     cpath = config_path(name, tmp_path)
