@@ -9,8 +9,9 @@
 // layer's output projection and its MoE: router, experts, shared expert) and
 // whose results only those ops read, runs on the selected rows instead: the
 // selection, k3.last_tokens, moves before them. In Kimi-Linear-48B that is
-// the last layer's o_proj and MoE, about 2.5 of the 118 ms of an 8192-token
-// prefill on an H200 (its profile, docs/profile.md), besides the head.
+// the last layer's o_proj and MoE: about 2.5 ms of kernels a call in its
+// 8192-token prefill on an H200 (bench/results/profile-gpu/
+// kl48b-prefill-T8192-20261205T1933Z-1967b73.txt), besides the head.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
