@@ -615,14 +615,12 @@ public:
            check(d.cuEventRecord(forkEvent, captureStream), "cuEventRecord",
                  "graph capture fork", err);
   }
+  /// Every lane's stream exists (makeLanes succeeded).
   unsigned graphLanes() const override {
-    return d.cuStreamWaitEvent && d.cuEventCreate && d.cuEventRecord &&
-                   d.cuEventDestroy && laneStreams.size() + 1 == kLanes
-               ? kLanes
-               : 1;
+    return laneStreams.size() + 1 == kLanes ? kLanes : 1;
   }
-  /// Creates the lanes' streams and events (once; graphLanes is 1 until
-  /// they exist).
+  /// Creates the lanes' streams and events, once, where the driver has the
+  /// event functions; until they all exist a capture has one lane.
   void makeLanes() {
     if (!d.cuStreamWaitEvent || !d.cuEventCreate || !d.cuEventRecord ||
         !d.cuEventDestroy || !laneStreams.empty())
