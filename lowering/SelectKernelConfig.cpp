@@ -111,13 +111,16 @@ FailureOr<Attribute> overrideTarget(ModuleOp module, Attribute target,
 
 /// Whether `op` is a row-wise op (or a lowered form of one) on one row per
 /// sequence: some operand or result has N (num_seqs) leading rows and none
-/// has the tokens T in any dimension. Attention, convolutions and KDA keep
-/// their prefill kernels whatever their shapes.
+/// has the tokens T in any dimension. So is the latent attention of the
+/// last tokens alone (k3-last-token-logits: one query a sequence over the
+/// cache, a decode step's attention). Other attention, convolutions and KDA
+/// keep their prefill kernels whatever their shapes.
 bool onSequenceRows(Operation *op, const SymbolicShapes &shapes) {
   if (!isa<LinearOp, LinearGroupOp, RMSNormOp, AddRMSNormOp, GatedRMSNormOp,
            PartialRMSNormOp, AddOp, SigmoidGateOp, ArgmaxOp, MoERouterOp,
            MoETopKOp, MoEDispatchOp, MoEGroupedGLUOp, MoEGroupedDownOp,
-           MoECombineOp, GLUGateUpOp, GLUMLPOp, MoEExpertsOp>(op))
+           MoECombineOp, GLUGateUpOp, GLUMLPOp, MoEExpertsOp,
+           LatentAttentionOp>(op))
     return false;
   bool seqRows = false;
   auto tokenFree = [&](Value v) {

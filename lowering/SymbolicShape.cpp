@@ -351,6 +351,11 @@ LogicalResult SymbolicShapes::visit(Operation *op) {
         s[0] = kNumSeqs;
         return set(l, s, op);
       })
+      .Case<LastTokenContextOp>([&](LastTokenContextOp l) -> LogicalResult {
+        if (failed(same(l.getLastContextLens(), l.getContextLens())))
+          return failure();
+        return same(l.getLastCuSeqlens(), l.getCuSeqlens());
+      })
       .Case<AddRMSNormOp>([&](AddRMSNormOp a) -> LogicalResult {
         if (failed(same(a.getSum(), a.getInput())))
           return failure();

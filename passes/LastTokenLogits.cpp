@@ -11,9 +11,12 @@
 // selection, k3.last_tokens, moves before them. In Kimi-Linear-48B that is
 // the last layer's o_proj and MoE: about 2.5 ms of kernels a call in its
 // 8192-token prefill on an H200 (bench/results/profile-gpu/
-// kl48b-prefill-T8192-20261205T1933Z-1967b73.txt), besides the head.
+// kl48b-prefill-T8192-20261205T1933Z-1967b73.txt), besides the head. The
+// selection then moves up through the last MLA layer's attention and query
+// projection where only it reads them (LastTokenRows.h).
 //
 //===----------------------------------------------------------------------===//
+#include "passes/LastTokenRows.h"
 #include "passes/Passes.h"
 #include "passes/RowWise.h"
 
@@ -25,14 +28,6 @@ namespace mlir::k3 {
 #include "passes/Passes.h.inc"
 
 namespace {
-
-/// `t` with its leading (token) dimension dynamic: the rows become N.
-RankedTensorType withDynamicRows(Type t) {
-  auto type = cast<RankedTensorType>(t);
-  SmallVector<int64_t> shape(type.getShape());
-  shape[0] = ShapedType::kDynamic;
-  return type.clone(shape);
-}
 
 /// Index of the argument or result of `fn` named `name` (k3.name).
 std::optional<unsigned> namedArg(func::FuncOp fn, StringRef name) {
@@ -48,12 +43,6 @@ std::optional<unsigned> namedResult(func::FuncOp fn, StringRef name) {
     if (auto n = fn.getResultAttrOfType<StringAttr>(i, key); n && n == name)
       return i;
   return std::nullopt;
-}
-
-/// Whether k3.last_tokens can select `v`'s rows: [T, D] floats.
-bool selectable(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && t.getRank() == 2 && isa<FloatType>(t.getElementType());
 }
 
 /// The row-wise ops of `body` that only `logits` needs, in program order:
@@ -85,12 +74,19 @@ llvm::SetVector<Operation *> rowWiseFeeders(Block &body, Value logits) {
     Operation *unselectable = nullptr;
     for (Operation *op : ordered)
       for (OpOperand *o : tokenOperands(op))
-        if (!found.contains(o->get().getDefiningOp()) && !selectable(o->get()))
+        if (!found.contains(o->get().getDefiningOp()) &&
+            !selectableRows(o->get()))
           unselectable = op;
     if (!unselectable)
       return ordered;
     excluded.insert(unselectable);
   }
+}
+
+/// One step of moveSelectionUp on the first selection it applies to.
+bool moveOneSelectionUp(Block &body) {
+  SmallVector<LastTokensOp> selects(body.getOps<LastTokensOp>());
+  return llvm::any_of(selects, moveSelectionUp);
 }
 
 struct K3LastTokenLogitsPass
@@ -175,6 +171,10 @@ struct K3LastTokenLogitsPass
     for (Operation *op : dead)
       if (op->use_empty())
         op->erase();
+    // Then the selections move further up where they can (LastTokenRows.h):
+    // the last MLA layer's attention and its query projection.
+    while (moveOneSelectionUp(body)) {
+    }
     fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
                                  ret.getOperandTypes()));
     return success();

@@ -64,6 +64,11 @@ struct ExpandLatentAttention : OpRewritePattern<LatentAttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (inDecodeEntry(op))
       return rewriter.notifyMatchFailure(op, "decode entry: latent form");
+    // One query a sequence (k3-last-token-logits): a decode step's shape,
+    // for which the latent form reads less than the expansion writes.
+    if (Value cu = op.getCuSeqlens();
+        cu && cu.getDefiningOp<LastTokenContextOp>())
+      return rewriter.notifyMatchFailure(op, "last tokens: latent form");
     BlockArgument lensArg;
     if (Value lens = op.getCacheLens()) {
       lensArg = entryArgument(lens);

@@ -4,6 +4,8 @@
 
 #include "dialects/K3/K3Dialect.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::k3 {
@@ -36,6 +38,16 @@ bool onLastTokenRows(Value v) {
       return false;
     if (isa<LastTokensOp>(def))
       return true;
+    // The last tokens' latent attention (LastTokenRows.h), and the reshapes
+    // of its heads.
+    if (auto a = dyn_cast<LatentAttentionOp>(def)) {
+      Value cu = a.getCuSeqlens();
+      return cu && cu.getDefiningOp<LastTokenContextOp>();
+    }
+    if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def)) {
+      v = def->getOperand(0);
+      continue;
+    }
     SmallVector<OpOperand *> tokens = tokenOperands(def);
     if (tokens.empty())
       return false;

@@ -22,7 +22,8 @@ namespace mlir::k3 {
 SmallVector<OpOperand *> tokenOperands(Operation *op);
 
 /// Whether `v`'s rows are the sequences' last tokens: it comes from
-/// k3.last_tokens through row-wise ops.
+/// k3.last_tokens, or the last tokens' latent attention (LastTokenRows.h),
+/// through row-wise ops and reshapes.
 bool onLastTokenRows(Value v);
 
 } // namespace mlir::k3

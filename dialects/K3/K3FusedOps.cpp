@@ -1,6 +1,7 @@
 //===- K3FusedOps.cpp - verifiers of the graph-level fusions ----*- C++ -*-===//
 //
-// k3.last_tokens, k3.linear_group and k3.add_rms_norm (K3FusedOps.td). Dynamic
+// k3.last_tokens, k3.last_token_context, k3.linear_group and
+// k3.add_rms_norm (K3FusedOps.td). Dynamic
 // sizes are compared only where both sides are static.
 //
 //===----------------------------------------------------------------------===//
@@ -38,6 +39,24 @@ LogicalResult LastTokensOp::verify() {
                             "'input' ("
                          << rt(x).getElementType() << "), got "
                          << rt(r).getElementType();
+  return success();
+}
+
+LogicalResult LastTokenContextOp::verify() {
+  Named cu = named("cu_seqlens", getCuSeqlens()),
+        ctx = named("context_lens", getContextLens()),
+        lens = named("last_context_lens", getLastContextLens()),
+        lastCu = named("last_cu_seqlens", getLastCuSeqlens());
+  if (failed(expectRank(*this, cu, 1)) || failed(expectRank(*this, ctx, 1)) ||
+      failed(expectSameShape(*this, ctx, lens)) ||
+      failed(expectSameShape(*this, cu, lastCu)))
+    return failure();
+  // N + 1 offsets for N sequences where both are static.
+  int64_t n1 = cu.type.getDimSize(0), n = ctx.type.getDimSize(0);
+  if (!ShapedType::isDynamic(n1) && !ShapedType::isDynamic(n) && n != n1 - 1)
+    return emitOpError() << "expects 'cu_seqlens' to hold one offset more "
+                            "than 'context_lens' has sequences, got "
+                         << n1 << " and " << n;
   return success();
 }
 

@@ -36,6 +36,37 @@ def K3_LastTokensOp : K3_Op<"last_tokens", [Pure]> {
   let hasVerifier = 1;
 }
 
+def K3_LastTokenContextOp : K3_Op<"last_token_context", [Pure]> {
+  let summary = "each sequence's context before its last token, one row each";
+  let description = [{
+    For `cu_seqlens [N + 1]` and `context_lens [N]` (each sequence's cached
+    tokens before the call): `last_context_lens[n] = context_lens[n] +
+    max(cu_seqlens[n + 1] - cu_seqlens[n] - 1, 0)`, the cache position of
+    sequence `n`'s last token of the call, and `last_cu_seqlens = [0, 1,
+    ..., N]`, one row per sequence.
+
+    `k3-last-token-logits` uses them to run the last layer's MLA
+    attention for each sequence's last token alone, in the latent form of
+    a decode step: the call's latents are appended to the cache first, and
+    the last token attends to the `last_context_lens[n]` rows before it
+    (an empty sequence's zero row attends from its context length).
+
+    ```mlir
+    %lens, %cu = k3.last_token_context %cu_seqlens, %context_lens
+        : (tensor<?xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?xi32>)
+    ```
+  }];
+  let arguments = (ins K3_IndexTensor:$cu_seqlens,
+                       K3_IndexTensor:$context_lens);
+  let results = (outs K3_IndexTensor:$last_context_lens,
+                      K3_IndexTensor:$last_cu_seqlens);
+  let assemblyFormat = [{
+    $cu_seqlens `,` $context_lens attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def K3_LinearGroupOp : K3_Op<"linear_group", [Pure]> {
   let summary = "linear projections of one input, in one kernel";
   let description = [{

@@ -17,6 +17,9 @@ LogicalResult mlir::k3::emitKernelBody(Operation *op, KernelBuilder &kb, In in,
       .Case([&](GatedRMSNormOp o) { return emitGatedRMSNorm(o, kb, in, out); })
       .Case([&](AddOp o) { return emitAdd(o, kb, in, out); })
       .Case([&](LastTokensOp o) { return emitLastTokens(o, kb, in, out); })
+      .Case([&](LastTokenContextOp o) {
+        return emitLastTokenContext(o, kb, in, out);
+      })
       .Case([&](AddRMSNormOp o) { return emitAddRMSNorm(o, kb, in, out); })
       .Case([&](PartialRMSNormOp o) {
         return emitPartialRMSNorm(o, kb, in, out);

@@ -1,6 +1,7 @@
 //===- Fused.cpp - kernels of the graph-level fusions -----------*- C++ -*-===//
 //
-// k3.last_tokens (the rows the LM head needs) and k3.add_rms_norm (the
+// k3.last_tokens (the rows the LM head needs), k3.last_token_context (the
+// last tokens' cache positions, k3-last-token-logits) and k3.add_rms_norm (the
 // residual add and the RMSNorm of its sum in one pass over each row).
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +27,29 @@ LogicalResult k3::emitLastTokens(LastTokensOp op, KernelBuilder &kb,
                 Value nonEmpty = kb.lti(start, end);
                 kb.store(kb.select(nonEmpty, v, kb.f32(0.0)), y, iv);
               });
+  return success();
+}
+
+// Per offset n of the result's N + 1: n itself, and below N the cache
+// position of sequence n's last token.
+LogicalResult k3::emitLastTokenContext(LastTokenContextOp op, KernelBuilder &kb,
+                                       ArrayRef<KernelOperand> in,
+                                       ArrayRef<KernelOperand> out) {
+  auto ops = operandsOf(op, in);
+  Value cu = ops.getCuSeqlens().full, ctx = ops.getContextLens().full;
+  KernelOperand lens = resultOf(out, op.getLastContextLens()),
+                lastCu = resultOf(out, op.getLastCuSeqlens());
+  Value seqs = kb.dim(lens.shape[0]);
+  kb.parallel({kb.addi(seqs, kb.idx(1))}, [&](ValueRange iv) {
+    Value n = iv[0];
+    kb.storeIndex(n, lastCu.full, {n});
+    kb.ifThen(kb.lti(n, seqs), [&] {
+      Value len = kb.subi(kb.loadIndex(cu, {kb.addi(n, kb.idx(1))}),
+                          kb.loadIndex(cu, {n}));
+      Value before = kb.maxsi(kb.subi(len, kb.idx(1)), kb.idx(0));
+      kb.storeIndex(kb.addi(kb.loadIndex(ctx, {n}), before), lens.full, {n});
+    });
+  });
   return success();
 }
 

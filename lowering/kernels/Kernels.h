@@ -42,6 +42,8 @@ LogicalResult emitConcat(tensor::ConcatOp, KernelBuilder &, In, Out);
 
 // Fused.cpp (graph-level fusions, K3FusedOps.td)
 LogicalResult emitLastTokens(LastTokensOp, KernelBuilder &, In, Out);
+LogicalResult emitLastTokenContext(LastTokenContextOp, KernelBuilder &, In,
+                                   Out);
 LogicalResult emitAddRMSNorm(AddRMSNormOp, KernelBuilder &, In, Out);
 LogicalResult emitPartialRMSNorm(PartialRMSNormOp, KernelBuilder &, In, Out);
 

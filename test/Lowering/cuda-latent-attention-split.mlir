@@ -15,8 +15,11 @@
 // An f32 cache (the f32 policy) is copied into an f32 staging tile and
 // converted into two bf16 tiles.
 // RUN: sed -e 's/576xbf16/576xf32/g' %s | k3-opt --k3-select-kernel-config=target=cuda --k3-outline-kernels | FileCheck %s --check-prefix=F32
-// Prefill (no k3.decode) keeps the block per (token, heads).
-// RUN: sed -e 's/attributes {k3.decode} //' %s | k3-opt --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=PREFILL
+// Prefill (no k3.decode, T queries) keeps the block per (token, heads).
+// RUN: sed -e 's/attributes {k3.decode} //; s/i64: -2, 32, 192/i64: -1, 32, 192/; s/i64: -2, 576/i64: -1, 576/' %s | k3-opt --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=PREFILL
+// A prefill's attention of one query a sequence (the last tokens',
+// k3-last-token-logits) is a decode step's: split-KV.
+// RUN: sed -e 's/attributes {k3.decode} //' %s | k3-opt --k3-select-kernel-config=target=cuda | FileCheck %s --check-prefix=LASTROWS
 // Tiles that do not fit the heads are refused with the reason.
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=latent_attention.tile=24x132" 2>&1 | FileCheck %s --check-prefix=BADTILE
 // RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=latent_attention.warps=4" 2>&1 | FileCheck %s --check-prefix=BADWARPS
@@ -40,6 +43,7 @@
 // BADWARPS: error: 'k3.latent_attention' op latent_attention_split warps must be 4 per 16 heads of a block: 8, got 4
 
 // PREFILL: kernel = latent_attention_rows
+// LASTROWS: kernel = latent_attention_split
 
 // LAUNCH: k3.launch @k3_kernels::@latent_attention_0
 // LAUNCH-SAME: -> (tensor<?x32x128xbf16>, tensor<?x256x576xbf16>, tensor<?x32x576xbf16>, tensor<132x32x516xf32>, tensor<?x32x516xf32>)

@@ -130,3 +130,84 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
   %l = k3.linear %f, %hw : (tensor<?x8xf32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
   return %l, %att : tensor<?x16xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// The last layer's MLA attention, whose output only the selection reads:
+// the call's latents go to the cache first, and the last tokens alone
+// attend over it (one query a sequence from k3.last_token_context), their
+// query projection on the selected rows. The latent projection, which the
+// cache needs on every row, stays.
+// CHECK-LABEL: func.func @forward(
+// CHECK-SAME:    %[[CU:[a-z0-9]+]]: tensor<?xi32> {k3.name = "cu_seqlens"}, %[[CTX:[a-z0-9]+]]: tensor<?xi32> {k3.name = "context_lens"}
+// CHECK:         %[[X:.*]] = k3.embedding
+// CHECK:         %[[LX:.*]] = k3.last_tokens %[[X]], %[[CU]]
+// CHECK:         %[[QF:.*]] = k3.linear %[[LX]]
+// CHECK:         %[[LAT:.*]] = k3.linear %[[X]]
+// CHECK:         %[[C:.*]] = k3.state.read "cache"
+// CHECK:         %[[ALL:.*]] = k3.latent_cache_append %[[C]], %[[CTX]], %[[LAT]] cu_seqlens(%[[CU]])
+// CHECK:         %[[LENS:.*]], %[[LCU:.*]] = k3.last_token_context %[[CU]], %[[CTX]] : (tensor<?xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?xi32>)
+// CHECK:         %[[Q:.*]] = tensor.expand_shape %[[QF]] {{\[\[}}0], [1, 2]]
+// CHECK:         %[[LL:.*]] = k3.last_tokens %[[LAT]], %[[CU]]
+// CHECK:         %[[O:.*]], %[[CO:.*]] = k3.latent_attention %[[Q]], %[[LL]], %{{.*}} cache(%[[ALL]], %[[LENS]]) cu_seqlens(%[[LCU]])
+// CHECK-SAME:      -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+// CHECK:         %[[OF:.*]] = tensor.collapse_shape %[[O]]
+// CHECK:         k3.state.write "cache", %[[CO]]
+// CHECK-NOT:     k3.latent_attention
+// CHECK:         %[[P:.*]] = k3.linear %[[OF]]
+// CHECK:         %[[LR:.*]] = k3.last_tokens %[[X]], %[[CU]]
+// CHECK:         k3.add %[[LR]], %[[P]]
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %ctx: tensor<?xi32> {k3.name = "context_lens"})
+    -> (tensor<?x16xf32> {k3.name = "logits"}) {
+  %c0 = arith.constant 0 : index
+  %e = k3.weight "embed" : tensor<16x8xbf16>
+  %x = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %qw = k3.weight "q_proj" : tensor<24x8xbf16>
+  %qf = k3.linear %x, %qw : (tensor<?x8xf32>, tensor<24x8xbf16>) -> tensor<?x24xf32>
+  %q = tensor.expand_shape %qf [[0], [1, 2]] output_shape [%t, 2, 12] : tensor<?x24xf32> into tensor<?x2x12xf32>
+  %lw = k3.weight "kv_a" : tensor<20x8xbf16>
+  %lat = k3.linear %x, %lw : (tensor<?x8xf32>, tensor<20x8xbf16>) -> tensor<?x20xf32>
+  %kvb = k3.weight "kv_b" : tensor<32x16xbf16>
+  %c = k3.state.read "cache" : tensor<?x96x20xf32>
+  %o, %co = k3.latent_attention %q, %lat, %kvb cache(%c, %ctx) cu_seqlens(%cu) {kv_lora_rank = 16 : i64, num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.2887 : f64, v_head_dim = 8 : i64} : (tensor<?x2x12xf32>, tensor<?x20xf32>, tensor<32x16xbf16>, tensor<?x96x20xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+  k3.state.write "cache", %co : tensor<?x96x20xf32>
+  %of = tensor.collapse_shape %o [[0], [1, 2]] : tensor<?x2x8xf32> into tensor<?x16xf32>
+  %ow = k3.weight "o_proj" : tensor<8x16xbf16>
+  %p = k3.linear %of, %ow : (tensor<?x16xf32>, tensor<8x16xbf16>) -> tensor<?x8xf32>
+  %h = k3.add %x, %p : tensor<?x8xf32>
+  %hw = k3.weight "head" : tensor<16x8xbf16>
+  %l = k3.linear %h, %hw : (tensor<?x8xf32>, tensor<16x8xbf16>) -> tensor<?x16xf32>
+  return %l : tensor<?x16xf32>
+}
+
+// -----
+
+// An attention output that another output reads on every row stays; the
+// selection takes its rows.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[O:.*]], %{{.*}} = k3.latent_attention %{{.*}} cache(%{{.*}}, %{{.*}}) cu_seqlens(%{{.*}}) {{.*}} -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+// CHECK:         %[[OF:.*]] = tensor.collapse_shape %[[O]]
+// CHECK:         k3.last_tokens %[[OF]]
+// CHECK-NOT:     k3.last_token_context
+// CHECK:         return
+func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %ctx: tensor<?xi32> {k3.name = "context_lens"})
+    -> (tensor<?x16xf32> {k3.name = "logits"}, tensor<?x16xf32> {k3.name = "attention"}) {
+  %c0 = arith.constant 0 : index
+  %e = k3.weight "embed" : tensor<16x8xbf16>
+  %x = k3.embedding %ids, %e : (tensor<?xi32>, tensor<16x8xbf16>) -> tensor<?x8xf32>
+  %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+  %qw = k3.weight "q_proj" : tensor<24x8xbf16>
+  %qf = k3.linear %x, %qw : (tensor<?x8xf32>, tensor<24x8xbf16>) -> tensor<?x24xf32>
+  %q = tensor.expand_shape %qf [[0], [1, 2]] output_shape [%t, 2, 12] : tensor<?x24xf32> into tensor<?x2x12xf32>
+  %lw = k3.weight "kv_a" : tensor<20x8xbf16>
+  %lat = k3.linear %x, %lw : (tensor<?x8xf32>, tensor<20x8xbf16>) -> tensor<?x20xf32>
+  %kvb = k3.weight "kv_b" : tensor<32x16xbf16>
+  %c = k3.state.read "cache" : tensor<?x96x20xf32>
+  %o, %co = k3.latent_attention %q, %lat, %kvb cache(%c, %ctx) cu_seqlens(%cu) {kv_lora_rank = 16 : i64, num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64, scale = 0.2887 : f64, v_head_dim = 8 : i64} : (tensor<?x2x12xf32>, tensor<?x20xf32>, tensor<32x16xbf16>, tensor<?x96x20xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
+  k3.state.write "cache", %co : tensor<?x96x20xf32>
+  %of = tensor.collapse_shape %o [[0], [1, 2]] : tensor<?x2x8xf32> into tensor<?x16xf32>
+  %hw = k3.weight "head" : tensor<16x16xbf16>
+  %l = k3.linear %of, %hw : (tensor<?x16xf32>, tensor<16x16xbf16>) -> tensor<?x16xf32>
+  return %l, %of : tensor<?x16xf32>, tensor<?x16xf32>
+}

@@ -1,7 +1,8 @@
 // RUN: k3-opt %s -split-input-file -verify-diagnostics
 
 // Verifier diagnostics of the ops graph passes create (K3FusedOps.td):
-// k3.last_tokens, k3.linear_group, k3.add_rms_norm and k3.partial_rms_norm.
+// k3.last_tokens, k3.last_token_context, k3.linear_group, k3.add_rms_norm and
+// k3.partial_rms_norm.
 
 func.func @last_tokens_rows(%x: tensor<?x8xf32>, %cu: tensor<3xi32>) {
   // expected-error @+1 {{'k3.last_tokens' op expects one result row per sequence: 'cu_seqlens' has 3 offsets (2 sequences) but 'result' has 3 rows}}
@@ -22,6 +23,30 @@ func.func @last_tokens_width(%x: tensor<?x8xf32>, %cu: tensor<?xi32>) {
 func.func @last_tokens_rank(%x: tensor<?x2x8xf32>, %cu: tensor<?xi32>) {
   // expected-error @+1 {{'k3.last_tokens' op expects 'input' to have rank 2, got 3}}
   %r = k3.last_tokens %x, %cu : (tensor<?x2x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @last_token_context_seqs(%cu: tensor<3xi32>, %ctx: tensor<3xi32>) {
+  // expected-error @+1 {{'k3.last_token_context' op expects 'cu_seqlens' to hold one offset more than 'context_lens' has sequences, got 3 and 3}}
+  %l, %c = k3.last_token_context %cu, %ctx : (tensor<3xi32>, tensor<3xi32>) -> (tensor<3xi32>, tensor<3xi32>)
+  return
+}
+
+// -----
+
+func.func @last_token_context_rank(%cu: tensor<?x2xi32>, %ctx: tensor<?xi32>) {
+  // expected-error @+1 {{'k3.last_token_context' op expects 'cu_seqlens' to have rank 1, got 2}}
+  %l, %c = k3.last_token_context %cu, %ctx : (tensor<?x2xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
+func.func @last_token_context_offsets(%cu: tensor<3xi32>, %ctx: tensor<2xi32>) {
+  // expected-error @+1 {{'k3.last_token_context' op shape mismatch: 'cu_seqlens' dimension 0 is 3 but 'last_cu_seqlens' dimension 0 is 2}}
+  %l, %c = k3.last_token_context %cu, %ctx : (tensor<3xi32>, tensor<2xi32>) -> (tensor<2xi32>, tensor<2xi32>)
   return
 }
 
