@@ -1,6 +1,7 @@
 //===- RowWise.cpp - ops that work token by token ----------------*- C++
 //-*-===//
 #include "passes/RowWise.h"
+#include "passes/Partition.h"
 
 #include "dialects/K3/K3Dialect.h"
 
@@ -23,6 +24,12 @@ SmallVector<OpOperand *> tokenOperands(Operation *op) {
       .Case<AddOp, SigmoidGateOp, AddRMSNormOp>(
           [&](auto) { return operands({0, 1}); })
       .Case<MoEExpertsOp>([&](auto) { return operands({0, 1, 2}); })
+      .Case<AllReduceOp>([&](AllReduceOp r) {
+        // TP's and EP's partial sums of every rank's same rows; a
+        // context-parallel group's ranks hold other tokens.
+        return r.getGroup() != kContextParallel ? operands({0})
+                                                : SmallVector<OpOperand *>();
+      })
       .Case<AllGatherOp>([&](AllGatherOp g) {
         // A vocabulary-split head's logits: gathered along the columns.
         return g.getDim() == 1 ? operands({0}) : SmallVector<OpOperand *>();

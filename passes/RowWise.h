@@ -3,7 +3,8 @@
 //
 // A row-wise op computes each row (token) of its results from the same row
 // of its operands that carry tokens alone: linear projections, norms,
-// residual adds, gates, the MoE router and experts, GLU MLPs. Selecting
+// residual adds, gates, the MoE router and experts, GLU MLPs, the tensor-
+// and expert-parallel all-reduce of partial sums. Selecting
 // rows commutes with it, which k3-last-token-logits uses to run the last
 // layer's tail on each sequence's last token only; the ops it moves there
 // then see a decode step's few rows and take its forms (onLastTokenRows).
