@@ -61,7 +61,8 @@ SmallVector<Value> activationResults(Operation *op) {
 /// activations: an f32 cache held the same values in twice the bytes, and
 /// a decode step reads the whole cache (docs/precision.md). A state is
 /// narrowed when, in every function, each read of it feeds only
-/// latent_attention ops as their cache (with bf16 latents) and each write
+/// latent_attention ops as their cache (with bf16 latents), directly or
+/// through the append of the last tokens' attention, and each write
 /// stores such an op's updated cache: a state written from elsewhere (an
 /// f32 input) keeps its type.
 void narrowLatentCaches(ModuleOp module, Type bf16) {
@@ -76,8 +77,19 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
   };
   // Or, context-parallel (k3-partition-context), a rank's share of the
   // cache, summed over the group into the attention's cache.
+  // Or, the last tokens' attention (k3-last-token-logits), the cache with
+  // the call's bf16 latents appended that the attention reads.
+  auto isAppendedCache = [&](OpOperand &use) {
+    auto append = dyn_cast<LatentCacheAppendOp>(use.getOwner());
+    return append && append.getCache() == use.get() &&
+           cast<RankedTensorType>(append.getLatent().getType())
+               .getElementType()
+               .isBF16() &&
+           !append.getResult().use_empty() &&
+           llvm::all_of(append.getResult().getUses(), isAttentionCache);
+  };
   auto isCacheUse = [&](OpOperand &use) {
-    if (isAttentionCache(use))
+    if (isAttentionCache(use) || isAppendedCache(use))
       return true;
     auto share = dyn_cast<LatentCacheSegmentOp>(use.getOwner());
     if (!share || share.getLatentCache() != use.get() ||
@@ -99,6 +111,9 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
       if (auto sum = cache ? cache.getDefiningOp<AllReduceOp>() : nullptr)
         if (auto share = sum.getInput().getDefiningOp<LatentCacheSegmentOp>())
           cache = share.getLatentCache();
+      if (auto append =
+              cache ? cache.getDefiningOp<LatentCacheAppendOp>() : nullptr)
+        cache = append.getCache();
       bool ok = la && la.getLatentCacheOut() == w.getValue() && cache &&
                 cache.getDefiningOp<StateReadOp>();
       narrowable.try_emplace(w.getName(), true).first->second &= ok;
@@ -115,6 +130,13 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
           user = *share.getResult().user_begin();
           setElementType(user->getResult(0), bf16);
           for (Operation *attn : user->getResult(0).getUsers())
+            setElementType(cast<LatentAttentionOp>(attn).getLatentCacheOut(),
+                           bf16);
+          continue;
+        }
+        if (auto append = dyn_cast<LatentCacheAppendOp>(user)) {
+          setElementType(append.getResult(), bf16);
+          for (Operation *attn : append.getResult().getUsers())
             setElementType(cast<LatentAttentionOp>(attn).getLatentCacheOut(),
                            bf16);
           continue;

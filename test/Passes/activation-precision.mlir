@@ -53,6 +53,13 @@ func.func @layer(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32>
 // CHECK:         k3.state.read "latent_cache" : tensor<?x4x12xbf16>
 // CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xbf16>)
 // CHECK:         k3.state.write "latent_cache", %{{.*}} : tensor<?x4x12xbf16>
+// The last tokens' attention (k3-last-token-logits) reads the cache with
+// the call's latents appended: both become bf16.
+// CHECK-LABEL: func.func @mla_last_tokens
+// CHECK:         k3.state.read "last_cache" : tensor<?x4x12xbf16>
+// CHECK:         k3.latent_cache_append {{.*}} -> tensor<?x4x12xbf16>
+// CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xbf16>)
+// CHECK:         k3.state.write "last_cache", %{{.*}} : tensor<?x4x12xbf16>
 // A cache state also written from an f32 input keeps f32 everywhere.
 // CHECK-LABEL: func.func @mla_from_input
 // CHECK:         k3.state.write "input_cache", %{{.*}} : tensor<?x4x12xf32>
@@ -71,6 +78,24 @@ func.func @mla(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens: tensor<?xi
       : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
          tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
   k3.state.write "latent_cache", %c : tensor<?x4x12xf32>
+  return %o : tensor<?x2x4xf32>
+}
+func.func @mla_last_tokens(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens: tensor<?xi32>,
+                           %cu: tensor<?xi32> {k3.name = "cu_seqlens"}) -> tensor<?x2x4xf32> {
+  %kvb = k3.weight "kv_b" : tensor<24x8xbf16>
+  %kvn = k3.weight "kv_norm" : tensor<12xbf16>
+  %n = k3.rms_norm %lat, %kvn {epsilon = 1.0e-6 : f64} : (tensor<?x12xf32>, tensor<12xbf16>) -> tensor<?x12xf32>
+  %cache = k3.state.read "last_cache" : tensor<?x4x12xf32>
+  %all = k3.latent_cache_append %cache, %lens, %n cu_seqlens(%cu)
+      : (tensor<?x4x12xf32>, tensor<?xi32>, tensor<?x12xf32>, tensor<?xi32>) -> tensor<?x4x12xf32>
+  %l, %c1 = k3.last_token_context %cu, %lens : (tensor<?xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?xi32>)
+  %nl = k3.last_tokens %n, %cu : (tensor<?x12xf32>, tensor<?xi32>) -> tensor<?x12xf32>
+  %o, %c = k3.latent_attention %q, %nl, %kvb cache(%all, %l) cu_seqlens(%c1)
+      {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64,
+       v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
+      : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
+  k3.state.write "last_cache", %c : tensor<?x4x12xf32>
   return %o : tensor<?x2x4xf32>
 }
 func.func @mla_from_input(%c: tensor<?x4x12xf32>) {
