@@ -312,3 +312,53 @@ def test_fused_add_rms_norm(tmp_path, name, fused):
         outs.append(run(tmp_path, art, [wfile], inp, f"fuse{flag}"))
         check(outs[-1], cfg, weights, inp)
     assert rel_err(outs[0]["logits"], outs[1]["logits"]) <= 1e-6
+
+
+def test_last_token_attention_continues_prefills(tmp_path):
+    """logits=last on tiny Kimi-Linear, whose one MLA layer is the last:
+    k3-last-token-logits runs that layer's attention for each sequence's
+    last token alone, in the latent form over the cache with every latent
+    of the call appended (k3.last_token_context). The prefill entry then has
+    no expanded attention, so it may continue sequences: two packed calls,
+    the second continuing each sequence (context_lens > 0, an empty chunk
+    among them), give the oracle's last-token logits of the whole
+    sequences, and a decode step after them its next ones."""
+    import k3  # noqa: E402 (python/, on the path above)
+    cdict, art = build("tiny-kimi-linear", tmp_path, logits="last")
+    plan = subprocess.run([f"{BIN}/k3-run", str(art), "--plan"], capture_output=True, text=True,
+                          check=True).stdout
+    prefill_plan = plan.split("entry forward_decode")[0]
+    assert "last_token_context" in prefill_plan and "latent_attention" in prefill_plan
+    assert "mla_prefill_attention" not in prefill_plan
+    cfg = oracle_config(cdict)
+    weights = rounded_weights(cfg, 5)
+    wfile = tmp_path / "weights.safetensors"
+    model.save_safetensors(wfile, {k: v.astype(np.float32) for k, v in weights.items()})
+    s = k3.Session(k3.Artifact(art))
+    s.load_weights([wfile])
+    rng = np.random.default_rng(21)
+    first, second = [5, 9, 1], [3, 0, 4]
+    seqs = [rng.integers(0, cfg.vocab_size, a + b + 1).astype(np.int32) for a, b in zip(first, second)]
+
+    def call(chunks, ctx):
+        cu = np.concatenate([[0], np.cumsum([len(c) for c in chunks])]).astype(np.int32)
+        return s.run(token_ids=np.concatenate(chunks).astype(np.int32), cu_seqlens=cu,
+                     context_lens=np.asarray(ctx, np.int32))["logits"]
+
+    def oracle(lens):
+        ids = np.concatenate([q[:n] for q, n in zip(seqs, lens)])
+        cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        return model.forward(cfg, weights, ids, cu_seqlens=cu, logits="last")
+
+    got = call([q[:a] for q, a in zip(seqs, first)], [0, 0, 0])
+    assert rel_err(got, oracle(first)) <= 1e-4
+    done = [a + b for a, b in zip(first, second)]
+    got = call([q[a:n] for q, a, n in zip(seqs, first, done)], first)
+    # The sequence without new tokens has no last token here (a zero row).
+    ref = oracle(done)
+    rows = [i for i, b in enumerate(second) if b]
+    assert rel_err(got[rows], ref[rows]) <= 1e-4
+    step = s.run("forward_decode", token_ids=np.array([q[n] for q, n in zip(seqs, done)], np.int32),
+                 cu_seqlens=np.arange(len(seqs) + 1, dtype=np.int32),
+                 context_lens=np.asarray(done, np.int32))["logits"]
+    assert rel_err(step, oracle([n + 1 for n in done])) <= 1e-4
