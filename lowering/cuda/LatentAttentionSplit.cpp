@@ -44,6 +44,7 @@ public:
         d(LatentSplitDims::of(op, e.config)) {
     auto ops = operandsOf(op, e.inputs);
     q = ops.getQ().full;
+    tokens = kb.dim(ops.getQ().shape[0]);
     latent = ops.getLatent();
     kvb = em.contiguousView(ops.getKvB());
     cache = ops.getLatentCache();
@@ -64,7 +65,7 @@ public:
   /// rows of W_k and meet in shared memory.
   void absorb() {
     blockIds(kAbsorbChunks());
-    kb.ifThen(kb.lti(t0, kb.tokens()), [&] {
+    kb.ifThen(kb.lti(t0, tokens), [&] {
       Value smem = em.dynamicSharedMemory();
       Value qn = em.sharedView(smem, b.getF32Type(), kb.idx(0), {kGroup, d.dn});
       Value part =
@@ -88,7 +89,7 @@ public:
   void combine() {
     blockIds();
     copyOldRows();
-    kb.ifThen(kb.lti(t0, kb.tokens()), [&] {
+    kb.ifThen(kb.lti(t0, tokens), [&] {
       Value smem = em.dynamicSharedMemory();
       Value ctx =
           em.sharedView(smem, b.getF32Type(), kb.idx(0), {kGroup, d.rank});
@@ -97,12 +98,12 @@ public:
       Value scratch = em.sharedView(smem, b.getF32Type(),
                                     kb.idx(4 * (kGroup * d.rank + d.target)),
                                     {2 * kThreads / 32});
-      Value splits = latentSplitsPerToken(kb, d, kb.tokens());
+      Value splits = latentSplitsPerToken(kb, d, tokens);
       scf::ForOp::create(b, loc, kb.idx(0), kb.idx(kGroup), kb.idx(1),
                          ValueRange{},
                          [&](OpBuilder &, Location, Value u, ValueRange) {
                            Value t = kb.addi(t0, u);
-                           kb.ifThen(kb.lti(t, kb.tokens()), [&] {
+                           kb.ifThen(kb.lti(t, tokens), [&] {
                              combineToken(ctx, weights, scratch, u, t, splits);
                            });
                            scf::YieldOp::create(b, loc);
@@ -125,7 +126,7 @@ private:
   int64_t kAbsorbChunks() const { return d.rank / kAbsorbChannels; }
   /// Token t0 + u, clamped to the last (its results are not stored).
   Value token(Value u) {
-    return kb.minsi(kb.addi(t0, u), kb.subi(kb.tokens(), kb.idx(1)));
+    return kb.minsi(kb.addi(t0, u), kb.subi(tokens, kb.idx(1)));
   }
   /// for (i = tid; i < n; i += threads) body(i), unrolled.
   void forThreads(int64_t n, const std::function<void(Value)> &body) {
@@ -176,7 +177,7 @@ private:
       Value u = em.divu(i, kAbsorbChannels / 4);
       Value c = kb.muli(em.remu(i, kAbsorbChannels / 4), kb.idx(4));
       Value t = kb.addi(t0, u);
-      kb.ifThen(kb.lti(t, kb.tokens()), [&] {
+      kb.ifThen(kb.lti(t, tokens), [&] {
         SmallVector<Value> sum(4, kb.f32(0));
         for (int64_t sl = 0; sl < kAbsorbSlices; ++sl) {
           SmallVector<Value> x = em.loadVector(part, {kb.idx(sl), u, c}, 4);
@@ -198,7 +199,7 @@ private:
     forThreads(kGroup * d.dr, [&](Value i) {
       Value u = em.divu(i, d.dr), e = em.remu(i, d.dr);
       Value t = kb.addi(t0, u);
-      kb.ifThen(kb.lti(t, kb.tokens()), [&] {
+      kb.ifThen(kb.lti(t, tokens), [&] {
         Value x = kb.load(q, {t, h, kb.addi(kb.idx(d.dn), e)});
         em.sts(em.bf16(kb.mul(x, kb.f32(scaleLog2))), qa,
                {t, h, kb.addi(kb.idx(d.rank), e)});
@@ -373,7 +374,7 @@ private:
             w, laneChannels(kvb, kb.addi(rowBase, output(round, k))));
       return w;
     };
-    Value count = kb.minsi(kb.idx(kGroup), kb.subi(kb.tokens(), t0));
+    Value count = kb.minsi(kb.idx(kGroup), kb.subi(tokens, t0));
     auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.idx(rounds), kb.idx(1),
                                    loadRound(kb.idx(0)));
     OpBuilder::InsertionGuard guard(b);
@@ -408,6 +409,9 @@ private:
   MMAEmitter em;
   LatentSplitDims d;
   Value q, kvb, lens, cu, o, qa, partFirst, partRest;
+  /// The query rows (a decode step's tokens, or a prefill's last tokens:
+  /// not the entry's num_tokens there).
+  Value tokens;
   KernelOperand latent, cache, cacheOut;
   double scaleLog2 = 0;
   Value tid, h, t0, chunk;
@@ -448,7 +452,8 @@ struct LatentAttentionSplitPattern : OpKernelPattern<LatentAttentionOp> {
       size_t ws = op->getNumResults();
       KernelOperand cu = ops.getCuSeqlens();
       emitLatentSplitAttend(
-          {e.kb, d, em.contiguousView(e.outputs[ws]), ops.getLatentCache(),
+          {e.kb, d, e.kb.dim(ops.getQ().shape[0]),
+           em.contiguousView(e.outputs[ws]), ops.getLatentCache(),
            em.contiguousView(ops.getLatentCache()),
            em.contiguousView(ops.getLatent()), ops.getCacheLens().full,
            cu ? cu.full : Value(), em.contiguousView(e.outputs[ws + 1]),

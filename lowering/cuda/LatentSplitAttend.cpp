@@ -69,7 +69,7 @@ public:
     this->tid = tid;
     Value hg = em.remu(bid, d.headGroups());
     Value item = em.divu(bid, d.headGroups());
-    Value numTokens = kb.tokens();
+    Value numTokens = a.tokens;
     Value splits = latentSplitsPerToken(kb, d, numTokens);
     kb.ifThen(kb.lti(item, kb.muli(numTokens, splits)), [&] {
       t = arith::DivUIOp::create(b, loc, item, splits);
@@ -238,7 +238,7 @@ private:
       });
     b.setInsertionPointToStart(branch.elseBlock());
     Value lastCached = kb.subi(capacity, kb.idx(1));
-    Value lastToken = kb.subi(kb.tokens(), kb.idx(1));
+    Value lastToken = kb.subi(a.tokens, kb.idx(1));
     forEachVector([&](Value row, Value c) {
       Value s = keyOf(k0, row);
       Value isOld = kb.lti(s, oldLen);

@@ -88,6 +88,7 @@ Value latentKeyCount(KernelBuilder &kb, Value t, Value start, Value oldLen,
 struct LatentSplitAttendArgs {
   KernelBuilder &kb;
   LatentSplitDims dims;
+  Value tokens;        // T, the query rows (not always num_tokens)
   Value qa;            // [T, H, R + Dr] bf16, phase 0's output
   KernelOperand cache; // [N, L, R + Dr], the cached latents
   Value cacheView;     // `cache` viewed contiguously
