@@ -20,8 +20,16 @@ def ab_main(doc: str, flag: str, default: str, time_artifact: TimeArtifact) -> i
     a = ap.parse_args()
     values = [int(v) for v in getattr(a, flag.lstrip("-")).split(",")]
     rng = np.random.default_rng(3)
+    failed = 0
     for run in range(1, a.runs + 1):
         for path in a.artifacts:
-            for row in time_artifact(path, values, rng):
-                print(json.dumps(dict(run=run, **row)), flush=True)
-    return 0
+            # A crash or a failed check is a failed row, never a missing one
+            # (the artifacts after it still get theirs).
+            try:
+                for row in time_artifact(path, values, rng):
+                    print(json.dumps(dict(run=run, status="ok", **row)), flush=True)
+            except Exception as e:  # noqa: BLE001 (any failure is the row's)
+                failed += 1
+                print(json.dumps(dict(run=run, artifact=path, status="FAILED",
+                                      error=f"{type(e).__name__}: {e}")), flush=True)
+    return 1 if failed else 0

@@ -231,3 +231,21 @@ def test_ab_runs_interleave(monkeypatch, capsys):
     assert [(r["run"], r["artifact"], r["T"]) for r in rows] == [
         (run, a, t) for run in (1, 2) for a in ("a", "b") for t in (8, 16)]
     assert len(seen) == 8
+
+
+def test_ab_runs_failed_artifact_is_a_row(monkeypatch, capsys):
+    """An artifact that raises (a failed check, a device error) gives a
+    failed row with the error, the others still run, and the exit status
+    says that one failed."""
+    import ab_runs
+
+    def time_artifact(path, values, rng):
+        if path == "bad":
+            raise RuntimeError("illegal address")
+        for v in values:
+            yield dict(artifact=path, T=v, median_ms=1.0)
+    monkeypatch.setattr(sys, "argv", ["prefill_ab.py", "--runs", "1", "--tokens", "8", "bad", "good"])
+    assert ab_runs.ab_main("doc", "--tokens", "8192", time_artifact) == 1
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows == [dict(run=1, artifact="bad", status="FAILED", error="RuntimeError: illegal address"),
+                    dict(run=1, status="ok", artifact="good", T=8, median_ms=1.0)]
