@@ -105,7 +105,15 @@ TRIAL_VARIANTS = {
     # The down GEMM persistent at 4 stages (results from registers: its 256
     # columns do not fit beside them), tiles from the counter.
     "down-ws4c": "kernel-config=" + specialised(("moe_grouped_down",), 4)
-                 + ",moe_grouped_down.scheduler=counter"}
+                 + ",moe_grouped_down.scheduler=counter",
+    # Both grouped GEMMs (each in its default schedule) prefetching the
+    # TMA tiles of the step 2 or 4 k-steps past each load into L2
+    # (MoEGroupedKernel.cpp, prefetchAhead).
+    "prefetch2": "kernel-config=moe_grouped_wgmma.prefetch=2",
+    "prefetch4": "kernel-config=moe_grouped_wgmma.prefetch=4",
+    # The down GEMM alone prefetching (the gate/up GEMM's default producer
+    # already runs 4 stages ahead).
+    "down-prefetch4": "kernel-config=moe_grouped_down.prefetch=4"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}

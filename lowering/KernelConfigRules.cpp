@@ -37,7 +37,7 @@ KernelConfigAttr config(MLIRContext *ctx, KernelKind kind,
                         int64_t raster = 0, int64_t cluster = 0,
                         TileScheduler scheduler = TileScheduler::strided) {
   return KernelConfigAttr::get(ctx, kind, tile, warps, stages, blocksPerSM,
-                               raster, cluster, scheduler);
+                               raster, cluster, scheduler, /*prefetch=*/0);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2107,13 +2107,34 @@ static LogicalResult verifyScheduler(Operation *op, KernelConfigAttr c) {
   return success();
 }
 
+/// L2 prefetches of the TMA tiles ahead of the refills: the grouped and
+/// dense GLU wgmma kernels (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp)
+/// with TMA weights (MXFP4 weights come by cp.async).
+static LogicalResult verifyPrefetch(Operation *op, KernelConfigAttr c) {
+  int64_t prefetch = c.getPrefetch();
+  if (prefetch == 0)
+    return success();
+  if (prefetch < 0 || prefetch > kMaxPrefetchSteps)
+    return op->emitOpError() << "prefetch must be in [0, " << kMaxPrefetchSteps
+                             << "] k-steps, got " << prefetch;
+  bool grouped = c.getKernel() == KernelKind::moe_grouped_wgmma ||
+                 c.getKernel() == KernelKind::glu_wgmma;
+  if (!grouped || hasMXFP4Weights(op))
+    return op->emitOpError()
+           << "prefetch applies to moe_grouped_wgmma and glu_wgmma with bf16 "
+              "weights, got "
+           << stringifyKernelKind(c.getKernel())
+           << (hasMXFP4Weights(op) ? " with MXFP4 weights" : "");
+  return success();
+}
+
 LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
                                            KernelConfigAttr config,
                                            Attribute target) {
   auto gpu = dyn_cast<GPUTargetAttr>(target);
   KernelKind kind = config.getKernel();
   if (failed(verifyRaster(op, config)) || failed(verifyCluster(op, config)) ||
-      failed(verifyScheduler(op, config)))
+      failed(verifyScheduler(op, config)) || failed(verifyPrefetch(op, config)))
     return failure();
   if (kind == KernelKind::loop_nest) {
     if (!gpu)

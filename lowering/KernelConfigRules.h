@@ -119,6 +119,9 @@ constexpr int64_t kEpilogueRowPad = 8;
 /// The dense wgmma GEMMs' tile order (config `raster`, TileRaster.h): row
 /// tiles per band by default, and at most.
 constexpr int64_t kDefaultRasterRowTiles = 16, kMaxRasterRowTiles = 64;
+/// The grouped GEMMs' L2 prefetch distance (config `prefetch`) at most, in
+/// k-steps of 64: past that a block's prefetched tiles would outlive L2.
+constexpr int64_t kMaxPrefetchSteps = 8;
 inline int64_t wgmmaEpilogueRowStride(int64_t cols) {
   return cols + kEpilogueRowPad;
 }

@@ -225,7 +225,8 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
     if (!config)
       config = KernelConfigAttr::get(
           ctx, KernelKind::loop_nest, ArrayRef<int64_t>{},
-          isGPU() ? kLoopNestWarps : 0, 0, 0, 0, 0, TileScheduler::strided);
+          isGPU() ? kLoopNestWarps : 0, 0, 0, 0, 0, TileScheduler::strided,
+          /*prefetch=*/0);
     const KernelPattern *pattern = patterns->lookup(op, config.getKernel());
     if (!pattern)
       return op->emitOpError()

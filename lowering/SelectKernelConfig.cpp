@@ -154,7 +154,7 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
   SmallVector<int64_t> tile(c.getTile());
   int64_t warps = c.getWarps(), stages = c.getStages(),
           blocks = c.getBlocksPerSm(), raster = c.getRaster(),
-          cluster = c.getCluster();
+          cluster = c.getCluster(), prefetch = c.getPrefetch();
   TileScheduler scheduler = c.getScheduler();
   if (o.param == "tile") {
     tile.clear();
@@ -180,24 +180,23 @@ FailureOr<KernelConfigAttr> overrideParam(Operation *op, KernelConfigAttr c,
              << ".scheduler needs strided or counter, got '" << o.value << "'";
     scheduler = *s;
   } else {
-    llvm::StringMap<int64_t *> params = {{"warps", &warps},
-                                         {"stages", &stages},
-                                         {"blocks_per_sm", &blocks},
-                                         {"raster", &raster},
-                                         {"cluster", &cluster}};
+    llvm::StringMap<int64_t *> params = {
+        {"warps", &warps},   {"stages", &stages},   {"blocks_per_sm", &blocks},
+        {"raster", &raster}, {"cluster", &cluster}, {"prefetch", &prefetch}};
     auto it = params.find(o.param);
     if (it == params.end())
       return op->emitError() << "unknown kernel config parameter '" << o.param
                              << "' (kernel, tile, warps, stages, "
                                 "blocks_per_sm, raster, cluster, "
-                                "scheduler)";
+                                "scheduler, prefetch)";
     FailureOr<int64_t> v = parseInt(op, o);
     if (failed(v))
       return failure();
     *it->second = *v;
   }
   return KernelConfigAttr::get(op->getContext(), c.getKernel(), tile, warps,
-                               stages, blocks, raster, cluster, scheduler);
+                               stages, blocks, raster, cluster, scheduler,
+                               prefetch);
 }
 
 struct K3SelectKernelConfigPass

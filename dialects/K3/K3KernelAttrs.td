@@ -177,7 +177,11 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
       tiles), `strided` (block b takes tiles b, b + grid, ...) or `counter`
       (each block claims its next tile from a device counter, so that the
       tiles in flight stay a contiguous window of the tile order however
-      unequal the tiles' costs).
+      unequal the tiles' costs);
+    - `prefetch`: for the grouped and dense GLU GEMMs (`moe_grouped_wgmma`,
+      `glu_wgmma`, bf16 weights), how many k-steps past the step whose
+      tiles a thread loads into shared memory it prefetches that later
+      step's TMA tiles into L2 (`k3gpu.tma_prefetch_tile`); 0: none.
   }];
   let parameters = (ins
     "KernelKind":$kernel,
@@ -187,7 +191,8 @@ def K3_KernelConfigAttr : K3_Attr<"KernelConfig", "kernel_config"> {
     DefaultValuedParameter<"int64_t", "0">:$blocks_per_sm,
     DefaultValuedParameter<"int64_t", "0">:$raster,
     DefaultValuedParameter<"int64_t", "0">:$cluster,
-    DefaultValuedParameter<"TileScheduler", "TileScheduler::strided">:$scheduler
+    DefaultValuedParameter<"TileScheduler", "TileScheduler::strided">:$scheduler,
+    DefaultValuedParameter<"int64_t", "0">:$prefetch
   );
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -93,6 +93,17 @@ static void printBracketedTypes(OpAsmPrinter &printer, Operation *,
   printer << "[" << types << "]";
 }
 
+LogicalResult TmaPrefetchTileOp::verify() {
+  // PTX's tensor prefetch takes 1 to 5 coordinates; the box may be of lower
+  // rank than the map (its leading dimensions of size one).
+  int64_t rank = getTensorMap().getType().getTensor().getRank();
+  int64_t n = getCoordinates().size();
+  if (n < 1 || n > 5 || n < rank)
+    return emitOpError("needs 1 to 5 coordinates, at least the box's ")
+           << rank << ", got " << n;
+  return success();
+}
+
 LogicalResult WarpgroupMmaChainOp::verify() {
   size_t steps = getDescriptorsB().size();
   if (steps == 0 || getDescriptorsA().empty() == getRegistersA().empty() ||

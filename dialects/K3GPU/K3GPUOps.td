@@ -371,4 +371,32 @@ def K3GPU_ClusterLoadOp : K3GPU_Op<"cluster_load", []> {
   let hasVerifier = 1;
 }
 
+def K3GPU_TmaPrefetchTileOp : K3GPU_Op<"tma_prefetch_tile", []> {
+  let summary = "prefetch a tensor map's box into L2";
+  let description = [{
+    Starts bringing the box of `tensorMap` at `coordinates` (innermost
+    dimension first, as `nvgpu.tma.async.load` takes them) from global
+    memory into L2, and returns at once: `cp.async.bulk.prefetch.tensor`,
+    a hint with no result, no barrier and no effect on shared memory. A
+    pipelined GEMM issues it a few k-steps ahead of the step whose shared
+    memory stage it loads, so that the bytes in flight to the SM are not
+    bounded by its stages: a weight tile read from DRAM for the first time
+    then arrives from L2 when its stage is refilled. Coordinates outside
+    the tensor prefetch nothing there, as the loads fill zeros there.
+
+    ```mlir
+    k3gpu.tma_prefetch_tile %map[%k, %n, %e]
+        : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>,
+            swizzle = swizzle_128b, l2promote = none, oob = zero,
+            interleave = none>
+    ```
+  }];
+  let arguments = (ins NVGPU_TensorMapDescriptor:$tensorMap,
+                       Variadic<Index>:$coordinates);
+  let assemblyFormat = [{
+    $tensorMap `[` $coordinates `]` attr-dict `:` type($tensorMap)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // K3GPU_OPS

@@ -422,6 +422,26 @@ struct ClusterLoadOpLowering : ConvertOpToLLVMPattern<ClusterLoadOp> {
   }
 };
 
+struct TmaPrefetchTileOpLowering : ConvertOpToLLVMPattern<TmaPrefetchTileOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+  LogicalResult
+  matchAndRewrite(TmaPrefetchTileOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // The descriptor's generic address (as convert-nvgpu-to-nvvm passes it
+    // to the loads) and the coordinates as the i32s PTX takes: a tile-mode
+    // cp.async.bulk.prefetch.tensor to L2, with no cache hint.
+    Location loc = op.getLoc();
+    SmallVector<Value> coordinates;
+    for (Value c : adaptor.getCoordinates())
+      coordinates.push_back(
+          LLVM::TruncOp::create(rewriter, loc, rewriter.getI32Type(), c));
+    rewriter.replaceOpWithNewOp<NVVM::CpAsyncBulkTensorPrefetchOp>(
+        op, adaptor.getTensorMap(), coordinates, ValueRange{},
+        NVVM::TMALoadMode::TILE, Value());
+    return success();
+  }
+};
+
 struct ConvertK3GPUToNVVMPass
     : PassWrapper<ConvertK3GPUToNVVMPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConvertK3GPUToNVVMPass)
@@ -442,6 +462,9 @@ struct ConvertK3GPUToNVVMPass
       return IntegerType::get(t.getContext(), 64);
     });
     nvgpu::populateCommonGPUTypeAndAttributeConversions(converter);
+    converter.addConversion([](nvgpu::TensorMapDescriptorType t) -> Type {
+      return LLVM::LLVMPointerType::get(t.getContext());
+    });
     converter.addConversion([&converter](nvgpu::MBarrierGroupType t) -> Type {
       return converter.convertType(
           nvgpu::getMBarrierMemrefType(t.getContext(), t));
@@ -467,7 +490,7 @@ void k3gpu::populateK3GPUToNVVMConversionPatterns(
                WarpgroupFragmentOpLowering, WarpgroupAccumulatorOpLowering,
                WarpgroupMmaChainOpLowering, WarpgroupMmaWaitOpLowering,
                MBarrierArriveClusterOpLowering, MBarrierArriveCopiesOpLowering,
-               ClusterLoadOpLowering>(converter);
+               ClusterLoadOpLowering, TmaPrefetchTileOpLowering>(converter);
 }
 
 std::unique_ptr<Pass> k3gpu::createConvertK3GPUToNVVMPass() {

@@ -112,6 +112,29 @@ void GroupedKernel::copyRows(Value stage, Value kt, ArrayRef<RowCopy> copies) {
                   {c.sourceRow, kb.addi(k0, chunkCol)}, 8, c.valid);
 }
 
+SmallVector<Value> GroupedKernel::weightCoordinates(Value k0) {
+  SmallVector<Value> at = {k0, kb.muli(nTile, kb.idx(g.weightRowsPerMap))};
+  if (!g.dense)
+    at.push_back(expert);
+  return at;
+}
+
+void GroupedKernel::prefetchTMATiles(Value kt) {
+  Value k0 = kb.muli(kt, kb.idx(kTileK));
+  SmallVector<Value> at = weightCoordinates(k0);
+  for (Value map : weightMaps)
+    k3gpu::TmaPrefetchTileOp::create(b, loc, map, at);
+  if (rowsByTMA)
+    k3gpu::TmaPrefetchTileOp::create(b, loc, rowsMap, ValueRange{k0, rowStart});
+}
+
+void GroupedKernel::prefetchAhead(Value kt, Value steps) {
+  if (prefetch == 0)
+    return;
+  Value ahead = kb.addi(kt, kb.idx(prefetch));
+  kb.ifThen(kb.lti(ahead, steps), [&] { prefetchTMATiles(ahead); });
+}
+
 void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
   Value k0 = kb.muli(kt, kb.idx(kTileK));
   int64_t rowsPerMap = g.weightRowsPerMap;
@@ -120,12 +143,8 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
         smem,
         kb.addi(stageOffset(stage, 1), kb.idx(i * rowsPerMap * kTileK * 2)),
         em.tileType(weightBox(), b.getBF16Type()));
-    Value n0 = kb.muli(nTile, kb.idx(rowsPerMap));
-    SmallVector<Value> at = {k0, n0};
-    if (!g.dense)
-      at.push_back(expert);
-    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, weightMaps[i], at,
-                                  stage, mask, Value());
+    nvgpu::TmaAsyncLoadOp::create(b, loc, dst, barriers, weightMaps[i],
+                                  weightCoordinates(k0), stage, mask, Value());
   };
   int64_t maps = weightMaps.size();
   if (pairedWeights()) {
@@ -172,6 +191,7 @@ void GroupedKernel::issue(Value stage, Value kt, ArrayRef<RowCopy> copies,
     nvgpu::MBarrierArriveExpectTxOp::create(
         b, loc, bars, kb.idx(tmaStageBytes()), stage, Value());
     loadTMATiles(stage, kt, bars);
+    prefetchAhead(kt, kb.idx(g.reduction / kTileK));
   });
 }
 

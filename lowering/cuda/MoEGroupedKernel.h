@@ -169,7 +169,7 @@ public:
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         counter(e.config.getScheduler() == TileScheduler::counter),
-        mxfp4Rows(em, mma, tileN) {
+        prefetch(e.config.getPrefetch()), mxfp4Rows(em, mma, tileN) {
     // The one-warpgroup schedule's row weights (the persistent one keeps
     // each thread's two in registers).
     if (g.rowWeights && !specialised)
@@ -248,12 +248,26 @@ private:
   /// (one thread): the weights', and the rows' when rowsByTMA.
   void loadTMATiles(Value stage, Value kt, Value barriers);
 
+  /// The weight tiles' coordinates at k column `k0`, innermost first:
+  /// (k, n[, expert]).
+  SmallVector<Value> weightCoordinates(Value k0);
+
+  /// The TMA tiles of k-step `kt` prefetched into L2 (one thread; config
+  /// `prefetch`): the weights', and the rows' when rowsByTMA.
+  void prefetchTMATiles(Value kt);
+
+  /// With config `prefetch` P, step kt + P's TMA tiles prefetched into L2
+  /// when it is one of the tile's `steps` (by the thread that loads step
+  /// kt). Within a tile only: the next tile's expert is not known yet.
+  void prefetchAhead(Value kt, Value steps);
+
   /// TMA bytes of one stage: the weights' tile, and the rows' (rowsByTMA).
   int64_t tmaStageBytes() const {
     return tileN * kTileK * 2 + (rowsByTMA ? tileM * kTileK * 2 : 0);
   }
 
-  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles.
+  /// Every thread's row chunks of k-step `kt`, and thread 0's weight tiles
+  /// (and its L2 prefetch of step kt + prefetch's).
   void issue(Value stage, Value kt, ArrayRef<RowCopy> copies, Value first);
 
   /// MXFP4: the stage's staging bytes, after every stage's tiles.
@@ -458,6 +472,9 @@ private:
   /// Whether the persistent schedule's blocks claim their tiles from a
   /// device counter (TileCounter.h) instead of striding.
   bool counter;
+  /// K-steps between a refill's step and the step whose TMA tiles it
+  /// prefetches into L2 (0: none).
+  int64_t prefetch;
   MXFP4TileRows mxfp4Rows;
   MXFP4WeightRow weightRow;
   int64_t experts = 0, topK = 0;

@@ -150,6 +150,7 @@ void GroupedKernel::produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
                                  const WGMMAPipeline::Publish &publish) {
   auto load = [&](Value stage, Value kt) {
     loadTMATiles(stage, kt, pipe.fullBarriers());
+    prefetchAhead(kt, steps);
   };
   if (rowsByTMA)
     return pipe.produce(tid, first, steps, load, publish);

@@ -177,3 +177,18 @@ func.func @cluster_load(%tile: memref<128x128xf32, #gpu.address_space<workgroup>
       : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
   return %v : vector<4xf32>
 }
+
+// An L2 prefetch of a tensor map's box: the descriptor's generic address
+// and the coordinates as i32, innermost first, in tile mode.
+// CHECK-LABEL: func @tma_prefetch_tile
+// CHECK: %[[K:.*]] = llvm.trunc %{{.*}} : i64 to i32
+// CHECK: %[[N:.*]] = llvm.trunc %{{.*}} : i64 to i32
+// CHECK: %[[E:.*]] = llvm.trunc %{{.*}} : i64 to i32
+// CHECK: nvvm.cp.async.bulk.tensor.prefetch %{{.*}}, box[%[[K]], %[[N]], %[[E]]] : !llvm.ptr
+func.func @tma_prefetch_tile(
+    %map: !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>,
+    %k: index, %n: index, %e: index) {
+  k3gpu.tma_prefetch_tile %map[%k, %n, %e]
+      : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+  return
+}

@@ -83,7 +83,7 @@
 // BADSCOPE: error: override 'kda@step.warps=2': the entry after '@' must be decode or prefill, got 'step'
 
 // BADTARGET: error: unknown target 'sm_75x' (expected cpu, cuda or sm_90a)
-// BADPARAM: error: unknown kernel config parameter 'depth' (kernel, tile, warps, stages, blocks_per_sm, raster, cluster, scheduler)
+// BADPARAM: error: unknown kernel config parameter 'depth' (kernel, tile, warps, stages, blocks_per_sm, raster, cluster, scheduler, prefetch)
 // BADTPARAM: error: unknown target parameter 'l2_bytes'
 // MALFORMED: error: override 'kda' must be <op>.<param>=<value> (<op> an op or kernel name, optionally @decode or @prefill) or target.<param>=<value>
 // NOTINT: error: override kda.warps needs an integer, got 'two'

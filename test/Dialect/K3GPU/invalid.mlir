@@ -169,3 +169,25 @@ func.func @cluster_load_type(%tile: memref<128x128xf32, #gpu.address_space<workg
   %v = k3gpu.cluster_load %tile[%c0, %c0], %rank : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xbf16>
   return %v : vector<4xbf16>
 }
+
+// -----
+
+func.func @tma_prefetch_tile_coordinates(
+    %map: !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>,
+    %k: index) {
+  // expected-error @+1 {{needs 1 to 5 coordinates, at least the box's 2, got 1}}
+  k3gpu.tma_prefetch_tile %map[%k]
+      : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+  return
+}
+
+// -----
+
+func.func @tma_prefetch_tile_too_many(
+    %map: !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>,
+    %k: index) {
+  // expected-error @+1 {{needs 1 to 5 coordinates, at least the box's 2, got 6}}
+  k3gpu.tma_prefetch_tile %map[%k, %k, %k, %k, %k, %k]
+      : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+  return
+}

@@ -80,3 +80,13 @@ func.func @cluster_load(%tile: memref<128x128xf32, #gpu.address_space<workgroup>
       : memref<128x128xf32, #gpu.address_space<workgroup>> -> vector<4xf32>
   return %v : vector<4xf32>
 }
+
+// CHECK-LABEL: func @tma_prefetch_tile
+// CHECK: k3gpu.tma_prefetch_tile %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : <tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+func.func @tma_prefetch_tile(
+    %map: !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>,
+    %k: index, %n: index, %e: index) {
+  k3gpu.tma_prefetch_tile %map[%k, %n, %e]
+      : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+  return
+}
