@@ -298,14 +298,18 @@ LogicalResult ArtifactPlanner::planResults(
       where[r] = art::Arg::buffer(it->second);
       continue;
     }
-    if (r.hasOneUse())
-      if (auto w = dyn_cast<StateWriteOp>(*r.getUsers().begin())) {
-        FailureOr<uint32_t> id = stateBuffer(w.getName(), r);
-        if (failed(id))
-          return failure();
-        where[r] = art::Arg::buffer(*id);
-        continue;
-      }
+    // Written to a state: its buffer (the other users of an in-place
+    // update read it there, StateInPlace.h).
+    auto writes = llvm::make_filter_range(
+        r.getUsers(), [](Operation *u) { return isa<StateWriteOp>(u); });
+    if (!writes.empty()) {
+      auto w = cast<StateWriteOp>(*writes.begin());
+      FailureOr<uint32_t> id = stateBuffer(w.getName(), r);
+      if (failed(id))
+        return failure();
+      where[r] = art::Arg::buffer(*id);
+      continue;
+    }
     if (!planned || cast<IntegerAttr>(planned[i]).getInt() < 0)
       return op.emitOpError() << "result " << i << " has no planned buffer";
     // An empty tensor (no closed AttnRes block yet) still needs an address;

@@ -126,9 +126,12 @@ struct K3PlanMemoryPass : impl::K3PlanMemoryBase<K3PlanMemoryPass> {
         for (Value v : ret.getOperands())
           pinned.insert(bufferRoot(v));
       if (auto w = dyn_cast<StateWriteOp>(op)) {
+        // A copy launch's result, or (StateInPlace.h) the result of the
+        // launch that updates the state in place, which others may read.
         Value v = w.getValue();
-        if (!v.getDefiningOp<LaunchOp>() || !v.hasOneUse()) {
-          w.emitOpError() << "expects its value from a dedicated copy launch "
+        if (!v.getDefiningOp<LaunchOp>()) {
+          w.emitOpError() << "expects its value from a launch: a dedicated "
+                             "copy or an in-place update "
                              "(run --k3-outline-kernels)";
           return failure();
         }

@@ -63,18 +63,43 @@ Value stateOperandOf(OpResult result) {
   return Value();
 }
 
+/// Whether `read` and `write` are the only accesses of their state in
+/// their function.
+bool onlyAccessesOfState(StateReadOp read, StateWriteOp write) {
+  auto fn = read->getParentOfType<func::FuncOp>();
+  if (!fn || write->getParentOfType<func::FuncOp>() != fn)
+    return false;
+  int64_t reads = 0, writes = 0;
+  fn.walk([&](Operation *op) {
+    if (auto r = dyn_cast<StateReadOp>(op))
+      reads += r.getName() == read.getName();
+    else if (auto w = dyn_cast<StateWriteOp>(op))
+      writes += w.getName() == read.getName();
+  });
+  return reads == 1 && writes == 1;
+}
+
 } // namespace
 
 StateWriteOp mlir::k3::stateWrittenInPlace(OpResult result) {
-  if (!result.hasOneUse())
-    return nullptr;
-  auto write = dyn_cast<StateWriteOp>(*result.getUsers().begin());
+  StateWriteOp write;
+  for (Operation *user : result.getUsers())
+    if (auto w = dyn_cast<StateWriteOp>(user)) {
+      if (write)
+        return nullptr;
+      write = w;
+    }
   if (!write)
     return nullptr;
   Value state = stateOperandOf(result);
   auto read = state ? state.getDefiningOp<StateReadOp>() : nullptr;
   // Another reader of the old state would see the new one.
   if (!read || read.getName() != write.getName() || !state.hasOneUse())
+    return nullptr;
+  // Other users read the result from the state's buffer: nothing else
+  // writes that buffer during the call (the state's one read and write),
+  // and no op updates in place a value that is not a state read's.
+  if (!result.hasOneUse() && !onlyAccessesOfState(read, write))
     return nullptr;
   return write;
 }

@@ -19,10 +19,13 @@
 
 namespace mlir::k3 {
 
-/// The k3.state_write that `result` may reach without a copy: `result`'s
-/// only use, writing the state that its op reads through a k3.state_read
+/// The k3.state_write that `result` may reach without a copy: a use of
+/// `result`, writing the state that its op reads through a k3.state_read
 /// used by that op alone, and an op whose kernel (its k3.kernel_config)
-/// is safe on one buffer for the two. Null otherwise.
+/// is safe on one buffer for the two. Other uses of `result` (which then
+/// read the state's buffer) need that read and write to be the state's
+/// only ones in the function: the last tokens' attention reads the cache
+/// that the state takes from k3.latent_cache_append. Null otherwise.
 StateWriteOp stateWrittenInPlace(OpResult result);
 
 /// Whether `op` was marked to update its state in place (its kernel then

@@ -78,7 +78,8 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
   // Or, context-parallel (k3-partition-context), a rank's share of the
   // cache, summed over the group into the attention's cache.
   // Or, the last tokens' attention (k3-last-token-logits), the cache with
-  // the call's bf16 latents appended that the attention reads.
+  // the call's bf16 latents appended that the attention reads and the state
+  // write takes.
   auto isAppendedCache = [&](OpOperand &use) {
     auto append = dyn_cast<LatentCacheAppendOp>(use.getOwner());
     return append && append.getCache() == use.get() &&
@@ -86,7 +87,9 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
                .getElementType()
                .isBF16() &&
            !append.getResult().use_empty() &&
-           llvm::all_of(append.getResult().getUses(), isAttentionCache);
+           llvm::all_of(append.getResult().getUses(), [&](OpOperand &u) {
+             return isAttentionCache(u) || isa<StateWriteOp>(u.getOwner());
+           });
   };
   auto isCacheUse = [&](OpOperand &use) {
     if (isAttentionCache(use) || isAppendedCache(use))
@@ -107,6 +110,13 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
     } else if (auto w = dyn_cast<StateWriteOp>(op)) {
       auto res = dyn_cast<OpResult>(w.getValue());
       auto la = res ? dyn_cast<LatentAttentionOp>(res.getOwner()) : nullptr;
+      // The last tokens' cache: the append's result itself.
+      if (auto append =
+              res ? dyn_cast<LatentCacheAppendOp>(res.getOwner()) : nullptr) {
+        narrowable.try_emplace(w.getName(), true).first->second &=
+            static_cast<bool>(append.getCache().getDefiningOp<StateReadOp>());
+        return;
+      }
       Value cache = la ? la.getLatentCache() : Value();
       if (auto sum = cache ? cache.getDefiningOp<AllReduceOp>() : nullptr)
         if (auto share = sum.getInput().getDefiningOp<LatentCacheSegmentOp>())
@@ -137,8 +147,8 @@ void narrowLatentCaches(ModuleOp module, Type bf16) {
         if (auto append = dyn_cast<LatentCacheAppendOp>(user)) {
           setElementType(append.getResult(), bf16);
           for (Operation *attn : append.getResult().getUsers())
-            setElementType(cast<LatentAttentionOp>(attn).getLatentCacheOut(),
-                           bf16);
+            if (auto la = dyn_cast<LatentAttentionOp>(attn))
+              setElementType(la.getLatentCacheOut(), bf16);
           continue;
         }
         setElementType(cast<LatentAttentionOp>(user).getLatentCacheOut(), bf16);

@@ -119,7 +119,11 @@ bool selectThroughAttention(LastTokensOp select) {
   lastAttn.getResult().setType(withDynamicRows(attn.getResult().getType()));
   Value rows = tensor::CollapseShapeOp::create(
       b, loc, lastAttn.getResult(), collapse.getReassociationIndices());
-  attn.getLatentCacheOut().replaceAllUsesWith(lastAttn.getLatentCacheOut());
+  // The updated cache is the append's: the last tokens' attention writes
+  // each last latent again where the append put it, so its own cache
+  // result (left unused) equals `all`. The state then takes `all` in place
+  // (StateInPlace.h) and the attention only reads it.
+  attn.getLatentCacheOut().replaceAllUsesWith(all);
   select.replaceAllUsesWith(rows);
   select.erase();
   collapse.erase();

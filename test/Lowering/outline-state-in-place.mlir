@@ -1,5 +1,5 @@
-// RUN: k3-opt %s --k3-select-kernel-config=target=cuda --k3-outline-kernels '--k3-plan-memory=max-tokens=64 max-seqs=4' | FileCheck %s
-// RUN: k3-opt %s --k3-outline-kernels | FileCheck %s --check-prefix=CPU
+// RUN: k3-opt %s -split-input-file --k3-select-kernel-config=target=cuda --k3-outline-kernels '--k3-plan-memory=max-tokens=64 max-seqs=4' | FileCheck %s
+// RUN: k3-opt %s -split-input-file --k3-outline-kernels | FileCheck %s --check-prefix=CPU
 
 // k3-outline-kernels: a result written back to the state its op read
 // takes the state's buffer (lowering/StateInPlace.h); the op is marked
@@ -64,4 +64,42 @@ func.func @forward_decode(%x: tensor<?x64xbf16> {k3.name = "x", k3.dims = array<
       -> (tensor<?x64xbf16>, tensor<?x64x3xf32>)
   k3.state.write "conv_state", %fs : tensor<?x64x3xf32>
   return %y : tensor<?x64xbf16>
+}
+
+// -----
+
+// The last tokens' attention (k3-last-token-logits): the state takes the
+// append's cache, which the attention also reads; the append updates the
+// state in place, and no copy launch runs.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[C:.*]] = k3.state.read "last_cache"
+// CHECK:         %[[ALL:.*]] = k3.launch @k3_kernels::@latent_cache_append_{{[0-9]+}}(%[[C]],
+// CHECK-NOT:     @copy_
+// CHECK:         k3.launch @k3_kernels::@latent_attention{{.*}}(%{{.*}}, %{{.*}}, %{{.*}}, %[[ALL]],
+// CHECK-NOT:     @copy_
+// CHECK:         k3.state.write "last_cache", %[[ALL]]
+// CHECK:         return
+
+// CPU-LABEL: func.func @forward(
+// CPU-NOT:     @copy_
+// CPU:         k3.state.write "last_cache"
+
+func.func @forward(%q: tensor<?x2x12xbf16> {k3.name = "q", k3.dims = array<i64: -2, 2, 12>},
+    %lat: tensor<?x12xbf16> {k3.name = "lat", k3.dims = array<i64: -1, 12>},
+    %lastlat: tensor<?x12xbf16> {k3.name = "last_lat", k3.dims = array<i64: -2, 12>},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"},
+    %ctx: tensor<?xi32> {k3.name = "context_lens"})
+    -> (tensor<?x2x4xf32> {k3.name = "o"}) {
+  %kvb = k3.weight "kv_b" : tensor<24x8xbf16>
+  %c = k3.state.read "last_cache" : tensor<?x96x12xbf16>
+  %all = k3.latent_cache_append %c, %ctx, %lat cu_seqlens(%cu)
+      : (tensor<?x96x12xbf16>, tensor<?xi32>, tensor<?x12xbf16>, tensor<?xi32>) -> tensor<?x96x12xbf16>
+  %l, %c1 = k3.last_token_context %cu, %ctx : (tensor<?xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?xi32>)
+  %o, %co = k3.latent_attention %q, %lastlat, %kvb cache(%all, %l) cu_seqlens(%c1)
+      {num_heads = 2 : i64, qk_nope_head_dim = 8 : i64, qk_rope_head_dim = 4 : i64,
+       v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
+      : (tensor<?x2x12xbf16>, tensor<?x12xbf16>, tensor<24x8xbf16>, tensor<?x96x12xbf16>,
+         tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x96x12xbf16>)
+  k3.state.write "last_cache", %all : tensor<?x96x12xbf16>
+  return %o : tensor<?x2x4xf32>
 }

@@ -54,7 +54,7 @@ func.func @layer(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32>
 // CHECK:         k3.latent_attention {{.*}} -> (tensor<?x2x4xf32>, tensor<?x4x12xbf16>)
 // CHECK:         k3.state.write "latent_cache", %{{.*}} : tensor<?x4x12xbf16>
 // The last tokens' attention (k3-last-token-logits) reads the cache with
-// the call's latents appended: both become bf16.
+// the call's latents appended, which the state takes: both become bf16.
 // CHECK-LABEL: func.func @mla_last_tokens
 // CHECK:         k3.state.read "last_cache" : tensor<?x4x12xbf16>
 // CHECK:         k3.latent_cache_append {{.*}} -> tensor<?x4x12xbf16>
@@ -95,7 +95,7 @@ func.func @mla_last_tokens(%q: tensor<?x2x12xf32>, %lat: tensor<?x12xf32>, %lens
        v_head_dim = 4 : i64, kv_lora_rank = 8 : i64, scale = 0.25 : f64}
       : (tensor<?x2x12xf32>, tensor<?x12xf32>, tensor<24x8xbf16>, tensor<?x4x12xf32>,
          tensor<?xi32>, tensor<?xi32>) -> (tensor<?x2x4xf32>, tensor<?x4x12xf32>)
-  k3.state.write "last_cache", %c : tensor<?x4x12xf32>
+  k3.state.write "last_cache", %all : tensor<?x4x12xf32>
   return %o : tensor<?x2x4xf32>
 }
 func.func @mla_from_input(%c: tensor<?x4x12xf32>) {

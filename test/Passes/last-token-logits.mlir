@@ -137,7 +137,9 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
 // the call's latents go to the cache first, and the last tokens alone
 // attend over it (one query a sequence from k3.last_token_context), their
 // query projection on the selected rows. The latent projection, which the
-// cache needs on every row, stays.
+// cache needs on every row, stays. The state takes the append's cache (the
+// attention's own cache result holds the same rows and goes unused), so
+// that the append updates it in place.
 // CHECK-LABEL: func.func @forward(
 // CHECK-SAME:    %[[CU:[a-z0-9]+]]: tensor<?xi32> {k3.name = "cu_seqlens"}, %[[CTX:[a-z0-9]+]]: tensor<?xi32> {k3.name = "context_lens"}
 // CHECK:         %[[X:.*]] = k3.embedding
@@ -149,10 +151,10 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
 // CHECK:         %[[LENS:.*]], %[[LCU:.*]] = k3.last_token_context %[[CU]], %[[CTX]] : (tensor<?xi32>, tensor<?xi32>) -> (tensor<?xi32>, tensor<?xi32>)
 // CHECK:         %[[Q:.*]] = tensor.expand_shape %[[QF]] {{\[\[}}0], [1, 2]]
 // CHECK:         %[[LL:.*]] = k3.last_tokens %[[LAT]], %[[CU]]
-// CHECK:         %[[O:.*]], %[[CO:.*]] = k3.latent_attention %[[Q]], %[[LL]], %{{.*}} cache(%[[ALL]], %[[LENS]]) cu_seqlens(%[[LCU]])
+// CHECK:         %[[O:.*]], %{{.*}} = k3.latent_attention %[[Q]], %[[LL]], %{{.*}} cache(%[[ALL]], %[[LENS]]) cu_seqlens(%[[LCU]])
 // CHECK-SAME:      -> (tensor<?x2x8xf32>, tensor<?x96x20xf32>)
 // CHECK:         %[[OF:.*]] = tensor.collapse_shape %[[O]]
-// CHECK:         k3.state.write "cache", %[[CO]]
+// CHECK:         k3.state.write "cache", %[[ALL]]
 // CHECK-NOT:     k3.latent_attention
 // CHECK:         %[[P:.*]] = k3.linear %[[OF]]
 // CHECK:         %[[LR:.*]] = k3.last_tokens %[[X]], %[[CU]]
