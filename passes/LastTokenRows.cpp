@@ -28,7 +28,23 @@ bool headsAsRow(ArrayRef<ReassociationIndices> r) {
          r[1] == ReassociationIndices{1, 2};
 }
 
+/// The last rows of `v` at the builder's point: a selection of them that
+/// already exists in the block (the residual add's, further down) is
+/// reused, moved up to the point if it lies below, so that the rows are
+/// selected once.
 Value selectRows(OpBuilder &b, Location loc, Value v, Value cu) {
+  Block *block = b.getInsertionBlock();
+  Block::iterator at = b.getInsertionPoint();
+  for (Operation *user : v.getUsers()) {
+    auto s = dyn_cast<LastTokensOp>(user);
+    if (!s || s.getInput() != v || s.getCuSeqlens() != cu ||
+        s->getBlock() != block)
+      continue;
+    if (at != block->end() && &*at != s.getOperation() &&
+        !s->isBeforeInBlock(&*at))
+      s->moveBefore(block, at);
+    return s.getResult();
+  }
   return LastTokensOp::create(b, loc, withDynamicRows(v.getType()), v, cu);
 }
 

@@ -156,9 +156,11 @@ func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi3
 // CHECK:         %[[OF:.*]] = tensor.collapse_shape %[[O]]
 // CHECK:         k3.state.write "cache", %[[ALL]]
 // CHECK-NOT:     k3.latent_attention
+// The residual's selection is the one the query projection took (moved up
+// there): the embedding's rows are selected once.
 // CHECK:         %[[P:.*]] = k3.linear %[[OF]]
-// CHECK:         %[[LR:.*]] = k3.last_tokens %[[X]], %[[CU]]
-// CHECK:         k3.add %[[LR]], %[[P]]
+// CHECK-NOT:     k3.last_tokens %[[X]]
+// CHECK:         k3.add %[[LX]], %[[P]]
 func.func @forward(%ids: tensor<?xi32> {k3.name = "token_ids"}, %cu: tensor<?xi32> {k3.name = "cu_seqlens"}, %ctx: tensor<?xi32> {k3.name = "context_lens"})
     -> (tensor<?x16xf32> {k3.name = "logits"}) {
   %c0 = arith.constant 0 : index
