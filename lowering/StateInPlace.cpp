@@ -21,6 +21,7 @@
 #include "lowering/StateInPlace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -83,12 +84,19 @@ bool onlyAccessesOfState(StateReadOp read, StateWriteOp write) {
 
 StateWriteOp mlir::k3::stateWrittenInPlace(OpResult result) {
   StateWriteOp write;
-  for (Operation *user : result.getUsers())
+  for (Operation *user : result.getUsers()) {
     if (auto w = dyn_cast<StateWriteOp>(user)) {
       if (write)
         return nullptr;
       write = w;
+      continue;
     }
+    // A returned result (or a view of it) takes the output's buffer, not
+    // the state's: the state would then need its copy.
+    if (isa<func::ReturnOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+            tensor::CastOp>(user))
+      return nullptr;
+  }
   if (!write)
     return nullptr;
   Value state = stateOperandOf(result);

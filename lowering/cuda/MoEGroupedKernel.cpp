@@ -124,8 +124,12 @@ void GroupedKernel::prefetchTMATiles(Value kt) {
   SmallVector<Value> at = weightCoordinates(k0);
   for (Value map : weightMaps)
     k3gpu::TmaPrefetchTileOp::create(b, loc, map, at);
-  if (rowsByTMA)
-    k3gpu::TmaPrefetchTileOp::create(b, loc, rowsMap, ValueRange{k0, rowStart});
+  if (!rowsByTMA)
+    return;
+  // A cluster pair's blocks load one half of the rows each (rowBox).
+  Value first =
+      paired() ? kb.addi(rowStart, kb.muli(rank, kb.idx(tileM / 2))) : rowStart;
+  k3gpu::TmaPrefetchTileOp::create(b, loc, rowsMap, ValueRange{k0, first});
 }
 
 void GroupedKernel::prefetchAhead(Value kt, Value steps) {

@@ -9,6 +9,7 @@
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.prefetch=2" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=3,moe_grouped_wgmma.prefetch=1" --k3-outline-kernels | FileCheck %s --check-prefix=PERSISTENT
+// RUN: k3-opt %S/cuda-moe-grouped-cluster.mlir --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_down.cluster=2,moe_grouped_down.stages=3,moe_grouped_down.blocks_per_sm=2,moe_grouped_wgmma.prefetch=2" --k3-outline-kernels | FileCheck %s --check-prefix=PAIRS
 // RUN: k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda" --k3-outline-kernels | FileCheck %s --check-prefix=NONE
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.prefetch=9" 2>&1 | FileCheck %s --check-prefix=RANGE
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_dispatch.prefetch=2" 2>&1 | FileCheck %s --check-prefix=KIND
@@ -42,6 +43,16 @@
 // PERSISTENT-LABEL: gpu.func @moe_grouped_down_2(
 // PERSISTENT: nvvm.setmaxregister
 // PERSISTENT: k3gpu.tma_prefetch_tile
+
+// In cluster pairs (the model of cuda-moe-grouped-cluster.mlir) each block
+// prefetches the half of the rows it loads:
+// 64 rows past the tile's first times its rank.
+// PAIRS-LABEL: gpu.func @moe_grouped_down_2(
+// PAIRS: k3gpu.tma_prefetch_tile %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}]
+// PAIRS-NEXT: %{{.*}} = arith.constant 64
+// PAIRS-NEXT: %[[HALF:.*]] = arith.muli %block_id_y, %c64
+// PAIRS-NEXT: %[[FIRST:.*]] = arith.addi %{{.*}}, %[[HALF]]
+// PAIRS-NEXT: k3gpu.tma_prefetch_tile %{{.*}}[%{{.*}}, %[[FIRST]]]
 
 // NONE-NOT: k3gpu.tma_prefetch_tile
 

@@ -103,3 +103,26 @@ func.func @forward(%q: tensor<?x2x12xbf16> {k3.name = "q", k3.dims = array<i64: 
   k3.state.write "last_cache", %all : tensor<?x96x12xbf16>
   return %o : tensor<?x2x4xf32>
 }
+
+// -----
+
+// A result that is also returned takes the output's buffer: the state
+// gets it through a copy, and the append copies the old rows itself.
+// CHECK-LABEL: func.func @forward(
+// CHECK:         %[[APP:.*]] = k3.launch @k3_kernels::@latent_cache_append_{{[0-9]+}}(
+// CHECK:         %[[COPY:.*]] = k3.launch @k3_kernels::@copy_{{[0-9]+}}(%[[APP]])
+// CHECK:         k3.state.write "ret_cache", %[[COPY]]
+// CHECK:         return %[[APP]]
+// CPU-LABEL: func.func @forward(
+// CPU:         k3.launch @k3_kernels::@copy_
+// CPU:         k3.state.write "ret_cache"
+func.func @forward(%lat: tensor<?x12xbf16> {k3.name = "lat", k3.dims = array<i64: -1, 12>},
+    %cu: tensor<?xi32> {k3.name = "cu_seqlens"},
+    %ctx: tensor<?xi32> {k3.name = "context_lens"})
+    -> (tensor<?x96x12xbf16> {k3.name = "cache_out"}) {
+  %c = k3.state.read "ret_cache" : tensor<?x96x12xbf16>
+  %all = k3.latent_cache_append %c, %ctx, %lat cu_seqlens(%cu)
+      : (tensor<?x96x12xbf16>, tensor<?xi32>, tensor<?x12xbf16>, tensor<?xi32>) -> tensor<?x96x12xbf16>
+  k3.state.write "ret_cache", %all : tensor<?x96x12xbf16>
+  return %all : tensor<?x96x12xbf16>
+}
