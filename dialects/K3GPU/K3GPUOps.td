@@ -387,7 +387,7 @@ def K3GPU_TmaPrefetchTileOp : K3GPU_Op<"tma_prefetch_tile", []> {
     ```mlir
     k3gpu.tma_prefetch_tile %map[%k, %n, %e]
         : !nvgpu.tensormap.descriptor<tensor = memref<128x64xbf16, 3>,
-            swizzle = swizzle_128b, l2promote = none, oob = zero,
+            swizzle = swizzle_128b, l2promo = none, oob = zero,
             interleave = none>
     ```
   }];
