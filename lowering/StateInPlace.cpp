@@ -20,8 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include "lowering/StateInPlace.h"
 
+#include "lowering/ModelFunction.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
 using namespace mlir::k3;
@@ -89,16 +89,20 @@ StateWriteOp mlir::k3::stateWrittenInPlace(OpResult result) {
       if (write)
         return nullptr;
       write = w;
-      continue;
     }
-    // A returned result (or a view of it) takes the output's buffer, not
-    // the state's: the state would then need its copy.
-    if (isa<func::ReturnOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-            tensor::CastOp>(user))
-      return nullptr;
   }
   if (!write)
     return nullptr;
+  // A returned result (or a view of it: bufferRoot, as the artifact planner
+  // finds outputs) takes the output's buffer, not the state's: the state
+  // would then need its copy.
+  auto fn = result.getOwner()->getParentOfType<func::FuncOp>();
+  if (fn)
+    for (Block &block : fn.getBody())
+      if (auto ret = dyn_cast<func::ReturnOp>(block.getTerminator()))
+        for (Value v : ret.getOperands())
+          if (bufferRoot(v) == result)
+            return nullptr;
   Value state = stateOperandOf(result);
   auto read = state ? state.getDefiningOp<StateReadOp>() : nullptr;
   // Another reader of the old state would see the new one.
