@@ -66,6 +66,13 @@ VARIANTS = {
                           + ",moe_grouped_glu.scheduler=counter,moe_grouped_glu.cluster=2",
                           "gate/up moe_grouped_wgmma 128x256 persistent in cluster pairs "
                           "sharing the weights, counter; down default"),
+    # Both GEMMs on the tall [384, 128, 64] tiles (k3-moe-grouped
+    # tile-rows=384; MoEGroupedPersistent.cpp, "Tall tiles"): each consumer
+    # multiplies the 64-row chunks of its tile that hold rows (expert 3's
+    # 1000 rows at T = 1000: tiles of 384, 384 and 232; T = 5: one chunk).
+    "moe_grouped_tall": ("moe-tile-rows=384",
+                         "moe_grouped_wgmma 384x128 persistent (tall tiles), 3 stages, "
+                         "counter, both GEMMs"),
     # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
     # (D 512: two pairs of 128-column tiles).
     "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2,"

@@ -111,6 +111,10 @@ TRIAL_VARIANTS = {
     # (MoEGroupedKernel.cpp, prefetchAhead).
     "prefetch2": "kernel-config=moe_grouped_wgmma.prefetch=2",
     "prefetch4": "kernel-config=moe_grouped_wgmma.prefetch=4",
+    # Both grouped GEMMs on the tall [384, 128, 64] tiles (k3-moe-grouped
+    # tile-rows=384): an expert's segment of up to 384 rows reads each
+    # weight tile once (docs/moe.md, "Tall tiles").
+    "tall": "moe-tile-rows=384",
     # The down GEMM alone prefetching (the gate/up GEMM's default producer
     # already runs 4 stages ahead).
     "down-prefetch4": "kernel-config=moe_grouped_down.prefetch=4"}

@@ -24,6 +24,11 @@ bool mlir::k3::needsKernel(Operation *op) {
 
 namespace {
 
+/// Rows of the grouped MoE GEMMs' tall tile ([384, 128, 64]; docs/moe.md,
+/// "Tall tiles"): an expert's segment of up to 384 rows reads each weight
+/// tile once.
+constexpr int64_t kTallGroupedTileRows = 384;
+
 int64_t dimOf(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
 }
@@ -469,6 +474,32 @@ bool hasMXFP4Weights(Operation *op);
 int64_t dispatchTileRows(Value tileOffsets) {
   auto d = tileOffsets.getDefiningOp<MoEDispatchOp>();
   return d ? d.getTileRows() : 0;
+}
+
+/// The dispatch tile rows of a grouped MoE GEMM (0 for other ops).
+int64_t groupedTileRows(Operation *op) {
+  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
+    return dispatchTileRows(o.getTileOffsets());
+  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
+    return dispatchTileRows(o.getTileOffsets());
+  return 0;
+}
+
+/// A grouped GEMM's tile rows are its tables' (k3.moe_dispatch's
+/// tile_rows): 128, or 384 for the tall tile alone.
+LogicalResult verifyGroupedTileRows(Operation *op, StringRef kind,
+                                    int64_t tileRows, bool tall) {
+  int64_t rows = groupedTileRows(op);
+  if (tall && isa<GLUGateUpOp>(op))
+    return op->emitOpError() << kind
+                             << " runs the tall tile on the grouped MoE "
+                                "GEMMs only";
+  if (rows && rows != tileRows)
+    return op->emitOpError()
+           << kind << " has tiles of " << tileRows
+           << " rows but k3.moe_dispatch cuts the segments in tiles of " << rows
+           << " (k3-moe-grouped tile-rows)";
+  return success();
 }
 
 /// Whether the grouped MoE op runs the shared expert in its launch
@@ -1177,8 +1208,10 @@ bool groupedWGMMAApplies(Operation *op) {
            elementOf(o.getResult()).isBF16() && hidden > 0 &&
            hidden % 64 == 0 && inter > 0 && inter % 64 == 0;
   }
+  // Row tiles of 128, or the tall tile's 384 (k3-moe-grouped tile-rows).
   auto tiledBy128 = [](Value tileOffsets) {
-    return dispatchTileRows(tileOffsets) == 128;
+    int64_t rows = dispatchTileRows(tileOffsets);
+    return rows == 128 || rows == kTallGroupedTileRows;
   };
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op)) {
     int64_t hidden = dimOf(o.getW1(), 2), inter = dimOf(o.getW1(), 1);
@@ -1209,7 +1242,7 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
               "multiples of 64 "
               "(the MoE down output in multiples of 128, f32 or bf16), and for "
               "the MoE "
-              "ops k3.moe_dispatch's tiles of 128 rows";
+              "ops k3.moe_dispatch's tiles of 128 (or 384) rows";
   // [128, 128, 64] with one warpgroup, or the warp-specialised [128, 256,
   // 64] (two consumers share each tile) with a copying producer and two
   // consumer warpgroups (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp,
@@ -1217,15 +1250,24 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
   ArrayRef<int64_t> tile = c.getTile();
   bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
   bool wide = tile == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
-  if (!narrow && !wide)
+  bool tall = tile == ArrayRef<int64_t>{kTallGroupedTileRows, 128, 64} &&
+              c.getWarps() == 12;
+  if (!narrow && !wide && !tall)
     return op->emitOpError() << kind
                              << " has the tile [128, 128, 64] with one "
-                                "warpgroup (4 warps), or [128, 256, 64] with "
-                                "three (12 warps)";
+                                "warpgroup (4 warps), or [128, 256, 64] or "
+                                "[384, 128, 64] with three (12 warps)";
+  if (failed(verifyGroupedTileRows(op, kind, tile[0], tall)))
+    return failure();
   if (c.getStages() < 2 || c.getStages() > 6)
     return op->emitOpError()
            << kind << " stages must be in [2, 6], got " << c.getStages();
   bool mxfp4 = hasMXFP4Weights(op);
+  if (tall && c.getBlocksPerSm() != 1)
+    return op->emitOpError() << kind
+                             << " with the tall tile has one block per SM, "
+                                "got "
+                             << c.getBlocksPerSm();
   // MXFP4 tiles are decoded by the threads that multiply them, one weight
   // row each (MXFP4Tile.h): the one-warpgroup schedule.
   if (mxfp4 && !narrow)
@@ -1591,6 +1633,12 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     // rows is larger than L2); the grouped ops' tiles follow the experts.
     if (hasMXFP4Weights(op))
       return config(ctx, kind, {128, 128, 64}, 4, 3, 2);
+    // Tables cut in tall tiles (k3-moe-grouped tile-rows=384) take the tall
+    // persistent schedule, the only one for them (docs/moe.md, "Tall
+    // tiles").
+    if (groupedTileRows(op) == kTallGroupedTileRows)
+      return config(ctx, kind, {kTallGroupedTileRows, 128, 64}, 12, 3, 1, 0, 0,
+                    TileScheduler::counter);
     if (auto gateUp = dyn_cast<MoEGroupedGLUOp>(op);
         gateUp && !decode && groupedGateUpPrefersPersistent(gateUp, maxRows)) {
       // As many stages as leave room for the result tiles of act(gate,
@@ -1931,9 +1979,9 @@ int64_t mlir::k3::groupedWGMMASharedBytes(int64_t stages, int64_t tileN,
   // f32 tile may cover them. The persistent warp-specialised schedule
   // (tileN 256) writes its tiles from registers (the stages alone) or
   // through two 64-row bf16 tiles after the stages.
-  return wgmmaSharedBytes(stages, tileN,
-                          mxfp4 ? tileN * kMXFP4StagedRowBytes : 0,
-                          /*epilogueTile=*/tileN != 256, tileM) +
+  return wgmmaSharedBytes(
+             stages, tileN, mxfp4 ? tileN * kMXFP4StagedRowBytes : 0,
+             /*epilogueTile=*/tileN != 256 && tileM == 128, tileM) +
          2 * 64 * epilogueColumns * 2;
 }
 
@@ -2097,11 +2145,14 @@ static LogicalResult verifyScheduler(Operation *op, KernelConfigAttr c) {
   // Pairs claim from the counter only on the gate/up GEMM
   // (verifyGateUpPairs).
   bool pairs = c.getCluster() == 2 && !isa<MoEGroupedGLUOp>(op);
-  if (!grouped || c.getTile() != ArrayRef<int64_t>{128, 256, 64} || pairs)
+  bool persistent =
+      c.getTile() == ArrayRef<int64_t>{128, 256, 64} ||
+      c.getTile() == ArrayRef<int64_t>{kTallGroupedTileRows, 128, 64};
+  if (!grouped || !persistent || pairs)
     return op->emitOpError()
-           << "scheduler counter applies to the persistent schedule of "
-              "moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64]; "
-              "cluster 2 only on k3.moe_grouped_glu), got "
+           << "scheduler counter applies to the persistent schedules of "
+              "moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64] or "
+              "[384, 128, 64]; cluster 2 only on k3.moe_grouped_glu), got "
            << stringifyKernelKind(c.getKernel()) << " with tile ["
            << c.getTile() << "]";
   return success();

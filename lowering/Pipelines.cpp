@@ -106,6 +106,13 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Prefill MoE as dispatch, grouped GEMMs and combine "
                      "(k3-moe-grouped); off: one fused op per layer"),
       llvm::cl::init(true)};
+  Option<int64_t> moeTileRows{
+      *this, "moe-tile-rows",
+      llvm::cl::desc("Rows per tile of the prefill's grouped MoE GEMMs "
+                     "(k3-moe-grouped tile-rows): 128, or 384 for the tall "
+                     "[384, 128, 64] tiles that read an expert's weights "
+                     "once for up to 384 rows (docs/moe.md)"),
+      llvm::cl::init(128)};
   Option<bool> splitRouter{
       *this, "split-router",
       llvm::cl::desc("The MoE router as a linear (its logits on the GEMM "
@@ -250,7 +257,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
     pm.addPass(k3::createK3SplitRouter());
   // After the precision policy: the sorted rows take the activations' type.
   if (o.moeGrouped)
-    pm.addPass(k3::createK3MoEGrouped());
+    pm.addPass(k3::createK3MoEGrouped({o.moeTileRows, /*decodeTileRows=*/4}));
   if (o.splitGLUMLP)
     pm.addPass(k3::createK3SplitGLUMLP());
   // Needs both forms above: the grouped routed experts, the split shared

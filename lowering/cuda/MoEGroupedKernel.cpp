@@ -81,21 +81,39 @@ void GroupedKernel::addTensorMapParameters() {
       .setAttr(fn, b.getArrayAttr(attrs));
 }
 
+GroupedKernel::RowCopy GroupedKernel::rowCopy(Value q) {
+  Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
+  Value r = kb.addi(row0, kb.muli(q, kb.idx(kThreads / 8)));
+  Value valid = kb.lti(r, validRows);
+  Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
+  Value source = sorted;
+  if (g.glu && !g.dense)
+    source = em.divuIdx(kb.loadIndex(sourcePairs, {sorted}), topK);
+  return {r, em.swizzledColumn(r, chunk), source, valid};
+}
+
 SmallVector<GroupedKernel::RowCopy> GroupedKernel::rowCopies() {
   SmallVector<RowCopy> out;
   if (rowsByTMA)
     return out;
-  Value chunk = em.remuIdx(tid, 8), row0 = em.divuIdx(tid, 8);
-  for (int64_t q = 0; q < rowsPerThread(); ++q) {
-    Value r = kb.addi(row0, kb.idx(q * (kThreads / 8)));
-    Value valid = kb.lti(r, validRows);
-    Value sorted = kb.select(valid, kb.addi(rowStart, r), rowStart);
-    Value source = sorted;
-    if (g.glu && !g.dense)
-      source = em.divuIdx(kb.loadIndex(sourcePairs, {sorted}), topK);
-    out.push_back({r, em.swizzledColumn(r, chunk), source, valid});
-  }
+  for (int64_t q = 0; q < rowsPerThread(); ++q)
+    out.push_back(rowCopy(kb.idx(q)));
   return out;
+}
+
+void GroupedKernel::copyRowsInLoop(Value stage, Value kt) {
+  // Only the rows in the segment: the others' stale bytes reach only
+  // accumulator rows that no epilogue writes (a row of products reads its
+  // own row alone), and a trip count known at run time keeps the loop
+  // rolled.
+  Value row0 = em.divuIdx(tid, 8);
+  Value left = kb.maxsi(kb.subi(validRows, row0), kb.idx(0));
+  Value count =
+      em.divuIdx(kb.addi(left, kb.idx(kThreads / 8 - 1)), kThreads / 8);
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  copyRows(stage, kt, {rowCopy(loop.getInductionVar())});
 }
 
 Value GroupedKernel::stageOffset(Value stage, int64_t which) {
@@ -257,13 +275,14 @@ Value GroupedKernel::weightOfPair(Value pair) {
   return kb.load(kb.view(g.rowWeights.base, {pairs}), {pair});
 }
 
-Value GroupedKernel::multiplyRows(Value stage, Value first, Value acc) {
+Value GroupedKernel::multiplyRows(Value stage, Value first, Value acc,
+                                  int64_t chunks) {
   Value rows = em.view(
       smem, kb.addi(stageOffset(stage, 0), kb.muli(first, kb.idx(kTileK * 2))),
       em.tileType({64, kTileK}, b.getBF16Type()));
   Value weights = em.view(smem, stageOffset(stage, 1),
                           em.tileType({tileN, kTileK}, b.getBF16Type()));
-  return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc);
+  return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc, chunks);
 }
 
 } // namespace mlir::k3::grouped_wgmma

@@ -165,7 +165,8 @@ public:
       : tileN(e.config.getTile()[1]), tileM(e.config.getTile()[0]), g(g), e(e),
         op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb},
-        specialised(tileN == 256), mxfp4(g.mxfp4()), rowsByTMA(g.rowsByTMA()),
+        specialised(tileN == 256 || tileM > kTile), mxfp4(g.mxfp4()),
+        rowsByTMA(g.rowsByTMA() && tileM == kTile),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         counter(e.config.getScheduler() == TileScheduler::counter),
@@ -186,7 +187,7 @@ public:
   /// Rows of this tile inside the segment, and the first's sorted index.
   Value rowStart, validRows, expert, tid, smem, base;
   /// Output columns of one tile (gate/up: both halves), and rows of one
-  /// stage's tile of rows (128, as the tables' tiles).
+  /// stage's tile of rows (the tables' tiles: 128, or a tall tile's 384).
   int64_t tileN, tileM;
 
 private:
@@ -211,6 +212,10 @@ private:
   SmallVector<int64_t> rowBox() const {
     return {tileM / clusterBlocks, kTileK};
   }
+
+  /// Whether the tile is tall ([384, 128, 64], MoEGroupedPersistent.cpp,
+  /// "Tall tiles"): each consumer multiplies three 64-row chunks.
+  bool tall() const { return tileM > kTile; }
 
   /// Whether the blocks run in cluster pairs (cluster 2): the one-warpgroup
   /// down GEMM's share the rows, the persistent gate/up GEMM's the weights
@@ -238,6 +243,12 @@ private:
     Value tileRow, column, sourceRow, valid;
   };
   SmallVector<RowCopy> rowCopies();
+  /// The thread's q-th row chunk (tile row tid / 8 + 16 q).
+  RowCopy rowCopy(Value q);
+  /// A tall tile's copies of k-step `kt`: its 24 row chunks a thread one
+  /// at a time in a loop, found again at each step (their row sources hit
+  /// L1), so that the producer's few registers hold one.
+  void copyRowsInLoop(Value stage, Value kt);
 
   Value stageOffset(Value stage, int64_t which);
 
@@ -340,6 +351,14 @@ private:
   /// and its epilogue.
   void consumeRows(WGMMAPipeline &pipe, Value first, Value steps, Value t,
                    Value firstRow, const Epilogue &epi);
+  /// A consumer's share of a tall tile: its chunks c = consumer, consumer
+  /// + 2, ... of 64 rows that hold rows of the segment (none: the stages
+  /// released unmultiplied), their products and epilogues.
+  void consumeTall(WGMMAPipeline &pipe, Value first, Value steps, Value t,
+                   Value consumer, const Epilogue &epi);
+  /// The products of `count` chunks (consumer + 2 j) and their epilogues.
+  void consumeChunks(WGMMAPipeline &pipe, Value first, Value steps, Value t,
+                     Value consumer, int64_t count, const Epilogue &epi);
 
   /// The producer warpgroup: per tile, its expert and rows found by the
   /// warpgroup (a named barrier over its 128 threads), published to the
@@ -415,7 +434,7 @@ private:
   /// A consumer's products of one landed stage: the rows tile's 64 rows
   /// from row `first` against all tileN weight rows, four k-steps of 16,
   /// issued without waiting.
-  Value multiplyRows(Value stage, Value first, Value acc);
+  Value multiplyRows(Value stage, Value first, Value acc, int64_t chunks = 1);
 
   /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
   scf::ForOp stepLoop(int64_t steps, int64_t halves = 2);

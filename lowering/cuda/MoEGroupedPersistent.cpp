@@ -154,6 +154,10 @@ void GroupedKernel::produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
   };
   if (rowsByTMA)
     return pipe.produce(tid, first, steps, load, publish);
+  if (tall())
+    return pipe.produceWithCopies(
+        tid, first, steps, load,
+        [&](Value stage, Value kt) { copyRowsInLoop(stage, kt); }, publish);
   SmallVector<RowCopy> copies = rowCopies();
   pipe.produceWithCopies(
       tid, first, steps, load,
@@ -175,7 +179,7 @@ void GroupedKernel::produceTiles(WGMMAPipeline &pipe, Value total,
       setTile(tile);
       SegmentTile s = locateSegmentTileInBlock(
           kb, g.tables.offsets.full, g.tables.tileOffsets.full, experts, mTile,
-          kTile, tid, kThreads, found, slotOf(i, 2),
+          tileM, tid, kThreads, found, slotOf(i, 2),
           [&] { namedBarrier(kProducerBarrier, kThreads); });
       expert = s.expert;
       rowStart = s.rowStart;
@@ -298,6 +302,8 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
       rowStart = s.rowStart;
       validRows = s.validRows;
     }
+    if (tall())
+      return consumeTall(pipe, firstStep, steps, t, consumer, epi);
     Value firstRow = kb.muli(consumer, kb.idx(64));
     if (g.dense || !sharedColumns)
       return consumeRows(pipe, firstStep, steps, t, firstRow, epi);
@@ -354,6 +360,76 @@ void GroupedKernel::consumeRows(WGMMAPipeline &pipe, Value first, Value steps,
     return epilogueThroughShared(f, t, em.divuIdx(firstRow, 64), firstRow, rows,
                                  weights, epi);
   epilogueFromRegisters(f, rows, weights, epi);
+}
+
+void GroupedKernel::consumeTall(WGMMAPipeline &pipe, Value first, Value steps,
+                                Value t, Value consumer, const Epilogue &epi) {
+  // The tile's chunks that hold segment rows, n = ceil(validRows / 64),
+  // are dealt alternately: consumer c has ceil((n - c) / 2) of them, at
+  // most tileM / 128. A branch per count, each with its own product loop,
+  // so that no accumulator passes through a branch inside a loop.
+  int64_t most = tileM / (64 * kConsumers);
+  Value chunks = em.divuIdx(kb.addi(validRows, kb.idx(63)), 64);
+  Value mine =
+      kb.minsi(em.divuIdx(kb.subi(kb.addi(chunks, kb.idx(1)), consumer), 2),
+               kb.idx(most));
+  // The count is the warpgroup's (validRows comes from a shared slot):
+  // broadcast from lane 0, ptxas sees it uniform. Without it ptxas takes
+  // the branches below for divergent and serializes their wgmma (C7520).
+  Value count32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), mine);
+  Value uniform =
+      gpu::ShuffleOp::create(
+          b, loc, count32, arith::ConstantIntOp::create(b, loc, 0, 32),
+          arith::ConstantIntOp::create(b, loc, 32, 32), gpu::ShuffleMode::IDX)
+          .getShuffleResult();
+  mine = arith::IndexCastOp::create(b, loc, b.getIndexType(), uniform);
+  // count == most, else == most - 1, ..., else the skip.
+  std::function<void(int64_t)> chain = [&](int64_t count) {
+    if (count == 0) {
+      auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(skip.getBody());
+      pipe.skip(kb.addi(first, skip.getInductionVar()), lane);
+      return;
+    }
+    auto branch =
+        scf::IfOp::create(b, loc, TypeRange{}, kb.eqi(mine, kb.idx(count)),
+                          /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    consumeChunks(pipe, first, steps, t, consumer, count, epi);
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    chain(count - 1);
+  };
+  chain(most);
+}
+
+void GroupedKernel::consumeChunks(WGMMAPipeline &pipe, Value first, Value steps,
+                                  Value t, Value consumer, int64_t count,
+                                  const Epilogue &epi) {
+  SmallVector<Value> firstRows;
+  for (int64_t j = 0; j < count; ++j)
+    firstRows.push_back(
+        kb.muli(kb.addi(consumer, kb.idx(kConsumers * j)), kb.idx(64)));
+  int64_t groups = count * (kTileK / kWGMMAK);
+  SmallVector<Value> acc = pipe.consumeEach(
+      first, steps, tileN, count, groups,
+      [&](Value stage, ValueRange in) {
+        SmallVector<Value> out;
+        for (int64_t j = 0; j < count; ++j)
+          out.push_back(multiplyRows(stage, firstRows[j], in[j], count));
+        return out;
+      },
+      lane);
+  for (int64_t j = 0; j < count; ++j) {
+    std::array<Value, 2> rows, weights;
+    for (int64_t h = 0; h < 2; ++h) {
+      rows[h] = kb.addi(firstRows[j], AccumulatorFragment::rowOf(em, t, h));
+      weights[h] = weightOfPair(rowPair(rows[h]));
+    }
+    epilogueFromRegisters(AccumulatorFragment(em, acc[j], tileN, t), rows,
+                          weights, epi);
+  }
 }
 
 void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,

@@ -182,14 +182,28 @@ void WGMMAPipeline::waitFull(Value step) {
 Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
                              int64_t groupsPerStage, const Multiply &multiply,
                              Value lane) {
+  return consumeEach(
+      first, steps, columns, 1, groupsPerStage,
+      [&](Value stage, ValueRange acc) {
+        return SmallVector<Value>{multiply(stage, acc[0])};
+      },
+      lane)[0];
+}
+
+SmallVector<Value> WGMMAPipeline::consumeEach(Value first, Value steps,
+                                              int64_t columns, int64_t count,
+                                              int64_t groupsPerStage,
+                                              const MultiplyEach &multiply,
+                                              Value lane) {
   OpBuilder &b = em.b;
   Location loc = em.loc;
   KernelBuilder &kb = em.kb;
   assert((peers == 1 || lane) && "a pair's consumers release by lane");
-  Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-      b, loc, em.accumulatorType(columns));
-  auto loop =
-      scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1), ValueRange{init});
+  SmallVector<Value> init;
+  for (int64_t i = 0; i < count; ++i)
+    init.push_back(nvgpu::WarpgroupMmaInitAccumulatorOp::create(
+        b, loc, em.accumulatorType(columns)));
+  auto loop = scf::ForOp::create(b, loc, em.idx(0), steps, em.idx(1), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
@@ -198,7 +212,7 @@ Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
     waitRound(full, g, stage, 0);
     if (copies)
       fenceCopiesForWGMMA();
-    Value acc = multiply(stage, loop.getRegionIterArgs()[0]);
+    SmallVector<Value> acc = multiply(stage, loop.getRegionIterArgs());
     // Only this stage's groups may still run: the previous stage's
     // products are done and its buffers go back to the producer.
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, groupsPerStage);
@@ -209,7 +223,7 @@ Value WGMMAPipeline::consume(Value first, Value steps, int64_t columns,
   NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   kb.ifThen(kb.gei(steps, em.idx(1)),
             [&] { release(kb.subi(kb.addi(first, steps), em.idx(1)), lane); });
-  return loop.getResult(0);
+  return SmallVector<Value>(loop.getResults());
 }
 
 void WGMMAPipeline::forEachTile(Value total,

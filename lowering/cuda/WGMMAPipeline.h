@@ -70,6 +70,10 @@ public:
   /// The wgmma groups of one landed stage, issued without waiting; returns
   /// the new accumulator.
   using Multiply = std::function<Value(Value stage, Value acc)>;
+  /// The same for several accumulators of one tile (each its own rows):
+  /// returns the new ones, in order.
+  using MultiplyEach =
+      std::function<SmallVector<Value>(Value stage, ValueRange acc)>;
 
   /// `stageBytes`: the TMA bytes of one stage (a pair's: what lands in
   /// each block); `copies`: whether the producer also copies with cp.async
@@ -139,6 +143,14 @@ public:
   Value consume(Value first, Value steps, int64_t columns,
                 int64_t groupsPerStage, const Multiply &multiply,
                 Value lane = Value());
+  /// The same with `count` zeroed 64 x `columns` accumulators, which
+  /// `multiply` advances together on each landed stage (a tall tile's
+  /// 64-row chunks of one consumer; `groupsPerStage` counts all of their
+  /// wgmma groups of a stage).
+  SmallVector<Value> consumeEach(Value first, Value steps, int64_t columns,
+                                 int64_t count, int64_t groupsPerStage,
+                                 const MultiplyEach &multiply,
+                                 Value lane = Value());
 
   /// A persistent kernel's tiles: body(i, tile) for this block's tiles
   /// bid + i grid < total (a grid of one block per SM, each tile's k-steps

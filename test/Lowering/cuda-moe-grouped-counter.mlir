@@ -20,7 +20,7 @@
 // RUN: FileCheck %s --check-prefix=PTX --input-file=%t.ptx
 // RUN: %ptxas -v -arch=sm_90a %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
-// NARROW: error: 'k3.moe_grouped_glu' op scheduler counter applies to the persistent schedule of moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64]; cluster 2 only on k3.moe_grouped_glu), got moe_grouped_wgmma with tile [128, 128, 64]
+// NARROW: error: 'k3.moe_grouped_glu' op scheduler counter applies to the persistent schedules of moe_grouped_wgmma and glu_wgmma (tile [128, 256, 64] or [384, 128, 64]; cluster 2 only on k3.moe_grouped_glu), got moe_grouped_wgmma with tile [128, 128, 64]
 // NAME: error: override moe_grouped_wgmma.scheduler needs strided or counter, got 'dynamic'
 
 // CHECK: memref.global "private" @moe_grouped_glu_1_tile_counter : memref<2xi32, 1> = dense<0>
