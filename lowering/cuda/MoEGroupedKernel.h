@@ -88,6 +88,9 @@ constexpr int64_t kTile = kWGMMATileRows, kTileK = kWGMMATileK;
 constexpr int64_t kThreads = 128;
 /// The warp-specialised schedule's consumer warpgroups.
 constexpr int64_t kConsumers = 2;
+/// A tall tile's row chunks a producer thread copies together
+/// (copyRowsInLoop): 8 of its 24.
+constexpr int64_t kRowCopyGroup = 8;
 /// The named barrier of its producer warpgroup (WGMMAPipeline's consumers
 /// use 1).
 constexpr int32_t kProducerBarrier = 2;
@@ -245,9 +248,9 @@ private:
   SmallVector<RowCopy> rowCopies();
   /// The thread's q-th row chunk (tile row tid / 8 + 16 q).
   RowCopy rowCopy(Value q);
-  /// A tall tile's copies of k-step `kt`: its 24 row chunks a thread one
-  /// at a time in a loop, found again at each step (their row sources hit
-  /// L1), so that the producer's few registers hold one.
+  /// A tall tile's copies of k-step `kt`: its 24 row chunks a thread in
+  /// groups of kRowCopyGroup, found again at each step (their row sources
+  /// hit L1), so that the producer's few registers hold a group.
   void copyRowsInLoop(Value stage, Value kt);
 
   Value stageOffset(Value stage, int64_t which);

@@ -411,6 +411,14 @@ void GroupedKernel::consumeChunks(WGMMAPipeline &pipe, Value first, Value steps,
   for (int64_t j = 0; j < count; ++j)
     firstRows.push_back(
         kb.muli(kb.addi(consumer, kb.idx(kConsumers * j)), kb.idx(64)));
+  // (down) The rows' routing weights, two dependent loads each, issued
+  // before the products so that they land while those run.
+  SmallVector<std::array<Value, 2>> rows(count), weights(count);
+  for (int64_t j = 0; j < count; ++j)
+    for (int64_t h = 0; h < 2; ++h) {
+      rows[j][h] = kb.addi(firstRows[j], AccumulatorFragment::rowOf(em, t, h));
+      weights[j][h] = weightOfPair(rowPair(rows[j][h]));
+    }
   int64_t groups = count * (kTileK / kWGMMAK);
   SmallVector<Value> acc = pipe.consumeEach(
       first, steps, tileN, count, groups,
@@ -421,15 +429,9 @@ void GroupedKernel::consumeChunks(WGMMAPipeline &pipe, Value first, Value steps,
         return out;
       },
       lane);
-  for (int64_t j = 0; j < count; ++j) {
-    std::array<Value, 2> rows, weights;
-    for (int64_t h = 0; h < 2; ++h) {
-      rows[h] = kb.addi(firstRows[j], AccumulatorFragment::rowOf(em, t, h));
-      weights[h] = weightOfPair(rowPair(rows[h]));
-    }
-    epilogueFromRegisters(AccumulatorFragment(em, acc[j], tileN, t), rows,
-                          weights, epi);
-  }
+  for (int64_t j = 0; j < count; ++j)
+    epilogueFromRegisters(AccumulatorFragment(em, acc[j], tileN, t), rows[j],
+                          weights[j], epi);
 }
 
 void GroupedKernel::epilogueThroughShared(const AccumulatorFragment &f, Value t,
