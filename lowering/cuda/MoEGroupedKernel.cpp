@@ -195,6 +195,21 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
     loadWeights(i, Value());
   if (!rowsByTMA)
     return;
+  if (tall()) {
+    // The boxes of 128 rows that hold segment rows (tallStageBytes).
+    for (int64_t j = 0; j < tileM / kTile; ++j)
+      kb.ifThen(kb.lti(kb.idx(j * kTile), validRows), [&] {
+        Value box = em.view(
+            smem,
+            kb.addi(stageOffset(stage, 0), kb.idx(j * kTile * kTileK * 2)),
+            em.tileType({kTile, kTileK}, b.getBF16Type()));
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, box, barriers, rowsMap,
+            ValueRange{k0, kb.addi(rowStart, kb.idx(j * kTile))}, stage,
+            Value(), Value());
+      });
+    return;
+  }
   if (!paired())
     return (void)nvgpu::TmaAsyncLoadOp::create(
         b, loc, rowsTile(stage), barriers, rowsMap, ValueRange{k0, rowStart},
@@ -202,6 +217,12 @@ void GroupedKernel::loadTMATiles(Value stage, Value kt, Value barriers) {
   // This block's half of the rows, into both blocks of the pair.
   em.loadHalfMulticast(smem, stageOffset(stage, 0), tileM, rank, barriers,
                        rowsMap, k0, rowStart, stage);
+}
+
+Value GroupedKernel::tallStageBytes() {
+  Value boxes = em.divuIdx(kb.addi(validRows, kb.idx(kTile - 1)), kTile);
+  return kb.addi(kb.idx(tileN * kTileK * 2),
+                 kb.muli(boxes, kb.idx(kTile * kTileK * 2)));
 }
 
 void GroupedKernel::blockSync() {

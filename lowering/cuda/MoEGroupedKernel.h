@@ -169,7 +169,7 @@ public:
         op(op), b(e.kb.builder()), loc(op->getLoc()), kb(e.kb),
         em{b, loc, kb, e.config.getStages()}, mma{b, loc, kb},
         specialised(tileN == 256 || tileM > kTile), mxfp4(g.mxfp4()),
-        rowsByTMA(g.rowsByTMA() && tileM == kTile),
+        rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         counter(e.config.getScheduler() == TileScheduler::counter),
@@ -213,8 +213,11 @@ private:
   /// The rows' box, outermost first: tileM rows of [T K] (half in a
   /// cluster pair, which loads half each), 64 k.
   SmallVector<int64_t> rowBox() const {
-    return {tileM / clusterBlocks, kTileK};
+    return {(tall() ? kTile : tileM) / clusterBlocks, kTileK};
   }
+  /// A tall tile's TMA bytes a stage: the weights' tile and the boxes of
+  /// 128 rows that hold segment rows.
+  Value tallStageBytes();
 
   /// Whether the tile is tall ([384, 128, 64], MoEGroupedPersistent.cpp,
   /// "Tall tiles"): each consumer multiplies three 64-row chunks.

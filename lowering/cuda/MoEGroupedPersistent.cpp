@@ -152,6 +152,8 @@ void GroupedKernel::produceSteps(WGMMAPipeline &pipe, Value first, Value steps,
     loadTMATiles(stage, kt, pipe.fullBarriers());
     prefetchAhead(kt, steps);
   };
+  if (rowsByTMA && tall())
+    pipe.setTileBytes(tallStageBytes());
   if (rowsByTMA)
     return pipe.produce(tid, first, steps, load, publish);
   if (tall())

@@ -76,8 +76,9 @@ void WGMMAPipeline::waitEmpty(Value kt, Value stage) {
 
 void WGMMAPipeline::expectAndLoad(Value stage, Value kt,
                                   const IssueLoads &loads) {
-  nvgpu::MBarrierArriveExpectTxOp::create(em.b, em.loc, full,
-                                          em.idx(stageBytes), stage, Value());
+  nvgpu::MBarrierArriveExpectTxOp::create(
+      em.b, em.loc, full, tileBytes ? tileBytes : em.idx(stageBytes), stage,
+      Value());
   loads(stage, kt);
 }
 

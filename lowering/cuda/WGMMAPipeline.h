@@ -177,6 +177,11 @@ public:
   /// The full barriers (TMA loads complete on them).
   Value fullBarriers() const { return full; }
 
+  /// The TMA bytes of each stage of the tiles produced from here on,
+  /// instead of the constructor's (a tall tile loads only the boxes of rows
+  /// that its segment reaches).
+  void setTileBytes(Value bytes) { tileBytes = bytes; }
+
 private:
   /// Waits for the phase of `kt`'s round minus `lag` rounds on `bars`.
   void waitRound(Value bars, Value kt, Value stage, int64_t lag);
@@ -193,6 +198,7 @@ private:
   bool copies;
   int64_t peers;
   Value full, empty;
+  Value tileBytes;
 };
 
 } // namespace mlir::k3

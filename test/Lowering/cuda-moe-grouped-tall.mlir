@@ -3,12 +3,13 @@
 // tile [384, 128, 64]; MoEGroupedPersistent.cpp, "Tall tiles"): the
 // dispatch cuts each expert's segment in tiles of 384 rows, so that a
 // segment of up to 384 rows reads each weight tile once. A producer
-// warpgroup gathers the rows by cp.async (a rolled loop over the row
-// chunks in the segment, the down GEMM's too) and loads the weights by
-// TMA; each of two consumers multiplies the tile's 64-row chunks c,
-// c + 2, c + 4 that hold rows: one branch per count (3, 2, 1, or none,
-// which releases the stages unmultiplied), on a count broadcast from
-// lane 0 so that ptxas knows it uniform and keeps wgmma asynchronous.
+// warpgroup loads the weights by TMA and the rows: the gate/up GEMM's
+// gathered by cp.async (a rolled loop over the row chunks in the segment,
+// in groups of 8), the down GEMM's sorted ones by TMA. Each of two
+// consumers multiplies the tile's 64-row chunks c, c + 2, c + 4 that hold
+// rows: one branch per count (3, 2, 1, or none, which releases the stages
+// unmultiplied), on a count broadcast from lane 0 so that ptxas knows it
+// uniform and keeps wgmma asynchronous.
 // 8 bf16 experts, top-2, D 256, I 128: two column tiles in each GEMM.
 // RUN: k3-opt %s --k3-moe-grouped="tile-rows=384" --k3-select-kernel-config="target=cuda" --k3-outline-kernels -o %t.mlir
 // RUN: FileCheck %s --input-file=%t.mlir
@@ -43,10 +44,22 @@
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 8
 // CHECK-COUNT-4: nvgpu.warpgroup.mma {{.*}}waitGroup = 8
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 4
-// The down GEMM: the same tiles, its sorted rows by cp.async too.
+// The down GEMM: the same tiles; its sorted rows by TMA, boxes of 128 rows
+// (a box has at most 256), only those that the segment reaches, and the
+// stage's expected bytes counted from them.
 // CHECK-LABEL: gpu.func @moe_grouped_down_2(
 // CHECK-SAME: tile = [384, 128, 64]
-// CHECK: nvgpu.device_async_copy
+// CHECK-SAME: #k3.tensor_map<operand = 0, box = [64, 128]
+// CHECK: nvvm.setmaxregister  decrease 40
+// CHECK: nvgpu.mbarrier.arrive.expect_tx
+// CHECK: nvgpu.tma.async.load
+// CHECK: arith.cmpi slt, %c0{{.*}} : index
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x64xbf16
+// CHECK: arith.cmpi slt, %c128{{.*}} : index
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x64xbf16
+// CHECK: arith.cmpi slt, %c256{{.*}} : index
+// CHECK: nvgpu.tma.async.load {{.*}} : <tensor = memref<128x64xbf16
+// CHECK: nvvm.setmaxregister  increase 232
 // CHECK: gpu.shuffle  idx
 // CHECK-COUNT-12: nvgpu.warpgroup.mma {{.*}}waitGroup = 24
 
