@@ -8,7 +8,7 @@ shared memory: TMA stores, a segment's partial last half by the threads); and k3
 dense MLP's gate/up GEMM, kind glu_wgmma) in the persistent schedule.
 
 Shapes: 16 experts top-4, D 512, I 256 (gate/up 512 columns: two 256-column
-tiles; down 512 outputs), at T = 1, 5, 200 and 1000 with expert 3 in every
+tiles; down 512 outputs), at T = 1, 5, 200, 300 and 1000 with expert 3 in every
 token's first slot (at T = 1000 its segment is 8 tiles, most experts end
 in a partial tile, and at T = 1 most have no rows; the grid of one block
 per SM walks more tiles than it has blocks only at T = 1000).
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 MOE_GROUPED = dict(E=16, K=4, D=512, I=256)
-TOKENS = (1, 5, 200, 1000)
+TOKENS = (1, 5, 200, 300, 1000)
 MAX_TOKENS = 1024
 
 
@@ -67,7 +67,7 @@ VARIANTS = {
                           "gate/up moe_grouped_wgmma 128x256 persistent in cluster pairs "
                           "sharing the weights, counter; down default"),
     # Both GEMMs on the tall [384, 128, 64] tiles (k3-moe-grouped
-    # tile-rows=384; MoEGroupedPersistent.cpp, "Tall tiles"): each consumer
+    # tile-rows=384; MoEGroupedPersistent.cpp consumeTall; docs/moe.md, "Tall tiles"): each consumer
     # multiplies the 64-row chunks of its tile that hold rows (expert 3's
     # 1000 rows at T = 1000: tiles of 384, 384 and 232; T = 5: one chunk).
     "moe_grouped_tall": ("moe-tile-rows=384",

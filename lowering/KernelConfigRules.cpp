@@ -490,6 +490,11 @@ int64_t groupedTileRows(Operation *op) {
 LogicalResult verifyGroupedTileRows(Operation *op, StringRef kind,
                                     int64_t tileRows, bool tall) {
   int64_t rows = groupedTileRows(op);
+  if (rows == kTallGroupedTileRows && hasMXFP4Weights(op))
+    return op->emitOpError() << kind
+                             << " with MXFP4 weights takes tiles of 128 rows: "
+                                "k3.moe_dispatch cuts the segments in tiles "
+                                "of 384 (k3-moe-grouped tile-rows)";
   if (tall && isa<GLUGateUpOp>(op))
     return op->emitOpError() << kind
                              << " runs the tall tile on the grouped MoE "
@@ -1209,7 +1214,7 @@ bool groupedWGMMAApplies(Operation *op) {
            hidden % 64 == 0 && inter > 0 && inter % 64 == 0;
   }
   // Row tiles of 128, or the tall tile's 384 (k3-moe-grouped tile-rows).
-  auto tiledBy128 = [](Value tileOffsets) {
+  auto tiledForWGMMA = [](Value tileOffsets) {
     int64_t rows = dispatchTileRows(tileOffsets);
     return rows == 128 || rows == kTallGroupedTileRows;
   };
@@ -1219,7 +1224,7 @@ bool groupedWGMMAApplies(Operation *op) {
            elementOf(o.getW3()) == elementOf(o.getW1()) &&
            elementOf(o.getResult()).isBF16() && hidden > 0 &&
            hidden % 64 == 0 && inter > 0 && inter % 64 == 0 &&
-           tiledBy128(o.getTileOffsets());
+           tiledForWGMMA(o.getTileOffsets());
   }
   if (auto o = dyn_cast<MoEGroupedDownOp>(op)) {
     int64_t width = dimOf(o.getW2(), 1), inter = dimOf(o.getW2(), 2);
@@ -1227,7 +1232,7 @@ bool groupedWGMMAApplies(Operation *op) {
            (elementOf(o.getResult()).isF32() ||
             elementOf(o.getResult()).isBF16()) &&
            width > 0 && width % 128 == 0 && inter > 0 && inter % 64 == 0 &&
-           tiledBy128(o.getTileOffsets());
+           tiledForWGMMA(o.getTileOffsets());
   }
   return false;
 }

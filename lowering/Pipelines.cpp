@@ -256,8 +256,11 @@ void buildCompilePipeline(OpPassManager &pm, const CompileOptions &o) {
   if (o.splitRouter)
     pm.addPass(k3::createK3SplitRouter());
   // After the precision policy: the sorted rows take the activations' type.
-  if (o.moeGrouped)
-    pm.addPass(k3::createK3MoEGrouped({o.moeTileRows, /*decodeTileRows=*/4}));
+  if (o.moeGrouped) {
+    k3::K3MoEGroupedOptions grouped;
+    grouped.tileRows = o.moeTileRows;
+    pm.addPass(k3::createK3MoEGrouped(grouped));
+  }
   if (o.splitGLUMLP)
     pm.addPass(k3::createK3SplitGLUMLP());
   // Needs both forms above: the grouped routed experts, the split shared

@@ -102,6 +102,8 @@ SmallVector<GroupedKernel::RowCopy> GroupedKernel::rowCopies() {
 }
 
 void GroupedKernel::copyRowsInLoop(Value stage, Value kt) {
+  // Whole groups: a group's chunk past the tile would land in the weights.
+  assert(rowsPerThread() % kRowCopyGroup == 0 && "whole copy groups");
   // Only the chunks of rows in the segment, in groups of kRowCopyGroup: a
   // group's row sources are loaded together (one latency a group, not a
   // chunk: a rolled loop of single chunks ran the gate/up GEMM 47 % slower
@@ -304,13 +306,13 @@ Value GroupedKernel::weightOfPair(Value pair) {
 }
 
 Value GroupedKernel::multiplyRows(Value stage, Value first, Value acc,
-                                  int64_t chunks) {
+                                  int64_t pending) {
   Value rows = em.view(
       smem, kb.addi(stageOffset(stage, 0), kb.muli(first, kb.idx(kTileK * 2))),
       em.tileType({64, kTileK}, b.getBF16Type()));
   Value weights = em.view(smem, stageOffset(stage, 1),
                           em.tileType({tileN, kTileK}, b.getBF16Type()));
-  return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc, chunks);
+  return em.multiplyRowsStage(rows, weights, swizzle, tileN, acc, pending);
 }
 
 } // namespace mlir::k3::grouped_wgmma

@@ -1,12 +1,14 @@
 //===- MoEGroupedKernel.h - the grouped MoE wgmma kernel --------*- C++ -*-===//
 //
 // k3.moe_grouped_glu and k3.moe_grouped_down on Hopper (config kernel
-// `moe_grouped_wgmma`), in one of two schedules chosen by the config's
+// `moe_grouped_wgmma`), in one of three schedules chosen by the config's
 // tile: one warpgroup per 128-row tile of one expert's segment of the
 // sorted rows and 128 output columns (below); or [128, 256, 64],
 // persistent and warp-specialised (emitPersistent: a block per SM walks
 // the tiles, a producer warpgroup and two consumers that write from their
-// registers or through shared memory; docs/moe.md).
+// registers or through shared memory; docs/moe.md); or the tall
+// [384, 128, 64] tiles of the same persistent schedule, for dispatch
+// tables cut in 384-row tiles (consumeTall; docs/moe.md, "Tall tiles").
 //
 // - Schedule: the grid has a block per (row tile, column tile) for the most
 //   row tiles any routing can need, ceil(T K / 128) + E; block m finds its
@@ -18,12 +20,14 @@
 //   rows' tiles by cp.async, each thread 8 rows of one 16-byte chunk,
 //   placed at the swizzled chunk: for the gate/up GEMM the rows are
 //   gathered from x by their token (row_source / K). Rows past the
-//   segment are zero-filled. `stages` buffers: the cp.async groups and
-//   one mbarrier per stage for the TMA bytes; a proxy fence makes the
-//   cp.async bytes visible to wgmma.
+//   segment are zero-filled (a tall tile copies only the segment's: the
+//   stale rows reach only accumulator rows that no epilogue writes). `stages`
+//   buffers: the cp.async groups and one mbarrier per stage for the TMA bytes;
+//   a proxy fence makes the cp.async bytes visible to wgmma.
 // - The down GEMM's rows are h's own sorted rows, contiguous: they come by
-//   TMA too (a rank-2 map over h [T, K, I] read as [T K, I]), so its main
-//   loop waits on mbarriers alone, as the dense linear's does. A tile's
+//   TMA too (a rank-2 map over h [T, K, I] read as [T K, I]; a tall tile's
+//   in boxes of 128 rows, a box holding at most 256), so its main loop
+//   waits on mbarriers alone, as the dense linear's does. A tile's
 //   rows past its segment are the next expert's (or zeros past T K): their
 //   products land in accumulator rows that the epilogue never writes.
 // - Clusters (config `cluster = 2`, the down GEMM): a 128 x 128 tile reads
@@ -130,7 +134,7 @@ struct GroupedGEMM {
   bool rowsByTMA() const { return !glu && !dense && !mxfp4(); }
 };
 
-/// One place the epilogue writes: tile row `r` (of 128) and tile column
+/// One place the epilogue writes: tile row `r` (of tileM) and tile column
 /// `col` (gate/up: of the tile's channels; down: of its outputs); `v` the
 /// f32 products of the columns from `col` (a vector of 2 or 4; gate/up:
 /// the gates), `up` (gate/up) the ups of the same channels, `rowWeight`
@@ -316,7 +320,8 @@ private:
   /// The warp-specialised schedule (WGMMAPipeline.h), persistent: a block
   /// per SM walks the tiles bid, bid + grid, ...; warpgroup 0 loads the
   /// weights (TMA) and the rows (TMA, or cp.async gathered by token),
-  /// warpgroups 1 and 2 multiply 64 rows each by all tileN columns and
+  /// warpgroups 1 and 2 multiply 64 rows each (a tall tile: up to three
+  /// 64-row chunks each, consumeTall) by all tileN columns and
   /// write them from their registers. No tile's epilogue touches the
   /// stages, so the producer fills the next tile's while the consumers
   /// write this one (a block per tile left its prologue and epilogue
@@ -440,7 +445,8 @@ private:
   /// A consumer's products of one landed stage: the rows tile's 64 rows
   /// from row `first` against all tileN weight rows, four k-steps of 16,
   /// issued without waiting.
-  Value multiplyRows(Value stage, Value first, Value acc, int64_t chunks = 1);
+  Value multiplyRows(Value stage, Value first, Value acc,
+                     int64_t pending = 2 * kTileK / kWGMMAK);
 
   /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
   scf::ForOp stepLoop(int64_t steps, int64_t halves = 2);

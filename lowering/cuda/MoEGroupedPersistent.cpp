@@ -1,7 +1,9 @@
 //===- MoEGroupedPersistent.cpp - persistent schedule -----------*- C++ -*-===//
 //
 // The grouped MoE wgmma kernel's persistent warp-specialised schedule
-// (MoEGroupedKernel.h, tile [128, 256, 64]): a block per SM walks the
+// (MoEGroupedKernel.h, tile [128, 256, 64], or the tall [384, 128, 64]
+// whose consumers multiply the 64-row chunks that hold rows, consumeTall;
+// docs/moe.md, "Tall tiles"): a block per SM walks the
 // tiles; the producer warpgroup finds and publishes each tile's expert and
 // loads its stages, the two consumer warpgroups multiply and write from
 // their registers.
@@ -89,6 +91,7 @@ LogicalResult GroupedKernel::emitPersistent(const Epilogue &epi) {
 }
 
 Value GroupedKernel::locatePairTile(Value pairTile, Value i) {
+  assert(!tall() && "pairs take 128-row tiles (verifyCluster)");
   int64_t columns = g.columnTiles, half = columns / 2;
   Value rowTile = em.divuIdx(pairTile, half);
   auto place = [&](const SegmentEntry &n) -> SegmentTile {
@@ -132,6 +135,8 @@ void GroupedKernel::setTile(Value tile) {
 }
 
 void GroupedKernel::setDenseRows() {
+  assert(!tall() &&
+         "k3.glu_gate_up takes 128-row tiles (verifyGroupedTileRows)");
   Value rows = kb.dim(g.rows.shape[0]);
   rowStart = kb.muli(mTile, kb.idx(kTile));
   validRows = kb.minsi(kb.subi(rows, rowStart), kb.idx(kTile));
@@ -427,7 +432,7 @@ void GroupedKernel::consumeChunks(WGMMAPipeline &pipe, Value first, Value steps,
       [&](Value stage, ValueRange in) {
         SmallVector<Value> out;
         for (int64_t j = 0; j < count; ++j)
-          out.push_back(multiplyRows(stage, firstRows[j], in[j], count));
+          out.push_back(multiplyRows(stage, firstRows[j], in[j], 2 * groups));
         return out;
       },
       lane);

@@ -196,12 +196,13 @@ struct WGMMAEmitter {
   /// caller bounds the pending groups with wgmma.wait_group). `tm` gives
   /// the swizzle.
   Value multiplyRowsStage(Value rows, Value weights, Value tm, int64_t n,
-                          Value acc, int64_t chunks = 1) {
+                          Value acc,
+                          int64_t pending = 2 * kWGMMATileK / kWGMMAK) {
     MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
     MemRefType bType = tileType({kWGMMAK, n}, b.getBF16Type());
-    // Room for two stages' groups (of `chunks` accumulators each): the
-    // wait that bounds them comes after.
-    auto noWait = b.getI64IntegerAttr(2 * chunks * kWGMMATileK / kWGMMAK);
+    // Room for `pending` groups (two stages' of all of a consumer's
+    // accumulators): the wait that bounds them comes after.
+    auto noWait = b.getI64IntegerAttr(pending);
     for (int64_t k = 0; k < kWGMMATileK; k += kWGMMAK) {
       Value dA = descriptor(rows, tm, 0, 64, k, aType);
       Value dB = descriptor(weights, tm, 0, n, k, bType);
