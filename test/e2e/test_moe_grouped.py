@@ -5,7 +5,8 @@ experts (each segment holds all T rows), one token, and ids in every slot
 order. The fused form (moe-grouped=0) must give the same bits: the combine
 adds each token's experts in slot order, as the fused op does. So must the
 decode entry's form (an entry marked k3.decode: the dispatch's tiles of 4
-rows, on CUDA the moe_grouped_gemv kernels).
+rows, on CUDA the moe_grouped_gemv kernels), and the tables cut in tiles
+of 384 rows (moe-tile-rows=384, on CUDA the tall tiles).
 
 Run by ctest (K3_BIN_DIR = the build's bin/), or by hand:
     K3_BIN_DIR=build/bin .venv/bin/python -m pytest test/e2e/test_moe_grouped.py
@@ -53,7 +54,8 @@ def setup(tmp_path_factory):
                                     "-> (tensor<?x{D}xf32> {{k3.name = \"y\"}}) attributes {{k3.decode}} {{"
                                     .format(D=D)))
     assert "k3.decode" in decode.read_text()
-    for name, opt, text in (("grouped", "", src), ("fused", "moe-grouped=0", src), ("decode", "", decode)):
+    for name, opt, text in (("grouped", "", src), ("fused", "moe-grouped=0", src), ("decode", "", decode),
+                            ("tall", "moe-tile-rows=384", src)):
         arts[name] = d / f"{name}.k3bin"
         subprocess.run([f"{BIN}/k3-opt", str(text),
                         f"--k3-compile=output={arts[name]} max-tokens=64 max-seqs=1 {opt}",
@@ -99,12 +101,14 @@ def test_grouped_matches_oracle_and_fused(setup, kind, t):
     got = run(d, arts["grouped"], wfile, inputs, tag + "_g")
     fused = run(d, arts["fused"], wfile, inputs, tag + "_f")
     decode = run(d, arts["decode"], wfile, inputs, tag + "_d")
+    tall = run(d, arts["tall"], wfile, inputs, tag + "_t")
     want = ops.moe_experts(x.astype(np.float64), idx, wts.astype(np.float64),
                            w["w1"], w["w3"], w["w2"])
     err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
     assert err < 1e-5, f"grouped vs f64 oracle {err:.2e}"
     assert np.array_equal(got, fused), "the grouped and fused forms differ"
     assert np.array_equal(decode, fused), "the decode entry's grouped form and the fused form differ"
+    assert np.array_equal(tall, fused), "the 384-row tables' grouped form and the fused form differ"
 
 
 # A MoE layer with its shared expert (a k3.glu_mlp of the same input and
