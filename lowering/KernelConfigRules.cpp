@@ -476,7 +476,8 @@ int64_t dispatchTileRows(Value tileOffsets) {
   return d ? d.getTileRows() : 0;
 }
 
-/// The dispatch tile rows of a grouped MoE GEMM (0 for other ops).
+/// The dispatch tile rows of a grouped MoE op (GEMM or GEMV; 0 for the
+/// dense form and other ops).
 int64_t groupedTileRows(Operation *op) {
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
     return dispatchTileRows(o.getTileOffsets());
@@ -555,15 +556,6 @@ int64_t groupedGEMVOutputs(Operation *op) {
   if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
     return dimOf(o.getW1(), 1);
   return dimOf(cast<MoEGroupedDownOp>(op).getW2(), 1);
-}
-
-/// The routed ops' tile rows come from their dispatch; 0 for the dense form.
-int64_t groupedGEMVTileRows(Operation *op) {
-  if (auto o = dyn_cast<MoEGroupedGLUOp>(op))
-    return dispatchTileRows(o.getTileOffsets());
-  if (auto o = dyn_cast<MoEGroupedDownOp>(op))
-    return dispatchTileRows(o.getTileOffsets());
-  return 0;
 }
 
 /// Whether the grouped MoE op's weights are MXFP4 (docs/mxfp4.md).
@@ -664,7 +656,7 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
                                 "got ["
                              << t.rows << ", " << t.tokens << "]";
   }
-  if (int64_t rows = groupedGEMVTileRows(op); rows && rows != t.tokens)
+  if (int64_t rows = groupedTileRows(op); rows && rows != t.tokens)
     return op->emitOpError()
            << kind << " tile TT = " << t.tokens
            << " must be k3.moe_dispatch's tile_rows = " << rows;
@@ -701,7 +693,7 @@ LogicalResult verifyGroupedGEMV(Operation *op, KernelConfigAttr c) {
 /// bf16 experts multiply on the tensor cores the same way
 /// (defaultGroupedMMAConfig).
 KernelConfigAttr defaultGroupedGEMVConfig(Operation *op, KernelKind kind) {
-  int64_t tt = groupedGEMVTileRows(op);
+  int64_t tt = groupedTileRows(op);
   if (hasMXFP4Weights(op))
     return config(op->getContext(), kind, {16, tt ? tt : 4}, 4);
   if (groupedMMAOperands(op) && tt <= 8 &&
