@@ -508,6 +508,21 @@ LogicalResult verifyGroupedTileRows(Operation *op, StringRef kind,
   return success();
 }
 
+/// A bf16 grouped MoE GEMM left to a GPU loop nest only because its
+/// tables' tile rows fit no tensor-core kernel (the wgmma tiles take 128 or
+/// 384 rows, the GEMV at most 8) is an error, not a slow fallback: the rows
+/// come from k3-moe-grouped's tile-rows (k3-compile moe-tile-rows).
+LogicalResult verifyGroupedTablesHaveKernel(Operation *op) {
+  int64_t rows = groupedTileRows(op);
+  if (rows == 0 || rows <= 8 || rows == 128 || rows == kTallGroupedTileRows ||
+      !elementOf(op->getOperand(0)).isBF16())
+    return success();
+  return op->emitOpError()
+         << "k3.moe_dispatch cuts the segments in tiles of " << rows
+         << " rows, which no GPU kernel takes: k3-moe-grouped tile-rows "
+            "(k3-compile moe-tile-rows) must be 128 or 384 on a GPU target";
+}
+
 /// Whether the grouped MoE op runs the shared expert in its launch
 /// (k3-fuse-shared-expert).
 bool hasSharedExpert(Operation *op) {
@@ -2192,7 +2207,7 @@ LogicalResult mlir::k3::verifyKernelConfig(Operation *op,
       return op->emitOpError()
              << "loop_nest warps must give 32 to " << gpu.getThreadsPerBlock()
              << " threads, got " << config.getWarps() << " warps";
-    return success();
+    return verifyGroupedTablesHaveKernel(op);
   }
   if (!gpu)
     return op->emitOpError() << "kernel " << stringifyKernelKind(kind)

@@ -17,6 +17,7 @@
 // RUN: not k3-opt %s --k3-moe-grouped="tile-rows=384" --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=128x128x64,moe_grouped_wgmma.warps=4,moe_grouped_wgmma.scheduler=strided" 2>&1 | FileCheck %s --check-prefix=ROWS128
 // RUN: not k3-opt %s --k3-moe-grouped="tile-rows=384" --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.blocks_per_sm=2" 2>&1 | FileCheck %s --check-prefix=BLOCKS
 // RUN: not k3-opt %S/cuda-moe-grouped-mxfp4.mlir --k3-moe-grouped="tile-rows=384" --k3-select-kernel-config="target=cuda" 2>&1 | FileCheck %s --check-prefix=MXFP4
+// RUN: not k3-opt %s --k3-moe-grouped="tile-rows=256" --k3-select-kernel-config="target=cuda" 2>&1 | FileCheck %s --check-prefix=ROWS256
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.mlir > %t.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.bin.mlir > %t.ptx
@@ -25,6 +26,7 @@
 // ROWS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma has tiles of 384 rows but k3.moe_dispatch cuts the segments in tiles of 128 (k3-moe-grouped tile-rows)
 // ROWS128: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma has tiles of 128 rows but k3.moe_dispatch cuts the segments in tiles of 384 (k3-moe-grouped tile-rows)
 // MXFP4: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with MXFP4 weights takes tiles of 128 rows: k3.moe_dispatch cuts the segments in tiles of 384 (k3-moe-grouped tile-rows)
+// ROWS256: error: 'k3.moe_grouped_glu' op k3.moe_dispatch cuts the segments in tiles of 256 rows, which no GPU kernel takes: k3-moe-grouped tile-rows (k3-compile moe-tile-rows) must be 128 or 384 on a GPU target
 // BLOCKS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with the tall tile has one block per SM, got 2
 
 // CHECK: k3.moe_dispatch{{.*}}tile_rows = 384
