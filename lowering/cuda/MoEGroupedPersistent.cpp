@@ -325,9 +325,7 @@ void GroupedKernel::consumeTiles(WGMMAPipeline &pipe, Value total, Value steps,
     b.setInsertionPointToStart(&live.getThenRegion().front());
     consumeRows(pipe, firstStep, steps, t, firstRow, epi);
     b.setInsertionPointToStart(&live.getElseRegion().front());
-    auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
-    b.setInsertionPointToStart(skip.getBody());
-    pipe.skip(kb.addi(firstStep, skip.getInductionVar()), lane);
+    pipe.skipSteps(firstStep, steps, lane);
   };
   if (counter)
     pipe.forEachPublishedTile(
@@ -393,10 +391,7 @@ void GroupedKernel::consumeTall(WGMMAPipeline &pipe, Value first, Value steps,
   // count == most, else == most - 1, ..., else the skip.
   std::function<void(int64_t)> chain = [&](int64_t count) {
     if (count == 0) {
-      auto skip = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(skip.getBody());
-      pipe.skip(kb.addi(first, skip.getInductionVar()), lane);
+      pipe.skipSteps(first, steps, lane);
       return;
     }
     auto branch =

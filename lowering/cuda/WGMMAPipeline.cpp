@@ -171,6 +171,14 @@ void WGMMAPipeline::fenceCopiesForWGMMA() {
                                  NVVM::SharedSpace::shared_cta));
 }
 
+void WGMMAPipeline::skipSteps(Value first, Value steps, Value lane) {
+  OpBuilder &b = em.b;
+  auto loop = scf::ForOp::create(b, em.loc, em.idx(0), steps, em.idx(1));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  skip(em.kb.addi(first, loop.getInductionVar()), lane);
+}
+
 void WGMMAPipeline::skip(Value step, Value lane) {
   waitFull(step);
   release(step, lane);

@@ -127,6 +127,9 @@ public:
   /// A consumer's side of an empty step: it waits for the stage and
   /// releases it at once.
   void skip(Value step, Value lane = Value());
+  /// A consumer's side of a tile it does not multiply: each of its `steps`
+  /// pipeline steps from `first` waited for and released at once.
+  void skipSteps(Value first, Value steps, Value lane = Value());
 
   /// A consumer's proxy fence between a copying producer's landed bytes
   /// (seen through the full barrier) and its wgmma reads of them.
