@@ -1342,12 +1342,23 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
               "result, static heads and latent width, the head dims in "
               "multiples of 64 (Dn + Dr and Dv at most 256)";
   ArrayRef<int64_t> tile = c.getTile();
-  bool shaped = tile.size() == 2 && (tile[0] == 64 || tile[0] == 128) &&
+  // A warpgroup (4 warps) per 64 queries, and with a producer warpgroup
+  // (FlashAttention-3's warp specialisation) one more; 192 queries only
+  // with it and key tiles of 64 (three consumers hold 160 registers).
+  bool shaped = tile.size() == 2 &&
+                (tile[0] == 64 || tile[0] == 128 || tile[0] == 192) &&
                 (tile[1] == 64 || tile[1] == 128);
-  if (!shaped || c.getWarps() != tile[0] / 16)
+  bool producer = shaped && c.getWarps() == tile[0] / 16 + 4;
+  if (!shaped || (c.getWarps() != tile[0] / 16 && !producer) ||
+      (tile[0] == 192 && (!producer || tile[1] != 64)))
     return op->emitOpError()
            << "mla_flash_wgmma has the tile [64 or 128 queries, 64 or 128 "
-              "keys] with a warpgroup (4 warps) per 64 queries";
+              "keys] with a warpgroup (4 warps) per 64 queries, or one "
+              "more warpgroup that produces (also [192, 64])";
+  if (producer && c.getBlocksPerSm() < 1)
+    return op->emitOpError() << "mla_flash_wgmma with a producer warpgroup "
+                                "needs blocks_per_sm (its registers are "
+                                "split by setmaxnreg)";
   if (c.getStages() < 1 || c.getStages() > 4)
     return op->emitOpError()
            << "mla_flash_wgmma stages must be in [1, 4], got " << c.getStages();

@@ -39,6 +39,15 @@
 //   chains), the softmax of tile j runs between the wait for the scores
 //   and the wait for P V (pipelinedLoop; measured slower than the default,
 //   so a config to opt into, as is the two-warpgroup tile).
+// - Warp specialisation (FlashAttention-3's; the config's warps one
+//   warpgroup more than the query rows need): warpgroup 0 produces, its
+//   thread 0 loading q and then every key tile's keys and values by TMA
+//   into the stages as the consumers free them (per stage a free mbarrier
+//   for the keys and one for the values, every consumer thread's arrive
+//   once the products that read them completed), so the consumer
+//   warpgroups (128 or 192 queries) never meet at a block barrier. The
+//   roles resize their registers with setmaxnreg. Two stages keep each
+//   consumer's serial loop; three or more its intra-warpgroup pipeline.
 // - Varlen without padding: a query tile is 64 (or 128) consecutive packed
 //   tokens, which may span sequences; its key tiles run from the first
 //   row's sequence start to its last row, and the mask keeps each row to
@@ -71,12 +80,17 @@
 #include <algorithm>
 #include <cmath>
 
+#ifndef K3_MLA_PING_PONG
+#define K3_MLA_PING_PONG 0
+#endif
+
 using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
 
 constexpr int64_t kRows = 64, kBox = 64, kThreads = 128;
+constexpr bool kPingPong = K3_MLA_PING_PONG;
 /// From T tokens on, where T x H reaches kHeadMajorFromTokenHeads (T at
 /// most kHeadMajorFromTokens), blocks go head by head (a head's query
 /// tiles side by side), so that the few heads in flight keep their keys
@@ -117,6 +131,9 @@ public:
     // stages, so each key tile comes from L2 once per queryRows queries.
     queryRows = e.config.getTile()[0];
     warpgroups = queryRows / kRows;
+    // A warpgroup more than the query rows take: warpgroup 0 produces
+    // (FlashAttention-3's warp specialisation, below).
+    producer = e.config.getWarps() == 4 * (warpgroups + 1);
     // 64 or 128 keys a tile: wgmma m64n128 for the scores reads its
     // operands from shared memory half as often per product as m64n64,
     // and the softmax's per-tile reductions halve.
@@ -134,7 +151,7 @@ public:
     addTensorMapParameters();
     // ceil(T / 64) query tiles per head, a few idle blocks past them.
     e.setLaunch(*form, heads, (queryRows - 1) * heads, queryRows,
-                {kThreads * warpgroups, 1, 1},
+                {kThreads * (warpgroups + (producer ? 1 : 0)), 1, 1},
                 mlaFlashSharedBytes(op, em.stages, queryRows, keys));
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tiles = em.divuIdx(kb.addi(tokens, kb.idx(queryRows - 1)), queryRows);
@@ -243,13 +260,20 @@ private:
   void body() {
     tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value first = kb.eqi(tid, kb.idx(0));
-    Value lane = em.remuIdx(tid, 32);
+    // The consumers' own thread index: with a producer (warpgroup 0) they
+    // are the warpgroups after it. The producer's threads take consumer 0's
+    // rows, so that every index they compute stays in range.
+    Value ctid = tid;
+    if (producer)
+      ctid = kb.select(kb.gei(tid, kb.idx(kThreads)),
+                       kb.subi(tid, kb.idx(kThreads)), tid);
+    Value lane = em.remuIdx(ctid, 32);
     group = em.divuIdx(lane, 4);
     quad = em.remuIdx(lane, 4);
-    warpgroup = em.divuIdx(tid, kThreads);
-    // Warp w of the block holds rows 16 w + group (+ 8): warpgroup g's
+    warpgroup = em.divuIdx(ctid, kThreads);
+    // Warp w of the consumers holds rows 16 w + group (+ 8): warpgroup g's
     // warps hold 64 g .. 64 g + 63.
-    rowBase = kb.addi(kb.muli(em.divuIdx(tid, 32), kb.idx(16)), group);
+    rowBase = kb.addi(kb.muli(em.divuIdx(ctid, 32), kb.idx(16)), group);
     locateKeys();
     smem = mma.dynamicSharedMemory();
     base = em.alignedBase(smem);
@@ -259,6 +283,46 @@ private:
     tmKV = em.tensorMap(mapArgs[1], {keys, 1, kBox});
     if (dr > 0)
       tmLatent = em.tensorMap(mapArgs[2], {keys, kBox});
+    createBarriers(first);
+    for (Value arg : {tmQ, tmKV, tmLatent})
+      if (arg)
+        nvgpu::TmaPrefetchOp::create(b, loc, arg, first);
+    gpu::BarrierOp::create(b, loc);
+    if (!producer) {
+      kb.ifThen(first, [&] {
+        loadQueries();
+        for (int64_t s = 0; s < em.stages; ++s)
+          kb.ifThen(kb.lti(kb.idx(s), keyTiles), [&] {
+            issueKeys(kb.idx(s), kb.idx(s));
+            issueValues(kb.idx(s), kb.idx(s));
+          });
+      });
+      consume(first);
+      return;
+    }
+    // Warp-specialised: no block barrier from here on (the producer's
+    // warps leave once they issued the last tile's loads).
+    auto roles = scf::IfOp::create(b, loc, TypeRange{},
+                                   kb.lti(tid, kb.idx(kThreads)), true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(roles.thenBlock());
+    NVVM::SetMaxRegisterOp::create(b, loc, producerRegisters(),
+                                   NVVM::SetMaxRegisterAction::decrease);
+    kb.ifThen(first, [&] {
+      loadQueries();
+      produceTiles();
+    });
+    b.setInsertionPointToStart(roles.elseBlock());
+    NVVM::SetMaxRegisterOp::create(b, loc, consumerRegisters(),
+                                   NVVM::SetMaxRegisterAction::increase);
+    consume(first);
+  }
+
+  /// The barriers (thread 0 initialises them): q's, and per stage the
+  /// keys' and the values' (full: the producing thread's arrive with the
+  /// bytes; with a producer warpgroup also free: every consumer thread's
+  /// arrive once its products read the stage).
+  void createBarriers(Value first) {
     auto oneBarrier =
         nvgpu::MBarrierGroupType::get(b.getContext(), em.workgroup(), 1);
     qBar = nvgpu::MBarrierCreateOp::create(b, loc, oneBarrier);
@@ -269,34 +333,72 @@ private:
       for (Value bars : {keyBars, valueBars})
         nvgpu::MBarrierInitOp::create(b, loc, bars, kb.idx(1), kb.idx(s),
                                       first);
-    for (Value arg : {tmQ, tmKV, tmLatent})
-      if (arg)
-        nvgpu::TmaPrefetchOp::create(b, loc, arg, first);
-    gpu::BarrierOp::create(b, loc);
-    kb.ifThen(first, [&] {
-      nvgpu::MBarrierArriveExpectTxOp::create(
-          b, loc, qBar, kb.idx(warpgroups * qBoxes * kBoxBytes), kb.idx(0),
-          Value());
-      for (int64_t g = 0; g < warpgroups; ++g)
-        for (int64_t i = 0; i < qBoxes; ++i)
-          nvgpu::TmaAsyncLoadOp::create(
-              b, loc, boxAt(qOffset(g * qBoxes + i), true, kRows), qBar, tmQ,
-              ValueRange{kb.idx(i * kBox), head,
-                         kb.addi(qStart, kb.idx(g * kRows))},
-              kb.idx(0), Value(), Value());
-      for (int64_t s = 0; s < em.stages; ++s)
-        kb.ifThen(kb.lti(kb.idx(s), keyTiles), [&] {
-          issueKeys(kb.idx(s), kb.idx(s));
-          issueValues(kb.idx(s), kb.idx(s));
-        });
-    });
+    if (!producer)
+      return;
+    keysFree = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    valuesFree = nvgpu::MBarrierCreateOp::create(b, loc, em.barrierType());
+    for (int64_t s = 0; s < em.stages; ++s)
+      for (Value bars : {keysFree, valuesFree})
+        nvgpu::MBarrierInitOp::create(
+            b, loc, bars, kb.idx(kThreads * warpgroups), kb.idx(s), first);
+  }
+
+  /// Thread 0's loads of every consumer warpgroup's 64 query rows.
+  void loadQueries() {
+    nvgpu::MBarrierArriveExpectTxOp::create(
+        b, loc, qBar, kb.idx(warpgroups * qBoxes * kBoxBytes), kb.idx(0),
+        Value());
+    for (int64_t g = 0; g < warpgroups; ++g)
+      for (int64_t i = 0; i < qBoxes; ++i)
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc, boxAt(qOffset(g * qBoxes + i), true, kRows), qBar, tmQ,
+            ValueRange{kb.idx(i * kBox), head,
+                       kb.addi(qStart, kb.idx(g * kRows))},
+            kb.idx(0), Value(), Value());
+  }
+
+  /// The producer's thread 0: every key tile's keys, then its values, each
+  /// into its stage once the consumers freed that stage's previous tile.
+  void produceTiles() {
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), keyTiles, kb.idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    Value stage = em.remuIdx(j, em.stages);
+    Value refill = kb.gei(j, kb.idx(em.stages));
+    Value previous = kb.subi(j, kb.idx(em.stages));
+    kb.ifThen(refill, [&] { em.waitStage(keysFree, previous, stage); });
+    issueKeys(stage, j);
+    kb.ifThen(refill, [&] { em.waitStage(valuesFree, previous, stage); });
+    issueValues(stage, j);
+  }
+
+  /// Registers per thread after `setmaxnreg`: the producer's few, and the
+  /// consumers' share of what the launch holds (65536 a block per SM over
+  /// its threads, multiples of 8): 40 and 232 with two consumer
+  /// warpgroups, 24 and 160 with three.
+  int32_t producerRegisters() const { return warpgroups >= 3 ? 24 : 40; }
+  int32_t consumerRegisters() const {
+    int64_t threads = kThreads * (warpgroups + 1);
+    int64_t perBlock = 65536 / std::max<int64_t>(1, e.config.getBlocksPerSm());
+    int64_t atLaunch = std::min<int64_t>(perBlock / threads / 8 * 8, 255);
+    int64_t freed = (atLaunch - producerRegisters()) * kThreads;
+    int64_t each = atLaunch + freed / (kThreads * warpgroups);
+    return int32_t(std::min<int64_t>(each / 8 * 8, 240));
+  }
+
+  /// The consumers: wait for q, the key tiles, the output.
+  void consume(Value first) {
     nvgpu::MBarrierTryWaitParityOp::create(b, loc, qBar, kb.boolean(false),
                                            kb.idx(10000000), kb.idx(0));
     // With two or more stages the next tile's keys are resident while this
     // tile's softmax runs: the pipelined schedule. One stage keeps the
-    // serial one (three blocks per SM overlap each other instead).
-    auto [acc, state] =
-        em.stages >= 2 ? pipelinedLoop(first) : serialLoop(first);
+    // serial one (three blocks per SM overlap each other instead). With a
+    // producer, two stages keep the serial loop (its warpgroups overlap
+    // each other, the producer loading ahead) and three or more pipeline.
+    bool pipelined = producer ? em.stages >= 3 : em.stages >= 2;
+    pingPong = kPingPong && producer && pipelined && warpgroups >= 2;
+    auto [acc, state] = pipelined ? pipelinedLoop(first) : serialLoop(first);
     epilogue(acc, state);
   }
 
@@ -508,8 +610,16 @@ private:
 
   /// Tile `tile`'s keys (or values) in `stage` are read by every warp
   /// (a block barrier); thread 0 (`first`) refills the stage with tile
-  /// tile + stages's, if there is one.
+  /// tile + stages's, if there is one. With a producer warpgroup, the
+  /// consumer's arrive on the stage's free barrier instead.
   void release(Value first, Value tile, Value stage, bool keys) {
+    if (producer) {
+      // The products that read the stage have completed (their wait came
+      // first): each consumer thread's arrive frees it for the producer.
+      (void)nvgpu::MBarrierArriveOp::create(
+          b, loc, keys ? keysFree : valuesFree, stage);
+      return;
+    }
     Value next = kb.addi(tile, kb.idx(em.stages));
     gpu::BarrierOp::create(b, loc);
     kb.ifThen(kb.andi(first, kb.lti(next, keyTiles)), [&] {
@@ -571,6 +681,9 @@ private:
   /// scores are done, its values once its P V is.
   std::pair<Value, RowState> pipelinedLoop(Value first) {
     Value zero = kb.idx(0);
+    if (pingPong)
+      kb.ifThen(kb.eqi(warpgroup, kb.idx(warpgroups - 1)),
+                [&] { turnBarrier(/*wait=*/false, kb.idx(0)); });
     sInit = zeroAccumulator(keys);
     em.waitStage(keyBars, zero, zero);
     Value s0 = scores(zero, sInit);
@@ -594,11 +707,15 @@ private:
       Value prev = kb.subi(j, kb.idx(1));
       Value prevStage = em.remuIdx(prev, em.stages);
       em.waitStage(keyBars, j, stage);
+      if (pingPong)
+        waitTurn();
       Value sPending = scores(stage, sInit, /*async=*/true);
       Value o = rescale(args[0], {args[kAlpha], args[kAlpha + 1]});
       em.waitStage(valueBars, prev, prevStage);
       Value oPending =
           accumulate(prevStage, o, args.slice(1, kRegs), /*async=*/true);
+      if (pingPong)
+        passTurn();
       Value s = waitFor(sPending, 1);
       release(first, j, stage, /*keys=*/true);
       auto [p, alpha] = softmax(s, j, st);
@@ -617,6 +734,28 @@ private:
     o = accumulate(lastStage, o, res.slice(1, kRegs));
     return {o, RowState{{res[kAlpha + 2], res[kAlpha + 3]},
                         {res[kAlpha + 4], res[kAlpha + 5]}}};
+  }
+
+  /// FlashAttention-3's ping-pong between the consumer warpgroups: each
+  /// issues a tile's products only on its turn, so that one warpgroup's
+  /// softmax runs while the next one's products hold the tensor cores.
+  /// Turn g is named barrier 1 + g over 256 threads: warpgroup g's wait
+  /// and warpgroup g - 1's arrive once it issued its own (the last
+  /// warpgroup's first arrive opens turn 0).
+  void waitTurn() { turnBarrier(/*wait=*/true, warpgroup); }
+  void passTurn() {
+    turnBarrier(/*wait=*/false,
+                em.remuIdx(kb.addi(warpgroup, kb.idx(1)), warpgroups));
+  }
+  void turnBarrier(bool wait, Value turn) {
+    Value id = arith::IndexCastOp::create(b, loc, b.getI32Type(),
+                                          kb.addi(turn, kb.idx(1)));
+    Value threads = arith::ConstantIntOp::create(b, loc, 2 * kThreads, 32);
+    if (wait)
+      NVVM::BarrierOp::create(b, loc, Type(), id, threads,
+                              NVVM::BarrierReductionAttr(), Value());
+    else
+      NVVM::BarrierArriveOp::create(b, loc, id, threads);
   }
 
   /// O / l (l summed over the quad), times sigmoid(gate), as pairs of the
@@ -673,6 +812,8 @@ private:
   Value unmaskedFrom, unmaskedTo;
   Value rowToken[2], rowFirstKey[2];
   Value smem, base, tmQ, tmKV, tmLatent, qBar, keyBars, valueBars, sInit;
+  Value keysFree, valuesFree;
+  bool producer = false, pingPong = false;
   SmallVector<Value> mapArgs;
 };
 

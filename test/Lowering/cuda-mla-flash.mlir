@@ -43,6 +43,31 @@
 // RUN: FileCheck %s --input-file=%t.k128.ptx --check-prefix=K128-PTX
 // RUN: %ptxas -v -arch=sm_90a %t.k128.ptx -o %t.k128.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
+// A producer warpgroup (FlashAttention-3's warp specialisation): 128
+// queries in two consumer warpgroups with two stages (serial consumers),
+// three (pipelined consumers), and 192 queries in three.
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=12,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.ws.mlir
+// RUN: FileCheck %s --input-file=%t.ws.mlir --check-prefix=WS
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.ws.mlir > %t.ws.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.ws.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.ws.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.ws.bin.mlir > %t.ws.ptx
+// RUN: FileCheck %s --input-file=%t.ws.ptx --check-prefix=WS-PTX
+// RUN: %ptxas -v -arch=sm_90a %t.ws.ptx -o %t.ws.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=12,mla_prefill_attention.stages=3,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.wsp.mlir
+// RUN: FileCheck %s --input-file=%t.wsp.mlir --check-prefix=WSP
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.wsp.mlir > %t.wsp.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.wsp.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.wsp.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.wsp.bin.mlir > %t.wsp.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.wsp.ptx -o %t.wsp.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=192x64,mla_prefill_attention.warps=16,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.ws3.mlir
+// RUN: FileCheck %s --input-file=%t.ws3.mlir --check-prefix=WS3
+// RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.ws3.mlir > %t.ws3.gpu.mlir
+// RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.ws3.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.ws3.bin.mlir
+// RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.ws3.bin.mlir > %t.ws3.ptx
+// RUN: %ptxas -v -arch=sm_90a %t.ws3.ptx -o %t.ws3.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=192x64,mla_prefill_attention.warps=12" 2>&1 | FileCheck %s --check-prefix=BADTILE
+// RUN: not k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=192x128,mla_prefill_attention.warps=16,mla_prefill_attention.blocks_per_sm=1" 2>&1 | FileCheck %s --check-prefix=BADTILE
+
 // CONFIG-LABEL: func.func @forward(
 // CONFIG: k3.mla_prefill_attention {{.*}}#k3.kernel_config<kernel = mla_flash_wgmma, tile = [64, 64], warps = 4, stages = 1, blocks_per_sm = 3>
 // CONFIG-LABEL: func.func @f32_inputs(
@@ -103,6 +128,41 @@
 // WG2: arith.divui %[[TID]], %c128
 // WG2-COUNT-6: nvgpu.tma.async.load %{{.*}} : <tensor = memref<64x1x64xbf16
 // WG2: scf.for
+// Warp-specialised: 384 threads; thread 0 of warpgroup 0 loads q and then
+// every key tile's keys and values, each after the stage's free barrier
+// (every consumer thread's arrive: 256) let it; the consumers wait for
+// the stages' full barriers and arrive on the free ones, no block barrier
+// after the roles split (setmaxnreg 40 and 232).
+// WS-LABEL: gpu.func @mla_prefill_attention_0(
+// WS-SAME: grid_divisor = 128, block = [384, 1, 1], dynamic_smem = 132096
+// WS: nvgpu.mbarrier.init %{{.*}}[%{{.*}}], %c256
+// WS: gpu.barrier
+// WS: scf.if
+// WS: nvvm.setmaxregister decrease 40
+// WS: scf.for
+// WS: nvgpu.mbarrier.try_wait.parity
+// WS: nvgpu.tma.async.load
+// WS: } else {
+// WS: nvvm.setmaxregister increase 232
+// WS-NOT: gpu.barrier
+// WS: scf.for
+// WS: nvgpu.mbarrier.arrive
+// WS: nvgpu.mbarrier.arrive
+// WS-NOT: gpu.barrier
+// WS: vector.store
+// WS-PTX: setmaxnreg.dec.sync.aligned.u32 40;
+// WS-PTX: setmaxnreg.inc.sync.aligned.u32 232;
+// WS-PTX: mbarrier.arrive.shared.b64
+// WSP-LABEL: gpu.func @mla_prefill_attention_0(
+// WSP-SAME: block = [384, 1, 1], dynamic_smem = 173056
+// WSP: nvvm.setmaxregister increase 232
+// WSP: k3gpu.warpgroup_mma_wait %{{.*}} {pending = 1 : i64}
+// WSP: nvgpu.mbarrier.arrive
+// WS3-LABEL: gpu.func @mla_prefill_attention_0(
+// WS3-SAME: grid_divisor = 192, block = [512, 1, 1], dynamic_smem = 156672
+// WS3: nvvm.setmaxregister decrease 24
+// WS3: nvvm.setmaxregister increase 160
+
 // BADTILE: error: 'k3.mla_prefill_attention' op mla_flash_wgmma has the tile [64 or 128 queries, 64 or 128 keys] with a warpgroup (4 warps) per 64 queries
 
 // H96-LABEL: gpu.func @mla_prefill_attention_0(
