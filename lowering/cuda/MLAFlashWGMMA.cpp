@@ -47,7 +47,10 @@
 //   once the products that read them completed), so the consumer
 //   warpgroups (128 or 192 queries) never meet at a block barrier. The
 //   roles resize their registers with setmaxnreg. Two stages keep each
-//   consumer's serial loop; three or more its intra-warpgroup pipeline.
+//   consumer's serial loop; three or more its intra-warpgroup pipeline,
+//   and the consumers take turns to issue their products (ping-pong
+//   through named barriers: one warpgroup's softmax while the next one's
+//   products hold the tensor cores).
 // - Varlen without padding: a query tile is 64 (or 128) consecutive packed
 //   tokens, which may span sequences; its key tiles run from the first
 //   row's sequence start to its last row, and the mask keeps each row to
@@ -80,17 +83,12 @@
 #include <algorithm>
 #include <cmath>
 
-#ifndef K3_MLA_PING_PONG
-#define K3_MLA_PING_PONG 0
-#endif
-
 using namespace mlir;
 using namespace mlir::k3;
 
 namespace {
 
 constexpr int64_t kRows = 64, kBox = 64, kThreads = 128;
-constexpr bool kPingPong = K3_MLA_PING_PONG;
 /// From T tokens on, where T x H reaches kHeadMajorFromTokenHeads (T at
 /// most kHeadMajorFromTokens), blocks go head by head (a head's query
 /// tiles side by side), so that the few heads in flight keep their keys
@@ -397,7 +395,7 @@ private:
     // producer, two stages keep the serial loop (its warpgroups overlap
     // each other, the producer loading ahead) and three or more pipeline.
     bool pipelined = producer ? em.stages >= 3 : em.stages >= 2;
-    pingPong = kPingPong && producer && pipelined && warpgroups >= 2;
+    pingPong = producer && pipelined && warpgroups >= 2;
     auto [acc, state] = pipelined ? pipelinedLoop(first) : serialLoop(first);
     epilogue(acc, state);
   }

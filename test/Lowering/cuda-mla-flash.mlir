@@ -45,7 +45,7 @@
 
 // A producer warpgroup (FlashAttention-3's warp specialisation): 128
 // queries in two consumer warpgroups with two stages (serial consumers),
-// three (pipelined consumers), and 192 queries in three.
+// three (pipelined consumers taking turns), and 192 queries in three.
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=12,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.ws.mlir
 // RUN: FileCheck %s --input-file=%t.ws.mlir --check-prefix=WS
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.ws.mlir > %t.ws.gpu.mlir
@@ -58,6 +58,7 @@
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.wsp.mlir > %t.wsp.gpu.mlir
 // RUN: %python -c 'import os,subprocess,sys; e=dict(os.environ, CUDA_HOME=os.path.dirname(os.path.dirname(os.path.realpath(sys.argv[1])))); sys.exit(subprocess.call(sys.argv[2:], env=e))' %ptxas k3-opt %t.wsp.gpu.mlir --pass-pipeline='builtin.module(gpu.module(expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-k3gpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1},convert-nvvm-to-llvm,canonicalize,cse,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})' -o %t.wsp.bin.mlir
 // RUN: %python -c 'import re,sys; s=open(sys.argv[1]).read(); q=chr(34); a=s.split("assembly = "+q,1)[1].split(q,1)[0]; sys.stdout.write(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1),16)), a))' %t.wsp.bin.mlir > %t.wsp.ptx
+// RUN: FileCheck %s --input-file=%t.wsp.ptx --check-prefix=WSP-PTX
 // RUN: %ptxas -v -arch=sm_90a %t.wsp.ptx -o %t.wsp.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=192x64,mla_prefill_attention.warps=16,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.ws3.mlir
 // RUN: FileCheck %s --input-file=%t.ws3.mlir --check-prefix=WS3
@@ -153,11 +154,24 @@
 // WS-PTX: setmaxnreg.dec.sync.aligned.u32 40;
 // WS-PTX: setmaxnreg.inc.sync.aligned.u32 232;
 // WS-PTX: mbarrier.arrive.shared.b64
+// Three stages: the pipelined consumers take turns (FlashAttention-3's
+// ping-pong): the last warpgroup opens turn 0 (named barrier 1), and in
+// the loop each waits for its turn before its products and passes it on
+// after issuing them (256 threads: its own and the other's).
 // WSP-LABEL: gpu.func @mla_prefill_attention_0(
 // WSP-SAME: block = [384, 1, 1], dynamic_smem = 173056
 // WSP: nvvm.setmaxregister increase 232
+// WSP: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
+// WSP: scf.for
+// WSP: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// WSP: k3gpu.warpgroup_mma_chain{{.*}} {async, overwrite} :
+// WSP: k3gpu.warpgroup_mma_chain{{.*}} registers({{.*}}) {async, transposeB} :
+// WSP: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
 // WSP: k3gpu.warpgroup_mma_wait %{{.*}} {pending = 1 : i64}
 // WSP: nvgpu.mbarrier.arrive
+// WSP-PTX: bar.arrive 1, 256;
+// WSP-PTX: bar.sync {{.*}}, 256;
+// WSP-PTX: bar.arrive {{.*}}, 256;
 // WS3-LABEL: gpu.func @mla_prefill_attention_0(
 // WS3-SAME: grid_divisor = 192, block = [512, 1, 1], dynamic_smem = 156672
 // WS3: nvvm.setmaxregister decrease 24
