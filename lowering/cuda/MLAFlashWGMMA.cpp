@@ -71,6 +71,7 @@
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/MMA.h"
 #include "lowering/cuda/WGMMA.h"
+#include "lowering/cuda/WGMMAPipeline.h"
 #include "lowering/kernels/Kernels.h"
 #include "lowering/kernels/Operands.h"
 
@@ -371,18 +372,16 @@ private:
     issueValues(stage, j);
   }
 
-  /// Registers per thread after `setmaxnreg`: the producer's few, and the
-  /// consumers' share of what the launch holds (65536 a block per SM over
-  /// its threads, multiples of 8): 40 and 232 with two consumer
-  /// warpgroups, 24 and 160 with three.
-  int32_t producerRegisters() const { return warpgroups >= 3 ? 24 : 40; }
+  /// Registers per thread after `setmaxnreg`: the producer's few (24 with
+  /// three consumer warpgroups, whose 160 leave no more), and the
+  /// consumers' share of what the launch holds: 40 and 232 with two
+  /// consumer warpgroups, 24 and 160 with three.
+  int32_t producerRegisters() const {
+    return warpgroups >= 3 ? 24 : kProducerRegisters;
+  }
   int32_t consumerRegisters() const {
-    int64_t threads = kThreads * (warpgroups + 1);
-    int64_t perBlock = 65536 / std::max<int64_t>(1, e.config.getBlocksPerSm());
-    int64_t atLaunch = std::min<int64_t>(perBlock / threads / 8 * 8, 255);
-    int64_t freed = (atLaunch - producerRegisters()) * kThreads;
-    int64_t each = atLaunch + freed / (kThreads * warpgroups);
-    return int32_t(std::min<int64_t>(each / 8 * 8, 240));
+    return consumerRegistersAfter(producerRegisters(), warpgroups,
+                                  e.config.getBlocksPerSm());
   }
 
   /// The consumers: wait for q, the key tiles, the output.
@@ -748,12 +747,7 @@ private:
   void turnBarrier(bool wait, Value turn) {
     Value id = arith::IndexCastOp::create(b, loc, b.getI32Type(),
                                           kb.addi(turn, kb.idx(1)));
-    Value threads = arith::ConstantIntOp::create(b, loc, 2 * kThreads, 32);
-    if (wait)
-      NVVM::BarrierOp::create(b, loc, Type(), id, threads,
-                              NVVM::BarrierReductionAttr(), Value());
-    else
-      NVVM::BarrierArriveOp::create(b, loc, id, threads);
+    em.namedBarrier(id, 2 * kThreads, wait);
   }
 
   /// O / l (l summed over the quad), times sigmoid(gate), as pairs of the

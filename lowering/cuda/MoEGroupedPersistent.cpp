@@ -506,10 +506,7 @@ void GroupedKernel::epilogueFromRegisters(const AccumulatorFragment &f,
 }
 
 void GroupedKernel::namedBarrier(int32_t id, int64_t threads) {
-  NVVM::BarrierOp::create(b, loc, Type(),
-                          arith::ConstantIntOp::create(b, loc, id, 32),
-                          arith::ConstantIntOp::create(b, loc, threads, 32),
-                          NVVM::BarrierReductionAttr(), Value());
+  em.namedBarrier(arith::ConstantIntOp::create(b, loc, id, 32), threads);
 }
 
 } // namespace mlir::k3::grouped_wgmma

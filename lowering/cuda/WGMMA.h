@@ -47,6 +47,17 @@ struct WGMMAEmitter {
   Value remuIdx(Value a, int64_t c) {
     return arith::RemUIOp::create(b, loc, a, idx(c));
   }
+  /// Named barrier `id` (an i32) over `threads` threads of the block:
+  /// `bar.sync` when `wait`, else `bar.arrive` (a producer or a
+  /// warpgroup that hands a turn on without waiting for it).
+  void namedBarrier(Value id, int64_t threads, bool wait = true) {
+    Value count = arith::ConstantIntOp::create(b, loc, threads, 32);
+    if (wait)
+      NVVM::BarrierOp::create(b, loc, Type(), id, count,
+                              NVVM::BarrierReductionAttr(), Value());
+    else
+      NVVM::BarrierArriveOp::create(b, loc, id, count);
+  }
 
   MemRefType tileType(ArrayRef<int64_t> shape, Type elem) {
     return MemRefType::get(shape, elem, MemRefLayoutAttrInterface{},

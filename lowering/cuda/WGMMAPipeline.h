@@ -62,6 +62,26 @@ constexpr int32_t kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int32_t kCopyingProducerRegisters = 56,
                   kCopyingConsumerRegisters = 224;
 
+/// Registers per consumer thread once a producer warpgroup shrank to
+/// `producerRegisters`: each consumer warpgroup's share of what the launch
+/// holds (65536 registers an SM over the blocks on it and their threads, in
+/// multiples of 8, at most 255 at launch and 240 after).
+constexpr int32_t consumerRegistersAfter(int32_t producerRegisters,
+                                         int64_t consumerWarpgroups,
+                                         int64_t blocksPerSm) {
+  int64_t threads = 128 * (consumerWarpgroups + 1);
+  int64_t perBlock = 65536 / (blocksPerSm < 1 ? 1 : blocksPerSm);
+  int64_t atLaunch = perBlock / threads / 8 * 8;
+  atLaunch = atLaunch < 255 ? atLaunch : 255;
+  int64_t freed = (atLaunch - producerRegisters) * 128;
+  int64_t each = (atLaunch + freed / (128 * consumerWarpgroups)) / 8 * 8;
+  return int32_t(each < 240 ? each : 240);
+}
+static_assert(consumerRegistersAfter(kProducerRegisters, 2, 1) ==
+              kConsumerRegisters);
+static_assert(consumerRegistersAfter(kCopyingProducerRegisters, 2, 1) ==
+              kCopyingConsumerRegisters);
+
 class WGMMAPipeline {
 public:
   /// Loads of k-step `kt` into `stage` (called in the producer's thread 0,
