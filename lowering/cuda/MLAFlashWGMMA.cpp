@@ -46,11 +46,11 @@
 //   for the keys and one for the values, every consumer thread's arrive
 //   once the products that read them completed), so the consumer
 //   warpgroups (128 or 192 queries) never meet at a block barrier. The
-//   roles resize their registers with setmaxnreg. Two stages keep each
-//   consumer's serial loop; three or more its intra-warpgroup pipeline,
-//   and the consumers take turns to issue their products (ping-pong
-//   through named barriers: one warpgroup's softmax while the next one's
-//   products hold the tensor cores).
+//   roles resize their registers with setmaxnreg. With two consumer
+//   warpgroups each runs the intra-warpgroup pipeline and they take turns
+//   to issue their products (ping-pong through named barriers: one
+//   warpgroup's softmax while the next one's products hold the tensor
+//   cores); three (192 queries) keep the serial loop.
 // - Varlen without padding: a query tile is 64 (or 128) consecutive packed
 //   tokens, which may span sequences; its key tiles run from the first
 //   row's sequence start to its last row, and the mask keeps each row to
@@ -390,10 +390,11 @@ private:
                                            kb.idx(10000000), kb.idx(0));
     // With two or more stages the next tile's keys are resident while this
     // tile's softmax runs: the pipelined schedule. One stage keeps the
-    // serial one (three blocks per SM overlap each other instead). With a
-    // producer, two stages keep the serial loop (its warpgroups overlap
-    // each other, the producer loading ahead) and three or more pipeline.
-    bool pipelined = producer ? em.stages >= 3 : em.stages >= 2;
+    // serial one (three blocks per SM overlap each other instead). The
+    // keys and the values are freed apart, so two stages suffice with a
+    // producer too. Three consumer warpgroups keep the serial loop: at 160
+    // registers the pipeline's second accumulator and P spill.
+    bool pipelined = em.stages >= 2 && !(producer && warpgroups >= 3);
     pingPong = producer && pipelined && warpgroups >= 2;
     auto [acc, state] = pipelined ? pipelinedLoop(first) : serialLoop(first);
     epilogue(acc, state);

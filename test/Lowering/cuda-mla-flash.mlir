@@ -44,8 +44,8 @@
 // RUN: %ptxas -v -arch=sm_90a %t.k128.ptx -o %t.k128.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // A producer warpgroup (FlashAttention-3's warp specialisation): 128
-// queries in two consumer warpgroups with two stages (serial consumers),
-// three (pipelined consumers taking turns), and 192 queries in three.
+// queries in two consumer warpgroups (pipelined, taking turns) with two
+// stages and with three, and 192 queries in three (serial consumers).
 // RUN: k3-opt %s --k3-select-kernel-config="target=cuda override=mla_prefill_attention.tile=128x64,mla_prefill_attention.warps=12,mla_prefill_attention.stages=2,mla_prefill_attention.blocks_per_sm=1" --k3-outline-kernels -o %t.ws.mlir
 // RUN: FileCheck %s --input-file=%t.ws.mlir --check-prefix=WS
 // RUN: sed -e '0,/gpu.module/{/gpu.module/!d;s/^/module attributes {gpu.container_module} {\n/}' %t.ws.mlir > %t.ws.gpu.mlir
@@ -146,7 +146,9 @@
 // WS: } else {
 // WS: nvvm.setmaxregister increase 232
 // WS-NOT: gpu.barrier
+// WS: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
 // WS: scf.for
+// WS: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // WS: nvgpu.mbarrier.arrive
 // WS: nvgpu.mbarrier.arrive
 // WS-NOT: gpu.barrier
