@@ -1370,6 +1370,36 @@ LogicalResult verifyMLAFlash(MLAPrefillAttentionOp op, KernelConfigAttr c,
   return success();
 }
 
+/// Tokens one sequence must be able to hold (max tokens / max sequences)
+/// for the producer tile to be the default.
+constexpr int64_t kMLAProducerSequenceRows = 8192;
+
+/// The default of mla_flash_wgmma. Where one sequence can be long, a
+/// producer warpgroup and two consumer warpgroups on 128 queries with key
+/// tiles of 128, two stages (FlashAttention-3's form): at B1 T8192 on an
+/// H100, 1.169 ms at Kimi's dims against 1.343 for the form below, and
+/// 3.678 against 4.763 with K3's 96 heads (bench/results/
+/// mla-prefill-pk-nvidia-h100-80gb-hbm3-20261207T160950Z.json). It loses
+/// on short sequences (8 x 1024 packed: 0.375 against 0.309 ms;
+/// ...-pk-short-...-20261207T161128Z.json), where one block an SM leaves
+/// each block's start and end bare. There, and where the bounds are
+/// unknown: one key/value stage (73 KiB with Kimi's dims) and three blocks
+/// per SM, one block's softmax and loads beside the others' products (two
+/// stages, 113 KiB, left room for one block per SM only: 239 TFLOP/s at
+/// Kimi's B1 T8192 against 396, mla-prefill-tuning-nvidia-h200-
+/// 20261202T061207Z.json).
+KernelConfigAttr defaultMLAFlashConfig(MLAPrefillAttentionOp op,
+                                       GPUTargetAttr target, int64_t maxRows,
+                                       int64_t maxSeqs) {
+  MLIRContext *ctx = op->getContext();
+  bool longSequences = maxRows > 0 && maxSeqs > 0 &&
+                       maxRows / maxSeqs >= kMLAProducerSequenceRows;
+  if (longSequences &&
+      mlaFlashSharedBytes(op, 2, 128, 128) <= target.getSmemPerBlock())
+    return config(ctx, KernelKind::mla_flash_wgmma, {128, 128}, 12, 2, 1);
+  return config(ctx, KernelKind::mla_flash_wgmma, {64, 64}, 4, 1, 3);
+}
+
 /// Whether `columnTiles` [128, 256] output tiles per 128 rows, at
 /// `maxRows` rows (at least kSharedEpilogueMinRows: the measured range),
 /// keep the SMs' last wave at least 80 % busy on the persistent
@@ -1521,7 +1551,7 @@ bool groupedGateUpPrefersPersistent(MoEGroupedGLUOp op, int64_t maxRows) {
 /// The default parameters of kernel `kind` for `op` (which it applies to).
 KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
                               GPUTargetAttr target, bool decode,
-                              int64_t maxRows) {
+                              int64_t maxRows, int64_t maxSeqs) {
   MLIRContext *ctx = op->getContext();
   switch (kind) {
   case KernelKind::loop_nest:
@@ -1711,12 +1741,8 @@ KernelConfigAttr configOfKind(Operation *op, KernelKind kind,
     return config(ctx, kind, {16}, 8);
   }
   case KernelKind::mla_flash_wgmma:
-    // One key/value stage (73 KiB with Kimi's dims) and three blocks per
-    // SM: one block's softmax and loads beside the others' products. Two
-    // stages (113 KiB) left room for one block per SM only: 239 TFLOP/s at
-    // Kimi's B1 T8192 against 396 (bench/results/
-    // mla-prefill-tuning-nvidia-h200-20261202T061207Z.json).
-    return config(ctx, kind, {64, 64}, 4, 1, 3);
+    return defaultMLAFlashConfig(cast<MLAPrefillAttentionOp>(op), target,
+                                 maxRows, maxSeqs);
   }
   llvm_unreachable("kernel kind");
 }
@@ -1886,9 +1912,10 @@ bool mlir::k3::kernelApplies(Operation *op, KernelKind kind, Attribute target) {
 
 KernelConfigAttr mlir::k3::kernelConfigOfKind(Operation *op, KernelKind kind,
                                               Attribute target, bool decode,
-                                              int64_t maxRows) {
+                                              int64_t maxRows,
+                                              int64_t maxSeqs) {
   if (auto gpu = dyn_cast<GPUTargetAttr>(target))
-    return configOfKind(op, kind, gpu, decode, maxRows);
+    return configOfKind(op, kind, gpu, decode, maxRows, maxSeqs);
   return config(op->getContext(), KernelKind::loop_nest, {}, 0);
 }
 
@@ -2038,9 +2065,10 @@ int64_t mlir::k3::kdaMMAChainStageBytes(int64_t kDim, int64_t warps) {
 }
 
 KernelConfigAttr mlir::k3::defaultKernelConfig(Operation *op, Attribute target,
-                                               bool decode, int64_t maxRows) {
+                                               bool decode, int64_t maxRows,
+                                               int64_t maxSeqs) {
   return kernelConfigOfKind(op, defaultKind(op, decode), target, decode,
-                            maxRows);
+                            maxRows, maxSeqs);
 }
 
 /// `raster` orders the output tiles of the GEMMs over a dense grid of

@@ -24,9 +24,11 @@ bool needsKernel(Operation *op);
 /// The default configuration of `op` on `target` (#k3.cpu_target or
 /// #k3.gpu_target); `decode` when `op` is in a decode entry (one token per
 /// sequence); `maxRows`: the most rows (tokens) of one call of its entry,
-/// 0 where unknown.
+/// 0 where unknown; `maxSeqs`: the most sequences of a call, 0 where
+/// unknown (with `maxRows`, how long one sequence can be).
 KernelConfigAttr defaultKernelConfig(Operation *op, Attribute target,
-                                     bool decode, int64_t maxRows = 0);
+                                     bool decode, int64_t maxRows = 0,
+                                     int64_t maxSeqs = 0);
 
 /// Whether kernel `kind` covers `op` (its shapes and types) on `target`.
 bool kernelApplies(Operation *op, KernelKind kind, Attribute target);
@@ -34,7 +36,7 @@ bool kernelApplies(Operation *op, KernelKind kind, Attribute target);
 /// The default parameters of kernel `kind` for `op`, which it covers.
 KernelConfigAttr kernelConfigOfKind(Operation *op, KernelKind kind,
                                     Attribute target, bool decode,
-                                    int64_t maxRows = 0);
+                                    int64_t maxRows = 0, int64_t maxSeqs = 0);
 
 /// A diagnostic at `op` when `config` cannot lower it on `target`.
 LogicalResult verifyKernelConfig(Operation *op, KernelConfigAttr config,

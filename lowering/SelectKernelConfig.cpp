@@ -139,13 +139,14 @@ bool onSequenceRows(Operation *op, const SymbolicShapes &shapes) {
 /// whose ops the kernel may not cover).
 FailureOr<KernelConfigAttr> overrideKernel(Operation *op, KernelConfigAttr c,
                                            const Override &o, Attribute target,
-                                           bool decode, int64_t maxRows) {
+                                           bool decode, int64_t maxRows,
+                                           int64_t maxSeqs) {
   std::optional<KernelKind> k = symbolizeKernelKind(o.value);
   if (!k)
     return op->emitError() << "unknown kernel '" << o.value << "'";
   if (!kernelApplies(op, *k, target))
     return c;
-  return kernelConfigOfKind(op, *k, target, decode, maxRows);
+  return kernelConfigOfKind(op, *k, target, decode, maxRows, maxSeqs);
 }
 
 /// `c` with one parameter other than the kernel changed.
@@ -254,7 +255,7 @@ struct K3SelectKernelConfigPass
         int64_t maxRows = decode ? maxSeqs : maxTokens;
         KernelConfigAttr c = configs.getAttr(op);
         if (!c)
-          c = defaultKernelConfig(op, *target, decode, maxRows);
+          c = defaultKernelConfig(op, *target, decode, maxRows, maxSeqs);
         for (const Override &o : opOverrides) {
           // An op name, or the kind of kernel the op has so far (the same
           // op kind takes other kernels in prefill and in a decode step);
@@ -268,7 +269,7 @@ struct K3SelectKernelConfigPass
             continue;
           FailureOr<KernelConfigAttr> changed =
               o.param == "kernel"
-                  ? overrideKernel(op, c, o, *target, decode, maxRows)
+                  ? overrideKernel(op, c, o, *target, decode, maxRows, maxSeqs)
                   : overrideParam(op, c, o);
           if (failed(changed))
             return WalkResult::interrupt();
