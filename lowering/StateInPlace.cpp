@@ -119,3 +119,11 @@ StateWriteOp mlir::k3::stateWrittenInPlace(OpResult result) {
 bool mlir::k3::updatesStateInPlace(Operation *op) {
   return K3Dialect::StateInPlaceAttrHelper(op->getContext()).isAttrPresent(op);
 }
+
+bool mlir::k3::isUnreadState(OpResult result) {
+  return result.use_empty() && stateOperandOf(result);
+}
+
+bool mlir::k3::leavesStateUnwritten(Operation *op) {
+  return K3Dialect::UnreadStateAttrHelper(op->getContext()).isAttrPresent(op);
+}

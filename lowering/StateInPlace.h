@@ -32,6 +32,14 @@ StateWriteOp stateWrittenInPlace(OpResult result);
 /// skips copying the old contents).
 bool updatesStateInPlace(Operation *op);
 
+/// Whether `result` is an updated state (a result that could take its
+/// state operand's buffer, by the rules above) that nothing reads.
+bool isUnreadState(OpResult result);
+
+/// Whether `op` was marked k3.unread_state (isUnreadState): its GPU kernel
+/// then writes none of the updated state, neither the old rows nor the new.
+bool leavesStateUnwritten(Operation *op);
+
 } // namespace mlir::k3
 
 #endif // K3_LOWERING_STATEINPLACE_H

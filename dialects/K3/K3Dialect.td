@@ -74,6 +74,10 @@ def K3_Dialect : Dialect {
     // it reads takes that state's buffer for it (no copy launch); its
     // kernel updates the state in place (skips copying the old contents).
     "::mlir::UnitAttr":$state_in_place,
+    // k3-outline-kernels: an op whose updated state nothing reads (the last
+    // tokens' latent attention, whose cache the append before it updates,
+    // passes/LastTokenRows.cpp); its GPU kernel writes none of that result.
+    "::mlir::UnitAttr":$unread_state,
     // The launch of a GPU kernel (kernel patterns, GPU distribution).
     "::mlir::k3::LaunchShapeAttr":$launch_shape,
     // The TMA tensor maps a GPU kernel takes after its sizes

@@ -37,6 +37,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
+#include "lowering/StateInPlace.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/CachedRowsCopy.h"
 #include "lowering/cuda/MMA.h"
@@ -89,7 +90,8 @@ public:
     std::tie(start, seq) =
         cu ? emitSequenceOf(kb, cu.full, t) : std::pair{kb.idx(0), kb.idx(0)};
     oldLen = cache ? kb.loadIndex(lens.full, {seq}) : kb.idx(0);
-    if (cache)
+    // An unread cache (StateInPlace.h) is written not at all.
+    if (cache && !leavesStateUnwritten(op))
       updateCache(bid);
     Value count = kb.addi(kb.subi(t, start), kb.idx(1));
     if (cache)

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/KernelPatterns.h"
+#include "lowering/StateInPlace.h"
 #include "lowering/cuda/CUDAKernels.h"
 #include "lowering/cuda/CachedRowsCopy.h"
 #include "lowering/cuda/LatentSplitPlan.h"
@@ -88,7 +89,10 @@ public:
   /// old rows).
   void combine() {
     blockIds();
-    copyOldRows();
+    // An unread cache (the last tokens' attention after a prefill's
+    // append, StateInPlace.h) is written not at all.
+    if (!leavesStateUnwritten(op))
+      copyOldRows();
     kb.ifThen(kb.lti(t0, tokens), [&] {
       Value smem = em.dynamicSharedMemory();
       Value ctx =
@@ -318,7 +322,8 @@ private:
         vals.push_back(kb.mul(sum[4 * k + e], inv));
       em.storeVector(vals, ctx, {u, channelQuad(k)});
     }
-    appendRow(t, start, seq, oldLen);
+    if (!leavesStateUnwritten(op))
+      appendRow(t, start, seq, oldLen);
   }
 
   /// The head-0 block of token t writes its latent at row oldLen + t -

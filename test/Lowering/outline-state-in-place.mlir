@@ -79,6 +79,10 @@ func.func @forward_decode(%x: tensor<?x64xbf16> {k3.name = "x", k3.dims = array<
 // CHECK-NOT:     @copy_
 // CHECK:         k3.state.write "last_cache", %[[ALL]]
 // CHECK:         return
+// The attention's own cache result goes unread: the op is marked
+// k3.unread_state, and its kernel writes none of that result (no copy of
+// the cache's old rows into a buffer nothing reads).
+// CHECK:         gpu.func @latent_attention_{{[0-9]+}}({{.*}}k3.unread_state
 
 // CPU-LABEL: func.func @forward(
 // CPU-NOT:     @copy_
