@@ -30,7 +30,10 @@ Rows per (config, T):
 Both are checked on sampled tokens (all up to 256, else 256 spread over T
 including the first and last) against float64 with h rounded to bf16 where
 both store it; bound 2^-8 normwise (the bf16 output's own rounding).
-The transformers MoE block is not measured here.
+* ``transformers`` / ``KimiLinearExperts``: transformers' experts block on
+  the same tensors, its eager loop and its grouped_mm path
+  (bench/moe_transformers.py; Kimi only: it takes the fused gate/up
+  operand, which K3's experts leave no room for).
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 import protocol  # noqa: E402
+import moe_transformers  # noqa: E402
 
 OUT = ROOT / "out" / "moe"
 K3OPT = Path(os.environ.get("K3_BIN_DIR", ROOT / "build" / "bin")) / "k3-opt"
@@ -327,6 +331,8 @@ def anchors(res, name, c, weights, w13t, shape, gateup_flop, flop):
     res.guard(whole, case=name, impl="torch", variant=variant, shape=shape)
     if w13t is None:
         return
+    # transformers' experts block on the same fused gate/up operand.
+    moe_transformers.rows(res, name, c, w13t.transpose(-2, -1), weights[2], shape, flop)
     flat = idx.flatten().long()
     xs = x[torch.argsort(flat, stable=True) // k]
     offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
