@@ -36,8 +36,11 @@ bool updatesStateInPlace(Operation *op);
 /// state operand's buffer, by the rules above) that nothing reads.
 bool isUnreadState(OpResult result);
 
-/// Whether `op` was marked k3.unread_state (isUnreadState): its GPU kernel
-/// then writes none of the updated state, neither the old rows nor the new.
+/// Whether `op` was marked k3.unread_state (isUnreadState). Only the GPU
+/// latent-attention kernels (LatentAttentionSplit, LatentAttentionRows)
+/// act on the mark: they then write none of the updated cache, neither the
+/// old rows nor the new. Other kernels, and every CPU loop nest, still write
+/// their state in full.
 bool leavesStateUnwritten(Operation *op);
 
 } // namespace mlir::k3
