@@ -73,6 +73,16 @@ VARIANTS = {
     "moe_grouped_tall": ("moe-tile-rows=384",
                          "moe_grouped_wgmma 384x128 persistent (tall tiles), 3 stages, "
                          "counter, both GEMMs"),
+    # Both GEMMs on the one-warpgroup tile with the rows as wgmma's N in
+    # steps of 8 (tile [128, 128, 64, 8], MoEGroupedKernel.h): segments of
+    # about T/4 rows end in tiles of every size, each a branch of its own
+    # (T = 5: N = 8; T = 200: N = 8 to 64; T = 1000: 128 and a tail).
+    "moe_grouped_rows_as_n": ("kernel-config=moe_grouped_wgmma.tile=128x128x64x8,"
+                              "moe_grouped_wgmma.warps=4,moe_grouped_wgmma.stages=2,"
+                              "moe_grouped_wgmma.blocks_per_sm=3,"
+                              "moe_grouped_wgmma.scheduler=strided,moe_grouped_wgmma.cluster=0",
+                              "moe_grouped_wgmma 128x128, one warpgroup, rows as wgmma's N "
+                              "in steps of 8"),
     # Down GEMM blocks in cluster pairs sharing the rows by TMA multicast
     # (D 512: two pairs of 128-column tiles).
     "moe_grouped_cluster2": ("kernel-config=moe_grouped_down.cluster=2,"

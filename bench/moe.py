@@ -121,7 +121,16 @@ TRIAL_VARIANTS = {
     "tall": "moe-tile-rows=384",
     # The down GEMM alone prefetching (the gate/up GEMM's default producer
     # already runs 4 stages ahead).
-    "down-prefetch4": "kernel-config=moe_grouped_down.prefetch=4"}
+    "down-prefetch4": "kernel-config=moe_grouped_down.prefetch=4",
+    # Both grouped GEMMs on the one-warpgroup tile with a tile's rows as
+    # wgmma's N in steps of 8 (tile [128, 128, 64, 8], MoEGroupedKernel.h):
+    # an expert's last tile computes its rows rounded up to 8, not to 64.
+    "rows-as-n8": "kernel-config=" + ",".join(
+        f"moe_grouped_wgmma.{k}" for k in ("tile=128x128x64x8", "warps=4", "stages=2",
+                                           "blocks_per_sm=3", "scheduler=strided",
+                                           "cluster=0")),
+    # The down GEMM alone so (the gate/up GEMM keeps its default schedule).
+    "down-rows-as-n8": "kernel-config=moe_grouped_down@prefill.tile=128x128x64x8"}
 if os.environ.get("K3_MOE_VARIANTS"):
     VARIANTS = {k: v for k, v in {**VARIANTS, **TRIAL_VARIANTS}.items()
                 if k in os.environ["K3_MOE_VARIANTS"].split(",")}

@@ -1244,6 +1244,26 @@ bool groupedWGMMAApplies(Operation *op) {
   return false;
 }
 
+/// The one-warpgroup tile [128, 128, 64, S] of the grouped MoE GEMMs,
+/// whose products take a tile's rows as wgmma's N in steps of S
+/// (MoEGroupedKernel.h): 8, 16 or 32 (the N of a bf16 wgmma is a multiple
+/// of 8; 64 is the halves' step); bf16 weights by TMA, one block a tile.
+static LogicalResult verifyRowsAsN(Operation *op, KernelConfigAttr c,
+                                   StringRef kind) {
+  int64_t step = c.getTile()[3];
+  if (step != 8 && step != 16 && step != 32)
+    return op->emitOpError()
+           << kind << " tile [128, 128, 64, S] takes the rows as wgmma's N "
+           << "in steps of S = 8, 16 or 32, got " << step;
+  if (c.getKernel() != KernelKind::moe_grouped_wgmma || hasMXFP4Weights(op) ||
+      c.getCluster() > 1)
+    return op->emitOpError()
+           << kind << " tile [128, 128, 64, " << step
+           << "] (rows as wgmma's N) applies to k3.moe_grouped_glu and "
+              "k3.moe_grouped_down with bf16 weights and no cluster";
+  return success();
+}
+
 LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
                                  GPUTargetAttr target) {
   StringRef kind = stringifyKernelKind(c.getKernel());
@@ -1260,15 +1280,23 @@ LogicalResult verifyGroupedWGMMA(Operation *op, KernelConfigAttr c,
   // consumer warpgroups (MoEGroupedWGMMA.cpp, MoEGroupedPersistent.cpp,
   // WGMMAPipeline.h).
   ArrayRef<int64_t> tile = c.getTile();
-  bool narrow = tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4;
+  // [128, 128, 64, S]: the one-warpgroup tile, its rows as wgmma's N.
+  bool rowsAsN = tile.size() == 4 &&
+                 tile.take_front(3) == ArrayRef<int64_t>{128, 128, 64} &&
+                 c.getWarps() == 4;
+  if (rowsAsN && failed(verifyRowsAsN(op, c, kind)))
+    return failure();
+  bool narrow =
+      (tile == ArrayRef<int64_t>{128, 128, 64} && c.getWarps() == 4) || rowsAsN;
   bool wide = tile == ArrayRef<int64_t>{128, 256, 64} && c.getWarps() == 12;
   bool tall = tile == ArrayRef<int64_t>{kTallGroupedTileRows, 128, 64} &&
               c.getWarps() == 12;
   if (!narrow && !wide && !tall)
     return op->emitOpError() << kind
-                             << " has the tile [128, 128, 64] with one "
-                                "warpgroup (4 warps), or [128, 256, 64] or "
-                                "[384, 128, 64] with three (12 warps)";
+                             << " has the tile [128, 128, 64] or [128, "
+                                "128, 64, S] with one warpgroup (4 warps), "
+                                "or [128, 256, 64] or [384, 128, 64] with "
+                                "three (12 warps)";
   if (failed(verifyGroupedTileRows(op, kind, tile[0], tall)))
     return failure();
   if (c.getStages() < 2 || c.getStages() > 6)

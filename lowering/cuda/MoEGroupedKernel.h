@@ -52,6 +52,18 @@
 //   the epilogue writes act(gate, up) as bf16 h.
 // - Down: the epilogue writes each row times its routing weight, in the
 //   rows' type (f32, or bf16 under the bf16 policy).
+// - Rows as wgmma's N (the one-warpgroup tile [128, 128, 64, S], S = 8, 16
+//   or 32): a tile's products cover its rows in steps of S instead of
+//   64-row halves. An expert's last tile often holds a few rows (K3's
+//   segments at T = 8192, top-16 of 896, average 146: a tile of 128 and
+//   one of 18, whose 64-row half computes 192 rows for 146). A block takes
+//   the branch of its rows rounded up to S (uniform per block: no
+//   accumulator crosses control flow inside a loop) and multiplies the
+//   weight tile's two 64-row halves as A by the first N rows of the rows
+//   tile as B (C^T = W X^T: two 64 x N accumulators, gate and up, or two
+//   halves of the 128 output columns); the accumulators go to the f32
+//   epilogue tile transposed, and the epilogue reads it as before. Rows
+//   rounded to 64 or 128 keep the halves' products.
 // - MXFP4 weights (f4E2M1FN, the one-warpgroup schedule): no TMA; each
 //   thread stages one weight row's codes and scales by cp.async in the
 //   rows' group and, once it landed, decodes them into the stage's bf16
@@ -175,6 +187,7 @@ public:
         specialised(tileN == 256 || tileM > kTile), mxfp4(g.mxfp4()),
         rowsByTMA(g.rowsByTMA()),
         clusterBlocks(std::max<int64_t>(1, e.config.getCluster())),
+        rowStep(e.config.getTile().size() == 4 ? e.config.getTile()[3] : 0),
         sharedColumns(groupedSharedEpilogueColumns(op, e.config)),
         counter(e.config.getScheduler() == TileScheduler::counter),
         prefetch(e.config.getPrefetch()), mxfp4Rows(em, mma, tileN) {
@@ -448,18 +461,28 @@ private:
   Value multiplyRows(Value stage, Value first, Value acc,
                      int64_t pending = 2 * kTileK / kWGMMAK);
 
-  /// The k-step loop over `halves` 64 x 128 accumulators, zeroed.
-  scf::ForOp stepLoop(int64_t steps, int64_t halves = 2);
+  /// The k-step loop over `halves` 64 x n accumulators, zeroed.
+  scf::ForOp stepLoop(int64_t steps, int64_t halves = 2, int64_t n = kTile);
 
   /// A step's end: once every warp is done with `stage` (a block barrier),
   /// the copies of step kt + stages into it, their group, and `acc`.
   void refillAndYield(Value stage, Value kt, int64_t steps,
                       ArrayRef<RowCopy> copies, Value first, ValueRange acc);
 
-  /// The main loop over the tile's first `halves` 64-row halves.
+  /// The main loop over the tile's first `halves` 64-row halves, or, with
+  /// `rowsAsN` > 0, over the tile's first rowsAsN rows as wgmma's N (two
+  /// 64 x rowsAsN accumulators of the weight tile's halves).
   SmallVector<Value> mainLoop(Value first, int64_t steps,
                               ArrayRef<RowCopy> copies, Value group,
-                              int64_t halves);
+                              int64_t halves, int64_t rowsAsN = 0);
+
+  /// The tile's products and epilogue in the branch of its rows rounded up
+  /// to rowStep (the tile [128, 128, 64, rowStep]): rows as wgmma's N, or
+  /// the halves where the rounded rows are 64 or 128. `finish` takes the
+  /// accumulators and their N (0: the halves' products).
+  void productsByRowStep(
+      Value first, int64_t steps, ArrayRef<RowCopy> copies, Value group,
+      const std::function<void(ArrayRef<Value>, int64_t)> &finish);
 
   /// The main loop of a cluster pair (rows by TMA): step kt's products
   /// are issued before step kt - 1's stage is released, so that the
@@ -497,6 +520,9 @@ private:
   MMAEmitter mma;
   bool specialised, mxfp4, rowsByTMA;
   int64_t clusterBlocks;
+  /// The rows' step of the products (tile [128, 128, 64, rowStep]; 0: the
+  /// 64-row halves).
+  int64_t rowStep;
   /// Result columns a tile writes through shared memory (0: from
   /// registers).
   int64_t sharedColumns;

@@ -2,8 +2,9 @@
 //
 // k3.moe_grouped_glu, k3.moe_grouped_down and k3.glu_gate_up on Hopper
 // (MoEGroupedKernel.h): the one-warpgroup schedule (a block per 128 x 128
-// tile, several blocks an SM) and the patterns with their epilogues (the
-// GLU into h, the routing weight into the down GEMM's rows).
+// tile, several blocks an SM; its rows as wgmma's M in 64-row halves or as
+// its N in steps of the tile's fourth size) and the patterns with their
+// epilogues (the GLU into h, the routing weight into the down GEMM's rows).
 //
 //===----------------------------------------------------------------------===//
 #include "lowering/cuda/MoEGroupedKernel.h"
@@ -47,18 +48,23 @@ void GroupedKernel::body(const Epilogue &epi) {
     group = mma.commitGroup();
   }
   Value weight = rowWeight(tid);
-  auto finish = [&](ArrayRef<Value> acc) {
+  auto finishAsN = [&](ArrayRef<Value> acc, int64_t rowsAsN) {
     if (weight)
       mma.sts(weight, rowWeights, {tid});
     gpu::BarrierOp::create(b, loc);
-    Value tile = em.storeAccumulators(smem, base, acc);
+    Value tile =
+        rowsAsN ? em.storeAccumulatorsTransposed(smem, base, acc, rowsAsN, tid)
+                : em.storeAccumulators(smem, base, acc);
     gpu::BarrierOp::create(b, loc);
     epilogueFromTile(tile, epi);
   };
+  auto finish = [&](ArrayRef<Value> acc) { finishAsN(acc, 0); };
   if (mxfp4)
     return finish(mainLoopMXFP4(first, steps, copies, group));
   if (g.dense)
     return finish(mainLoop(first, steps, copies, group, 2));
+  if (rowStep)
+    return productsByRowStep(first, steps, copies, group, finishAsN);
   // An expert's last tile often holds a few rows (at T = 8192 top-8 of
   // 256 experts a segment averages 256 rows: about half the experts end
   // in a tile of 1-32). A tile of at most 64 rows multiplies its first
@@ -74,6 +80,32 @@ void GroupedKernel::body(const Epilogue &epi) {
     b.setInsertionPointToStart(&branch.getElseRegion().front());
     finish(mainLoop(first, steps, copies, group, 2));
   }
+}
+
+void GroupedKernel::productsByRowStep(
+    Value first, int64_t steps, ArrayRef<RowCopy> copies, Value group,
+    const std::function<void(ArrayRef<Value>, int64_t)> &finish) {
+  // Branch v multiplies the tile's first rowStep (v + 1) rows; the last
+  // branch (all 128) is the default.
+  int64_t branches = kTile / rowStep;
+  Value rounded = em.divuIdx(kb.addi(validRows, kb.idx(rowStep - 1)), rowStep);
+  SmallVector<int64_t> cases;
+  for (int64_t v = 0; v + 1 < branches; ++v)
+    cases.push_back(v);
+  auto sw = scf::IndexSwitchOp::create(
+      b, loc, TypeRange{}, kb.subi(rounded, kb.idx(1)), cases, cases.size());
+  auto emitBranch = [&](Region &region, int64_t rows) {
+    OpBuilder::InsertionGuard guard(b);
+    b.createBlock(&region);
+    if (rows % 64 == 0)
+      finish(mainLoop(first, steps, copies, group, rows / 64), 0);
+    else
+      finish(mainLoop(first, steps, copies, group, 2, rows), rows);
+    scf::YieldOp::create(b, loc);
+  };
+  for (int64_t v = 0; v + 1 < branches; ++v)
+    emitBranch(sw.getCaseRegions()[v], rowStep * (v + 1));
+  emitBranch(sw.getDefaultRegion(), kTile);
 }
 
 void GroupedKernel::initStageBarriers(Value first) {
@@ -108,9 +140,9 @@ void GroupedKernel::epilogueFromTile(Value tile, const Epilogue &epi) {
       });
 }
 
-scf::ForOp GroupedKernel::stepLoop(int64_t steps, int64_t halves) {
+scf::ForOp GroupedKernel::stepLoop(int64_t steps, int64_t halves, int64_t n) {
   Value init = nvgpu::WarpgroupMmaInitAccumulatorOp::create(
-      b, loc, em.accumulatorType(kTile));
+      b, loc, em.accumulatorType(n));
   SmallVector<Value> inits(halves, init);
   return scf::ForOp::create(b, loc, kb.idx(0), kb.idx(steps), kb.idx(1), inits);
 }
@@ -128,10 +160,11 @@ void GroupedKernel::refillAndYield(Value stage, Value kt, int64_t steps,
 
 SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
                                            ArrayRef<RowCopy> copies,
-                                           Value group, int64_t halves) {
+                                           Value group, int64_t halves,
+                                           int64_t rowsAsN) {
   if (paired())
     return mainLoopPaired(first, steps, copies, halves);
-  scf::ForOp loop = stepLoop(steps, halves);
+  scf::ForOp loop = stepLoop(steps, halves, rowsAsN ? rowsAsN : kTile);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(loop.getBody());
   Value kt = loop.getInductionVar();
@@ -145,10 +178,14 @@ SmallVector<Value> GroupedKernel::mainLoop(Value first, int64_t steps,
     gpu::BarrierOp::create(b, loc);
   }
   em.waitStage(bars, kt, stage);
+  Value rowsTile = em.tile(smem, stageOffset(stage, 0));
+  Value weightsTile = em.tile(smem, stageOffset(stage, 1));
   SmallVector<Value> acc =
-      em.multiplyStage(em.tile(smem, stageOffset(stage, 0)),
-                       em.tile(smem, stageOffset(stage, 1)), swizzle, swizzle,
-                       loop.getRegionIterArgs());
+      rowsAsN
+          ? em.multiplyStage(weightsTile, rowsTile, swizzle, swizzle,
+                             loop.getRegionIterArgs(), /*drain=*/true, rowsAsN)
+          : em.multiplyStage(rowsTile, weightsTile, swizzle, swizzle,
+                             loop.getRegionIterArgs());
   refillAndYield(stage, kt, steps, copies, first, acc);
   return SmallVector<Value>(loop.getResults());
 }

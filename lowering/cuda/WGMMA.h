@@ -174,17 +174,18 @@ struct WGMMAEmitter {
     return nvgpu::WarpgroupGenerateDescriptorOp::create(b, loc, type, sub, tm);
   }
 
-  /// acc[h] += a_tile[64 h .. 64 h + 64, :] b_tile^T for one landed stage
-  /// (both tiles 128 x 64, K-major): four k-steps of 16, the halves of
-  /// `acc` (both, or the first alone for a tile of at most 64 rows); no
-  /// waits between the products (one drain at the end of the stage, unless
-  /// `drain` is false: then the caller waits with wgmma.wait_group).
+  /// acc[h] += a_tile[64 h .. 64 h + 64, :] b_tile[0 .. n, :]^T for one
+  /// landed stage (both tiles 128 x 64, K-major): four k-steps of 16, the
+  /// halves of `acc` (both, or the first alone for a tile of at most 64
+  /// rows), each 64 x n (n a multiple of 8: fewer rows of b_tile, as where
+  /// the rows are wgmma's N); no waits between the products (one drain at
+  /// the end of the stage, unless `drain` is false: then the caller waits
+  /// with wgmma.wait_group).
   SmallVector<Value> multiplyStage(Value aTile, Value bTile, Value tmA,
-                                   Value tmB, ValueRange acc,
-                                   bool drain = true) {
+                                   Value tmB, ValueRange acc, bool drain = true,
+                                   int64_t n = kWGMMATileRows) {
     SmallVector<Value> out(acc);
     const int64_t halves = out.size();
-    const int64_t n = kWGMMATileRows;
     MemRefType aType = tileType({64, kWGMMAK}, b.getBF16Type());
     MemRefType bType = tileType({kWGMMAK, n}, b.getBF16Type());
     auto noWait = b.getI64IntegerAttr(2 * kWGMMATileK / kWGMMAK);
@@ -256,6 +257,13 @@ struct WGMMAEmitter {
     }
     return tile;
   }
+
+  /// The 64 x n accumulators of a product whose rows were wgmma's N
+  /// (multiplyStage with the weights as A): acc[h][i][j] into the 128 x 128
+  /// f32 epilogue tile at byte `offset` as tile[j][64 h + i], from thread
+  /// `t`'s registers (of the warpgroup; callers put barriers around it).
+  Value storeAccumulatorsTransposed(Value smem, Value offset,
+                                    ArrayRef<Value> acc, int64_t n, Value t);
 
   /// Waits for stage `stage` of loop step `kt` (parity of its round).
   void waitStage(Value bars, Value kt, Value stage) {

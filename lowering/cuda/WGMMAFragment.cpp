@@ -2,12 +2,14 @@
 //
 // AccumulatorFragment (WGMMA.h): a consumer warpgroup's accumulator read
 // as this thread's registers through k3gpu.warpgroup_fragment, for the
-// persistent schedules' epilogues that write without shared memory.
+// persistent schedules' epilogues that write without shared memory and for
+// the transposed store of a product whose rows were wgmma's N.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/K3GPU/K3GPUDialect.h"
 #include "lowering/cuda/WGMMA.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -70,4 +72,27 @@ AccumulatorFragment::exchangeRows(int64_t j, Value pair0, Value pair1) const {
   q.row = arith::SelectOp::create(b, loc, oddLane, rows[1], rows[0]);
   q.column = kb.subi(column(j), kb.select(oddLane, em.idx(2), em.idx(0)));
   return q;
+}
+
+Value WGMMAEmitter::storeAccumulatorsTransposed(Value smem, Value offset,
+                                                ArrayRef<Value> acc, int64_t n,
+                                                Value t) {
+  Value tile = epilogueTile(smem, offset, kWGMMATileRows, kWGMMATileRows);
+  // A warp's lanes of one register: 8 rows i (consecutive words) times 4
+  // column pairs, 2 (128 + 8) words apart: 32 banks, no conflict.
+  for (int64_t h = 0; h < int64_t(acc.size()); ++h) {
+    AccumulatorFragment f(*this, acc[h], n, t);
+    for (int64_t j = 0; j < n / 8; ++j)
+      for (int64_t half = 0; half < 2; ++half) {
+        Value pair = f.pair(half, j);
+        Value column = kb.addi(f.row(half), idx(64 * h));
+        for (int64_t e = 0; e < 2; ++e) {
+          Value v = vector::ExtractOp::create(b, loc, pair, e);
+          memref::StoreOp::create(
+              b, loc, v, tile,
+              ValueRange{kb.addi(f.column(j), idx(e)), column});
+        }
+      }
+  }
+  return tile;
 }

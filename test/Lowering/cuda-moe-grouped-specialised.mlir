@@ -35,7 +35,7 @@
 // every shape measured, docs/moe.md): the tile is an error.
 // RUN: not k3-opt %s --k3-moe-grouped --k3-select-kernel-config="target=cuda override=moe_grouped_wgmma.tile=64x256x64,moe_grouped_wgmma.warps=12,moe_grouped_wgmma.blocks_per_sm=1,moe_grouped_wgmma.stages=5" 2>&1 | FileCheck %s --check-prefix=TILE
 
-// TILE: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma has the tile [128, 128, 64] with one warpgroup (4 warps), or [128, 256, 64] or [384, 128, 64] with three (12 warps)
+// TILE: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma has the tile [128, 128, 64] or [128, 128, 64, S] with one warpgroup (4 warps), or [128, 256, 64] or [384, 128, 64] with three (12 warps)
 // STAGES: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with a 256-column tile needs at least 3 stages and one block per SM, got 2 and 1
 // COLUMNS: error: 'k3.moe_grouped_glu' op moe_grouped_wgmma with a 256-column tile needs output columns in multiples of 256, got 128
 
