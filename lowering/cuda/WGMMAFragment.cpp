@@ -79,7 +79,8 @@ Value WGMMAEmitter::storeAccumulatorsTransposed(Value smem, Value offset,
                                                 Value t) {
   Value tile = epilogueTile(smem, offset, kWGMMATileRows, kWGMMATileRows);
   // A warp's lanes of one register: 8 rows i (consecutive words) times 4
-  // column pairs, 2 (128 + 8) words apart: 32 banks, no conflict.
+  // column pairs, 2 (128 + 8) words apart (16 banks): two lanes a bank.
+  // Once a tile, after all of its k-steps.
   for (int64_t h = 0; h < int64_t(acc.size()); ++h) {
     AccumulatorFragment f(*this, acc[h], n, t);
     for (int64_t j = 0; j < n / 8; ++j)
