@@ -63,7 +63,9 @@
 //   tile as B (C^T = W X^T: two 64 x N accumulators, gate and up, or two
 //   halves of the 128 output columns); the accumulators go to the f32
 //   epilogue tile transposed, and the epilogue reads it as before. Rows
-//   rounded to 64 or 128 keep the halves' products.
+//   rounded to 64 or 128 keep the halves' products. Opt-in: measured level
+//   with the halves (a partial tile still streams every weight tile of its
+//   expert; docs/moe.md, "Rows as wgmma's N").
 // - MXFP4 weights (f4E2M1FN, the one-warpgroup schedule): no TMA; each
 //   thread stages one weight row's codes and scales by cp.async in the
 //   rows' group and, once it landed, decodes them into the stage's bf16
